@@ -1,0 +1,35 @@
+// stagecraft-cli plan: load, validate and plan a configuration; print tables or JSON.
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/plan/plan.h"
+
+namespace stagecraft::cli {
+
+int cmd_plan(const std::vector<std::string>& argv) {
+  ArgSpec spec;
+  spec.flags = {"--json"};
+  spec.overrides = true;
+  auto args = parse_args(argv, spec, "plan");
+  if (!args.ok()) return report(args.status());
+  if (args->positionals.size() != 1) {
+    return report(Status::invalid_input("plan: expected one CONFIG file (usage: stagecraft-cli plan CONFIG [key=value ...] [--json])"));
+  }
+  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  if (!cfg.ok()) return report(cfg.status());
+  auto plan = plan::make_plan(cfg.value());
+  if (!plan.ok()) return report(plan.status());
+  if (args->has("--json")) {
+    std::string out = plan::plan_to_json(plan.value()).dump(2);
+    out += '\n';
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else {
+    const std::string out = plan::plan_to_text(plan.value());
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,30 @@
+// The commands of stagecraft-cli, one function each, in cmd_*.cpp. Each returns the process
+// exit status: 0 success, 1 the operation failed, 2 invalid input (file, YAML, key, value,
+// option). Errors go to stderr, one line per problem, each naming what to fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stagecraft/core/status.h"
+
+namespace stagecraft::cli {
+
+struct Command {
+  const char* name;
+  const char* usage;    // one line: "plan CONFIG [key=value ...] [--json]"
+  const char* summary;  // one line
+  int (*run)(const std::vector<std::string>& args);
+};
+
+const std::vector<Command>& commands();
+
+// Prints every line of st's message as "stagecraft-cli: error: LINE" and returns the exit status
+// its code maps to (2 for kInvalidInput and kNotFound, 1 otherwise).
+int report(const Status& st);
+// "usage: stagecraft-cli USAGE" plus the summary, for --help.
+int print_help(const std::string& command);
+
+int cmd_plan(const std::vector<std::string>& args);
+
+}  // namespace stagecraft::cli

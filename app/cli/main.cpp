@@ -1,0 +1,80 @@
+// stagecraft-cli: Stagecraft without a screen — plan, export, import, and (as they land) search,
+// run and the run history. `stagecraft-cli help` lists the commands.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace stagecraft::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> kCommands = {
+      {"plan", "plan CONFIG [key=value ...] [--json]",
+       "Show the groups of every axis, the stage of every layer and the warnings of a run configuration.", cmd_plan},
+  };
+  return kCommands;
+}
+
+int report(const Status& st) {
+  const std::string& msg = st.message();
+  size_t start = 0;
+  while (start <= msg.size()) {
+    const size_t nl = msg.find('\n', start);
+    const std::string line = msg.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    std::fprintf(stderr, "stagecraft-cli: error: %s\n", line.c_str());
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return st.code() == Status::Code::kInvalidInput || st.code() == Status::Code::kNotFound ? 2 : 1;
+}
+
+int print_help(const std::string& command) {
+  for (const auto& c : commands()) {
+    if (command == c.name) {
+      std::printf("usage: stagecraft-cli %s\n\n%s\n", c.usage, c.summary);
+      return 0;
+    }
+  }
+  std::printf("usage: stagecraft-cli COMMAND [ARGS]\n\nStagecraft plans and runs hybrid-parallel (DP x TP x PP) training.\n\nCommands:\n");
+  for (const auto& c : commands()) std::printf("  %-52s %s\n", c.usage, c.summary);
+  std::printf("\nExit status: 0 success, 1 the operation failed, 2 invalid input.\n"
+              "Run `stagecraft-cli COMMAND --help` for one command.\n");
+  return 0;
+}
+
+}  // namespace stagecraft::cli
+
+int main(int argc, char** argv) {
+  using namespace stagecraft::cli;
+  try {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+      return print_help(args.size() > 1 ? args[1] : "");
+    }
+    if (args[0] == "--version") {
+      std::printf("stagecraft-cli %s\n", STAGECRAFT_VERSION);
+      return 0;
+    }
+    for (const auto& c : commands()) {
+      if (args[0] == c.name) {
+        std::vector<std::string> rest(args.begin() + 1, args.end());
+        for (const auto& a : rest) {
+          if (a == "--help" || a == "-h") return print_help(c.name);
+        }
+        return c.run(rest);
+      }
+    }
+    std::fprintf(stderr, "stagecraft-cli: error: unknown command '%s'; run stagecraft-cli help for the list\n", args[0].c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "stagecraft-cli: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stagecraft-cli: error: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,125 @@
+// RunConfig: one training run as a plain value, the parsed form of a Stagecraft YAML document.
+//
+// Every field has its default written beside it; a YAML file may leave out everything but the
+// model shape (model.layers, model.hidden, model.heads). The loader (config_io.h) fills this
+// struct and validates it; nothing here checks consistency. Enum spellings are the YAML ones and
+// are converted with to_string()/parse_*() below.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stagecraft::config {
+
+enum class TpMode { k1d, k2d, k2p5d, k3d };                    // "1d" "2d" "2.5d" "3d"
+enum class Schedule { kGpipe, k1f1b, kInterleaved };           // "gpipe" "1f1b" "interleaved"
+enum class PartitionKind { kUniform, kBalanced, kExplicit };   // "uniform" "balanced" or a list
+enum class Recompute { kNone, kSelective, kFull };             // "none" "selective" "full"
+enum class Precision { kFp32, kFp16, kBf16 };                  // "fp32" "fp16" "bf16"
+enum class Backend { kCpu, kCuda };                            // "cpu" "cuda"
+enum class Axis { kTp, kDp, kPp };                             // "tp" "dp" "pp"
+
+std::string_view to_string(TpMode v);
+std::string_view to_string(Schedule v);
+std::string_view to_string(PartitionKind v);
+std::string_view to_string(Recompute v);
+std::string_view to_string(Precision v);
+std::string_view to_string(Backend v);
+std::string_view to_string(Axis v);
+std::optional<TpMode> parse_tp_mode(std::string_view s);
+std::optional<Schedule> parse_schedule(std::string_view s);
+std::optional<Recompute> parse_recompute(std::string_view s);
+std::optional<Precision> parse_precision(std::string_view s);
+std::optional<Backend> parse_backend(std::string_view s);
+
+// One line of a hostfile: `host slots=N`.
+struct HostSlots {
+  std::string host;
+  int slots = 0;
+  bool operator==(const HostSlots&) const = default;
+};
+
+struct ClusterConfig {
+  int nodes = 1;                    // machines; equals hosts.size() when hosts are given
+  int gpus_per_node = 8;            // ranks per machine ("slots"); for backend cpu, processes
+  std::string device = "A100-80GB"; // accelerator model, a name from `stagecraft-cli devices`
+  std::vector<HostSlots> hosts;     // optional; when given they define nodes and gpus_per_node
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+struct ModelConfig {
+  std::string arch = "gpt";     // decoder-only GPT-2 family (the only architecture so far)
+  int layers = 0;               // transformer blocks; required
+  int hidden = 0;               // model width h; required
+  int heads = 0;                // attention heads a; required; divides hidden
+  int ffn_hidden = 0;           // MLP width; 0 means 4 x hidden
+  int seq_len = 1024;           // tokens per sample s
+  int vocab = 50257;            // vocabulary size V (GPT-2's)
+  bool tied_embeddings = true;  // LM head shares the token embedding (GPT-2, BERT)
+
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct ParallelConfig {
+  int dp = 0;                          // data parallel size; 0 = auto = world / (tp x pp)
+  int tp = 1;                          // tensor parallel size (the whole TP group, all modes)
+  int pp = 1;                          // pipeline parallel size (number of pp ranks)
+  TpMode tp_mode = TpMode::k1d;        // Megatron 1D, or Colossal-AI 2D / 2.5D / 3D
+  int tp_depth = 1;                    // 2.5d only: depth d in tp = N^2 x d
+  std::vector<Axis> order = {Axis::kTp, Axis::kDp, Axis::kPp};  // innermost (fastest) first
+  bool sequence_parallel = false;      // Megatron sequence parallelism (needs tp > 1, 1d)
+  int zero = 0;                        // 0: none; 1: optimizer state sharded over DP
+
+  bool dp_auto() const { return dp == 0; }
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct PipelineConfig {
+  Schedule schedule = Schedule::k1f1b;
+  int virtual_stages = 1;              // model chunks per pp rank (interleaved only)
+  PartitionKind partition = PartitionKind::kUniform;
+  std::vector<int> stage_ids;          // kExplicit: one chunk id per layer (LiBai's
+                                       // custom_pipeline_stage_id); empty otherwise
+  bool operator==(const PipelineConfig&) const = default;
+};
+
+struct TrainConfig {
+  int global_batch = 8;           // samples per optimizer step, over all DP replicas
+  int micro_batch = 1;            // samples per micro-batch per DP replica
+  int steps = 100;                // optimizer steps
+  double lr = 3.0e-4;             // peak learning rate (AdamW)
+  double min_lr = 0.0;            // floor of the cosine decay
+  int warmup_steps = 0;           // linear warm-up steps
+  double weight_decay = 0.0;      // AdamW decoupled weight decay
+  double beta1 = 0.9;             // AdamW
+  double beta2 = 0.95;            // AdamW
+  double grad_clip = 1.0;         // clip by global gradient norm; 0 disables
+  Precision precision = Precision::kFp32;
+  Recompute recompute = Recompute::kNone;
+  uint64_t seed = 1234;           // parameters and batches are functions of the seed
+  std::string data;               // token file (.bin, uint16) or text file (.txt, bytes)
+  int checkpoint_every = 0;       // steps between checkpoints; 0 = only at the end
+  std::string checkpoint_dir = "checkpoints";
+  std::string resume;             // checkpoint directory to continue from; empty = fresh
+  double hang_timeout_s = 300.0;  // no step event for this long fails the run as hung
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct RunConfig {
+  std::string name = "run";
+  ClusterConfig cluster;
+  ModelConfig model;
+  ParallelConfig parallel;
+  PipelineConfig pipeline;
+  TrainConfig train;
+  Backend backend = Backend::kCpu;
+
+  int world_size() const { return cluster.nodes * cluster.gpus_per_node; }
+  bool operator==(const RunConfig&) const = default;
+};
+
+}  // namespace stagecraft::config

@@ -1,0 +1,107 @@
+// Topology: which GPU rank holds which (dp, tp, pp) coordinate, and the groups that follow.
+//
+// Ranks are numbered in hostfile order: rank r sits on node r / gpus_per_node with local rank
+// r % gpus_per_node (DeepSpeed, torchrun). `order` lists the axes innermost first, Megatron's
+// convention, the leftmost varying fastest. With the default tp-dp-pp:
+//
+//     rank = tp_rank + dp_rank * tp + pp_rank * tp * dp
+//
+// A group of axis x is the set of ranks that differ only in x. Worked example, 8 GPUs,
+// dp = tp = pp = 2, order tp-dp-pp:
+//     TP [0,1] [2,3] [4,5] [6,7]    DP [0,2] [1,3] [4,6] [5,7]    PP [0,4] [1,5] [2,6] [3,7]
+//     pp rank 0 = ranks 0-3, pp rank 1 = ranks 4-7.
+// The same sizes with order tp-pp-dp (PaddlePaddle's fixed order) give
+//     TP [0,1] [2,3] [4,5] [6,7]    PP [0,2] [1,3] [4,6] [5,7]    DP [0,4] [1,5] [2,6] [3,7].
+//
+// Colossal-AI's 2D / 2.5D / 3D tensor modes arrange the tp ranks of one TP group as a grid. With
+// t the tp rank, N the grid side and d the 2.5d depth:
+//     2d:   t = i + N*j           row groups vary i, column groups vary j
+//     2.5d: t = i + N*(j + N*k)   row vary i, column vary j, depth vary k, xz vary (j, k)
+//     3d:   t = i + N*(j + N*k)   input vary j, weight vary i, output vary k
+// which is exactly how Colossal-AI's process-group initialisers number them.
+//
+// Groups are listed by their lowest rank; members in increasing coordinate of the group's axis.
+// A Topology is an immutable value, cheap to query from any thread.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/status.h"
+
+namespace stagecraft::plan {
+
+using config::Axis;
+using config::TpMode;
+
+struct RankCoord {
+  int rank = 0;
+  int node = 0;
+  int local_rank = 0;
+  int dp = 0;
+  int tp = 0;
+  int pp = 0;
+  bool operator==(const RankCoord&) const = default;
+};
+
+// A named family of tensor sub-groups: "row", "column", "depth", "xz", "input", "weight", "output".
+struct TensorSubgroups {
+  std::string name;
+  std::vector<std::vector<int>> groups;
+};
+
+struct TopologySpec {
+  int nodes = 1;
+  int gpus_per_node = 8;
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  std::vector<Axis> order = {Axis::kTp, Axis::kDp, Axis::kPp};
+  TpMode tp_mode = TpMode::k1d;
+  int tp_depth = 1;
+};
+
+class Topology {
+ public:
+  // Fails (kInvalidInput) when dp x tp x pp != nodes x gpus_per_node, the order is not a
+  // permutation of the three axes, or the tp size does not fit its mode's grid.
+  static Result<Topology> create(const TopologySpec& spec);
+
+  const TopologySpec& spec() const { return spec_; }
+  int world_size() const { return world_; }
+  int size(Axis a) const { return size_[index(a)]; }
+  // Distance in ranks between neighbours along an axis (the product of the inner axes' sizes).
+  int stride(Axis a) const { return stride_[index(a)]; }
+
+  RankCoord coord(int rank) const;
+  int rank_of(int dp, int tp, int pp) const;
+
+  // Every group of one axis: size(a) ranks each, world / size(a) groups.
+  std::vector<std::vector<int>> groups(Axis a) const;
+  // The group of `rank` along `a`.
+  std::vector<int> group_of(int rank, Axis a) const;
+  // Ranks with pp coordinate p (one pipeline stage of every replica).
+  std::vector<int> stage_ranks(int pp_rank) const;
+
+  // Colossal-AI sub-groups of each TP group (empty for 1d). Grid side N and depth per header.
+  std::vector<TensorSubgroups> tensor_subgroups() const;
+  int tensor_grid_side() const { return grid_side_; }
+
+  // True when some TP group holds ranks of more than one node.
+  bool tp_spans_nodes() const;
+  // Nodes that the ranks of `group` sit on, in increasing order.
+  std::vector<int> nodes_of(const std::vector<int>& group) const;
+
+ private:
+  static int index(Axis a) { return static_cast<int>(a); }
+
+  TopologySpec spec_;
+  int world_ = 0;
+  std::array<int, 3> size_{};    // indexed by Axis
+  std::array<int, 3> stride_{};  // indexed by Axis
+  int grid_side_ = 0;            // N for 2d/2.5d/3d, 0 for 1d
+};
+
+}  // namespace stagecraft::plan

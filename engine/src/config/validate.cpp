@@ -1,0 +1,225 @@
+// The consistency rules of a run configuration. See validate.h; DESIGN.md §3 lists the rules.
+#include "stagecraft/config/validate.h"
+
+#include <cmath>
+
+namespace stagecraft::config {
+
+namespace {
+
+std::string str(int v) { return std::to_string(v); }
+
+constexpr long long kMaxWorld = 1 << 20;
+
+class Checker {
+ public:
+  explicit Checker(const RunConfig& c) : c_(c) {}
+
+  std::vector<ConfigIssue> run() {
+    check_model();
+    check_world();
+    check_tensor();
+    check_pipeline();
+    check_batch();
+    check_train();
+    return std::move(issues_);
+  }
+
+ private:
+  void fail(const std::string& key, const std::string& value, const std::string& rule) {
+    issues_.push_back({key, key + "=" + value + ": " + rule});
+  }
+
+  void check_model() {
+    const auto& m = c_.model;
+    if (m.layers <= 0) fail("model.layers", str(m.layers), "required; the number of transformer blocks");
+    if (m.hidden <= 0) fail("model.hidden", str(m.hidden), "required; the model width");
+    if (m.heads <= 0) fail("model.heads", str(m.heads), "required; the number of attention heads");
+    if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0) {
+      fail("model.heads", str(m.heads), "must divide model.hidden=" + str(m.hidden) + " (each head gets hidden / heads channels)");
+    }
+  }
+
+  void check_world() {
+    const auto& p = c_.parallel;
+    const int world = c_.world_size();
+    const long long tp_pp = static_cast<long long>(p.tp) * p.pp;
+    const std::string cluster = str(c_.cluster.nodes) + (c_.cluster.nodes == 1 ? " node" : " nodes") + " x " +
+                                str(c_.cluster.gpus_per_node);
+    if (static_cast<long long>(c_.cluster.nodes) * c_.cluster.gpus_per_node > kMaxWorld) {
+      fail("cluster.nodes", str(c_.cluster.nodes), "the cluster has more than " + std::to_string(kMaxWorld) + " GPUs in all, more than Stagecraft plans");
+      return;
+    }
+    if (p.dp_auto()) {
+      if (tp_pp > world) {
+        fail(p.tp > 1 ? "parallel.tp" : "parallel.pp", str(p.tp > 1 ? p.tp : p.pp),
+             "tp x pp = " + std::to_string(tp_pp) + " is more than the " + str(world) + " GPUs of the cluster (" + cluster + ")");
+      } else if (world % tp_pp != 0) {
+        fail(p.tp > 1 ? "parallel.tp" : "parallel.pp", str(p.tp > 1 ? p.tp : p.pp),
+             str(world) + " GPUs are not divisible by tp x pp = " + std::to_string(tp_pp));
+      }
+    } else if (static_cast<long long>(p.dp) * tp_pp != world) {
+      fail("parallel.dp", str(p.dp),
+           "dp x tp x pp = " + std::to_string(p.dp * tp_pp) + " but the cluster has " + str(world) + " GPUs (" + cluster +
+               "); set dp: auto or change the sizes");
+    }
+  }
+
+  void check_tensor() {
+    const auto& p = c_.parallel;
+    const auto& m = c_.model;
+    int n = p.tp;  // the size of one side of the TP grid; what must divide the model's dimensions
+    switch (p.tp_mode) {
+      case TpMode::k1d:
+        break;
+      case TpMode::k2d:
+        n = integer_root(p.tp, 2);
+        if (n == 0) fail("parallel.tp", str(p.tp), "tp_mode 2d arranges the TP group as an N x N grid, so tp must be a square (4, 9, 16, ...)");
+        break;
+      case TpMode::k2p5d: {
+        if (p.tp % p.tp_depth != 0 || integer_root(p.tp / p.tp_depth, 2) == 0) {
+          fail("parallel.tp", str(p.tp), "tp_mode 2.5d needs tp = N x N x tp_depth (tp_depth=" + str(p.tp_depth) + "), e.g. 8 with depth 2");
+          n = 0;
+        } else {
+          n = integer_root(p.tp / p.tp_depth, 2);
+        }
+        break;
+      }
+      case TpMode::k3d:
+        n = integer_root(p.tp, 3);
+        if (n == 0) fail("parallel.tp", str(p.tp), "tp_mode 3d arranges the TP group as an N x N x N cube, so tp must be a cube (8, 27, 64, ...)");
+        break;
+    }
+    if (p.tp_depth != 1 && p.tp_mode != TpMode::k2p5d) {
+      fail("parallel.tp_depth", str(p.tp_depth), "only tp_mode 2.5d has a depth; remove it or set tp_mode: 2.5d");
+    }
+    if (n <= 1 || m.hidden <= 0 || m.heads <= 0) return;
+    const char* what = p.tp_mode == TpMode::k1d ? "tp" : "the TP grid side N";
+    const std::string nstr = p.tp_mode == TpMode::k1d ? "" : " (N=" + str(n) + ")";
+    if (m.heads % n != 0) {
+      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.heads=" + str(m.heads) + " so that every rank holds whole heads");
+    }
+    if (m.ffn() % n != 0) {
+      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.ffn_hidden=" + str(m.ffn()));
+    }
+    if (p.tp_mode != TpMode::k1d && m.hidden % n != 0) {
+      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.hidden=" + str(m.hidden));
+    }
+    if (p.sequence_parallel && m.seq_len % p.tp != 0) {
+      fail("parallel.sequence_parallel", "true", "sequence parallelism splits the sequence over tp=" + str(p.tp) +
+                                                     " ranks, so tp must divide model.seq_len=" + str(m.seq_len));
+    }
+    if (p.sequence_parallel && p.tp_mode != TpMode::k1d) {
+      fail("parallel.sequence_parallel", "true", "Megatron sequence parallelism goes with tp_mode 1d");
+    }
+  }
+
+  void check_pipeline() {
+    const auto& p = c_.parallel;
+    const auto& pl = c_.pipeline;
+    const int layers = c_.model.layers;
+    const int v = pl.virtual_stages;
+    const bool interleaved = pl.schedule == Schedule::kInterleaved;
+    if (interleaved && p.pp < 2) {
+      fail("pipeline.schedule", "interleaved", "needs pipeline parallelism (parallel.pp > 1)");
+    }
+    if (interleaved && v < 2) {
+      fail("pipeline.virtual_stages", str(v), "the interleaved schedule needs 2 or more virtual stages (model chunks) per pp rank");
+    }
+    if (!interleaved && v != 1) {
+      fail("pipeline.virtual_stages", str(v), "only the interleaved schedule runs several model chunks per pp rank; set schedule: interleaved or virtual_stages: 1");
+    }
+    const int chunks = p.pp * (interleaved ? v : 1);
+    if (layers > 0 && chunks > layers) {
+      if (interleaved) {
+        fail("parallel.pp", str(p.pp), "pp x virtual_stages = " + str(chunks) + " model chunks but the model has only " + str(layers) + " layers");
+      } else {
+        fail("parallel.pp", str(p.pp), "more pipeline stages than the model's " + str(layers) + " layers; every stage needs at least one layer");
+      }
+    }
+    if (pl.partition != PartitionKind::kExplicit || layers <= 0) return;
+    const auto& ids = pl.stage_ids;
+    const std::string listed = "a list of " + str(static_cast<int>(ids.size())) + " stage ids";
+    if (static_cast<int>(ids.size()) != layers) {
+      fail("pipeline.partition", listed, "needs one stage id per layer, " + str(layers) + " in all (model.layers)");
+      return;
+    }
+    std::vector<int> count(static_cast<size_t>(std::max(chunks, 0)), 0);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= chunks) {
+        fail("pipeline.partition", listed, "layer " + str(static_cast<int>(i)) + " has stage " + str(ids[i]) + ", outside [0, " + str(chunks) + ")");
+        return;
+      }
+      if (i > 0 && ids[i] < ids[i - 1]) {
+        fail("pipeline.partition", listed, "stage ids must not decrease (layer " + str(static_cast<int>(i)) + " goes back from stage " +
+                                                 str(ids[i - 1]) + " to " + str(ids[i]) + "); stages hold contiguous layers");
+        return;
+      }
+      ++count[static_cast<size_t>(ids[i])];
+    }
+    for (int s = 0; s < chunks; ++s) {
+      if (count[static_cast<size_t>(s)] == 0) {
+        fail("pipeline.partition", listed, "stage " + str(s) + " has no layer; every stage needs at least one");
+        return;
+      }
+    }
+  }
+
+  void check_batch() {
+    const auto& t = c_.train;
+    const auto& p = c_.parallel;
+    const int dp = resolved_dp(c_);
+    if (dp <= 0) return;  // world rule already failed
+    const long long per_step = static_cast<long long>(dp) * t.micro_batch;
+    if (t.global_batch % per_step != 0) {
+      fail("train.global_batch", str(t.global_batch),
+           "must be a multiple of dp x micro_batch = " + str(dp) + " x " + str(t.micro_batch) + " = " + std::to_string(per_step) +
+               " (a whole number of micro-batches per replica)");
+      return;
+    }
+    const int m = micro_batches(c_);
+    if (c_.pipeline.schedule == Schedule::kInterleaved && p.pp > 1 && m % p.pp != 0) {
+      fail("train.global_batch", str(t.global_batch),
+           "the interleaved schedule needs the micro-batch count m = " + str(m) + " to be a multiple of pp = " + str(p.pp));
+    }
+  }
+
+  void check_train() {
+    const auto& t = c_.train;
+    if (t.min_lr > t.lr) fail("train.min_lr", std::to_string(t.min_lr), "must not exceed train.lr");
+    if (t.warmup_steps > t.steps) fail("train.warmup_steps", str(t.warmup_steps), "must not exceed train.steps=" + str(t.steps));
+  }
+
+  const RunConfig& c_;
+  std::vector<ConfigIssue> issues_;
+};
+
+}  // namespace
+
+int integer_root(int v, int k) {
+  if (v <= 0) return 0;
+  const int r = static_cast<int>(std::lround(std::pow(static_cast<double>(v), 1.0 / k)));
+  for (int c = std::max(1, r - 1); c <= r + 1; ++c) {
+    long long p = 1;
+    for (int i = 0; i < k; ++i) p *= c;
+    if (p == v) return c;
+  }
+  return 0;
+}
+
+int resolved_dp(const RunConfig& c) {
+  if (!c.parallel.dp_auto()) return c.parallel.dp;
+  const long long tp_pp = static_cast<long long>(c.parallel.tp) * c.parallel.pp;
+  if (tp_pp <= 0 || c.world_size() % tp_pp != 0) return 0;
+  return static_cast<int>(c.world_size() / tp_pp);
+}
+
+int micro_batches(const RunConfig& c) {
+  const int dp = resolved_dp(c);
+  if (dp <= 0 || c.train.micro_batch <= 0) return 0;
+  return c.train.global_batch / (dp * c.train.micro_batch);
+}
+
+std::vector<ConfigIssue> validate(const RunConfig& config) { return Checker(config).run(); }
+
+}  // namespace stagecraft::config

@@ -1,0 +1,336 @@
+// make_plan(): topology + partition + warnings, and the plan's JSON and text forms.
+#include "stagecraft/plan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "stagecraft/config/validate.h"
+#include "stagecraft/model/gpt_shape.h"
+
+namespace stagecraft::plan {
+
+using config::PartitionKind;
+using config::RunConfig;
+using config::Schedule;
+
+double Plan::bubble_fraction() const {
+  if (pp <= 1 || micro_batches <= 0) return 0.0;
+  return static_cast<double>(pp - 1) / (static_cast<double>(virtual_stages) * micro_batches);
+}
+
+StageCostModel flops_cost_model(const RunConfig& config) {
+  const auto g = model::GptShape::from(config.model);
+  StageCostModel m;
+  m.layer.assign(static_cast<size_t>(config.model.layers), 3.0 * g.layer_forward_flops());
+  m.first = 0.0;
+  m.last = 3.0 * g.head_forward_flops();
+  return m;
+}
+
+StageMemoryModel simple_memory_model(const RunConfig& config, int stages) {
+  const auto g = model::GptShape::from(config.model);
+  const double tp = config.parallel.tp;
+  // 16 bytes per parameter: fp32 weights, grads and two Adam moments, or mixed precision with
+  // fp32 master weights (ZeRO paper); sharded by TP.
+  const double per_param = 16.0;
+  // Activations of one layer, one micro-batch, 16-bit (Korthikanti et al. 2022, Table 2).
+  const double s = g.seq, b = config.train.micro_batch, h = g.hidden, a = g.heads;
+  const double act = s * b * h * (10.0 + 24.0 / tp + 5.0 * a * s / (h * tp));
+  StageMemoryModel m;
+  m.layer_static.assign(static_cast<size_t>(config.model.layers), per_param * g.layer_params() / tp);
+  m.layer_activation.assign(static_cast<size_t>(config.model.layers), act);
+  m.first = per_param * g.embedding_params() / tp;
+  m.last = per_param * g.head_params() / tp + (config.model.tied_embeddings && stages > 1 ? per_param * g.vocab * g.hidden / tp : 0.0);
+  const int pp = config.parallel.pp;
+  const int mb = std::max(1, config::micro_batches(config));
+  m.inflight.resize(static_cast<size_t>(stages));
+  for (int c = 0; c < stages; ++c) {
+    const int p = c % std::max(pp, 1);
+    double inflight = 1.0;
+    switch (config.pipeline.schedule) {
+      case Schedule::kGpipe: inflight = mb; break;                       // all m forward passes first
+      case Schedule::k1f1b: inflight = std::min(mb, pp - p); break;      // warm-up depth of stage p
+      case Schedule::kInterleaved: inflight = std::min(mb, pp - p); break;  // per chunk, roughly
+    }
+    m.inflight[static_cast<size_t>(c)] = inflight;
+  }
+  return m;
+}
+
+namespace {
+
+std::string order_string(const std::vector<config::Axis>& order) {
+  std::string s;
+  for (auto a : order) s += (s.empty() ? "" : "-") + std::string(config::to_string(a));
+  return s;
+}
+
+std::string percent(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", f * 100.0);
+  return buf;
+}
+
+void add_warnings(Plan& p, const StageCostModel& cost) {
+  const auto& c = p.config;
+  const auto& topo = p.topology;
+  if (topo.tp_spans_nodes()) {
+    std::string why = p.tp > c.cluster.gpus_per_node
+                          ? "tp=" + std::to_string(p.tp) + " is larger than the " + std::to_string(c.cluster.gpus_per_node) + " GPUs of a node"
+                          : "parallel.order=" + order_string(c.parallel.order) + " does not keep each TP group on one node";
+    p.warnings.push_back("TP groups span nodes (" + why + "): every layer's tensor-parallel all-reduces cross the inter-node network; "
+                         "keep tp <= gpus_per_node with tp innermost in parallel.order");
+  }
+  const double bubble = p.bubble_fraction();
+  if (bubble > 0.25) {
+    p.warnings.push_back("pipeline bubble " + percent(bubble) + ": (pp - 1)/" + (p.virtual_stages > 1 ? std::string("(v x m)") : "m") +
+                         " with pp=" + std::to_string(p.pp) + ", m=" + std::to_string(p.micro_batches) +
+                         " micro-batches; raise train.global_batch or lower train.micro_batch for more micro-batches");
+  }
+  if (c.parallel.sequence_parallel && p.tp == 1) {
+    p.warnings.push_back("parallel.sequence_parallel has no effect with tp=1");
+  }
+  if (p.tp > 1 && c.parallel.tp_mode == config::TpMode::k1d && c.model.vocab % p.tp != 0) {
+    const int multiple = 128 * p.tp;
+    const int padded = (c.model.vocab + multiple - 1) / multiple * multiple;
+    p.warnings.push_back("model.vocab=" + std::to_string(c.model.vocab) + " is not divisible by tp=" + std::to_string(p.tp) +
+                         "; Megatron pads it to " + std::to_string(padded) + " (a multiple of 128 x tp)");
+  }
+  if (p.num_stages() > 1 && c.pipeline.partition != PartitionKind::kBalanced) {
+    // Say how much the bottleneck stage would gain from balancing.
+    std::vector<int> counts;
+    for (const auto& s : p.stages) counts.push_back(s.num_layers);
+    const auto costs = stage_costs(cost, counts);
+    const double now = *std::max_element(costs.begin(), costs.end());
+    auto balanced = balanced_counts(cost, p.num_stages(), nullptr);
+    if (balanced.ok()) {
+      const auto bcosts = stage_costs(cost, balanced.value());
+      const double best = *std::max_element(bcosts.begin(), bcosts.end());
+      if (now > best * 1.05) {
+        const auto slowest = std::max_element(costs.begin(), costs.end()) - costs.begin();
+        p.warnings.push_back("stage " + std::to_string(slowest) + " does " +
+                             std::to_string(static_cast<int>(std::lround(100.0 * (now / best - 1.0)))) +
+                             "% more work than the slowest stage of a balanced split; pipeline.partition: balanced would shorten every step");
+      }
+    }
+  }
+  if (p.pp > 1 && p.micro_batches < p.pp && c.pipeline.schedule != Schedule::kGpipe) {
+    p.warnings.push_back("fewer micro-batches (m=" + std::to_string(p.micro_batches) + ") than pipeline stages (pp=" + std::to_string(p.pp) +
+                         "): some stages never overlap; aim for m >= 4 x pp");
+  }
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const RunConfig& config) {
+  const auto issues = config::validate(config);
+  if (!issues.empty()) {
+    std::string msg;
+    for (const auto& i : issues) msg += (msg.empty() ? "" : "\n") + i.message;
+    return Status::invalid_input(msg);
+  }
+  TopologySpec spec;
+  spec.nodes = config.cluster.nodes;
+  spec.gpus_per_node = config.cluster.gpus_per_node;
+  spec.dp = config::resolved_dp(config);
+  spec.tp = config.parallel.tp;
+  spec.pp = config.parallel.pp;
+  spec.order = config.parallel.order;
+  spec.tp_mode = config.parallel.tp_mode;
+  spec.tp_depth = config.parallel.tp_depth;
+  auto topo = Topology::create(spec);
+  if (!topo.ok()) return topo.status();
+
+  Plan p;
+  p.config = config;
+  p.dp = spec.dp;
+  p.tp = spec.tp;
+  p.pp = spec.pp;
+  p.virtual_stages = config.pipeline.schedule == Schedule::kInterleaved ? config.pipeline.virtual_stages : 1;
+  p.micro_batches = config::micro_batches(config);
+  p.topology = std::move(topo).value();
+
+  const int layers = config.model.layers;
+  const int chunks = p.pp * p.virtual_stages;
+  const StageCostModel cost = flops_cost_model(config);
+  std::vector<int> counts;
+  switch (config.pipeline.partition) {
+    case PartitionKind::kUniform: counts = uniform_counts(layers, chunks); break;
+    case PartitionKind::kExplicit: counts = stage_ids_to_counts(config.pipeline.stage_ids, chunks); break;
+    case PartitionKind::kBalanced: {
+      const StageMemoryModel memory = simple_memory_model(config, chunks);
+      auto balanced = balanced_counts(cost, chunks, &memory);
+      if (!balanced.ok()) return balanced.status().with_context("pipeline.partition=balanced");
+      counts = std::move(balanced).value();
+      break;
+    }
+  }
+  p.layer_stage = counts_to_stage_ids(counts);
+  const auto costs = stage_costs(cost, counts);
+  const double mean = std::accumulate(costs.begin(), costs.end(), 0.0) / std::max<size_t>(costs.size(), 1);
+  int first = 0;
+  for (int s = 0; s < chunks; ++s) {
+    StagePlan st;
+    st.stage = s;
+    st.pp_rank = s % p.pp;
+    st.first_layer = first;
+    st.num_layers = counts[static_cast<size_t>(s)];
+    st.has_embedding = s == 0;
+    st.has_head = s == chunks - 1;
+    st.relative_cost = mean > 0 ? costs[static_cast<size_t>(s)] / mean : 1.0;
+    first += st.num_layers;
+    p.stages.push_back(st);
+  }
+  add_warnings(p, cost);
+  return p;
+}
+
+Json plan_to_json(const Plan& p) {
+  const auto& c = p.config;
+  const auto& topo = p.topology;
+  Json j = Json::object();
+  j.set("name", c.name);
+  j.set("world_size", topo.world_size());
+  j.set("nodes", c.cluster.nodes);
+  j.set("gpus_per_node", c.cluster.gpus_per_node);
+  j.set("device", c.cluster.device);
+  j.set("dp", p.dp);
+  j.set("tp", p.tp);
+  j.set("pp", p.pp);
+  j.set("order", order_string(c.parallel.order));
+  j.set("tp_mode", std::string(config::to_string(c.parallel.tp_mode)));
+  if (c.parallel.tp_mode == config::TpMode::k2p5d) j.set("tp_depth", c.parallel.tp_depth);
+  j.set("schedule", std::string(config::to_string(c.pipeline.schedule)));
+  j.set("virtual_stages", p.virtual_stages);
+  j.set("partition", std::string(config::to_string(c.pipeline.partition)));
+  j.set("micro_batches", p.micro_batches);
+  j.set("bubble_fraction", p.bubble_fraction());
+
+  Json::Array ranks;
+  ranks.reserve(static_cast<size_t>(topo.world_size()));
+  for (int r = 0; r < topo.world_size(); ++r) {
+    const RankCoord rc = topo.coord(r);
+    Json e = Json::object();
+    e.set("rank", rc.rank);
+    e.set("node", rc.node);
+    e.set("local_rank", rc.local_rank);
+    e.set("dp", rc.dp);
+    e.set("tp", rc.tp);
+    e.set("pp", rc.pp);
+    ranks.push_back(std::move(e));
+  }
+  j.set("ranks", Json(std::move(ranks)));
+
+  auto groups_json = [](const std::vector<std::vector<int>>& gs) {
+    Json::Array a;
+    a.reserve(gs.size());
+    for (const auto& g : gs) a.push_back(Json::array_of(g));
+    return Json(std::move(a));
+  };
+  Json groups = Json::object();
+  groups.set("tp", groups_json(topo.groups(config::Axis::kTp)));
+  groups.set("dp", groups_json(topo.groups(config::Axis::kDp)));
+  groups.set("pp", groups_json(topo.groups(config::Axis::kPp)));
+  j.set("groups", std::move(groups));
+  const auto subgroups = topo.tensor_subgroups();
+  if (!subgroups.empty()) {
+    Json sub = Json::object();
+    for (const auto& fam : subgroups) sub.set(fam.name, groups_json(fam.groups));
+    j.set("tensor_subgroups", std::move(sub));
+  }
+
+  Json::Array stages;
+  for (const auto& s : p.stages) {
+    Json e = Json::object();
+    e.set("stage", s.stage);
+    e.set("pp_rank", s.pp_rank);
+    std::vector<int> layers(static_cast<size_t>(s.num_layers));
+    std::iota(layers.begin(), layers.end(), s.first_layer);
+    e.set("layers", Json::array_of(layers));
+    e.set("ranks", Json::array_of(topo.stage_ranks(s.pp_rank)));
+    e.set("embedding", s.has_embedding);
+    e.set("head", s.has_head);
+    e.set("relative_cost", std::round(s.relative_cost * 1e4) / 1e4);
+    stages.push_back(std::move(e));
+  }
+  j.set("stages", Json(std::move(stages)));
+  j.set("warnings", Json::array_of(p.warnings));
+  return j;
+}
+
+namespace {
+
+std::string list_ranks(const std::vector<int>& g) {
+  // Consecutive runs print as ranges: [0-3] rather than [0,1,2,3].
+  std::string s = "[";
+  for (size_t i = 0; i < g.size();) {
+    size_t k = i;
+    while (k + 1 < g.size() && g[k + 1] == g[k] + 1) ++k;
+    if (i) s += ",";
+    s += std::to_string(g[i]);
+    if (k >= i + 2) s += "-" + std::to_string(g[k]);
+    else if (k == i + 1) s += "," + std::to_string(g[k]);
+    i = k + 1;
+  }
+  return s + "]";
+}
+
+void print_groups(std::ostringstream& o, const char* name, const std::vector<std::vector<int>>& gs) {
+  constexpr size_t kShown = 8;
+  o << "  " << name << " (" << gs.size() << " group" << (gs.size() == 1 ? "" : "s") << " of " << (gs.empty() ? 0 : gs[0].size()) << "):";
+  for (size_t i = 0; i < gs.size() && i < kShown; ++i) o << " " << list_ranks(gs[i]);
+  if (gs.size() > kShown) o << " ... (" << gs.size() - kShown << " more)";
+  o << "\n";
+}
+
+}  // namespace
+
+std::string plan_to_text(const Plan& p) {
+  const auto& c = p.config;
+  const auto& topo = p.topology;
+  std::ostringstream o;
+  o << "Plan " << c.name << ": " << topo.world_size() << " GPUs (" << c.cluster.nodes << " node" << (c.cluster.nodes == 1 ? "" : "s")
+    << " x " << c.cluster.gpus_per_node << " " << c.cluster.device << ")\n";
+  o << "  dp=" << p.dp << (c.parallel.dp_auto() ? " (auto)" : "") << "  tp=" << p.tp << " (" << config::to_string(c.parallel.tp_mode) << ")"
+    << "  pp=" << p.pp << "  order=" << order_string(c.parallel.order) << "\n";
+  o << "  schedule=" << config::to_string(c.pipeline.schedule);
+  if (p.virtual_stages > 1) o << " (" << p.virtual_stages << " chunks per pp rank)";
+  o << "  micro-batches m=" << p.micro_batches << "  bubble=" << percent(p.bubble_fraction()) << "\n\n";
+
+  o << "Groups\n";
+  print_groups(o, "TP", topo.groups(config::Axis::kTp));
+  print_groups(o, "DP", topo.groups(config::Axis::kDp));
+  print_groups(o, "PP", topo.groups(config::Axis::kPp));
+  for (const auto& fam : topo.tensor_subgroups()) {
+    const std::string name = "TP " + fam.name;
+    print_groups(o, name.c_str(), fam.groups);
+  }
+
+  o << "\nStages (" << config::to_string(c.pipeline.partition) << ")\n";
+  o << "  stage  pp_rank  layers        count  cost   holds\n";
+  for (const auto& s : p.stages) {
+    char line[160];
+    const std::string layers = s.num_layers == 1 ? std::to_string(s.first_layer)
+                                                 : std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + s.num_layers - 1);
+    std::string holds;
+    if (s.has_embedding) holds += "embedding ";
+    if (s.has_head) holds += "head+loss";
+    std::snprintf(line, sizeof line, "  %5d  %7d  %-12s  %5d  %4.2fx  %s\n", s.stage, s.pp_rank, layers.c_str(), s.num_layers,
+                  s.relative_cost, holds.c_str());
+    o << line;
+  }
+  {
+    const auto ranks = topo.stage_ranks(0);
+    o << "  pp rank 0 runs on " << ranks.size() << " rank" << (ranks.size() == 1 ? "" : "s") << ": " << (ranks.size() <= 64 ? list_ranks(ranks) : list_ranks(std::vector<int>(ranks.begin(), ranks.begin() + 16)) + " ...") << "\n";
+  }
+  if (!p.warnings.empty()) {
+    o << "\nWarnings\n";
+    for (const auto& w : p.warnings) o << "  - " << w << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace stagecraft::plan

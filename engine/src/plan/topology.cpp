@@ -1,0 +1,165 @@
+// Rank <-> coordinates and the groups of every axis. See topology.h for the formulas.
+#include "stagecraft/plan/topology.h"
+
+#include <algorithm>
+
+#include "stagecraft/config/validate.h"
+
+namespace stagecraft::plan {
+
+Result<Topology> Topology::create(const TopologySpec& spec) {
+  if (spec.nodes < 1 || spec.gpus_per_node < 1) return Status::invalid_input("a cluster needs at least one node with one GPU");
+  if (spec.dp < 1 || spec.tp < 1 || spec.pp < 1) return Status::invalid_input("dp, tp and pp must be at least 1");
+  const long long world = static_cast<long long>(spec.nodes) * spec.gpus_per_node;
+  const long long product = static_cast<long long>(spec.dp) * spec.tp * spec.pp;
+  if (product != world) {
+    return Status::invalid_input("dp x tp x pp = " + std::to_string(product) + " but the cluster has " + std::to_string(world) + " GPUs");
+  }
+  if (spec.order.size() != 3) return Status::invalid_input("parallel.order must name tp, dp and pp once each");
+  std::array<bool, 3> seen{};
+  for (Axis a : spec.order) seen[static_cast<size_t>(index(a))] = true;
+  if (!seen[0] || !seen[1] || !seen[2]) return Status::invalid_input("parallel.order must name tp, dp and pp once each");
+
+  Topology t;
+  t.spec_ = spec;
+  t.world_ = static_cast<int>(world);
+  t.size_[index(Axis::kTp)] = spec.tp;
+  t.size_[index(Axis::kDp)] = spec.dp;
+  t.size_[index(Axis::kPp)] = spec.pp;
+  int stride = 1;
+  for (Axis a : spec.order) {
+    t.stride_[index(a)] = stride;
+    stride *= t.size_[index(a)];
+  }
+  switch (spec.tp_mode) {
+    case TpMode::k1d: t.grid_side_ = 0; break;
+    case TpMode::k2d: t.grid_side_ = config::integer_root(spec.tp, 2); break;
+    case TpMode::k3d: t.grid_side_ = config::integer_root(spec.tp, 3); break;
+    case TpMode::k2p5d:
+      t.grid_side_ = spec.tp_depth > 0 && spec.tp % spec.tp_depth == 0 ? config::integer_root(spec.tp / spec.tp_depth, 2) : 0;
+      break;
+  }
+  if (spec.tp_mode != TpMode::k1d && t.grid_side_ == 0) {
+    return Status::invalid_input("tp=" + std::to_string(spec.tp) + " does not form the grid of tp_mode " +
+                                 std::string(config::to_string(spec.tp_mode)));
+  }
+  return t;
+}
+
+RankCoord Topology::coord(int rank) const {
+  RankCoord c;
+  c.rank = rank;
+  c.node = rank / spec_.gpus_per_node;
+  c.local_rank = rank % spec_.gpus_per_node;
+  c.tp = (rank / stride_[index(Axis::kTp)]) % size_[index(Axis::kTp)];
+  c.dp = (rank / stride_[index(Axis::kDp)]) % size_[index(Axis::kDp)];
+  c.pp = (rank / stride_[index(Axis::kPp)]) % size_[index(Axis::kPp)];
+  return c;
+}
+
+int Topology::rank_of(int dp, int tp, int pp) const {
+  return tp * stride_[index(Axis::kTp)] + dp * stride_[index(Axis::kDp)] + pp * stride_[index(Axis::kPp)];
+}
+
+std::vector<int> Topology::group_of(int rank, Axis a) const {
+  const int s = stride_[index(a)];
+  const int n = size_[index(a)];
+  const int base = rank - ((rank / s) % n) * s;  // the member with coordinate 0 along a
+  std::vector<int> g(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = base + i * s;
+  return g;
+}
+
+std::vector<std::vector<int>> Topology::groups(Axis a) const {
+  const int s = stride_[index(a)];
+  const int n = size_[index(a)];
+  std::vector<std::vector<int>> out;
+  out.reserve(static_cast<size_t>(world_ / n));
+  // Bases are the ranks whose coordinate along a is 0, in increasing order.
+  for (int base = 0; base < world_; ++base) {
+    if ((base / s) % n != 0) {
+      base += (n - 1) * s - 1;  // skip the block of ranks with coordinate != 0 (loop adds 1)
+      continue;
+    }
+    std::vector<int> g(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = base + i * s;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<int> Topology::stage_ranks(int pp_rank) const {
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(world_ / size_[index(Axis::kPp)]));
+  for (int r = 0; r < world_; ++r) {
+    if ((r / stride_[index(Axis::kPp)]) % size_[index(Axis::kPp)] == pp_rank) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<TensorSubgroups> Topology::tensor_subgroups() const {
+  std::vector<TensorSubgroups> out;
+  if (spec_.tp_mode == TpMode::k1d) return out;
+  const int n = grid_side_;
+  const int depth = spec_.tp_mode == TpMode::k2d ? 1 : (spec_.tp_mode == TpMode::k3d ? n : spec_.tp / (n * n));
+  // Tensor-local index t = i + N*(j + N*k); families vary one or more of (i, j, k).
+  struct Family {
+    const char* name;
+    bool vary_i, vary_j, vary_k;
+  };
+  std::vector<Family> families;
+  switch (spec_.tp_mode) {
+    case TpMode::k2d: families = {{"row", true, false, false}, {"column", false, true, false}}; break;
+    case TpMode::k2p5d:
+      families = {{"row", true, false, false}, {"column", false, true, false}, {"depth", false, false, true}, {"xz", false, true, true}};
+      break;
+    case TpMode::k3d: families = {{"input", false, true, false}, {"weight", true, false, false}, {"output", false, false, true}}; break;
+    case TpMode::k1d: break;
+  }
+  const auto tp_groups = groups(Axis::kTp);
+  for (const Family& f : families) {
+    TensorSubgroups fam;
+    fam.name = f.name;
+    for (const auto& tpg : tp_groups) {
+      // Enumerate the fixed coordinates, then the varying ones (innermost first).
+      for (int k0 = 0; k0 < (f.vary_k ? 1 : depth); ++k0) {
+        for (int j0 = 0; j0 < (f.vary_j ? 1 : n); ++j0) {
+          for (int i0 = 0; i0 < (f.vary_i ? 1 : n); ++i0) {
+            std::vector<int> g;
+            for (int k = f.vary_k ? 0 : k0; k < (f.vary_k ? depth : k0 + 1); ++k) {
+              for (int j = f.vary_j ? 0 : j0; j < (f.vary_j ? n : j0 + 1); ++j) {
+                for (int i = f.vary_i ? 0 : i0; i < (f.vary_i ? n : i0 + 1); ++i) {
+                  g.push_back(tpg[static_cast<size_t>(i + n * (j + n * k))]);
+                }
+              }
+            }
+            fam.groups.push_back(std::move(g));
+          }
+        }
+      }
+    }
+    std::sort(fam.groups.begin(), fam.groups.end());
+    out.push_back(std::move(fam));
+  }
+  return out;
+}
+
+std::vector<int> Topology::nodes_of(const std::vector<int>& group) const {
+  std::vector<int> nodes;
+  for (int r : group) nodes.push_back(r / spec_.gpus_per_node);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+bool Topology::tp_spans_nodes() const {
+  // Members are increasing, so a group spans nodes exactly when its first and last member sit
+  // on different nodes.
+  if (size_[index(Axis::kTp)] == 1) return false;
+  for (const auto& g : groups(Axis::kTp)) {
+    if (g.front() / spec_.gpus_per_node != g.back() / spec_.gpus_per_node) return true;
+  }
+  return false;
+}
+
+}  // namespace stagecraft::plan
