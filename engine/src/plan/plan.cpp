@@ -111,9 +111,9 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
       const double best = *std::max_element(bcosts.begin(), bcosts.end());
       if (now > best * 1.05) {
         const auto slowest = std::max_element(costs.begin(), costs.end()) - costs.begin();
-        p.warnings.push_back("stage " + std::to_string(slowest) + " does " +
+        p.warnings.push_back("stage " + std::to_string(slowest) + " is the bottleneck with " +
                              std::to_string(static_cast<int>(std::lround(100.0 * (now / best - 1.0)))) +
-                             "% more work than the slowest stage of a balanced split; pipeline.partition: balanced would shorten every step");
+                             "% more work than the slowest stage of a balanced split; pipeline.partition: balanced shortens every step");
       }
     }
   }
@@ -263,16 +263,29 @@ Json plan_to_json(const Plan& p) {
 
 namespace {
 
-std::string list_ranks(const std::vector<int>& g) {
-  // Consecutive runs print as ranges: [0-3] rather than [0,1,2,3].
+// "[0-3,8,9]": consecutive runs print as ranges. At most `max_items` runs are shown; a longer
+// list ends in ",... N ranks]".
+std::string list_ranks(const std::vector<int>& g, size_t max_items = 16) {
   std::string s = "[";
+  size_t items = 0;
   for (size_t i = 0; i < g.size();) {
+    if (items == max_items) {
+      s += ",... " + std::to_string(g.size()) + " ranks";
+      break;
+    }
     size_t k = i;
     while (k + 1 < g.size() && g[k + 1] == g[k] + 1) ++k;
     if (i) s += ",";
     s += std::to_string(g[i]);
-    if (k >= i + 2) s += "-" + std::to_string(g[k]);
-    else if (k == i + 1) s += "," + std::to_string(g[k]);
+    if (k >= i + 2) {
+      s += "-" + std::to_string(g[k]);
+      ++items;
+    } else if (k == i + 1) {
+      s += "," + std::to_string(g[k]);
+      items += 2;
+    } else {
+      ++items;
+    }
     i = k + 1;
   }
   return s + "]";
@@ -310,7 +323,7 @@ std::string plan_to_text(const Plan& p) {
   }
 
   o << "\nStages (" << config::to_string(c.pipeline.partition) << ")\n";
-  o << "  stage  pp_rank  layers        count  cost   holds\n";
+  o << "  stage  pp_rank  layers        count  cost   holds                ranks\n";
   for (const auto& s : p.stages) {
     char line[160];
     const std::string layers = s.num_layers == 1 ? std::to_string(s.first_layer)
@@ -318,13 +331,10 @@ std::string plan_to_text(const Plan& p) {
     std::string holds;
     if (s.has_embedding) holds += "embedding ";
     if (s.has_head) holds += "head+loss";
-    std::snprintf(line, sizeof line, "  %5d  %7d  %-12s  %5d  %4.2fx  %s\n", s.stage, s.pp_rank, layers.c_str(), s.num_layers,
+    const std::string rank_text = list_ranks(topo.stage_ranks(s.pp_rank));
+    std::snprintf(line, sizeof line, "  %5d  %7d  %-12s  %5d  %4.2fx  %-19s  ", s.stage, s.pp_rank, layers.c_str(), s.num_layers,
                   s.relative_cost, holds.c_str());
-    o << line;
-  }
-  {
-    const auto ranks = topo.stage_ranks(0);
-    o << "  pp rank 0 runs on " << ranks.size() << " rank" << (ranks.size() == 1 ? "" : "s") << ": " << (ranks.size() <= 64 ? list_ranks(ranks) : list_ranks(std::vector<int>(ranks.begin(), ranks.begin() + 16)) + " ...") << "\n";
+    o << line << rank_text << "\n";
   }
   if (!p.warnings.empty()) {
     o << "\nWarnings\n";

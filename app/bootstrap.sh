@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what Stagecraft needs on Debian 12 (when missing) and builds it into build/.
+# Sourced by app/stagecraft.sh (the main job) and tests/run.sh (every test); safe to rerun.
+set -euo pipefail
+
+STAGECRAFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STAGECRAFT_BUILD="${STAGECRAFT_BUILD:-$STAGECRAFT_ROOT/build}"
+
+# Debian packages: compiler and build tools, libyaml (config parser), Qt 6 (Test for the suites).
+STAGECRAFT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libyaml-dev
+  qt6-base-dev
+)
+
+stagecraft_install_packages() {
+  local missing=()
+  for p in "${STAGECRAFT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+  fi
+  echo "stagecraft: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+stagecraft_build() {
+  cmake -S "$STAGECRAFT_ROOT" -B "$STAGECRAFT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$STAGECRAFT_BUILD" -j "$(nproc)"
+}
