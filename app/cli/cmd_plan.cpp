@@ -1,4 +1,5 @@
 // stagecraft-cli plan: load, validate and plan a configuration; print tables or JSON.
+#include <charconv>
 #include <cstdio>
 
 #include "args.h"
@@ -11,11 +12,19 @@ namespace stagecraft::cli {
 int cmd_plan(const std::vector<std::string>& argv) {
   ArgSpec spec;
   spec.flags = {"--json"};
+  spec.options = {"--tokens"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "plan");
   if (!args.ok()) return report(args.status());
+  double tokens = 0;
+  if (auto t = args->option("--tokens")) {
+    auto [p, ec] = std::from_chars(t->data(), t->data() + t->size(), tokens);
+    if (ec != std::errc() || p != t->data() + t->size() || !(tokens > 0) || tokens > 1e18) {
+      return report(Status::invalid_input("plan: --tokens " + *t + ": expected a positive number of tokens, e.g. 300e9"));
+    }
+  }
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("plan: expected one CONFIG file (usage: stagecraft-cli plan CONFIG [key=value ...] [--json])"));
+    return report(Status::invalid_input("plan: expected one CONFIG file (usage: stagecraft-cli plan CONFIG [key=value ...] [--tokens N] [--json])"));
   }
   auto cfg = config::load_config_file(args->positionals[0], args->overrides);
   if (!cfg.ok()) return report(cfg.status());
@@ -26,7 +35,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
     out += '\n';
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    const std::string out = plan::plan_to_text(plan.value());
+    const std::string out = plan::plan_to_text(plan.value(), tokens);
     std::fwrite(out.data(), 1, out.size(), stdout);
   }
   return std::fflush(stdout) == 0 ? 0 : 1;

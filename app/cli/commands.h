@@ -26,5 +26,7 @@ int report(const Status& st);
 int print_help(const std::string& command);
 
 int cmd_plan(const std::vector<std::string>& args);
+int cmd_search(const std::vector<std::string>& args);
+int cmd_devices(const std::vector<std::string>& args);
 
 }  // namespace stagecraft::cli

@@ -13,8 +13,12 @@ namespace stagecraft::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
-      {"plan", "plan CONFIG [key=value ...] [--json]",
-       "Show the groups of every axis, the stage of every layer and the warnings of a run configuration.", cmd_plan},
+      {"plan", "plan CONFIG [key=value ...] [--tokens N] [--json]",
+       "Show the groups, the stage of every layer, the predicted memory and step time, and the warnings of a run configuration.",
+       cmd_plan},
+      {"search", "search CONFIG [key=value ...] [--top N] [--json]",
+       "Rank every layout (dp, tp, pp, schedule, micro-batch, recompute, sp, zero) that fits, by predicted throughput.", cmd_search},
+      {"devices", "devices [--json]", "List the devices the cost model knows, with memory, peaks and links.", cmd_devices},
   };
   return kCommands;
 }

@@ -36,7 +36,7 @@ struct Section {
 const std::vector<Section>& schema() {
   static const std::vector<Section> kSchema = {
       {"", {"name", "cluster", "model", "parallel", "pipeline", "train", "backend"}},
-      {"cluster", {"nodes", "gpus_per_node", "device", "hosts"}},
+      {"cluster", {"nodes", "gpus_per_node", "device", "intra_node_gbps", "inter_node_gbps", "hosts"}},
       {"model", {"arch", "layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab", "tied_embeddings"}},
       {"parallel", {"dp", "tp", "pp", "tp_mode", "tp_depth", "order", "sequence_parallel", "zero"}},
       {"pipeline", {"schedule", "virtual_stages", "partition"}},
@@ -285,8 +285,57 @@ class Reader {
   void read_cluster(const YamlNode& s, ClusterConfig& c) {
     if (auto* n = s.find("nodes")) read_int(n, "cluster.nodes", c.nodes, 1, 1 << 17);
     if (auto* n = s.find("gpus_per_node")) read_int(n, "cluster.gpus_per_node", c.gpus_per_node, 1, 1024);
-    if (auto* n = s.find("device")) read_string(n, "cluster.device", c.device, false);
+    if (auto* n = s.find("device")) read_device(n, c);
+    if (auto* n = s.find("intra_node_gbps")) read_double(n, "cluster.intra_node_gbps", c.intra_node_gbps, 0.001, 1e6);
+    if (auto* n = s.find("inter_node_gbps")) read_double(n, "cluster.inter_node_gbps", c.inter_node_gbps, 0.001, 1e6);
     if (auto* n = s.find("hosts")) read_hosts(n, s, c);
+  }
+
+  // `device: NAME`, or `device: {base: NAME, memory_gib: ...}`, or `device: {name: X, ...}` with
+  // every figure given. Whether the names exist is validate()'s rule.
+  void read_device(const YamlNode* n, ClusterConfig& c) {
+    if (!n->is_mapping()) {
+      read_string(n, "cluster.device", c.device, false);
+      return;
+    }
+    note(n, "cluster.device");
+    static const char* kKeys[] = {"base", "name", "memory_gib", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "memory_gbps"};
+    for (const auto& [key, value] : n->entries) {
+      bool known = false;
+      for (const char* k : kKeys) known = known || key == k;
+      if (known) continue;
+      std::string hint;
+      size_t best = 3;
+      for (const char* k : kKeys) {
+        if (const size_t d = edit_distance(key, k); d < best) {
+          best = d;
+          hint = std::string("; did you mean cluster.device.") + k + "?";
+        }
+      }
+      if (hint.empty()) hint = "; device keys are base, name, memory_gib, fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, memory_gbps";
+      problem_plain(value.get(), "cluster.device." + key + ": unknown key" + hint);
+    }
+    c.device.clear();
+    if (auto* b = n->find("base")) read_string(b, "cluster.device.base", c.device, false);
+    DeviceFields& f = c.device_fields;
+    if (auto* v = n->find("name")) read_string(v, "cluster.device.name", f.name, false);
+    auto number = [&](const char* key, std::optional<double>& out, double lo, double hi) {
+      if (auto* v = n->find(key)) {
+        double x = 0;
+        const size_t before = problems_.size();
+        read_double(v, std::string("cluster.device.") + key, x, lo, hi);
+        if (problems_.size() == before) out = x;
+      }
+    };
+    number("memory_gib", f.memory_gib, 0.001, 1e6);
+    number("fp32_tflops", f.fp32_tflops, 0.0, 1e6);
+    number("tf32_tflops", f.tf32_tflops, 0.0, 1e6);
+    number("fp16_tflops", f.fp16_tflops, 0.0, 1e6);
+    number("bf16_tflops", f.bf16_tflops, 0.0, 1e6);
+    number("memory_gbps", f.memory_gbps, 0.001, 1e7);
+    if (c.device.empty() && f.name.empty() && !is_bad("cluster.device.base") && !is_bad("cluster.device.name")) {
+      problem_plain(n, "cluster.device: a device mapping needs base (a catalog device to change) or name (a new device)");
+    }
   }
 
   void read_hosts(const YamlNode* n, const YamlNode& cluster, ClusterConfig& c) {
@@ -512,7 +561,16 @@ Status apply_override(YamlNode& root, const std::string& text) {
       else cur->entries.emplace_back(parts[i], leaf);
       return Status::ok();
     }
-    if (!slot || (*slot)->is_null()) {
+    if (slot && (*slot)->is_scalar() && !(*slot)->is_null() && i == 1 && parts[0] == "cluster" && parts[1] == "device") {
+      // cluster.device.memory_gib=40 on `device: A100-80GB` changes that device: {base: A100-80GB}.
+      auto m = std::make_shared<YamlNode>();
+      m->kind = YamlNode::Kind::kMapping;
+      m->origin = (*slot)->origin;
+      m->line = (*slot)->line;
+      m->entries.emplace_back("base", *slot);
+      *slot = m;
+      cur = m.get();
+    } else if (!slot || (*slot)->is_null()) {
       auto m = std::make_shared<YamlNode>();
       m->kind = YamlNode::Kind::kMapping;
       m->origin = origin;
@@ -663,7 +721,22 @@ std::string to_yaml(const RunConfig& c) {
   o << "cluster:\n";
   o << "  nodes: " << c.cluster.nodes << "\n";
   o << "  gpus_per_node: " << c.cluster.gpus_per_node << "\n";
-  o << "  device: " << yaml_string(c.cluster.device) << "\n";
+  if (c.cluster.device_fields.empty()) {
+    o << "  device: " << yaml_string(c.cluster.device) << "\n";
+  } else {
+    const DeviceFields& f = c.cluster.device_fields;
+    o << "  device:\n";
+    if (!c.cluster.device.empty()) o << "    base: " << yaml_string(c.cluster.device) << "\n";
+    if (!f.name.empty()) o << "    name: " << yaml_string(f.name) << "\n";
+    const std::pair<const char*, const std::optional<double>*> fields[] = {
+        {"memory_gib", &f.memory_gib},   {"fp32_tflops", &f.fp32_tflops}, {"tf32_tflops", &f.tf32_tflops},
+        {"fp16_tflops", &f.fp16_tflops}, {"bf16_tflops", &f.bf16_tflops}, {"memory_gbps", &f.memory_gbps}};
+    for (const auto& [key, value] : fields) {
+      if (*value) o << "    " << key << ": " << yaml_double(**value) << "\n";
+    }
+  }
+  if (c.cluster.intra_node_gbps > 0) o << "  intra_node_gbps: " << yaml_double(c.cluster.intra_node_gbps) << "\n";
+  if (c.cluster.inter_node_gbps > 0) o << "  inter_node_gbps: " << yaml_double(c.cluster.inter_node_gbps) << "\n";
   if (!c.cluster.hosts.empty()) {
     o << "  hosts:\n";
     for (const auto& h : c.cluster.hosts) o << "    - {host: " << yaml_string(h.host) << ", slots: " << h.slots << "}\n";

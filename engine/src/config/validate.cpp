@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "stagecraft/plan/device.h"
+
 namespace stagecraft::config {
 
 namespace {
@@ -22,12 +24,28 @@ class Checker {
     check_pipeline();
     check_batch();
     check_train();
+    check_device();
     return std::move(issues_);
   }
 
  private:
   void fail(const std::string& key, const std::string& value, const std::string& rule) {
     issues_.push_back({key, key + "=" + value + ": " + rule});
+  }
+
+  // The device exists (or is fully defined) and can train in the chosen precision.
+  void check_device() {
+    auto d = plan::resolve_device(c_.cluster);
+    if (!d.ok()) {
+      issues_.push_back({"cluster.device", d.status().message()});
+      return;
+    }
+    const auto prec = c_.train.precision;
+    if (d.value().peak_tflops(prec) <= 0) {
+      std::string alt = d.value().fp16_tflops > 0 ? "fp16" : "fp32";
+      fail("train.precision", std::string(to_string(prec)),
+           d.value().name + " has no " + std::string(to_string(prec)) + " math; use " + alt);
+    }
   }
 
   void check_model() {

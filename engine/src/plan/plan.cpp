@@ -117,6 +117,12 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
       }
     }
   }
+  if (!p.estimate.fits) {
+    p.warnings.push_back("estimated peak memory " + format_bytes(p.estimate.peak_memory_bytes) + " on pp rank " +
+                         std::to_string(p.estimate.peak_pp_rank) + " exceeds the " + format_bytes(p.estimate.device_memory_bytes) + " of " +
+                         p.device.name + ": raise tp or pp, turn on train.recompute or parallel.zero, or lower train.micro_batch "
+                         "(stagecraft-cli search finds layouts that fit)");
+  }
   if (p.pp > 1 && p.micro_batches < p.pp && c.pipeline.schedule != Schedule::kGpipe) {
     p.warnings.push_back("fewer micro-batches (m=" + std::to_string(p.micro_batches) + ") than pipeline stages (pp=" + std::to_string(p.pp) +
                          "): some stages never overlap; aim for m >= 4 x pp");
@@ -153,15 +159,20 @@ Result<Plan> make_plan(const RunConfig& config) {
   p.micro_batches = config::micro_batches(config);
   p.topology = std::move(topo).value();
 
+  auto device = resolve_device(config.cluster);
+  if (!device.ok()) return device.status();
+  p.device = std::move(device).value();
+
   const int layers = config.model.layers;
   const int chunks = p.pp * p.virtual_stages;
-  const StageCostModel cost = flops_cost_model(config);
+  const int tp_nodes = static_cast<int>(p.topology.nodes_of(p.topology.group_of(0, config::Axis::kTp)).size());
+  const StageCostModel cost = time_cost_model(config, p.device, p.tp, tp_nodes);
   std::vector<int> counts;
   switch (config.pipeline.partition) {
     case PartitionKind::kUniform: counts = uniform_counts(layers, chunks); break;
     case PartitionKind::kExplicit: counts = stage_ids_to_counts(config.pipeline.stage_ids, chunks); break;
     case PartitionKind::kBalanced: {
-      const StageMemoryModel memory = simple_memory_model(config, chunks);
+      const StageMemoryModel memory = memory_model(config, p.dp, p.tp, p.pp, p.virtual_stages, p.micro_batches);
       auto balanced = balanced_counts(cost, chunks, &memory);
       if (!balanced.ok()) return balanced.status().with_context("pipeline.partition=balanced");
       counts = std::move(balanced).value();
@@ -184,8 +195,26 @@ Result<Plan> make_plan(const RunConfig& config) {
     first += st.num_layers;
     p.stages.push_back(st);
   }
+  p.estimate = estimate(estimate_input(p));
   add_warnings(p, cost);
   return p;
+}
+
+EstimateInput estimate_input(const Plan& p) {
+  EstimateInput in;
+  in.config = p.config;
+  in.device = p.device;
+  in.dp = p.dp;
+  in.tp = p.tp;
+  in.pp = p.pp;
+  in.virtual_stages = p.virtual_stages;
+  in.micro_batches = p.micro_batches;
+  for (const auto& s : p.stages) in.chunk_layers.push_back(s.num_layers);
+  const auto& topo = p.topology;
+  in.tp_nodes = static_cast<int>(topo.nodes_of(topo.group_of(0, config::Axis::kTp)).size());
+  in.dp_nodes = static_cast<int>(topo.nodes_of(topo.group_of(0, config::Axis::kDp)).size());
+  in.pp_crosses_nodes = topo.nodes_of(topo.group_of(0, config::Axis::kPp)).size() > 1;
+  return in;
 }
 
 Json plan_to_json(const Plan& p) {
@@ -257,6 +286,16 @@ Json plan_to_json(const Plan& p) {
     stages.push_back(std::move(e));
   }
   j.set("stages", Json(std::move(stages)));
+  Json est = estimate_to_json(p.estimate);
+  if (auto* mem = est.find("memory")) {
+    // Name a real rank for each pp coordinate: dp = tp = 0.
+    Json::Array& rows = const_cast<Json&>(*mem).as_array();
+    for (auto& row : rows) {
+      const int pp_rank = static_cast<int>(row.find("pp_rank")->as_int());
+      row.set("rank", topo.stage_ranks(pp_rank).front());
+    }
+  }
+  j.set("estimate", std::move(est));
   j.set("warnings", Json::array_of(p.warnings));
   return j;
 }
@@ -301,7 +340,7 @@ void print_groups(std::ostringstream& o, const char* name, const std::vector<std
 
 }  // namespace
 
-std::string plan_to_text(const Plan& p) {
+std::string plan_to_text(const Plan& p, double tokens) {
   const auto& c = p.config;
   const auto& topo = p.topology;
   std::ostringstream o;
@@ -336,6 +375,7 @@ std::string plan_to_text(const Plan& p) {
                   s.relative_cost, holds.c_str());
     o << line << rank_text << "\n";
   }
+  o << "\n" << estimate_to_text(p.estimate, c, tokens);
   if (!p.warnings.empty()) {
     o << "\nWarnings\n";
     for (const auto& w : p.warnings) o << "  - " << w << "\n";

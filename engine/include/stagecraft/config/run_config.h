@@ -42,10 +42,26 @@ struct HostSlots {
   bool operator==(const HostSlots&) const = default;
 };
 
+// Device figures written in the config (`cluster.device: {base: A100-80GB, memory_gib: 40}`);
+// unset fields come from the base device. Units as in plan/device.h.
+struct DeviceFields {
+  std::string name;  // a new device's name (no base), or a label for the changed base device
+  std::optional<double> memory_gib, fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, memory_gbps;
+
+  bool empty() const {
+    return name.empty() && !memory_gib && !fp32_tflops && !tf32_tflops && !fp16_tflops && !bf16_tflops && !memory_gbps;
+  }
+  bool operator==(const DeviceFields&) const = default;
+};
+
 struct ClusterConfig {
   int nodes = 1;                    // machines; equals hosts.size() when hosts are given
   int gpus_per_node = 8;            // ranks per machine ("slots"); for backend cpu, processes
-  std::string device = "A100-80GB"; // accelerator model, a name from `stagecraft-cli devices`
+  std::string device = "A100-80GB"; // a name from `stagecraft-cli devices`; in the mapping form
+                                    // its `base`, empty for a device defined from scratch
+  DeviceFields device_fields;       // the mapping form's other keys; empty for a plain name
+  double intra_node_gbps = 0;       // one GPU's link to its node peers, Gb/s; 0 = the device's
+  double inter_node_gbps = 0;       // one node's network, Gb/s (8 x 200 HDR = 1600); 0 = the device's
   std::vector<HostSlots> hosts;     // optional; when given they define nodes and gpus_per_node
   bool operator==(const ClusterConfig&) const = default;
 };

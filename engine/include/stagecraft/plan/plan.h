@@ -2,7 +2,8 @@
 // careful engineer would raise — and its JSON and text renderings.
 //
 // make_plan() validates the config (config::validate) and fails with every broken rule, one per
-// line, when it is not plannable. It is pure and fast (1024 x 8 GPUs in a few milliseconds), so
+// line, when it is not plannable. It estimates the plan's cost (estimate.h); `balanced`
+// partitions split by the cost model's per-layer times. It is pure and fast (1024 x 8 GPUs in a few milliseconds), so
 // front ends re-plan on every edit.
 //
 // Stages: with non-interleaved schedules stage s is pp rank s. With the interleaved schedule the
@@ -16,6 +17,8 @@
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/plan/device.h"
+#include "stagecraft/plan/estimate.h"
 #include "stagecraft/plan/partition.h"
 #include "stagecraft/plan/topology.h"
 
@@ -40,11 +43,16 @@ struct Plan {
   std::vector<int> layer_stage;  // stage (chunk) id of every layer
   std::vector<StagePlan> stages;
   std::vector<std::string> warnings;
+  DeviceSpec device;             // cluster.device with its overrides
+  Estimate estimate;             // memory, step time, throughput (estimate.h)
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   // Fraction of a step the pipeline idles: (pp - 1) / m, or (pp - 1) / (v m) interleaved.
   double bubble_fraction() const;
 };
+
+// The cost model's input for this plan: its sizes, stage split and where its groups sit.
+EstimateInput estimate_input(const Plan& plan);
 
 // Per-layer costs for balancing, in FLOPs per sample: every layer its forward + backward FLOPs
 // (3x forward), the head's logits GEMM and loss on the last stage. The embedding is a lookup with
@@ -60,6 +68,7 @@ Result<Plan> make_plan(const config::RunConfig& config);
 // The JSON document of `stagecraft-cli plan --json` (keys in the CLI's documentation).
 Json plan_to_json(const Plan& plan);
 // Readable tables: summary, groups (long lists shortened), stages, warnings.
-std::string plan_to_text(const Plan& plan);
+// `tokens` > 0: the estimate also says how many days that many tokens take.
+std::string plan_to_text(const Plan& plan, double tokens = 0);
 
 }  // namespace stagecraft::plan

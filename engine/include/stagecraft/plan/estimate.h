@@ -1,0 +1,111 @@
+// Estimate: what a plan costs — parameters, memory per rank, time per step and its parts,
+// throughput — predicted from the model shape, the parallel layout and the device.
+//
+// The model (estimate.cpp has every formula beside its code, with sources):
+//  - memory: weights, gradients and optimizer state by precision and ZeRO stage; activations per
+//    layer from Korthikanti et al. 2022 (Table 2) by tensor/sequence parallelism and recompute,
+//    times the micro-batches a stage holds under its schedule; the logits of the last stage;
+//    a fixed framework workspace (CUDA context, cuBLAS and NCCL buffers).
+//  - time: every GEMM of a layer at its own shape on one rank, as the slower of its math at the
+//    device's GEMM efficiency and its memory traffic (thin TP slices and small widths run
+//    memory-bound); element-wise work (norms, GELU, softmax, residuals) by memory traffic;
+//    ring collectives for TP (intra- or inter-node by where the group sits), DP gradients (the
+//    part not hidden behind the last micro-batch's backward) and PP send/recv; the pipeline
+//    bubble of the schedule; the optimizer step.
+// The calibration constants are few and physical (GEMM and memory efficiency, link efficiency,
+// collective latency, kernel overhead) and are fitted once, not per configuration; the tests
+// hold the predictions against published runs.
+//
+// Pure and fast (microseconds: `search` evaluates tens of thousands of layouts); thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/json.h"
+#include "stagecraft/plan/device.h"
+#include "stagecraft/plan/partition.h"
+
+namespace stagecraft::plan {
+
+// Everything an estimate depends on; estimate_input() fills it from a plan, search from a
+// candidate layout without building its topology.
+struct EstimateInput {
+  config::RunConfig config;       // model, train, parallel options (sequence_parallel, zero)
+  DeviceSpec device;              // resolved, overrides applied
+  int dp = 1, tp = 1, pp = 1;
+  int virtual_stages = 1;         // chunks per pp rank (interleaved), else 1
+  int micro_batches = 1;          // m
+  std::vector<int> chunk_layers;  // layers of each chunk, chunk c on pp rank c mod pp
+  int tp_nodes = 1;               // nodes one TP group spans
+  int dp_nodes = 1;               // nodes one DP group spans
+  bool pp_crosses_nodes = false;  // neighbouring stages sit on different nodes
+};
+
+// Memory of one rank of a pp coordinate, bytes.
+struct RankMemory {
+  int rank = 0;     // a representative rank (dp = tp = 0 of that pp rank)
+  int pp_rank = 0;
+  double params = 0;  // parameters held by this rank (after TP sharding)
+  double weights = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
+  double total() const { return weights + grads + optimizer + activations + workspace; }
+};
+
+// Seconds per optimizer step, by what the critical path spends them on.
+struct StepBreakdown {
+  double compute_s = 0;    // forward + backward of every micro-batch on the bottleneck rank
+  double recompute_s = 0;  // the forward passes repeated by activation recompute
+  double tp_comm_s = 0;    // tensor-parallel collectives (not overlapped)
+  double pp_comm_s = 0;    // pipeline send/recv
+  double dp_comm_s = 0;    // data-parallel gradient reduction not hidden behind backward
+  double bubble_s = 0;     // pipeline fill and drain
+  double optimizer_s = 0;  // the optimizer step (memory-bound)
+};
+
+struct Estimate {
+  std::string device;
+  double device_memory_bytes = 0;
+  double params_total = 0;          // the whole model (tied embedding counted once)
+  std::vector<RankMemory> memory;   // one entry per pp rank
+  double peak_memory_bytes = 0;
+  int peak_pp_rank = 0;
+  bool fits = true;                 // peak <= device memory
+  StepBreakdown breakdown;
+  double step_time_s = 0;
+  double model_flops = 0;           // per step, without recompute (72 B s L h^2 (...))
+  double hardware_flops = 0;        // per step, with recompute
+  double tflops_per_gpu = 0;        // hardware FLOPs / step time / GPUs (what Megatron-LM reports)
+  double model_tflops_per_gpu = 0;  // model FLOPs / step time / GPUs
+  double mfu = 0;                   // model FLOPs utilisation: model TFLOP/s over the device peak
+  double hfu = 0;                   // hardware FLOPs utilisation
+  double tokens_per_s = 0;
+  double bubble_fraction = 0;       // bubble_s / step_time_s
+  double peak_tflops = 0;           // the device peak used, for the precision
+
+  // Days to train on `tokens` tokens at this throughput.
+  double days_for_tokens(double tokens) const { return tokens_per_s > 0 ? tokens / tokens_per_s / 86400.0 : 0.0; }
+};
+
+Estimate estimate(const EstimateInput& in);
+
+// Per-layer seconds (forward + backward + recompute + TP collectives, per micro-batch) with the
+// embedding on the first stage and head + loss on the last: the costs `balanced` splits by.
+StageCostModel time_cost_model(const config::RunConfig& config, const DeviceSpec& device, int tp, int tp_nodes);
+// Bytes per layer for the balanced tie-break, consistent with estimate()'s memory.
+StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches);
+
+// Nodes that group 0 of an axis spans under an order; cheap (no topology built).
+int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int pp, int gpus_per_node, config::Axis axis);
+
+Json estimate_to_json(const Estimate& e);
+// Readable summary; `tokens` > 0 adds the days to train on that many tokens, else the days of
+// the configured run (train.steps).
+std::string estimate_to_text(const Estimate& e, const config::RunConfig& config, double tokens = 0);
+
+// "1.5 GiB", "812 MiB".
+std::string format_bytes(double bytes);
+// "1.23 s", "45.6 ms".
+std::string format_seconds(double s);
+
+}  // namespace stagecraft::plan

@@ -1,0 +1,236 @@
+// The device catalog and the resolution of a config's device. See device.h.
+//
+// Sources: NVIDIA datasheets (V100 SXM2, A100 SXM4, H100 SXM5 / PCIe, H200 SXM, L40S, GeForce
+// RTX 4090 / Ada whitepaper), DGX-1 / DGX A100 / DGX H100 system guides for the networks.
+// Dense peaks only: the sparse figures of the datasheets are twice these.
+#include "stagecraft/plan/device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+namespace stagecraft::plan {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// This machine, for the CPU engine: physical memory, and a nominal fp32 peak of 2.5 GHz x 32
+// FLOPs per cycle (two AVX2 FMA units of 8 floats) per core. Loopback TCP (Gloo) between
+// processes and a 10 Gb/s Ethernet between machines.
+DeviceSpec cpu_device() {
+  DeviceSpec d;
+  d.name = "cpu";
+  d.is_cpu = true;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  d.memory_gib = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / (1024.0 * 1024.0 * 1024.0) : 16.0;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  d.fp32_tflops = cores * 2.5e9 * 32 / 1e12;
+  d.tf32_tflops = d.fp32_tflops;
+  d.memory_gbps = 50;
+  d.intra_link = "loopback TCP";
+  d.intra_node_gbps = 40;
+  d.network = "10 Gb/s Ethernet";
+  d.inter_node_gbps = 10;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "this machine: %u cores, CPU engine (fp32, OpenBLAS + Gloo)", cores);
+  d.description = buf;
+  return d;
+}
+
+DeviceSpec gpu(const char* name, const char* description, double mem_gib, double fp32, double tf32, double fp16, double bf16,
+               double mem_gbps, const char* link, double link_gbps, const char* network, double net_gbps) {
+  DeviceSpec d;
+  d.name = name;
+  d.description = description;
+  d.memory_gib = mem_gib;
+  d.fp32_tflops = fp32;
+  d.tf32_tflops = tf32;
+  d.fp16_tflops = fp16;
+  d.bf16_tflops = bf16;
+  d.memory_gbps = mem_gbps;
+  d.intra_link = link;
+  d.intra_node_gbps = link_gbps;
+  d.network = network;
+  d.inter_node_gbps = net_gbps;
+  return d;
+}
+
+}  // namespace
+
+double DeviceSpec::peak_tflops(config::Precision p) const {
+  switch (p) {
+    case config::Precision::kFp32: return tf32_tflops > 0 ? tf32_tflops : fp32_tflops;
+    case config::Precision::kFp16: return fp16_tflops;
+    case config::Precision::kBf16: return bf16_tflops;
+  }
+  return 0;
+}
+
+const std::vector<DeviceSpec>& device_catalog() {
+  // NVLink per direction: V100 6 links x 25 GB/s = 150 GB/s; A100 12 x 25 = 300 GB/s; H100 and
+  // H200 18 x 25 = 450 GB/s. PCIe x16 per direction: 4.0 = 32 GB/s, 5.0 = 64 GB/s.
+  static const std::vector<DeviceSpec> kCatalog = {
+      gpu("V100", "NVIDIA V100 SXM2 32GB (Volta)", 32, 15.7, 0, 125, 0, 900, "NVLink 2 (6 links)", 1200,
+          "4 x 100 Gb/s EDR InfiniBand (DGX-1)", 400),
+      gpu("A100-40GB", "NVIDIA A100 SXM4 40GB (Ampere)", 40, 19.5, 156, 312, 312, 1555, "NVLink 3 (12 links)", 2400,
+          "8 x 200 Gb/s HDR InfiniBand (DGX A100)", 1600),
+      gpu("A100-80GB", "NVIDIA A100 SXM4 80GB (Ampere)", 80, 19.5, 156, 312, 312, 2039, "NVLink 3 (12 links)", 2400,
+          "8 x 200 Gb/s HDR InfiniBand (DGX A100)", 1600),
+      gpu("H100-SXM", "NVIDIA H100 SXM5 80GB (Hopper)", 80, 67, 494.7, 989.4, 989.4, 3350, "NVLink 4 (18 links)", 3600,
+          "8 x 400 Gb/s NDR InfiniBand (DGX H100)", 3200),
+      gpu("H100-PCIe", "NVIDIA H100 PCIe 80GB (Hopper)", 80, 51, 378, 756, 756, 2000, "PCIe 5.0 x16", 512,
+          "2 x 200 Gb/s InfiniBand", 400),
+      gpu("H200", "NVIDIA H200 SXM 141GB (Hopper)", 140, 67, 494.7, 989.4, 989.4, 4800, "NVLink 4 (18 links)", 3600,
+          "8 x 400 Gb/s NDR InfiniBand (DGX H200)", 3200),
+      gpu("L40S", "NVIDIA L40S 48GB (Ada)", 48, 91.6, 183, 362, 362, 864, "PCIe 4.0 x16", 256, "2 x 200 Gb/s Ethernet", 400),
+      gpu("RTX-4090", "NVIDIA GeForce RTX 4090 24GB (Ada)", 24, 82.6, 82.6, 165.2, 165.2, 1008, "PCIe 4.0 x16", 256,
+          "100 Gb/s Ethernet", 100),
+      cpu_device(),
+  };
+  return kCatalog;
+}
+
+const DeviceSpec* find_device(std::string_view name) {
+  const std::string key = lower(name);
+  for (const auto& d : device_catalog()) {
+    if (lower(d.name) == key) return &d;
+  }
+  return nullptr;
+}
+
+std::string suggest_device(std::string_view name) {
+  const std::string key = lower(name);
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& d : device_catalog()) {
+    const std::string n = lower(d.name);
+    // A prefix ("a100", "h100") is the likeliest intent.
+    size_t dist = n.rfind(key, 0) == 0 && !key.empty() ? 0 : edit_distance(key, n);
+    if (dist < best_d) {
+      best_d = dist;
+      best = d.name;
+    }
+  }
+  return best_d <= std::max<size_t>(2, key.size() / 3) ? best : std::string();
+}
+
+Result<DeviceSpec> resolve_device(const config::ClusterConfig& cluster) {
+  const config::DeviceFields& f = cluster.device_fields;
+  DeviceSpec d;
+  if (!cluster.device.empty()) {
+    const DeviceSpec* base = find_device(cluster.device);
+    if (!base) {
+      const std::string hint = suggest_device(cluster.device);
+      return Status::invalid_input("cluster.device=" + cluster.device + ": unknown device" +
+                                   (hint.empty() ? "" : "; did you mean " + hint + "?") +
+                                   " (stagecraft-cli devices lists them; a mapping with name and figures defines a new one)");
+    }
+    d = *base;
+    if (!f.name.empty()) d.name = f.name;
+  } else {
+    std::string missing;
+    if (f.name.empty()) missing += " name";
+    if (!f.memory_gib) missing += " memory_gib";
+    if (!f.fp32_tflops) missing += " fp32_tflops";
+    if (!f.fp16_tflops && !f.bf16_tflops) missing += " bf16_tflops (or fp16_tflops)";
+    if (!f.memory_gbps) missing += " memory_gbps";
+    if (!missing.empty()) {
+      return Status::invalid_input("cluster.device: a new device (no base) needs" + missing +
+                                   "; or give base: a catalog device to start from");
+    }
+    d.name = f.name;
+    d.description = "defined in the configuration";
+    // Links of a plain PCIe server unless the cluster says otherwise.
+    d.intra_link = "PCIe 4.0 x16";
+    d.intra_node_gbps = 256;
+    d.network = "100 Gb/s Ethernet";
+    d.inter_node_gbps = 100;
+  }
+  if (f.memory_gib) d.memory_gib = *f.memory_gib;
+  if (f.fp32_tflops) d.fp32_tflops = *f.fp32_tflops;
+  if (f.tf32_tflops) d.tf32_tflops = *f.tf32_tflops;
+  if (f.fp16_tflops) d.fp16_tflops = *f.fp16_tflops;
+  if (f.bf16_tflops) d.bf16_tflops = *f.bf16_tflops;
+  if (f.memory_gbps) d.memory_gbps = *f.memory_gbps;
+  if (cluster.device.empty() && !f.tf32_tflops) d.tf32_tflops = 0;  // fp32 math then runs at fp32_tflops
+  if (cluster.intra_node_gbps > 0) {
+    d.intra_node_gbps = cluster.intra_node_gbps;
+    d.intra_link = "as configured";
+  }
+  if (cluster.inter_node_gbps > 0) {
+    d.inter_node_gbps = cluster.inter_node_gbps;
+    d.network = "as configured";
+  }
+  return d;
+}
+
+Json device_to_json(const DeviceSpec& d) {
+  Json j = Json::object();
+  j.set("name", d.name);
+  j.set("description", d.description);
+  j.set("memory_gib", d.memory_gib);
+  j.set("memory_bytes", d.memory_bytes());
+  Json peak = Json::object();
+  peak.set("fp32", d.fp32_tflops);
+  peak.set("tf32", d.tf32_tflops);
+  peak.set("fp16", d.fp16_tflops);
+  peak.set("bf16", d.bf16_tflops);
+  j.set("peak_tflops", std::move(peak));
+  j.set("memory_gbps", d.memory_gbps);
+  j.set("intra_link", d.intra_link);
+  j.set("intra_node_gbps", d.intra_node_gbps);
+  j.set("network", d.network);
+  j.set("inter_node_gbps", d.inter_node_gbps);
+  return j;
+}
+
+std::string devices_to_text(const std::vector<DeviceSpec>& devices) {
+  std::ostringstream o;
+  char line[320];
+  std::snprintf(line, sizeof line, "%-10s %8s %8s %8s %8s %8s %9s  %-22s %-7s  %s\n", "device", "memory", "fp32", "tf32", "fp16",
+                "bf16", "mem bw", "intra-node link", "Gb/s", "network (per node)");
+  o << line;
+  std::snprintf(line, sizeof line, "%-10s %8s %8s %8s %8s %8s %9s  %-22s %-7s  %s\n", "", "GiB", "TFLOP/s", "TFLOP/s", "TFLOP/s",
+                "TFLOP/s", "GB/s", "", "", "");
+  o << line;
+  auto num = [](double v) {
+    char b[32];
+    if (v <= 0) return std::string("-");
+    std::snprintf(b, sizeof b, v < 100 ? "%.1f" : "%.0f", v);
+    return std::string(b);
+  };
+  for (const auto& d : devices) {
+    std::snprintf(line, sizeof line, "%-10s %8s %8s %8s %8s %8s %9s  %-22s %-7s  %s (%s Gb/s)\n", d.name.c_str(),
+                  num(d.memory_gib).c_str(), num(d.fp32_tflops).c_str(), num(d.tf32_tflops).c_str(), num(d.fp16_tflops).c_str(),
+                  num(d.bf16_tflops).c_str(), num(d.memory_gbps).c_str(), d.intra_link.c_str(), num(d.intra_node_gbps).c_str(),
+                  d.network.c_str(), num(d.inter_node_gbps).c_str());
+    o << line;
+  }
+  o << "Dense peaks (no sparsity). Links: one GPU to its node peers, one direction; network: all NICs of a node.\n";
+  return o.str();
+}
+
+}  // namespace stagecraft::plan

@@ -1,0 +1,572 @@
+// The cost model: memory, step time and throughput of a layout. See estimate.h.
+//
+// Legend: L layers, h hidden, a heads, f ffn_hidden, s sequence length, V vocabulary,
+// b micro-batch, T = b s tokens of a micro-batch, t tensor-parallel size, p pipeline size,
+// v virtual stages, d data-parallel size, m micro-batches per step, e bytes per activation
+// element (2 for fp16/bf16, 4 for fp32).
+#include "stagecraft/plan/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "stagecraft/model/gpt_shape.h"
+
+namespace stagecraft::plan {
+
+using config::Precision;
+using config::Recompute;
+using config::Schedule;
+using config::TpMode;
+
+namespace {
+
+// Calibration: physical constants fitted once against the Megatron-LM SC21 runs (Table 1) and
+// held against runs they were not fitted on (tests/engine/tst_estimate.cpp).
+struct Calibration {
+  double gemm_efficiency = 0.80;     // fraction of the dense peak a large GEMM sustains
+  double gemm_half_dim = 48.0;       // a GEMM dimension of this size halves the efficiency (tiles)
+  double memory_efficiency = 0.80;   // fraction of datasheet bandwidth a streaming kernel gets
+  double link_efficiency = 0.80;     // NCCL bus bandwidth over NVLink / PCIe link bandwidth
+  double network_efficiency = 0.85;  // NCCL bus bandwidth over the NICs' line rate
+  double collective_step_s = 8e-6;   // latency of one ring step (launch + handshake)
+  double kernel_s = 4e-6;            // fixed cost of one kernel launch
+  double gpu_workspace_gib = 1.0;    // CUDA context, cuBLAS workspace, NCCL buffers
+  double cpu_workspace_gib = 0.0625; // the CPU worker: process, OpenBLAS and Gloo buffers
+};
+constexpr Calibration kCal;
+
+struct Hw {
+  double peak;      // FLOP/s for the training precision
+  double mem_bw;    // bytes/s achieved by streaming kernels
+  double intra_bw;  // bytes/s per GPU to node peers, achieved
+  double net_bw;    // bytes/s per GPU across nodes (its share of the node's NICs), achieved
+  double e;         // bytes per activation element
+};
+
+Hw hardware(const EstimateInput& in) {
+  Hw hw;
+  hw.peak = in.device.peak_tflops(in.config.train.precision) * 1e12;
+  if (hw.peak <= 0) hw.peak = in.device.fp32_tflops * 1e12;
+  hw.mem_bw = in.device.memory_gbps * 1e9 * kCal.memory_efficiency;
+  hw.intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * kCal.link_efficiency;
+  hw.net_bw = in.device.inter_node_gbps / 8.0 * 1e9 / std::max(1, in.config.cluster.gpus_per_node) * kCal.network_efficiency;
+  hw.e = in.config.train.precision == Precision::kFp32 ? 4.0 : 2.0;
+  return hw;
+}
+
+// One GEMM (batch x [M,K] x [K,N]): the slower of its math and its memory traffic, plus a launch.
+// Efficiency falls for small dimensions (tile quantisation, too few thread blocks):
+// eff = gemm_efficiency x prod over M, N, K of dim / (dim + gemm_half_dim).
+double gemm_time(double M, double N, double K, double batch, const Hw& hw) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0.0;
+  const double eff = kCal.gemm_efficiency * (M / (M + kCal.gemm_half_dim)) * (N / (N + kCal.gemm_half_dim)) *
+                     (K / (K + kCal.gemm_half_dim));
+  const double flops = 2.0 * M * N * K * batch;
+  const double bytes = hw.e * (M * K + K * N + M * N) * batch;
+  return std::max(flops / (hw.peak * eff), bytes / hw.mem_bw) + kCal.kernel_s;
+}
+
+// Ring collectives over n ranks at bandwidth bw (bytes/s): all-reduce moves 2 (n-1)/n x bytes
+// per rank, all-gather and reduce-scatter (n-1)/n (nccl-tests' bus bandwidth convention).
+double all_reduce_time(double bytes, int n, double bw) {
+  if (n <= 1 || bytes <= 0) return 0.0;
+  return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * kCal.collective_step_s;
+}
+double gather_time(double bytes, int n, double bw) {
+  if (n <= 1 || bytes <= 0) return 0.0;
+  return static_cast<double>(n - 1) / n * bytes / bw + (n - 1) * kCal.collective_step_s;
+}
+
+// How the TP group shards a layer: 1d splits the big matrices t ways and replicates biases of
+// row-parallel layers and the LayerNorms; 2d (q x q), 2.5d (q x q x depth, weights replicated
+// over depth) and 3d (q x q x q) shard every tensor.
+double weight_shard(const config::RunConfig& c, int tp) {
+  if (c.parallel.tp_mode == TpMode::k2p5d) return static_cast<double>(tp) / std::max(1, c.parallel.tp_depth);
+  return tp;
+}
+
+struct LayerTimes {
+  double fwd = 0, bwd = 0;         // math and element-wise work of one layer, one micro-batch
+  double recompute = 0;            // repeated forward work
+  double tp_comm = 0;              // TP collectives of forward + backward (+ recompute)
+  double fwd_flops = 0, recompute_flops = 0;  // per micro-batch on this rank
+};
+
+LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& hw_in) {
+  Hw hw = hw_in;
+  const auto g = model::GptShape::from(c.model);
+  const double h = g.hidden, a = g.heads, f = g.ffn, s = g.seq, b = c.train.micro_batch;
+  const double T = b * s;
+  const double t = tp;
+  const bool one_d = c.parallel.tp_mode == TpMode::k1d;
+  const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
+  const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  LayerTimes lt;
+
+  // GEMMs of one layer's forward on one rank (Megatron 1D: QKV and fc1 column-parallel,
+  // attention-out and fc2 row-parallel). Other modes shard M and K as well; counted as the same
+  // math on a 1/t slice, with their own collectives below.
+  double gemm = 0, attn_gemm = 0;
+  if (one_d) {
+    gemm += gemm_time(T, 3 * h / t, h, 1, hw);  // QKV     (T, h) x (h, 3h/t)
+    gemm += gemm_time(T, h, h / t, 1, hw);      // out     (T, h/t) x (h/t, h)
+    gemm += gemm_time(T, f / t, h, 1, hw);      // fc1     (T, h) x (h, f/t)
+    gemm += gemm_time(T, h, f / t, 1, hw);      // fc2     (T, f/t) x (f/t, h)
+    attn_gemm += 2 * gemm_time(s, s, h / a, b * a / t, hw);  // QK^T and AV per head: (s, h/a) x (h/a, s)
+  } else {
+    const double q = std::sqrt(weight_shard(c, tp));
+    const double rows = T / (c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) * std::cbrt(t) : q);
+    const double w = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : q;
+    gemm += gemm_time(rows, 3 * h / w, h / w, 1, hw);
+    gemm += gemm_time(rows, h / w, h / w, 1, hw);
+    gemm += gemm_time(rows, f / w, h / w, 1, hw);
+    gemm += gemm_time(rows, h / w, f / w, 1, hw);
+    attn_gemm += 2 * gemm_time(s, s, h / a, b * a / t, hw);
+  }
+  // Element-wise traffic of a forward, in elements, each read once and written once:
+  //   two LayerNorms 4 Th, two bias + residual adds 6 Th (sharded t ways with sequence
+  //   parallelism, replicated without), QKV bias and head split/merge 6 Th/t,
+  //   bias + GELU 2 T f/t, scale + mask + softmax 2 a s^2 b/t.
+  const double replicated = one_d && !sp ? 1.0 : 1.0 / t;
+  const double elem = (10 * T * h * replicated + 6 * T * h / t + 2 * T * f / t) * hw.e;
+  const double softmax = 2 * a * s * s * b / t * hw.e;
+  const double elem_time = (elem + softmax) / hw.mem_bw + 12 * kCal.kernel_s;
+  const double softmax_time = softmax / hw.mem_bw + kCal.kernel_s;
+  lt.fwd = gemm + attn_gemm + elem_time;
+  lt.bwd = 2 * (gemm + attn_gemm) + 2 * elem_time;  // dgrad and wgrad; gradients of each element-wise op
+  switch (c.train.recompute) {
+    case Recompute::kNone: break;
+    case Recompute::kSelective: lt.recompute = attn_gemm + softmax_time; break;  // the attention core
+    case Recompute::kFull: lt.recompute = lt.fwd; break;
+  }
+  lt.fwd_flops = (2 * T * (4 * h * h + 2 * h * f) + 4 * b * s * s * h) / t;
+  lt.recompute_flops = c.train.recompute == Recompute::kFull        ? lt.fwd_flops
+                       : c.train.recompute == Recompute::kSelective ? 4 * b * s * s * h / t
+                                                                    : 0.0;
+
+  // TP collectives. 1D: an all-reduce of the (T, h) activation after each row-parallel layer in
+  // forward, the mirror two in backward (sequence parallelism swaps each for an all-gather plus a
+  // reduce-scatter of the same volume); full recompute repeats the forward two.
+  if (tp > 1) {
+    const double act = T * h * hw.e;
+    double per_layer = 0;
+    if (one_d) {
+      const int passes = 4 + (c.train.recompute == Recompute::kFull ? 2 : 0);
+      per_layer = passes * all_reduce_time(act, tp, tp_bw);
+    } else {
+      // SUMMA-style broadcasts (Colossal-AI 2D/2.5D/3D): each of the 4 GEMMs gathers its input
+      // and weight blocks along a row and a column of the grid, forward and twice in backward.
+      const double q = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : std::sqrt(weight_shard(c, tp));
+      const double blocks = (T * h + 4 * h * h + T * f + 2 * h * f) / (q * q) * hw.e;
+      per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw);
+    }
+    lt.tp_comm = per_layer;
+  }
+  return lt;
+}
+
+// Extra work of the first chunk (embedding) and the last (final norm, LM head, loss), per
+// micro-batch, forward + backward.
+struct EndTimes {
+  double first = 0, last = 0, last_flops = 0;
+};
+
+EndTimes end_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& hw) {
+  const auto g = model::GptShape::from(c.model);
+  const double h = g.hidden, s = g.seq, V = g.vocab, b = c.train.micro_batch, T = b * s, t = tp;
+  const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  EndTimes et;
+  // Embedding: lookup and position add (read 2 Th, write Th), its gradient scatter, and with
+  // TP the vocabulary-parallel embedding's all-reduce of (T, h).
+  et.first = 6 * T * h * hw.e / hw.mem_bw + 4 * kCal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw) : 0.0);
+  // Head: logits GEMM (T, h) x (h, V/t) forward, two of its size backward; fp32 cross-entropy
+  // over the (T, V/t) logits (about four passes).
+  const double logits = gemm_time(T, V / t, h, 1, hw);
+  et.last = 3 * logits + 4 * T * V / t * 4.0 / hw.mem_bw + 4 * T * h * hw.e / hw.mem_bw + 8 * kCal.kernel_s;
+  et.last_flops = 2 * T * h * V / t;
+  return et;
+}
+
+// Activation bytes of one layer for one micro-batch (Korthikanti et al. 2022, Table 2,
+// element by element so that precision and dropout count): per T h,
+//   replicated under 1D TP: LayerNorm inputs 2, QKV input 1, fc1 input 1   (4 elements)
+//   sharded by t:           Q, K, V 3, attention-out input 1, GELU in and out 2 x f/h
+//   per a s^2 b:            softmax output 1 (sharded by t)
+// Stagecraft's GPT has no dropout; Megatron's adds three masks of one byte (two T h, one
+// a s^2 b) and the dropout output a s^2 b, which gives the paper's s b h (34 + 5 a s / h) at
+// 16 bits with f = 4h.
+double layer_activation_bytes(const config::RunConfig& c, int tp, bool dropout) {
+  const auto g = model::GptShape::from(c.model);
+  const double h = g.hidden, a = g.heads, f = g.ffn, s = g.seq, b = c.train.micro_batch, T = b * s, t = tp;
+  const double e = c.train.precision == Precision::kFp32 ? 4.0 : 2.0;
+  const bool one_d = c.parallel.tp_mode == TpMode::k1d;
+  const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
+  const double rep = one_d && !sp ? 1.0 : 1.0 / t;  // share of a "replicated" tensor a rank holds
+  const double per_th = 4 * rep + (4 + 2 * f / h) / t;
+  const double rest = per_th * T * h * e + (dropout ? 2 * T * h * rep : 0.0);
+  const double core = a * s * s * b / t * (dropout ? 2 * e + 1 : e);
+  switch (c.train.recompute) {
+    case Recompute::kNone: return rest + core;
+    case Recompute::kSelective: return rest;         // the attention core is recomputed, not stored
+    case Recompute::kFull: return T * h * e * rep;   // the layer input only (2 s b h at 16 bits)
+  }
+  return rest + core;
+}
+
+int chunk_inflight(const config::RunConfig& c, int pp_rank, int pp, int v, int m) {
+  switch (c.pipeline.schedule) {
+    case Schedule::kGpipe: return m;  // per chunk: every micro-batch's forward runs first
+    case Schedule::k1f1b: return std::min(m, pp - pp_rank);
+    case Schedule::kInterleaved: {
+      // Megatron's interleaved 1F1B warms up (p - r - 1) x 2 + (v - 1) x p chunk-micro-batches,
+      // then holds one more; spread over the rank's v chunks.
+      const int warmup = std::min(m * v, (pp - pp_rank - 1) * 2 + (v - 1) * pp);
+      return std::min(m * v, warmup + 1);
+    }
+  }
+  return 1;
+}
+
+struct PerParam {
+  double weights, grads, optimizer;
+};
+
+// Bytes per parameter. fp32: weight 4, grad 4, Adam moments 8. fp16 mixed precision (ZeRO
+// paper): fp16 weight 2 and grad 2, fp32 master, momentum and variance 12. bf16: gradients
+// accumulate in fp32 (4; Megatron forces it for bf16), so 2 + 4 + 12, and with the distributed
+// optimizer (zero: 1) Megatron's 6 + 12/d.
+PerParam per_param(const config::RunConfig& c, int dp) {
+  PerParam pp{};
+  switch (c.train.precision) {
+    case Precision::kFp32: pp = {4, 4, 8}; break;
+    case Precision::kFp16: pp = {2, 2, 12}; break;
+    case Precision::kBf16: pp = {2, 4, 12}; break;
+  }
+  if (c.parallel.zero >= 1) pp.optimizer /= std::max(1, dp);
+  return pp;
+}
+
+}  // namespace
+
+int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int pp, int gpus_per_node, config::Axis axis) {
+  long long stride = 1;
+  int size = 1;
+  for (auto ax : order) {
+    const int n = ax == config::Axis::kTp ? tp : ax == config::Axis::kDp ? dp : pp;
+    if (ax == axis) {
+      size = n;
+      break;
+    }
+    stride *= n;
+  }
+  int nodes = 0;
+  long long last_node = -1;
+  for (int i = 0; i < size; ++i) {
+    const long long node = i * stride / std::max(1, gpus_per_node);
+    if (node != last_node) ++nodes;
+    last_node = node;
+  }
+  return std::max(nodes, 1);
+}
+
+StageCostModel time_cost_model(const config::RunConfig& config, const DeviceSpec& device, int tp, int tp_nodes) {
+  EstimateInput in;
+  in.config = config;
+  in.device = device;
+  const Hw hw = hardware(in);
+  const LayerTimes lt = layer_times(config, tp, tp_nodes, hw);
+  const EndTimes et = end_times(config, tp, tp_nodes, hw);
+  StageCostModel m;
+  m.layer.assign(static_cast<size_t>(std::max(0, config.model.layers)), lt.fwd + lt.bwd + lt.recompute + lt.tp_comm);
+  m.first = et.first;
+  m.last = et.last;
+  return m;
+}
+
+StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches) {
+  const auto g = model::GptShape::from(config.model);
+  const PerParam bpp = per_param(config, dp);
+  const double per = bpp.weights + bpp.grads + bpp.optimizer;
+  const double shard = weight_shard(config, tp);
+  const bool one_d = config.parallel.tp_mode == TpMode::k1d;
+  const double h = g.hidden, f = g.ffn;
+  const double layer_params = one_d ? (4 * h * h + 3 * h + 2 * h * f + f) / tp + 6 * h : g.layer_params() / shard;
+  StageMemoryModel m;
+  const int chunks = pp * virtual_stages;
+  m.layer_static.assign(static_cast<size_t>(std::max(0, config.model.layers)), per * layer_params);
+  m.layer_activation.assign(static_cast<size_t>(std::max(0, config.model.layers)), layer_activation_bytes(config, tp, false));
+  m.first = per * (g.vocab * h / shard + g.seq * h);
+  m.last = per * (2 * h + ((!config.model.tied_embeddings || chunks > 1) ? g.vocab * h / shard : 0.0));
+  m.inflight.resize(static_cast<size_t>(chunks));
+  for (int c = 0; c < chunks; ++c) {
+    const int r = c % pp;
+    // Interleaved: the rank's in-flight chunk-micro-batches spread over its v chunks.
+    const double n = chunk_inflight(config, r, pp, virtual_stages, micro_batches);
+    m.inflight[static_cast<size_t>(c)] = virtual_stages > 1 ? n / virtual_stages : n;
+  }
+  return m;
+}
+
+Estimate estimate(const EstimateInput& in) {
+  const auto& c = in.config;
+  const auto g = model::GptShape::from(c.model);
+  const Hw hw = hardware(in);
+  const int p = std::max(1, in.pp), v = std::max(1, in.virtual_stages), m = std::max(1, in.micro_batches);
+  const int t = std::max(1, in.tp), d = std::max(1, in.dp);
+  const int chunks = p * v;
+  const double T = static_cast<double>(c.train.micro_batch) * g.seq;
+  Estimate e;
+  e.device = in.device.name;
+  e.device_memory_bytes = in.device.memory_bytes();
+  e.params_total = g.total_params();
+  e.peak_tflops = hw.peak / 1e12;
+
+  // Memory, rank by rank.
+  const StageMemoryModel mem = memory_model(c, d, t, p, v, m);
+  const PerParam bpp = per_param(c, d);
+  const double per = bpp.weights + bpp.grads + bpp.optimizer;
+  const double workspace = (in.device.is_cpu ? kCal.cpu_workspace_gib : kCal.gpu_workspace_gib) * 1024.0 * 1024.0 * 1024.0;
+  // Working set of full recompute: one layer's activations rebuilt at a time.
+  config::RunConfig no_recompute = c;
+  no_recompute.train.recompute = Recompute::kNone;
+  const double recompute_working = c.train.recompute == Recompute::kFull ? layer_activation_bytes(no_recompute, t, false) : 0.0;
+  // Logits of the last stage for one micro-batch: 16-bit (or fp32) logits and the fp32 copy the
+  // loss works on.
+  const double logits = T * g.vocab / (t > 1 ? weight_shard(c, t) : 1.0) * ((c.train.precision == Precision::kFp32 ? 4.0 : 2.0) + 4.0);
+  e.memory.resize(static_cast<size_t>(p));
+  std::vector<int> rank_layers(static_cast<size_t>(p), 0);
+  int layer = 0;
+  for (int ch = 0; ch < chunks && ch < static_cast<int>(in.chunk_layers.size()); ++ch) {
+    const int r = ch % p;
+    const int n = in.chunk_layers[static_cast<size_t>(ch)];
+    auto& rm = e.memory[static_cast<size_t>(r)];
+    double stat = 0, act = 0;
+    for (int i = 0; i < n && layer < c.model.layers; ++i, ++layer) {
+      stat += mem.layer_static[static_cast<size_t>(layer)];
+      act += mem.layer_activation[static_cast<size_t>(layer)] * mem.inflight[static_cast<size_t>(ch)];
+    }
+    if (ch == 0) stat += mem.first;
+    if (ch == chunks - 1) {
+      stat += mem.last;
+      act += logits;
+    }
+    rm.params += stat / per;
+    rm.activations += act;
+    rank_layers[static_cast<size_t>(r)] += n;
+  }
+  for (int r = 0; r < p; ++r) {
+    auto& rm = e.memory[static_cast<size_t>(r)];
+    rm.pp_rank = r;
+    rm.weights = rm.params * bpp.weights;
+    rm.grads = rm.params * bpp.grads;
+    rm.optimizer = rm.params * bpp.optimizer;
+    rm.activations += rank_layers[static_cast<size_t>(r)] > 0 ? recompute_working : 0.0;
+    rm.workspace = workspace;
+    if (rm.total() > e.peak_memory_bytes) {
+      e.peak_memory_bytes = rm.total();
+      e.peak_pp_rank = r;
+    }
+  }
+  e.fits = e.peak_memory_bytes <= e.device_memory_bytes;
+
+  // Time of one micro-batch on each pp rank.
+  const LayerTimes lt = layer_times(c, t, in.tp_nodes, hw);
+  const EndTimes et = end_times(c, t, in.tp_nodes, hw);
+  struct RankTime {
+    double compute = 0, recompute = 0, tp = 0, bwd_last_chunk = 0;
+  };
+  std::vector<RankTime> rt(static_cast<size_t>(p));
+  for (int ch = 0; ch < chunks && ch < static_cast<int>(in.chunk_layers.size()); ++ch) {
+    auto& x = rt[static_cast<size_t>(ch % p)];
+    const double n = in.chunk_layers[static_cast<size_t>(ch)];
+    x.compute += n * (lt.fwd + lt.bwd);
+    x.recompute += n * lt.recompute;
+    x.tp += n * lt.tp_comm;
+    if (ch == 0) x.compute += et.first;
+    if (ch == chunks - 1) x.compute += et.last;
+    if (ch % p == ch) x.bwd_last_chunk = n * (lt.bwd + lt.recompute);  // the chunk whose backward ends the step
+  }
+  int bottleneck = 0;
+  for (int r = 1; r < p; ++r) {
+    const auto& a = rt[static_cast<size_t>(r)];
+    const auto& b = rt[static_cast<size_t>(bottleneck)];
+    if (a.compute + a.recompute + a.tp > b.compute + b.recompute + b.tp) bottleneck = r;
+  }
+  const RankTime& bt = rt[static_cast<size_t>(bottleneck)];
+  const double per_micro = bt.compute + bt.recompute + bt.tp;
+  StepBreakdown& br = e.breakdown;
+  br.compute_s = m * bt.compute;
+  br.recompute_s = m * bt.recompute;
+  br.tp_comm_s = m * bt.tp;
+  // Bubble: the pipeline fills and drains once per step, (p - 1) / v micro-batch slots.
+  br.bubble_s = p > 1 ? static_cast<double>(p - 1) / v * per_micro : 0.0;
+  if (c.pipeline.schedule == Schedule::kGpipe && p > 1) br.bubble_s = static_cast<double>(p - 1) * per_micro;
+  // PP send/recv: each micro-batch's activation forward and its gradient backward at every
+  // chunk boundary of the bottleneck rank; Megatron splits the (T, h) tensor over the t ranks of
+  // the TP group (scatter-gather) or sequence parallelism has it split already.
+  if (p > 1) {
+    const double bytes = T * g.hidden * hw.e / t;
+    const double bw = in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw;
+    const double one = bytes / bw + kCal.collective_step_s;
+    br.pp_comm_s = 2.0 * one * (static_cast<double>(m) * v + (p - 1));
+  }
+  // DP: gradients of every rank's parameters reduced across its DP group (all-reduce; with the
+  // distributed optimizer a reduce-scatter of gradients and an all-gather of weights), started
+  // bucket by bucket during the last micro-batch's backward; the rest is exposed. Tied
+  // embeddings with p > 1 add the first/last stage all-reduce of the word embedding gradient.
+  double dp_time = 0;
+  const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  for (int r = 0; r < p; ++r) {
+    const double params = e.memory[static_cast<size_t>(r)].params;
+    double tr = 0;
+    if (d > 1) {
+      tr = c.parallel.zero >= 1 ? gather_time(params * bpp.grads, d, dp_bw) + gather_time(params * bpp.weights, d, dp_bw)
+                                : all_reduce_time(params * bpp.grads, d, dp_bw);
+    }
+    if (c.model.tied_embeddings && chunks > 1 && (r == 0 || r == p - 1)) {
+      tr += all_reduce_time(g.vocab * g.hidden / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw);
+    }
+    const double hidden = rt[static_cast<size_t>(r)].bwd_last_chunk;
+    dp_time = std::max(dp_time, std::max(0.0, tr - hidden));
+  }
+  br.dp_comm_s = dp_time;
+  // Optimizer: AdamW reads and writes weights, master weights, moments and gradients, about 32
+  // bytes per (locally updated) parameter, memory-bound; plus the gradient norm.
+  double max_params = 0;
+  for (const auto& rm : e.memory) max_params = std::max(max_params, rm.params);
+  const double updated = c.parallel.zero >= 1 ? max_params / d : max_params;
+  br.optimizer_s = updated * 32.0 / hw.mem_bw + 10 * kCal.kernel_s;
+
+  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s + br.optimizer_s;
+  e.bubble_fraction = e.step_time_s > 0 ? br.bubble_s / e.step_time_s : 0.0;
+
+  // FLOPs per step, whole cluster: every sample's forward (3x with backward), plus recompute.
+  const double B = c.train.global_batch;
+  const double layer_fwd = g.layer_forward_flops();
+  const double head_fwd = g.head_forward_flops();
+  e.model_flops = B * 3.0 * (g.layers * layer_fwd + head_fwd);
+  const double recompute_per_sample = c.train.recompute == Recompute::kFull        ? g.layers * layer_fwd
+                                      : c.train.recompute == Recompute::kSelective ? g.layers * 4.0 * g.seq * g.seq * g.hidden
+                                                                                   : 0.0;
+  e.hardware_flops = e.model_flops + B * recompute_per_sample;
+  const double world = static_cast<double>(d) * t * p;
+  if (e.step_time_s > 0) {
+    e.tflops_per_gpu = e.hardware_flops / e.step_time_s / world / 1e12;
+    e.model_tflops_per_gpu = e.model_flops / e.step_time_s / world / 1e12;
+    e.tokens_per_s = B * g.seq / e.step_time_s;
+  }
+  if (hw.peak > 0) {
+    e.mfu = e.model_tflops_per_gpu * 1e12 / hw.peak;
+    e.hfu = e.tflops_per_gpu * 1e12 / hw.peak;
+  }
+  return e;
+}
+
+Json estimate_to_json(const Estimate& e) {
+  Json j = Json::object();
+  j.set("device", e.device);
+  j.set("device_memory_bytes", e.device_memory_bytes);
+  j.set("params_total", e.params_total);
+  Json::Array mem;
+  for (const auto& r : e.memory) {
+    Json x = Json::object();
+    x.set("rank", r.rank);
+    x.set("pp_rank", r.pp_rank);
+    x.set("params", r.params);
+    x.set("weights", r.weights);
+    x.set("grads", r.grads);
+    x.set("optimizer", r.optimizer);
+    x.set("activations", r.activations);
+    x.set("workspace", r.workspace);
+    x.set("total", r.total());
+    mem.push_back(std::move(x));
+  }
+  j.set("memory", Json(std::move(mem)));
+  j.set("peak_memory_bytes", e.peak_memory_bytes);
+  j.set("fits", e.fits);
+  j.set("step_time_s", e.step_time_s);
+  j.set("tflops_per_gpu", e.tflops_per_gpu);
+  j.set("model_tflops_per_gpu", e.model_tflops_per_gpu);
+  j.set("mfu", e.mfu);
+  j.set("hfu", e.hfu);
+  j.set("tokens_per_s", e.tokens_per_s);
+  j.set("bubble_fraction", e.bubble_fraction);
+  Json b = Json::object();
+  b.set("compute_s", e.breakdown.compute_s);
+  b.set("recompute_s", e.breakdown.recompute_s);
+  b.set("tp_comm_s", e.breakdown.tp_comm_s);
+  b.set("pp_comm_s", e.breakdown.pp_comm_s);
+  b.set("dp_comm_s", e.breakdown.dp_comm_s);
+  b.set("bubble_s", e.breakdown.bubble_s);
+  b.set("optimizer_s", e.breakdown.optimizer_s);
+  j.set("breakdown", std::move(b));
+  j.set("model_flops_per_step", e.model_flops);
+  j.set("hardware_flops_per_step", e.hardware_flops);
+  return j;
+}
+
+std::string format_bytes(double bytes) {
+  char buf[32];
+  const double gib = bytes / (1024.0 * 1024.0 * 1024.0);
+  if (gib >= 1.0) {
+    std::snprintf(buf, sizeof buf, "%.1f GiB", gib);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f MiB", bytes / (1024.0 * 1024.0));
+  }
+  return buf;
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s >= 1.0) {
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+  } else if (s >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f us", s * 1e6);
+  }
+  return buf;
+}
+
+std::string estimate_to_text(const Estimate& e, const config::RunConfig& config, double tokens) {
+  std::ostringstream o;
+  char line[200];
+  std::snprintf(line, sizeof line, "Estimate (%s, %s)\n", e.device.c_str(), std::string(config::to_string(config.train.precision)).c_str());
+  o << line;
+  std::snprintf(line, sizeof line, "  parameters %.3g (%.2f B)\n", e.params_total, e.params_total / 1e9);
+  o << line;
+  o << "  memory per GPU      weights    grads  optimizer  activations  workspace     total\n";
+  for (const auto& r : e.memory) {
+    std::snprintf(line, sizeof line, "    pp rank %-5d  %9s %8s  %9s  %11s  %9s  %9s%s\n", r.pp_rank, format_bytes(r.weights).c_str(),
+                  format_bytes(r.grads).c_str(), format_bytes(r.optimizer).c_str(), format_bytes(r.activations).c_str(),
+                  format_bytes(r.workspace).c_str(), format_bytes(r.total()).c_str(), r.pp_rank == e.peak_pp_rank ? "  <- peak" : "");
+    o << line;
+  }
+  std::snprintf(line, sizeof line, "  peak %s of %s: %s\n", format_bytes(e.peak_memory_bytes).c_str(),
+                format_bytes(e.device_memory_bytes).c_str(), e.fits ? "fits" : "DOES NOT FIT");
+  o << line;
+  const auto& b = e.breakdown;
+  std::snprintf(line, sizeof line, "  step %s = compute %s + recompute %s + TP %s + PP %s + DP %s + bubble %s + optimizer %s\n",
+                format_seconds(e.step_time_s).c_str(), format_seconds(b.compute_s).c_str(), format_seconds(b.recompute_s).c_str(),
+                format_seconds(b.tp_comm_s).c_str(), format_seconds(b.pp_comm_s).c_str(), format_seconds(b.dp_comm_s).c_str(),
+                format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
+  o << line;
+  std::snprintf(line, sizeof line, "  %.1f TFLOP/s per GPU (%.1f model), MFU %.1f%% of %.0f TFLOP/s, %.3g tokens/s\n", e.tflops_per_gpu,
+                e.model_tflops_per_gpu, e.mfu * 100, e.peak_tflops, e.tokens_per_s);
+  o << line;
+  if (e.tokens_per_s > 0) {
+    if (tokens > 0) {
+      std::snprintf(line, sizeof line, "  %.3g days to train on %.3g tokens\n", e.days_for_tokens(tokens), tokens);
+    } else {
+      const double run = static_cast<double>(config.train.steps) * config.train.global_batch * config.model.seq_len;
+      std::snprintf(line, sizeof line, "  %.3g days for the run's %d steps (%.3g tokens; --tokens N for another count)\n",
+                    e.days_for_tokens(run), config.train.steps, run);
+    }
+    o << line;
+  }
+  return o.str();
+}
+
+}  // namespace stagecraft::plan

@@ -1,0 +1,252 @@
+// The auto-planner: enumerate layouts, estimate each, rank. See search.h.
+#include "stagecraft/plan/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "stagecraft/config/validate.h"
+#include "stagecraft/plan/device.h"
+#include "stagecraft/plan/partition.h"
+
+namespace stagecraft::plan {
+
+using config::Recompute;
+using config::RunConfig;
+using config::Schedule;
+
+namespace {
+
+std::vector<int> divisors(int n, int limit) {
+  std::vector<int> out;
+  for (int k = 1; k <= n && k <= limit; ++k) {
+    if (n % k == 0) out.push_back(k);
+  }
+  return out;
+}
+
+// The parts of a step in a fixed order, with names for the explanation.
+struct Part {
+  const char* name;
+  double StepBreakdown::*field;
+};
+constexpr Part kParts[] = {
+    {"compute", &StepBreakdown::compute_s},     {"recompute", &StepBreakdown::recompute_s},
+    {"TP communication", &StepBreakdown::tp_comm_s}, {"PP send/recv", &StepBreakdown::pp_comm_s},
+    {"DP gradient reduction", &StepBreakdown::dp_comm_s}, {"pipeline bubble", &StepBreakdown::bubble_s},
+    {"optimizer", &StepBreakdown::optimizer_s},
+};
+
+std::string seconds(double s) { return format_seconds(s); }
+
+std::string explain(const Candidate& best, const Candidate& next) {
+  const auto& a = best.estimate;
+  const auto& b = next.estimate;
+  char head[160];
+  std::snprintf(head, sizeof head, "%s is %.1f%% faster than %s: ", layout_string(best.config).c_str(),
+                (b.step_time_s / a.step_time_s - 1.0) * 100.0, layout_string(next.config).c_str());
+  // The two parts that differ most in the best's favour, and the one that most favours the next.
+  std::vector<std::pair<double, const Part*>> diffs;
+  for (const auto& p : kParts) diffs.emplace_back(b.breakdown.*p.field - a.breakdown.*p.field, &p);
+  std::sort(diffs.begin(), diffs.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string why = head;
+  int shown = 0;
+  for (const auto& [d, p] : diffs) {
+    if (d <= 0 || shown == 2) break;
+    why += std::string(shown ? ", " : "") + p->name + " " + seconds(a.breakdown.*p->field) + " vs " + seconds(b.breakdown.*p->field);
+    ++shown;
+  }
+  if (shown == 0) why += "the same parts, each slightly shorter";
+  const auto& worst = diffs.back();
+  if (worst.first < -0.005 * a.step_time_s) {
+    why += std::string("; it pays more ") + worst.second->name + " (" + seconds(a.breakdown.*worst.second->field) + " vs " +
+           seconds(b.breakdown.*worst.second->field) + ")";
+  }
+  if (std::abs(a.peak_memory_bytes - b.peak_memory_bytes) > 0.05 * b.peak_memory_bytes) {
+    why += "; peak memory " + format_bytes(a.peak_memory_bytes) + " vs " + format_bytes(b.peak_memory_bytes);
+  }
+  return why;
+}
+
+}  // namespace
+
+std::string layout_string(const RunConfig& c) {
+  std::string s = "dp=" + std::to_string(c.parallel.dp) + " tp=" + std::to_string(c.parallel.tp) + " pp=" + std::to_string(c.parallel.pp);
+  if (c.parallel.pp > 1) {
+    s += " " + std::string(config::to_string(c.pipeline.schedule));
+    if (c.pipeline.schedule == Schedule::kInterleaved) s += " v=" + std::to_string(c.pipeline.virtual_stages);
+  }
+  s += " mb=" + std::to_string(c.train.micro_batch);
+  s += " recompute=" + std::string(config::to_string(c.train.recompute));
+  if (c.parallel.sequence_parallel) s += " sp";
+  if (c.parallel.zero) s += " zero=" + std::to_string(c.parallel.zero);
+  return s;
+}
+
+Result<SearchResult> search(const RunConfig& base, const SearchOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto device = resolve_device(base.cluster);
+  if (!device.ok()) return device.status();
+  const auto& m = base.model;
+  if (m.layers <= 0 || m.hidden <= 0 || m.heads <= 0) {
+    return Status::invalid_input("search: the configuration needs the model shape (model.layers, model.hidden, model.heads)");
+  }
+  const int world = base.world_size();
+  const int gpn = base.cluster.gpus_per_node;
+  SearchResult result;
+  std::vector<Candidate> fitting;
+  double smallest_peak = -1;
+  std::string smallest_layout;
+
+  RunConfig c = base;
+  c.pipeline.partition = config::PartitionKind::kUniform;
+  c.pipeline.stage_ids.clear();
+  const std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+
+  EstimateInput in;
+  in.device = device.value();
+  for (int tp : divisors(world, 1 << 12)) {
+    if (m.heads % tp != 0 || m.ffn() % tp != 0) continue;
+    for (int pp : divisors(world / tp, m.layers)) {
+      const int dp = world / (tp * pp);
+      if (base.train.global_batch % dp != 0) continue;
+      const int per_replica = base.train.global_batch / dp;
+      for (int mb : divisors(per_replica, options.max_micro_batch)) {
+        const int micro_batches = per_replica / mb;
+        struct Sched {
+          Schedule s;
+          int v;
+        };
+        std::vector<Sched> scheds;
+        if (pp == 1) {
+          scheds.push_back({Schedule::k1f1b, 1});
+        } else {
+          scheds.push_back({Schedule::k1f1b, 1});
+          scheds.push_back({Schedule::kGpipe, 1});
+          for (int v = 2; v <= options.max_virtual_stages; ++v) {
+            if (pp * v <= m.layers && m.layers % (pp * v) == 0 && micro_batches % pp == 0) scheds.push_back({Schedule::kInterleaved, v});
+          }
+        }
+        for (const auto& sc : scheds) {
+          for (Recompute rc : recomputes) {
+            for (int sp = 0; sp <= (tp > 1 && base.parallel.tp_mode == config::TpMode::k1d ? 1 : 0); ++sp) {
+              for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero) {
+                c.parallel.dp = dp;
+                c.parallel.tp = tp;
+                c.parallel.pp = pp;
+                c.parallel.sequence_parallel = sp != 0;
+                c.parallel.zero = zero;
+                c.pipeline.schedule = sc.s;
+                c.pipeline.virtual_stages = sc.v;
+                c.train.micro_batch = mb;
+                c.train.recompute = rc;
+                if (!config::validate(c).empty()) {
+                  ++result.rejected;
+                  continue;
+                }
+                in.config = c;
+                in.dp = dp;
+                in.tp = tp;
+                in.pp = pp;
+                in.virtual_stages = sc.v;
+                in.micro_batches = micro_batches;
+                in.chunk_layers = uniform_counts(m.layers, pp * sc.v);
+                in.tp_nodes = axis_group_nodes(c.parallel.order, dp, tp, pp, gpn, config::Axis::kTp);
+                in.dp_nodes = axis_group_nodes(c.parallel.order, dp, tp, pp, gpn, config::Axis::kDp);
+                in.pp_crosses_nodes = axis_group_nodes(c.parallel.order, dp, tp, pp, gpn, config::Axis::kPp) > 1;
+                Estimate e = estimate(in);
+                ++result.evaluated;
+                if (smallest_peak < 0 || e.peak_memory_bytes < smallest_peak) {
+                  smallest_peak = e.peak_memory_bytes;
+                  smallest_layout = layout_string(c);
+                }
+                if (!e.fits) continue;
+                ++result.fitting;
+                fitting.push_back({c, std::move(e)});
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (fitting.empty()) {
+    if (result.evaluated == 0) {
+      return Status::unavailable("search: no layout of " + std::to_string(world) + " GPUs satisfies the configuration rules for this model "
+                                 "(heads, ffn_hidden, layers and train.global_batch must divide by the parallel sizes)");
+    }
+    return Status::unavailable("search: none of " + std::to_string(result.evaluated) + " layouts fits " + device.value().name + "'s " +
+                               format_bytes(device.value().memory_bytes()) + "; the smallest peak is " + format_bytes(smallest_peak) +
+                               " (" + smallest_layout + "): add GPUs, or pick a device with more memory");
+  }
+  std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.estimate.step_time_s != b.estimate.step_time_s) return a.estimate.step_time_s < b.estimate.step_time_s;
+    return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
+  });
+  if (fitting.size() > 1) result.why = explain(fitting[0], fitting[1]);
+  if (static_cast<int>(fitting.size()) > options.top) fitting.resize(static_cast<size_t>(std::max(1, options.top)));
+  result.ranked = std::move(fitting);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+Json search_to_json(const SearchResult& r) {
+  Json j = Json::object();
+  j.set("evaluated", r.evaluated);
+  j.set("fitting", r.fitting);
+  j.set("rejected", r.rejected);
+  j.set("seconds", r.seconds);
+  Json::Array plans;
+  for (const auto& cand : r.ranked) {
+    const auto& c = cand.config;
+    Json p = Json::object();
+    p.set("layout", layout_string(c));
+    p.set("dp", c.parallel.dp);
+    p.set("tp", c.parallel.tp);
+    p.set("pp", c.parallel.pp);
+    p.set("schedule", std::string(config::to_string(c.pipeline.schedule)));
+    p.set("virtual_stages", c.pipeline.virtual_stages);
+    p.set("micro_batch", c.train.micro_batch);
+    p.set("recompute", std::string(config::to_string(c.train.recompute)));
+    p.set("sequence_parallel", c.parallel.sequence_parallel);
+    p.set("zero", c.parallel.zero);
+    p.set("overrides", Json::array_of(std::vector<std::string>{
+                           "parallel.dp=" + std::to_string(c.parallel.dp), "parallel.tp=" + std::to_string(c.parallel.tp),
+                           "parallel.pp=" + std::to_string(c.parallel.pp),
+                           "pipeline.schedule=" + std::string(config::to_string(c.pipeline.schedule)),
+                           "pipeline.virtual_stages=" + std::to_string(c.pipeline.virtual_stages),
+                           "train.micro_batch=" + std::to_string(c.train.micro_batch),
+                           "train.recompute=" + std::string(config::to_string(c.train.recompute)),
+                           std::string("parallel.sequence_parallel=") + (c.parallel.sequence_parallel ? "true" : "false"),
+                           "parallel.zero=" + std::to_string(c.parallel.zero)}));
+    p.set("estimate", estimate_to_json(cand.estimate));
+    plans.push_back(std::move(p));
+  }
+  j.set("plans", Json(std::move(plans)));
+  j.set("why", r.why);
+  return j;
+}
+
+std::string search_to_text(const SearchResult& r) {
+  std::ostringstream o;
+  char line[320];
+  std::snprintf(line, sizeof line, "Search: %lld layouts estimated, %lld fit, %lld broke a rule, in %s\n\n", r.evaluated, r.fitting,
+                r.rejected, format_seconds(r.seconds).c_str());
+  o << line;
+  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %8s %6s %11s\n", "layout", "peak mem", "step", "TFLOP/s", "MFU", "tokens/s");
+  o << line;
+  int i = 1;
+  for (const auto& c : r.ranked) {
+    const auto& e = c.estimate;
+    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %8.1f %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(),
+                  format_bytes(e.peak_memory_bytes).c_str(), format_seconds(e.step_time_s).c_str(), e.tflops_per_gpu, e.mfu * 100,
+                  e.tokens_per_s);
+    o << line;
+  }
+  if (!r.why.empty()) o << "\nWhy #1: " << r.why << "\n";
+  return o.str();
+}
+
+}  // namespace stagecraft::plan
