@@ -746,7 +746,11 @@ std::string to_yaml(const RunConfig& c) {
   o << "  layers: " << c.model.layers << "\n";
   o << "  hidden: " << c.model.hidden << "\n";
   o << "  heads: " << c.model.heads << "\n";
-  o << "  ffn_hidden: " << c.model.ffn() << "\n";
+  if (c.model.ffn_hidden > 0) {
+    o << "  ffn_hidden: " << c.model.ffn_hidden << "\n";
+  } else {
+    o << "  # ffn_hidden: " << c.model.ffn() << " (4 x hidden, the default)\n";
+  }
   o << "  seq_len: " << c.model.seq_len << "\n";
   o << "  vocab: " << c.model.vocab << "\n";
   o << "  tied_embeddings: " << (c.model.tied_embeddings ? "true" : "false") << "\n";

@@ -189,6 +189,27 @@ EndTimes end_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& h
   return et;
 }
 
+struct PerParam {
+  double weights, grads, optimizer;
+};
+
+// Bytes per parameter. fp32: weight 4, grad 4, Adam moments 8. fp16 mixed precision (ZeRO
+// paper): fp16 weight 2 and grad 2, fp32 master, momentum and variance 12. bf16: gradients
+// accumulate in fp32 (4; Megatron forces it for bf16), so 2 + 4 + 12, and with the distributed
+// optimizer (zero: 1) Megatron's 6 + 12/d.
+PerParam per_param(const config::RunConfig& c, int dp) {
+  PerParam pp{};
+  switch (c.train.precision) {
+    case Precision::kFp32: pp = {4, 4, 8}; break;
+    case Precision::kFp16: pp = {2, 2, 12}; break;
+    case Precision::kBf16: pp = {2, 4, 12}; break;
+  }
+  if (c.parallel.zero >= 1) pp.optimizer /= std::max(1, dp);
+  return pp;
+}
+
+}  // namespace
+
 // Activation bytes of one layer for one micro-batch (Korthikanti et al. 2022, Table 2,
 // element by element so that precision and dropout count): per T h,
 //   replicated under 1D TP: LayerNorm inputs 2, QKV input 1, fc1 input 1   (4 elements)
@@ -215,7 +236,7 @@ double layer_activation_bytes(const config::RunConfig& c, int tp, bool dropout) 
   return rest + core;
 }
 
-int chunk_inflight(const config::RunConfig& c, int pp_rank, int pp, int v, int m) {
+int inflight_micro_batches(const config::RunConfig& c, int pp_rank, int pp, int v, int m) {
   switch (c.pipeline.schedule) {
     case Schedule::kGpipe: return m;  // per chunk: every micro-batch's forward runs first
     case Schedule::k1f1b: return std::min(m, pp - pp_rank);
@@ -228,27 +249,6 @@ int chunk_inflight(const config::RunConfig& c, int pp_rank, int pp, int v, int m
   }
   return 1;
 }
-
-struct PerParam {
-  double weights, grads, optimizer;
-};
-
-// Bytes per parameter. fp32: weight 4, grad 4, Adam moments 8. fp16 mixed precision (ZeRO
-// paper): fp16 weight 2 and grad 2, fp32 master, momentum and variance 12. bf16: gradients
-// accumulate in fp32 (4; Megatron forces it for bf16), so 2 + 4 + 12, and with the distributed
-// optimizer (zero: 1) Megatron's 6 + 12/d.
-PerParam per_param(const config::RunConfig& c, int dp) {
-  PerParam pp{};
-  switch (c.train.precision) {
-    case Precision::kFp32: pp = {4, 4, 8}; break;
-    case Precision::kFp16: pp = {2, 2, 12}; break;
-    case Precision::kBf16: pp = {2, 4, 12}; break;
-  }
-  if (c.parallel.zero >= 1) pp.optimizer /= std::max(1, dp);
-  return pp;
-}
-
-}  // namespace
 
 int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int pp, int gpus_per_node, config::Axis axis) {
   long long stride = 1;
@@ -303,7 +303,7 @@ StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, i
   for (int c = 0; c < chunks; ++c) {
     const int r = c % pp;
     // Interleaved: the rank's in-flight chunk-micro-batches spread over its v chunks.
-    const double n = chunk_inflight(config, r, pp, virtual_stages, micro_batches);
+    const double n = inflight_micro_batches(config, r, pp, virtual_stages, micro_batches);
     m.inflight[static_cast<size_t>(c)] = virtual_stages > 1 ? n / virtual_stages : n;
   }
   return m;

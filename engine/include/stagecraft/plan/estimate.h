@@ -95,6 +95,15 @@ StageCostModel time_cost_model(const config::RunConfig& config, const DeviceSpec
 // Bytes per layer for the balanced tie-break, consistent with estimate()'s memory.
 StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches);
 
+// Activation bytes one layer stores for one micro-batch on one rank, by precision, TP and
+// sequence parallelism and recompute (Korthikanti et al. 2022, Table 2, element by element).
+// Stagecraft's GPT has no dropout; `dropout` adds Megatron's masks and dropout outputs, which
+// gives the paper's s b h (34 + 5 a s / h) at 16 bits, tp = 1, no recompute.
+double layer_activation_bytes(const config::RunConfig& config, int tp, bool dropout = false);
+// Micro-batches whose activations pp rank `pp_rank` holds at its peak: GPipe m, 1F1B
+// min(m, pp - pp_rank), interleaved (chunk-micro-batches) Megatron's warm-up + 1.
+int inflight_micro_batches(const config::RunConfig& config, int pp_rank, int pp, int virtual_stages, int micro_batches);
+
 // Nodes that group 0 of an axis spans under an order; cheap (no topology built).
 int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int pp, int gpus_per_node, config::Axis axis);
 
