@@ -30,7 +30,7 @@ int cmd_search(const std::vector<std::string>& argv) {
     options.top = n;
   }
   // The layout keys are what search chooses; the file's values for them only need to parse.
-  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  auto cfg = config::load_config_file(args->positionals[0], args->overrides, config::Rules::kExceptLayout);
   if (!cfg.ok()) return report(cfg.status());
   auto result = plan::search(cfg.value(), options);
   if (!result.ok()) return report(result.status());

@@ -587,7 +587,7 @@ Status apply_override(YamlNode& root, const std::string& text) {
   return Status::ok();
 }
 
-Result<RunConfig> read_tree(YamlNode& root, const std::string& origin, const std::vector<std::string>& overrides) {
+Result<RunConfig> read_tree(YamlNode& root, const std::string& origin, const std::vector<std::string>& overrides, Rules rules) {
   std::vector<std::string> problems;
   for (const auto& o : overrides) {
     if (Status st = apply_override(root, o); !st) problems.push_back(st.message());
@@ -607,7 +607,7 @@ Result<RunConfig> read_tree(YamlNode& root, const std::string& origin, const std
     }
   }
   if (shape_known) {
-    for (const auto& issue : validate(c)) {
+    for (const auto& issue : validate(c, rules)) {
       if (!reader.is_bad(issue.key)) problems.push_back(reader.where(issue.key) + issue.message);
     }
   }
@@ -699,16 +699,16 @@ std::string suggest_key(std::string_view key) {
   return best_d <= limit ? best : std::string();
 }
 
-Result<RunConfig> parse_config(std::string_view yaml, std::string_view origin, const std::vector<std::string>& overrides) {
+Result<RunConfig> parse_config(std::string_view yaml, std::string_view origin, const std::vector<std::string>& overrides, Rules rules) {
   auto tree = parse_yaml(yaml);
   if (!tree.ok()) return Status::invalid_input(std::string(origin) + ": " + tree.status().message());
-  return read_tree(*tree.value(), std::string(origin), overrides);
+  return read_tree(*tree.value(), std::string(origin), overrides, rules);
 }
 
-Result<RunConfig> load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+Result<RunConfig> load_config_file(const std::string& path, const std::vector<std::string>& overrides, Rules rules) {
   auto text = read_text_file(path);
   if (!text.ok()) return text.status();
-  return parse_config(text.value(), path, overrides);
+  return parse_config(text.value(), path, overrides, rules);
 }
 
 Result<RunConfig> apply_overrides(const RunConfig& base, const std::vector<std::string>& overrides) {

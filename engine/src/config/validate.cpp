@@ -15,14 +15,18 @@ constexpr long long kMaxWorld = 1 << 20;
 
 class Checker {
  public:
-  explicit Checker(const RunConfig& c) : c_(c) {}
+  Checker(const RunConfig& c, Rules rules) : c_(c), rules_(rules) {}
 
   std::vector<ConfigIssue> run() {
     check_model();
-    check_world();
-    check_tensor();
-    check_pipeline();
-    check_batch();
+    if (rules_ == Rules::kAll) {
+      check_world();
+      check_tensor();
+      check_pipeline();
+      check_batch();
+    } else {
+      check_cluster_size();
+    }
     check_train();
     check_device();
     return std::move(issues_);
@@ -45,6 +49,12 @@ class Checker {
       std::string alt = d.value().fp16_tflops > 0 ? "fp16" : "fp32";
       fail("train.precision", std::string(to_string(prec)),
            d.value().name + " has no " + std::string(to_string(prec)) + " math; use " + alt);
+    }
+  }
+
+  void check_cluster_size() {
+    if (static_cast<long long>(c_.cluster.nodes) * c_.cluster.gpus_per_node > kMaxWorld) {
+      fail("cluster.nodes", str(c_.cluster.nodes), "the cluster has more than " + std::to_string(kMaxWorld) + " GPUs in all, more than Stagecraft plans");
     }
   }
 
@@ -209,6 +219,7 @@ class Checker {
   }
 
   const RunConfig& c_;
+  Rules rules_;
   std::vector<ConfigIssue> issues_;
 };
 
@@ -238,6 +249,6 @@ int micro_batches(const RunConfig& c) {
   return c.train.global_batch / (dp * c.train.micro_batch);
 }
 
-std::vector<ConfigIssue> validate(const RunConfig& config) { return Checker(config).run(); }
+std::vector<ConfigIssue> validate(const RunConfig& config, Rules rules) { return Checker(config, rules).run(); }
 
 }  // namespace stagecraft::config

@@ -20,14 +20,17 @@
 #include <vector>
 
 #include "stagecraft/config/run_config.h"
+#include "stagecraft/config/validate.h"
 #include "stagecraft/core/status.h"
 
 namespace stagecraft::config {
 
+// `rules`: which consistency rules to hold the result to (validate.h); kExceptLayout loads a
+// base for `search`, whose layout keys need only parse.
 Result<RunConfig> parse_config(std::string_view yaml, std::string_view origin,
-                               const std::vector<std::string>& overrides = {});
+                               const std::vector<std::string>& overrides = {}, Rules rules = Rules::kAll);
 Result<RunConfig> load_config_file(const std::string& path,
-                                   const std::vector<std::string>& overrides = {});
+                                   const std::vector<std::string>& overrides = {}, Rules rules = Rules::kAll);
 
 // Applies `key.path=value` overrides to an already valid config (as the GUI and the CLI's
 // import do); the result is validated like a loaded file.

@@ -20,7 +20,12 @@ struct ConfigIssue {
   std::string message;  // the whole line, starting with "key=value: "
 };
 
-std::vector<ConfigIssue> validate(const RunConfig& config);
+// Which rules to check. kExceptLayout leaves out those about the parallel layout (dp, tp, pp and
+// their divisibility, tp_mode grids, schedule and stages, the batch split): what `search`
+// chooses for itself, so that its base config may hold any layout.
+enum class Rules { kAll, kExceptLayout };
+
+std::vector<ConfigIssue> validate(const RunConfig& config, Rules rules = Rules::kAll);
 
 // dp as planned: the configured one, or world / (tp x pp) when auto. Only meaningful for a
 // config that validate() accepts.

@@ -1,0 +1,134 @@
+// The auto-planner: what it enumerates, what it drops, how it ranks, and its explanation.
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/config/validate.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/plan/search.h"
+
+#include <QtTest>
+
+#include <set>
+
+using namespace stagecraft;
+
+namespace {
+
+// Bases are loaded as `stagecraft-cli search` loads them: their layout need not be valid.
+config::RunConfig parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  auto c = config::parse_config(yaml, "test.yaml", overrides, config::Rules::kExceptLayout);
+  if (!c.ok()) qFatal("%s", c.status().message().c_str());
+  return c.value();
+}
+
+}  // namespace
+
+class TestSearch : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // 8 GPUs, a model every split accepts: each ranked layout is valid, fits, is estimated the same
+  // way plan would estimate it, and the list is sorted.
+  void rankedLayoutsAreValidAndSorted() {
+    auto base = parse("model: {layers: 24, hidden: 1024, heads: 16, seq_len: 1024}\n"
+                      "cluster: {nodes: 1, gpus_per_node: 8, device: A100-80GB}\ntrain: {global_batch: 64, precision: bf16}\n");
+    plan::SearchOptions o;
+    o.top = 50;
+    auto r = plan::search(base, o);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QVERIFY(r->evaluated > 100);
+    QCOMPARE(static_cast<int>(r->ranked.size()), 50);
+    for (size_t i = 0; i < r->ranked.size(); ++i) {
+      const auto& cand = r->ranked[i];
+      QVERIFY2(config::validate(cand.config).empty(), plan::layout_string(cand.config).c_str());
+      QVERIFY(cand.estimate.fits);
+      if (i) QVERIFY(r->ranked[i - 1].estimate.step_time_s <= cand.estimate.step_time_s);
+      // plan on the candidate's config reproduces the estimate search ranked it by.
+      auto p = plan::make_plan(cand.config);
+      QVERIFY2(p.ok(), p.status().message().c_str());
+      QCOMPARE(p->estimate.step_time_s, cand.estimate.step_time_s);
+      QCOMPARE(p->estimate.peak_memory_bytes, cand.estimate.peak_memory_bytes);
+    }
+    QVERIFY(!r->why.empty());
+    QVERIFY2(QString::fromStdString(r->why).contains("faster than"), r->why.c_str());
+  }
+
+  // Every (dp, tp, pp) split of 8 GPUs that the model allows is tried.
+  void enumeratesEverySplit() {
+    auto base = parse("model: {layers: 8, hidden: 512, heads: 8, seq_len: 512}\n"
+                      "cluster: {nodes: 1, gpus_per_node: 8}\ntrain: {global_batch: 32, precision: bf16}\n");
+    plan::SearchOptions o;
+    o.top = 100000;
+    auto r = plan::search(base, o);
+    QVERIFY(r.ok());
+    std::set<std::tuple<int, int, int>> splits;
+    std::set<std::string> schedules;
+    std::set<int> micro;
+    for (const auto& c : r->ranked) {
+      splits.insert({c.config.parallel.dp, c.config.parallel.tp, c.config.parallel.pp});
+      schedules.insert(std::string(config::to_string(c.config.pipeline.schedule)));
+      micro.insert(c.config.train.micro_batch);
+    }
+    // tp and pp in {1, 2, 4, 8} with tp x pp <= 8: 10 splits.
+    QCOMPARE(static_cast<int>(splits.size()), 10);
+    QVERIFY(splits.count({8, 1, 1}) && splits.count({1, 8, 1}) && splits.count({1, 1, 8}) && splits.count({2, 2, 2}));
+    QCOMPARE(schedules, (std::set<std::string>{"1f1b", "gpipe", "interleaved"}));
+    QVERIFY(micro.count(1) && micro.count(4) && micro.count(32));
+    QCOMPARE(static_cast<long long>(r->ranked.size()), r->fitting);
+  }
+
+  // A model too big for the cluster: a clear failure naming the smallest peak.
+  void nothingFitsSaysWhy() {
+    auto base = parse("model: {layers: 96, hidden: 12288, heads: 96, seq_len: 2048, vocab: 51200}\n"
+                      "cluster: {nodes: 1, gpus_per_node: 8, device: A100-40GB}\ntrain: {global_batch: 8, precision: bf16}\n");
+    auto r = plan::search(base);
+    QVERIFY(!r.ok());
+    QVERIFY2(QString::fromStdString(r.status().message()).contains("the smallest peak is"), r.status().message().c_str());
+  }
+
+  // Heads divisible only by 1 and 3 (and 9): TP splits the model cannot take are not proposed.
+  void respectsTheModel() {
+    auto base = parse("model: {layers: 6, hidden: 576, heads: 9, seq_len: 256}\n"
+                      "cluster: {nodes: 1, gpus_per_node: 6}\ntrain: {global_batch: 12, precision: bf16}\n");
+    plan::SearchOptions o;
+    o.top = 100000;
+    auto r = plan::search(base, o);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    for (const auto& c : r->ranked) QVERIFY(c.config.parallel.tp == 1 || c.config.parallel.tp == 3);
+  }
+
+  // The 175B GPT on 1024 x 8 A100s: the winner keeps TP inside a node and uses the pipeline.
+  void gpt175bOn8192Gpus() {
+    auto base = parse("model: {layers: 96, hidden: 12288, heads: 96, seq_len: 2048, vocab: 51200}\n"
+                      "cluster: {nodes: 1024, gpus_per_node: 8, device: A100-80GB}\ntrain: {global_batch: 1536, precision: bf16}\n");
+    auto r = plan::search(base);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    const auto& best = r->ranked.front().config;
+    QVERIFY(best.parallel.tp <= 8);
+    QVERIFY(best.parallel.pp > 1);
+    QVERIFY(r->ranked.front().estimate.mfu > 0.3 && r->ranked.front().estimate.mfu < 0.7);
+    QVERIFY(r->evaluated > 1000);
+  }
+
+  void jsonAndTextAgree() {
+    auto base = parse("model: {layers: 8, hidden: 512, heads: 8}\ncluster: {nodes: 1, gpus_per_node: 4}\ntrain: {global_batch: 16}\n");
+    plan::SearchOptions o;
+    o.top = 3;
+    auto r = plan::search(base, o);
+    QVERIFY(r.ok());
+    const Json j = plan::search_to_json(r.value());
+    QCOMPARE(j.find("plans")->size(), size_t(3));
+    const Json& first = (*j.find("plans"))[0];
+    QCOMPARE(QString::fromStdString(first.find("layout")->as_string()), QString::fromStdString(plan::layout_string(r->ranked[0].config)));
+    QVERIFY(first.find("estimate")->find("step_time_s"));
+    // The overrides reproduce the layout through the normal loader.
+    std::vector<std::string> overrides;
+    for (const auto& x : first.find("overrides")->as_array()) overrides.push_back(x.as_string());
+    auto again = config::apply_overrides(base, overrides);
+    QVERIFY2(again.ok(), again.status().message().c_str());
+    QCOMPARE(QString::fromStdString(plan::layout_string(again.value())), QString::fromStdString(plan::layout_string(r->ranked[0].config)));
+    const std::string text = plan::search_to_text(r.value());
+    QVERIFY(text.find(plan::layout_string(r->ranked[0].config)) != std::string::npos);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestSearch)
+#include "tst_search.moc"
