@@ -1,0 +1,167 @@
+// stagecraft-cli devices, search and plan's estimate, driven as a person would: the real binary,
+// real files, exit codes, stdout and the one-line errors on stderr.
+#include <QtTest>
+
+namespace {
+
+struct Run {
+  int code = -1;
+  QString out, err;
+};
+
+Run cli(const QStringList& args) {
+  QProcess p;
+  p.setProgram(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"));
+  p.setArguments(args);
+  p.start();
+  Run r;
+  if (!p.waitForFinished(60000)) {
+    p.kill();
+    p.waitForFinished();
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+QString config(const char* name) { return QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/") + name; }
+
+QJsonDocument json(const QString& text) {
+  QJsonParseError e;
+  auto d = QJsonDocument::fromJson(text.toUtf8(), &e);
+  if (e.error != QJsonParseError::NoError) qWarning() << e.errorString();
+  return d;
+}
+
+}  // namespace
+
+class TestCliCost : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void devicesListsTheCatalog() {
+    const Run r = cli({"devices"});
+    QCOMPARE(r.code, 0);
+    for (const char* name : {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX-4090", "cpu"}) {
+      QVERIFY2(r.out.contains(QString(name) + " "), name);
+    }
+    const Run j = cli({"devices", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto arr = json(j.out).array();
+    QCOMPARE(arr.size(), 9);
+    QCOMPARE(arr[2].toObject()["name"].toString(), QString("A100-80GB"));
+    QCOMPARE(arr[2].toObject()["peak_tflops"].toObject()["bf16"].toDouble(), 312.0);
+    QCOMPARE(arr[2].toObject()["memory_gib"].toDouble(), 80.0);
+  }
+
+  void devicesRejectsArguments() {
+    const Run r = cli({"devices", "A100"});
+    QCOMPARE(r.code, 2);
+    QCOMPARE(r.err.count('\n'), 1);
+  }
+
+  // plan --json carries the estimate with the fields front ends read.
+  void planJsonHasTheEstimate() {
+    const Run r = cli({"plan", config("gpt3-175b-1024x8.yaml"), "--json"});
+    QCOMPARE(r.code, 0);
+    const auto est = json(r.out).object()["estimate"].toObject();
+    for (const char* key : {"params_total", "memory", "peak_memory_bytes", "fits", "step_time_s", "tflops_per_gpu", "mfu",
+                            "tokens_per_s", "bubble_fraction", "breakdown"}) {
+      QVERIFY2(est.contains(key), key);
+    }
+    for (const char* key : {"compute_s", "recompute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s"}) {
+      QVERIFY2(est["breakdown"].toObject().contains(key), key);
+    }
+    const auto mem = est["memory"].toArray();
+    QCOMPARE(mem.size(), 8);  // one per pp rank
+    for (const auto& m : mem) {
+      const auto o = m.toObject();
+      const double sum = o["weights"].toDouble() + o["grads"].toDouble() + o["optimizer"].toDouble() + o["activations"].toDouble() +
+                         o["workspace"].toDouble();
+      QVERIFY(qAbs(sum - o["total"].toDouble()) < 1.0);
+    }
+    QCOMPARE(mem[1].toObject()["rank"].toInt(), 1024);  // pp rank 1 starts at rank tp x dp = 1024
+    QVERIFY(est["fits"].toBool());
+    QVERIFY(est["params_total"].toDouble() > 170e9 && est["params_total"].toDouble() < 180e9);
+    const double sum = est["breakdown"].toObject()["compute_s"].toDouble();
+    QVERIFY(sum > 0 && sum < est["step_time_s"].toDouble());
+  }
+
+  void planTextShowsTheEstimate() {
+    const Run r = cli({"plan", config("bert-large-3d.yaml"), "--tokens", "1e9"});
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.contains("Estimate (A100-80GB"));
+    QVERIFY(r.out.contains("<- peak"));
+    QVERIFY(r.out.contains("days to train on 1e+09 tokens"));
+    const Run bad = cli({"plan", config("bert-large-3d.yaml"), "--tokens", "lots"});
+    QCOMPARE(bad.code, 2);
+    QVERIFY(bad.err.contains("--tokens lots"));
+  }
+
+  void planWarnsWhenMemoryDoesNotFit() {
+    const Run r = cli({"plan", config("gpt3-175b-1024x8.yaml"), "parallel.tp=1", "parallel.pp=1", "parallel.zero=0",
+                       "pipeline.schedule=1f1b", "pipeline.virtual_stages=1", "train.global_batch=8192", "--json"});
+    QCOMPARE(r.code, 0);
+    const auto doc = json(r.out).object();
+    QVERIFY(!doc["estimate"].toObject()["fits"].toBool());
+    bool warned = false;
+    for (const auto& w : doc["warnings"].toArray()) warned = warned || w.toString().contains("exceeds the 80.0 GiB of A100-80GB");
+    QVERIFY(warned);
+  }
+
+  void searchRanksLayouts() {
+    const Run r = cli({"search", config("gpt3-175b-1024x8.yaml"), "--top", "5"});
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.contains("layouts estimated"));
+    QVERIFY(r.out.contains("Why #1:"));
+    const Run j = cli({"search", config("gpt3-175b-1024x8.yaml"), "--top", "3", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto doc = json(j.out).object();
+    QCOMPARE(doc["plans"].toArray().size(), 3);
+    QVERIFY(doc["evaluated"].toInt() > 1000);
+    QVERIFY(doc["seconds"].toDouble() < 5.0);
+    // The best layout's overrides plan with the same predicted step time.
+    const auto best = doc["plans"].toArray()[0].toObject();
+    QStringList args = {"plan", config("gpt3-175b-1024x8.yaml")};
+    for (const auto& o : best["overrides"].toArray()) args << o.toString();
+    args << "--json";
+    const Run p = cli(args);
+    QCOMPARE(p.code, 0);
+    QCOMPARE(json(p.out).object()["estimate"].toObject()["step_time_s"].toDouble(),
+             best["estimate"].toObject()["step_time_s"].toDouble());
+  }
+
+  // A base whose own layout is invalid is fine: search chooses the layout.
+  void searchAcceptsAnyBaseLayout() {
+    const Run r = cli({"search", config("bert-large-3d.yaml"), "parallel.tp=3", "--top", "1"});
+    QCOMPARE(r.code, 0);
+  }
+
+  void searchErrors_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("code");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("no config") << QStringList{"search"} << 2 << "expected one CONFIG file";
+    QTest::newRow("bad --top") << QStringList{"search", config("bert-large-3d.yaml"), "--top", "0"} << 2 << "--top 0";
+    QTest::newRow("unknown device") << QStringList{"search", config("bert-large-3d.yaml"), "cluster.device=B200"} << 2
+                                    << "cluster.device=B200: unknown device";
+    QTest::newRow("nothing fits") << QStringList{"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=1"} << 1
+                                  << "none of";
+    QTest::newRow("missing file") << QStringList{"search", "/nonexistent/x.yaml"} << 2 << "/nonexistent/x.yaml";
+  }
+  void searchErrors() {
+    QFETCH(QStringList, args);
+    QFETCH(int, code);
+    QFETCH(QString, message);
+    const Run r = cli(args);
+    QCOMPARE(r.code, code);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
+    QVERIFY(r.out.isEmpty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliCost)
+#include "tst_cli_cost.moc"
