@@ -6,10 +6,12 @@ set -euo pipefail
 STAGECRAFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STAGECRAFT_BUILD="${STAGECRAFT_BUILD:-$STAGECRAFT_ROOT/build}"
 
-# Debian packages: compiler and build tools, libyaml (config parser), Qt 6 (Test for the suites).
+# Debian packages: compiler and build tools, libyaml (config parser), OpenBLAS and Gloo (the CPU
+# engine), Qt 6 (Test for the suites).
 STAGECRAFT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libyaml-dev
+  libopenblas-dev libgloo-dev
   qt6-base-dev
 )
 
