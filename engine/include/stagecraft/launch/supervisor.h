@@ -1,0 +1,70 @@
+// Supervisor: watches every rank of a run until it ends, and ends it when one rank fails.
+//
+// Policy (DESIGN.md §9): the first rank that exits non-zero (or is killed) fails the run; every
+// other rank is asked to stop (SIGTERM) and, after a grace period, killed (SIGKILL) — no orphan,
+// no hang. A run with no event from any rank for its hang timeout fails the same way, and so
+// does cancel(). Output is split into lines: a line that is a JSON object with an "event" field
+// is an event (metrics), anything else a log line.
+//
+// run() blocks the calling thread; cancel() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/core/json.h"
+#include "stagecraft/launch/process.h"
+
+namespace stagecraft::launch {
+
+struct SuperviseOptions {
+  double hang_timeout_s = 300.0;  // no event from any rank for this long fails the run
+  double grace_s = 5.0;           // between SIGTERM and SIGKILL
+  size_t max_line_bytes = 1 << 20;  // longer lines are cut (and marked) rather than buffered
+};
+
+struct RunCallbacks {
+  std::function<void(int rank, const Json& event)> on_event;
+  std::function<void(int rank, bool is_stderr, const std::string& line)> on_log;
+  std::function<void(int rank, const ExitInfo& exit)> on_exit;
+};
+
+struct RunOutcome {
+  enum class State { kSucceeded, kFailed, kHung, kCancelled };
+  State state = State::kSucceeded;
+  int failed_rank = -1;        // the first rank that failed, when one did
+  std::string reason;          // one line: "rank 3 exited with status 1: <its last error>"
+  std::vector<ExitInfo> exits; // by position in the process list
+
+  bool ok() const { return state == State::kSucceeded; }
+};
+
+std::string_view to_string(RunOutcome::State s);  // "succeeded" "failed" "hung" "cancelled"
+
+class Supervisor {
+ public:
+  Supervisor(std::vector<std::unique_ptr<RankProcess>> ranks, SuperviseOptions options, RunCallbacks callbacks);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  RunOutcome run();
+  void cancel();
+
+ private:
+  struct Rank;
+  void handle_output(Rank& r, std::string& buffer, bool is_stderr, bool flush);
+  void stop_all(double grace_s);
+
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  SuperviseOptions options_;
+  RunCallbacks callbacks_;
+  std::atomic<bool> cancel_{false};
+  int wake_[2] = {-1, -1};  // self-pipe: cancel() wakes the poll
+  double last_event_ = 0;
+};
+
+}  // namespace stagecraft::launch

@@ -1,0 +1,203 @@
+// Supervisor: poll loop over every rank's output and exit, and the fail-fast policy.
+#include "stagecraft/launch/supervisor.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+namespace stagecraft::launch {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string_view to_string(RunOutcome::State s) {
+  switch (s) {
+    case RunOutcome::State::kSucceeded: return "succeeded";
+    case RunOutcome::State::kFailed: return "failed";
+    case RunOutcome::State::kHung: return "hung";
+    case RunOutcome::State::kCancelled: return "cancelled";
+  }
+  return "failed";
+}
+
+struct Supervisor::Rank {
+  std::unique_ptr<RankProcess> process;
+  std::string out, err;        // partial lines
+  std::string last_error;      // last stderr line or error event message
+  bool streams_open = true;
+  std::optional<ExitInfo> exit;
+  bool exit_reported = false;
+};
+
+Supervisor::Supervisor(std::vector<std::unique_ptr<RankProcess>> ranks, SuperviseOptions options, RunCallbacks callbacks)
+    : options_(options), callbacks_(std::move(callbacks)) {
+  for (auto& p : ranks) {
+    auto r = std::make_unique<Rank>();
+    r->process = std::move(p);
+    ranks_.push_back(std::move(r));
+  }
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+}
+
+Supervisor::~Supervisor() {
+  for (int fd : wake_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void Supervisor::cancel() {
+  cancel_ = true;
+  if (wake_[1] >= 0) {
+    const char c = 1;
+    (void)!::write(wake_[1], &c, 1);
+  }
+}
+
+void Supervisor::handle_output(Rank& r, std::string& buffer, bool is_stderr, bool flush) {
+  size_t start = 0;
+  while (true) {
+    const size_t nl = buffer.find('\n', start);
+    std::string line;
+    if (nl == std::string::npos) {
+      const size_t rest = buffer.size() - start;
+      if (!(flush && rest > 0) && rest < options_.max_line_bytes) break;
+      line = buffer.substr(start, std::min(rest, options_.max_line_bytes));
+      if (rest > options_.max_line_bytes) line += " [line cut]";
+      start = buffer.size();
+    } else {
+      line = buffer.substr(start, nl - start);
+      start = nl + 1;
+    }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const int rank = r.process->rank();
+    bool handled = false;
+    if (!is_stderr && !line.empty() && line.front() == '{') {
+      auto j = Json::parse(line);
+      if (j.ok() && j->is_object() && j->find("event") && j->find("event")->is_string()) {
+        last_event_ = now_s();
+        if (j->find("event")->as_string() == "error") {
+          if (const Json* m = j->find("message"); m && m->is_string()) r.last_error = m->as_string();
+        }
+        if (callbacks_.on_event) callbacks_.on_event(rank, j.value());
+        handled = true;
+      }
+    }
+    if (!handled) {
+      if (is_stderr && !line.empty()) r.last_error = line;
+      if (callbacks_.on_log) callbacks_.on_log(rank, is_stderr, line);
+    }
+  }
+  buffer.erase(0, start);
+}
+
+void Supervisor::stop_all(double grace_s) {
+  for (auto& r : ranks_) {
+    if (!r->exit) r->process->terminate();
+  }
+  const double deadline = now_s() + grace_s;
+  while (now_s() < deadline) {
+    bool all = true;
+    for (auto& r : ranks_) {
+      if (!r->exit) r->exit = r->process->poll_exit();
+      all = all && r->exit.has_value();
+    }
+    if (all) return;
+    usleep(10000);
+  }
+  for (auto& r : ranks_) {
+    if (!r->exit) r->process->kill();
+  }
+  for (auto& r : ranks_) {
+    while (!r->exit) {
+      r->exit = r->process->poll_exit();
+      if (!r->exit) usleep(5000);
+    }
+  }
+}
+
+RunOutcome Supervisor::run() {
+  RunOutcome outcome;
+  last_event_ = now_s();
+  bool failing = false;
+  while (true) {
+    std::vector<pollfd> fds;
+    if (wake_[0] >= 0) fds.push_back({wake_[0], POLLIN, 0});
+    for (auto& r : ranks_) {
+      if (!r->streams_open) continue;
+      for (int fd : r->process->wait_fds()) fds.push_back({fd, POLLIN, 0});
+    }
+    // Exits are reaped by polling: a short timeout keeps a rank that closed its streams early
+    // (or daemonised a child holding them) from stalling detection.
+    poll(fds.data(), fds.size(), 50);
+    if (wake_[0] >= 0) {
+      char buf[64];
+      while (::read(wake_[0], buf, sizeof buf) > 0) {
+      }
+    }
+    bool all_exited = true;
+    for (auto& r : ranks_) {
+      if (r->streams_open) r->streams_open = r->process->read_available(r->out, r->err);
+      handle_output(*r, r->out, false, !r->streams_open);
+      handle_output(*r, r->err, true, !r->streams_open);
+      if (!r->exit) {
+        r->exit = r->process->poll_exit();
+        if (r->exit) {
+          // Collect what it wrote before it ended.
+          if (r->streams_open) r->streams_open = r->process->read_available(r->out, r->err);
+          handle_output(*r, r->out, false, true);
+          handle_output(*r, r->err, true, true);
+          r->exit_reported = true;
+          if (callbacks_.on_exit) callbacks_.on_exit(r->process->rank(), *r->exit);
+          if (!r->exit->ok() && !failing) {
+            failing = true;
+            outcome.state = RunOutcome::State::kFailed;
+            outcome.failed_rank = r->process->rank();
+            outcome.reason = "rank " + std::to_string(outcome.failed_rank) + " " + r->exit->describe() +
+                             (r->last_error.empty() ? std::string() : ": " + r->last_error);
+          }
+        }
+      }
+      all_exited = all_exited && r->exit.has_value();
+    }
+    if (all_exited) break;
+    if (!failing && cancel_) {
+      failing = true;
+      outcome.state = RunOutcome::State::kCancelled;
+      outcome.reason = "cancelled";
+    }
+    if (!failing && options_.hang_timeout_s > 0 && now_s() - last_event_ > options_.hang_timeout_s) {
+      failing = true;
+      outcome.state = RunOutcome::State::kHung;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "no progress from any rank for %.0f s (train.hang_timeout_s); every rank was stopped",
+                    options_.hang_timeout_s);
+      outcome.reason = buf;
+    }
+    if (failing) {
+      stop_all(options_.grace_s);
+      for (auto& r : ranks_) {
+        if (r->streams_open) r->process->read_available(r->out, r->err);
+        handle_output(*r, r->out, false, true);
+        handle_output(*r, r->err, true, true);
+        r->streams_open = false;
+        if (!r->exit_reported && r->exit) {
+          r->exit_reported = true;
+          if (callbacks_.on_exit) callbacks_.on_exit(r->process->rank(), *r->exit);
+        }
+      }
+      break;
+    }
+  }
+  for (auto& r : ranks_) outcome.exits.push_back(r->exit.value_or(ExitInfo{}));
+  return outcome;
+}
+
+}  // namespace stagecraft::launch
