@@ -557,12 +557,24 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
                 e.model_tflops_per_gpu, e.mfu * 100, e.peak_tflops, e.tokens_per_s);
   o << line;
   if (e.tokens_per_s > 0) {
+    // "3.2 days", "5.1 hours", "12 minutes".
+    auto duration = [](double days) {
+      char b[48];
+      if (days >= 2) {
+        std::snprintf(b, sizeof b, "%.1f days", days);
+      } else if (days * 24 >= 1) {
+        std::snprintf(b, sizeof b, "%.1f hours", days * 24);
+      } else {
+        std::snprintf(b, sizeof b, "%.1f minutes", days * 24 * 60);
+      }
+      return std::string(b);
+    };
     if (tokens > 0) {
-      std::snprintf(line, sizeof line, "  %.3g days to train on %.3g tokens\n", e.days_for_tokens(tokens), tokens);
+      std::snprintf(line, sizeof line, "  %s to train on %.3g tokens\n", duration(e.days_for_tokens(tokens)).c_str(), tokens);
     } else {
       const double run = static_cast<double>(config.train.steps) * config.train.global_batch * config.model.seq_len;
-      std::snprintf(line, sizeof line, "  %.3g days for the run's %d steps (%.3g tokens; --tokens N for another count)\n",
-                    e.days_for_tokens(run), config.train.steps, run);
+      std::snprintf(line, sizeof line, "  %s for the run's %d steps (%.3g tokens; --tokens N for another count)\n",
+                    duration(e.days_for_tokens(run)).c_str(), config.train.steps, run);
     }
     o << line;
   }
