@@ -1,0 +1,98 @@
+// Worker environment. See worker_env.h.
+#include "stagecraft/launch/worker_env.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace stagecraft::launch {
+
+std::map<std::string, std::string> to_environment(const WorkerEnv& e) {
+  std::map<std::string, std::string> m = {
+      {"RANK", std::to_string(e.rank)},
+      {"LOCAL_RANK", std::to_string(e.local_rank)},
+      {"WORLD_SIZE", std::to_string(e.world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(e.local_world_size)},
+      {"GROUP_RANK", std::to_string(e.group_rank)},
+      {"MASTER_ADDR", e.master_addr},
+      {"MASTER_PORT", std::to_string(e.master_port)},
+      {"STAGECRAFT_RUN_ID", e.run_id},
+      {"STAGECRAFT_RUN_TOKEN", e.token},
+      {"OMP_NUM_THREADS", std::to_string(e.threads)},
+      {"OPENBLAS_NUM_THREADS", std::to_string(e.threads)},
+  };
+  if (e.cuda_device >= 0) m["CUDA_VISIBLE_DEVICES"] = std::to_string(e.cuda_device);
+  return m;
+}
+
+namespace {
+
+Status read_int(const std::function<const char*(const char*)>& get, const char* name, int& out, int lo, int hi, bool required) {
+  const char* v = get(name);
+  if (!v || !*v) {
+    return required ? Status::invalid_input(std::string(name) + " is not set; stagecraft-worker is started by `stagecraft-cli run` "
+                                                                "(or any torchrun-style launcher)")
+                    : Status::ok();
+  }
+  int x = 0;
+  const char* end = v + std::char_traits<char>::length(v);
+  auto [p, ec] = std::from_chars(v, end, x);
+  if (ec != std::errc() || p != end || x < lo || x > hi) {
+    return Status::invalid_input(std::string(name) + "=" + v + ": expected a whole number from " + std::to_string(lo) + " to " +
+                                 std::to_string(hi));
+  }
+  out = x;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<WorkerEnv> read_worker_env(const std::function<const char*(const char*)>& get_in) {
+  const std::function<const char*(const char*)> get = get_in ? get_in : [](const char* n) { return std::getenv(n); };
+  WorkerEnv e;
+  constexpr int kMax = 1 << 20;
+  if (Status s = read_int(get, "WORLD_SIZE", e.world_size, 1, kMax, true); !s) return s;
+  if (Status s = read_int(get, "RANK", e.rank, 0, e.world_size - 1, true); !s) return s;
+  e.local_world_size = e.world_size;
+  if (Status s = read_int(get, "LOCAL_WORLD_SIZE", e.local_world_size, 1, e.world_size, false); !s) return s;
+  e.local_rank = e.rank % e.local_world_size;
+  if (Status s = read_int(get, "LOCAL_RANK", e.local_rank, 0, e.local_world_size - 1, false); !s) return s;
+  e.group_rank = e.rank / e.local_world_size;
+  if (Status s = read_int(get, "GROUP_RANK", e.group_rank, 0, kMax, false); !s) return s;
+  if (Status s = read_int(get, "MASTER_PORT", e.master_port, 1, 65535, true); !s) return s;
+  if (const char* a = get("MASTER_ADDR"); a && *a) e.master_addr = a;
+  if (const char* id = get("STAGECRAFT_RUN_ID")) e.run_id = id;
+  if (const char* t = get("STAGECRAFT_RUN_TOKEN")) e.token = t;
+  e.threads = 1;
+  if (Status s = read_int(get, "OMP_NUM_THREADS", e.threads, 1, 4096, false); !s) return s;
+  if (const char* c = get("CUDA_VISIBLE_DEVICES"); c && *c) {
+    int d = -1;
+    const char* end = c + std::char_traits<char>::length(c);
+    auto [p, ec] = std::from_chars(c, end, d);
+    if (ec == std::errc()) e.cuda_device = d;
+  }
+  return e;
+}
+
+int threads_per_rank(int local_ranks) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, static_cast<int>(cores) / std::max(1, local_ranks));
+}
+
+std::string random_token(int bytes) {
+  std::string out;
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  static const char* kHex = "0123456789abcdef";
+  std::random_device fallback;
+  for (int i = 0; i < bytes; ++i) {
+    unsigned char b = 0;
+    if (!urandom.read(reinterpret_cast<char*>(&b), 1)) b = static_cast<unsigned char>(fallback());
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+}  // namespace stagecraft::launch
