@@ -37,11 +37,11 @@ const std::vector<Section>& schema() {
   static const std::vector<Section> kSchema = {
       {"", {"name", "cluster", "model", "parallel", "pipeline", "train", "backend"}},
       {"cluster", {"nodes", "gpus_per_node", "device", "intra_node_gbps", "inter_node_gbps", "hosts"}},
-      {"model", {"arch", "layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab", "tied_embeddings"}},
+      {"model", {"arch", "layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab", "tied_embeddings", "dropout"}},
       {"parallel", {"dp", "tp", "pp", "tp_mode", "tp_depth", "order", "sequence_parallel", "zero"}},
       {"pipeline", {"schedule", "virtual_stages", "partition"}},
       {"train", {"global_batch", "micro_batch", "steps", "lr", "min_lr", "warmup_steps", "weight_decay",
-                 "beta1", "beta2", "grad_clip", "precision", "recompute", "seed", "data",
+                 "beta1", "beta2", "grad_clip", "precision", "recompute", "attention", "seed", "data",
                  "checkpoint_every", "checkpoint_dir", "resume", "hang_timeout_s"}},
   };
   return kSchema;
@@ -88,7 +88,7 @@ std::string join_path(std::string_view prefix, std::string_view key) {
 }
 
 std::string describe(const YamlNode& n) {
-  if (n.is_scalar()) return n.scalar;
+  if (n.is_scalar()) return one_line(n.scalar);
   if (n.is_sequence()) return "a list";
   return "a mapping";
 }
@@ -171,14 +171,18 @@ class Reader {
       bool known = false;
       for (const char* k : sec->keys) known = known || key == k;
       if (known) continue;
-      const std::string full = join_path(prefix, key);
+      const std::string full = join_path(prefix, one_line(key));
       std::string hint;
       auto foreign = foreign_names().find(key);
       if (foreign != foreign_names().end()) {
         hint = "; Stagecraft calls it " + foreign->second;
       } else if (std::string s = suggest_key(full); !s.empty()) {
         hint = "; did you mean " + s + "?";
-        bad_keys_.insert(s);  // its value is the default now; rules about it would mislead
+        // The key was likely meant as s, whose value is then the default: rules about s would
+        // mislead. Not so when this mapping gives s as well (`hiden: 3` beside `hidden: 1024`).
+        const std::string section_prefix = prefix.empty() ? "" : prefix + ".";
+        const bool given = s.rfind(section_prefix, 0) == 0 && map.find(std::string_view(s).substr(section_prefix.size()));
+        if (!given) bad_keys_.insert(s);
       } else {
         std::string known_list;
         for (const char* k : sec->keys) known_list += (known_list.empty() ? "" : ", ") + std::string(k);
@@ -313,7 +317,7 @@ class Reader {
         }
       }
       if (hint.empty()) hint = "; device keys are base, name, memory_gib, fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, memory_gbps";
-      problem_plain(value.get(), "cluster.device." + key + ": unknown key" + hint);
+      problem_plain(value.get(), "cluster.device." + one_line(key) + ": unknown key" + hint);
     }
     c.device.clear();
     if (auto* b = n->find("base")) read_string(b, "cluster.device.base", c.device, false);
@@ -346,6 +350,7 @@ class Reader {
       return;
     }
     std::vector<HostSlots> hosts;
+    const size_t problems_before = problems_.size();
     for (size_t i = 0; i < n->items.size(); ++i) {
       const YamlNode& item = *n->items[i];
       const std::string key = "cluster.hosts[" + std::to_string(i) + "]";
@@ -355,7 +360,7 @@ class Reader {
       }
       HostSlots h;
       for (const auto& [k, v] : item.entries) {
-        if (k != "host" && k != "slots") problem_plain(v.get(), key + "." + k + ": unknown key; a host has host and slots");
+        if (k != "host" && k != "slots") problem_plain(v.get(), key + "." + one_line(k) + ": unknown key; a host has host and slots");
       }
       if (auto* hn = item.find("host")) read_string(hn, key + ".host", h.host, false);
       else problem_plain(&item, key + ": missing host");
@@ -366,7 +371,9 @@ class Reader {
       }
       hosts.push_back(h);
     }
-    if (hosts.empty()) return;
+    // A host without a usable name or slots defines no cluster: keep nodes and gpus_per_node as
+    // written rather than derive "0 GPUs" from it and report that too.
+    if (hosts.empty() || problems_.size() != problems_before) return;
     const int slots = hosts.front().slots;
     for (const auto& h : hosts) {
       if (h.slots != slots && h.slots > 0 && slots > 0) {
@@ -403,6 +410,7 @@ class Reader {
     if (auto* n = s.find("seq_len")) read_int(n, "model.seq_len", m.seq_len, 1);
     if (auto* n = s.find("vocab")) read_int(n, "model.vocab", m.vocab, 1);
     if (auto* n = s.find("tied_embeddings")) read_bool(n, "model.tied_embeddings", m.tied_embeddings);
+    if (auto* n = s.find("dropout")) read_double(n, "model.dropout", m.dropout, 0.0, 0.9);
   }
 
   void read_parallel(const YamlNode& s, ParallelConfig& p) {
@@ -497,6 +505,7 @@ class Reader {
     if (auto* n = s.find("grad_clip")) read_double(n, "train.grad_clip", t.grad_clip, 0.0, 1e9);
     if (auto* n = s.find("precision")) read_enum(n, "train.precision", t.precision, parse_precision, "fp32, fp16 or bf16");
     if (auto* n = s.find("recompute")) read_enum(n, "train.recompute", t.recompute, parse_recompute, "none, selective or full");
+    if (auto* n = s.find("attention")) read_enum(n, "train.attention", t.attention, parse_attention, "standard or flash");
     if (auto* n = s.find("seed")) read_u64(n, "train.seed", t.seed);
     if (auto* n = s.find("data")) read_string(n, "train.data", t.data, true);
     if (auto* n = s.find("checkpoint_every")) read_int(n, "train.checkpoint_every", t.checkpoint_every, 0);
@@ -516,7 +525,7 @@ Status apply_override(YamlNode& root, const std::string& text) {
   const size_t eq = text.find('=');
   const std::string origin = "command line";
   if (eq == std::string::npos || eq == 0) {
-    return Status::invalid_input("command line: '" + text + "' is not key.path=value (e.g. parallel.tp=2)");
+    return Status::invalid_input("command line: '" + one_line(text) + "' is not key.path=value (e.g. parallel.tp=2)");
   }
   const std::string key = text.substr(0, eq);
   const std::string value = text.substr(eq + 1);
@@ -529,10 +538,10 @@ Status apply_override(YamlNode& root, const std::string& text) {
     start = dot + 1;
   }
   for (const auto& p : parts) {
-    if (p.empty()) return Status::invalid_input("command line: '" + key + "' has an empty part; keys look like parallel.tp");
+    if (p.empty()) return Status::invalid_input("command line: '" + one_line(key) + "' has an empty part; keys look like parallel.tp");
   }
   auto parsed = parse_yaml(value);
-  if (!parsed.ok()) return Status::invalid_input("command line " + text + ": value is not valid YAML: " + parsed.status().message());
+  if (!parsed.ok()) return Status::invalid_input("command line " + one_line(text) + ": value is not valid YAML: " + parsed.status().message());
   YamlNode::Ptr leaf = parsed.value();
   if (value.empty()) {  // "train.data=" sets an empty string
     leaf = std::make_shared<YamlNode>();
@@ -549,7 +558,9 @@ Status apply_override(YamlNode& root, const std::string& text) {
   YamlNode* cur = &root;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (!cur->is_mapping()) {
-      return Status::invalid_input("command line " + text + ": " + parts[i - 1] + " is not a section");
+      // At the root (i == 0) the document itself is not a mapping; the reader reports what it is.
+      const std::string holder = i == 0 ? std::string("the document") : parts[i - 1];
+      return Status::invalid_input("command line " + one_line(text) + ": " + one_line(holder) + " is not a section");
     }
     const bool last = i + 1 == parts.size();
     YamlNode::Ptr* slot = nullptr;
@@ -754,6 +765,7 @@ std::string to_yaml(const RunConfig& c) {
   o << "  seq_len: " << c.model.seq_len << "\n";
   o << "  vocab: " << c.model.vocab << "\n";
   o << "  tied_embeddings: " << (c.model.tied_embeddings ? "true" : "false") << "\n";
+  o << "  dropout: " << yaml_double(c.model.dropout) << "\n";
   o << "parallel:\n";
   o << "  dp: " << (c.parallel.dp_auto() ? std::string("auto") : std::to_string(c.parallel.dp)) << "\n";
   o << "  tp: " << c.parallel.tp << "\n";
@@ -788,6 +800,7 @@ std::string to_yaml(const RunConfig& c) {
   o << "  grad_clip: " << yaml_double(c.train.grad_clip) << "\n";
   o << "  precision: " << to_string(c.train.precision) << "\n";
   o << "  recompute: " << to_string(c.train.recompute) << "\n";
+  o << "  attention: " << to_string(c.train.attention) << "\n";
   o << "  seed: " << c.train.seed << "\n";
   o << "  data: " << (c.train.data.empty() ? std::string("\"\"") : yaml_string(c.train.data)) << "\n";
   o << "  checkpoint_every: " << c.train.checkpoint_every << "\n";

@@ -36,6 +36,13 @@ std::string_view to_string(Recompute v) {
   }
   return "none";
 }
+std::string_view to_string(Attention v) {
+  switch (v) {
+    case Attention::kStandard: return "standard";
+    case Attention::kFlash: return "flash";
+  }
+  return "standard";
+}
 std::string_view to_string(Precision v) {
   switch (v) {
     case Precision::kFp32: return "fp32";
@@ -83,6 +90,11 @@ std::optional<Precision> parse_precision(std::string_view s) {
   if (s == "fp32") return Precision::kFp32;
   if (s == "fp16") return Precision::kFp16;
   if (s == "bf16") return Precision::kBf16;
+  return std::nullopt;
+}
+std::optional<Attention> parse_attention(std::string_view s) {
+  if (s == "standard") return Attention::kStandard;
+  if (s == "flash") return Attention::kFlash;
   return std::nullopt;
 }
 std::optional<Backend> parse_backend(std::string_view s) {

@@ -22,16 +22,19 @@ using config::TpMode;
 
 namespace {
 
-// Calibration: physical constants fitted once against the Megatron-LM SC21 runs (Table 1) and
-// held against runs they were not fitted on (tests/engine/tst_estimate.cpp).
+// Calibration: physical constants, gemm_efficiency fitted once against the Megatron-LM SC21
+// runs (Narayanan et al. 2021, Table 1: all ten within +2..+9%), the others set from their
+// sources; held against runs they were not fitted on (Korthikanti et al. 2022, SC21 Table 2,
+// Llama 3 on H100) in tests/engine/tst_estimate.cpp.
 struct Calibration {
-  double gemm_efficiency = 0.80;     // fraction of the dense peak a large GEMM sustains
+  double gemm_efficiency = 0.76;     // fraction of the dense peak a large GEMM sustains (cuBLAS)
   double gemm_half_dim = 48.0;       // a GEMM dimension of this size halves the efficiency (tiles)
   double memory_efficiency = 0.80;   // fraction of datasheet bandwidth a streaming kernel gets
   double link_efficiency = 0.80;     // NCCL bus bandwidth over NVLink / PCIe link bandwidth
   double network_efficiency = 0.85;  // NCCL bus bandwidth over the NICs' line rate
   double collective_step_s = 8e-6;   // latency of one ring step (launch + handshake)
   double kernel_s = 4e-6;            // fixed cost of one kernel launch
+  double attention_efficiency = 0.6; // fraction of peak FlashAttention-2 sustains (Dao 2023: 50-73% on A100)
   double gpu_workspace_gib = 1.0;    // CUDA context, cuBLAS workspace, NCCL buffers
   double cpu_workspace_gib = 0.0625; // the CPU worker: process, OpenBLAS and Gloo buffers
 };
@@ -128,23 +131,34 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
   // Element-wise traffic of a forward, in elements, each read once and written once:
   //   two LayerNorms 4 Th, two bias + residual adds 6 Th (sharded t ways with sequence
   //   parallelism, replicated without), QKV bias and head split/merge 6 Th/t,
-  //   bias + GELU 2 T f/t, scale + mask + softmax 2 a s^2 b/t.
+  //   bias + GELU 2 T f/t; with dropout a one-byte mask per element of the two hidden dropouts.
+  // Standard attention adds scale + mask + softmax over the a s^2 b / t scores (read, write) and
+  // with dropout its pass (read, write, one-byte mask): (2 + 2.5) passes. FlashAttention keeps
+  // scores on chip: no such traffic; its math runs at attention_efficiency over the causal half
+  // of the scores, and its backward recomputes them (2.5x the forward's work; Dao 2023).
+  const bool dropout = c.model.dropout > 0;
+  const bool flash = c.train.attention == config::Attention::kFlash;
   const double replicated = one_d && !sp ? 1.0 : 1.0 / t;
-  const double elem = (10 * T * h * replicated + 6 * T * h / t + 2 * T * f / t) * hw.e;
-  const double softmax = 2 * a * s * s * b / t * hw.e;
-  const double elem_time = (elem + softmax) / hw.mem_bw + 12 * kCal.kernel_s;
+  const double elem = (10 * T * h * replicated + 6 * T * h / t + 2 * T * f / t) * hw.e + (dropout ? 2 * T * h * replicated : 0.0);
+  const double softmax = flash ? 0.0 : a * s * s * b / t * (2 * hw.e + (dropout ? 2 * hw.e + 1 : 0.0));
   const double softmax_time = softmax / hw.mem_bw + kCal.kernel_s;
-  lt.fwd = gemm + attn_gemm + elem_time;
-  lt.bwd = 2 * (gemm + attn_gemm) + 2 * elem_time;  // dgrad and wgrad; gradients of each element-wise op
+  double attn_fwd = attn_gemm + softmax_time, attn_bwd = 2 * attn_gemm + 2 * softmax_time;
+  if (flash) {
+    attn_fwd = 2 * b * s * s * h / t / (hw.peak * kCal.attention_efficiency) + kCal.kernel_s;
+    attn_bwd = 2.5 * attn_fwd;
+  }
+  const double other_elem_time = elem / hw.mem_bw + 11 * kCal.kernel_s;
+  lt.fwd = gemm + attn_fwd + other_elem_time;
+  lt.bwd = 2 * gemm + attn_bwd + 2 * other_elem_time;  // dgrad and wgrad; gradients of each element-wise op
   switch (c.train.recompute) {
     case Recompute::kNone: break;
-    case Recompute::kSelective: lt.recompute = attn_gemm + softmax_time; break;  // the attention core
+    case Recompute::kSelective: lt.recompute = flash ? 0.0 : attn_fwd; break;  // the attention core
     case Recompute::kFull: lt.recompute = lt.fwd; break;
   }
   lt.fwd_flops = (2 * T * (4 * h * h + 2 * h * f) + 4 * b * s * s * h) / t;
-  lt.recompute_flops = c.train.recompute == Recompute::kFull        ? lt.fwd_flops
-                       : c.train.recompute == Recompute::kSelective ? 4 * b * s * s * h / t
-                                                                    : 0.0;
+  lt.recompute_flops = c.train.recompute == Recompute::kFull                ? lt.fwd_flops
+                       : c.train.recompute == Recompute::kSelective && !flash ? 4 * b * s * s * h / t
+                                                                            : 0.0;
 
   // TP collectives. 1D: an all-reduce of the (T, h) activation after each row-parallel layer in
   // forward, the mirror two in backward (sequence parallelism swaps each for an all-gather plus a
@@ -218,19 +232,22 @@ PerParam per_param(const config::RunConfig& c, int dp) {
 // Stagecraft's GPT has no dropout; Megatron's adds three masks of one byte (two T h, one
 // a s^2 b) and the dropout output a s^2 b, which gives the paper's s b h (34 + 5 a s / h) at
 // 16 bits with f = 4h.
-double layer_activation_bytes(const config::RunConfig& c, int tp, bool dropout) {
+double layer_activation_bytes(const config::RunConfig& c, int tp) {
   const auto g = model::GptShape::from(c.model);
   const double h = g.hidden, a = g.heads, f = g.ffn, s = g.seq, b = c.train.micro_batch, T = b * s, t = tp;
   const double e = c.train.precision == Precision::kFp32 ? 4.0 : 2.0;
   const bool one_d = c.parallel.tp_mode == TpMode::k1d;
   const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
+  const bool dropout = c.model.dropout > 0;
   const double rep = one_d && !sp ? 1.0 : 1.0 / t;  // share of a "replicated" tensor a rank holds
   const double per_th = 4 * rep + (4 + 2 * f / h) / t;
   const double rest = per_th * T * h * e + (dropout ? 2 * T * h * rep : 0.0);
-  const double core = a * s * s * b / t * (dropout ? 2 * e + 1 : e);
+  // FlashAttention stores no scores: only the softmax statistics, one fp32 per (head, token).
+  const double core = c.train.attention == config::Attention::kFlash ? 4.0 * a * s * b / t
+                                                                      : a * s * s * b / t * (dropout ? 2 * e + 1 : e);
   switch (c.train.recompute) {
     case Recompute::kNone: return rest + core;
-    case Recompute::kSelective: return rest;         // the attention core is recomputed, not stored
+    case Recompute::kSelective: return rest + (c.train.attention == config::Attention::kFlash ? core : 0.0);
     case Recompute::kFull: return T * h * e * rep;   // the layer input only (2 s b h at 16 bits)
   }
   return rest + core;
@@ -296,7 +313,7 @@ StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, i
   StageMemoryModel m;
   const int chunks = pp * virtual_stages;
   m.layer_static.assign(static_cast<size_t>(std::max(0, config.model.layers)), per * layer_params);
-  m.layer_activation.assign(static_cast<size_t>(std::max(0, config.model.layers)), layer_activation_bytes(config, tp, false));
+  m.layer_activation.assign(static_cast<size_t>(std::max(0, config.model.layers)), layer_activation_bytes(config, tp));
   m.first = per * (g.vocab * h / shard + g.seq * h);
   m.last = per * (2 * h + ((!config.model.tied_embeddings || chunks > 1) ? g.vocab * h / shard : 0.0));
   m.inflight.resize(static_cast<size_t>(chunks));
@@ -331,7 +348,7 @@ Estimate estimate(const EstimateInput& in) {
   // Working set of full recompute: one layer's activations rebuilt at a time.
   config::RunConfig no_recompute = c;
   no_recompute.train.recompute = Recompute::kNone;
-  const double recompute_working = c.train.recompute == Recompute::kFull ? layer_activation_bytes(no_recompute, t, false) : 0.0;
+  const double recompute_working = c.train.recompute == Recompute::kFull ? layer_activation_bytes(no_recompute, t) : 0.0;
   // Logits of the last stage for one micro-batch: 16-bit (or fp32) logits and the fp32 copy the
   // loss works on.
   const double logits = T * g.vocab / (t > 1 ? weight_shard(c, t) : 1.0) * ((c.train.precision == Precision::kFp32 ? 4.0 : 2.0) + 4.0);
@@ -447,9 +464,10 @@ Estimate estimate(const EstimateInput& in) {
   const double layer_fwd = g.layer_forward_flops();
   const double head_fwd = g.head_forward_flops();
   e.model_flops = B * 3.0 * (g.layers * layer_fwd + head_fwd);
-  const double recompute_per_sample = c.train.recompute == Recompute::kFull        ? g.layers * layer_fwd
-                                      : c.train.recompute == Recompute::kSelective ? g.layers * 4.0 * g.seq * g.seq * g.hidden
-                                                                                   : 0.0;
+  const bool flash = c.train.attention == config::Attention::kFlash;
+  const double recompute_per_sample = c.train.recompute == Recompute::kFull                ? g.layers * layer_fwd
+                                      : c.train.recompute == Recompute::kSelective && !flash ? g.layers * 4.0 * g.seq * g.seq * g.hidden
+                                                                                           : 0.0;
   e.hardware_flops = e.model_flops + B * recompute_per_sample;
   const double world = static_cast<double>(d) * t * p;
   if (e.step_time_s > 0) {

@@ -19,6 +19,7 @@ enum class Schedule { kGpipe, k1f1b, kInterleaved };           // "gpipe" "1f1b"
 enum class PartitionKind { kUniform, kBalanced, kExplicit };   // "uniform" "balanced" or a list
 enum class Recompute { kNone, kSelective, kFull };             // "none" "selective" "full"
 enum class Precision { kFp32, kFp16, kBf16 };                  // "fp32" "fp16" "bf16"
+enum class Attention { kStandard, kFlash };                    // "standard" "flash"
 enum class Backend { kCpu, kCuda };                            // "cpu" "cuda"
 enum class Axis { kTp, kDp, kPp };                             // "tp" "dp" "pp"
 
@@ -27,12 +28,14 @@ std::string_view to_string(Schedule v);
 std::string_view to_string(PartitionKind v);
 std::string_view to_string(Recompute v);
 std::string_view to_string(Precision v);
+std::string_view to_string(Attention v);
 std::string_view to_string(Backend v);
 std::string_view to_string(Axis v);
 std::optional<TpMode> parse_tp_mode(std::string_view s);
 std::optional<Schedule> parse_schedule(std::string_view s);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Precision> parse_precision(std::string_view s);
+std::optional<Attention> parse_attention(std::string_view s);
 std::optional<Backend> parse_backend(std::string_view s);
 
 // One line of a hostfile: `host slots=N`.
@@ -75,6 +78,9 @@ struct ModelConfig {
   int seq_len = 1024;           // tokens per sample s
   int vocab = 50257;            // vocabulary size V (GPT-2's)
   bool tied_embeddings = true;  // LM head shares the token embedding (GPT-2, BERT)
+  double dropout = 0.0;         // attention and hidden dropout probability (Megatron's default
+                                // is 0.1); the cost model counts its masks and passes.
+                                // Stagecraft's engine trains without dropout.
 
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   bool operator==(const ModelConfig&) const = default;
@@ -116,6 +122,8 @@ struct TrainConfig {
   double grad_clip = 1.0;         // clip by global gradient norm; 0 disables
   Precision precision = Precision::kFp32;
   Recompute recompute = Recompute::kNone;
+  Attention attention = Attention::kStandard;  // standard: scores materialised (s x s per head);
+                                               // flash: fused, tiled (FlashAttention)
   uint64_t seed = 1234;           // parameters and batches are functions of the seed
   std::string data;               // token file (.bin, uint16) or text file (.txt, bytes)
   int checkpoint_every = 0;       // steps between checkpoints; 0 = only at the end

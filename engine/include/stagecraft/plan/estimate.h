@@ -96,10 +96,12 @@ StageCostModel time_cost_model(const config::RunConfig& config, const DeviceSpec
 StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches);
 
 // Activation bytes one layer stores for one micro-batch on one rank, by precision, TP and
-// sequence parallelism and recompute (Korthikanti et al. 2022, Table 2, element by element).
-// Stagecraft's GPT has no dropout; `dropout` adds Megatron's masks and dropout outputs, which
-// gives the paper's s b h (34 + 5 a s / h) at 16 bits, tp = 1, no recompute.
-double layer_activation_bytes(const config::RunConfig& config, int tp, bool dropout = false);
+// sequence parallelism, recompute, dropout (model.dropout) and attention kernel
+// (Korthikanti et al. 2022, Table 2, element by element). With dropout, standard attention and
+// 16 bits it is the paper's s b h (34 + 5 a s / h) at tp = 1 without recompute; without dropout
+// (Stagecraft's engine) the masks and the dropout outputs are gone; FlashAttention stores no
+// a s^2 b scores.
+double layer_activation_bytes(const config::RunConfig& config, int tp);
 // Micro-batches whose activations pp rank `pp_rank` holds at its peak: GPipe m, 1F1B
 // min(m, pp - pp_rank), interleaved (chunk-micro-batches) Megatron's warm-up + 1.
 int inflight_micro_batches(const config::RunConfig& config, int pp_rank, int pp, int virtual_stages, int micro_batches);
