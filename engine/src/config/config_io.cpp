@@ -124,9 +124,12 @@ class Reader {
   std::vector<std::string>& problems() { return problems_; }
   // Keys whose value could not be read; rules about them are not checked.
   bool is_bad(const std::string& key) const { return bad_keys_.count(key) != 0; }
+  // Whether a model key whose value the rules need could not be read. An unknown key under
+  // model (a typo beside the real key) leaves the shape known.
   bool any_bad_model_key() const {
     for (const auto& k : bad_keys_) {
-      if (k.rfind("model.", 0) == 0 || k == "model") return true;
+      if (k == "model") return true;
+      if (k.rfind("model.", 0) == 0 && std::find(config_keys().begin(), config_keys().end(), k) != config_keys().end()) return true;
     }
     return false;
   }
@@ -265,7 +268,7 @@ class Reader {
       problem_plain(n, key + ": expected text, got " + describe(*n));
       return;
     }
-    if (!allow_empty && n->is_null()) {
+    if (!allow_empty && (n->is_null() || n->scalar.empty())) {  // `name:` and `name: ''`
       problem_plain(n, key + ": must not be empty");
       return;
     }
@@ -287,7 +290,7 @@ class Reader {
   }
 
   void read_cluster(const YamlNode& s, ClusterConfig& c) {
-    if (auto* n = s.find("nodes")) read_int(n, "cluster.nodes", c.nodes, 1, 1 << 17);
+    if (auto* n = s.find("nodes")) read_int(n, "cluster.nodes", c.nodes, 1, 1 << 17);  // validate() bounds nodes x gpus_per_node
     if (auto* n = s.find("gpus_per_node")) read_int(n, "cluster.gpus_per_node", c.gpus_per_node, 1, 1024);
     if (auto* n = s.find("device")) read_device(n, c);
     if (auto* n = s.find("intra_node_gbps")) read_double(n, "cluster.intra_node_gbps", c.intra_node_gbps, 0.001, 1e6);
@@ -404,7 +407,7 @@ class Reader {
       if (m.arch != "gpt") problem(n, "model.arch", "the only architecture is gpt (decoder-only, GPT-2 family)");
     }
     if (auto* n = s.find("layers")) read_int(n, "model.layers", m.layers, 1, 1'000'000);
-    if (auto* n = s.find("hidden")) read_int(n, "model.hidden", m.hidden, 1);
+    if (auto* n = s.find("hidden")) read_int(n, "model.hidden", m.hidden, 1, 1 << 20);
     if (auto* n = s.find("heads")) read_int(n, "model.heads", m.heads, 1);
     if (auto* n = s.find("ffn_hidden")) read_int(n, "model.ffn_hidden", m.ffn_hidden, 1);
     if (auto* n = s.find("seq_len")) read_int(n, "model.seq_len", m.seq_len, 1);
@@ -697,6 +700,7 @@ std::string suggest_key(std::string_view key) {
   // Compare with full paths and with the leaf names, so that "parallel.tpp" and "tpp" both work.
   const size_t dot = key.rfind('.');
   const std::string_view leaf = dot == std::string_view::npos ? key : key.substr(dot + 1);
+  if (leaf.empty()) return {};  // every two-letter key would be "close" to nothing
   for (const auto& k : config_keys()) {
     const size_t kd = k.rfind('.');
     const std::string_view kleaf = kd == std::string::npos ? std::string_view(k) : std::string_view(k).substr(kd + 1);
@@ -707,7 +711,8 @@ std::string suggest_key(std::string_view key) {
     }
   }
   const size_t limit = std::max<size_t>(2, leaf.size() / 3);
-  return best_d <= limit ? best : std::string();
+  // A guess that replaces every character of the key ("a0" -> "dp") is no guess.
+  return best_d <= limit && best_d < leaf.size() ? best : std::string();
 }
 
 Result<RunConfig> parse_config(std::string_view yaml, std::string_view origin, const std::vector<std::string>& overrides, Rules rules) {

@@ -1,6 +1,7 @@
 // The consistency rules of a run configuration. See validate.h; DESIGN.md §3 lists the rules.
 #include "stagecraft/config/validate.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "stagecraft/plan/device.h"
@@ -10,8 +11,18 @@ namespace stagecraft::config {
 namespace {
 
 std::string str(int v) { return std::to_string(v); }
+// Shortest text that reads back as v: 0.1, not 0.100000.
+std::string str(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
-constexpr long long kMaxWorld = 1 << 20;
+// The largest cluster Stagecraft plans: 131,072 GPUs (16,384 nodes of 8), more than any training
+// run so far. A plan lists every rank; a million of them would take gigabytes as JSON.
+constexpr long long kMaxWorld = 1 << 17;
+// The widest model: hidden 2^20 (GPT-3 has 12,288); keeps 4 x hidden and hidden^2 terms in range.
+constexpr int kMaxHidden = 1 << 20;
 
 class Checker {
  public:
@@ -52,16 +63,20 @@ class Checker {
     }
   }
 
-  void check_cluster_size() {
-    if (static_cast<long long>(c_.cluster.nodes) * c_.cluster.gpus_per_node > kMaxWorld) {
-      fail("cluster.nodes", str(c_.cluster.nodes), "the cluster has more than " + std::to_string(kMaxWorld) + " GPUs in all, more than Stagecraft plans");
-    }
+  // False (and an issue) when the cluster is larger than Stagecraft plans.
+  bool check_cluster_size() {
+    const long long world = static_cast<long long>(c_.cluster.nodes) * c_.cluster.gpus_per_node;
+    if (world <= kMaxWorld) return true;
+    fail("cluster.nodes", str(c_.cluster.nodes), "nodes x gpus_per_node = " + std::to_string(world) + " GPUs, more than the " +
+                                                     std::to_string(kMaxWorld) + " Stagecraft plans");
+    return false;
   }
 
   void check_model() {
     const auto& m = c_.model;
     if (m.layers <= 0) fail("model.layers", str(m.layers), "required; the number of transformer blocks");
     if (m.hidden <= 0) fail("model.hidden", str(m.hidden), "required; the model width");
+    if (m.hidden > kMaxHidden) fail("model.hidden", str(m.hidden), "must be at most " + str(kMaxHidden));
     if (m.heads <= 0) fail("model.heads", str(m.heads), "required; the number of attention heads");
     if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0) {
       fail("model.heads", str(m.heads), "must divide model.hidden=" + str(m.hidden) + " (each head gets hidden / heads channels)");
@@ -74,10 +89,7 @@ class Checker {
     const long long tp_pp = static_cast<long long>(p.tp) * p.pp;
     const std::string cluster = str(c_.cluster.nodes) + (c_.cluster.nodes == 1 ? " node" : " nodes") + " x " +
                                 str(c_.cluster.gpus_per_node);
-    if (static_cast<long long>(c_.cluster.nodes) * c_.cluster.gpus_per_node > kMaxWorld) {
-      fail("cluster.nodes", str(c_.cluster.nodes), "the cluster has more than " + std::to_string(kMaxWorld) + " GPUs in all, more than Stagecraft plans");
-      return;
-    }
+    if (!check_cluster_size()) return;
     if (p.dp_auto()) {
       if (tp_pp > world) {
         fail(p.tp > 1 ? "parallel.tp" : "parallel.pp", str(p.tp > 1 ? p.tp : p.pp),
@@ -121,7 +133,7 @@ class Checker {
     if (p.tp_depth != 1 && p.tp_mode != TpMode::k2p5d) {
       fail("parallel.tp_depth", str(p.tp_depth), "only tp_mode 2.5d has a depth; remove it or set tp_mode: 2.5d");
     }
-    if (n <= 1 || m.hidden <= 0 || m.heads <= 0) return;
+    if (n <= 1 || m.hidden <= 0 || m.heads <= 0 || m.hidden > kMaxHidden) return;
     const char* what = p.tp_mode == TpMode::k1d ? "tp" : "the TP grid side N";
     const std::string nstr = p.tp_mode == TpMode::k1d ? "" : " (N=" + str(n) + ")";
     if (m.heads % n != 0) {
@@ -164,6 +176,7 @@ class Checker {
       } else {
         fail("parallel.pp", str(p.pp), "more pipeline stages than the model's " + str(layers) + " layers; every stage needs at least one layer");
       }
+      return;  // a stage-id list cannot fill more stages than layers; nor count them (up to 2^30)
     }
     if (pl.partition != PartitionKind::kExplicit || layers <= 0) return;
     const auto& ids = pl.stage_ids;
@@ -214,7 +227,7 @@ class Checker {
 
   void check_train() {
     const auto& t = c_.train;
-    if (t.min_lr > t.lr) fail("train.min_lr", std::to_string(t.min_lr), "must not exceed train.lr");
+    if (t.min_lr > t.lr) fail("train.min_lr", str(t.min_lr), "must not exceed train.lr=" + str(t.lr));
     if (t.warmup_steps > t.steps) fail("train.warmup_steps", str(t.warmup_steps), "must not exceed train.steps=" + str(t.steps));
   }
 

@@ -3,6 +3,7 @@
 
 #include <yaml.h>
 
+#include <cstdio>
 #include <map>
 
 namespace stagecraft::config {
@@ -12,6 +13,29 @@ const YamlNode* YamlNode::find(std::string_view key) const {
     if (k == key) return v.get();
   }
   return nullptr;
+}
+
+std::string one_line(std::string_view text, size_t max_chars) {
+  std::string out;
+  for (const char ch : text) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (out.size() >= max_chars && (u & 0xC0) != 0x80) {  // not inside a UTF-8 sequence
+      out += "...";
+      break;
+    }
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -120,7 +144,7 @@ class TreeBuilder {
           if (!key.ok()) return key.status();
           if (!key.value()->is_scalar()) return Status::invalid_input(at(key_mark) + ": mapping keys must be plain names");
           const std::string k = key.value()->scalar;
-          if (n->find(k)) return Status::invalid_input(at(key_mark) + ": duplicate key '" + k + "'");
+          if (n->find(k)) return Status::invalid_input(at(key_mark) + ": duplicate key '" + one_line(k) + "'");
           if (!r_.next()) return r_.error();
           auto value = node(depth + 1);
           if (!value.ok()) return value.status();

@@ -40,6 +40,11 @@ struct YamlNode {
 
 inline constexpr int kMaxYamlDepth = 64;
 
+// Text from a document or a command line made fit for a one-line message: control characters
+// escaped (a newline shows as \n), cut after about `max_chars` characters, at a UTF-8 character
+// boundary, with "..." after.
+std::string one_line(std::string_view text, size_t max_chars = 60);
+
 // Parses one YAML document. An empty text yields an empty mapping. Errors name the line and
 // column as libyaml reports them: "line 3, column 7: mapping values are not allowed here".
 Result<YamlNode::Ptr> parse_yaml(std::string_view text);

@@ -1,0 +1,58 @@
+// Checkpoints: a directory `<checkpoint_dir>/step-<N>/` holding
+//   model.safetensors   the whole model, Hugging Face GPT-2 names and shapes (gpt_layout.h)
+//   config.json         Hugging Face GPT2LMHeadModel config
+//   optimizer.safetensors  AdamW moments of every tensor, full shapes ("exp_avg.<name>",
+//                       "exp_avg_sq.<name>"), so a run can resume with another (dp, tp, pp)
+//   trainer.json        {"step": N, "seed": S, "tokens": ...}: what resume needs besides
+//                       (batches are a function of (seed, step); there is no other RNG state)
+//   run.yaml            the run configuration that wrote it
+// Every file is written atomically; a directory is complete once trainer.json exists (written
+// last), so a crash mid-save never leaves a checkpoint that looks whole.
+//
+// Shards move through full tensors: a rank contributes its TP shard of each tensor it holds
+// (insert_shard), and takes its shard of any full tensor (extract_shard), whatever layout
+// wrote the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "stagecraft/core/status.h"
+#include "stagecraft/runtime/gpt_stage.h"
+#include "stagecraft/runtime/safetensors.h"
+
+namespace stagecraft::runtime {
+
+struct TrainerState {
+  int64_t step = 0;       // optimizer steps completed
+  uint64_t seed = 0;
+  double tokens = 0;      // tokens trained on so far
+};
+
+// "<dir>/step-<N>".
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
+// Copies this stage's shards of `file`'s tensors into `dst` (params, or a moment buffer laid out
+// like them). Fails naming the first tensor that is missing or has the wrong shape.
+Status load_shards(const GptStage& stage, const TensorFile& file, const std::string& prefix, float* dst);
+
+// Adds this stage's shards of `src` into full tensors (allocated on first use), for saving.
+// Replicated tensors are taken from TP rank 0 only; the tied head copy is skipped.
+void add_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full);
+
+// Writes a complete checkpoint directory from full tensors.
+Status write_checkpoint(const std::string& path, const config::ModelConfig& model, const std::string& run_yaml,
+                        const std::vector<NamedTensor>& model_tensors, const std::vector<NamedTensor>& optimizer_tensors,
+                        const TrainerState& state);
+
+struct Checkpoint {
+  TensorFile model;
+  TensorFile optimizer;  // empty when the directory holds no optimizer state
+  TrainerState state;
+};
+// Reads a checkpoint directory; `with_optimizer` also reads optimizer.safetensors.
+Result<Checkpoint> read_checkpoint(const std::string& path, bool with_optimizer);
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,38 @@
+// CommGroup: what the trainer needs from one process group (a TP, DP or PP group, the world, or
+// the pair of stages that share the tied embedding) — the seam between the training loop and a
+// communication backend (Gloo on CPU, NCCL on GPU; comm/ adapts them to this).
+//
+// Ranks are indices within the group (0 .. size-1). Every call returns a Status that names the
+// operation and the group when it fails or times out; none blocks forever. send() may return
+// before the peer has received (the buffer must then stay untouched until wait_sends());
+// messages between two ranks with the same tag are received in the order they were sent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stagecraft/core/status.h"
+#include "stagecraft/runtime/gpt_stage.h"
+
+namespace stagecraft::runtime {
+
+class CommGroup : public TpReducer {
+ public:
+  ~CommGroup() override = default;
+
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+
+  // In place, every rank gets the sum.
+  Status all_reduce_sum(float* data, size_t count) override = 0;
+  virtual Status all_reduce_sum(double* data, size_t count) = 0;
+  // in (size x count) -> out (count): this rank's block of the sum.
+  virtual Status reduce_scatter_sum(const float* in, float* out, size_t count) = 0;
+  // in (count) -> out (size x count): every rank's block, in rank order.
+  virtual Status all_gather(const float* in, float* out, size_t count) = 0;
+  virtual Status send(const float* data, size_t count, int peer, uint32_t tag) = 0;
+  virtual Status recv(float* data, size_t count, int peer, uint32_t tag) = 0;
+  virtual Status wait_sends() = 0;
+};
+
+}  // namespace stagecraft::runtime

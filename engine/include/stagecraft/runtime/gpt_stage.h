@@ -1,0 +1,129 @@
+// GptStage: the part of the GPT-2 model one rank holds and runs — the model chunks of its
+// pipeline rank, sharded over its tensor-parallel rank — with forward and backward passes per
+// micro-batch.
+//
+// What it holds: parameters and gradients of its chunks in one flat buffer each (so data-
+// parallel reduction and the optimizer see one contiguous range), in gpt_layout.h order, every
+// tensor as the TP shard of this rank. Chunk 0 of the model adds the token and position
+// embeddings; the last chunk the final LayerNorm and the tied head (a copy of wte when the
+// embedding lives on another stage; the caller sums the two gradients).
+// What it does not do: communicate between ranks other than through TpReducer, schedule micro-
+// batches, or step the optimizer (trainer.h does).
+//
+// Tensor parallelism (Megatron 1D): c_attn and c_fc column-parallel (this rank's heads and FFN
+// columns), attn.c_proj and mlp.c_proj row-parallel, followed by an all-reduce of the (B*T, C)
+// output in forward (the row-parallel bias is added by TP rank 0 only, so the sum holds it
+// once); the column-parallel layers' input gradients are all-reduced in backward. Everything
+// else (LayerNorms, embeddings, head) is replicated and computed identically on every TP rank.
+//
+// Activations: forward(chunk, mb) keeps what backward(chunk, mb) needs, until that backward
+// frees it; with train.recompute full only each layer's input is kept and the layer is run
+// again in backward. The last chunk runs the head, the loss and the head's backward inside
+// forward (the loss gradient is known then) and keeps only the gradient at its input.
+//
+// Not thread-safe; one per rank.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/status.h"
+#include "stagecraft/model/gpt_layout.h"
+
+namespace stagecraft::runtime {
+
+// In-place sum over the ranks of a tensor-parallel group (identity for tp = 1).
+class TpReducer {
+ public:
+  virtual ~TpReducer() = default;
+  virtual Status all_reduce_sum(float* data, size_t count) = 0;
+};
+
+struct StageSpec {
+  config::ModelConfig model;
+  int micro_batch = 1;               // B
+  bool full_recompute = false;       // train.recompute == full
+  int tp = 1, tp_rank = 0;
+  int pp = 1;                        // pipeline ranks
+  int num_chunks = 1;                // model chunks in all (pp x virtual stages)
+  std::vector<int> chunks;           // global chunk ids this rank runs, ascending
+  std::vector<int> chunk_first_layer;  // per entry of `chunks`
+  std::vector<int> chunk_layers;       // per entry of `chunks`
+};
+
+// Where a parameter tensor sits in the flat buffers.
+struct ParamSlot {
+  model::ParamSpec spec;
+  size_t offset = 0;   // in floats
+  size_t count = 0;    // shard elements
+  bool head_copy = false;  // the last stage's copy of wte for the tied head
+};
+
+class GptStage {
+ public:
+  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp);
+  ~GptStage();
+
+  const StageSpec& spec() const { return spec_; }
+  const std::vector<ParamSlot>& param_slots() const { return slots_; }
+  float* params() { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  size_t num_params() const { return params_.size(); }
+
+  // GPT-2 initialisation from (seed, name, full index) (gpt_layout.h), identical to the
+  // unsharded model's values.
+  void init_parameters(uint64_t seed);
+  void zero_grads();
+
+  bool has_embedding() const { return spec_.chunks.front() == 0; }
+  bool has_head() const { return spec_.chunks.back() == spec_.num_chunks - 1; }
+
+  // Forward of `chunk` for micro-batch `mb`.
+  //   first chunk: tokens (B, T); other chunks: input (B, T, C) from the previous chunk.
+  //   last chunk: targets (B, T); runs the loss and its gradient scaled by loss_scale (1 / (B T m)
+  //   for a mean over m micro-batches) and returns the mean loss over its B T tokens in *loss.
+  //   other chunks: writes output (B, T, C).
+  Status forward(int chunk, int mb, const int32_t* tokens, const float* input, const int32_t* targets, float loss_scale,
+                 float* output, double* loss);
+  // Backward of `chunk` for `mb`: dout (B, T, C) is the gradient of its output (ignored for the
+  // last chunk); writes dinput (B, T, C) unless this is chunk 0. Parameter gradients accumulate.
+  Status backward(int chunk, int mb, const float* dout, float* dinput);
+
+  // Drops what forward(chunk, mb) kept, without a backward (evaluation).
+  void discard(int chunk, int mb);
+
+  // Bytes held now by activations, and the most held at once since the last reset.
+  size_t activation_bytes() const { return live_bytes_; }
+  size_t peak_activation_bytes() const { return peak_bytes_; }
+  void reset_peak() { peak_bytes_ = live_bytes_; }
+
+ private:
+  struct LayerActs;
+  struct ChunkActs;
+  GptStage() = default;
+  int chunk_index(int chunk) const;
+  Status layer_forward(int layer, const float* x, float* out, LayerActs& a);
+  Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres_out, float* dres_in);
+  LayerActs* new_layer_acts();
+  const ParamSlot* slot(const std::string& name, bool head_copy = false) const;
+  float* p(const std::string& name) { return params_.data() + slot(name)->offset; }
+  float* g(const std::string& name) { return grads_.data() + slot(name)->offset; }
+  void account(ptrdiff_t bytes);
+
+  StageSpec spec_;
+  TpReducer* tp_ = nullptr;
+  std::vector<ParamSlot> slots_;
+  std::map<std::string, size_t> slot_index_;
+  std::vector<float> params_, grads_;
+  std::map<std::pair<int, int>, std::unique_ptr<ChunkActs>> acts_;  // (chunk, mb)
+  std::vector<std::unique_ptr<LayerActs>> free_layer_acts_;
+  std::unique_ptr<LayerActs> recompute_acts_;
+  std::vector<float> scratch_att_, dres_a_, dres_b_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_;
+  size_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+}  // namespace stagecraft::runtime

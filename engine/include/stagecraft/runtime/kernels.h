@@ -1,0 +1,169 @@
+// CPU kernels: the layer math of GPT-2 training as forward/backward pairs of free functions.
+//
+// What this is: the CPU backend's arithmetic (namespace stagecraft::runtime::cpu), one function
+// per layer and direction, on raw contiguous row-major buffers the caller owns. What it is not: a
+// tensor library or a model. The GPT (which buffers exist, TP/PP/DP) is assembled above this; a
+// CUDA backend provides the same functions in runtime::cuda (see device.h for the seam).
+//
+// Conventions (llm.c style):
+//   - Outputs first, then inputs, then sizes. Every buffer carries its shape in a comment.
+//   - Letters: B batch, T sequence length, C input channels, OC output channels, NH heads (local to
+//     this tensor-parallel rank), HS head size, V vocabulary, N element count.
+//   - Real is float (training) or double (gradient checks); both are instantiated.
+//   - Backward: PARAMETER gradients accumulate (+=), so micro-batches and the tied embedding sum
+//     without copies. INPUT gradients are overwritten (=), except layernorm_backward's dinp and
+//     residual_backward, which accumulate because they feed the residual stream (the assembler
+//     can keep one dresidual buffer per stage and never copy it). Each contract says which.
+//   - Weights are stored like Hugging Face GPT-2 Conv1D: W (C, OC), in x out (Layout::kInOut);
+//     the tied LM head uses wte (V, C) as is (Layout::kOutIn).
+//   - Nothing here allocates; scratch is passed in. Sizes are preconditions (asserted), not
+//     Statuses: a wrong size is a programmer error.
+//
+// Threading: element-wise and per-row loops, and the split of every GEMM across threads, use
+// OpenMP with num_threads() threads; each thread calls single-threaded OpenBLAS on its share
+// (OpenBLAS's own threading is switched off, so the two runtimes never oversubscribe the cores).
+// Functions are reentrant but not meant to be called concurrently from several threads: each
+// call already uses all threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace stagecraft::runtime::cpu {
+
+// ---- threads ---------------------------------------------------------------------------------
+
+// Threads every kernel uses. Default: OMP_NUM_THREADS when set, else the cores this process may
+// run on. set_num_threads(n <= 0) restores the default. Process-wide; thread-safe.
+void set_num_threads(int n);
+int num_threads();
+
+// ---- matmul: out = inp @ W + bias --------------------------------------------------------------
+
+enum class Layout {
+  kInOut,  // W (C, OC): Hugging Face GPT-2 Conv1D (c_attn, c_proj, c_fc)
+  kOutIn,  // W (OC, C): nn.Linear, and the tied LM head using wte (V, C)
+};
+
+// out (B*T, OC) = inp (B*T, C) @ W + bias (OC). bias may be nullptr. BT = B*T rows.
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int BT, int C,
+                    int OC, Layout layout = Layout::kInOut);
+
+// dinp (BT, C) = dout @ W^T (overwritten); dweight (as W) += inp^T @ dout (kInOut) or
+// dout^T @ inp (kOutIn); dbias (OC) += column sums of dout. Any output may be nullptr to skip it.
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                     const Real* weight, int BT, int C, int OC, Layout layout = Layout::kInOut);
+
+// ---- layernorm ---------------------------------------------------------------------------------
+
+// out (N, C) = (inp - mean) * rstd * weight + bias, over the last axis, eps 1e-5 (GPT-2).
+// Saves mean (N) and rstd (N) for backward.
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                       const Real* bias, int N, int C);
+
+// dinp (N, C) += ...; dweight (C) +=; dbias (C) +=. ALL accumulate (dinp is the residual stream).
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, const Real* mean, const Real* rstd, int N, int C);
+
+// ---- causal self-attention ---------------------------------------------------------------------
+
+// qkv (B, T, 3*NH*HS) is c_attn's output laid out q | k | v, each NH*HS with head h at h*HS (NH
+// local heads: a TP rank passes its column slice of c_attn, arranged q | k | v of its heads).
+// out (B, T, NH*HS) = softmax(q k^T / sqrt(HS), causal) v, heads side by side.
+// att (B, NH, T, T) saves the probabilities; entries above the diagonal are written 0.
+// GEMMs per (b, h) skip the blocks above the diagonal (~40% fewer FLOPs at T = 256).
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int NH, int HS);
+
+// dqkv (B, T, 3*NH*HS) overwritten. scratch (B, NH, T, T): any contents, clobbered.
+template <typename Real>
+void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* qkv,
+                        const Real* att, int B, int T, int NH, int HS);
+
+// ---- GELU (tanh approximation, as GPT-2) -------------------------------------------------------
+
+// out (N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out may alias inp.
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, size_t N);
+
+// dinp (N) = dout * gelu'(inp), overwritten. dinp may alias dout.
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t N);
+
+// ---- residual ----------------------------------------------------------------------------------
+
+// out (N) = inp1 + inp2. out may alias either input.
+template <typename Real>
+void residual_forward(Real* out, const Real* inp1, const Real* inp2, size_t N);
+
+// dinp1 (N) += dout; dinp2 (N) += dout. Either may be nullptr; neither may alias dout.
+template <typename Real>
+void residual_backward(Real* dinp1, Real* dinp2, const Real* dout, size_t N);
+
+// ---- token + position embedding ----------------------------------------------------------------
+
+// out (B, T, C) = wte[tokens[b, t]] + wpe[t]. tokens (B, T) in [0, V); wte (V, C); wpe (>= T, C).
+template <typename Real>
+void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B,
+                     int T, int C);
+
+// dwte (V, C) += scatter of dout by token; dwpe (>= T, C) += sum over b. Either may be nullptr.
+template <typename Real>
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens, int B,
+                      int T, int C);
+
+// ---- softmax and cross-entropy -----------------------------------------------------------------
+
+// probs (N, V) = softmax(logits (N, V)) over the last axis. probs may alias logits.
+template <typename Real>
+void softmax_forward(Real* probs, const Real* logits, int N, int V);
+
+// losses (N) = -log softmax(logits)[target]; probs (N, V) = softmax(logits), which may alias
+// logits. targets (N) in [0, V). Returns the mean loss over the N = B*T tokens.
+template <typename Real>
+double crossentropy_forward(Real* losses, Real* probs, const Real* logits, const int32_t* targets,
+                            int N, int V);
+
+// dlogits (N, V) = dloss * (probs - onehot(targets)), overwritten; may alias probs. For the mean
+// over this batch's tokens pass dloss = 1 / N (with gradient accumulation over M micro-batches,
+// 1 / (N M)).
+template <typename Real>
+void crossentropy_backward(Real* dlogits, const Real* probs, const int32_t* targets, Real dloss,
+                           int N, int V);
+
+// ---- optimizer and gradient norm ---------------------------------------------------------------
+
+// AdamW (Loshchilov & Hutter 2019) with bias correction and decoupled weight decay. Defaults are
+// GPT-3's (Brown et al. 2020, appendix B).
+struct AdamWOptions {
+  float lr = 6e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;  // applied only where adamw_update is told decay = true
+};
+
+// One step, t = step >= 1, on N parameters (any slice: a ZeRO shard updates its own). With
+// g = grad_scale * grads (e.g. a clip factor):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  mh = m / (1 - b1^t);  vh = v / (1 - b2^t)
+//   params -= lr (mh / (sqrt(vh) + eps) + (decay ? weight_decay : 0) params)
+// params, m, v (N) in/out; grads (N) in.
+template <typename Real>
+void adamw_update(Real* params, Real* m, Real* v, const Real* grads, size_t N,
+                  const AdamWOptions& opt, int64_t step, bool decay, Real grad_scale = Real(1));
+
+// sum of x[i]^2 over N, accumulated in double in fixed-size chunks, so the result is the same for
+// every thread count. The global norm is sqrt of the sum of these over all gradient buffers (and,
+// sharded, over ranks).
+template <typename Real>
+double sum_of_squares(const Real* x, size_t N);
+
+// x (N) *= s.
+template <typename Real>
+void scale(Real* x, size_t N, Real s);
+
+}  // namespace stagecraft::runtime::cpu

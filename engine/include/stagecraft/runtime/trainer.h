@@ -1,0 +1,95 @@
+// Trainer: one rank's training loop — the plan's pipeline schedule over micro-batches,
+// gradient synchronisation, clipping by the global norm, AdamW with warm-up and cosine decay,
+// and checkpoints.
+//
+// A step (global batch of step k, a function of (seed, k) — token_data.h):
+//   1. DP rank d takes its contiguous slice of the batch; micro-batch i its next micro_batch samples.
+//   2. The pipeline schedule (pipeline_schedule.h) runs forward and backward of this rank's
+//      chunks; activations go to the next chunk's rank and gradients back, tagged by
+//      (micro-batch, chunk, direction).
+//   3. The tied embedding's two copies (first and last stage) sum their gradients; gradients are
+//      averaged over DP (all-reduce; with parallel.zero 1 a reduce-scatter, each DP rank then
+//      updates its 1/dp of the parameters and an all-gather brings them back).
+//   4. The global gradient norm counts every parameter once (replicated TP tensors from TP rank 0,
+//      the head's wte copy not at all); gradients are scaled so the norm is at most grad_clip.
+//   5. AdamW (weight decay on matrices only), lr warm-up then cosine to min_lr.
+// The loss reported is the mean over the whole global batch, the same on every rank.
+//
+// Determinism: parameters are a function of the seed (gpt_layout.h) and batches of (seed, step),
+// so every (dp, tp, pp, schedule, micro_batch) trains the same model up to float summation order.
+//
+// Not thread-safe; one per rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/status.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/comm_group.h"
+#include "stagecraft/runtime/gpt_stage.h"
+#include "stagecraft/runtime/token_data.h"
+
+namespace stagecraft::runtime {
+
+struct TrainerGroups {
+  CommGroup* world = nullptr;
+  CommGroup* tp = nullptr;
+  CommGroup* dp = nullptr;
+  CommGroup* pp = nullptr;
+  CommGroup* embedding = nullptr;  // first and last pipeline rank of this (dp, tp); null if not tied across stages
+};
+
+struct StepStats {
+  int64_t step = 0;         // 1-based: the optimizer step just taken
+  double loss = 0;          // mean over the global batch
+  double lr = 0;
+  double grad_norm = 0;     // before clipping
+  double step_ms = 0;
+  double tokens_per_s = 0;  // global batch tokens / step time
+  size_t mem_bytes = 0;     // this rank: weights, grads, optimizer state, peak activations
+};
+
+class Trainer {
+ public:
+  // `data` must outlive the trainer. Fails for a config the engine cannot train (dropout,
+  // tp_mode other than 1d) or a vocabulary smaller than the data's tokens.
+  static Result<std::unique_ptr<Trainer>> create(const config::RunConfig& config, const plan::Plan& plan, int rank,
+                                                 TrainerGroups groups, const TokenData* data);
+
+  // Fresh parameters from the seed, or train.resume's checkpoint (any layout wrote it).
+  Status start();
+  int64_t step() const { return step_; }
+
+  Result<StepStats> train_step();
+
+  // Gathers the model and optimizer state to world rank 0, which writes the checkpoint
+  // directory; every rank must call it. Returns the directory.
+  Result<std::string> save_checkpoint();
+
+  double lr_at(int64_t step) const;  // the lr of optimizer step `step` (0-based)
+
+ private:
+  Trainer() = default;
+  Status exchange_and_update(double local_loss, StepStats& stats);
+  Status run_schedule(double& local_loss);
+  size_t state_bytes() const;
+
+  config::RunConfig config_;
+  int rank_ = 0, dp_ = 1, tp_ = 1, pp_ = 1, v_ = 1, m_ = 1;
+  int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
+  std::vector<int> chunk_first_, chunk_count_;  // every chunk of the model
+  TrainerGroups groups_;
+  const TokenData* data_ = nullptr;
+  std::unique_ptr<GptStage> stage_;
+  std::vector<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
+  size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
+  std::vector<float> grad_weight_;           // per parameter: 1 if it counts in the global norm, else 0
+  int64_t step_ = 0;
+  double tokens_ = 0;
+};
+
+}  // namespace stagecraft::runtime

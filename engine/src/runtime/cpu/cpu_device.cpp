@@ -1,0 +1,79 @@
+// The CPU device (host memory, 64-byte aligned), and OpenBLAS kept single-threaded.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "runtime/cpu/cpu_math.h"
+#include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/kernels.h"
+
+namespace stagecraft::runtime {
+
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  Backend backend() const override { return Backend::kCpu; }
+  std::string name() const override {
+    return "cpu (" + std::to_string(cpu::num_threads()) + " threads)";
+  }
+
+  Result<void*> allocate(size_t bytes) override {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    const size_t kAlign = 64;  // a cache line, and the widest vector (AVX-512)
+    void* p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    if (p == nullptr) {
+      return Status::unavailable("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+    }
+    return p;
+  }
+  void release(void* ptr) override { std::free(ptr); }
+
+  Status copy_from_host(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
+  Status copy_to_host(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+    return Status::ok();
+  }
+  Status fill_zero(void* dst, size_t bytes) override {
+    if (bytes != 0) std::memset(dst, 0, bytes);
+    return Status::ok();
+  }
+  Status synchronize() override { return Status::ok(); }
+};
+
+}  // namespace
+
+const char* to_string(Backend b) {
+  switch (b) {
+    case Backend::kCpu: return "cpu";
+    case Backend::kCuda: return "cuda";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Device>> make_device(Backend backend, int ordinal) {
+  switch (backend) {
+    case Backend::kCpu:
+      return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
+    case Backend::kCuda:
+      return Status::unavailable("cuda:" + std::to_string(ordinal) +
+                                 ": this build of Stagecraft has no CUDA backend");
+  }
+  return Status::internal("make_device: unknown backend");
+}
+
+namespace cpu {
+
+namespace detail {
+
+void ensure_blas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+}  // namespace detail
+}  // namespace cpu
+}  // namespace stagecraft::runtime

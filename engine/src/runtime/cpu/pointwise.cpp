@@ -1,0 +1,388 @@
+// CPU element-wise and per-row kernels: layernorm, GELU, residual, embeddings, softmax and
+// cross-entropy, AdamW, sum of squares.
+//
+// Every loop is a parallel_for (thread_pool.h) over rows or blocks of elements, with `omp simd`
+// inner loops so that GCC vectorises them (-fopenmp-simd: the pragmas only, no OpenMP runtime);
+// float uses exp_fast/sigmoid_fast (cpu_math.h) where double uses std::exp. Reductions that cross
+// rows (layernorm's dweight, the embeddings' gradients) give each piece a block of columns instead
+// of a private copy, so results do not depend on the thread count.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/cpu/cpu_math.h"
+#include "runtime/cpu/thread_pool.h"
+#include "stagecraft/runtime/kernels.h"
+
+namespace stagecraft::runtime::cpu {
+
+namespace {
+
+using detail::parallel_for;
+using detail::threads_for;
+
+// Pieces: ~16K elements (a few microseconds of work, so that claiming one costs nothing), or the
+// rows that hold that many.
+constexpr size_t kGrain = 16384;
+size_t rows_grain(int row_len) { return std::max<size_t>(1, kGrain / size_t(std::max(row_len, 1))); }
+// Columns per piece of a cross-row reduction: 256 bytes of each row in float, so that the rows
+// stream (16 columns ran 2x slower), and still 4 pieces for C = 256.
+constexpr size_t kColumnGrain = 64;
+
+constexpr double kLayerNormEps = 1e-5;  // GPT-2's layer_norm_epsilon
+
+// GELU (tanh) written with the logistic function: 0.5 (1 + tanh(u)) = sigmoid(2 u).
+constexpr double kGeluK = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluA = 0.044715;
+
+}  // namespace
+
+// ---- layernorm ---------------------------------------------------------------------------------
+
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                       const Real* bias, int N, int C) {
+  // out (N, C), mean (N), rstd (N), inp (N, C), weight (C), bias (C)
+  assert(out && mean && rstd && inp && weight && bias && N >= 0 && C > 0);
+  parallel_for(size_t(N), rows_grain(C), threads_for(size_t(N) * C), [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      const Real* x = inp + i * C;
+      Real* o = out + i * C;
+      Real s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int c = 0; c < C; ++c) s += x[c];
+      const Real m = s / C;
+      Real v = 0;
+#pragma omp simd reduction(+ : v)
+      for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+      const Real r = Real(1) / std::sqrt(v / C + Real(kLayerNormEps));
+#pragma omp simd
+      for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+      mean[i] = m;
+      rstd[i] = r;
+    }
+  });
+}
+
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
+  // dinp (N, C), dweight (C), dbias (C), dout (N, C), inp (N, C), weight (C), mean (N), rstd (N)
+  assert(dout && inp && weight && mean && rstd && N >= 0 && C > 0);
+  const int nt = threads_for(size_t(N) * C);
+  if (dinp != nullptr) {
+    parallel_for(size_t(N), rows_grain(C), nt, [&](size_t first, size_t last) {
+      for (size_t i = first; i < last; ++i) {
+        const Real* x = inp + i * C;
+        const Real* dy = dout + i * C;
+        Real* dx = dinp + i * C;
+        const Real m = mean[i], r = rstd[i];
+        // dnorm = dy w;  dx = r (dnorm - mean(dnorm) - norm mean(dnorm norm))
+        Real a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+        for (int c = 0; c < C; ++c) {
+          const Real dn = dy[c] * weight[c];
+          a += dn;
+          b += dn * (x[c] - m) * r;
+        }
+        a /= C;
+        b /= C;
+#pragma omp simd
+        for (int c = 0; c < C; ++c) dx[c] += r * (dy[c] * weight[c] - a - (x[c] - m) * r * b);
+      }
+    });
+  }
+  if (dweight != nullptr || dbias != nullptr) {
+    parallel_for(size_t(C), kColumnGrain, nt, [&](size_t c0, size_t c1) {
+      for (int i = 0; i < N; ++i) {
+        const Real* x = inp + size_t(i) * C;
+        const Real* dy = dout + size_t(i) * C;
+        const Real m = mean[i], r = rstd[i];
+        if (dweight != nullptr) {
+#pragma omp simd
+          for (size_t c = c0; c < c1; ++c) dweight[c] += dy[c] * (x[c] - m) * r;
+        }
+        if (dbias != nullptr) {
+#pragma omp simd
+          for (size_t c = c0; c < c1; ++c) dbias[c] += dy[c];
+        }
+      }
+    });
+  }
+}
+
+// ---- GELU ----------------------------------------------------------------------------------------
+
+namespace {
+
+template <typename Real>
+[[gnu::always_inline]] inline void gelu_forward_range(Real* out, const Real* inp, size_t n) {
+  const Real k = Real(kGeluK), a = Real(kGeluA);
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    const Real x = inp[i];
+    const Real u = k * (x + a * x * x * x);
+    out[i] = x * detail::sigmoid_real(Real(2) * u);
+  }
+}
+
+template <typename Real>
+[[gnu::always_inline]] inline void gelu_backward_range(Real* dinp, const Real* inp, const Real* dout,
+                                                       size_t n) {
+  const Real k = Real(kGeluK), a = Real(kGeluA);
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    const Real x = inp[i];
+    const Real u = k * (x + a * x * x * x);
+    const Real s = detail::sigmoid_real(Real(2) * u);
+    // d/dx [x s(2u)] = s + 2 x s (1 - s) u'
+    const Real du = k * (Real(1) + Real(3) * a * x * x);
+    dinp[i] = dout[i] * (s + Real(2) * x * s * (Real(1) - s) * du);
+  }
+}
+
+// The float loops in 8-lane AVX2 where the CPU has it (see STAGECRAFT_SIMD_CLONES).
+STAGECRAFT_SIMD_CLONES void gelu_forward_f32(float* out, const float* inp, size_t n) {
+  gelu_forward_range(out, inp, n);
+}
+STAGECRAFT_SIMD_CLONES void gelu_backward_f32(float* dinp, const float* inp, const float* dout, size_t n) {
+  gelu_backward_range(dinp, inp, dout, n);
+}
+
+}  // namespace
+
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, size_t N) {
+  // out (N), inp (N)
+  parallel_for(N, kGrain, threads_for(N * 8), [&](size_t first, size_t last) {
+    if constexpr (std::is_same_v<Real, float>) {
+      gelu_forward_f32(out + first, inp + first, last - first);
+    } else {
+      gelu_forward_range(out + first, inp + first, last - first);
+    }
+  });
+}
+
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t N) {
+  // dinp (N), inp (N), dout (N)
+  parallel_for(N, kGrain, threads_for(N * 8), [&](size_t first, size_t last) {
+    if constexpr (std::is_same_v<Real, float>) {
+      gelu_backward_f32(dinp + first, inp + first, dout + first, last - first);
+    } else {
+      gelu_backward_range(dinp + first, inp + first, dout + first, last - first);
+    }
+  });
+}
+
+// ---- residual --------------------------------------------------------------------------------
+
+template <typename Real>
+void residual_forward(Real* out, const Real* inp1, const Real* inp2, size_t N) {
+  // out (N), inp1 (N), inp2 (N)
+  parallel_for(N, kGrain, threads_for(N), [&](size_t first, size_t last) {
+#pragma omp simd
+    for (size_t i = first; i < last; ++i) out[i] = inp1[i] + inp2[i];
+  });
+}
+
+template <typename Real>
+void residual_backward(Real* dinp1, Real* dinp2, const Real* dout, size_t N) {
+  // dinp1 (N), dinp2 (N), dout (N)
+  if (dinp1 != nullptr) {
+    parallel_for(N, kGrain, threads_for(N), [&](size_t first, size_t last) {
+#pragma omp simd
+      for (size_t i = first; i < last; ++i) dinp1[i] += dout[i];
+    });
+  }
+  if (dinp2 != nullptr) {
+    parallel_for(N, kGrain, threads_for(N), [&](size_t first, size_t last) {
+#pragma omp simd
+      for (size_t i = first; i < last; ++i) dinp2[i] += dout[i];
+    });
+  }
+}
+
+// ---- embeddings ------------------------------------------------------------------------------
+
+template <typename Real>
+void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B,
+                     int T, int C) {
+  // out (B, T, C), tokens (B, T), wte (V, C), wpe (>= T, C)
+  assert(out && tokens && wte && wpe);
+  const int BT = B * T;
+  parallel_for(size_t(BT), rows_grain(C), threads_for(size_t(BT) * C), [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      const Real* e = wte + size_t(tokens[i]) * C;
+      const Real* p = wpe + (i % T) * C;
+      Real* o = out + i * C;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
+    }
+  });
+}
+
+template <typename Real>
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens, int B,
+                      int T, int C) {
+  // dwte (V, C), dwpe (>= T, C), dout (B, T, C), tokens (B, T)
+  assert(dout && tokens);
+  // Each piece owns a block of columns, so two positions with the same token never race.
+  parallel_for(size_t(C), kColumnGrain, threads_for(size_t(B) * T * C), [&](size_t c0, size_t c1) {
+    for (int i = 0; i < B * T; ++i) {
+      const Real* d = dout + size_t(i) * C;
+      Real* w = dwte != nullptr ? dwte + size_t(tokens[i]) * C : nullptr;
+      Real* p = dwpe != nullptr ? dwpe + size_t(i % T) * C : nullptr;
+      if (w != nullptr) {
+#pragma omp simd
+        for (size_t c = c0; c < c1; ++c) w[c] += d[c];
+      }
+      if (p != nullptr) {
+#pragma omp simd
+        for (size_t c = c0; c < c1; ++c) p[c] += d[c];
+      }
+    }
+  });
+}
+
+// ---- softmax and cross-entropy -----------------------------------------------------------------
+
+namespace {
+
+// probs (V) = exp(logits - max) / sum; returns log(sum) + max, the log-sum-exp.
+template <typename Real>
+Real softmax_row(Real* probs, const Real* logits, int V) {
+  Real maxv = logits[0];
+#pragma omp simd reduction(max : maxv)
+  for (int j = 0; j < V; ++j) maxv = std::max(maxv, logits[j]);
+  Real sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < V; ++j) {
+    const Real e = detail::exp_real(logits[j] - maxv);
+    probs[j] = e;
+    sum += e;
+  }
+  const Real inv = Real(1) / sum;
+#pragma omp simd
+  for (int j = 0; j < V; ++j) probs[j] *= inv;
+  return std::log(sum) + maxv;
+}
+
+}  // namespace
+
+template <typename Real>
+void softmax_forward(Real* probs, const Real* logits, int N, int V) {
+  // probs (N, V), logits (N, V)
+  parallel_for(size_t(N), rows_grain(V), threads_for(size_t(N) * V * 4), [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) softmax_row(probs + i * V, logits + i * V, V);
+  });
+}
+
+template <typename Real>
+double crossentropy_forward(Real* losses, Real* probs, const Real* logits, const int32_t* targets,
+                            int N, int V) {
+  // losses (N), probs (N, V), logits (N, V), targets (N)
+  assert(losses && probs && logits && targets);
+  parallel_for(size_t(N), rows_grain(V), threads_for(size_t(N) * V * 4), [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      const Real target_logit = logits[i * V + targets[i]];  // before probs overwrite it
+      const Real lse = softmax_row(probs + i * V, logits + i * V, V);
+      losses[i] = lse - target_logit;
+    }
+  });
+  double sum = 0;
+  for (int i = 0; i < N; ++i) sum += losses[i];
+  return N > 0 ? sum / N : 0.0;
+}
+
+template <typename Real>
+void crossentropy_backward(Real* dlogits, const Real* probs, const int32_t* targets, Real dloss,
+                           int N, int V) {
+  // dlogits (N, V), probs (N, V), targets (N)
+  parallel_for(size_t(N), rows_grain(V), threads_for(size_t(N) * V), [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      const Real* p = probs + i * V;
+      Real* d = dlogits + i * V;
+#pragma omp simd
+      for (int j = 0; j < V; ++j) d[j] = dloss * p[j];
+      d[targets[i]] -= dloss;
+    }
+  });
+}
+
+// ---- AdamW and norms -------------------------------------------------------------------------
+
+template <typename Real>
+void adamw_update(Real* params, Real* m, Real* v, const Real* grads, size_t N,
+                  const AdamWOptions& opt, int64_t step, bool decay, Real grad_scale) {
+  // params (N), m (N), v (N), grads (N)
+  assert(step >= 1);
+  const Real b1 = opt.beta1, b2 = opt.beta2, eps = opt.eps, lr = opt.lr;
+  const Real wd = decay ? Real(opt.weight_decay) : Real(0);
+  const Real bc1 = Real(1 - std::pow(double(opt.beta1), double(step)));
+  const Real bc2 = Real(1 - std::pow(double(opt.beta2), double(step)));
+  parallel_for(N, kGrain, threads_for(N * 4), [&](size_t first, size_t last) {
+#pragma omp simd
+    for (size_t i = first; i < last; ++i) {
+      const Real g = grad_scale * grads[i];
+      const Real mi = b1 * m[i] + (Real(1) - b1) * g;
+      const Real vi = b2 * v[i] + (Real(1) - b2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      params[i] -= lr * ((mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * params[i]);
+    }
+  });
+}
+
+template <typename Real>
+double sum_of_squares(const Real* x, size_t N) {
+  // x (N). Chunks depend on N only: at least 64K elements, at most kMaxChunks of them.
+  constexpr size_t kMaxChunks = 4096;
+  const size_t chunk = std::max<size_t>(size_t(1) << 16, (N + kMaxChunks - 1) / kMaxChunks);
+  const size_t chunks = (N + chunk - 1) / chunk;
+  double partial[kMaxChunks];
+  parallel_for(N, chunk, threads_for(N), [&](size_t first, size_t last) {
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = first; i < last; ++i) s += double(x[i]) * double(x[i]);
+    partial[first / chunk] = s;
+  });
+  double total = 0;
+  for (size_t k = 0; k < chunks; ++k) total += partial[k];
+  return total;
+}
+
+template <typename Real>
+void scale(Real* x, size_t N, Real s) {
+  // x (N)
+  parallel_for(N, kGrain, threads_for(N), [&](size_t first, size_t last) {
+#pragma omp simd
+    for (size_t i = first; i < last; ++i) x[i] *= s;
+  });
+}
+
+#define STAGECRAFT_INSTANTIATE(Real)                                                                 \
+  template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*, const Real*, \
+                                        int, int);                                                  \
+  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*,             \
+                                         const Real*, const Real*, const Real*, int, int);          \
+  template void gelu_forward<Real>(Real*, const Real*, size_t);                                     \
+  template void gelu_backward<Real>(Real*, const Real*, const Real*, size_t);                       \
+  template void residual_forward<Real>(Real*, const Real*, const Real*, size_t);                    \
+  template void residual_backward<Real>(Real*, Real*, const Real*, size_t);                         \
+  template void encoder_forward<Real>(Real*, const int32_t*, const Real*, const Real*, int, int,    \
+                                      int);                                                         \
+  template void encoder_backward<Real>(Real*, Real*, const Real*, const int32_t*, int, int, int);   \
+  template void softmax_forward<Real>(Real*, const Real*, int, int);                                \
+  template double crossentropy_forward<Real>(Real*, Real*, const Real*, const int32_t*, int, int);  \
+  template void crossentropy_backward<Real>(Real*, const Real*, const int32_t*, Real, int, int);    \
+  template void adamw_update<Real>(Real*, Real*, Real*, const Real*, size_t, const AdamWOptions&,   \
+                                   int64_t, bool, Real);                                            \
+  template double sum_of_squares<Real>(const Real*, size_t);                                        \
+  template void scale<Real>(Real*, size_t, Real);
+STAGECRAFT_INSTANTIATE(float)
+STAGECRAFT_INSTANTIATE(double)
+#undef STAGECRAFT_INSTANTIATE
+
+}  // namespace stagecraft::runtime::cpu

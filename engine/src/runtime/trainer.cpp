@@ -1,0 +1,373 @@
+// Trainer: schedule, gradient synchronisation, optimizer, checkpoints. See trainer.h.
+#include "stagecraft/runtime/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/config/validate.h"
+#include "stagecraft/runtime/checkpoint.h"
+#include "stagecraft/runtime/kernels.h"
+#include "stagecraft/runtime/pipeline_schedule.h"
+
+namespace stagecraft::runtime {
+
+namespace {
+
+// Message tags: (micro-batch, chunk, direction) -> unique within a step.
+uint32_t tag(int mb, int chunk, int chunks, bool backward) {
+  return static_cast<uint32_t>((mb * chunks + chunk) * 2 + (backward ? 1 : 0));
+}
+
+// Does this slot's gradient count in the global norm on this rank? Each parameter once: a
+// replicated TP tensor on TP rank 0 only, the head's wte copy never (the embedding's counts).
+bool counts_in_norm(const ParamSlot& s, int tp_rank) {
+  if (s.head_copy) return false;
+  return s.spec.split != model::Split::kReplicated || tp_rank == 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const plan::Plan& plan, int rank, TrainerGroups groups,
+                                                 const TokenData* data) {
+  if (config.model.dropout > 0) {
+    return Status::invalid_input("model.dropout=" + std::to_string(config.model.dropout) +
+                                 ": Stagecraft's engine trains without dropout; set model.dropout: 0");
+  }
+  if (config.parallel.tp_mode != config::TpMode::k1d) {
+    return Status::invalid_input("parallel.tp_mode=" + std::string(config::to_string(config.parallel.tp_mode)) +
+                                 ": the engine trains Megatron 1D tensor parallelism; 2d/2.5d/3d are planned, not run");
+  }
+  if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
+    return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
+  }
+  if (!data) return Status::invalid_input("train.data: the run needs a data file");
+  if (data->vocab_needed() > config.model.vocab) {
+    return Status::invalid_input("model.vocab=" + std::to_string(config.model.vocab) + ": the data holds token ids up to " +
+                                 std::to_string(data->vocab_needed() - 1) + "; raise model.vocab to at least " +
+                                 std::to_string(data->vocab_needed()));
+  }
+  if (data->size() < static_cast<size_t>(config.model.seq_len) + 1) {
+    return Status::invalid_input("train.data: " + std::to_string(data->size()) + " tokens, fewer than model.seq_len + 1 = " +
+                                 std::to_string(config.model.seq_len + 1));
+  }
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->rank_ = rank;
+  t->dp_ = plan.dp;
+  t->tp_ = plan.tp;
+  t->pp_ = plan.pp;
+  t->v_ = plan.virtual_stages;
+  t->m_ = plan.micro_batches;
+  const auto coord = plan.topology.coord(rank);
+  t->dp_rank_ = coord.dp;
+  t->tp_rank_ = coord.tp;
+  t->pp_rank_ = coord.pp;
+  t->groups_ = groups;
+  t->data_ = data;
+  for (const auto& s : plan.stages) {
+    t->chunk_first_.push_back(s.first_layer);
+    t->chunk_count_.push_back(s.num_layers);
+  }
+  StageSpec spec;
+  spec.model = config.model;
+  spec.micro_batch = config.train.micro_batch;
+  spec.full_recompute = config.train.recompute == config::Recompute::kFull;
+  spec.tp = t->tp_;
+  spec.tp_rank = t->tp_rank_;
+  spec.pp = t->pp_;
+  spec.num_chunks = plan.num_stages();
+  for (const auto& s : plan.stages) {
+    if (s.pp_rank != t->pp_rank_) continue;
+    spec.chunks.push_back(s.stage);
+    spec.chunk_first_layer.push_back(s.first_layer);
+    spec.chunk_layers.push_back(s.num_layers);
+  }
+  auto stage = GptStage::create(spec, groups.tp);
+  if (!stage.ok()) return stage.status();
+  t->stage_ = std::move(stage).value();
+  const size_t n = t->stage_->num_params();
+  if (config.parallel.zero >= 1 && t->dp_ > 1) {
+    const size_t per = (n + static_cast<size_t>(t->dp_) - 1) / static_cast<size_t>(t->dp_);
+    t->shard_begin_ = std::min(n, per * static_cast<size_t>(t->dp_rank_));
+    t->shard_end_ = std::min(n, t->shard_begin_ + per);
+  } else {
+    t->shard_begin_ = 0;
+    t->shard_end_ = n;
+  }
+  t->exp_avg_.assign(t->shard_end_ - t->shard_begin_, 0.0f);
+  t->exp_avg_sq_.assign(t->shard_end_ - t->shard_begin_, 0.0f);
+  return t;
+}
+
+Status Trainer::start() {
+  if (config_.train.resume.empty()) {
+    stage_->init_parameters(config_.train.seed);
+    step_ = 0;
+    return Status::ok();
+  }
+  auto ck = read_checkpoint(config_.train.resume, true);
+  if (!ck.ok()) return ck.status().with_context("train.resume=" + config_.train.resume);
+  if (Status s = load_shards(*stage_, ck->model, "", stage_->params()); !s) return s.with_context("train.resume=" + config_.train.resume);
+  std::vector<float> full(stage_->num_params());
+  for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
+    if (Status s = load_shards(*stage_, ck->optimizer, prefix, full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
+    auto& dst = std::string(prefix) == "exp_avg." ? exp_avg_ : exp_avg_sq_;
+    std::copy(full.begin() + static_cast<ptrdiff_t>(shard_begin_), full.begin() + static_cast<ptrdiff_t>(shard_end_), dst.begin());
+  }
+  step_ = ck->state.step;
+  tokens_ = ck->state.tokens;
+  return Status::ok();
+}
+
+double Trainer::lr_at(int64_t step) const {
+  const auto& t = config_.train;
+  if (t.warmup_steps > 0 && step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / t.warmup_steps;
+  const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
+  const double progress = std::clamp(static_cast<double>(step - t.warmup_steps) / span, 0.0, 1.0);
+  return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+size_t Trainer::state_bytes() const {
+  return sizeof(float) * (2 * stage_->num_params() + exp_avg_.size() + exp_avg_sq_.size());
+}
+
+Status Trainer::run_schedule(double& local_loss) {
+  const auto& m = config_.model;
+  const int B = config_.train.micro_batch, T = m.seq_len, C = m.hidden;
+  const size_t n = static_cast<size_t>(B) * T * C;
+  const int chunks = pp_ * v_;
+  const int64_t samples_per_replica = static_cast<int64_t>(m_) * B;
+  std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
+  std::vector<std::vector<float>> pending_sends;  // kept alive until wait_sends
+  std::vector<float> in(n), dout(n);
+  local_loss = 0;
+  for (const PipeOp& op : pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_)) {
+    const bool first = op.chunk == 0, last = op.chunk == chunks - 1;
+    const int64_t sample = dp_rank_ * samples_per_replica + static_cast<int64_t>(op.micro_batch) * B;
+    if (op.kind == PipeOp::Kind::kForward) {
+      if (first || last) data_->batch(config_.train.seed, step_, sample, B, T, tokens.data(), targets.data());
+      if (!first) {
+        if (Status s = groups_.pp->recv(in.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk - 1, chunks, false)); !s) return s;
+      }
+      std::vector<float> out(last ? 0 : n);
+      double loss = 0;
+      const float scale = 1.0f / (static_cast<float>(B) * T * m_);
+      if (Status s = stage_->forward(op.chunk, op.micro_batch, tokens.data(), in.data(), targets.data(), scale, out.data(), &loss); !s) return s;
+      if (last) {
+        local_loss += loss / m_;
+      } else {
+        if (Status s = groups_.pp->send(out.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk, chunks, false)); !s) return s;
+        pending_sends.push_back(std::move(out));
+      }
+    } else {
+      if (!last) {
+        if (Status s = groups_.pp->recv(dout.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk + 1, chunks, true)); !s) return s;
+      }
+      std::vector<float> din(first ? 0 : n);
+      if (Status s = stage_->backward(op.chunk, op.micro_batch, dout.data(), din.data()); !s) return s;
+      if (!first) {
+        if (Status s = groups_.pp->send(din.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk, chunks, true)); !s) return s;
+        pending_sends.push_back(std::move(din));
+      }
+    }
+  }
+  if (pp_ > 1) {
+    if (Status s = groups_.pp->wait_sends(); !s) return s;
+  }
+  return Status::ok();
+}
+
+Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
+  float* grads = stage_->grads();
+  float* params = stage_->params();
+  const size_t n = stage_->num_params();
+  // Tied embedding: the first stage's wte and the last stage's copy sum their gradients.
+  if (groups_.embedding) {
+    const ParamSlot* slot = nullptr;
+    for (const auto& s : stage_->param_slots()) {
+      if (s.spec.name == "wte.weight") slot = &s;
+    }
+    if (slot) {
+      if (Status s = groups_.embedding->all_reduce_sum(grads + slot->offset, slot->count); !s) return s;
+    }
+  }
+  // DP: average gradients (zero 1: only this rank's shard).
+  const bool zero = config_.parallel.zero >= 1 && dp_ > 1;
+  std::vector<float> shard_grad;
+  const float inv_dp = 1.0f / static_cast<float>(dp_);
+  if (dp_ > 1) {
+    if (zero) {
+      const size_t per = (n + static_cast<size_t>(dp_) - 1) / static_cast<size_t>(dp_);
+      std::vector<float> padded(per * static_cast<size_t>(dp_), 0.0f);
+      std::copy(grads, grads + n, padded.begin());
+      shard_grad.assign(per, 0.0f);
+      if (Status s = groups_.dp->reduce_scatter_sum(padded.data(), shard_grad.data(), per); !s) return s;
+      cpu::scale(shard_grad.data(), shard_grad.size(), inv_dp);
+      // Put the averaged shard back in place so the norm and update below read one buffer.
+      std::copy(shard_grad.begin(), shard_grad.begin() + static_cast<ptrdiff_t>(shard_end_ - shard_begin_), grads + shard_begin_);
+    } else {
+      if (Status s = groups_.dp->all_reduce_sum(grads, n); !s) return s;
+      cpu::scale(grads, n, inv_dp);
+    }
+  }
+  // Global norm: each parameter once over the world. Without zero every DP replica holds the
+  // same gradients, so only DP rank 0 adds; with zero each DP rank adds its own shard.
+  double sumsq = 0;
+  if (zero || dp_rank_ == 0) {
+    for (const auto& s : stage_->param_slots()) {
+      if (!counts_in_norm(s, tp_rank_)) continue;
+      const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
+      if (b < e) sumsq += cpu::sum_of_squares(grads + b, e - b);
+    }
+  }
+  double reduce[2] = {sumsq, pp_rank_ == pp_ - 1 ? local_loss : 0.0};
+  // TP ranks hold the same loss: only TP rank 0 adds it, so the world sum over (dp, pp) ranks is
+  // dp x the mean loss.
+  if (tp_rank_ != 0) reduce[1] = 0.0;
+  if (Status s = groups_.world->all_reduce_sum(reduce, 2); !s) return s;
+  stats.grad_norm = std::sqrt(reduce[0]);
+  stats.loss = reduce[1] / dp_;
+  // Clip and step.
+  const double clip = config_.train.grad_clip;
+  const float grad_scale = clip > 0 && stats.grad_norm > clip ? static_cast<float>(clip / (stats.grad_norm + 1e-6)) : 1.0f;
+  stats.lr = lr_at(step_);
+  cpu::AdamWOptions opt;
+  opt.lr = static_cast<float>(stats.lr);
+  opt.beta1 = static_cast<float>(config_.train.beta1);
+  opt.beta2 = static_cast<float>(config_.train.beta2);
+  opt.weight_decay = static_cast<float>(config_.train.weight_decay);
+  for (const auto& s : stage_->param_slots()) {
+    const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
+    if (b >= e) continue;
+    cpu::adamw_update(params + b, exp_avg_.data() + (b - shard_begin_), exp_avg_sq_.data() + (b - shard_begin_), grads + b, e - b, opt,
+                      step_ + 1, s.spec.weight_decay, grad_scale);
+  }
+  if (zero) {
+    const size_t per = (n + static_cast<size_t>(dp_) - 1) / static_cast<size_t>(dp_);
+    std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
+    std::copy(params + shard_begin_, params + shard_end_, mine.begin());
+    if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
+    std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), params);
+  }
+  return Status::ok();
+}
+
+Result<StepStats> Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  stage_->zero_grads();
+  stage_->reset_peak();
+  double local_loss = 0;
+  if (Status s = run_schedule(local_loss); !s) return s;
+  StepStats stats;
+  if (Status s = exchange_and_update(local_loss, stats); !s) return s;
+  ++step_;
+  const double tokens = static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
+  tokens_ += tokens;
+  stats.step = step_;
+  stats.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats.tokens_per_s = stats.step_ms > 0 ? tokens / (stats.step_ms / 1000.0) : 0.0;
+  stats.mem_bytes = state_bytes() + stage_->peak_activation_bytes();
+  return stats;
+}
+
+Result<std::string> Trainer::save_checkpoint() {
+  // Moments of the whole local parameter set (zero 1: gathered over DP first).
+  const size_t n = stage_->num_params();
+  std::vector<float> m_full(n), v_full(n);
+  if (config_.parallel.zero >= 1 && dp_ > 1) {
+    const size_t per = (n + static_cast<size_t>(dp_) - 1) / static_cast<size_t>(dp_);
+    std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
+    for (int which = 0; which < 2; ++which) {
+      const auto& src = which == 0 ? exp_avg_ : exp_avg_sq_;
+      std::fill(mine.begin(), mine.end(), 0.0f);
+      std::copy(src.begin(), src.end(), mine.begin());
+      if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
+      std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), (which == 0 ? m_full : v_full).begin());
+    }
+  } else {
+    m_full = exp_avg_;
+    v_full = exp_avg_sq_;
+  }
+  // Every (tp, pp) rank of DP replica 0 sends its parameters and moments to world rank 0, which
+  // knows each one's layout from the plan.
+  CommGroup* world = groups_.world;
+  const uint32_t kTag = 0x7fff0000u;
+  std::map<std::string, NamedTensor> model_full, opt_full;
+  if (rank_ == 0) {
+    add_shards(*stage_, stage_->params(), "", model_full);
+    add_shards(*stage_, m_full.data(), "exp_avg.", opt_full);
+    add_shards(*stage_, v_full.data(), "exp_avg_sq.", opt_full);
+  }
+  // Ranks of DP replica 0 in (tp, pp) order, found by all ranks the same way.
+  auto plan = plan::make_plan(config_);
+  if (!plan.ok()) return plan.status();
+  for (int pp_rank = 0; pp_rank < pp_; ++pp_rank) {
+    for (int tp_rank = 0; tp_rank < tp_; ++tp_rank) {
+      int src = -1;
+      for (int r = 0; r < plan->topology.world_size(); ++r) {
+        const auto c = plan->topology.coord(r);
+        if (c.dp == 0 && c.tp == tp_rank && c.pp == pp_rank) src = r;
+      }
+      if (src <= 0) continue;
+      if (rank_ == src) {
+        std::vector<float> params(stage_->params(), stage_->params() + n);
+        if (Status s = world->send(params.data(), n, 0, kTag + 0); !s) return s;
+        if (Status s = world->send(m_full.data(), n, 0, kTag + 1); !s) return s;
+        if (Status s = world->send(v_full.data(), n, 0, kTag + 2); !s) return s;
+        if (Status s = world->wait_sends(); !s) return s;
+      } else if (rank_ == 0) {
+        // The sender's layout: a stage of its (tp, pp) coordinates.
+        StageSpec spec = stage_->spec();
+        spec.tp_rank = tp_rank;
+        spec.chunks.clear();
+        spec.chunk_first_layer.clear();
+        spec.chunk_layers.clear();
+        for (const auto& s : plan->stages) {
+          if (s.pp_rank != pp_rank) continue;
+          spec.chunks.push_back(s.stage);
+          spec.chunk_first_layer.push_back(s.first_layer);
+          spec.chunk_layers.push_back(s.num_layers);
+        }
+        auto other = GptStage::create(spec, nullptr);
+        if (!other.ok()) return other.status();
+        const size_t on = other.value()->num_params();
+        std::vector<float> p(on), mm(on), vv(on);
+        if (Status s = world->recv(p.data(), on, src, kTag + 0); !s) return s;
+        if (Status s = world->recv(mm.data(), on, src, kTag + 1); !s) return s;
+        if (Status s = world->recv(vv.data(), on, src, kTag + 2); !s) return s;
+        add_shards(*other.value(), p.data(), "", model_full);
+        add_shards(*other.value(), mm.data(), "exp_avg.", opt_full);
+        add_shards(*other.value(), vv.data(), "exp_avg_sq.", opt_full);
+      }
+    }
+  }
+  const std::string path = checkpoint_path(config_.train.checkpoint_dir, step_);
+  if (rank_ == 0) {
+    std::vector<NamedTensor> model_tensors, opt_tensors;
+    for (const auto& p : model::gpt_params(config_.model)) {
+      auto it = model_full.find(p.name);
+      if (it == model_full.end()) return Status::internal("checkpoint: no rank sent " + p.name);
+      model_tensors.push_back(std::move(it->second));
+      for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
+        auto jt = opt_full.find(prefix + p.name);
+        if (jt != opt_full.end()) opt_tensors.push_back(std::move(jt->second));
+      }
+    }
+    TrainerState state;
+    state.step = step_;
+    state.seed = config_.train.seed;
+    state.tokens = tokens_;
+    config::RunConfig saved = config_;
+    saved.train.resume.clear();
+    if (Status s = write_checkpoint(path, config_.model, config::to_yaml(saved), model_tensors, opt_tensors, state); !s) return s;
+  }
+  // Nobody moves on (or exits) before rank 0 has written.
+  double token = 0;
+  if (Status s = world->all_reduce_sum(&token, 1); !s) return s;
+  return path;
+}
+
+}  // namespace stagecraft::runtime

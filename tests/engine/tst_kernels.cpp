@@ -1,0 +1,788 @@
+// The CPU kernels (runtime/kernels.h), the CPU device (runtime/device.h) and the counter-based
+// RNG (runtime/rng.h): every backward against central finite differences in double, the float
+// kernels against the double ones, a whole tiny GPT (forward, loss, every gradient) against an
+// independent PyTorch reference (tests/engine/ref/gpt_ref.py), AdamW against its closed form,
+// and sharded RNG draws against unsharded ones.
+#include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/kernels.h"
+#include "stagecraft/runtime/rng.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+using namespace stagecraft;
+using namespace stagecraft::runtime;
+using cpu::Layout;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Deterministic test data: N(0, scale) from the RNG under test's simplest path.
+std::vector<double> randn(size_t n, uint64_t stream, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * rng_normal(1234, stream, i);
+  return v;
+}
+
+std::vector<int32_t> tokens_of(size_t n, int V, uint64_t stream) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = int32_t(rng_uniform(99, stream, i) * V);
+  return t;
+}
+
+template <typename To>
+std::vector<To> cast(const std::vector<double>& v) {
+  return std::vector<To>(v.begin(), v.end());
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// max |a - b| / max(max |b|, floor): an error relative to the tensor's scale, so that tiny
+// entries near zero do not dominate.
+template <typename A>
+double rel_err(const std::vector<A>& a, const std::vector<double>& b, double floor = 1e-12) {
+  double m = 0, d = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    m = std::max(m, std::abs(b[i]));
+    d = std::max(d, std::abs(double(a[i]) - b[i]));
+  }
+  return d / std::max(m, floor);
+}
+
+// Central differences of loss() with respect to x, at up to max_checks elements spread evenly,
+// compared with `analytic`. In double with h = 1e-5 the truncation error is ~h^2 |f'''| ~ 1e-10 and
+// the rounding error ~1e-16 |L| / h ~ 1e-11, so 1e-6 relative to the gradient's scale fails only on
+// a wrong formula.
+void check_grad(const char* what, std::vector<double>& x, const std::vector<double>& analytic,
+                const std::function<double()>& loss, size_t max_checks = 400) {
+  QCOMPARE(analytic.size(), x.size());
+  const double h = 1e-5;
+  double scale = 1e-3;
+  for (double g : analytic) scale = std::max(scale, std::abs(g));
+  const size_t stride = std::max<size_t>(1, x.size() / max_checks);
+  for (size_t i = 0; i < x.size(); i += stride) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const double up = loss();
+    x[i] = keep - h;
+    const double down = loss();
+    x[i] = keep;
+    const double numeric = (up - down) / (2 * h);
+    const double err = std::abs(numeric - analytic[i]) / scale;
+    if (!(err < 1e-6)) {
+      QFAIL(qPrintable(QString("%1[%2]: analytic %3, numeric %4").arg(what).arg(i).arg(analytic[i]).arg(numeric)));
+    }
+  }
+}
+
+bool all_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// ---- a tiny GPT-2 composed of the kernels, as the assembler will compose them ---------------------
+
+struct GptDims {
+  int B, T, C, NH, V, L;
+};
+
+// Parameter tensors in Hugging Face order and shape; gpt_ref.py lists the same.
+std::vector<std::pair<std::string, size_t>> gpt_tensors(const GptDims& d) {
+  const size_t C = d.C;
+  std::vector<std::pair<std::string, size_t>> t = {{"wte", size_t(d.V) * C}, {"wpe", size_t(d.T) * C}};
+  for (int l = 0; l < d.L; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    for (auto [n, s] : std::vector<std::pair<const char*, size_t>>{
+             {"ln_1.weight", C}, {"ln_1.bias", C}, {"attn.c_attn.weight", C * 3 * C},
+             {"attn.c_attn.bias", 3 * C}, {"attn.c_proj.weight", C * C}, {"attn.c_proj.bias", C},
+             {"ln_2.weight", C}, {"ln_2.bias", C}, {"mlp.c_fc.weight", C * 4 * C},
+             {"mlp.c_fc.bias", 4 * C}, {"mlp.c_proj.weight", 4 * C * C}, {"mlp.c_proj.bias", C}})
+      t.push_back({p + n, s});
+  }
+  t.push_back({"ln_f.weight", C});
+  t.push_back({"ln_f.bias", C});
+  return t;
+}
+
+template <typename Real>
+struct TinyGpt {
+  GptDims d;
+  std::vector<Real> params, grads;
+  std::vector<Real*> p, g;  // per tensor, in gpt_tensors order
+  // activations
+  std::vector<Real> res, ln1, mean1, rstd1, qkv, atty, att, xmid, ln2, mean2, rstd2, fch, fcg, lnf,
+      meanf, rstdf, logits, losses;
+  // gradients of activations and scratch, reused by every layer
+  std::vector<Real> dres, dln, dqkv, datty, dfch, dfcg, dlnf, scratch;
+
+  explicit TinyGpt(const GptDims& dims, const std::vector<double>& init) : d(dims) {
+    params.assign(init.begin(), init.end());
+    grads.assign(init.size(), Real(0));
+    size_t off = 0;
+    for (auto& [name, n] : gpt_tensors(d)) {
+      p.push_back(params.data() + off);
+      g.push_back(grads.data() + off);
+      off += n;
+    }
+    const size_t BT = size_t(d.B) * d.T, C = d.C, L = d.L;
+    res.resize((L + 1) * BT * C);
+    ln1.resize(L * BT * C), mean1.resize(L * BT), rstd1.resize(L * BT), qkv.resize(L * BT * 3 * C);
+    atty.resize(L * BT * C), att.resize(L * d.B * d.NH * size_t(d.T) * d.T);
+    xmid.resize(L * BT * C), ln2.resize(L * BT * C), mean2.resize(L * BT), rstd2.resize(L * BT);
+    fch.resize(L * BT * 4 * C), fcg.resize(L * BT * 4 * C);
+    lnf.resize(BT * C), meanf.resize(BT), rstdf.resize(BT), logits.resize(BT * d.V), losses.resize(BT);
+    dres.resize(BT * C), dln.resize(BT * C), dqkv.resize(BT * 3 * C), datty.resize(BT * C);
+    dfch.resize(BT * 4 * C), dfcg.resize(BT * 4 * C), dlnf.resize(BT * C), scratch.resize(att.size() / L);
+  }
+
+  // Forward; returns the mean loss. logits keeps the logits (probs go to `probs_`).
+  double forward(const int32_t* tokens, const int32_t* targets) {
+    const int B = d.B, T = d.T, C = d.C, NH = d.NH, BT = B * T;
+    const size_t a = size_t(BT) * C, att_l = size_t(B) * NH * T * T;
+    cpu::encoder_forward(res.data(), tokens, p[0], p[1], B, T, C);
+    for (int l = 0; l < d.L; ++l) {
+      Real* const* w = p.data() + 2 + 12 * l;
+      Real* x = res.data() + l * a;
+      cpu::layernorm_forward(&ln1[l * a], &mean1[l * BT], &rstd1[l * BT], x, w[0], w[1], BT, C);
+      cpu::matmul_forward(&qkv[l * 3 * a], &ln1[l * a], w[2], w[3], BT, C, 3 * C);
+      cpu::attention_forward(&atty[l * a], &att[l * att_l], &qkv[l * 3 * a], B, T, NH, C / NH);
+      cpu::matmul_forward(&xmid[l * a], &atty[l * a], w[4], w[5], BT, C, C);
+      cpu::residual_forward(&xmid[l * a], &xmid[l * a], x, a);
+      cpu::layernorm_forward(&ln2[l * a], &mean2[l * BT], &rstd2[l * BT], &xmid[l * a], w[6], w[7], BT, C);
+      cpu::matmul_forward(&fch[l * 4 * a], &ln2[l * a], w[8], w[9], BT, C, 4 * C);
+      cpu::gelu_forward(&fcg[l * 4 * a], &fch[l * 4 * a], 4 * a);
+      Real* next = res.data() + (l + 1) * a;
+      cpu::matmul_forward(next, &fcg[l * 4 * a], w[10], w[11], BT, 4 * C, C);
+      cpu::residual_forward(next, next, &xmid[l * a], a);
+    }
+    Real* const* f = p.data() + 2 + 12 * d.L;
+    cpu::layernorm_forward(lnf.data(), meanf.data(), rstdf.data(), res.data() + d.L * a, f[0], f[1], BT, C);
+    cpu::matmul_forward(logits.data(), lnf.data(), p[0], static_cast<const Real*>(nullptr), BT, C, d.V,
+                        Layout::kOutIn);
+    probs_.resize(logits.size());
+    return cpu::crossentropy_forward(losses.data(), probs_.data(), logits.data(), targets, BT, d.V);
+  }
+
+  // Backward of the mean loss; parameter gradients accumulate into grads.
+  void backward(const int32_t* tokens, const int32_t* targets) {
+    const int B = d.B, T = d.T, C = d.C, NH = d.NH, BT = B * T;
+    const size_t a = size_t(BT) * C, att_l = size_t(B) * NH * T * T;
+    // probs_ becomes dlogits in place
+    cpu::crossentropy_backward(probs_.data(), probs_.data(), targets, Real(1) / BT, BT, d.V);
+    cpu::matmul_backward(dlnf.data(), g[0], static_cast<Real*>(nullptr), probs_.data(), lnf.data(), p[0],
+                         BT, C, d.V, Layout::kOutIn);
+    Real* const* f = p.data() + 2 + 12 * d.L;
+    Real* const* gf = g.data() + 2 + 12 * d.L;
+    std::fill(dres.begin(), dres.end(), Real(0));
+    cpu::layernorm_backward(dres.data(), gf[0], gf[1], dlnf.data(), res.data() + d.L * a, f[0],
+                            meanf.data(), rstdf.data(), BT, C);
+    for (int l = d.L - 1; l >= 0; --l) {
+      Real* const* w = p.data() + 2 + 12 * l;
+      Real* const* gw = g.data() + 2 + 12 * l;
+      // dres = dL/dx_{l+1}: it is the gradient of the MLP output too
+      cpu::matmul_backward(dfcg.data(), gw[10], gw[11], dres.data(), &fcg[l * 4 * a], w[10], BT, 4 * C, C);
+      cpu::gelu_backward(dfch.data(), &fch[l * 4 * a], dfcg.data(), 4 * a);
+      cpu::matmul_backward(dln.data(), gw[8], gw[9], dfch.data(), &ln2[l * a], w[8], BT, C, 4 * C);
+      cpu::layernorm_backward(dres.data(), gw[6], gw[7], dln.data(), &xmid[l * a], w[6], &mean2[l * BT],
+                              &rstd2[l * BT], BT, C);
+      // dres = dL/dx_mid
+      cpu::matmul_backward(datty.data(), gw[4], gw[5], dres.data(), &atty[l * a], w[4], BT, C, C);
+      cpu::attention_backward(dqkv.data(), scratch.data(), datty.data(), &qkv[l * 3 * a], &att[l * att_l],
+                              B, T, NH, C / NH);
+      cpu::matmul_backward(dln.data(), gw[2], gw[3], dqkv.data(), &ln1[l * a], w[2], BT, C, 3 * C);
+      cpu::layernorm_backward(dres.data(), gw[0], gw[1], dln.data(), res.data() + l * a, w[0],
+                              &mean1[l * BT], &rstd1[l * BT], BT, C);
+    }
+    cpu::encoder_backward(g[0], g[1], dres.data(), tokens, B, T, C);
+  }
+
+  std::vector<Real> probs_;
+};
+
+// GPT-2 init from the RNG (rng.h), into one flat vector in gpt_tensors order; LN weights 1. The
+// scale is larger than GPT-2's 0.02 so that every nonlinearity is exercised.
+std::vector<double> gpt_init(const GptDims& d) {
+  std::vector<double> v;
+  for (auto& [name, n] : gpt_tensors(d)) {
+    const size_t off = v.size();
+    v.resize(off + n);
+    const bool ln_weight = name.find("ln_") != std::string::npos && name.ends_with(".weight");
+    fill_normal(v.data() + off, 0, TensorBlock::range(0, int64_t(n), int64_t(n)), ln_weight ? 1.0 : 0.0,
+                ln_weight ? 0.1 : 0.3, 7, tensor_stream(name));
+  }
+  return v;
+}
+
+}  // namespace
+
+class TestKernels : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { cpu::set_num_threads(2); }  // so that every split path runs
+
+  // ---- backward against finite differences (double) ----------------------------------------------
+
+  void matmulBackwardMatchesFiniteDifferences_data() {
+    QTest::addColumn<int>("BT");
+    QTest::addColumn<int>("C");
+    QTest::addColumn<int>("OC");
+    QTest::addColumn<bool>("bias");
+    QTest::addColumn<bool>("out_in");
+    QTest::newRow("conv1d 5x7 -> 3 with bias") << 5 << 7 << 3 << true << false;
+    QTest::newRow("tied head 6x4 -> 9 no bias") << 6 << 4 << 9 << false << true;
+    QTest::newRow("split over rows: 160x64 -> 96") << 160 << 64 << 96 << true << false;
+    QTest::newRow("split over columns: 24x64 -> 700") << 24 << 64 << 700 << true << false;
+    QTest::newRow("tied head split: 130x48 -> 200") << 130 << 48 << 200 << false << true;
+  }
+  void matmulBackwardMatchesFiniteDifferences() {
+    QFETCH(int, BT);
+    QFETCH(int, C);
+    QFETCH(int, OC);
+    QFETCH(bool, bias);
+    QFETCH(bool, out_in);
+    const Layout layout = out_in ? Layout::kOutIn : Layout::kInOut;
+    auto inp = randn(size_t(BT) * C, 1), w = randn(size_t(C) * OC, 2), b = randn(OC, 3);
+    const auto r = randn(size_t(BT) * OC, 4);
+    std::vector<double> out(size_t(BT) * OC);
+    auto loss = [&] {
+      cpu::matmul_forward(out.data(), inp.data(), w.data(), bias ? b.data() : nullptr, BT, C, OC, layout);
+      return dot(out, r);
+    };
+    // dinp is overwritten: NaN in it must vanish. Parameter gradients accumulate onto 0.5.
+    std::vector<double> dinp(inp.size(), kNaN), dw(w.size(), 0.5), db(OC, 0.5);
+    cpu::matmul_backward(dinp.data(), dw.data(), bias ? db.data() : nullptr, r.data(), inp.data(),
+                         w.data(), BT, C, OC, layout);
+    for (double& x : dw) x -= 0.5;
+    for (double& x : db) x -= 0.5;
+    check_grad("inp", inp, dinp, loss);
+    check_grad("weight", w, dw, loss);
+    if (bias) check_grad("bias", b, db, loss);
+  }
+
+  void layernormBackwardMatchesFiniteDifferences_data() {
+    QTest::addColumn<int>("N");
+    QTest::addColumn<int>("C");
+    QTest::newRow("3 rows of 5") << 3 << 5;
+    QTest::newRow("70 rows of 48 (column split)") << 70 << 48;
+  }
+  void layernormBackwardMatchesFiniteDifferences() {
+    QFETCH(int, N);
+    QFETCH(int, C);
+    auto inp = randn(size_t(N) * C, 10, 2.0), w = randn(C, 11), b = randn(C, 12);
+    const auto r = randn(size_t(N) * C, 13);
+    std::vector<double> out(inp.size()), mean(N), rstd(N);
+    auto loss = [&] {
+      cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+      return dot(out, r);
+    };
+    loss();
+    // All three accumulate (dinp is the residual stream).
+    std::vector<double> dinp(inp.size(), 0.25), dw(C, 0.25), db(C, 0.25);
+    cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), r.data(), inp.data(), w.data(), mean.data(),
+                            rstd.data(), N, C);
+    for (auto* v : {&dinp, &dw, &db})
+      for (double& x : *v) x -= 0.25;
+    check_grad("inp", inp, dinp, loss);
+    check_grad("weight", w, dw, loss);
+    check_grad("bias", b, db, loss);
+  }
+
+  void attentionBackwardMatchesFiniteDifferences_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("HS");
+    QTest::newRow("B2 T5 NH2 HS3") << 2 << 5 << 2 << 3;
+    QTest::newRow("T1: a single position") << 2 << 1 << 3 << 2;
+    QTest::newRow("T70 crosses the 64-row block") << 1 << 70 << 2 << 4;
+    QTest::newRow("T130: three blocks, 8 heads") << 1 << 130 << 8 << 2;
+  }
+  void attentionBackwardMatchesFiniteDifferences() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, NH);
+    QFETCH(int, HS);
+    const size_t C = size_t(NH) * HS;
+    auto qkv = randn(size_t(B) * T * 3 * C, 20);
+    const auto r = randn(size_t(B) * T * C, 21);
+    std::vector<double> out(size_t(B) * T * C), att(size_t(B) * NH * T * T, kNaN);
+    auto loss = [&] {
+      cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS);
+      return dot(out, r);
+    };
+    loss();
+    // The saved probabilities: rows sum to 1, zero above the diagonal.
+    for (int bh = 0; bh < B * NH; ++bh)
+      for (int t = 0; t < T; ++t) {
+        double s = 0;
+        for (int j = 0; j < T; ++j) {
+          const double pj = att[(size_t(bh) * T + t) * T + j];
+          if (j > t) QCOMPARE(pj, 0.0);
+          s += pj;
+        }
+        QVERIFY(std::abs(s - 1) < 1e-12);
+      }
+    std::vector<double> dqkv(qkv.size(), kNaN), scratch(att.size(), kNaN);
+    cpu::attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), att.data(), B, T, NH, HS);
+    check_grad("qkv", qkv, dqkv, loss, 600);
+  }
+
+  void geluBackwardMatchesFiniteDifferences() {
+    // Includes large |x|, where the logistic form saturates.
+    auto x = randn(300, 30, 3.0);
+    x.push_back(30.0);
+    x.push_back(-30.0);
+    x.push_back(0.0);
+    const auto r = randn(x.size(), 31);
+    std::vector<double> out(x.size());
+    auto loss = [&] {
+      cpu::gelu_forward(out.data(), x.data(), x.size());
+      return dot(out, r);
+    };
+    loss();
+    // Against the tanh formula as GPT-2 writes it.
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double ref = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      QVERIFY(std::abs(out[i] - ref) < 1e-14 * std::max(1.0, std::abs(ref)));
+    }
+    std::vector<double> dx(x.size(), kNaN);
+    cpu::gelu_backward(dx.data(), x.data(), r.data(), x.size());
+    check_grad("x", x, dx, loss);
+  }
+
+  void encoderBackwardMatchesFiniteDifferences() {
+    const int B = 3, T = 4, C = 40, V = 5;  // V < B*T: tokens repeat, so scatters collide
+    const auto tokens = tokens_of(size_t(B) * T, V, 40);
+    auto wte = randn(size_t(V) * C, 41), wpe = randn(size_t(T + 2) * C, 42);
+    const auto r = randn(size_t(B) * T * C, 43);
+    std::vector<double> out(r.size());
+    auto loss = [&] {
+      cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+      return dot(out, r);
+    };
+    std::vector<double> dwte(wte.size(), 0.0), dwpe(wpe.size(), 0.0);
+    cpu::encoder_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
+    check_grad("wte", wte, dwte, loss);
+    check_grad("wpe", wpe, dwpe, loss);
+  }
+
+  void crossentropyBackwardMatchesFiniteDifferences_data() {
+    QTest::addColumn<int>("N");
+    QTest::addColumn<int>("V");
+    QTest::newRow("4 tokens, vocab 7") << 4 << 7;
+    QTest::newRow("33 tokens, vocab 300") << 33 << 300;
+  }
+  void crossentropyBackwardMatchesFiniteDifferences() {
+    QFETCH(int, N);
+    QFETCH(int, V);
+    auto logits = randn(size_t(N) * V, 50, 3.0);
+    const auto targets = tokens_of(N, V, 51);
+    std::vector<double> losses(N), probs(logits.size());
+    auto loss = [&] { return cpu::crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V); };
+    const double mean = loss();
+    // Against log-sum-exp written out.
+    double ref = 0;
+    for (int i = 0; i < N; ++i) {
+      double s = 0;
+      for (int j = 0; j < V; ++j) s += std::exp(logits[size_t(i) * V + j]);
+      ref += std::log(s) - logits[size_t(i) * V + targets[i]];
+    }
+    QVERIFY(std::abs(mean - ref / N) < 1e-12 * std::abs(ref / N));
+    std::vector<double> dlogits(logits.size(), kNaN);
+    cpu::crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0 / N, N, V);
+    check_grad("logits", logits, dlogits, loss);
+  }
+
+  void residualAndInPlaceContracts() {
+    std::vector<double> a = {1, 2, 3}, b = {10, 20, 30}, d = {0.5, 0.5, 0.5};
+    cpu::residual_forward(a.data(), a.data(), b.data(), a.size());  // out aliases inp1
+    QCOMPARE(a, (std::vector<double>{11, 22, 33}));
+    cpu::residual_backward(a.data(), b.data(), d.data(), a.size());  // both accumulate
+    QCOMPARE(a, (std::vector<double>{11.5, 22.5, 33.5}));
+    QCOMPARE(b, (std::vector<double>{10.5, 20.5, 30.5}));
+    // probs may alias logits, and dlogits may alias probs.
+    std::vector<double> l = {0, std::log(3.0)}, losses(1);
+    const int32_t target = 1;
+    QVERIFY(std::abs(cpu::crossentropy_forward(losses.data(), l.data(), l.data(), &target, 1, 2) - std::log(4.0 / 3)) < 1e-15);
+    cpu::crossentropy_backward(l.data(), l.data(), &target, 1.0, 1, 2);
+    QVERIFY(std::abs(l[0] - 0.25) < 1e-15 && std::abs(l[1] + 0.25) < 1e-15);
+  }
+
+  // ---- float against double ------------------------------------------------------------------------
+
+  // The float kernels are the double kernels in float, plus exp_fast (2 ulp). Relative to each
+  // tensor's scale, float rounding over sums of <= 1024 terms stays below ~1e-5; 2e-5 would still
+  // catch a wrong formula or a missed element (errors of order 1).
+  void floatKernelsAgreeWithDouble() {
+    const int B = 2, T = 70, NH = 4, HS = 16, C = NH * HS, V = 100, BT = B * T;
+    const double tol = 2e-5;
+    const auto x = randn(size_t(BT) * C, 60), w = randn(size_t(C) * 3 * C, 61, 0.1), b = randn(3 * C, 62);
+    const auto lw = randn(C, 63), lb = randn(C, 64);
+    // matmul forward and backward
+    std::vector<double> o(size_t(BT) * 3 * C), di(x.size()), dw(w.size()), db(3 * C);
+    cpu::matmul_forward(o.data(), x.data(), w.data(), b.data(), BT, C, 3 * C);
+    cpu::matmul_backward(di.data(), dw.data(), db.data(), o.data(), x.data(), w.data(), BT, C, 3 * C);
+    auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(b);
+    std::vector<float> of(o.size()), dif(di.size()), dwf(dw.size()), dbf(db.size());
+    cpu::matmul_forward(of.data(), xf.data(), wf.data(), bf.data(), BT, C, 3 * C);
+    cpu::matmul_backward(dif.data(), dwf.data(), dbf.data(), of.data(), xf.data(), wf.data(), BT, C, 3 * C);
+    QVERIFY2(rel_err(of, o) < tol, "matmul out");
+    QVERIFY2(rel_err(dif, di) < tol && rel_err(dwf, dw) < tol && rel_err(dbf, db) < tol, "matmul grads");
+    // attention on that qkv
+    std::vector<double> y(size_t(BT) * C), att(size_t(B) * NH * T * T), dqkv(o.size()), scr(att.size());
+    cpu::attention_forward(y.data(), att.data(), o.data(), B, T, NH, HS);
+    cpu::attention_backward(dqkv.data(), scr.data(), x.data(), o.data(), att.data(), B, T, NH, HS);
+    std::vector<float> yf(y.size()), attf(att.size()), dqkvf(dqkv.size()), scrf(scr.size());
+    auto of2 = cast<float>(o);
+    cpu::attention_forward(yf.data(), attf.data(), of2.data(), B, T, NH, HS);
+    cpu::attention_backward(dqkvf.data(), scrf.data(), xf.data(), of2.data(), attf.data(), B, T, NH, HS);
+    QVERIFY2(rel_err(yf, y) < tol && rel_err(attf, att) < tol && rel_err(dqkvf, dqkv) < tol, "attention");
+    // layernorm
+    std::vector<double> ln(x.size()), m(BT), rs(BT), dln(x.size()), dlw(C), dlb(C);
+    cpu::layernorm_forward(ln.data(), m.data(), rs.data(), x.data(), lw.data(), lb.data(), BT, C);
+    cpu::layernorm_backward(dln.data(), dlw.data(), dlb.data(), y.data(), x.data(), lw.data(), m.data(), rs.data(), BT, C);
+    auto lwf = cast<float>(lw), lbf = cast<float>(lb);
+    std::vector<float> lnf(ln.size()), mf(BT), rsf(BT), dlnf(ln.size()), dlwf(C), dlbf(C);
+    cpu::layernorm_forward(lnf.data(), mf.data(), rsf.data(), xf.data(), lwf.data(), lbf.data(), BT, C);
+    cpu::layernorm_backward(dlnf.data(), dlwf.data(), dlbf.data(), yf.data(), xf.data(), lwf.data(), mf.data(), rsf.data(), BT, C);
+    QVERIFY2(rel_err(lnf, ln) < tol && rel_err(dlnf, dln) < tol && rel_err(dlwf, dlw) < tol && rel_err(dlbf, dlb) < tol, "layernorm");
+    // gelu over [-12, 12]
+    std::vector<double> gx(4001), gy(gx.size()), gd(gx.size());
+    for (size_t i = 0; i < gx.size(); ++i) gx[i] = -12.0 + 24.0 * double(i) / double(gx.size() - 1);
+    cpu::gelu_forward(gy.data(), gx.data(), gx.size());
+    cpu::gelu_backward(gd.data(), gx.data(), gx.data(), gx.size());
+    auto gxf = cast<float>(gx);
+    std::vector<float> gyf(gx.size()), gdf(gx.size());
+    cpu::gelu_forward(gyf.data(), gxf.data(), gx.size());
+    cpu::gelu_backward(gdf.data(), gxf.data(), gxf.data(), gx.size());
+    QVERIFY2(rel_err(gyf, gy) < tol && rel_err(gdf, gd) < tol, "gelu");
+    // cross-entropy with logits up to ~+-40, where exp_fast works hardest
+    const auto logits = randn(size_t(BT) * V, 65, 10.0);
+    const auto tg = tokens_of(BT, V, 66);
+    std::vector<double> ls(BT), pr(logits.size());
+    const double mean = cpu::crossentropy_forward(ls.data(), pr.data(), logits.data(), tg.data(), BT, V);
+    auto lf = cast<float>(logits);
+    std::vector<float> lsf(BT), prf(pr.size());
+    const double meanf = cpu::crossentropy_forward(lsf.data(), prf.data(), lf.data(), tg.data(), BT, V);
+    QVERIFY2(std::abs(meanf - mean) < tol * mean && rel_err(lsf, ls) < tol && rel_err(prf, pr) < tol, "cross-entropy");
+  }
+
+  // Same inputs, 1 and 3 threads: the element-wise kernels and sum_of_squares are bitwise equal
+  // (each element is computed by the same code whoever owns it); GEMMs split differently may
+  // round differently, so only float rounding is allowed there.
+  void threadCountChangesNothingButGemmRounding() {
+    const int B = 2, T = 100, NH = 4, HS = 16, C = NH * HS, BT = B * T;
+    const auto x = cast<float>(randn(size_t(BT) * 3 * C, 70)), w = cast<float>(randn(size_t(3 * C) * C, 71, 0.1));
+    auto run = [&](int threads) {
+      cpu::set_num_threads(threads);
+      std::vector<float> y(size_t(BT) * C), att(size_t(B) * NH * T * T), g(x.size()), o(size_t(BT) * C);
+      cpu::attention_forward(y.data(), att.data(), x.data(), B, T, NH, HS);
+      cpu::gelu_forward(g.data(), x.data(), x.size());
+      cpu::matmul_forward(o.data(), x.data(), w.data(), static_cast<const float*>(nullptr), BT, 3 * C, C);
+      const double ss = cpu::sum_of_squares(x.data(), x.size());
+      return std::make_tuple(y, g, o, ss);
+    };
+    const auto [y1, g1, o1, s1] = run(1);
+    const auto [y3, g3, o3, s3] = run(3);
+    cpu::set_num_threads(2);
+    QVERIFY(all_equal(y1, y3));
+    QVERIFY(all_equal(g1, g3));
+    QCOMPARE(s1, s3);
+    QVERIFY(rel_err(o3, std::vector<double>(o1.begin(), o1.end())) < 1e-6);
+  }
+
+  // ---- a tiny GPT against PyTorch ------------------------------------------------------------------
+
+  void tinyGptMatchesPyTorch_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("C");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("V");
+    QTest::addColumn<int>("L");
+    QTest::newRow("2 layers, C 16, 2 heads, T 8") << 2 << 8 << 16 << 2 << 23 << 2;
+    QTest::newRow("1 layer, T 70 across attention blocks") << 2 << 70 << 24 << 3 << 50 << 1;
+  }
+  void tinyGptMatchesPyTorch() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, C);
+    QFETCH(int, NH);
+    QFETCH(int, V);
+    QFETCH(int, L);
+    const QString python = "/usr/bin/python3";
+    if (QProcess::execute(python, {"-c", "import torch"}) != 0) {
+      QSKIP("/usr/bin/python3 has no torch: apt-get install -y python3-torch to run the PyTorch reference");
+    }
+    const GptDims d{B, T, C, NH, V, L};
+    const auto init = gpt_init(d);
+    const auto tokens = tokens_of(size_t(B) * T, V, 80), targets = tokens_of(size_t(B) * T, V, 81);
+
+    // The reference: inputs out as little-endian binary, gpt_ref.py computes in float64.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    {
+      QFile f(dir.filePath("in.bin"));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      const int32_t dims[6] = {B, T, C, NH, V, L};
+      f.write(reinterpret_cast<const char*>(dims), sizeof dims);
+      f.write(reinterpret_cast<const char*>(tokens.data()), qint64(tokens.size() * 4));
+      f.write(reinterpret_cast<const char*>(targets.data()), qint64(targets.size() * 4));
+      f.write(reinterpret_cast<const char*>(init.data()), qint64(init.size() * 8));
+    }
+    QProcess proc;
+    proc.start(python, {QString(STAGECRAFT_SOURCE_DIR) + "/tests/engine/ref/gpt_ref.py", dir.filePath("in.bin"),
+                        dir.filePath("out.bin")});
+    QVERIFY(proc.waitForFinished(120000));
+    QVERIFY2(proc.exitCode() == 0, proc.readAllStandardError().constData());
+    QFile f(dir.filePath("out.bin"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray raw = f.readAll();
+    const size_t nlogits = size_t(B) * T * V;
+    QCOMPARE(size_t(raw.size()), (1 + nlogits + init.size()) * 8);
+    const double* ref = reinterpret_cast<const double*>(raw.constData());
+    const double ref_loss = ref[0];
+    const std::vector<double> ref_logits(ref + 1, ref + 1 + nlogits), ref_grads(ref + 1 + nlogits, ref + 1 + nlogits + init.size());
+
+    // Double: the same arithmetic in another order; 1e-10 relative is rounding, not formula.
+    TinyGpt<double> gd(d, init);
+    const double loss_d = gd.forward(tokens.data(), targets.data());
+    QVERIFY2(std::abs(loss_d - ref_loss) < 1e-10 * ref_loss, qPrintable(QString("%1 vs %2").arg(loss_d).arg(ref_loss)));
+    QVERIFY(rel_err(gd.logits, ref_logits) < 1e-10);
+    gd.backward(tokens.data(), targets.data());
+    size_t off = 0;
+    for (auto& [name, n] : gpt_tensors(d)) {
+      const std::vector<double> got(gd.grads.begin() + off, gd.grads.begin() + off + n);
+      const std::vector<double> want(ref_grads.begin() + off, ref_grads.begin() + off + n);
+      QVERIFY2(rel_err(got, want) < 1e-9, qPrintable(QString::fromStdString("double grad " + name)));
+      off += n;
+    }
+
+    // Float: every tensor within float rounding of the float64 reference. Through L layers and sums
+    // of up to B*T terms per weight gradient, errors stay near 1e-5 of each tensor's scale.
+    TinyGpt<float> gf(d, init);
+    const double loss_f = gf.forward(tokens.data(), targets.data());
+    QVERIFY2(std::abs(loss_f - ref_loss) < 1e-5 * ref_loss, qPrintable(QString("%1 vs %2").arg(loss_f).arg(ref_loss)));
+    QVERIFY(rel_err(gf.logits, ref_logits) < 1e-5);
+    gf.backward(tokens.data(), targets.data());
+    off = 0;
+    for (auto& [name, n] : gpt_tensors(d)) {
+      const std::vector<float> got(gf.grads.begin() + off, gf.grads.begin() + off + n);
+      const std::vector<double> want(ref_grads.begin() + off, ref_grads.begin() + off + n);
+      QVERIFY2(rel_err(got, want) < 1e-4, qPrintable(QString::fromStdString("float grad " + name) + QString(": %1").arg(rel_err(got, want))));
+      off += n;
+    }
+  }
+
+  // ---- AdamW and norms -----------------------------------------------------------------------------
+
+  void adamwMatchesClosedForm_data() {
+    QTest::addColumn<bool>("decay");
+    QTest::addColumn<double>("grad_scale");
+    QTest::addColumn<int>("steps");
+    QTest::newRow("one step, no decay: every parameter moves by lr") << false << 1.0 << 1;
+    QTest::newRow("one step, decay") << true << 1.0 << 1;
+    QTest::newRow("five steps, no decay") << false << 1.0 << 5;
+    QTest::newRow("three steps, decay, clipped by 0.5") << true << 0.5 << 3;
+  }
+  void adamwMatchesClosedForm() {
+    QFETCH(bool, decay);
+    QFETCH(double, grad_scale);
+    QFETCH(int, steps);
+    cpu::AdamWOptions opt;
+    opt.lr = 1e-2f;
+    opt.weight_decay = 0.1f;
+    const size_t n = 100003;  // odd, and large enough for several threads
+    auto p0 = randn(n, 90);
+    std::vector<double> p = p0, m(n, 0.0), v(n, 0.0);
+    std::vector<float> pf = cast<float>(p0), mf(n, 0.0f), vf(n, 0.0f);
+    for (int t = 1; t <= steps; ++t) {
+      const auto g = randn(n, 100 + t);
+      const auto gf = cast<float>(g);
+      cpu::adamw_update(p.data(), m.data(), v.data(), g.data(), n, opt, t, decay, grad_scale);
+      cpu::adamw_update(pf.data(), mf.data(), vf.data(), gf.data(), n, opt, t, decay, float(grad_scale));
+    }
+    // The closed form, element by element, in double.
+    const double b1 = opt.beta1, b2 = opt.beta2, eps = opt.eps, lr = opt.lr, wd = decay ? double(opt.weight_decay) : 0.0;
+    std::vector<double> want(n);
+    for (size_t i = 0; i < n; ++i) {
+      double pi = p0[i], mi = 0, vi = 0;
+      for (int t = 1; t <= steps; ++t) {
+        const double g = grad_scale * rng_normal(1234, 100 + t, i);
+        mi = b1 * mi + (1 - b1) * g;
+        vi = b2 * vi + (1 - b2) * g * g;
+        const double mh = mi / (1 - std::pow(b1, t)), vh = vi / (1 - std::pow(b2, t));
+        pi -= lr * (mh / (std::sqrt(vh) + eps) + wd * pi);
+      }
+      want[i] = pi;
+    }
+    // Double: the same formula; float: parameters ~1 stepped by lr 1e-2, so 1e-6 absolute is float
+    // rounding and a wrong bias correction or decay (1e-3 or more) fails.
+    QVERIFY(rel_err(p, want) < 1e-13);
+    QVERIFY(rel_err(pf, want) < 1e-6);
+    // One step moves each parameter by ~lr (Adam's normalised update), decay or not.
+    if (steps == 1 && !decay) {
+      for (size_t i = 0; i < 10; ++i) QVERIFY(std::abs(std::abs(p[i] - p0[i]) - lr) < 1e-6);
+    }
+  }
+
+  void sumOfSquaresAndScale() {
+    const size_t n = 300001;
+    const auto x = randn(n, 110);
+    double want = 0;
+    for (double v : x) want += v * v;
+    QVERIFY(std::abs(cpu::sum_of_squares(x.data(), n) - want) < 1e-12 * want);
+    auto xf = cast<float>(x);
+    QVERIFY(std::abs(cpu::sum_of_squares(xf.data(), n) - want) < 1e-6 * want);  // float inputs, double sums
+    cpu::scale(xf.data(), n, 0.5f);
+    QCOMPARE(xf[7], float(x[7]) * 0.5f);
+    QCOMPARE(cpu::sum_of_squares(xf.data(), 0), 0.0);
+  }
+
+  // ---- RNG ---------------------------------------------------------------------------------------
+
+  // Known-answer vectors of Philox4x32-10 from Random123 (kat_vectors).
+  void philoxMatchesRandom123KnownAnswers_data() {
+    QTest::addColumn<QList<uint>>("ctr");
+    QTest::addColumn<QList<uint>>("key");
+    QTest::addColumn<QList<uint>>("expected");
+    QTest::newRow("zeros") << QList<uint>{0, 0, 0, 0} << QList<uint>{0, 0}
+                           << QList<uint>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u};
+    QTest::newRow("ones") << QList<uint>{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}
+                          << QList<uint>{0xffffffffu, 0xffffffffu}
+                          << QList<uint>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu};
+    QTest::newRow("pi digits") << QList<uint>{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}
+                               << QList<uint>{0xa4093822u, 0x299f31d0u}
+                               << QList<uint>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u};
+  }
+  void philoxMatchesRandom123KnownAnswers() {
+    QFETCH(QList<uint>, ctr);
+    QFETCH(QList<uint>, key);
+    QFETCH(QList<uint>, expected);
+    const auto out = philox4x32_10({ctr[0], ctr[1], ctr[2], ctr[3]}, {key[0], key[1]});
+    for (int i = 0; i < 4; ++i) QCOMPARE(uint(out[i]), expected[i]);
+  }
+
+  // A Megatron TP shard of c_attn.weight [C, 3C] (the q, k and v columns of its heads), a row
+  // shard (c_proj) and a 1-D slice (ZeRO) hold exactly the unsharded values.
+  void shardedDrawsEqualUnsharded_data() {
+    QTest::addColumn<int>("tp");
+    QTest::newRow("tp 1") << 1;
+    QTest::newRow("tp 2") << 2;
+    QTest::newRow("tp 4") << 4;
+  }
+  void shardedDrawsEqualUnsharded() {
+    QFETCH(int, tp);
+    const int C = 64, C3 = 3 * C;
+    const uint64_t seed = 42, stream = tensor_stream("h.0.attn.c_attn.weight");
+    std::vector<float> full(size_t(C) * C3);
+    fill_normal(full.data(), 0, TensorBlock::whole(C, C3), 0.0, 0.02, seed, stream);
+    const int part = C / tp;
+    for (int r = 0; r < tp; ++r) {
+      // column-parallel: local (C, 3 part) = [q cols | k cols | v cols] of heads of rank r
+      std::vector<float> local(size_t(C) * 3 * part);
+      for (int j = 0; j < 3; ++j)
+        fill_normal(local.data() + j * part, 3 * part, TensorBlock{C3, 0, C, j * C + r * part, part}, 0.0, 0.02,
+                    seed, stream);
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int c = 0; c < part; ++c)
+            QCOMPARE(local[size_t(i) * 3 * part + j * part + c], full[size_t(i) * C3 + j * C + r * part + c]);
+      // row-parallel: rows [r part, (r+1) part)
+      std::vector<float> rows(size_t(part) * C3);
+      fill_normal(rows.data(), 0, TensorBlock{C3, r * part, part, 0, C3}, 0.0, 0.02, seed, stream);
+      QCOMPARE(std::memcmp(rows.data(), full.data() + size_t(r) * part * C3, rows.size() * 4), 0);
+      // 1-D slice of the flattened tensor
+      const int64_t n = int64_t(full.size()) / tp;
+      std::vector<float> slice(n);
+      fill_normal(slice.data(), 0, TensorBlock::range(r * n, n, int64_t(full.size())), 0.0, 0.02, seed, stream);
+      QCOMPARE(std::memcmp(slice.data(), full.data() + r * n, n * 4), 0);
+    }
+  }
+
+  void rngStatisticsAndStreams() {
+    const int n = 200000;
+    double s = 0, s2 = 0, us = 0, umin = 1, umax = 0;
+    for (int i = 0; i < n; ++i) {
+      const double z = rng_normal(5, 6, i);
+      s += z;
+      s2 += z * z;
+      const double u = rng_uniform(5, 6, i);
+      us += u;
+      umin = std::min(umin, u);
+      umax = std::max(umax, u);
+    }
+    // 5 standard errors: sd(mean) = 1/sqrt(n) ~ 0.0022, sd(var) = sqrt(2/n) ~ 0.0032, uniform
+    // mean sd = sqrt(1/12/n) ~ 0.00065.
+    QVERIFY(std::abs(s / n) < 0.011);
+    QVERIFY(std::abs(s2 / n - 1) < 0.016);
+    QVERIFY(std::abs(us / n - 0.5) < 0.0033);
+    QVERIFY(umin > 0 && umax < 1);
+    QVERIFY(rng_normal(5, 6, 0) != rng_normal(5, 7, 0));   // streams differ
+    QVERIFY(rng_normal(5, 6, 0) != rng_normal(6, 6, 0));   // seeds differ
+    QCOMPARE(rng_normal(5, 6, 123), rng_normal(5, 6, 123));  // pure
+    QVERIFY(tensor_stream("h.0.attn.c_attn.weight") != tensor_stream("h.0.attn.c_attn.bias"));
+    std::vector<double> u(1000);
+    fill_uniform(u.data(), 0, TensorBlock::whole(10, 100), -2.0, 3.0, 1, 2);
+    for (double x : u) QVERIFY(x > -2 && x < 3);
+  }
+
+  // ---- device ------------------------------------------------------------------------------------
+
+  void cpuDeviceAllocatesCopiesAndZeroes() {
+    auto dev = make_device(Backend::kCpu);
+    QVERIFY(dev.ok());
+    Device& d = **dev;
+    QCOMPARE(d.backend(), Backend::kCpu);
+    QVERIFY(QString::fromStdString(d.name()).startsWith("cpu"));
+    auto a = Buffer<float>::make(d, 1000);
+    QVERIFY(a.ok());
+    QCOMPARE(reinterpret_cast<uintptr_t>(a->data()) % 64, uintptr_t(0));
+    std::vector<float> host(1000);
+    for (int i = 0; i < 1000; ++i) host[i] = float(i);
+    QVERIFY(d.copy_from_host(a->data(), host.data(), a->bytes()));
+    auto b = Buffer<float>::make_zeroed(d, 1000);
+    QVERIFY(b.ok());
+    QCOMPARE(b->data()[999], 0.0f);
+    QVERIFY(d.copy(b->data(), a->data(), 500 * sizeof(float)));
+    std::vector<float> back(1000, -1.0f);
+    QVERIFY(d.copy_to_host(back.data(), b->data(), b->bytes()));
+    QCOMPARE(back[499], 499.0f);
+    QCOMPARE(back[500], 0.0f);
+    QVERIFY(d.synchronize());
+    Buffer<float> moved = std::move(*b);
+    QCOMPARE(moved.size(), size_t(1000));
+    QCOMPARE(b->data(), static_cast<float*>(nullptr));
+    auto empty = Buffer<double>::make(d, 0);
+    QVERIFY(empty.ok() && empty->data() == nullptr);
+  }
+
+  void cudaIsUnavailableWithoutTheBackend() {
+    auto dev = make_device(Backend::kCuda, 0);
+    QVERIFY(!dev.ok());
+    QCOMPARE(dev.status().code(), Status::Code::kUnavailable);
+    QVERIFY(QString::fromStdString(dev.status().message()).contains("cuda:0"));
+  }
+
+  void threadCountIsSettable() {
+    cpu::set_num_threads(3);
+    QCOMPARE(cpu::num_threads(), 3);
+    cpu::set_num_threads(0);
+    QVERIFY(cpu::num_threads() >= 1);
+    cpu::set_num_threads(2);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestKernels)
+#include "tst_kernels.moc"
