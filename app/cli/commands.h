@@ -28,5 +28,9 @@ int print_help(const std::string& command);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_search(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
+int cmd_eval(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
+int cmd_import(const std::vector<std::string>& args);
 
 }  // namespace stagecraft::cli

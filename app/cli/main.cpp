@@ -18,7 +18,16 @@ const std::vector<Command>& commands() {
        cmd_plan},
       {"search", "search CONFIG [key=value ...] [--top N] [--json]",
        "Rank every layout (dp, tp, pp, schedule, micro-batch, recompute, sp, zero) that fits, by predicted throughput.", cmd_search},
+      {"export", "export CONFIG [key=value ...] --to libai|paddle|colossalai|megatron|deepspeed [-o FILE]",
+       "Write the plan as another framework's config: the same sizes, stages and micro-batches; notes on what it runs differently.",
+       cmd_export},
+      {"import", "import FILE --from libai|paddle|colossalai|deepspeed [--base CONFIG] [-o OUT.yaml]",
+       "Read another framework's config as a Stagecraft config (YAML); what it does not carry comes from --base.", cmd_import},
       {"devices", "devices [--json]", "List the devices the cost model knows, with memory, peaks and links.", cmd_devices},
+      {"run", "run CONFIG [key=value ...] [--json]",
+       "Train the configuration with Stagecraft's engine on this machine, one process per rank, with live progress.", cmd_run},
+      {"eval", "eval CONFIG --checkpoint DIR --data FILE [--windows N] [--json]",
+       "Mean next-token cross-entropy of a checkpoint on a token file.", cmd_eval},
   };
   return kCommands;
 }

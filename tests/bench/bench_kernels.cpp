@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <string>
@@ -29,6 +30,10 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// CPU seconds of this process, all threads: on a busy machine wall time also counts the time other
+// processes held our cores; with 1 thread, CPU time is what the step would take on an idle one.
+double cpu_s() { return double(std::clock()) / CLOCKS_PER_SEC; }
 
 // Best seconds of `reps` runs after `warm` unmeasured ones.
 double best_time(const std::function<void()>& f, int reps, int warm = 2) {
@@ -225,8 +230,10 @@ void bench_model(int threads) {
     ++step_no;
     for (auto& p : ps) cpu::adamw_update(p.p->data(), p.m.data(), p.v.data(), p.g->data(), p.p->size(), opt, step_no, p.decay, clip);
   };
+  const double c0 = cpu_s();
   const double t = best_time(step, 10, 3);
-  std::printf("%7d  %9.1f %10.0f   %.4f\n", threads, t * 1e3, BT / t, loss);
+  const double cpu = (cpu_s() - c0) / 13;  // mean over warm-up and timed steps
+  std::printf("%7d  %9.1f %10.0f %12.1f   %.4f\n", threads, t * 1e3, BT / t, cpu * 1e3, loss);
 }
 
 }  // namespace
@@ -250,7 +257,7 @@ int main(int argc, char** argv) {
     bench_block(t);
   }
   std::printf("\nTraining step, 4 layers, C 256, NH 4, T 256, B 8, V 256 (fwd + bwd + clip + AdamW)\n");
-  std::printf("%7s  %9s %10s   %s\n", "threads", "ms/step", "tokens/s", "loss");
+  std::printf("%7s  %9s %10s %12s   %s\n", "threads", "ms/step", "tokens/s", "cpu ms/step", "loss");
   for (int t : threads) {
     cpu::set_num_threads(t);
     bench_model(t);

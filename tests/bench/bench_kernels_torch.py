@@ -3,7 +3,8 @@
 usage: /usr/bin/python3 tests/bench/bench_kernels_torch.py [threads ...]   (default 1 2)
 
 Prints ms per forward + backward of one block (C 256, NH 4, T 256, B 8) and ms/step and tokens/s
-of the 4-layer model (V 256, AdamW, clip 1.0), best of several repeats after a warm-up. For each thread
+of the 4-layer model (V 256, AdamW, clip 1.0), best of several repeats after a warm-up, and the
+process's CPU ms per step (all threads; with one thread, what a step costs on an idle machine). For each thread
 count n it tries PyTorch's OpenMP at n with OpenBLAS at n, and at 1 with OpenBLAS at n (on
 Debian both runtimes spin, and sharing the cores that way is often faster); it prints both.
 Needs python3-torch (Debian 12: PyTorch 1.13, OpenBLAS GEMMs).
@@ -79,7 +80,7 @@ def main():
     threads = [int(a) for a in sys.argv[1:]] or [1, 2]
     L, C, NH, T, B, V = 4, 256, 4, 256, 8, 256
     torch.manual_seed(0)
-    print(f"{'threads':>7} {'torch/blas':>10} {'block ms':>9} {'ms/step':>9} {'tokens/s':>9}")
+    print(f"{'threads':>7} {'torch/blas':>10} {'block ms':>9} {'ms/step':>9} {'tokens/s':>9} {'cpu ms/step':>12}")
     for n in threads:
         for tt, bt in sorted({(n, n), (1, n)}):
             set_threads(tt, bt)
@@ -102,8 +103,10 @@ def main():
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
 
+            c0 = time.process_time()
             ts = best_time(train_step, 10, 3)
-            print(f"{n:>7} {f'{tt}/{bt}':>10} {tb * 1e3:>9.1f} {ts * 1e3:>9.1f} {B * T / ts:>9.0f}")
+            cpu = (time.process_time() - c0) / 13  # mean over warm-up and timed steps
+            print(f"{n:>7} {f'{tt}/{bt}':>10} {tb * 1e3:>9.1f} {ts * 1e3:>9.1f} {B * T / ts:>9.0f} {cpu * 1e3:>12.1f}")
 
 
 if __name__ == "__main__":

@@ -354,7 +354,11 @@ void Json::dump_to(std::string& out, int indent, int level) const {
   switch (type_) {
     case Type::kNull: out += "null"; break;
     case Type::kBool: out += bool_ ? "true" : "false"; break;
-    case Type::kInt: out += std::to_string(int_); break;
+    case Type::kInt: {
+      char buf[24];  // no allocation per number: a plan holds tens of thousands
+      out.append(buf, std::to_chars(buf, buf + sizeof buf, int_).ptr);
+      break;
+    }
     case Type::kDouble: format_double(out, double_); break;
     case Type::kString: out += json_quote(string_); break;
     case Type::kArray: {

@@ -260,8 +260,10 @@ int inflight_micro_batches(const config::RunConfig& c, int pp_rank, int pp, int 
     case Schedule::kInterleaved: {
       // Megatron's interleaved 1F1B warms up (p - r - 1) x 2 + (v - 1) x p chunk-micro-batches,
       // then holds one more; spread over the rank's v chunks.
-      const int warmup = std::min(m * v, (pp - pp_rank - 1) * 2 + (v - 1) * pp);
-      return std::min(m * v, warmup + 1);
+      // 64-bit: m x v passes 2^31 for a billion micro-batches of 1024 chunks.
+      const long long chunk_batches = static_cast<long long>(m) * v;
+      const long long warmup = std::min(chunk_batches, (pp - pp_rank - 1) * 2LL + (v - 1) * static_cast<long long>(pp));
+      return static_cast<int>(std::min(chunk_batches, warmup + 1));
     }
   }
   return 1;

@@ -242,14 +242,15 @@ Json plan_to_json(const Plan& p) {
   ranks.reserve(static_cast<size_t>(topo.world_size()));
   for (int r = 0; r < topo.world_size(); ++r) {
     const RankCoord rc = topo.coord(r);
-    Json e = Json::object();
-    e.set("rank", rc.rank);
-    e.set("node", rc.node);
-    e.set("local_rank", rc.local_rank);
-    e.set("dp", rc.dp);
-    e.set("tp", rc.tp);
-    e.set("pp", rc.pp);
-    ranks.push_back(std::move(e));
+    Json::Object e;
+    e.reserve(6);
+    e.emplace_back("rank", rc.rank);
+    e.emplace_back("node", rc.node);
+    e.emplace_back("local_rank", rc.local_rank);
+    e.emplace_back("dp", rc.dp);
+    e.emplace_back("tp", rc.tp);
+    e.emplace_back("pp", rc.pp);
+    ranks.push_back(Json::object(std::move(e)));
   }
   j.set("ranks", Json(std::move(ranks)));
 
@@ -271,6 +272,10 @@ Json plan_to_json(const Plan& p) {
     j.set("tensor_subgroups", std::move(sub));
   }
 
+  // The ranks of each pp coordinate, once: interleaved plans list them for every chunk.
+  std::vector<std::vector<int>> stage_ranks(static_cast<size_t>(p.pp));
+  for (int r = 0; r < p.pp; ++r) stage_ranks[static_cast<size_t>(r)] = topo.stage_ranks(r);
+
   Json::Array stages;
   for (const auto& s : p.stages) {
     Json e = Json::object();
@@ -279,7 +284,7 @@ Json plan_to_json(const Plan& p) {
     std::vector<int> layers(static_cast<size_t>(s.num_layers));
     std::iota(layers.begin(), layers.end(), s.first_layer);
     e.set("layers", Json::array_of(layers));
-    e.set("ranks", Json::array_of(topo.stage_ranks(s.pp_rank)));
+    e.set("ranks", Json::array_of(stage_ranks[static_cast<size_t>(s.pp_rank)]));
     e.set("embedding", s.has_embedding);
     e.set("head", s.has_head);
     e.set("relative_cost", std::round(s.relative_cost * 1e4) / 1e4);
@@ -292,7 +297,7 @@ Json plan_to_json(const Plan& p) {
     Json::Array& rows = const_cast<Json&>(*mem).as_array();
     for (auto& row : rows) {
       const int pp_rank = static_cast<int>(row.find("pp_rank")->as_int());
-      row.set("rank", topo.stage_ranks(pp_rank).front());
+      row.set("rank", stage_ranks[static_cast<size_t>(pp_rank)].front());
     }
   }
   j.set("estimate", std::move(est));

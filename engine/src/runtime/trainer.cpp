@@ -30,10 +30,9 @@ bool counts_in_norm(const ParamSlot& s, int tp_rank) {
 
 }  // namespace
 
-Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const plan::Plan& plan, int rank, TrainerGroups groups,
-                                                 const TokenData* data) {
+Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
   if (config.model.dropout > 0) {
-    return Status::invalid_input("model.dropout=" + std::to_string(config.model.dropout) +
+    return Status::invalid_input("model.dropout: " + std::to_string(config.model.dropout).substr(0, 4) +
                                  ": Stagecraft's engine trains without dropout; set model.dropout: 0");
   }
   if (config.parallel.tp_mode != config::TpMode::k1d) {
@@ -43,7 +42,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
   }
-  if (!data) return Status::invalid_input("train.data: the run needs a data file");
+  if (!data) return Status::ok();
   if (data->vocab_needed() > config.model.vocab) {
     return Status::invalid_input("model.vocab=" + std::to_string(config.model.vocab) + ": the data holds token ids up to " +
                                  std::to_string(data->vocab_needed() - 1) + "; raise model.vocab to at least " +
@@ -53,6 +52,13 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     return Status::invalid_input("train.data: " + std::to_string(data->size()) + " tokens, fewer than model.seq_len + 1 = " +
                                  std::to_string(config.model.seq_len + 1));
   }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const plan::Plan& plan, int rank, TrainerGroups groups,
+                                                 const TokenData* data) {
+  if (!data) return Status::invalid_input("train.data: the run needs a data file");
+  if (Status s = check(config, data); !s) return s;
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   t->rank_ = rank;

@@ -50,6 +50,13 @@ class Json {
     j.type_ = Type::kObject;
     return j;
   }
+  // An object from its members, in order; the caller keeps keys unique. Cheaper than set() per
+  // key when building many objects (a plan's thousands of ranks).
+  static Json object(Object members) {
+    Json j = object();
+    j.object_ = std::move(members);
+    return j;
+  }
   template <typename T>
   static Json array_of(const std::vector<T>& values) {
     Array a;

@@ -6,7 +6,7 @@
 // not: arithmetic. Kernels are free functions per backend, with the same names, argument order and
 // contracts in each:
 //
-//   runtime::cpu::   kernels.h       host pointers, float/double, OpenMP + OpenBLAS   (here)
+//   runtime::cpu::   kernels.h       host pointers, float/double, own threads + OpenBLAS (here)
 //   runtime::cuda::  cuda_kernels.h  device pointers, float/bf16, cuBLAS + own kernels (to come)
 //
 // How a CUDA backend plugs in: (1) a CudaDevice implementing Device with cudaMalloc/cudaFree/

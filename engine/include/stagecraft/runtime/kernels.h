@@ -16,14 +16,17 @@
 //     can keep one dresidual buffer per stage and never copy it). Each contract says which.
 //   - Weights are stored like Hugging Face GPT-2 Conv1D: W (C, OC), in x out (Layout::kInOut);
 //     the tied LM head uses wte (V, C) as is (Layout::kOutIn).
-//   - Nothing here allocates; scratch is passed in. Sizes are preconditions (asserted), not
-//     Statuses: a wrong size is a programmer error.
+//   - Nothing here allocates (the thread pool starts its threads on first use); scratch is passed
+//     in. Sizes are preconditions (asserted), not Statuses: a wrong size is a programmer error.
 //
-// Threading: element-wise and per-row loops, and the split of every GEMM across threads, use
-// OpenMP with num_threads() threads; each thread calls single-threaded OpenBLAS on its share
-// (OpenBLAS's own threading is switched off, so the two runtimes never oversubscribe the cores).
-// Functions are reentrant but not meant to be called concurrently from several threads: each
-// call already uses all threads.
+// Threading: every kernel cuts its work in pieces (row blocks of a GEMM, (batch, head) pairs,
+// blocks of rows or elements) and runs them on the calling thread plus up to num_threads() - 1
+// workers of the engine's own pool; each GEMM piece calls single-threaded OpenBLAS (its own
+// threading is switched off, so two runtimes never fight over the cores). The caller never waits
+// for a worker the OS has not scheduled yet, so a busy machine costs throughput, not stalls.
+// Kernels are thread-safe: a call made while another thread's call holds the pool runs on its
+// own thread alone. Results do not depend on the thread count, except GEMM rounding (a row block
+// may be summed in another order) and the float lanes of the machine (SSE2 or AVX2).
 #pragma once
 
 #include <cstddef>
@@ -33,8 +36,9 @@ namespace stagecraft::runtime::cpu {
 
 // ---- threads ---------------------------------------------------------------------------------
 
-// Threads every kernel uses. Default: OMP_NUM_THREADS when set, else the cores this process may
-// run on. set_num_threads(n <= 0) restores the default. Process-wide; thread-safe.
+// Threads every kernel uses. Default: OMP_NUM_THREADS when set (the usual knob, though no OpenMP
+// is involved), else the cores this process may run on (its affinity mask). set_num_threads(n <= 0)
+// restores the default. Process-wide; thread-safe; takes effect at the next kernel call.
 void set_num_threads(int n);
 int num_threads();
 

@@ -55,8 +55,12 @@ struct StepStats {
 
 class Trainer {
  public:
-  // `data` must outlive the trainer. Fails for a config the engine cannot train (dropout,
-  // tp_mode other than 1d) or a vocabulary smaller than the data's tokens.
+  // Whether the engine can train this config on this data (no dropout, tp_mode 1d, no sequence
+  // parallelism yet, a vocabulary that holds the data's tokens); the launcher asks before it
+  // starts any worker. `data` may be null to skip the data rules.
+  static Status check(const config::RunConfig& config, const TokenData* data);
+
+  // `data` must outlive the trainer. Fails as check() does.
   static Result<std::unique_ptr<Trainer>> create(const config::RunConfig& config, const plan::Plan& plan, int rank,
                                                  TrainerGroups groups, const TokenData* data);
 

@@ -22,23 +22,59 @@ constexpr int kBlock = 64;
 
 int block_end(int t, int T) { return std::min(T, (t / kBlock + 1) * kBlock); }
 
-// row[0..n) = softmax(row[0..n)); row[n..end) = 0.
+// Rows [r0, r1) of p (T, T): row t's entries [0, t] = their softmax, the rest of the row 0.
 template <typename Real>
-void causal_softmax_row(Real* row, int n, int end) {
-  Real maxv = row[0];
+[[gnu::always_inline]] inline void causal_softmax_rows(Real* p, int r0, int r1, int T) {
+  for (int t = r0; t < r1; ++t) {
+    Real* row = p + size_t(t) * T;
+    const int n = t + 1;
+    Real maxv = row[0];
 #pragma omp simd reduction(max : maxv)
-  for (int j = 0; j < n; ++j) maxv = std::max(maxv, row[j]);
-  Real sum = 0;
+    for (int j = 0; j < n; ++j) maxv = std::max(maxv, row[j]);
+    Real sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < n; ++j) {
-    const Real e = detail::exp_real(row[j] - maxv);
-    row[j] = e;
-    sum += e;
-  }
-  const Real inv = Real(1) / sum;
+    for (int j = 0; j < n; ++j) {
+      const Real e = detail::exp_real(row[j] - maxv);
+      row[j] = e;
+      sum += e;
+    }
+    const Real inv = Real(1) / sum;
 #pragma omp simd
-  for (int j = 0; j < n; ++j) row[j] *= inv;
-  std::fill(row + n, row + end, Real(0));
+    for (int j = 0; j < n; ++j) row[j] *= inv;
+    std::fill(row + n, row + T, Real(0));
+  }
+}
+
+// Softmax backward of the causal rows, in place: ds (T, T) holds dP and becomes
+// dS = scale P (dP - rowsum(P dP)), zero above the diagonal up to the end of the row's block.
+template <typename Real>
+[[gnu::always_inline]] inline void causal_softmax_backward(Real* ds, const Real* p, int T, Real scale) {
+  for (int t = 0; t < T; ++t) {
+    const Real* pr = p + size_t(t) * T;
+    Real* dr = ds + size_t(t) * T;
+    Real dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j <= t; ++j) dot += pr[j] * dr[j];
+#pragma omp simd
+    for (int j = 0; j <= t; ++j) dr[j] = scale * pr[j] * (dr[j] - dot);
+    std::fill(dr + t + 1, dr + block_end(t, T), Real(0));
+  }
+}
+
+// Float versions in 8-lane AVX2 where the CPU has it (cpu_math.h).
+STAGECRAFT_SIMD_CLONES void causal_softmax_rows_f32(float* p, int r0, int r1, int T) {
+  causal_softmax_rows(p, r0, r1, T);
+}
+STAGECRAFT_SIMD_CLONES void causal_softmax_backward_f32(float* ds, const float* p, int T, float scale) {
+  causal_softmax_backward(ds, p, T, scale);
+}
+void softmax_rows(float* p, int r0, int r1, int T) { causal_softmax_rows_f32(p, r0, r1, T); }
+void softmax_rows(double* p, int r0, int r1, int T) { causal_softmax_rows(p, r0, r1, T); }
+void softmax_backward(float* ds, const float* p, int T, float scale) {
+  causal_softmax_backward_f32(ds, p, T, scale);
+}
+void softmax_backward(double* ds, const double* p, int T, double scale) {
+  causal_softmax_backward(ds, p, T, scale);
 }
 
 // One (b, h): p (T, T) = causal softmax(scale q k^T); o (T, HS) = p v. q, k, v rows are C3 apart,
@@ -51,7 +87,7 @@ void head_forward(Real* o, Real* p, const Real* q, const Real* k, const Real* v,
     // p[r0:r1, 0:r1] = scale q[r0:r1] k[0:r1]^T
     gemm(false, true, r1 - r0, r1, HS, scale, q + size_t(r0) * C3, C3, k, C3, Real(0),
          p + size_t(r0) * T, T);
-    for (int t = r0; t < r1; ++t) causal_softmax_row(p + size_t(t) * T, t + 1, T);
+    softmax_rows(p, r0, r1, T);
     // o[r0:r1] = p[r0:r1, 0:r1] v[0:r1]
     gemm(false, false, r1 - r0, HS, r1, Real(1), p + size_t(r0) * T, T, v, C3, Real(0),
          o + size_t(r0) * C, C);
@@ -69,17 +105,7 @@ void head_backward(Real* dq, Real* dk, Real* dv, Real* ds, const Real* dout, con
     gemm(false, true, r1 - r0, r1, HS, Real(1), dout + size_t(r0) * C, C, v, C3, Real(0),
          ds + size_t(r0) * T, T);
   }
-  // Softmax backward: dS = scale P (dP - rowsum(P dP)); zero above the diagonal to the block end.
-  for (int t = 0; t < T; ++t) {
-    const Real* pr = p + size_t(t) * T;
-    Real* dr = ds + size_t(t) * T;
-    Real dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j <= t; ++j) dot += pr[j] * dr[j];
-#pragma omp simd
-    for (int j = 0; j <= t; ++j) dr[j] = scale * pr[j] * (dr[j] - dot);
-    std::fill(dr + t + 1, dr + block_end(t, T), Real(0));
-  }
+  softmax_backward(ds, p, T, scale);
   for (int r0 = 0; r0 < T; r0 += kBlock) {
     const int r1 = std::min(T, r0 + kBlock);
     // dq[r0:r1] = dS[r0:r1, 0:r1] k[0:r1]

@@ -1,9 +1,8 @@
 // The CPU device (host memory, 64-byte aligned), and OpenBLAS kept single-threaded.
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
+#include <string>
 
 #include "runtime/cpu/cpu_math.h"
 #include "stagecraft/runtime/device.h"

@@ -250,23 +250,40 @@ void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* t
 
 namespace {
 
-// probs (V) = exp(logits - max) / sum; returns log(sum) + max, the log-sum-exp.
+// probs (rows, V) = softmax(logits (rows, V)); lse_add (rows), when given, += log-sum-exp of
+// each row. probs may alias logits.
 template <typename Real>
-Real softmax_row(Real* probs, const Real* logits, int V) {
-  Real maxv = logits[0];
+[[gnu::always_inline]] inline void softmax_rows(Real* probs, const Real* logits, Real* lse_add,
+                                                size_t rows, int V) {
+  for (size_t i = 0; i < rows; ++i) {
+    const Real* l = logits + i * V;
+    Real* p = probs + i * V;
+    Real maxv = l[0];
 #pragma omp simd reduction(max : maxv)
-  for (int j = 0; j < V; ++j) maxv = std::max(maxv, logits[j]);
-  Real sum = 0;
+    for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
+    Real sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < V; ++j) {
-    const Real e = detail::exp_real(logits[j] - maxv);
-    probs[j] = e;
-    sum += e;
-  }
-  const Real inv = Real(1) / sum;
+    for (int j = 0; j < V; ++j) {
+      const Real e = detail::exp_real(l[j] - maxv);
+      p[j] = e;
+      sum += e;
+    }
+    const Real inv = Real(1) / sum;
 #pragma omp simd
-  for (int j = 0; j < V; ++j) probs[j] *= inv;
-  return std::log(sum) + maxv;
+    for (int j = 0; j < V; ++j) p[j] *= inv;
+    if (lse_add != nullptr) lse_add[i] += std::log(sum) + maxv;
+  }
+}
+
+STAGECRAFT_SIMD_CLONES void softmax_rows_f32(float* probs, const float* logits, float* lse_add,
+                                             size_t rows, int V) {
+  softmax_rows(probs, logits, lse_add, rows, V);
+}
+void softmax_rows_any(float* probs, const float* logits, float* lse_add, size_t rows, int V) {
+  softmax_rows_f32(probs, logits, lse_add, rows, V);
+}
+void softmax_rows_any(double* probs, const double* logits, double* lse_add, size_t rows, int V) {
+  softmax_rows(probs, logits, lse_add, rows, V);
 }
 
 }  // namespace
@@ -275,7 +292,7 @@ template <typename Real>
 void softmax_forward(Real* probs, const Real* logits, int N, int V) {
   // probs (N, V), logits (N, V)
   parallel_for(size_t(N), rows_grain(V), threads_for(size_t(N) * V * 4), [&](size_t first, size_t last) {
-    for (size_t i = first; i < last; ++i) softmax_row(probs + i * V, logits + i * V, V);
+    softmax_rows_any(probs + first * V, logits + first * V, static_cast<Real*>(nullptr), last - first, V);
   });
 }
 
@@ -285,11 +302,9 @@ double crossentropy_forward(Real* losses, Real* probs, const Real* logits, const
   // losses (N), probs (N, V), logits (N, V), targets (N)
   assert(losses && probs && logits && targets);
   parallel_for(size_t(N), rows_grain(V), threads_for(size_t(N) * V * 4), [&](size_t first, size_t last) {
-    for (size_t i = first; i < last; ++i) {
-      const Real target_logit = logits[i * V + targets[i]];  // before probs overwrite it
-      const Real lse = softmax_row(probs + i * V, logits + i * V, V);
-      losses[i] = lse - target_logit;
-    }
+    // loss = lse - logit[target]; the target logits first, before probs overwrite them
+    for (size_t i = first; i < last; ++i) losses[i] = -logits[i * V + targets[i]];
+    softmax_rows_any(probs + first * V, logits + first * V, losses + first, last - first, V);
   });
   double sum = 0;
   for (int i = 0; i < N; ++i) sum += losses[i];

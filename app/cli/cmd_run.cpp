@@ -1,0 +1,129 @@
+// stagecraft-cli run: train a configuration with Stagecraft's engine on this machine, one worker
+// process per rank, with a live progress line (or the workers' events as JSON lines).
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/local_run.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+
+namespace stagecraft::cli {
+
+namespace {
+
+launch::Supervisor* g_supervisor = nullptr;
+
+void on_signal(int) {
+  if (g_supervisor) g_supervisor->cancel();
+}
+
+std::string clock_text(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  }
+  return buf;
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& argv) {
+  ArgSpec spec;
+  spec.flags = {"--json"};
+  spec.overrides = true;
+  auto args = parse_args(argv, spec, "run");
+  if (!args.ok()) return report(args.status());
+  if (args->positionals.size() != 1) {
+    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--json])"));
+  }
+  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  if (!cfg.ok()) return report(cfg.status());
+  const auto& c = cfg.value();
+  if (c.backend != config::Backend::kCpu) {
+    return report(Status::invalid_input("backend=" + std::string(config::to_string(c.backend)) +
+                                        ": this build trains on the CPU only; set backend: cpu"));
+  }
+  if (c.cluster.nodes != 1 || !c.cluster.hosts.empty()) {
+    return report(Status::invalid_input("cluster.nodes=" + std::to_string(c.cluster.nodes) +
+                                        ": `run` starts every rank on this machine; use cluster.nodes: 1 without hosts"));
+  }
+  if (c.train.data.empty()) {
+    return report(Status::invalid_input("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file"));
+  }
+  if (access(c.train.data.c_str(), R_OK) != 0) {
+    return report(Status::invalid_input("train.data=" + c.train.data + ": cannot read the file"));
+  }
+  auto plan = plan::make_plan(c);
+  if (!plan.ok()) return report(plan.status());
+  {
+    auto data = runtime::TokenData::open(c.train.data, static_cast<size_t>(c.model.seq_len) + 1);
+    if (!data.ok()) return report(data.status());
+    if (Status s = runtime::Trainer::check(c, &data.value()); !s) return report(s);
+  }
+  const bool json = args->has("--json");
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double last_loss = NAN;
+  launch::RunCallbacks cb;
+  cb.on_event = [&](int rank, const Json& e) {
+    if (json) {
+      const std::string line = e.dump() + "\n";
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fflush(stdout);
+      return;
+    }
+    const std::string kind = e.find("event")->as_string();
+    if (kind == "step" && rank == 0) {
+      const long long step = e.find("step") ? e.find("step")->as_int() : 0;
+      const double loss = e.find("loss") ? e.find("loss")->as_double() : NAN;
+      const double tps = e.find("tokens_per_s") ? e.find("tokens_per_s")->as_double() : 0;
+      last_loss = loss;
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(c.train.steps - step) : 0;
+      std::printf("%sstep %lld/%d  loss %.4f  %.0f tokens/s  ETA %s%s", tty ? "\r" : "", step, c.train.steps, loss, tps,
+                  clock_text(eta).c_str(), tty ? "   " : "\n");
+      std::fflush(stdout);
+    } else if (kind == "checkpoint" && rank == 0) {
+      const Json* path = e.find("path");
+      std::printf("%scheckpoint %s\n", tty ? "\n" : "", path && path->is_string() ? path->as_string().c_str() : "");
+    } else if (kind == "error") {
+      const Json* m = e.find("message");
+      std::fprintf(stderr, "stagecraft-cli: rank %d: %s\n", rank, m && m->is_string() ? m->as_string().c_str() : "error");
+    }
+  };
+  cb.on_log = [&](int rank, bool is_stderr, const std::string& line) {
+    if (json || line.empty()) return;
+    std::fprintf(stderr, "[rank %d%s] %s\n", rank, is_stderr ? " stderr" : "", line.c_str());
+  };
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  auto outcome = launch::run_local(c, plan.value(), {}, cb, [](launch::Supervisor& s) { g_supervisor = &s; });
+  g_supervisor = nullptr;
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!outcome.ok()) return report(outcome.status());
+  if (!json && tty) std::printf("\n");
+  if (!outcome->ok()) {
+    std::fprintf(stderr, "stagecraft-cli: error: run %s: %s\n", std::string(launch::to_string(outcome->state)).c_str(),
+                 outcome->reason.c_str());
+    return 1;
+  }
+  if (!json) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("done: %d steps in %s, final loss %.4f\n", c.train.steps, clock_text(elapsed).c_str(), last_loss);
+  }
+  return 0;
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,194 @@
+// stagecraft-worker: one training rank. Started by `stagecraft-cli run` (or any torchrun-style
+// launcher) with the environment of launch/worker_env.h; links the engine only, never Qt.
+//
+// It fetches the run configuration from the run's store (key "config"), plans it exactly as
+// the launcher did, joins its groups over Gloo, trains, and reports on stdout one JSON object
+// per line (DESIGN.md §9):
+//   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S}
+//   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..}
+//   {"event":"checkpoint","rank":R,"step":N,"path":"..."}        (rank 0)
+//   {"event":"done","rank":R,"step":N,"loss":..}
+//   {"event":"error","rank":R,"message":"..."}                    then exit status 1 (2: bad input)
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/store.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/core/json.h"
+#include "stagecraft/launch/worker_env.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/comm_group.h"
+#include "stagecraft/runtime/kernels.h"
+#include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+
+using namespace stagecraft;
+
+namespace {
+
+int g_rank = -1;
+
+void emit(Json event) {
+  if (g_rank >= 0 && !event.find("rank")) event.set("rank", g_rank);
+  const std::string line = event.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+int fail(const Status& s) {
+  Json e = Json::object();
+  e.set("event", "error");
+  e.set("message", s.message());
+  emit(std::move(e));
+  return s.code() == Status::Code::kInvalidInput ? 2 : 1;
+}
+
+// The engine's view of a group over a comm::Communicator.
+class Group final : public runtime::CommGroup {
+ public:
+  explicit Group(std::unique_ptr<comm::Communicator> c) : c_(std::move(c)) {}
+  int size() const override { return c_->size(); }
+  int rank() const override { return c_->rank(); }
+  Status all_reduce_sum(float* d, size_t n) override { return c_->all_reduce(std::span<float>(d, n)); }
+  Status all_reduce_sum(double* d, size_t n) override { return c_->all_reduce(std::span<double>(d, n)); }
+  Status reduce_scatter_sum(const float* in, float* out, size_t n) override {
+    return c_->reduce_scatter(std::span<const float>(in, n * static_cast<size_t>(size())), std::span<float>(out, n));
+  }
+  Status all_gather(const float* in, float* out, size_t n) override {
+    return c_->all_gather(std::span<const float>(in, n), std::span<float>(out, n * static_cast<size_t>(size())));
+  }
+  Status send(const float* d, size_t n, int peer, uint32_t tag) override { return c_->isend(std::span<const float>(d, n), peer, tag); }
+  Status recv(float* d, size_t n, int peer, uint32_t tag) override { return c_->recv(std::span<float>(d, n), peer, tag); }
+  Status wait_sends() override { return c_->wait_sends(); }
+
+ private:
+  std::unique_ptr<comm::Communicator> c_;
+};
+
+int run() {
+  auto env = launch::read_worker_env();
+  if (!env.ok()) return fail(env.status());
+  g_rank = env->rank;
+  runtime::cpu::set_num_threads(env->threads);
+  comm::StoreClientOptions so;
+  so.host = env->master_addr;
+  so.port = env->master_port;
+  so.token = env->token;
+  auto store = comm::StoreClient::connect(so);
+  if (!store.ok()) return fail(store.status());
+  auto yaml = store.value()->get("config");
+  if (!yaml.ok()) return fail(yaml.status().with_context("fetching the run configuration"));
+  auto cfg = config::parse_config(yaml.value(), "run configuration", {});
+  if (!cfg.ok()) return fail(cfg.status());
+  auto plan = plan::make_plan(cfg.value());
+  if (!plan.ok()) return fail(plan.status());
+  const auto& topo = plan->topology;
+  if (topo.world_size() != env->world_size) {
+    return fail(Status::invalid_input("WORLD_SIZE=" + std::to_string(env->world_size) + " but the plan has " +
+                                      std::to_string(topo.world_size()) + " ranks"));
+  }
+  auto data = runtime::TokenData::open(cfg->train.data, static_cast<size_t>(cfg->model.seq_len) + 1);
+  if (!data.ok()) return fail(data.status());
+
+  auto device = comm::GlooDevice::create(comm::gloo_device_options_from_env(*store.value()));
+  if (!device.ok()) return fail(device.status());
+  comm::GlooOptions opt;
+  opt.timeout = std::chrono::milliseconds(static_cast<long long>(cfg->train.hang_timeout_s * 1000));
+  const int r = env->rank;
+  std::vector<std::unique_ptr<Group>> groups;
+  auto make = [&](const char* name, const std::vector<int>& ranks) -> Result<Group*> {
+    opt.name = name;
+    auto c = comm::create_gloo_communicator(*store.value(), device.value(), r, ranks, opt);
+    if (!c.ok()) return c.status();
+    groups.push_back(std::make_unique<Group>(std::move(c).value()));
+    return groups.back().get();
+  };
+  std::vector<int> all(static_cast<size_t>(topo.world_size()));
+  for (int i = 0; i < topo.world_size(); ++i) all[static_cast<size_t>(i)] = i;
+  runtime::TrainerGroups g;
+  auto world = make("world", all);
+  if (!world.ok()) return fail(world.status());
+  g.world = world.value();
+  auto tp = make("tp", topo.group_of(r, config::Axis::kTp));
+  if (!tp.ok()) return fail(tp.status());
+  g.tp = tp.value();
+  auto dp = make("dp", topo.group_of(r, config::Axis::kDp));
+  if (!dp.ok()) return fail(dp.status());
+  g.dp = dp.value();
+  const auto pp_group = topo.group_of(r, config::Axis::kPp);
+  auto pp = make("pp", pp_group);
+  if (!pp.ok()) return fail(pp.status());
+  g.pp = pp.value();
+  if (cfg->model.tied_embeddings && plan->pp > 1 && (r == pp_group.front() || r == pp_group.back())) {
+    auto emb = make("embedding", {pp_group.front(), pp_group.back()});
+    if (!emb.ok()) return fail(emb.status());
+    g.embedding = emb.value();
+  }
+
+  auto trainer = runtime::Trainer::create(cfg.value(), plan.value(), r, g, &data.value());
+  if (!trainer.ok()) return fail(trainer.status());
+  if (Status s = trainer.value()->start(); !s) return fail(s);
+  {
+    Json e = Json::object();
+    e.set("event", "start");
+    e.set("world_size", topo.world_size());
+    e.set("dp", plan->dp);
+    e.set("tp", plan->tp);
+    e.set("pp", plan->pp);
+    e.set("step", static_cast<long long>(trainer.value()->step()));
+    e.set("steps", cfg->train.steps);
+    emit(std::move(e));
+  }
+  double last_loss = 0;
+  const int every = cfg->train.checkpoint_every;
+  while (trainer.value()->step() < cfg->train.steps) {
+    auto st = trainer.value()->train_step();
+    if (!st.ok()) return fail(st.status());
+    last_loss = st->loss;
+    Json e = Json::object();
+    e.set("event", "step");
+    e.set("step", static_cast<long long>(st->step));
+    e.set("loss", st->loss);
+    e.set("lr", st->lr);
+    e.set("grad_norm", st->grad_norm);
+    e.set("tokens_per_s", st->tokens_per_s);
+    e.set("step_ms", st->step_ms);
+    e.set("mem_bytes", static_cast<unsigned long long>(st->mem_bytes));
+    emit(std::move(e));
+    const bool last = trainer.value()->step() == cfg->train.steps;
+    if (last || (every > 0 && st->step % every == 0)) {
+      auto path = trainer.value()->save_checkpoint();
+      if (!path.ok()) return fail(path.status());
+      if (r == 0) {
+        Json c = Json::object();
+        c.set("event", "checkpoint");
+        c.set("step", static_cast<long long>(st->step));
+        c.set("path", path.value());
+        emit(std::move(c));
+      }
+    }
+  }
+  Json d = Json::object();
+  d.set("event", "done");
+  d.set("step", static_cast<long long>(trainer.value()->step()));
+  d.set("loss", last_loss);
+  emit(std::move(d));
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run();
+  } catch (const std::bad_alloc&) {
+    return fail(Status::unavailable("out of memory"));
+  } catch (const std::exception& e) {
+    return fail(Status::internal(std::string("internal error: ") + e.what()));
+  }
+}

@@ -1,0 +1,36 @@
+// Local runs: every rank of a plan as a process on this machine (for backend cpu a "GPU" slot is
+// a process), with the run's rendezvous store served here, supervised until the run ends.
+//
+// run_local() serves the store on 127.0.0.1 (port chosen by the system) with a fresh random
+// token, publishes the configuration under "config", starts world_size workers with the
+// torchrun-style environment (worker_env.h), and supervises them (supervisor.h): the first rank
+// that fails ends the run and names itself and its reason. Remote nodes slot in as other
+// RankProcess kinds under the same supervisor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/status.h"
+#include "stagecraft/launch/supervisor.h"
+#include "stagecraft/plan/plan.h"
+
+namespace stagecraft::launch {
+
+struct LocalRunOptions {
+  std::vector<std::string> worker;  // program and arguments; empty = stagecraft-worker beside this executable
+  double grace_s = 5.0;             // SIGTERM to SIGKILL
+};
+
+// The run's outcome. Fails only when the run could not start (store, processes); a run that
+// started and failed is an outcome with state kFailed, kHung or kCancelled.
+// `supervisor_ready` (optional) is called with the supervisor once it exists, so a caller can
+// cancel() from another thread.
+Result<RunOutcome> run_local(const config::RunConfig& config, const plan::Plan& plan, const LocalRunOptions& options,
+                             RunCallbacks callbacks, const std::function<void(Supervisor&)>& supervisor_ready = nullptr);
+
+// stagecraft-worker beside the running executable (or $STAGECRAFT_WORKER when set).
+std::string default_worker_path();
+
+}  // namespace stagecraft::launch

@@ -1,0 +1,180 @@
+// Framework names, fixed rank orders and shared text helpers. See frameworks_common.h and
+// frameworks.h.
+#include "frameworks_common.h"
+
+#include <charconv>
+
+#include "stagecraft/config/validate.h"
+#include "stagecraft/plan/topology.h"
+
+namespace stagecraft::config {
+
+namespace {
+
+constexpr Framework kAll[] = {Framework::kLibai, Framework::kPaddle, Framework::kColossalai, Framework::kMegatron, Framework::kDeepspeed};
+
+Result<plan::Topology> topology_of(const RunConfig& c, const std::vector<Axis>& order) {
+  plan::TopologySpec spec;
+  spec.nodes = c.cluster.nodes;
+  spec.gpus_per_node = c.cluster.gpus_per_node;
+  spec.dp = resolved_dp(c);
+  spec.tp = c.parallel.tp;
+  spec.pp = c.parallel.pp;
+  spec.order = order;
+  spec.tp_mode = c.parallel.tp_mode;
+  spec.tp_depth = c.parallel.tp_depth;
+  return plan::Topology::create(spec);
+}
+
+std::string groups_text(const std::vector<std::vector<int>>& groups) {
+  std::string s;
+  for (size_t g = 0; g < groups.size() && g < 3; ++g) s += (g ? " " : "") + int_list(groups[g]);
+  if (groups.size() > 3) s += " ...";
+  return s;
+}
+
+}  // namespace
+
+std::string_view to_string(Framework f) {
+  switch (f) {
+    case Framework::kLibai: return "libai";
+    case Framework::kPaddle: return "paddle";
+    case Framework::kColossalai: return "colossalai";
+    case Framework::kMegatron: return "megatron";
+    case Framework::kDeepspeed: return "deepspeed";
+  }
+  return "libai";
+}
+
+std::optional<Framework> parse_framework(std::string_view s) {
+  for (Framework f : kAll) {
+    if (s == to_string(f)) return f;
+  }
+  return std::nullopt;
+}
+
+std::string framework_choices(bool importable_only) {
+  std::string s;
+  for (Framework f : kAll) {
+    if (importable_only && !can_import(f)) continue;
+    s += (s.empty() ? "" : "|") + std::string(to_string(f));
+  }
+  return s;
+}
+
+bool can_import(Framework f) { return f != Framework::kMegatron; }
+
+std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
+  const std::vector<Axis> tp_dp_pp = {Axis::kTp, Axis::kDp, Axis::kPp};
+  const std::vector<Axis> tp_pp_dp = {Axis::kTp, Axis::kPp, Axis::kDp};
+  switch (f) {
+    case Framework::kLibai: return tp_dp_pp;
+    case Framework::kMegatron: return c.parallel.order == tp_pp_dp ? tp_pp_dp : tp_dp_pp;
+    case Framework::kDeepspeed: return tp_dp_pp;
+    case Framework::kPaddle: return c.parallel.zero == 1 ? tp_dp_pp : tp_pp_dp;
+    case Framework::kColossalai: return tp_pp_dp;
+  }
+  return tp_dp_pp;
+}
+
+bool same_groups(const RunConfig& c, const std::vector<Axis>& order) {
+  if (order == c.parallel.order) return true;
+  auto a = topology_of(c, c.parallel.order);
+  auto b = topology_of(c, order);
+  if (!a.ok() || !b.ok()) return false;
+  for (Axis axis : {Axis::kTp, Axis::kDp, Axis::kPp}) {
+    if (a->groups(axis) != b->groups(axis)) return false;
+  }
+  return true;
+}
+
+std::string framework_title(Framework f) {
+  switch (f) {
+    case Framework::kLibai: return "LiBai";
+    case Framework::kPaddle: return "PaddlePaddle";
+    case Framework::kColossalai: return "Colossal-AI";
+    case Framework::kMegatron: return "Megatron-LM";
+    case Framework::kDeepspeed: return "DeepSpeed";
+  }
+  return "";
+}
+
+std::string order_string(const std::vector<Axis>& order) {
+  std::string s;
+  for (Axis a : order) s += (s.empty() ? "" : "-") + std::string(to_string(a));
+  return s;
+}
+
+std::string order_note(const RunConfig& c, Framework f, const std::vector<Axis>& framework) {
+  if (same_groups(c, framework)) return "";
+  auto mine = topology_of(c, c.parallel.order);
+  auto theirs = topology_of(c, framework);
+  if (!mine.ok() || !theirs.ok()) return "";
+  std::string differ;
+  for (Axis axis : {Axis::kTp, Axis::kDp, Axis::kPp}) {
+    const auto g1 = mine->groups(axis);
+    const auto g2 = theirs->groups(axis);
+    if (g1 == g2) continue;
+    differ += std::string(differ.empty() ? "" : "; ") + (axis == Axis::kTp ? "TP" : axis == Axis::kDp ? "DP" : "PP") + " groups " +
+              groups_text(g2) + " instead of " + groups_text(g1);
+  }
+  const std::string name = framework_title(f);
+  return name + " orders ranks " + order_string(framework) + " but this plan uses parallel.order=" + order_string(c.parallel.order) +
+         ", so " + name + " forms other groups: " + differ + "; export with parallel.order=" + order_string(framework) +
+         " to plan what " + name + " runs";
+}
+
+std::string py_float(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, end);
+  if (s.find_first_of(".e") == std::string::npos && s.find("inf") == std::string::npos && s.find("nan") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string run_length_ids(const std::vector<int>& ids) {
+  std::string s;
+  size_t k = 0;
+  while (k < ids.size()) {
+    size_t n = 1;
+    while (k + n < ids.size() && ids[k + n] == ids[k]) ++n;
+    s += (s.empty() ? "" : " + ") + std::string("[") + std::to_string(ids[k]) + "]" + (n > 1 ? "*" + std::to_string(n) : "");
+    k += n;
+  }
+  return s.empty() ? "[]" : s;
+}
+
+std::string int_list(const std::vector<int>& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+  return s + "]";
+}
+
+std::vector<int> counts_of(const std::vector<int>& stage_ids, int chunks) {
+  std::vector<int> counts(static_cast<size_t>(std::max(chunks, 0)), 0);
+  for (int id : stage_ids) {
+    if (id >= 0 && id < chunks) ++counts[static_cast<size_t>(id)];
+  }
+  return counts;
+}
+
+std::vector<int> libai_auto_stage_ids(int layers, int pp) {
+  // libai/utils/distributed.py, _DistributeUtil._init_placement_group (the version that saves
+  // auto_pipeline_stage_id): the same arithmetic, in the same order.
+  if (pp < 1 || layers < pp) return {};
+  long long actual = layers;
+  if (pp >= 4 && layers >= 8 && layers % pp == 0) actual += std::min(pp - 1, layers / pp);
+  const long long per_stage = actual / pp;
+  const long long offset = actual % pp;
+  std::vector<int> ids;
+  ids.reserve(static_cast<size_t>(actual));
+  for (long long i = 0; i < actual - offset; i += per_stage) {
+    const int stage = static_cast<int>(i / per_stage);
+    if (stage >= pp - offset) ids.push_back(stage);
+    ids.insert(ids.end(), static_cast<size_t>(per_stage), stage);
+  }
+  ids.resize(static_cast<size_t>(layers));
+  return ids;
+}
+
+}  // namespace stagecraft::config

@@ -1,0 +1,568 @@
+// Export of a RunConfig to LiBai, PaddlePaddle, Colossal-AI, Megatron-LM and DeepSpeed. See
+// frameworks.h for the contract; frameworks_common.h for each framework's rank order.
+//
+// Every writer starts from the plan (plan::make_plan), so what it writes is what Stagecraft
+// shows: the resolved dp, the layers of every stage, the micro-batch count.
+#include <sstream>
+
+#include "frameworks_common.h"
+#include "stagecraft/config/frameworks.h"
+#include "stagecraft/config/validate.h"
+#include "stagecraft/core/json.h"
+#include "stagecraft/plan/plan.h"
+
+namespace stagecraft::config {
+
+namespace {
+
+// What every writer needs about the plan.
+struct Ctx {
+  const RunConfig& c;
+  const plan::Plan& p;
+  int layers = 0;
+  int dp = 1, tp = 1, pp = 1, v = 1, m = 1;
+  std::vector<int> counts;  // layers per chunk, chunk order (chunk c on pp rank c mod pp)
+  std::vector<std::string> notes;
+
+  Ctx(const RunConfig& config, const plan::Plan& plan) : c(config), p(plan) {
+    layers = c.model.layers;
+    dp = p.dp;
+    tp = p.tp;
+    pp = p.pp;
+    v = p.virtual_stages;
+    m = p.micro_batches;
+    for (const auto& s : p.stages) counts.push_back(s.num_layers);
+  }
+  bool counts_equal() const {
+    for (int n : counts) {
+      if (n != counts.front()) return false;
+    }
+    return true;
+  }
+  std::string cluster_line() const {
+    return std::to_string(c.world_size()) + " GPUs (" + std::to_string(c.cluster.nodes) + (c.cluster.nodes == 1 ? " node" : " nodes") +
+           " x " + std::to_string(c.cluster.gpus_per_node) + " " + c.cluster.device + ")";
+  }
+  std::string sizes_line() const {
+    return "dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) +
+           (v > 1 ? " (" + std::to_string(v) + " interleaved chunks per pp rank)" : "") + "; " + std::to_string(m) +
+           (m == 1 ? " micro-batch of " : " micro-batches of ") + std::to_string(c.train.micro_batch) +
+           " per step and data-parallel rank, global batch " +
+           std::to_string(c.train.global_batch);
+  }
+};
+
+// Comment lines, `prefix` before each, wrapped at about 98 columns.
+std::string comment(const std::string& text, const std::string& prefix = "# ") {
+  std::string out, line;
+  std::istringstream words(text);
+  std::string w;
+  while (words >> w) {
+    if (!line.empty() && line.size() + 1 + w.size() + prefix.size() > 98) {
+      out += prefix + line + "\n";
+      line = "    " + w;  // continuation lines are indented
+      continue;
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  if (!line.empty()) out += prefix + line + "\n";
+  return out;
+}
+
+std::string notes_block(const std::vector<std::string>& notes, const std::string& prefix = "# ") {
+  std::string out;
+  for (const auto& n : notes) out += comment("NOTE: " + n, prefix);
+  return out;
+}
+
+Status refuse(const std::string& key, const std::string& value, const std::string& why) {
+  return Status::invalid_input(key + "=" + value + ": " + why);
+}
+
+// ----------------------------------------------------------------------------- LiBai
+
+Result<Exported> export_libai(Ctx& x, const ExportOptions& options) {
+  const RunConfig& c = x.c;
+  if (c.parallel.tp_mode != TpMode::k1d) {
+    return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
+                  "LiBai has only 1D (Megatron) tensor parallelism; set parallel.tp_mode=1d to export to LiBai");
+  }
+  if (c.pipeline.schedule == Schedule::kInterleaved) {
+    return refuse("pipeline.schedule", "interleaved", "LiBai runs the non-interleaved 1F1B schedule only; set pipeline.schedule=1f1b pipeline.virtual_stages=1 to export to LiBai");
+  }
+  if (auto n = order_note(c, Framework::kLibai, framework_order(Framework::kLibai, c)); !n.empty()) x.notes.push_back(n);
+  if (c.train.precision == Precision::kBf16) x.notes.push_back("LiBai's train.amp computes in fp16; the plan's bf16 becomes fp16");
+  if (c.train.recompute == Recompute::kSelective) {
+    x.notes.push_back("LiBai checkpoints whole layers (train.activation_checkpoint) or none; selective recompute is not expressible, so it stays off");
+  }
+  if (c.parallel.sequence_parallel) x.notes.push_back("LiBai has no Megatron sequence parallelism; parallel.sequence_parallel is not exported");
+
+  const std::vector<int> auto_ids = x.pp > 1 ? libai_auto_stage_ids(x.layers, x.pp) : std::vector<int>{};
+  const bool custom = x.pp > 1 && auto_ids != x.p.layer_stage;
+  const std::string path = options.config_path.empty() ? "configs/" + c.name + ".py" : options.config_path;
+
+  std::ostringstream o;
+  o << comment("LiBai configuration for " + c.name + ", written by stagecraft-cli export. Merge it into a LiBai training config "
+               "whose model is LiBai's GPT (configs/common/models/gpt.py), e.g. configs/gpt2_pretrain.py.");
+  o << comment(x.cluster_line() + "; " + x.sizes_line() + ".");
+  o << comment("LiBai numbers ranks tp innermost, then dp, then pp (stages are contiguous blocks of " +
+               std::to_string(c.world_size() / x.pp) + " ranks; libai/utils/distributed.py).");
+  o << notes_block(x.notes);
+  o << "#\n# The same layout on LiBai's command line (GPUs per node; on several nodes run it on each):\n";
+  std::string cli = "bash tools/train.sh tools/train_net.py " + path + " " + std::to_string(c.cluster.gpus_per_node) +
+                    " train.dist.data_parallel_size=" + std::to_string(x.dp) + " train.dist.tensor_parallel_size=" + std::to_string(x.tp) +
+                    " train.dist.pipeline_parallel_size=" + std::to_string(x.pp) + " train.dist.pipeline_num_layers=" + std::to_string(x.layers);
+  if (custom) {
+    std::string ids = "[";
+    for (size_t k = 0; k < x.p.layer_stage.size(); ++k) ids += (k ? "," : "") + std::to_string(x.p.layer_stage[k]);
+    cli += " 'train.dist.custom_pipeline_stage_id=" + ids + "]'";
+  }
+  o << "#   " << cli << "\n";
+  o << "from .common.models.gpt import pretrain_model as model\n";
+  o << "from .common.optim import optim\n";
+  o << "from .common.train import train\n\n";
+  o << "model.cfg.num_layers = " << x.layers << "\n";
+  o << "model.cfg.hidden_size = " << c.model.hidden << "\n";
+  o << "model.cfg.num_attention_heads = " << c.model.heads << "\n";
+  o << "model.cfg.ffn_hidden_size = " << c.model.ffn() << "\n";
+  o << "model.cfg.max_seq_length = " << c.model.seq_len << "\n";
+  o << "model.cfg.vocab_size = " << c.model.vocab << "\n\n";
+  o << "train.dist.num_nodes = " << c.cluster.nodes << "\n";
+  o << "train.dist.num_gpus_per_node = " << c.cluster.gpus_per_node << "\n";
+  if (c.parallel.dp_auto()) {
+    o << "# LiBai derives the data parallel size as world / (tp x pp) = " << c.world_size() << " / " << x.tp * x.pp << " = " << x.dp << "\n";
+  }
+  o << "train.dist.data_parallel_size = " << x.dp << "\n";
+  o << "train.dist.tensor_parallel_size = " << x.tp << "\n";
+  o << "train.dist.pipeline_parallel_size = " << x.pp << "\n";
+  o << "train.dist.pipeline_num_layers = " << x.layers << "\n";
+  if (x.pp > 1) {
+    if (custom) {
+      o << "# Layers per stage " << int_list(x.counts) << "; LiBai's own split would be " << int_list(counts_of(auto_ids, x.pp)) << ".\n";
+      o << "train.dist.custom_pipeline_stage_id = " << run_length_ids(x.p.layer_stage) << "\n";
+    } else {
+      o << "# LiBai's own split of " << x.layers << " layers over " << x.pp << " stages, " << int_list(x.counts)
+        << ", is this plan's: no custom_pipeline_stage_id.\n";
+    }
+  }
+  o << "\n";
+  o << "train.train_micro_batch_size = " << c.train.micro_batch << "\n";
+  o << "train.num_accumulation_steps = " << x.m << "\n";
+  o << "train.global_batch_size = " << c.train.global_batch << "\n";
+  o << "train.train_iter = " << c.train.steps << "\n";
+  o << "train.amp.enabled = " << (c.train.precision != Precision::kFp32 ? "True" : "False") << "\n";
+  o << "train.activation_checkpoint.enabled = " << (c.train.recompute == Recompute::kFull ? "True" : "False") << "\n";
+  o << "train.zero_optimization.enabled = " << (c.parallel.zero == 1 ? "True" : "False") << "\n";
+  if (c.parallel.zero == 1) o << "train.zero_optimization.stage = 1\n";
+  o << "train.seed = " << c.train.seed << "\n";
+  o << "optim.lr = " << py_float(c.train.lr) << "\n";
+  o << "optim.weight_decay = " << py_float(c.train.weight_decay) << "\n";
+  Exported e;
+  e.files.push_back({c.name + ".py", o.str()});
+  e.notes = x.notes;
+  return e;
+}
+
+// ----------------------------------------------------------------------------- PaddlePaddle
+
+std::string launch_ips(const RunConfig& c) {
+  if (!c.cluster.hosts.empty()) {
+    std::string s;
+    for (const auto& h : c.cluster.hosts) s += (s.empty() ? "" : ",") + h.host;
+    return "\"" + s + "\"";
+  }
+  if (c.cluster.nodes == 1) return "\"127.0.0.1\"";
+  return "\"$NODE_IPS\"";
+}
+
+std::string gpu_list(int n) {
+  std::string s;
+  for (int k = 0; k < n; ++k) s += (k ? "," : "") + std::to_string(k);
+  return s;
+}
+
+Result<Exported> export_paddle(Ctx& x) {
+  const RunConfig& c = x.c;
+  if (c.parallel.tp_mode != TpMode::k1d) {
+    return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
+                  "PaddlePaddle's hybrid parallelism has only 1D tensor (model) parallelism; set parallel.tp_mode=1d to export to Paddle");
+  }
+  const auto order = framework_order(Framework::kPaddle, c);
+  if (auto n = order_note(c, Framework::kPaddle, order); !n.empty()) x.notes.push_back(n);
+  if (!x.counts_equal()) {
+    x.notes.push_back("Paddle splits the layers in code (PipelineLayer's seg_method); build it so that the stages hold " +
+                      int_list(x.counts) + " layers");
+  }
+  if (c.train.precision != Precision::kFp32) {
+    x.notes.push_back("precision " + std::string(to_string(c.train.precision)) + " is set in the training loop: paddle.amp.auto_cast(dtype='" +
+                      (c.train.precision == Precision::kBf16 ? "bfloat16" : "float16") + "')");
+  }
+  if (c.train.recompute != Recompute::kNone) x.notes.push_back("recompute is set on the model (PipelineLayer's recompute_interval), not in the strategy");
+  if (c.parallel.sequence_parallel) x.notes.push_back("sequence parallelism is a model option in Paddle (e.g. PaddleNLP's sequence_parallel), not in the strategy");
+  const int dp_degree = c.parallel.zero == 1 ? 1 : x.dp;
+  const int sharding = c.parallel.zero == 1 ? x.dp : 1;
+
+  std::ostringstream o;
+  o << comment("PaddlePaddle hybrid parallel configuration for " + c.name + ", written by stagecraft-cli export.");
+  o << comment(x.cluster_line() + "; " + x.sizes_line() + ".");
+  o << comment("Paddle numbers ranks mp (tp) innermost, then sharding, then pp, then dp: CommunicateTopology([\"data\", \"pipe\", "
+               "\"sharding\", \"model\"]) in paddle/distributed/fleet, here " + order_string(order) + ".");
+  if (c.parallel.zero == 1) {
+    o << comment("parallel.zero=1 runs as Paddle's sharding axis: dp_degree 1, sharding_degree " + std::to_string(x.dp) +
+                 " (the sharding optimizer keeps 1/" + std::to_string(x.dp) + " of the optimizer state on each rank).");
+  }
+  o << notes_block(x.notes);
+  o << "from paddle.distributed import fleet\n\n";
+  o << "strategy = fleet.DistributedStrategy()\n";
+  o << "strategy.hybrid_configs = {\n";
+  o << "    \"dp_degree\": " << dp_degree << ",\n";
+  o << "    \"mp_degree\": " << x.tp << ",\n";
+  o << "    \"pp_degree\": " << x.pp << ",\n";
+  o << "    \"sharding_degree\": " << sharding << ",\n";
+  o << "}\n";
+  if (x.pp == 1) o << "# Paddle reads pipeline_configs only when pp_degree > 1; with 1, accumulate the micro-batches in the training loop.\n";
+  o << "strategy.pipeline_configs = {\n";
+  o << "    \"accumulate_steps\": " << x.m << ",\n";
+  o << "    \"micro_batch_size\": " << c.train.micro_batch << ",\n";
+  o << "}\n";
+  o << "fleet.init(is_collective=True, strategy=strategy)\n";
+  if (x.pp > 1) {
+    o << "\n# The model is a fleet.meta_parallel.PipelineLayer(layers=..., num_stages=" << x.pp;
+    if (x.v > 1) o << ", num_virtual_pipeline_stages=" << x.v;
+    o << ", ...);\n# layers per stage: " << int_list(x.counts) << ".\n";
+  }
+  o << "\n# Launch on each node:\n";
+  if (c.cluster.nodes > 1 && c.cluster.hosts.empty()) o << "#   NODE_IPS: the " << c.cluster.nodes << " nodes' addresses, comma-separated, node 0 first\n";
+  o << "#   python -m paddle.distributed.launch --gpus \"" << gpu_list(c.cluster.gpus_per_node) << "\" --ips " << launch_ips(c) << " train.py\n";
+  Exported e;
+  e.files.push_back({c.name + "_paddle.py", o.str()});
+  e.notes = x.notes;
+  return e;
+}
+
+// ----------------------------------------------------------------------------- Colossal-AI
+
+Result<Exported> export_colossalai(Ctx& x) {
+  const RunConfig& c = x.c;
+  const auto order = framework_order(Framework::kColossalai, c);
+  if (auto n = order_note(c, Framework::kColossalai, order); !n.empty()) x.notes.push_back(n);
+  if (!x.counts_equal()) {
+    x.notes.push_back("Colossal-AI splits the layers when it builds the pipeline model (build_pipeline_model_from_cfg); build it so that the stages hold " +
+                      int_list(x.counts) + " layers");
+  }
+  if (c.train.precision == Precision::kBf16) x.notes.push_back("the legacy config has fp16 AMP only; bf16 is not expressible and no fp16 section is written");
+  if (c.parallel.zero == 1) x.notes.push_back("ZeRO-1 (optimizer state sharded over dp) has no key in the legacy config; parallel.zero is not exported");
+  if (c.parallel.sequence_parallel) x.notes.push_back("Megatron-style sequence parallelism has no key in the legacy config; parallel.sequence_parallel is not exported");
+  if (c.train.recompute != Recompute::kNone) x.notes.push_back("activation checkpointing is a model option (checkpoint=True in Colossal-AI's models); train.recompute is not exported");
+
+  std::ostringstream o;
+  o << comment("Colossal-AI configuration for " + c.name + " (the `parallel = dict(...)` config of colossalai.launch), written by "
+               "stagecraft-cli export.");
+  o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Colossal-AI infers the data parallel size, world / (pipeline x tensor).");
+  o << comment("Colossal-AI numbers ranks tensor innermost, then pipeline, then data (Initializer_Pipeline), here " + order_string(order) +
+               (c.parallel.tp_mode != TpMode::k1d ? "; each tensor group is its " + std::string(to_string(c.parallel.tp_mode)) + " grid" : "") + ".");
+  o << notes_block(x.notes);
+  if (c.train.precision == Precision::kFp16) o << "from colossalai.amp import AMP_TYPE\n\n";
+  std::string tensor;
+  if (x.tp > 1) {
+    tensor = "tensor=dict(size=" + std::to_string(x.tp) + ", mode='" + std::string(to_string(c.parallel.tp_mode)) + "'";
+    if (c.parallel.tp_mode == TpMode::k2p5d) tensor += ", depth=" + std::to_string(c.parallel.tp_depth);
+    tensor += ")";
+  }
+  o << "parallel = dict(";
+  if (x.pp > 1 || x.tp > 1) o << "\n";
+  if (x.pp > 1) o << "    pipeline=" << x.pp << ",\n";
+  if (x.tp > 1) o << "    " << tensor << ",\n";
+  o << ")\n";
+  if (x.pp > 1) {
+    o << "# Samples per data-parallel rank and step, split into NUM_MICRO_BATCHES micro-batches of " << c.train.micro_batch << ".\n";
+    o << "BATCH_SIZE = " << c.train.micro_batch * x.m << "\n";
+    o << "NUM_MICRO_BATCHES = " << x.m << "\n";
+    if (x.v > 1) o << "model = dict(num_chunks=" << x.v << ")  # colossalai.initialize runs InterleavedPipelineSchedule\n";
+  } else {
+    o << "# Samples per data-parallel rank and micro-batch; gradient_accumulation micro-batches per step.\n";
+    o << "BATCH_SIZE = " << c.train.micro_batch << "\n";
+    if (x.m > 1) o << "gradient_accumulation = " << x.m << "\n";
+  }
+  if (c.train.precision == Precision::kFp16) o << "fp16 = dict(mode=AMP_TYPE.TORCH)\n";
+  if (c.train.grad_clip > 0) o << "clip_grad_norm = " << py_float(c.train.grad_clip) << "\n";
+  Exported e;
+  e.files.push_back({c.name + "_colossalai.py", o.str()});
+  e.notes = x.notes;
+  return e;
+}
+
+// ----------------------------------------------------------------------------- Megatron-LM
+
+// How Megatron is told the layer split. Sources: megatron/training/arguments.py (validate_args:
+// at most one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank
+// and --pipeline-model-parallel-layout; the uneven first/last flags need the second for VPP) and
+// megatron/core/transformer/transformer_config.py (the first and last stages' layers must divide
+// by the VPP size, the middle layers evenly over the middle stages and their VPP chunks).
+// Layout syntax from the Megatron Core user guide, "Custom Pipeline Model Parallel Layout":
+// stages split by '|', E = embedding, t = decoder layer, L = loss, x*N and (...)*N repeat, commas
+// cosmetic; stage i = vpp_rank * pp + pp_rank, which is Stagecraft's chunk order.
+std::vector<std::string> megatron_split_args(const Ctx& x) {
+  std::vector<std::string> args;
+  if (x.pp == 1) return args;
+  if (x.counts_equal()) {
+    if (x.v > 1) args.push_back("--num-layers-per-virtual-pipeline-stage " + std::to_string(x.counts.front()));
+    return args;
+  }
+  // First / last: every rank's chunks equal, the middle ranks equal to each other.
+  bool ranks_uniform = true;
+  std::vector<int> per_rank(static_cast<size_t>(x.pp));
+  for (int p = 0; p < x.pp; ++p) {
+    for (int a = 0; a < x.v; ++a) ranks_uniform = ranks_uniform && x.counts[static_cast<size_t>(a * x.pp + p)] == x.counts[static_cast<size_t>(p)];
+    per_rank[static_cast<size_t>(p)] = x.v * x.counts[static_cast<size_t>(p)];
+  }
+  bool middle_equal = true;
+  for (int p = 2; p < x.pp - 1; ++p) middle_equal = middle_equal && per_rank[static_cast<size_t>(p)] == per_rank[1];
+  if (ranks_uniform && middle_equal) {
+    const int first = per_rank.front(), last = per_rank.back();
+    const int middle = x.pp > 2 ? per_rank[1] : last;
+    if (x.v > 1) args.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(x.v));
+    if (first != middle) args.push_back("--decoder-first-pipeline-num-layers " + std::to_string(first));
+    if (x.pp > 2 && last != middle) args.push_back("--decoder-last-pipeline-num-layers " + std::to_string(last));
+    return args;
+  }
+  // The general case: the layout, runs of three or more equal middle stages written (t*k|)*n.
+  auto stage = [&](size_t c) {
+    std::string s = c == 0 ? "E" : "";
+    const int n = x.counts[c];
+    s += n == 1 ? "t" : "t*" + std::to_string(n);
+    if (c + 1 == x.counts.size()) s += "L";
+    return s;
+  };
+  std::string layout;
+  size_t c = 0;
+  while (c < x.counts.size()) {
+    size_t run = 1;
+    if (c > 0) {
+      while (c + run < x.counts.size() - 1 && x.counts[c + run] == x.counts[c]) ++run;
+    }
+    if (run >= 3) {
+      layout += "(" + stage(c) + "|)*" + std::to_string(run);
+      c += run;
+      if (c < x.counts.size()) layout += ",";
+      continue;
+    }
+    layout += stage(c);
+    if (c + 1 < x.counts.size()) layout += "|";
+    ++c;
+  }
+  args.push_back("--pipeline-model-parallel-layout \"" + layout + "\"");
+  return args;
+}
+
+Result<Exported> export_megatron(Ctx& x) {
+  const RunConfig& c = x.c;
+  if (c.parallel.tp_mode != TpMode::k1d) {
+    return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
+                  "Megatron-LM has only 1D tensor parallelism; set parallel.tp_mode=1d to export to Megatron-LM");
+  }
+  const auto order = framework_order(Framework::kMegatron, c);
+  if (auto n = order_note(c, Framework::kMegatron, order); !n.empty()) x.notes.push_back(n);
+  if (c.parallel.sequence_parallel && x.tp == 1) x.notes.push_back("sequence parallelism needs tp > 1; --sequence-parallel is left out");
+  if (c.pipeline.schedule == Schedule::kGpipe && x.pp > 1) x.notes.push_back("Megatron-LM runs 1F1B, not GPipe: the same bubble, fewer micro-batches in flight");
+  std::vector<std::string> a;
+  a.push_back("--tensor-model-parallel-size " + std::to_string(x.tp));
+  a.push_back("--pipeline-model-parallel-size " + std::to_string(x.pp));
+  for (auto& s : megatron_split_args(x)) a.push_back(s);
+  if (x.v > 1 && x.pp == 2) a.push_back("--overlap-p2p-comm");  // Megatron needs pp > 2 for VPP without it
+  if (order != std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp}) a.push_back("--use-tp-pp-dp-mapping");
+  if (c.parallel.sequence_parallel && x.tp > 1) a.push_back("--sequence-parallel");
+  if (c.parallel.zero == 1) a.push_back("--use-distributed-optimizer");
+  a.push_back("--num-layers " + std::to_string(x.layers));
+  a.push_back("--hidden-size " + std::to_string(c.model.hidden));
+  a.push_back("--num-attention-heads " + std::to_string(c.model.heads));
+  a.push_back("--ffn-hidden-size " + std::to_string(c.model.ffn()));
+  a.push_back("--seq-length " + std::to_string(c.model.seq_len));
+  a.push_back("--max-position-embeddings " + std::to_string(c.model.seq_len));
+  if (!c.model.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+  a.push_back("--micro-batch-size " + std::to_string(c.train.micro_batch));
+  a.push_back("--global-batch-size " + std::to_string(c.train.global_batch));
+  if (c.train.recompute == Recompute::kSelective) a.push_back("--recompute-granularity selective");
+  if (c.train.recompute == Recompute::kFull) {
+    a.push_back("--recompute-granularity full");
+    a.push_back("--recompute-method uniform");
+    a.push_back("--recompute-num-layers 1");
+  }
+  if (c.train.precision == Precision::kBf16) a.push_back("--bf16");
+  if (c.train.precision == Precision::kFp16) a.push_back("--fp16");
+  a.push_back("--train-iters " + std::to_string(c.train.steps));
+  a.push_back("--lr " + py_float(c.train.lr));
+  a.push_back("--min-lr " + py_float(c.train.min_lr));
+  a.push_back("--lr-decay-style cosine");
+  if (c.train.warmup_steps > 0) a.push_back("--lr-warmup-iters " + std::to_string(c.train.warmup_steps));
+  a.push_back("--weight-decay " + py_float(c.train.weight_decay));
+  a.push_back("--adam-beta1 " + py_float(c.train.beta1));
+  a.push_back("--adam-beta2 " + py_float(c.train.beta2));
+  a.push_back("--clip-grad " + py_float(c.train.grad_clip));
+  a.push_back("--seed " + std::to_string(c.train.seed));
+
+  std::ostringstream o;
+  o << "#!/usr/bin/env bash\n";
+  o << comment("Megatron-LM command line for " + c.name + ", written by stagecraft-cli export.");
+  o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Megatron derives the data parallel size, world / (tp x pp).");
+  o << comment("Megatron orders ranks tp-cp-ep-dp-pp (tp-dp-pp here, cp = ep = 1)" +
+               std::string(order == std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp} ? "" : ", tp-pp-dp with --use-tp-pp-dp-mapping") +
+               " (megatron/core/parallel_state.py).");
+  if (x.pp > 1) o << comment("Layers per pipeline stage" + std::string(x.v > 1 ? " (chunk order: all pp ranks' first chunks, then the second)" : "") + ": " + int_list(x.counts) + ".");
+  o << comment("The vocabulary (" + std::to_string(c.model.vocab) + ") comes from the tokenizer; Megatron pads it to a multiple of 128 x tp.");
+  o << notes_block(x.notes);
+  o << "MEGATRON_ARGS=(\n";
+  for (const auto& s : a) o << "    " << s << "\n";
+  o << ")\n";
+  o << "# Run on every node (node 0 is the master):\n";
+  o << "#   torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
+    << " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 6000 \\\n";
+  o << "#       pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" --data-path ... --vocab-file ... --merge-file ...\n";
+  Exported e;
+  e.files.push_back({c.name + "_megatron.sh", o.str()});
+  e.notes = x.notes;
+  return e;
+}
+
+// ----------------------------------------------------------------------------- DeepSpeed
+
+Result<Exported> export_deepspeed(Ctx& x) {
+  const RunConfig& c = x.c;
+  if (c.parallel.tp_mode != TpMode::k1d) {
+    return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
+                  "DeepSpeed's model parallelism is Megatron's 1D; set parallel.tp_mode=1d to export to DeepSpeed");
+  }
+  if (c.pipeline.schedule == Schedule::kInterleaved) {
+    return refuse("pipeline.schedule", "interleaved",
+                  "DeepSpeed's PipelineEngine runs one model chunk per stage (no interleaving); set pipeline.schedule=1f1b pipeline.virtual_stages=1 to export to DeepSpeed");
+  }
+  if (auto n = order_note(c, Framework::kDeepspeed, framework_order(Framework::kDeepspeed, c)); !n.empty()) x.notes.push_back(n);
+  if (x.tp > 1) {
+    x.notes.push_back("ds_config.json does not carry tensor parallelism: it comes from the model code (Megatron-DeepSpeed: --tensor-model-parallel-size " +
+                      std::to_string(x.tp) + ")");
+  }
+  if (x.pp > 1 && !x.counts_equal()) {
+    x.notes.push_back("DeepSpeed's partition methods ('uniform', 'parameters', 'type:<regex>') cannot place exactly " + int_list(x.counts) +
+                      " layers per stage; pipeline.py asks for a balanced split of the transformer layers");
+  }
+  if (c.train.recompute == Recompute::kSelective) x.notes.push_back("selective recompute is a model option (Megatron-DeepSpeed), not a ds_config key");
+  if (c.parallel.sequence_parallel) x.notes.push_back("sequence parallelism is a model option (Megatron-DeepSpeed --sequence-parallel), not a ds_config key");
+
+  Json ds = Json::object();
+  ds.set("train_batch_size", c.train.global_batch);
+  ds.set("train_micro_batch_size_per_gpu", c.train.micro_batch);
+  ds.set("gradient_accumulation_steps", x.m);
+  ds.set("gradient_clipping", c.train.grad_clip);
+  Json zero = Json::object();
+  zero.set("stage", c.parallel.zero);
+  ds.set("zero_optimization", std::move(zero));
+  if (c.train.precision == Precision::kBf16) {
+    Json bf = Json::object();
+    bf.set("enabled", true);
+    ds.set("bf16", std::move(bf));
+  } else if (c.train.precision == Precision::kFp16) {
+    Json fp = Json::object();
+    fp.set("enabled", true);
+    fp.set("loss_scale", 0);
+    fp.set("initial_scale_power", 16);
+    fp.set("loss_scale_window", 1000);
+    fp.set("hysteresis", 2);
+    fp.set("min_loss_scale", 1);
+    ds.set("fp16", std::move(fp));
+  }
+  Json params = Json::object();
+  params.set("lr", c.train.lr);
+  Json betas = Json::array();
+  betas.push_back(c.train.beta1);
+  betas.push_back(c.train.beta2);
+  params.set("betas", std::move(betas));
+  params.set("eps", 1e-8);
+  params.set("weight_decay", c.train.weight_decay);
+  Json opt = Json::object();
+  opt.set("type", "AdamW");
+  opt.set("params", std::move(params));
+  ds.set("optimizer", std::move(opt));
+  Json sched_params = Json::object();
+  sched_params.set("total_num_steps", c.train.steps);
+  sched_params.set("warmup_num_steps", c.train.warmup_steps);
+  sched_params.set("warmup_min_ratio", 0.0);
+  sched_params.set("cos_min_ratio", c.train.lr > 0 ? c.train.min_lr / c.train.lr : 0.0);
+  Json sched = Json::object();
+  sched.set("type", "WarmupCosineLR");
+  sched.set("params", std::move(sched_params));
+  ds.set("scheduler", std::move(sched));
+
+  std::ostringstream h;
+  h << comment("DeepSpeed hostfile for " + c.name + ", written by stagecraft-cli export: " + x.cluster_line() + "; " + x.sizes_line() + ".");
+  h << comment("deepspeed --hostfile <this file> train.py --deepspeed --deepspeed_config ds_config.json");
+  h << comment("DeepSpeed numbers ranks in hostfile order, tp innermost, then dp, then pp (PipeModelDataParallelTopology, "
+               "deepspeed/runtime/pipe/topology.py).");
+  h << notes_block(x.notes);
+  if (!c.cluster.hosts.empty()) {
+    for (const auto& host : c.cluster.hosts) h << host.host << " slots=" << host.slots << "\n";
+  } else if (c.cluster.nodes == 1) {
+    h << "localhost slots=" << c.cluster.gpus_per_node << "\n";
+  } else {
+    h << "# Replace node0 ... node" << c.cluster.nodes - 1 << " with your hosts (names from ~/.ssh/config or addresses).\n";
+    for (int n = 0; n < c.cluster.nodes; ++n) h << "node" << n << " slots=" << c.cluster.gpus_per_node << "\n";
+  }
+
+  Exported e;
+  e.files.push_back({"ds_config.json", ds.dump(2) + "\n"});
+  e.files.push_back({"hostfile", h.str()});
+  if (x.pp > 1) {
+    std::ostringstream py;
+    py << comment("DeepSpeed pipeline parallelism for " + c.name + " is set in the training code, not in ds_config.json: build the "
+                  "model as a PipelineModule.");
+    py << notes_block(x.notes);
+    py << "from deepspeed.pipe import PipelineModule\n";
+    if (x.tp > 1) py << "from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology\n";
+    py << "\n";
+    if (x.tp > 1) {
+      py << "topology = PipeModelDataParallelTopology(num_pp=" << x.pp << ", num_mp=" << x.tp << ", num_dp=" << x.dp << ")\n";
+    }
+    py << "model = PipelineModule(\n";
+    py << "    layers=layers,  # LayerSpecs: the embedding, " << x.layers << " transformer layers, the head\n";
+    if (x.tp > 1) py << "    topology=topology,\n";
+    else py << "    num_stages=" << x.pp << ",\n";
+    if (x.counts_equal()) {
+      py << "    partition_method=\"type:transformer\",  # " << x.counts.front() << " transformer layers on each of the " << x.pp << " stages\n";
+    } else {
+      py << "    partition_method=\"type:transformer\",  # the plan: " << int_list(x.counts) << " layers per stage (see the NOTE)\n";
+    }
+    if (c.train.recompute == Recompute::kFull) py << "    activation_checkpoint_interval=1,\n";
+    py << "    loss_fn=loss_fn,\n";
+    py << ")\n";
+    py << "# Layers per stage: " << int_list(x.counts) << "; stage 0 also holds the embedding, the last the head and loss.\n";
+    e.files.push_back({"pipeline.py", py.str()});
+  }
+  e.notes = x.notes;
+  return e;
+}
+
+}  // namespace
+
+Result<Exported> export_files(const RunConfig& config, Framework to, const ExportOptions& options) {
+  auto plan = plan::make_plan(config);
+  if (!plan.ok()) return plan.status();
+  Ctx x(config, plan.value());
+  switch (to) {
+    case Framework::kLibai: return export_libai(x, options);
+    case Framework::kPaddle: return export_paddle(x);
+    case Framework::kColossalai: return export_colossalai(x);
+    case Framework::kMegatron: return export_megatron(x);
+    case Framework::kDeepspeed: return export_deepspeed(x);
+  }
+  return Status::internal("export: unknown framework");
+}
+
+Result<std::string> export_config(const RunConfig& config, Framework to, const ExportOptions& options) {
+  auto e = export_files(config, to, options);
+  if (!e.ok()) return e.status();
+  if (e->files.size() == 1) return e->files.front().text;
+  std::string out;
+  for (const auto& f : e->files) out += (out.empty() ? "" : "\n") + std::string("==> ") + f.name + " <==\n" + f.text;
+  return out;
+}
+
+}  // namespace stagecraft::config

@@ -1,0 +1,633 @@
+// Gloo communicators over real TCP on 127.0.0.1, between real processes: this binary starts
+// copies of itself as workers (STAGECRAFT_COMM_TEST_WORKER names the scenario), each reading
+// the launcher's torchrun-style environment, reaching the test's store and creating the
+// communicators of its groups from the topology. Values are small integers, so every sum is
+// exact in float and results are compared exactly. Failure scenarios (a peer that never
+// arrives, dies, or skips a collective) must end in a clear error within the timeout.
+//
+// main() is written out instead of QTEST_APPLESS_MAIN because a worker must not run the suite.
+#include "stagecraft/comm/communicator.h"
+#include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/store.h"
+#include "stagecraft/launch/process.h"
+#include "stagecraft/launch/worker_env.h"
+#include "stagecraft/plan/topology.h"
+
+#include <QtTest>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+using namespace stagecraft;
+using namespace stagecraft::comm;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr const char* kRoleVar = "STAGECRAFT_COMM_TEST_WORKER";
+
+// ---- worker side ----------------------------------------------------------------------------
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// Stops the worker with a message on stderr, which the test shows.
+#define EXPECT(cond, ...)                                                  \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      std::fprintf(stderr, "rank %d, line %d: ", g_rank, __LINE__);        \
+      std::fprintf(stderr, __VA_ARGS__);                                   \
+      std::fprintf(stderr, "\n");                                          \
+      std::exit(1);                                                        \
+    }                                                                      \
+  } while (0)
+#define EXPECT_OK(status_expr)                                                       \
+  do {                                                                               \
+    const Status s_ = (status_expr);                                                 \
+    EXPECT(s_.is_ok(), "%s: %s", #status_expr, s_.message().c_str());                \
+  } while (0)
+
+int g_rank = -1;
+
+struct Worker {
+  launch::WorkerEnv env;
+  std::unique_ptr<StoreClient> store;
+  std::shared_ptr<GlooDevice> device;
+  GlooOptions options;
+};
+
+Worker start_worker() {
+  Worker w;
+  auto env = launch::read_worker_env();
+  EXPECT(env.ok(), "%s", env.status().message().c_str());
+  w.env = env.value();
+  g_rank = w.env.rank;
+  StoreClientOptions so;
+  so.host = w.env.master_addr;
+  so.port = w.env.master_port;
+  so.token = w.env.token;
+  so.connect_timeout = milliseconds(10000);
+  so.timeout = milliseconds(10000);
+  auto store = StoreClient::connect(so);
+  EXPECT(store.ok(), "%s", store.status().message().c_str());
+  w.store = std::move(store).value();
+  auto device = GlooDevice::create(gloo_device_options_from_env(*w.store));
+  EXPECT(device.ok(), "%s", device.status().message().c_str());
+  w.device = device.value();
+  w.options.timeout = milliseconds(env_int("COMM_TEST_TIMEOUT_MS", 10000));
+  return w;
+}
+
+std::unique_ptr<Communicator> join(Worker& w, const std::vector<int>& ranks, const std::string& name) {
+  GlooOptions o = w.options;
+  o.name = name;
+  auto c = create_gloo_communicator(*w.store, w.device, w.env.rank, ranks, o);
+  EXPECT(c.ok(), "%s", c.status().message().c_str());
+  return std::move(c).value();
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+// Every collective on `c`, with values that sum exactly; `n` elements per rank.
+template <typename T>
+void check_collectives(Communicator& c, size_t n) {
+  const int size = c.size(), g = c.global_rank();
+  const auto& ranks = c.ranks();
+  T sum_of_ranks = 0;  // S = sum over members of (global rank + 1)
+  for (int r : ranks) sum_of_ranks += static_cast<T>(r + 1);
+  int max_rank = 0, min_rank = 1 << 30;
+  for (int r : ranks) max_rank = std::max(max_rank, r), min_rank = std::min(min_rank, r);
+  const char* what = c.name().c_str();
+
+  // v(i) = i mod 1000 + 1 keeps every value and sum an exact float integer for any n.
+  auto v = [](size_t i) { return static_cast<T>(i % 1000 + 1); };
+  // all_reduce: data[i] = (g + 1) v(i)  ->  sum S v(i), avg S v(i) / size
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    std::vector<T> data(n);  // (n)
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(g + 1) * v(i);
+    EXPECT_OK(c.all_reduce(std::span<T>(data), op));
+    for (size_t i = 0; i < n; ++i) {
+      T want = v(i) * sum_of_ranks;
+      if (op == ReduceOp::kAvg) want /= static_cast<T>(size);
+      EXPECT(data[i] == want, "%s all_reduce %s [%zu] = %g, want %g", what, to_string(op), i, double(data[i]), double(want));
+    }
+  }
+  // max / min: data[i] = 1000 g + i
+  for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+    std::vector<T> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(1000 * g + i);
+    EXPECT_OK(c.all_reduce(std::span<T>(data), op));
+    const int pick = op == ReduceOp::kMax ? max_rank : min_rank;
+    for (size_t i = 0; i < n; ++i) EXPECT(data[i] == static_cast<T>(1000 * pick + i), "%s all_reduce %s [%zu]", what, to_string(op), i);
+  }
+  // reduce_scatter: in (size * n), in[j] = (g + 1) v(j)  ->  out[k] = S v(rank n + k)
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    std::vector<T> in(size * n), out(n, T(-1));
+    for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<T>(g + 1) * v(j);
+    EXPECT_OK(c.reduce_scatter(std::span<const T>(in), std::span<T>(out), op));
+    for (size_t k = 0; k < n; ++k) {
+      T want = sum_of_ranks * v(c.rank() * n + k);
+      if (op == ReduceOp::kAvg) want /= static_cast<T>(size);
+      EXPECT(out[k] == want, "%s reduce_scatter %s [%zu] = %g, want %g", what, to_string(op), k, double(out[k]), double(want));
+    }
+  }
+  // all_gather: in (n) = 10000 g + k  ->  out (size * n)
+  {
+    std::vector<T> in(n), out(size * n, T(-1));
+    for (size_t k = 0; k < n; ++k) in[k] = static_cast<T>(10000 * g + k);
+    EXPECT_OK(c.all_gather(std::span<const T>(in), std::span<T>(out)));
+    for (int r = 0; r < size; ++r) {
+      for (size_t k = 0; k < n; ++k) {
+        EXPECT(out[r * n + k] == static_cast<T>(10000 * ranks[r] + k), "%s all_gather [%d][%zu]", what, r, k);
+      }
+    }
+  }
+  // broadcast from every root in turn
+  for (int root = 0; root < size; ++root) {
+    std::vector<T> data(n);
+    for (size_t k = 0; k < n; ++k) data[k] = c.rank() == root ? static_cast<T>(7 * g + k) : T(-1);
+    EXPECT_OK(c.broadcast(std::span<T>(data), root));
+    for (size_t k = 0; k < n; ++k) EXPECT(data[k] == static_cast<T>(7 * ranks[root] + k), "%s broadcast from %d [%zu]", what, root, k);
+  }
+  EXPECT_OK(c.barrier());
+}
+
+// Gloo's allreduce cuts large buffers into 1 MiB segments; an odd count leaves a ragged one.
+void check_large_all_reduce(Communicator& c, size_t n) {
+  float sum_of_ranks = 0;
+  for (int r : c.ranks()) sum_of_ranks += static_cast<float>(r + 1);
+  std::vector<float> data(n);  // (n)
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>((c.global_rank() + 1) * (i % 1000 + 1));
+  EXPECT_OK(c.all_reduce(std::span<float>(data)));
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT(data[i] == sum_of_ranks * static_cast<float>(i % 1000 + 1), "large all_reduce [%zu] = %g", i, double(data[i]));
+  }
+}
+
+void check_argument_errors(Communicator& c) {
+  std::vector<float> in(3), out(2);
+  if (c.size() != 1) {
+    const Status s = c.reduce_scatter(std::span<const float>(in), std::span<float>(out));
+    EXPECT(s.code() == Status::Code::kInvalidInput && s.message().find(c.name()) != std::string::npos,
+           "mis-sized reduce_scatter: %s", s.message().c_str());
+  }
+  const Status b = c.broadcast(std::span<float>(out), c.size());
+  EXPECT(b.code() == Status::Code::kInvalidInput, "broadcast from a root outside the group: %s", b.message().c_str());
+  const Status self = c.send(std::span<const float>(in), c.rank());
+  EXPECT(self.code() == Status::Code::kInvalidInput, "send to self: %s", self.message().c_str());
+  EXPECT_OK(c.barrier());  // still usable after argument errors
+}
+
+// World, then the TP, DP and PP groups of this rank (in that order on every rank), each doing
+// every collective in f32 (and the world also in f64 and with a multi-segment size).
+int run_collectives(Worker& w) {
+  plan::TopologySpec spec;
+  spec.nodes = 1;
+  spec.gpus_per_node = w.env.world_size;
+  spec.dp = env_int("COMM_TEST_DP", 1);
+  spec.tp = env_int("COMM_TEST_TP", 1);
+  spec.pp = env_int("COMM_TEST_PP", 1);
+  auto topo = plan::Topology::create(spec);
+  EXPECT(topo.ok(), "%s", topo.status().message().c_str());
+  auto world = join(w, iota(w.env.world_size), "world");
+  check_collectives<float>(*world, 33);
+  check_collectives<double>(*world, 5);
+  check_large_all_reduce(*world, 300001);  // 1.2 MB: several of Gloo's 1 MiB segments
+  check_argument_errors(*world);
+  const std::pair<config::Axis, const char*> axes[] = {
+      {config::Axis::kTp, "tp"}, {config::Axis::kDp, "dp"}, {config::Axis::kPp, "pp"}};
+  for (auto [axis, name] : axes) {
+    auto group = join(w, topo->group_of(w.env.rank, axis), name);
+    EXPECT(group->size() == topo->size(axis), "%s has %d ranks", group->name().c_str(), group->size());
+    check_collectives<float>(*group, 17);
+    check_argument_errors(*group);
+  }
+  return 0;
+}
+
+// Pipeline traffic along each PP group: a token goes from stage 0 to the last stage, each stage
+// adding its stage number, and back (ping-pong); then every stage exchanges with both
+// neighbours at once with isend and with send_recv (which blocking sends alone would deadlock).
+int run_p2p(Worker& w) {
+  plan::TopologySpec spec;
+  spec.nodes = 1;
+  spec.gpus_per_node = w.env.world_size;
+  spec.dp = env_int("COMM_TEST_DP", 1);
+  spec.tp = env_int("COMM_TEST_TP", 1);
+  spec.pp = env_int("COMM_TEST_PP", 1);
+  auto topo = plan::Topology::create(spec);
+  EXPECT(topo.ok(), "%s", topo.status().message().c_str());
+  auto pp = join(w, topo->group_of(w.env.rank, config::Axis::kPp), "pp");
+  const int stage = pp->rank(), stages = pp->size();
+  const int rounds = 10;
+  const size_t n = 4099;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<float> act(n);  // (n) activations going forward
+    if (stage == 0) {
+      for (size_t i = 0; i < n; ++i) act[i] = static_cast<float>(round * 100 + i % 50);
+    } else {
+      EXPECT_OK(pp->recv(std::span<float>(act), stage - 1));
+    }
+    for (auto& x : act) x += static_cast<float>(stage);
+    if (stage + 1 < stages) {
+      EXPECT_OK(pp->send(std::span<const float>(act), stage + 1));
+      EXPECT_OK(pp->recv(std::span<float>(act), stage + 1));  // the gradient coming back
+    }
+    // Forward added 0 + 1 + ... + (stages - 1) in all; each stage checks what it holds now.
+    const float added = static_cast<float>(stages * (stages - 1) / 2);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT(act[i] == static_cast<float>(round * 100 + i % 50) + added, "stage %d round %d [%zu] = %g", stage, round,
+             i, double(act[i]));
+    }
+    if (stage > 0) EXPECT_OK(pp->send(std::span<const float>(act), stage - 1));
+  }
+  // Both neighbours send first, as in 1F1B's steady state: isend does not wait for the peer.
+  // Tags keep the two directions apart (with 2 stages left and right are the same rank), and
+  // the recvs are posted in the other order than the sends.
+  if (stages > 1) {
+    const int right = (stage + 1) % stages, left = (stage + stages - 1) % stages;
+    std::vector<float> to_right(n, float(stage)), to_left(n, float(100 + stage)), from_left(n, -1), from_right(n, -1);
+    EXPECT_OK(pp->isend(std::span<const float>(to_right), right, 1));
+    EXPECT_OK(pp->isend(std::span<const float>(to_left), left, 2));
+    EXPECT_OK(pp->recv(std::span<float>(from_right), right, 2));
+    EXPECT_OK(pp->recv(std::span<float>(from_left), left, 1));
+    EXPECT_OK(pp->wait_sends());
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT(from_left[i] == float(left) && from_right[i] == float(100 + right), "isend exchange [%zu]: %g %g", i,
+             double(from_left[i]), double(from_right[i]));
+    }
+  }
+  // Ring exchange: everyone sends right and receives from the left at the same time.
+  if (stages > 1) {
+    const int right = (stage + 1) % stages, left = (stage + stages - 1) % stages;
+    std::vector<double> out(257, static_cast<double>(pp->global_rank())), in(257, -1);
+    EXPECT_OK(pp->send_recv(std::span<const double>(out), right, std::span<double>(in), left));
+    for (double x : in) EXPECT(x == pp->ranks()[left], "send_recv got %g from the left", x);
+  }
+  EXPECT_OK(pp->barrier());
+  return 0;
+}
+
+// Prints the Status of the call under test as "STATUS <code> <ms> <message>" for the test.
+void report(const Status& s, Clock::time_point t0) {
+  const long ms = static_cast<long>(std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count());
+  std::printf("STATUS %d %ld %s\n", static_cast<int>(s.code()), ms, s.message().c_str());
+  std::fflush(stdout);
+}
+
+// Failure scenarios, seen from rank 0 (the other ranks misbehave as the scenario says).
+int run_failure(Worker& w, const std::string& scenario) {
+  const std::vector<int> world = iota(w.env.world_size);
+  if (scenario == "absent") {  // only rank 0 was started
+    const auto t0 = Clock::now();
+    GlooOptions o = w.options;
+    o.name = "world";
+    auto c = create_gloo_communicator(*w.store, w.device, w.env.rank, world, o);
+    report(c.status(), t0);
+    return 0;
+  }
+  auto c = join(w, world, "world");
+  std::vector<float> data(1000, 1.0f);
+  EXPECT_OK(c->barrier());
+  if (scenario == "killed_midway") {
+    // Rank 1 dies while large all-reduces are streaming; rank 0 keeps issuing them until one fails.
+    std::vector<float> big(4 << 20, 1.0f);  // 16 MB
+    std::thread killer;
+    if (w.env.rank != 0) {
+      killer = std::thread([] {
+        std::this_thread::sleep_for(milliseconds(300));
+        std::raise(SIGKILL);
+      });
+    }
+    const auto t0 = Clock::now();
+    Status s;
+    while (s.is_ok() && Clock::now() - t0 < milliseconds(10000)) s = c->all_reduce(std::span<float>(big), ReduceOp::kAvg);
+    report(s, t0);
+    if (killer.joinable()) killer.join();
+    return 0;
+  }
+  // Everyone is connected before anyone misbehaves: Gloo's creation can return on one rank
+  // while another still completes its connections, so a rank leaving right after creation
+  // would fail the other's creation instead (as clearly, but not the case under test).
+  EXPECT_OK(c->barrier());
+  if (w.env.rank != 0) {
+    if (scenario == "exits") std::_Exit(0);
+    if (scenario == "killed") std::raise(SIGKILL);
+    if (scenario == "silent") std::this_thread::sleep_for(milliseconds(900));
+    return 0;
+  }
+  const auto t0 = Clock::now();
+  Status s;
+  if (scenario == "silent") s = c->all_reduce(std::span<float>(data));
+  else if (scenario == "exits") s = c->recv(std::span<float>(data), 1);
+  else s = c->all_reduce(std::span<float>(data));
+  report(s, t0);
+  // The communicator stays broken: a later call returns the first error at once.
+  const auto t1 = Clock::now();
+  const Status again = c->barrier();
+  EXPECT(!again.is_ok() && again.message().find("earlier failure") != std::string::npos, "after a failure: %s",
+         again.message().c_str());
+  EXPECT(Clock::now() - t1 < milliseconds(100), "a broken communicator must answer at once");
+  return 0;
+}
+
+int worker_main(const std::string& role) {
+  Worker w = start_worker();
+  if (role == "collectives") return run_collectives(w);
+  if (role == "p2p") return run_p2p(w);
+  return run_failure(w, role);
+}
+
+// ---- test side ------------------------------------------------------------------------------
+
+struct RankOutput {
+  launch::ExitInfo exit;
+  std::string out, err;
+};
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) qFatal("cannot read /proc/self/exe");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Starts `spawn` ranks (0..spawn-1) of a `world`-rank run of `role` against a fresh store, and
+// collects their output and exits; kills them all past `limit`.
+std::vector<RankOutput> run_ranks(const std::string& role, int world, int spawn,
+                                  const std::map<std::string, std::string>& extra, milliseconds limit) {
+  StoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.token = launch::random_token();
+  auto server = StoreServer::start(so);
+  if (!server.ok()) qFatal("%s", server.status().message().c_str());
+
+  std::vector<std::unique_ptr<launch::LocalProcess>> procs;
+  for (int r = 0; r < spawn; ++r) {
+    launch::WorkerEnv e;
+    e.rank = r;
+    e.local_rank = r;
+    e.world_size = world;
+    e.local_world_size = world;
+    e.master_addr = "127.0.0.1";
+    e.master_port = server.value()->port();
+    e.token = so.token;
+    launch::ProcessSpec spec;
+    spec.argv = {self_exe()};
+    spec.env = launch::to_environment(e);
+    spec.env[kRoleVar] = role;
+    for (const auto& [k, v] : extra) spec.env[k] = v;
+    spec.rank = r;
+    auto p = launch::LocalProcess::start(spec);
+    if (!p.ok()) qFatal("%s", p.status().message().c_str());
+    procs.push_back(std::move(p).value());
+  }
+  std::vector<RankOutput> outs(spawn);
+  std::vector<bool> done(spawn, false);
+  const auto deadline = Clock::now() + limit;
+  for (int left = spawn; left > 0;) {
+    for (int r = 0; r < spawn; ++r) {
+      if (done[r]) continue;
+      procs[r]->read_available(outs[r].out, outs[r].err);
+      if (auto e = procs[r]->poll_exit()) {
+        while (procs[r]->read_available(outs[r].out, outs[r].err)) {
+        }
+        outs[r].exit = *e;
+        done[r] = true;
+        --left;
+      }
+    }
+    if (Clock::now() > deadline) {
+      for (int r = 0; r < spawn; ++r) {
+        if (!done[r]) procs[r]->kill();
+      }
+      qWarning("ranks still running after %lld ms; killed", static_cast<long long>(limit.count()));
+      for (int r = 0; r < spawn; ++r) outs[r].exit = launch::ExitInfo{-1, 9};
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return outs;
+}
+
+QString describe(const std::vector<RankOutput>& outs) {
+  QString s;
+  for (size_t r = 0; r < outs.size(); ++r) {
+    s += QString("rank %1: %2\n%3%4").arg(r).arg(QString::fromStdString(outs[r].exit.describe()),
+                                               QString::fromStdString(outs[r].out), QString::fromStdString(outs[r].err));
+  }
+  return s;
+}
+
+}  // namespace
+
+class TestComm : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // Every collective over the world and over each TP, DP and PP group of the topology.
+  void collectivesOverWorldAndGroups_data() {
+    QTest::addColumn<int>("dp");
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<int>("pp");
+    QTest::newRow("2 ranks, dp=2") << 2 << 1 << 1;
+    QTest::newRow("3 ranks, tp=3 (not a power of two)") << 1 << 3 << 1;
+    QTest::newRow("4 ranks, dp=2 tp=2") << 2 << 2 << 1;
+    QTest::newRow("6 ranks, dp=3 pp=2") << 3 << 1 << 2;
+    QTest::newRow("8 ranks, dp=tp=pp=2 (DESIGN.md 4)") << 2 << 2 << 2;
+  }
+  void collectivesOverWorldAndGroups() {
+    QFETCH(int, dp);
+    QFETCH(int, tp);
+    QFETCH(int, pp);
+    const int world = dp * tp * pp;
+    const auto outs = run_ranks("collectives", world, world,
+                                {{"COMM_TEST_DP", std::to_string(dp)}, {"COMM_TEST_TP", std::to_string(tp)},
+                                 {"COMM_TEST_PP", std::to_string(pp)}},
+                                milliseconds(60000));
+    for (const auto& o : outs) QVERIFY2(o.exit.ok(), qPrintable(describe(outs)));
+  }
+
+  void pipelineSendRecv_data() {
+    QTest::addColumn<int>("dp");
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<int>("pp");
+    QTest::newRow("2 stages") << 1 << 1 << 2;
+    QTest::newRow("4 stages") << 1 << 1 << 4;
+    QTest::newRow("8 ranks, dp=tp=pp=2: PP groups [0,4] [1,5] [2,6] [3,7]") << 2 << 2 << 2;
+  }
+  void pipelineSendRecv() {
+    QFETCH(int, dp);
+    QFETCH(int, tp);
+    QFETCH(int, pp);
+    const int world = dp * tp * pp;
+    const auto outs = run_ranks("p2p", world, world,
+                                {{"COMM_TEST_DP", std::to_string(dp)}, {"COMM_TEST_TP", std::to_string(tp)},
+                                 {"COMM_TEST_PP", std::to_string(pp)}},
+                                milliseconds(60000));
+    for (const auto& o : outs) QVERIFY2(o.exit.ok(), qPrintable(describe(outs)));
+  }
+
+  // A peer that never arrives, exits, is killed, or does not take part: rank 0 gets an error
+  // naming what it was doing, within its timeout, and never hangs.
+  void failingPeersEndInClearErrors_data() {
+    QTest::addColumn<QString>("scenario");
+    QTest::addColumn<int>("spawn");
+    QTest::addColumn<int>("timeout_ms");
+    QTest::addColumn<QStringList>("codes");  // acceptable Status codes
+    QTest::addColumn<QStringList>("mentions");
+    const QString timeout = QString::number(int(Status::Code::kTimeout));
+    const QString unavailable = QString::number(int(Status::Code::kUnavailable));
+    QTest::newRow("peer never arrives") << "absent" << 1 << 600 << QStringList{timeout}
+                                        << QStringList{"world[0,1]", "rank(s) 1 did not join", "600 ms"};
+    QTest::newRow("peer exits before a recv") << "exits" << 2 << 3000 << QStringList{timeout, unavailable}
+                                              << QStringList{"recv of 1000 f32", "world[0,1]", "rank 1 (group rank 1)"};
+    QTest::newRow("peer killed before an all_reduce") << "killed" << 2 << 3000 << QStringList{timeout, unavailable}
+                                                      << QStringList{"all_reduce of 1000 f32", "world[0,1]"};
+    QTest::newRow("peer killed during large all_reduces") << "killed_midway" << 2 << 3000 << QStringList{timeout, unavailable}
+                                                          << QStringList{"all_reduce of 4194304 f32", "world[0,1]"};
+    QTest::newRow("peer alive but skips the all_reduce")
+        << "silent" << 2 << 500 << QStringList{timeout} << QStringList{"all_reduce", "world[0,1]", "timed out after 500 ms"};
+  }
+  void failingPeersEndInClearErrors() {
+    QFETCH(QString, scenario);
+    QFETCH(int, spawn);
+    QFETCH(int, timeout_ms);
+    QFETCH(QStringList, codes);
+    QFETCH(QStringList, mentions);
+    const auto outs = run_ranks(scenario.toStdString(), 2, spawn, {{"COMM_TEST_TIMEOUT_MS", std::to_string(timeout_ms)}},
+                                milliseconds(20000));
+    QVERIFY2(outs[0].exit.ok(), qPrintable(describe(outs)));
+    const QString out = QString::fromStdString(outs[0].out);
+    const int at = out.indexOf("STATUS ");
+    QVERIFY2(at >= 0, qPrintable(describe(outs)));
+    const QStringList parts = out.mid(at).section('\n', 0, 0).split(' ');
+    const QString code = parts.value(1);
+    const int ms = parts.value(2).toInt();
+    const QString message = parts.mid(3).join(' ');
+    qInfo("%d ms: %s", ms, qPrintable(message));  // what a person would read
+    QVERIFY2(codes.contains(code), qPrintable("code " + code + ": " + message));
+    for (const QString& m : mentions) QVERIFY2(message.contains(m), qPrintable("no '" + m + "' in: " + message));
+    // Within the timeout (plus process and connect slack), never a hang.
+    QVERIFY2(ms < timeout_ms + 2000, qPrintable(QString::number(ms) + " ms: " + message));
+  }
+
+  // Groups of one rank need no transport: collectives are local, p2p has no peer.
+  void singleRankGroup() {
+    auto c = make_single_rank_communicator(5, "tp[5]");
+    QVERIFY(c.ok());
+    Communicator& comm = *c.value();
+    std::vector<float> data = {1, 2, 3}, out(3);
+    QVERIFY(comm.all_reduce(std::span<float>(data), ReduceOp::kAvg).is_ok());
+    QCOMPARE(data, (std::vector<float>{1, 2, 3}));
+    QVERIFY(comm.reduce_scatter(std::span<const float>(data), std::span<float>(out)).is_ok());
+    QCOMPARE(out, data);
+    QVERIFY(comm.all_gather(std::span<const float>(data), std::span<float>(out)).is_ok());
+    QVERIFY(comm.broadcast(std::span<float>(data), 0).is_ok());
+    QVERIFY(comm.barrier().is_ok());
+    QCOMPARE(comm.send(std::span<const float>(data), 0).code(), Status::Code::kInvalidInput);
+    QCOMPARE(comm.global_rank(), 5);
+    QCOMPARE(comm.group_rank_of(5), 0);
+    QCOMPARE(comm.group_rank_of(4), -1);
+  }
+
+  void malformedGroupsRefused_data() {
+    QTest::addColumn<QList<int>>("ranks");
+    QTest::addColumn<int>("me");
+    QTest::addColumn<QString>("mentions");
+    QTest::newRow("empty") << QList<int>{} << 0 << "at least one rank";
+    QTest::newRow("duplicate rank") << QList<int>{0, 2, 2} << 0 << "appears twice";
+    QTest::newRow("negative rank") << QList<int>{0, -1} << 0 << "negative";
+    QTest::newRow("not a member") << QList<int>{2, 3} << 0 << "does not contain rank 0";
+  }
+  void malformedGroupsRefused() {
+    QFETCH(QList<int>, ranks);
+    QFETCH(int, me);
+    QFETCH(QString, mentions);
+    StoreServerOptions so;
+    so.host = "127.0.0.1";
+    so.token = "t";
+    auto server = StoreServer::start(so);
+    QVERIFY(server.ok());
+    StoreClientOptions co;
+    co.port = server.value()->port();
+    co.token = "t";
+    auto store = StoreClient::connect(co);
+    QVERIFY(store.ok());
+    auto device = GlooDevice::create(gloo_device_options_from_env(*store.value()));
+    QVERIFY2(device.ok(), device.status().message().c_str());
+    auto c = create_gloo_communicator(*store.value(), device.value(), me, std::vector<int>(ranks.begin(), ranks.end()));
+    QVERIFY(!c.ok());
+    QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
+    QVERIFY2(QString::fromStdString(c.status().message()).contains(mentions), c.status().message().c_str());
+  }
+
+  void deviceOptionsFromEnvironment_data() {
+    QTest::addColumn<QString>("ifname");
+    QTest::addColumn<QString>("gloo_ifname");
+    QTest::addColumn<QString>("hostname");
+    QTest::addColumn<QString>("want_iface");
+    QTest::addColumn<QString>("want_host");
+    QTest::newRow("nothing set: the store connection's address") << "" << "" << "" << "" << "127.0.0.1";
+    QTest::newRow("STAGECRAFT_GLOO_IFNAME") << "lo" << "eth9" << "" << "lo" << "";
+    QTest::newRow("GLOO_SOCKET_IFNAME (PyTorch's)") << "" << "lo" << "" << "lo" << "";
+    QTest::newRow("STAGECRAFT_GLOO_HOSTNAME") << "" << "" << "localhost" << "" << "localhost";
+  }
+  void deviceOptionsFromEnvironment() {
+    QFETCH(QString, ifname);
+    QFETCH(QString, gloo_ifname);
+    QFETCH(QString, hostname);
+    QFETCH(QString, want_iface);
+    QFETCH(QString, want_host);
+    StoreServerOptions so;
+    so.host = "127.0.0.1";
+    so.token = "t";
+    auto server = StoreServer::start(so);
+    StoreClientOptions co;
+    co.port = server.value()->port();
+    co.token = "t";
+    auto store = StoreClient::connect(co);
+    QVERIFY(store.ok());
+    const std::map<std::string, std::string> env = {{"STAGECRAFT_GLOO_IFNAME", ifname.toStdString()},
+                                                     {"GLOO_SOCKET_IFNAME", gloo_ifname.toStdString()},
+                                                     {"STAGECRAFT_GLOO_HOSTNAME", hostname.toStdString()}};
+    const auto o = gloo_device_options_from_env(*store.value(), [&](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() || it->second.empty() ? nullptr : it->second.c_str();
+    });
+    QCOMPARE(QString::fromStdString(o.iface), want_iface);
+    QCOMPARE(QString::fromStdString(o.hostname), want_host);
+    auto device = GlooDevice::create(o);
+    QVERIFY2(device.ok(), device.status().message().c_str());
+  }
+
+  void unknownInterfaceIsAClearError() {
+    GlooDeviceOptions o;
+    o.iface = "no-such-if0";
+    auto d = GlooDevice::create(o);
+    QVERIFY(!d.ok());
+    QCOMPARE(d.status().code(), Status::Code::kUnavailable);
+    QVERIFY2(d.status().message().find("no-such-if0") != std::string::npos, d.status().message().c_str());
+  }
+};
+
+int main(int argc, char** argv) {
+  if (const char* role = std::getenv(kRoleVar)) return worker_main(role);
+  TestComm test;
+  return QTest::qExec(&test, argc, argv);
+}
+
+#include "tst_comm.moc"

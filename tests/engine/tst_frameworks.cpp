@@ -1,0 +1,743 @@
+// Export to and import from other frameworks (frameworks.h) and the Python evaluator behind the
+// import (python_literal.h): values the evaluator computes and those it reports as unevaluable,
+// files it rejects with their line, inputs that must neither hang nor crash; LiBai's own stage
+// rule; golden exports of the seed documents' examples; Megatron's split flags and layout; the
+// layouts each framework refuses and the differences it notes; the seed documents' examples
+// imported with the groups they describe; import errors with their lines; and every
+// configs/*.yaml exported and imported back through every format with an import.
+// Engine headers before QtTest: Qt's `slots` keyword macro would rename HostSlots::slots.
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/config/frameworks.h"
+#include "stagecraft/config/python_literal.h"
+#include "stagecraft/config/validate.h"
+#include "stagecraft/plan/plan.h"
+
+#include <QtTest>
+
+#include <algorithm>
+#include <regex>
+#include <string>
+#include <vector>
+
+using namespace stagecraft::config;
+using stagecraft::plan::Plan;
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+std::string configs_dir() { return STAGECRAFT_SOURCE_DIR "/configs/"; }
+
+RunConfig load(const QString& name) {
+  auto c = load_config_file(configs_dir() + name.toStdString());
+  if (!c.ok()) qFatal("%s", c.status().message().c_str());
+  return c.value();
+}
+
+Plan plan_of(const RunConfig& c) {
+  auto p = stagecraft::plan::make_plan(c);
+  if (!p.ok()) qFatal("%s", p.status().message().c_str());
+  return p.value();
+}
+
+std::vector<int> counts(const Plan& p) {
+  std::vector<int> out;
+  for (const auto& s : p.stages) out.push_back(s.num_layers);
+  return out;
+}
+
+QList<int> ql(const std::vector<int>& v) { return QList<int>(v.begin(), v.end()); }
+
+// Megatron's reading of --pipeline-model-parallel-layout (PipelineParallelLayerLayout
+// .parse_str_to_list): commas dropped, (...)*n then x*n unrolled, stages split by '|'; here the
+// decoder layers ('t') of every stage.
+std::vector<int> megatron_layout_counts(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+  const std::regex group(R"(\(([^)]+)\)\*(\d+))"), single(R"((.)\*(\d+))");
+  for (const auto* re : {&group, &single}) {
+    std::smatch m;
+    while (std::regex_search(s, m, *re)) {
+      std::string rep;
+      for (int k = 0; k < std::stoi(m[2]); ++k) rep += m[1];
+      s = m.prefix().str() + rep + m.suffix().str();
+    }
+  }
+  std::vector<int> out(1, 0);
+  for (char ch : s) {
+    if (ch == '|') out.push_back(0);
+    else if (ch == 't') ++out.back();
+  }
+  return out;
+}
+
+QString int_list(const std::vector<int>& v) {
+  QStringList parts;
+  for (int x : v) parts << QString::number(x);
+  return "[" + parts.join(", ") + "]";
+}
+
+}  // namespace
+
+class TestFrameworks : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // ----------------------------------------------------------------- the Python evaluator
+  void pythonEvaluates_data() {
+    QTest::addColumn<QString>("source");
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("repr");
+    QTest::newRow("LiBai custom_pipeline_stage_id") << "train.dist.custom_pipeline_stage_id = [0]*2 + [1]*3 + [2]*1\n"
+                                                    << "train.dist.custom_pipeline_stage_id" << "[0, 0, 1, 1, 1, 2]";
+    QTest::newRow("dict() call with nested dicts") << "parallel = dict(\npipeline=dict(size=2),\ntensor=dict(size=4, mode='2d')\n)\n"
+                                                   << "parallel" << "{'pipeline': {'size': 2}, 'tensor': {'size': 4, 'mode': '2d'}}";
+    QTest::newRow("names and floor division (Paddle seed)") << "G=16\nA=2\nDP=2\nc = {'m': G // DP // A}\n" << "c.m" << "4";
+    QTest::newRow("if on an evaluable condition") << "PP=2\nif PP > 1:\n    x = 'pipe'\nelif PP == 1:\n    x = 'flat'\nelse:\n    x = 0\n"
+                                                  << "x" << "'pipe'";
+    QTest::newRow("else branch") << "PP=1\nif PP > 1: x = 1\nelse: x = 2\n" << "x" << "2";
+    QTest::newRow("imported object gains attributes") << "from .common.train import train\ntrain.dist.tensor_parallel_size = 8\n"
+                                                      << "train.dist.tensor_parallel_size" << "8";
+    QTest::newRow("unknown call result gains attributes") << "s = fleet.DistributedStrategy()\ns.hybrid_configs = {'dp_degree': 2}\n"
+                                                          << "s.hybrid_configs" << "{'dp_degree': 2}";
+    QTest::newRow("subscript and augmented assignment") << "d = {}\nd['k'] = 5\nd['k'] += 1\n" << "d" << "{'k': 6}";
+    QTest::newRow("tuple unpacking with a star") << "a, *b = 1, 2, 3\n" << "b" << "[2, 3]";
+    QTest::newRow("dict.update statement") << "cfg = dict(a=1)\ncfg.update(b=2)\ncfg.update({'a': 3})\n" << "cfg" << "{'a': 3, 'b': 2}";
+    QTest::newRow("list.append statement") << "l = [1]\nl.append(2)\nl.extend([3, 4])\n" << "l" << "[1, 2, 3, 4]";
+    QTest::newRow("omegaconf DictConfig keeps the dict") << "train = DictConfig(dict(seed=1))\ntrain.seed = 2\n" << "train" << "{'seed': 2}";
+    QTest::newRow("precedence: -2**2 and 7 // -2") << "x = (-2**2, 7 // -2, 7 % -2, 2**10, 1 + 2 * 3)\n" << "x" << "(-4, -4, -1, 1024, 7)";
+    QTest::newRow("comparison chains and boolean operators") << "x = (1 < 2 < 3, 1 < 3 < 2, not 0, 0 or 'b', 1 and 2, 3 in [1, 3])\n"
+                                                             << "x" << "(True, False, True, 'b', 2, True)";
+    QTest::newRow("conditional expression") << "PP = 4\nx = 'a' if PP > 2 else 'b'\n" << "x" << "'a'";
+    QTest::newRow("numbers: hex, underscores, floats") << "x = [0x10, 1_000, 1e-3, .5, 2.]\n" << "x" << "[16, 1000, 0.001, 0.5, 2.0]";
+    QTest::newRow("strings: implicit concat, escapes, raw") << "s = 'a' \"b\" '\\n' r'\\n' '''c'''\n" << "s" << "'ab\\n\\\\nc'";
+    QTest::newRow("builtins") << "x = [len([1, 2]), min(3, 1), max([4, 9]), sum([1, 2, 3]), abs(-2), int('7'), float(2), list(range(3))]\n"
+                              << "x" << "[2, 1, 9, 6, 2, 7, 2.0, [0, 1, 2]]";
+    QTest::newRow("slices and negative index") << "l = [0, 1, 2, 3]\nx = (l[1:3], l[-1], l[:2])\n" << "x" << "([1, 2], 3, [0, 1])";
+    QTest::newRow("dict.get with default") << "d = {'a': 1}\nx = [d.get('a'), d.get('b', 5)]\n" << "x" << "[1, 5]";
+    QTest::newRow("backslash continuation and comments") << "x = 1 + \\\n    2  # three\n" << "x" << "3";
+    QTest::newRow("semicolons") << "a = 1; b = a + 1\n" << "b" << "2";
+    QTest::newRow("def bodies are skipped") << "x = 1\ndef f():\n    x = 2\n    return x\n" << "x" << "1";
+    QTest::newRow("with and try bodies run") << "with open('f') as fh:\n    x = 1\ntry:\n    y = x + 1\nexcept Exception:\n    z = 0\n"
+                                             << "y" << "2";
+  }
+  void pythonEvaluates() {
+    QFETCH(QString, source);
+    QFETCH(QString, name);
+    QFETCH(QString, repr);
+    auto m = run_python_config(source.toStdString(), "x.py");
+    QVERIFY2(m.ok(), m.status().message().c_str());
+    const PyValue* v = m->find(name.toStdString());
+    QVERIFY2(v, "not set");
+    QCOMPARE(qs(py_repr(*v)), repr);
+  }
+
+  void pythonOpaque_data() {
+    QTest::addColumn<QString>("source");
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("line");
+    QTest::addColumn<QString>("why");
+    QTest::newRow("undefined name") << "\nx = model.cfg.hidden_layers\n" << "x" << 2 << "the name 'model' is not defined in this file";
+    QTest::newRow("lambda") << "x = lambda a: a\n" << "x" << 1 << "a lambda";
+    QTest::newRow("list comprehension") << "x = [i for i in range(3)]\n" << "x" << 1 << "a list comprehension";
+    QTest::newRow("assigned in a for loop") << "for i in range(2):\n    x = i\n" << "x" << 2 << "inside the `for` loop on line 1";
+    QTest::newRow("behind an unknown condition") << "if flag:\n    x = 1\nelse:\n    x = 2\n" << "x" << 4 << "under the condition on line 1";
+    QTest::newRow("in an except block") << "try:\n    pass\nexcept:\n    x = 1\n" << "x" << 4 << "`except` block";
+    QTest::newRow("in try and in except") << "try:\n    x = 1\nexcept ImportError:\n    x = 2\n" << "x" << 4 << "`except` block on line 3";
+    QTest::newRow("f-string") << "x = f'{a}'\n" << "x" << 1 << "f-string";
+    QTest::newRow("integer past 64 bits") << "x = 10**30\n" << "x" << 1 << "integer overflow";
+    QTest::newRow("literal past 64 bits") << "x = 99999999999999999999\n" << "x" << 1 << "larger than 64 bits";
+    QTest::newRow("division by zero") << "x = 1 / 0\n" << "x" << 1 << "division by zero";
+    QTest::newRow("attribute of an import") << "from colossalai.amp import AMP_TYPE\nx = AMP_TYPE.TORCH\n" << "x" << 2
+                                            << "AMP_TYPE.TORCH is not set in this file";
+    QTest::newRow("string plus number") << "x = 'a' + 1\n" << "x" << 1 << "cannot apply '+' to a string and an integer";
+    QTest::newRow("repetition past the limit") << "x = [0] * 100000000\n" << "x" << 1 << "more than";
+  }
+  void pythonOpaque() {
+    QFETCH(QString, source);
+    QFETCH(QString, name);
+    QFETCH(int, line);
+    QFETCH(QString, why);
+    auto m = run_python_config(source.toStdString(), "x.py");
+    QVERIFY2(m.ok(), m.status().message().c_str());
+    const PyValue* v = m->find(name.toStdString());
+    QVERIFY(v);
+    QCOMPARE(v->kind, PyValue::Kind::kOpaque);
+    QCOMPARE(v->line, line);
+    QVERIFY2(qs(v->s).contains(why), v->s.c_str());
+  }
+
+  void pythonRejects_data() {
+    QTest::addColumn<QString>("source");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("unterminated string") << "x = 1\ny = 'abc\n" << "x.py:2: unterminated string";
+    QTest::newRow("unterminated triple-quoted string") << "x = '''abc\n\n" << "x.py:1: unterminated string";
+    QTest::newRow("bracket never closed") << "x = [1,\n 2\n" << "x.py:1: '[' is never closed";
+    QTest::newRow("mismatched bracket") << "x = (1]\n" << "x.py:1: closing ']' does not match '(' on line 1";
+    QTest::newRow("unmatched closing bracket") << "x = 1)\n" << "x.py:1: unmatched ')'";
+    QTest::newRow("unexpected indent") << "x = 1\n    y = 2\n" << "x.py:2: unexpected indent";
+    QTest::newRow("inconsistent dedent") << "if x:\n        y = 1\n    z = 2\n" << "x.py:3: unindent does not match";
+    QTest::newRow("if without a body") << "if x:\ny = 1\n" << "x.py:1: expected an indented block after 'if' on line 1";
+    QTest::newRow("elif without if") << "elif x:\n    y = 1\n" << "x.py:1: 'elif' without a matching 'if'";
+    QTest::newRow("stray character") << "x = 1 $ 2\n" << "x.py:1: invalid character '$'";
+    QTest::newRow("NUL byte") << QString("x = 1\n") + QChar(0) << "x.py:2: the file contains a NUL byte";
+    QTest::newRow("invalid number") << "x = 12abc\n" << "x.py:1: invalid number";
+    QString deep;
+    for (int k = 0; k < 120; ++k) deep += QString(k * 2, ' ') + "if True:\n";
+    deep += QString(240, ' ') + "x = 1\n";
+    QTest::newRow("blocks nested too deep") << deep << "blocks nested deeper than 100 levels";
+  }
+  void pythonRejects() {
+    QFETCH(QString, source);
+    QFETCH(QString, message);
+    auto m = run_python_config(source.toStdString(), "x.py");
+    QVERIFY(!m.ok());
+    QVERIFY2(qs(m.status().message()).contains(message), m.status().message().c_str());
+  }
+
+  // Hostile inputs finish quickly with a module or an error; the destructor of deeply nested
+  // and cyclic values must not overflow the stack.
+  void pythonNeverHangsOrCrashes_data() {
+    QTest::addColumn<QByteArray>("source");
+    QTest::newRow("deep parentheses") << QByteArray("x = ") + QByteArray(5000, '(') + "1" + QByteArray(5000, ')');
+    QTest::newRow("deep unary minus") << QByteArray("x = ") + QByteArray(100000, '-') + "1";
+    QTest::newRow("unclosed brackets") << QByteArray(100000, '[');
+    QTest::newRow("repetition of an empty list") << QByteArray("x = [] * 1000000000000000000\ny = '' * 1000000000000000000\n");
+    QByteArray many = "x = []\n";
+    for (int k = 0; k < 20; ++k) many += "x = x + [0] * 1000000\n";
+    QTest::newRow("list growth past the budget") << many;
+    QByteArray chain = "p = {}\nt = p\n";
+    for (int k = 0; k < 50000; ++k) chain += "p.a = {}\np = p.a\n";
+    chain += "t = 0\n";
+    QTest::newRow("50,000-deep nesting, then dropped") << chain;
+    QTest::newRow("cycles") << QByteArray("a = {}\na['self'] = a\nb = [0]\nb.append(b)\nx = a == a['self']\nc = [1]\nc.append(c)\nc = 0\n");
+    QByteArray wide = "x = 1\n";
+    for (int k = 0; k < 50000; ++k) wide += "v" + QByteArray::number(k) + " = {" + QByteArray::number(k) + ": 1}\n";
+    QTest::newRow("50,000 globals") << wide;
+    QByteArray noise;
+    uint32_t state = 12345;
+    const char* atoms[] = {"(", ")", "[", "]", "{", "}", ",", ":", "=", "+", "*", "**", "x", "y.z", "1", "'s'", "\n", "\n  ", "if", "for",
+                           "lambda", "dict(", "not", ";", ".", "@", "\\", "#", "\"\"\"", "0x", "1e9"};
+    for (int k = 0; k < 20000; ++k) {
+      state = state * 1664525u + 1013904223u;
+      noise += atoms[(state >> 16) % (sizeof atoms / sizeof atoms[0])];
+      noise += ' ';
+    }
+    QTest::newRow("token noise") << noise;
+  }
+  void pythonNeverHangsOrCrashes() {
+    QFETCH(QByteArray, source);
+    QElapsedTimer timer;
+    timer.start();
+    { auto m = run_python_config(std::string_view(source.constData(), static_cast<size_t>(source.size())), "x.py"); }
+    QVERIFY2(timer.elapsed() < 20000, qPrintable(QString("took %1 ms").arg(timer.elapsed())));
+  }
+
+  void pythonFileSizeLimit() {
+    PyLimits limits;
+    limits.max_bytes = 100;
+    auto m = run_python_config(std::string(200, ' '), "x.py", limits);
+    QVERIFY(!m.ok());
+    QVERIFY(qs(m.status().message()).startsWith("x.py: the file is 200 bytes, more than the 100"));
+  }
+
+  // ----------------------------------------------------------------- LiBai's own split
+  void libaiAutoStageIds_data() {
+    QTest::addColumn<int>("layers");
+    QTest::addColumn<int>("pp");
+    QTest::addColumn<QList<int>>("counts");
+    QTest::newRow("24 on 4: the documentation's [6, 7, 7, 4]") << 24 << 4 << QList<int>{6, 7, 7, 4};
+    QTest::newRow("24 on 8: three extra layers, cut at 24") << 24 << 8 << QList<int>{3, 3, 3, 3, 3, 4, 4, 1};
+    QTest::newRow("24 on 2: fewer than 4 stages, even") << 24 << 2 << QList<int>{12, 12};
+    QTest::newRow("26 on 4: not divisible, extras last") << 26 << 4 << QList<int>{6, 6, 7, 7};
+    QTest::newRow("12 on 4") << 12 << 4 << QList<int>{3, 4, 4, 1};
+    QTest::newRow("8 on 8") << 8 << 8 << QList<int>{1, 1, 1, 1, 1, 1, 1, 1};
+    QTest::newRow("7 on 3") << 7 << 3 << QList<int>{2, 2, 3};
+    QTest::newRow("5 on 1") << 5 << 1 << QList<int>{5};
+  }
+  void libaiAutoStageIds() {
+    QFETCH(int, layers);
+    QFETCH(int, pp);
+    QFETCH(QList<int>, counts);
+    const auto ids = libai_auto_stage_ids(layers, pp);
+    QCOMPARE(static_cast<int>(ids.size()), layers);
+    QVERIFY(std::is_sorted(ids.begin(), ids.end()));
+    QList<int> got(pp, 0);
+    for (int id : ids) ++got[id];
+    QCOMPARE(got, counts);
+  }
+
+  // ----------------------------------------------------------------- export
+  void exportGolden_data();
+  void exportGolden() {
+    QFETCH(QString, config);
+    QFETCH(QString, to);
+    QFETCH(QString, golden);
+    auto text = export_config(load(config), *parse_framework(to.toStdString()));
+    QVERIFY2(text.ok(), text.status().message().c_str());
+    QCOMPARE(qs(text.value()), golden);
+  }
+
+  void exportContains_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<QString>("to");
+    QTest::addColumn<QStringList>("present");
+    QTest::addColumn<QStringList>("absent");
+    const QStringList none;
+    QTest::newRow("LiBai: uniform split that is not LiBai's own") << "libai-bert-dp2-pp4.yaml" << none << "libai"
+        << QStringList{"train.dist.custom_pipeline_stage_id = [0]*6 + [1]*6 + [2]*6 + [3]*6", "LiBai's own split would be [6, 7, 7, 4]",
+                       "'train.dist.custom_pipeline_stage_id=[0,0,0,0,0,0,1,"}
+        << none;
+    QTest::newRow("LiBai: the documented custom split is LiBai's own") << "libai-bert-custom-stages.yaml" << none << "libai"
+        << QStringList{"is this plan's: no custom_pipeline_stage_id", "train.num_accumulation_steps = 16"}
+        << QStringList{"train.dist.custom_pipeline_stage_id ="};
+    QTest::newRow("LiBai: dp auto is derived") << "libai-bert-auto-dp.yaml" << none << "libai"
+        << QStringList{"LiBai derives the data parallel size as world / (tp x pp) = 8 / 4 = 2", "train.dist.data_parallel_size = 2"} << none;
+    QTest::newRow("Paddle: zero runs as the sharding axis") << "gpt3-175b-1024x8.yaml" << none << "paddle"
+        << QStringList{"\"dp_degree\": 1,", "\"sharding_degree\": 128,", "num_virtual_pipeline_stages=2", "--ips \"$NODE_IPS\""}
+        << QStringList{"NOTE: PaddlePaddle orders ranks"};
+    QTest::newRow("Paddle: hosts in the launch line") << "paddle-gpt-dp2-mp2-pp2.yaml"
+        << QStringList{"cluster.nodes=2", "cluster.gpus_per_node=4", "cluster.hosts=[{host: a, slots: 4}, {host: b, slots: 4}]"} << "paddle"
+        << QStringList{"--gpus \"0,1,2,3\" --ips \"a,b\""} << none;
+    QTest::newRow("Colossal-AI: pipeline and 2d tensor") << "colossalai-pp2-2d.yaml" << none << "colossalai"
+        << QStringList{"    pipeline=2,\n    tensor=dict(size=4, mode='2d'),\n)", "BATCH_SIZE = 32\nNUM_MICRO_BATCHES = 8"} << none;
+    QTest::newRow("Colossal-AI: interleaved chunks") << "gpt3-175b-1024x8.yaml" << none << "colossalai"
+        << QStringList{"model = dict(num_chunks=2)", "NUM_MICRO_BATCHES = 24", "NOTE: Colossal-AI orders ranks tp-pp-dp"} << QStringList{"fp16 ="};
+    QTest::newRow("Megatron: GPT-3 interleaved, SP, distributed optimizer") << "gpt3-175b-1024x8.yaml" << none << "megatron"
+        << QStringList{"--tensor-model-parallel-size 8\n", "--pipeline-model-parallel-size 8\n", "--num-layers-per-virtual-pipeline-stage 6\n",
+                       "--sequence-parallel\n", "--use-distributed-optimizer\n", "--recompute-granularity selective\n", "--bf16\n",
+                       "--global-batch-size 3072\n", "--lr-warmup-iters 2000\n", "torchrun --nnodes 1024 --nproc_per_node 8"}
+        << QStringList{"--overlap-p2p-comm", "--use-tp-pp-dp-mapping", "--fp16"};
+    QTest::newRow("Megatron: Paddle's order maps to --use-tp-pp-dp-mapping") << "paddle-gpt-dp2-mp2-pp2.yaml" << none << "megatron"
+        << QStringList{"--use-tp-pp-dp-mapping\n", "--fp16\n"} << QStringList{"NOTE:"};
+    QTest::newRow("Megatron: full recompute") << "bert-large-3d.yaml" << QStringList{"train.recompute=full"} << "megatron"
+        << QStringList{"--recompute-granularity full\n    --recompute-method uniform\n    --recompute-num-layers 1\n"} << none;
+    QTest::newRow("DeepSpeed: ds_config, hostfile and PipelineModule") << "bert-large-3d.yaml" << QStringList{"parallel.zero=1", "train.precision=bf16"}
+        << "deepspeed"
+        << QStringList{"\"train_batch_size\": 16,", "\"train_micro_batch_size_per_gpu\": 2,", "\"gradient_accumulation_steps\": 4,",
+                       "\"stage\": 1", "\"bf16\": {\n    \"enabled\": true\n  }", "==> hostfile <==", "localhost slots=8",
+                       "PipeModelDataParallelTopology(num_pp=2, num_mp=2, num_dp=2)", "partition_method=\"type:transformer\"",
+                       "NOTE: ds_config.json does not carry tensor parallelism"}
+        << QStringList{"\"fp16\""};
+    QTest::newRow("DeepSpeed: hosts become the hostfile") << "libai-bert-dp8.yaml"
+        << QStringList{"cluster.nodes=2", "cluster.gpus_per_node=4", "cluster.hosts=[{host: n1, slots: 4}, {host: n2, slots: 4}]"} << "deepspeed"
+        << QStringList{"n1 slots=4\nn2 slots=4\n"} << QStringList{"==> pipeline.py <=="};
+  }
+  void exportContains() {
+    QFETCH(QString, config);
+    QFETCH(QStringList, overrides);
+    QFETCH(QString, to);
+    QFETCH(QStringList, present);
+    QFETCH(QStringList, absent);
+    std::vector<std::string> ov;
+    for (const auto& o : overrides) ov.push_back(o.toStdString());
+    auto c = load_config_file(configs_dir() + config.toStdString(), ov);
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    auto text = export_config(c.value(), *parse_framework(to.toStdString()));
+    QVERIFY2(text.ok(), text.status().message().c_str());
+    for (const auto& p : present) QVERIFY2(qs(text.value()).contains(p), qPrintable("missing: " + p + "\n" + qs(text.value())));
+    for (const auto& a : absent) QVERIFY2(!qs(text.value()).contains(a), qPrintable("present: " + a));
+  }
+
+  // How Megatron is told the split: nothing when even, first/last when only they differ, else
+  // the layout, which must expand to the plan's layers per stage.
+  void megatronSplit_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<QStringList>("present");
+    QTest::addColumn<QStringList>("absent");
+    const QStringList all_flags = {"--decoder-first", "--decoder-last", "--pipeline-model-parallel-layout", "virtual"};
+    QTest::newRow("uniform 24 on 4") << QStringList{} << QStringList{} << all_flags;
+    QTest::newRow("LiBai's [6, 7, 7, 4]: first and last") << QStringList{"pipeline.partition=[0,0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,2,3,3,3,3]"}
+        << QStringList{"--decoder-first-pipeline-num-layers 6\n", "--decoder-last-pipeline-num-layers 4\n"}
+        << QStringList{"--pipeline-model-parallel-layout"};
+    QTest::newRow("only the last differs") << QStringList{"pipeline.partition=[0,0,0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,2,3,3,3]"}
+        << QStringList{"--decoder-last-pipeline-num-layers 3\n"} << QStringList{"--decoder-first", "--pipeline-model-parallel-layout"};
+    QTest::newRow("middle stages differ: layout") << QStringList{"pipeline.partition=[0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,3,3,3,3,3,3]"}
+        << QStringList{"--pipeline-model-parallel-layout \"Et*5|t*7|t*6|t*6L\""} << QStringList{"--decoder-first"};
+    QTest::newRow("uniform 27 on 8: runs compressed") << QStringList{"model.layers=27", "parallel.pp=8", "parallel.dp=1", "train.global_batch=64"}
+        << QStringList{"--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*3,t*3|t*3|t*3L\""} << QStringList{};
+    QTest::newRow("interleaved, even chunks") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
+        << QStringList{"--num-layers-per-virtual-pipeline-stage 3\n"} << QStringList{"--overlap-p2p-comm", "--pipeline-model-parallel-layout"};
+    QTest::newRow("interleaved on pp 2 overlaps p2p") << QStringList{"parallel.pp=2", "parallel.dp=4", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
+        << QStringList{"--num-layers-per-virtual-pipeline-stage 6\n", "--overlap-p2p-comm\n"} << QStringList{};
+    QTest::newRow("interleaved, uneven first rank") << QStringList{"model.layers=22", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2",
+                                                                   "pipeline.partition=[0,0,1,1,1,2,2,2,3,3,3,4,4,5,5,5,6,6,6,7,7,7]"}
+        << QStringList{"--num-virtual-stages-per-pipeline-rank 2\n", "--decoder-first-pipeline-num-layers 4\n"}
+        << QStringList{"--decoder-last", "--num-layers-per-virtual-pipeline-stage", "--pipeline-model-parallel-layout"};
+    QTest::newRow("interleaved, chunks of one rank differ: layout") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2",
+                                                                                   "pipeline.partition=[0,0,0,0,1,1,1,2,2,2,3,3,3,4,4,4,5,5,5,6,6,6,7,7]"}
+        << QStringList{"--pipeline-model-parallel-layout \"Et*4|(t*3|)*6,t*2L\""} << QStringList{"--num-virtual"};
+  }
+  void megatronSplit() {
+    QFETCH(QStringList, overrides);
+    QFETCH(QStringList, present);
+    QFETCH(QStringList, absent);
+    std::vector<std::string> ov;
+    for (const auto& o : overrides) ov.push_back(o.toStdString());
+    auto c = load_config_file(configs_dir() + "libai-bert-dp2-pp4.yaml", ov);
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    auto text = export_config(c.value(), Framework::kMegatron);
+    QVERIFY2(text.ok(), text.status().message().c_str());
+    const QString t = qs(text.value());
+    for (const auto& p : present) QVERIFY2(t.contains(p), qPrintable("missing: " + p + "\n" + t));
+    for (const auto& a : absent) QVERIFY2(!t.contains(a), qPrintable("present: " + a + "\n" + t));
+    const QRegularExpression layout("--pipeline-model-parallel-layout \"([^\"]+)\"");
+    if (auto m = layout.match(t); m.hasMatch()) {
+      QCOMPARE(ql(megatron_layout_counts(m.captured(1).toStdString())), ql(counts(plan_of(c.value()))));
+    }
+  }
+
+  void exportRefuses_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QString>("to");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("2d tensor to LiBai") << "colossalai-2d.yaml" << "libai" << "parallel.tp_mode=2d: LiBai has only 1D";
+    QTest::newRow("2.5d tensor to Paddle") << "colossalai-2p5d.yaml" << "paddle" << "parallel.tp_mode=2.5d: PaddlePaddle's hybrid parallelism has only 1D";
+    QTest::newRow("3d tensor to Megatron") << "colossalai-3d.yaml" << "megatron" << "parallel.tp_mode=3d: Megatron-LM has only 1D";
+    QTest::newRow("2d tensor to DeepSpeed") << "colossalai-pp2-2d.yaml" << "deepspeed" << "parallel.tp_mode=2d: DeepSpeed's model parallelism is Megatron's 1D";
+    QTest::newRow("interleaved to LiBai") << "gpt3-175b-1024x8.yaml" << "libai" << "pipeline.schedule=interleaved: LiBai runs the non-interleaved 1F1B";
+    QTest::newRow("interleaved to DeepSpeed") << "gpt3-175b-1024x8.yaml" << "deepspeed" << "pipeline.schedule=interleaved: DeepSpeed's PipelineEngine";
+  }
+  void exportRefuses() {
+    QFETCH(QString, config);
+    QFETCH(QString, to);
+    QFETCH(QString, message);
+    auto e = export_files(load(config), *parse_framework(to.toStdString()));
+    QVERIFY(!e.ok());
+    QCOMPARE(e.status().code(), stagecraft::Status::Code::kInvalidInput);
+    QVERIFY2(qs(e.status().message()).startsWith(message), e.status().message().c_str());
+  }
+
+  void exportRefusesInvalidConfig() {
+    RunConfig c = load("bert-large-3d.yaml");
+    c.parallel.tp = 3;
+    auto e = export_files(c, Framework::kLibai);
+    QVERIFY(!e.ok());
+    QVERIFY(qs(e.status().message()).contains("parallel.dp=2: dp x tp x pp = 12 but the cluster has 8 GPUs"));
+  }
+
+  // ----------------------------------------------------------------- import
+  void importSeedExamples_data();
+  void importSeedExamples() {
+    QFETCH(QString, format);
+    QFETCH(QString, base);
+    QFETCH(QString, source);
+    QFETCH(QList<int>, sizes);
+    QFETCH(QList<int>, stage_layers);
+    QFETCH(QString, tp_groups);
+    QFETCH(QString, dp_groups);
+    const RunConfig b = load(base);
+    auto c = import_config(source.toStdString(), *parse_framework(format.toStdString()), &b, "seed.py");
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    const Plan p = plan_of(c.value());
+    QCOMPARE((QList<int>{p.dp, p.tp, p.pp}), sizes);
+    QCOMPARE(ql(counts(p)), stage_layers);
+    auto text = [](const std::vector<std::vector<int>>& gs) {
+      QStringList parts;
+      for (const auto& g : gs) parts << int_list(g);
+      return parts.join(' ');
+    };
+    QCOMPARE(text(p.topology.groups(Axis::kTp)), tp_groups);
+    QCOMPARE(text(p.topology.groups(Axis::kDp)), dp_groups);
+  }
+
+  void importBatches() {
+    // Paddle's seed: micro_batch_size = 16 // 2 // 2 = 4 with accumulate_steps 2.
+    const RunConfig b = load("paddle-gpt-dp2-mp2-pp2.yaml");
+    auto c = import_config("G=16\nA=2\nDP=2\nstrategy = fleet.DistributedStrategy()\nstrategy.hybrid_configs = {'dp_degree': DP, "
+                           "'mp_degree': 2, 'pp_degree': 2}\nif 2 > 1:\n    strategy.pipeline_configs = {'accumulate_steps': A, "
+                           "'micro_batch_size': G // DP // A}\n",
+                           Framework::kPaddle, &b, "p.py");
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    QCOMPARE(c->train.micro_batch, 4);
+    QCOMPARE(c->train.global_batch, 16);
+    QCOMPARE(micro_batches(c.value()), 2);
+    // DeepSpeed: dp from the batch triple; the base keeps tp and pp.
+    const RunConfig d = load("bert-large-3d.yaml");
+    auto ds = import_config(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4, "bf16": {"enabled": true}})",
+                            Framework::kDeepspeed, &d, "ds.json");
+    QVERIFY2(ds.ok(), ds.status().message().c_str());
+    QCOMPARE(ds->parallel.dp, 2);
+    QCOMPARE(ds->parallel.tp, 2);
+    QCOMPARE(ds->train.micro_batch, 4);
+    QCOMPARE(ds->train.global_batch, 32);
+    QCOMPARE(ds->train.precision, Precision::kBf16);
+    // LiBai's model config overrides give the shape without a base; the run is named after the file.
+    auto lb = import_config("model.cfg.hidden_layers = 12\nmodel.cfg.hidden_size = 768\nmodel.cfg.num_attention_heads = 12\n"
+                            "train.dist.tensor_parallel_size = 2\n",
+                            Framework::kLibai, nullptr, "dir/bert_base.py");
+    QVERIFY2(lb.ok(), lb.status().message().c_str());
+    QCOMPARE(lb->name, std::string("bert_base"));
+    QCOMPARE(lb->model.layers, 12);
+    QCOMPARE(resolved_dp(lb.value()), 4);
+  }
+
+  void importErrors_data();
+  void importErrors() {
+    QFETCH(QString, format);
+    QFETCH(QString, base);
+    QFETCH(QString, source);
+    QFETCH(QString, message);
+    const RunConfig b = base.isEmpty() ? RunConfig{} : load(base);
+    auto c = import_config(source.toStdString(), *parse_framework(format.toStdString()), base.isEmpty() ? nullptr : &b, "x.py");
+    QVERIFY(!c.ok());
+    QCOMPARE(c.status().code(), stagecraft::Status::Code::kInvalidInput);
+    QVERIFY2(qs(c.status().message()).contains(message), c.status().message().c_str());
+  }
+
+  // Every example configuration, exported and imported back with itself as the base, plans
+  // exactly like itself: the same config where the framework can say everything, else (a
+  // fixed rank order that forms other groups, noted by the export) the same sizes, stages and
+  // micro-batches with the framework's groups. Layouts a framework cannot run are refused.
+  void roundTrip_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QString>("to");
+    const auto files = QDir(QString::fromStdString(configs_dir())).entryList({"*.yaml"}, QDir::Files, QDir::Name);
+    QVERIFY(files.size() >= 16);
+    for (const auto& f : files) {
+      for (const char* to : {"libai", "paddle", "colossalai", "deepspeed"}) {
+        QTest::newRow(qPrintable(f + " via " + to)) << f << QString(to);
+      }
+    }
+  }
+  void roundTrip() {
+    QFETCH(QString, config);
+    QFETCH(QString, to);
+    const RunConfig x = load(config);
+    const Framework f = *parse_framework(to.toStdString());
+    const bool tensor_grid = x.parallel.tp_mode != TpMode::k1d;
+    const bool interleaved = x.pipeline.schedule == Schedule::kInterleaved;
+    const bool refused = (tensor_grid && f != Framework::kColossalai) || (interleaved && (f == Framework::kLibai || f == Framework::kDeepspeed));
+    auto e = export_files(x, f);
+    QCOMPARE(!e.ok(), refused);
+    if (refused) return;
+    // The framework's fixed order, as the test knows it independently of the engine.
+    std::vector<Axis> order = {Axis::kTp, Axis::kDp, Axis::kPp};
+    if (f == Framework::kColossalai || (f == Framework::kPaddle && x.parallel.zero == 0)) order = {Axis::kTp, Axis::kPp, Axis::kDp};
+    RunConfig theirs = x;
+    theirs.parallel.order = order;
+    const Plan px = plan_of(x), pt = plan_of(theirs);
+    bool same = true;
+    for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) same = same && px.topology.groups(a) == pt.topology.groups(a);
+    bool noted = false;
+    for (const auto& n : e->notes) noted = noted || qs(n).contains("forms other groups");
+    QCOMPARE(noted, !same);
+
+    auto back = import_config(e->files.front().text, f, &x, "exported");
+    QVERIFY2(back.ok(), back.status().message().c_str());
+    const Plan pb = plan_of(back.value());
+    QCOMPARE((QList<int>{pb.dp, pb.tp, pb.pp, pb.virtual_stages, pb.micro_batches}), (QList<int>{px.dp, px.tp, px.pp, px.virtual_stages, px.micro_batches}));
+    QCOMPARE(pb.layer_stage, px.layer_stage);
+    const Plan& expected = same ? px : pt;
+    for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) QCOMPARE(pb.topology.groups(a), expected.topology.groups(a));
+    if (same) {
+      if (back.value() != x) QCOMPARE(qs(to_yaml(back.value())), qs(to_yaml(x)));  // shows the difference
+      QVERIFY(back.value() == x);
+    }
+  }
+};
+
+void TestFrameworks::exportGolden_data() {
+  QTest::addColumn<QString>("config");
+  QTest::addColumn<QString>("to");
+  QTest::addColumn<QString>("golden");
+  QTest::newRow("LiBai dp 2 x tp 4 (seed 001)") << "libai-bert-dp2-tp4.yaml" << "libai" << R"GOLD(# LiBai configuration for libai-bert-dp2-tp4, written by stagecraft-cli export. Merge it into a
+#     LiBai training config whose model is LiBai's GPT (configs/common/models/gpt.py), e.g.
+#     configs/gpt2_pretrain.py.
+# 8 GPUs (1 node x 8 A100-80GB); dp 2 x tp 4 x pp 1; 1 micro-batch of 16 per step and
+#     data-parallel rank, global batch 32.
+# LiBai numbers ranks tp innermost, then dp, then pp (stages are contiguous blocks of 8 ranks;
+#     libai/utils/distributed.py).
+#
+# The same layout on LiBai's command line (GPUs per node; on several nodes run it on each):
+#   bash tools/train.sh tools/train_net.py configs/libai-bert-dp2-tp4.py 8 train.dist.data_parallel_size=2 train.dist.tensor_parallel_size=4 train.dist.pipeline_parallel_size=1 train.dist.pipeline_num_layers=24
+from .common.models.gpt import pretrain_model as model
+from .common.optim import optim
+from .common.train import train
+
+model.cfg.num_layers = 24
+model.cfg.hidden_size = 1024
+model.cfg.num_attention_heads = 16
+model.cfg.ffn_hidden_size = 4096
+model.cfg.max_seq_length = 512
+model.cfg.vocab_size = 30522
+
+train.dist.num_nodes = 1
+train.dist.num_gpus_per_node = 8
+train.dist.data_parallel_size = 2
+train.dist.tensor_parallel_size = 4
+train.dist.pipeline_parallel_size = 1
+train.dist.pipeline_num_layers = 24
+
+train.train_micro_batch_size = 16
+train.num_accumulation_steps = 1
+train.global_batch_size = 32
+train.train_iter = 100
+train.amp.enabled = True
+train.activation_checkpoint.enabled = False
+train.zero_optimization.enabled = False
+train.seed = 1234
+optim.lr = 3e-04
+optim.weight_decay = 0.0
+)GOLD";
+  QTest::newRow("Paddle dp 2 x mp 2 x pp 2 (seed 003)") << "paddle-gpt-dp2-mp2-pp2.yaml" << "paddle" << R"GOLD(# PaddlePaddle hybrid parallel configuration for paddle-gpt-dp2-mp2-pp2, written by stagecraft-cli
+#     export.
+# 8 GPUs (1 node x 8 V100); dp 2 x tp 2 x pp 2; 4 micro-batches of 2 per step and data-parallel
+#     rank, global batch 16.
+# Paddle numbers ranks mp (tp) innermost, then sharding, then pp, then dp:
+#     CommunicateTopology(["data", "pipe", "sharding", "model"]) in paddle/distributed/fleet, here
+#     tp-pp-dp.
+# NOTE: precision fp16 is set in the training loop: paddle.amp.auto_cast(dtype='float16')
+from paddle.distributed import fleet
+
+strategy = fleet.DistributedStrategy()
+strategy.hybrid_configs = {
+    "dp_degree": 2,
+    "mp_degree": 2,
+    "pp_degree": 2,
+    "sharding_degree": 1,
+}
+strategy.pipeline_configs = {
+    "accumulate_steps": 4,
+    "micro_batch_size": 2,
+}
+fleet.init(is_collective=True, strategy=strategy)
+
+# The model is a fleet.meta_parallel.PipelineLayer(layers=..., num_stages=2, ...);
+# layers per stage: [6, 6].
+
+# Launch on each node:
+#   python -m paddle.distributed.launch --gpus "0,1,2,3,4,5,6,7" --ips "127.0.0.1" train.py
+)GOLD";
+  QTest::newRow("Colossal-AI 2.5d, depth 2 (seed 004)") << "colossalai-2p5d.yaml" << "colossalai" << R"GOLD(# Colossal-AI configuration for colossalai-2p5d (the `parallel = dict(...)` config of
+#     colossalai.launch), written by stagecraft-cli export.
+# 8 GPUs (1 node x 8 A100-40GB); dp 1 x tp 8 x pp 1; 8 micro-batches of 4 per step and
+#     data-parallel rank, global batch 32. Colossal-AI infers the data parallel size, world /
+#     (pipeline x tensor).
+# Colossal-AI numbers ranks tensor innermost, then pipeline, then data (Initializer_Pipeline),
+#     here tp-pp-dp; each tensor group is its 2.5d grid.
+from colossalai.amp import AMP_TYPE
+
+parallel = dict(
+    tensor=dict(size=8, mode='2.5d', depth=2),
+)
+# Samples per data-parallel rank and micro-batch; gradient_accumulation micro-batches per step.
+BATCH_SIZE = 4
+gradient_accumulation = 8
+fp16 = dict(mode=AMP_TYPE.TORCH)
+clip_grad_norm = 1.0
+)GOLD";
+}
+
+void TestFrameworks::importSeedExamples_data() {
+  QTest::addColumn<QString>("format");
+  QTest::addColumn<QString>("base");
+  QTest::addColumn<QString>("source");
+  QTest::addColumn<QList<int>>("sizes");  // dp, tp, pp
+  QTest::addColumn<QList<int>>("stage_layers");
+  QTest::addColumn<QString>("tp_groups");
+  QTest::addColumn<QString>("dp_groups");
+  const QString libai = "from .common.train import train\n...\n\n";
+  const QString b = "libai-bert-dp8.yaml";
+  const QString eight = "[0] [1] [2] [3] [4] [5] [6] [7]";
+  QTest::newRow("LiBai pure DP on 8") << "libai" << b << libai + "train.dist.data_parallel_size = 8\n" << QList<int>{8, 1, 1} << QList<int>{24}
+                                      << eight << "[0, 1, 2, 3, 4, 5, 6, 7]";
+  QTest::newRow("LiBai pure TP on 8") << "libai" << b << libai + "train.dist.tensor_parallel_size = 8\n" << QList<int>{1, 8, 1} << QList<int>{24}
+                                      << "[0, 1, 2, 3, 4, 5, 6, 7]" << eight;
+  QTest::newRow("LiBai pure PP on 8: LiBai's own split") << "libai" << b
+      << libai + "train.dist.pipeline_parallel_size = 8\n\ntrain.dist.pipeline_num_layers = model.cfg.hidden_layers\n" << QList<int>{1, 1, 8}
+      << QList<int>{3, 3, 3, 3, 3, 4, 4, 1} << eight << eight;
+  QTest::newRow("LiBai DP 2 x TP 4: groups [0,1,2,3] [4,5,6,7]") << "libai" << b
+      << libai + "train.dist.data_parallel_size = 2\ntrain.dist.tensor_parallel_size = 4\n" << QList<int>{2, 4, 1} << QList<int>{24}
+      << "[0, 1, 2, 3] [4, 5, 6, 7]" << "[0, 4] [1, 5] [2, 6] [3, 7]";
+  QTest::newRow("LiBai DP 2 x PP 4") << "libai" << b
+      << libai + "train.dist.data_parallel_size = 2\ntrain.dist.pipeline_parallel_size = 4\n\ntrain.dist.pipeline_num_layers = model.cfg.hidden_layers\n"
+      << QList<int>{2, 1, 4} << QList<int>{6, 7, 7, 4} << eight << "[0, 1] [2, 3] [4, 5] [6, 7]";
+  QTest::newRow("LiBai TP 2 x PP 4") << "libai" << b
+      << libai + "train.dist.tensor_parallel_size = 2\ntrain.dist.pipeline_parallel_size = 4\n\ntrain.dist.pipeline_num_layers = model.cfg.hidden_layers\n"
+      << QList<int>{1, 2, 4} << QList<int>{6, 7, 7, 4} << "[0, 1] [2, 3] [4, 5] [6, 7]" << eight;
+  QTest::newRow("LiBai 3D 2 x 2 x 2 (DESIGN.md's worked example)") << "libai" << b
+      << libai + "train.dist.data_parallel_size = 2\ntrain.dist.tensor_parallel_size = 2\ntrain.dist.pipeline_parallel_size = 2\n\n"
+                 "train.dist.pipeline_num_layers = model.cfg.hidden_layers\n"
+      << QList<int>{2, 2, 2} << QList<int>{12, 12} << "[0, 1] [2, 3] [4, 5] [6, 7]" << "[0, 2] [1, 3] [4, 6] [5, 7]";
+  QTest::newRow("LiBai only TP and PP: dp = 8 / (2 x 2)") << "libai" << b
+      << "from .common.train import train\n# only set tensor_parallel_size and pipeline_parallel_size\ntrain.dist.tensor_parallel_size = 2\n"
+         "train.dist.pipeline_parallel_size = 2\n\ntrain.dist.pipeline_num_layers = model.cfg.hidden_layers\n"
+      << QList<int>{2, 2, 2} << QList<int>{12, 12} << "[0, 1] [2, 3] [4, 5] [6, 7]" << "[0, 2] [1, 3] [4, 6] [5, 7]";
+  QTest::newRow("LiBai custom_pipeline_stage_id [6, 7, 7, 4]") << "libai" << b
+      << "train.dist.pipeline_parallel_size = 4\ntrain.dist.pipeline_num_layers = 24\ntrain.dist.custom_pipeline_stage_id = [0]*6 + [1]*7 + [2]*7 + [3]*4\n"
+      << QList<int>{2, 1, 4} << QList<int>{6, 7, 7, 4} << eight << "[0, 1] [2, 3] [4, 5] [6, 7]";
+  QTest::newRow("Paddle seed: DP=MP=PP=2, ranks mp-pp-dp") << "paddle" << "paddle-gpt-dp2-mp2-pp2.yaml"
+      << "from paddle.distributed import fleet\nstrategy = fleet.DistributedStrategy()\n\nglobal_batch_size=16\naccumulate_steps=2\nDP=2\nMP=2\nPP=2\n"
+         "strategy.hybrid_configs = {\n        \"dp_degree\": DP,\n        \"mp_degree\": MP,\n        \"pp_degree\": PP,\n         }\nif PP > 1:\n"
+         "    strategy.pipeline_configs = {\n            \"accumulate_steps\": accumulate_steps,\n"
+         "            \"micro_batch_size\": global_batch_size // DP // accumulate_steps\n    }\n\n"
+         "fleet.init(is_collective=True, strategy=strategy)\nhcg = fleet.get_hybrid_communicate_group()\n\n"
+         "dp_group = hcg.get_data_parallel_group()\n"
+      << QList<int>{2, 2, 2} << QList<int>{6, 6} << "[0, 1] [2, 3] [4, 5] [6, 7]" << "[0, 4] [1, 5] [2, 6] [3, 7]";
+  const QString cb = "colossalai-1d.yaml";
+  QTest::newRow("Colossal-AI pipeline=dict(size=2), 2d tensor 4") << "colossalai" << cb
+      << "parallel = dict(\npipeline=dict(size=2),\ntensor=dict(size=4, mode='2d')\n)\n" << QList<int>{1, 4, 2} << QList<int>{12, 12}
+      << "[0, 1, 2, 3] [4, 5, 6, 7]" << eight;
+  QTest::newRow("Colossal-AI pipeline=2 alone") << "colossalai" << cb << "parallel = dict(\npipeline=2\n)\n" << QList<int>{4, 1, 2}
+      << QList<int>{12, 12} << eight << "[0, 2, 4, 6] [1, 3, 5, 7]";
+  QTest::newRow("Colossal-AI 1d tensor 4") << "colossalai" << cb << "parallel = dict(\ntensor=dict(size=4, mode='1d')\n)\n" << QList<int>{2, 4, 1}
+      << QList<int>{24} << "[0, 1, 2, 3] [4, 5, 6, 7]" << "[0, 4] [1, 5] [2, 6] [3, 7]";
+  QTest::newRow("Colossal-AI 2.5d tensor 8, depth 2") << "colossalai" << cb << "parallel = dict(\ntensor=dict(size=8, mode='2.5d', depth=2)\n)\n"
+      << QList<int>{1, 8, 1} << QList<int>{24} << "[0, 1, 2, 3, 4, 5, 6, 7]" << eight;
+  QTest::newRow("Colossal-AI 3d tensor 8") << "colossalai" << cb << "parallel = dict(\ntensor=dict(size=8, mode='3d')\n)\n" << QList<int>{1, 8, 1}
+      << QList<int>{24} << "[0, 1, 2, 3, 4, 5, 6, 7]" << eight;
+  QTest::newRow("Colossal-AI pipeline=dict(size=4)") << "colossalai" << cb << "parallel = dict(\n    pipeline=dict(size=4), # number of pipeline stages\n)\n"
+      << QList<int>{2, 1, 4} << QList<int>{6, 6, 6, 6} << eight << "[0, 4] [1, 5] [2, 6] [3, 7]";
+}
+
+void TestFrameworks::importErrors_data() {
+  QTest::addColumn<QString>("format");
+  QTest::addColumn<QString>("base");
+  QTest::addColumn<QString>("source");
+  QTest::addColumn<QString>("message");
+  const QString b = "libai-bert-dp8.yaml";
+  QTest::newRow("LiBai without a base or model shape") << "libai" << "" << "train.dist.tensor_parallel_size = 2\n"
+      << "x.py: the libai config does not give the model shape (model.layers, model.hidden, model.heads); pass --base CONFIG";
+  QTest::newRow("LiBai tp that does not divide the GPUs") << "libai" << b << "\ntrain.dist.tensor_parallel_size = 3\n"
+      << "x.py:2: parallel.tp=3: 8 GPUs are not divisible by tp x pp = 3";
+  QTest::newRow("LiBai size that cannot be evaluated") << "libai" << b << "train.dist.tensor_parallel_size = TP\n"
+      << "x.py:1: train.dist.tensor_parallel_size: cannot evaluate it: the name 'TP' is not defined in this file";
+  QTest::newRow("LiBai size as a string") << "libai" << b << "train.dist.tensor_parallel_size = '2'\n"
+      << "x.py:1: train.dist.tensor_parallel_size='2': expected an integer, got a string";
+  QTest::newRow("LiBai size set in a loop") << "libai" << b << "for i in range(2):\n    train.dist.tensor_parallel_size = 2\n"
+      << "x.py:2: train.dist.tensor_parallel_size: cannot evaluate it: it is assigned inside the `for` loop on line 1";
+  QTest::newRow("LiBai custom ids of the wrong length") << "libai" << b
+      << "train.dist.pipeline_parallel_size = 2\ntrain.dist.custom_pipeline_stage_id = [0]*10 + [1]*10\n"
+      << "x.py:2: pipeline.partition=a list of 20 stage ids: needs one stage id per layer, 24 in all";
+  QTest::newRow("LiBai pipeline_num_layers unlike the model") << "libai" << b
+      << "train.dist.pipeline_parallel_size = 2\ntrain.dist.pipeline_num_layers = 12\n"
+      << "x.py:2: train.dist.pipeline_num_layers=12: the model has 24 layers (model.layers from the base); LiBai needs them equal";
+  QTest::newRow("LiBai ZeRO stage 2") << "libai" << b << "train.zero_optimization.enabled = True\ntrain.zero_optimization.stage = 2\n"
+      << "x.py:2: train.zero_optimization.stage=2: Stagecraft plans ZeRO stage 1 at most";
+  QTest::newRow("LiBai file that is not Python") << "libai" << b << "train.dist.tensor_parallel_size = (2\n" << "x.py:1: '(' is never closed";
+  QTest::newRow("Paddle without hybrid_configs") << "paddle" << b << "strategy = fleet.DistributedStrategy()\n"
+      << "x.py: no `strategy.hybrid_configs = {...}` found";
+  QTest::newRow("Paddle degrees over the GPUs") << "paddle" << b << "s = fleet.DistributedStrategy()\ns.hybrid_configs = {\n  'dp_degree': 4,\n  'mp_degree': 4,\n}\n"
+      << "x.py:3: parallel.dp=4: dp x tp x pp = 16 but the cluster has 8 GPUs";
+  QTest::newRow("Paddle dp and sharding both above 1") << "paddle" << b << "s = fleet.DistributedStrategy()\ns.hybrid_configs = {'dp_degree': 2, 'sharding_degree': 2}\n"
+      << "x.py:2: s.hybrid_configs: dp_degree 2 and sharding_degree 2 are both above 1";
+  QTest::newRow("Colossal-AI tensor without a mode") << "colossalai" << b << "parallel = dict(\npipeline=2,\ntensor=4\n)\n"
+      << "x.py:3: parallel.tensor=4: give dict(size=..., mode='1d'|'2d'|'2.5d'|'3d'); Colossal-AI needs the mode";
+  QTest::newRow("Colossal-AI data key") << "colossalai" << b << "parallel = dict(data=2)\n"
+      << "x.py:1: parallel.data: unknown key; the parallel dict has pipeline and tensor (Colossal-AI infers the data parallel size)";
+  QTest::newRow("Colossal-AI sequence mode") << "colossalai" << b << "parallel = dict(tensor=dict(size=2, mode='sequence'))\n"
+      << "x.py:1: parallel.tensor.mode='sequence': Stagecraft plans '1d', '2d', '2.5d' and '3d'";
+  QTest::newRow("DeepSpeed not JSON") << "deepspeed" << b << "{\"train_batch_size\": 8,}" << "x.py: JSON line 1, column 24: expected a string key";
+  QTest::newRow("DeepSpeed batch not a multiple") << "deepspeed" << b
+      << "{\n\"train_batch_size\": 10,\n\"train_micro_batch_size_per_gpu\": 4,\n\"gradient_accumulation_steps\": 1\n}"
+      << "x.py:2: train_batch_size=10 is not a multiple of train_micro_batch_size_per_gpu x gradient_accumulation_steps = 4";
+  QTest::newRow("DeepSpeed batch implies another dp") << "deepspeed" << "bert-large-3d.yaml"
+      << "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 4}"
+      << "x.py:1: parallel.dp=8: dp x tp x pp = 32 but the cluster has 8 GPUs";
+  QTest::newRow("DeepSpeed ZeRO 3") << "deepspeed" << b << "{\"zero_optimization\": {\"stage\": 3}}"
+      << "x.py:1: zero_optimization.stage=3: Stagecraft plans ZeRO stage 1 at most";
+  QTest::newRow("Megatron has no import") << "megatron" << b << "" << "megatron: Stagecraft cannot import it";
+}
+
+QTEST_APPLESS_MAIN(TestFrameworks)
+#include "tst_frameworks.moc"

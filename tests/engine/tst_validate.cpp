@@ -1,0 +1,256 @@
+// Validation (validate.h, DESIGN.md §3): every consistency rule, each error naming the key, the
+// value and the rule, from a file, from the command line and from a config built in code; dp auto
+// and the micro-batch count; integer roots for the 2D/2.5D/3D grids.
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/config/validate.h"
+
+#include <QtTest>
+
+#include <string>
+#include <vector>
+
+using namespace stagecraft::config;
+using stagecraft::Result;
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// LiBai's 3D example as a block document, so that errors point at known lines.
+constexpr const char* kRulesYaml =
+    "name: rules\n"           // 1
+    "cluster:\n"              // 2
+    "  nodes: 1\n"            // 3
+    "  gpus_per_node: 8\n"    // 4
+    "model:\n"                // 5
+    "  layers: 24\n"          // 6
+    "  hidden: 1024\n"        // 7
+    "  heads: 16\n"           // 8
+    "  ffn_hidden: 4096\n"    // 9
+    "  seq_len: 512\n"        // 10
+    "parallel:\n"             // 11
+    "  dp: 2\n"               // 12
+    "  tp: 2\n"               // 13
+    "  pp: 2\n"               // 14
+    "pipeline:\n"             // 15
+    "  schedule: 1f1b\n"      // 16
+    "train:\n"                // 17
+    "  global_batch: 16\n"    // 18
+    "  micro_batch: 2\n";     // 19
+
+QStringList error_lines(const Result<RunConfig>& r) {
+  if (r.ok()) return {};
+  return QString::fromStdString(r.status().message()).split('\n');
+}
+
+std::vector<std::string> to_std(const QStringList& l) {
+  std::vector<std::string> v;
+  for (const auto& s : l) v.push_back(s.toStdString());
+  return v;
+}
+
+}  // namespace
+
+class TestValidate : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // ---- validation rules (DESIGN.md §3): each names the key, the value and the rule ----
+
+  void rules_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<QString>("line");
+    // world = dp x tp x pp
+    QTest::newRow("dp x tp x pp != world") << QStringList{"parallel.dp=4"}
+                                           << "command line: parallel.dp=4: dp x tp x pp = 16 but the cluster has 8 GPUs (1 node x 8); set dp: auto or change the sizes";
+    QTest::newRow("dp x tp x pp != world on 2 nodes") << QStringList{"cluster.nodes=2"}
+                                                      << "rules.yaml:12: parallel.dp=2: dp x tp x pp = 8 but the cluster has 16 GPUs (2 nodes x 8); set dp: auto or change the sizes";
+    QTest::newRow("dp auto: world not divisible (DESIGN's example)") << QStringList{"parallel.dp=auto", "parallel.tp=3"}
+                                                                     << "command line: parallel.tp=3: 8 GPUs are not divisible by tp x pp = 6";
+    QTest::newRow("dp auto: tp x pp above world") << QStringList{"parallel.dp=auto", "parallel.tp=8", "parallel.pp=2"}
+                                                  << "command line: parallel.tp=8: tp x pp = 16 is more than the 8 GPUs of the cluster (1 node x 8)";
+    QTest::newRow("dp auto: pp alone above world") << QStringList{"parallel.dp=auto", "parallel.tp=1", "parallel.pp=16"}
+                                                   << "command line: parallel.pp=16: tp x pp = 16 is more than the 8 GPUs of the cluster (1 node x 8)";
+    // TP divides heads and ffn_hidden
+    QTest::newRow("tp does not divide heads") << QStringList{"parallel.dp=auto", "parallel.tp=8", "parallel.pp=1", "model.heads=4"}
+                                              << "command line: parallel.tp=8: tp must divide model.heads=4 so that every rank holds whole heads";
+    QTest::newRow("tp does not divide ffn_hidden") << QStringList{"model.ffn_hidden=4095"}
+                                                   << "rules.yaml:13: parallel.tp=2: tp must divide model.ffn_hidden=4095";
+    QTest::newRow("heads do not divide hidden") << QStringList{"model.heads=24"}
+                                                << "command line: model.heads=24: must divide model.hidden=1024 (each head gets hidden / heads channels)";
+    // tp_mode grids
+    QTest::newRow("2d needs a square") << QStringList{"parallel.tp_mode=2d"}
+                                       << "rules.yaml:13: parallel.tp=2: tp_mode 2d arranges the TP group as an N x N grid, so tp must be a square (4, 9, 16, ...)";
+    QTest::newRow("2.5d needs N^2 x depth") << QStringList{"parallel.dp=1", "parallel.tp=4", "parallel.tp_mode=2.5d", "parallel.tp_depth=2"}
+                                            << "command line: parallel.tp=4: tp_mode 2.5d needs tp = N x N x tp_depth (tp_depth=2), e.g. 8 with depth 2";
+    QTest::newRow("2.5d depth does not divide tp") << QStringList{"parallel.dp=1", "parallel.tp=4", "parallel.tp_mode=2.5d", "parallel.tp_depth=3"}
+                                                   << "command line: parallel.tp=4: tp_mode 2.5d needs tp = N x N x tp_depth (tp_depth=3), e.g. 8 with depth 2";
+    QTest::newRow("3d needs a cube") << QStringList{"parallel.dp=1", "parallel.tp=4", "parallel.tp_mode=3d"}
+                                     << "command line: parallel.tp=4: tp_mode 3d arranges the TP group as an N x N x N cube, so tp must be a cube (8, 27, 64, ...)";
+    QTest::newRow("depth without 2.5d") << QStringList{"parallel.tp_depth=2"}
+                                        << "command line: parallel.tp_depth=2: only tp_mode 2.5d has a depth; remove it or set tp_mode: 2.5d";
+    QTest::newRow("grid side divides hidden") << QStringList{"parallel.dp=2", "parallel.tp=4", "parallel.pp=1", "parallel.tp_mode=2d", "model.hidden=1023", "model.heads=3"}
+                                              << "command line: parallel.tp=4: the TP grid side N (N=2) must divide model.hidden=1023";
+    QTest::newRow("grid side divides heads") << QStringList{"parallel.dp=1", "parallel.tp=8", "parallel.pp=1", "parallel.tp_mode=3d", "model.heads=1"}
+                                             << "command line: parallel.tp=8: the TP grid side N (N=2) must divide model.heads=1 so that every rank holds whole heads";
+    QTest::newRow("sequence parallel: tp divides seq_len") << QStringList{"parallel.sequence_parallel=true", "model.seq_len=511"}
+                                                           << "command line: parallel.sequence_parallel=true: sequence parallelism splits the sequence over tp=2 ranks, so tp must divide model.seq_len=511";
+    QTest::newRow("sequence parallel only with 1d") << QStringList{"parallel.dp=2", "parallel.tp=4", "parallel.pp=1", "parallel.tp_mode=2d", "parallel.sequence_parallel=true"}
+                                                    << "command line: parallel.sequence_parallel=true: Megatron sequence parallelism goes with tp_mode 1d";
+    // pp <= layers (x virtual stages)
+    QTest::newRow("pp above layers") << QStringList{"model.layers=1"}
+                                     << "rules.yaml:14: parallel.pp=2: more pipeline stages than the model's 1 layers; every stage needs at least one layer";
+    QTest::newRow("pp x v above layers") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=16"}
+                                         << "rules.yaml:14: parallel.pp=2: pp x virtual_stages = 32 model chunks but the model has only 24 layers";
+    // interleaved
+    QTest::newRow("interleaved needs pp > 1") << QStringList{"parallel.dp=4", "parallel.pp=1", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
+                                              << "command line: pipeline.schedule=interleaved: needs pipeline parallelism (parallel.pp > 1)";
+    QTest::newRow("interleaved needs v >= 2") << QStringList{"pipeline.schedule=interleaved"}
+                                              << "rules.yaml: pipeline.virtual_stages=1: the interleaved schedule needs 2 or more virtual stages (model chunks) per pp rank";
+    QTest::newRow("v > 1 needs interleaved") << QStringList{"pipeline.virtual_stages=2"}
+                                             << "command line: pipeline.virtual_stages=2: only the interleaved schedule runs several model chunks per pp rank; set schedule: interleaved or virtual_stages: 1";
+    QTest::newRow("interleaved needs m multiple of pp") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2", "train.global_batch=12"}
+                                                        << "command line: train.global_batch=12: the interleaved schedule needs the micro-batch count m = 3 to be a multiple of pp = 2";
+    // stage-id lists
+    QTest::newRow("stage list too short") << QStringList{"pipeline.partition=[0,1]"}
+                                          << "command line: pipeline.partition=a list of 2 stage ids: needs one stage id per layer, 24 in all (model.layers)";
+    QTest::newRow("stage id out of range") << QStringList{"pipeline.partition=[0,0,0,0,0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1,1,1,1,2]"}
+                                           << "command line: pipeline.partition=a list of 24 stage ids: layer 23 has stage 2, outside [0, 2)";
+    QTest::newRow("stage ids decrease") << QStringList{"pipeline.partition=[0,0,0,0,0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1,1,1,0,1]"}
+                                        << "command line: pipeline.partition=a list of 24 stage ids: stage ids must not decrease (layer 22 goes back from stage 1 to 0); stages hold contiguous layers";
+    QTest::newRow("empty stage") << QStringList{"pipeline.partition=[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"}
+                                 << "command line: pipeline.partition=a list of 24 stage ids: stage 1 has no layer; every stage needs at least one";
+    QTest::newRow("interleaved list counts chunks") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2",
+                                                                   "pipeline.partition=[0,0,0,0,0,0,1,1,1,1,1,1,2,2,2,2,2,2,2,2,2,2,2,2]"}
+                                                    << "command line: pipeline.partition=a list of 24 stage ids: stage 3 has no layer; every stage needs at least one";
+    // batch
+    QTest::newRow("global batch not divisible by dp x micro") << QStringList{"train.global_batch=15"}
+                                                              << "command line: train.global_batch=15: must be a multiple of dp x micro_batch = 2 x 2 = 4 (a whole number of micro-batches per replica)";
+    QTest::newRow("micro batch does not fit") << QStringList{"train.micro_batch=16"}
+                                              << "rules.yaml:18: train.global_batch=16: must be a multiple of dp x micro_batch = 2 x 16 = 32 (a whole number of micro-batches per replica)";
+    QTest::newRow("dp auto batch uses the inferred dp") << QStringList{"parallel.dp=auto", "parallel.tp=1", "parallel.pp=1", "train.global_batch=12", "train.micro_batch=1"}
+                                                        << "command line: train.global_batch=12: must be a multiple of dp x micro_batch = 8 x 1 = 8 (a whole number of micro-batches per replica)";
+    // train and device
+    QTest::newRow("min_lr above lr") << QStringList{"train.lr=0.1", "train.min_lr=1"} << "command line: train.min_lr=1: must not exceed train.lr=0.1";
+    QTest::newRow("warm-up longer than the run") << QStringList{"train.warmup_steps=200"} << "command line: train.warmup_steps=200: must not exceed train.steps=100";
+    QTest::newRow("unknown device") << QStringList{"cluster.device=A100-80G"}
+                                    << "command line: cluster.device=A100-80G: unknown device; did you mean A100-80GB? (stagecraft-cli devices lists them; a mapping with name and figures defines a new one)";
+    QTest::newRow("device without the precision") << QStringList{"cluster.device=V100", "train.precision=bf16"}
+                                                   << "command line: train.precision=bf16: V100 has no bf16 math; use fp16";
+    // hosts
+    QTest::newRow("hosts with unequal slots") << QStringList{"cluster.hosts=[{host: a, slots: 4}, {host: b, slots: 2}]"}
+                                              << "command line: cluster.hosts: unequal slots (a 4, b 2); every node must run the same number of ranks, so give each host the same slots";
+    QTest::newRow("hosts disagree with nodes") << QStringList{"cluster.hosts=[{host: a, slots: 8}, {host: b, slots: 8}]"}
+                                               << "rules.yaml:3: cluster.nodes=1: cluster.hosts lists 2 hosts; remove nodes or make them agree";
+    QTest::newRow("host listed twice") << QStringList{"cluster.nodes=2", "cluster.hosts=[{host: a, slots: 8}, {host: a, slots: 8}]"}
+                                       << "command line: cluster.hosts[1].host=a: listed twice";
+    QTest::newRow("host without slots") << QStringList{"cluster.hosts=[{host: a}]"} << "command line: cluster.hosts[0]: missing slots";
+  }
+  void rules() {
+    QFETCH(QStringList, overrides);
+    QFETCH(QString, line);
+    auto c = parse_config(kRulesYaml, "rules.yaml", to_std(overrides));
+    QVERIFY2(!c.ok(), "the config was accepted");
+    QVERIFY2(error_lines(c).contains(line), c.status().message().c_str());
+    QCOMPARE(c.status().code(), stagecraft::Status::Code::kInvalidInput);
+    // The base document itself is valid: the override broke the rule.
+    QVERIFY(parse_config(kRulesYaml, "rules.yaml").ok());
+  }
+
+  // validate() on a config built in code (as the GUI edits one): the key of every issue.
+  void validateNamesTheKey_data() {
+    QTest::addColumn<QString>("change");
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("world") << "dp=3" << "parallel.dp" << "parallel.dp=3: dp x tp x pp = 12 but the cluster has 8 GPUs (1 node x 8); set dp: auto or change the sizes";
+    QTest::newRow("heads") << "tp=8" << "parallel.tp" << "parallel.tp=8: tp must divide model.heads=4 so that every rank holds whole heads";
+    QTest::newRow("pp") << "pp=32" << "parallel.pp" << "parallel.pp=32: more pipeline stages than the model's 24 layers; every stage needs at least one layer";
+    QTest::newRow("stage ids") << "ids" << "pipeline.partition" << "pipeline.partition=a list of 24 stage ids: stage 1 has no layer; every stage needs at least one";
+    QTest::newRow("batch") << "batch" << "train.global_batch" << "train.global_batch=10: must be a multiple of dp x micro_batch = 2 x 2 = 4 (a whole number of micro-batches per replica)";
+    QTest::newRow("layers") << "layers=0" << "model.layers" << "model.layers=0: required; the number of transformer blocks";
+  }
+  void validateNamesTheKey() {
+    QFETCH(QString, change);
+    QFETCH(QString, key);
+    QFETCH(QString, message);
+    RunConfig c;
+    c.model.layers = 24;
+    c.model.hidden = 1024;
+    c.model.heads = 4;
+    c.parallel = {.dp = 2, .tp = 2, .pp = 2};
+    c.train.global_batch = 16;
+    c.train.micro_batch = 2;
+    QVERIFY(validate(c).empty());
+    if (change == "dp=3") {
+      c.parallel.dp = 3;
+    } else if (change == "tp=8") {
+      c.parallel = {.dp = 1, .tp = 8, .pp = 1};
+    } else if (change == "pp=32") {
+      c.parallel = {.dp = 0, .tp = 1, .pp = 32};
+      c.cluster.nodes = 4;
+    } else if (change == "ids") {
+      c.pipeline.partition = PartitionKind::kExplicit;
+      c.pipeline.stage_ids.assign(24, 0);
+    } else if (change == "batch") {
+      c.train.global_batch = 10;
+    } else if (change == "layers=0") {
+      c.model.layers = 0;
+    } else {
+      QFAIL("unknown change");
+    }
+    const auto issues = validate(c);
+    QVERIFY(!issues.empty());
+    bool found = false;
+    for (const auto& i : issues) found = found || (qs(i.key) == key && qs(i.message) == message);
+    QStringList all;
+    for (const auto& i : issues) all << qs(i.key) + " | " + qs(i.message);
+    QVERIFY2(found, qPrintable(all.join("\n")));
+  }
+
+  void dpAutoAndMicroBatches_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<int>("dp");
+    QTest::addColumn<int>("m");
+    // LiBai: only tp and pp set, dp = 8 / (2 x 2) = 2.
+    QTest::newRow("LiBai dp = 8 / (2 x 2)") << QStringList{"parallel.dp=auto"} << 2 << 4;
+    QTest::newRow("LiBai pure PP") << QStringList{"parallel.dp=auto", "parallel.tp=1", "parallel.pp=8"} << 1 << 8;
+    QTest::newRow("Colossal-AI tensor 4, dp inferred") << QStringList{"parallel.dp=auto", "parallel.tp=4", "parallel.pp=1"} << 2 << 4;
+    QTest::newRow("two nodes") << QStringList{"parallel.dp=auto", "cluster.nodes=2", "train.global_batch=32"} << 4 << 4;
+    // Paddle: global 16, dp 2, accumulate_steps 2 -> micro_batch_size = 16 // 2 // 2 = 4.
+    QTest::newRow("Paddle accumulate_steps 2") << QStringList{"train.micro_batch=4"} << 2 << 2;
+  }
+  void dpAutoAndMicroBatches() {
+    QFETCH(QStringList, overrides);
+    QFETCH(int, dp);
+    QFETCH(int, m);
+    auto c = parse_config(kRulesYaml, "rules.yaml", to_std(overrides));
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    QCOMPARE(resolved_dp(c.value()), dp);
+    QCOMPARE(micro_batches(c.value()), m);
+  }
+
+  void integerRoots_data() {
+    QTest::addColumn<int>("v");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("root");
+    QTest::newRow("4 square") << 4 << 2 << 2;
+    QTest::newRow("8 not square") << 8 << 2 << 0;
+    QTest::newRow("8 cube") << 8 << 3 << 2;
+    QTest::newRow("1 square") << 1 << 2 << 1;
+    QTest::newRow("0 none") << 0 << 2 << 0;
+    QTest::newRow("negative none") << -4 << 2 << 0;
+    QTest::newRow("46340^2") << 46340 * 46340 << 2 << 46340;
+    QTest::newRow("1290^3") << 1290 * 1290 * 1290 << 3 << 1290;
+    QTest::newRow("1290^3 + 1") << 1290 * 1290 * 1290 + 1 << 3 << 0;
+    QTest::newRow("int max") << 2147483647 << 2 << 0;
+  }
+  void integerRoots() {
+    QFETCH(int, v);
+    QFETCH(int, k);
+    QFETCH(int, root);
+    QCOMPARE(integer_root(v, k), root);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestValidate)
+#include "tst_validate.moc"
