@@ -15,9 +15,14 @@ STAGECRAFT_PACKAGES=(
   qt6-base-dev
 )
 
+# For the tests only: Debian's PyTorch, the independent reference some suites compare against
+# (they skip with a message where it is missing).
+STAGECRAFT_TEST_PACKAGES=(python3-torch)
+
+# stagecraft_install_packages [EXTRA_PACKAGE ...]: installs what is missing.
 stagecraft_install_packages() {
   local missing=()
-  for p in "${STAGECRAFT_PACKAGES[@]}"; do
+  for p in "${STAGECRAFT_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ "${#missing[@]}" -eq 0 ]; then

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The main job: install, build, and plan the default example (BERT-large, 3D parallel on 8 GPUs).
-# Extra arguments go to stagecraft-cli plan, e.g. `bash app/stagecraft.sh parallel.tp=4 --json`.
+# The main job: install, build, and train the tiny GPT example (configs/tiny-gpt.yaml) with
+# Stagecraft's engine on this machine — 4 worker processes, data x pipeline parallel — with a live
+# progress line; the desktop application takes this place when it lands.
+# Extra arguments go to stagecraft-cli run, e.g. `bash app/stagecraft.sh parallel.dp=4 parallel.pp=1`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 stagecraft_install_packages
 stagecraft_build -DSTAGECRAFT_BUILD_TESTS=OFF
-exec "$STAGECRAFT_BUILD/bin/stagecraft-cli" plan "$STAGECRAFT_ROOT/configs/bert-large-3d.yaml" "$@"
+cd "$STAGECRAFT_ROOT"
+exec "$STAGECRAFT_BUILD/bin/stagecraft-cli" run configs/tiny-gpt.yaml "$@"
