@@ -33,6 +33,7 @@ TokenData make_data() {
 }
 
 struct RunOut {
+  std::vector<size_t> mem_bytes;  // per rank, at the last step
   std::vector<double> losses;
   std::vector<double> norms;
   std::map<std::string, NamedTensor> weights;
@@ -97,6 +98,8 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         auto st = t.value()->train_step();
         if (!st.ok()) return fail(st.status());
         std::lock_guard<std::mutex> lock(mu);
+        if (out.mem_bytes.size() < static_cast<size_t>(world)) out.mem_bytes.resize(static_cast<size_t>(world));
+        out.mem_bytes[static_cast<size_t>(r)] = st->mem_bytes;
         if (r == 0) {
           out.losses.push_back(st->loss);
           out.norms.push_back(st->grad_norm);
@@ -137,6 +140,34 @@ class TestTrainer : public QObject {
 
   // The layouts and schedules: loss at every one of 5 steps within 1e-5 (relative) of
   // the single rank's, and the gradient norm too.
+  // The cost model's memory for a CPU run against what the engine holds: weights, gradients,
+  // AdamW state and the activations at their peak, per rank, within 10% (the bar).
+  void estimateMatchesMeasuredMemory_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::newRow("dp=2 pp=2 1f1b") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2"};
+    QTest::newRow("tp=2 pp=2 gpipe") << QStringList{"cluster.gpus_per_node=4", "parallel.tp=2", "parallel.pp=2", "pipeline.schedule=gpipe"};
+    QTest::newRow("dp=4 zero 1") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=1"};
+    QTest::newRow("pp=2 full recompute") << QStringList{"cluster.gpus_per_node=2", "parallel.pp=2", "train.recompute=full"};
+  }
+  void estimateMatchesMeasuredMemory() {
+    QFETCH(QStringList, overrides);
+    std::vector<std::string> o = {"cluster.device=cpu", "model.hidden=64", "model.seq_len=64", "train.micro_batch=2", "train.global_batch=16"};
+    for (const auto& x : overrides) o.push_back(x.toStdString());
+    const RunOut r = train(o, 1);
+    QVERIFY2(r.error.empty(), r.error.c_str());
+    auto cfg = config::parse_config(kBase, "test.yaml", o);
+    QVERIFY(cfg.ok());
+    auto p = plan::make_plan(cfg.value());
+    QVERIFY(p.ok());
+    for (int rank = 0; rank < p->topology.world_size(); ++rank) {
+      const auto& m = p->estimate.memory[static_cast<size_t>(p->topology.coord(rank).pp)];
+      const double predicted = m.weights + m.grads + m.optimizer + m.activations;
+      const double measured = static_cast<double>(r.mem_bytes[static_cast<size_t>(rank)]);
+      qInfo("rank %d: predicted %.0f, measured %.0f bytes (%+.1f%%)", rank, predicted, measured, (predicted / measured - 1) * 100);
+      QVERIFY2(std::abs(predicted / measured - 1) <= 0.10, qPrintable(QString("rank %1").arg(rank)));
+    }
+  }
+
   void parallelEquivalence_data() {
     QTest::addColumn<QStringList>("overrides");
     auto layout = [](int dp, int tp, int pp, QStringList extra = {}) {

@@ -380,19 +380,20 @@ void read_paddle(const PyModule& m, RunConfig& c, Report& r) {
   }
   std::optional<int> micro, acc;
   int micro_line = 0, acc_line = 0;
-  if (pipe) {
-    PyReader inner(m, r);
-    if (const PyValue* v = pipe->get("micro_batch_size")) {
-      micro = v->kind == K::kOpaque ? (r.problem(v->line, pc + "[\"micro_batch_size\"]: cannot evaluate it: " + v->s), std::nullopt)
-                                    : inner.integer(pc + "[\"micro_batch_size\"]", v, 1, 1 << 30);
-      micro_line = v->line;
+  // A value of pipeline_configs: an integer from 1, or a problem on its line.
+  auto pipe_int = [&](const char* key, int* line) -> std::optional<int> {
+    const PyValue* v = pipe ? pipe->get(key) : nullptr;
+    if (!v) return std::nullopt;
+    *line = v->line;
+    const std::string name = pc + "[\"" + key + "\"]";
+    if (v->kind == K::kOpaque) {
+      r.problem(v->line, name + ": cannot evaluate it: " + v->s);
+      return std::nullopt;
     }
-    if (const PyValue* v = pipe->get("accumulate_steps")) {
-      acc = v->kind == K::kOpaque ? (r.problem(v->line, pc + "[\"accumulate_steps\"]: cannot evaluate it: " + v->s), std::nullopt)
-                                  : inner.integer(pc + "[\"accumulate_steps\"]", v, 1, 1 << 30);
-      acc_line = v->line;
-    }
-  }
+    return py.integer(name, v, 1, 1 << 30);
+  };
+  micro = pipe_int("micro_batch_size", &micro_line);
+  acc = pipe_int("accumulate_steps", &acc_line);
   if (acc && !micro) {
     set_batch(c, r, std::nullopt, acc, std::nullopt, 0, acc_line, 0, "accumulate_steps");
   } else if (micro && acc) {

@@ -245,7 +245,10 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     LayerActs* a;
     std::unique_ptr<LayerActs> own;
     if (spec_.full_recompute) {
-      if (!recompute_acts_) recompute_acts_.reset(new_layer_acts());
+      if (!recompute_acts_) {
+        recompute_acts_.reset(new_layer_acts());  // the one layer rebuilt at a time, held for good
+        account(static_cast<ptrdiff_t>(recompute_acts_->bytes()));
+      }
       a = recompute_acts_.get();
     } else {
       if (!free_layer_acts_.empty()) {
