@@ -207,6 +207,11 @@ int run_collectives(Worker& w) {
   check_collectives<double>(*world, 5);
   check_large_all_reduce(*world, 300001);  // 1.2 MB: several of Gloo's 1 MiB segments
   check_argument_errors(*world);
+  // The same group created again rendezvouses afresh (a new generation of its keys), and both
+  // communicators work side by side.
+  auto again = join(w, iota(w.env.world_size), "world");
+  check_collectives<float>(*again, 3);
+  EXPECT_OK(world->barrier());
   const std::pair<config::Axis, const char*> axes[] = {
       {config::Axis::kTp, "tp"}, {config::Axis::kDp, "dp"}, {config::Axis::kPp, "pp"}};
   for (auto [axis, name] : axes) {

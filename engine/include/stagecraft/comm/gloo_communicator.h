@@ -6,7 +6,10 @@
 // rank's addresses under a key prefix of its own for the group, waits for every member's, and
 // connects to each: the keys are "gloo/<size>-<hash of the ranks>/<generation>/<group rank>",
 // the generation counting how often that group was created so far (so a group may be created
-// again). Every operation, the rendezvous included, ends within the timeout.
+// again; after a creation failed on some member the generations are out of step, and the run
+// should fail, as the supervisor makes it). Every operation, the rendezvous included, ends
+// within the timeout. Creation may return on one member while another is still connecting, so
+// a member that leaves right after creating can fail the others' creation.
 //
 // Usage, in a worker (error handling shortened):
 //   auto env = launch::read_worker_env().value();
