@@ -1,0 +1,82 @@
+// bench_train: tokens/s of Stagecraft's training step (GptStage + Trainer, one rank, the path
+// the workers run) for the model — 4 layers, hidden 256, 4 heads, seq 256, batch 8,
+// vocab 256, AdamW, clip 1.0 — at 1 and 2 threads, next to PyTorch's for the same model and
+// batch (tests/bench/bench_kernels_torch.py via Debian's /usr/bin/python3), measured in the
+// same run. Prints a table; asserts nothing about time.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/comm_group.h"
+#include "stagecraft/runtime/kernels.h"
+#include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+
+using namespace stagecraft;
+
+namespace {
+
+// The one-rank group: every collective is the identity.
+class Solo final : public runtime::CommGroup {
+ public:
+  int size() const override { return 1; }
+  int rank() const override { return 0; }
+  Status all_reduce_sum(float*, size_t) override { return Status::ok(); }
+  Status all_reduce_sum(double*, size_t) override { return Status::ok(); }
+  Status reduce_scatter_sum(const float* in, float* out, size_t n) override {
+    std::copy(in, in + n, out);
+    return Status::ok();
+  }
+  Status all_gather(const float* in, float* out, size_t n) override {
+    std::copy(in, in + n, out);
+    return Status::ok();
+  }
+  Status send(const float*, size_t, int, uint32_t) override { return Status::internal("solo: no peers"); }
+  Status recv(float*, size_t, int, uint32_t) override { return Status::internal("solo: no peers"); }
+  Status wait_sends() override { return Status::ok(); }
+};
+
+}  // namespace
+
+int main() {
+  auto cfg = config::parse_config(
+      "cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n"
+      "model: {layers: 4, hidden: 256, heads: 4, seq_len: 256, vocab: 256}\n"
+      "train: {global_batch: 8, micro_batch: 8, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n",
+      "bench", {});
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
+    return 1;
+  }
+  auto plan = plan::make_plan(cfg.value());
+  std::vector<uint16_t> tokens(1 << 16);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) & 255);
+  const auto data = runtime::TokenData::from_tokens(tokens);
+  Solo solo;
+  std::printf("Stagecraft engine (GptStage + Trainer), 4 layers, C 256, NH 4, T 256, B 8, V 256, AdamW\n");
+  std::printf("%7s %10s %10s\n", "threads", "ms/step", "tokens/s");
+  for (int threads : {1, 2}) {
+    runtime::cpu::set_num_threads(threads);
+    runtime::TrainerGroups g{&solo, &solo, &solo, &solo, nullptr};
+    auto t = runtime::Trainer::create(cfg.value(), plan.value(), 0, g, &data);
+    if (!t.ok() || !t.value()->start()) return 1;
+    for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up
+    double best = 1e9;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto st = t.value()->train_step();
+      if (!st.ok()) return 1;
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("%7d %10.1f %10.0f\n", threads, best * 1e3, 8 * 256 / best);
+  }
+  std::fflush(stdout);
+  std::printf("\nPyTorch (/usr/bin/python3, the same model and batch):\n");
+  std::fflush(stdout);
+  const std::string cmd = "/usr/bin/python3 " STAGECRAFT_SOURCE_DIR "/tests/bench/bench_kernels_torch.py 1 2";
+  if (std::system(cmd.c_str()) != 0) std::printf("(PyTorch not available: apt-get install python3-torch)\n");
+  return 0;
+}
