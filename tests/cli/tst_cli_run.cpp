@@ -174,6 +174,7 @@ class TestCliRun : public QObject {
     QTest::addColumn<QString>("message");
     QTest::newRow("missing data") << QStringList{"train.data=/nonexistent/data.bin"} << "train.data=/nonexistent/data.bin: cannot read";
     QTest::newRow("dropout") << QStringList{"model.dropout=0.1"} << "trains without dropout";
+    QTest::newRow("selective recompute") << QStringList{"train.recompute=selective"} << "train.recompute=selective: the engine recomputes none or full";
     QTest::newRow("vocab too small") << QStringList{"model.vocab=64"} << "raise model.vocab to at least";
     QTest::newRow("two nodes") << QStringList{"cluster.nodes=2"} << "starts every rank on this machine";
   }

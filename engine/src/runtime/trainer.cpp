@@ -39,6 +39,10 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     return Status::invalid_input("parallel.tp_mode=" + std::string(config::to_string(config.parallel.tp_mode)) +
                                  ": the engine trains Megatron 1D tensor parallelism; 2d/2.5d/3d are planned, not run");
   }
+  if (config.train.recompute == config::Recompute::kSelective) {
+    return Status::invalid_input("train.recompute=selective: the engine recomputes none or full (selective is for planning); "
+                                 "set train.recompute to none or full");
+  }
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
   }
