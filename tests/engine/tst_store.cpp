@@ -33,12 +33,12 @@ std::unique_ptr<StoreServer> serve(StoreServerOptions o = {}) {
   return std::move(s).value();
 }
 
-StoreClientOptions client_options(int port, milliseconds timeout = milliseconds(5000)) {
+StoreClientOptions client_options(int port, milliseconds timeout = milliseconds(30000)) {
   StoreClientOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.token = kToken;
-  o.connect_timeout = milliseconds(5000);
+  o.connect_timeout = milliseconds(30000);
   o.timeout = timeout;
   return o;
 }
@@ -260,7 +260,7 @@ class TestStore : public QObject {
         if (shared) return;
         std::vector<std::string> all;
         for (int j = 0; j < clients; ++j) all.push_back("rank/" + std::to_string(j));
-        if (Status s = store.wait(all, milliseconds(10000)); !s) {
+        if (Status s = store.wait(all, milliseconds(60000)); !s) {
           errors[i] = s.message();
           return;
         }
