@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "stagecraft/config/validate.h"
+#include "stagecraft/core/text.h"
 #include "yaml_tree.h"
 
 namespace stagecraft::config {
@@ -69,19 +70,6 @@ const std::map<std::string, std::string>& foreign_names() {
   return kNames;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 std::string join_path(std::string_view prefix, std::string_view key) {
   return prefix.empty() ? std::string(key) : std::string(prefix) + "." + std::string(key);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "stagecraft/core/text.h"
+
 namespace stagecraft::config {
 
 namespace {
@@ -15,24 +17,6 @@ namespace {
 bool is_name_start(unsigned char c) { return std::isalpha(c) || c == '_' || c >= 0x80; }
 bool is_name_char(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
 
-// Appends the UTF-8 encoding of a code point.
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "stagecraft/core/text.h"
+
 namespace stagecraft {
 
 Json& Json::set(const std::string& key, Json v) {
@@ -71,23 +73,6 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   return n;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 void format_double(std::string& out, double v) {
   if (!std::isfinite(v)) {  // JSON has no NaN or infinity

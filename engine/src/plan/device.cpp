@@ -4,6 +4,7 @@
 // RTX 4090 / Ada whitepaper), DGX-1 / DGX A100 / DGX H100 system guides for the networks.
 // Dense peaks only: the sparse figures of the datasheets are twice these.
 #include "stagecraft/plan/device.h"
+#include "stagecraft/core/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -23,18 +24,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 // This machine, for the CPU engine: physical memory, and a nominal fp32 peak of 2.5 GHz x 32
 // FLOPs per cycle (two AVX2 FMA units of 8 floats) per core. Loopback TCP (Gloo) between
