@@ -3,28 +3,14 @@
 // and the one line on stderr that names what to fix.
 #include <QtTest>
 
+#include "cli_process.h"
+
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
+using Run = stagecraft::testing::CliRun;
 
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.setProgram(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"));
-  p.setArguments(args);
-  p.start();
-  Run r;
-  if (!p.waitForFinished(60000)) {
-    p.kill();
-    p.waitForFinished();
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+Run cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+  return stagecraft::testing::run_cli(args, env, 60000);
 }
 
 QString config(const QString& name) { return QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/") + name; }

@@ -3,32 +3,16 @@
 // and bad input.
 #include <QtTest>
 
+#include "cli_process.h"
+
 #include <cmath>
 
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
+using Run = stagecraft::testing::CliRun;
 
-Run cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(), int timeout_ms = 120000) {
-  QProcess p;
-  p.setProgram(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"));
-  p.setArguments(args);
-  p.setProcessEnvironment(env);
-  p.start();
-  Run r;
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+Run cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+  return stagecraft::testing::run_cli(args, env);
 }
 
 // The step events of rank 0, as (step, loss).
