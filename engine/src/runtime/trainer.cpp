@@ -59,6 +59,23 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
   return Status::ok();
 }
 
+StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
+  StageSpec spec;
+  spec.model = config_.model;
+  spec.micro_batch = config_.train.micro_batch;
+  spec.full_recompute = config_.train.recompute == config::Recompute::kFull;
+  spec.tp = tp_;
+  spec.tp_rank = tp_rank;
+  spec.pp = pp_;
+  spec.num_chunks = static_cast<int>(chunk_first_.size());
+  for (int c = pp_rank; c < spec.num_chunks; c += pp_) {  // chunk c runs on pp rank c mod pp
+    spec.chunks.push_back(c);
+    spec.chunk_first_layer.push_back(chunk_first_[static_cast<size_t>(c)]);
+    spec.chunk_layers.push_back(chunk_count_[static_cast<size_t>(c)]);
+  }
+  return spec;
+}
+
 Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const plan::Plan& plan, int rank, TrainerGroups groups,
                                                  const TokenData* data) {
   if (!data) return Status::invalid_input("train.data: the run needs a data file");
@@ -81,28 +98,18 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     t->chunk_first_.push_back(s.first_layer);
     t->chunk_count_.push_back(s.num_layers);
   }
-  StageSpec spec;
-  spec.model = config.model;
-  spec.micro_batch = config.train.micro_batch;
-  spec.full_recompute = config.train.recompute == config::Recompute::kFull;
-  spec.tp = t->tp_;
-  spec.tp_rank = t->tp_rank_;
-  spec.pp = t->pp_;
-  spec.num_chunks = plan.num_stages();
-  for (const auto& s : plan.stages) {
-    if (s.pp_rank != t->pp_rank_) continue;
-    spec.chunks.push_back(s.stage);
-    spec.chunk_first_layer.push_back(s.first_layer);
-    spec.chunk_layers.push_back(s.num_layers);
+  for (int p = 0; p < t->pp_; ++p) {
+    for (int r = 0; r < t->tp_; ++r) t->replica0_ranks_.push_back(plan.topology.rank_of(0, r, p));
   }
+  const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
   auto stage = GptStage::create(spec, groups.tp);
   if (!stage.ok()) return stage.status();
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
+  t->shard_per_ = (n + static_cast<size_t>(t->dp_) - 1) / static_cast<size_t>(t->dp_);
   if (config.parallel.zero >= 1 && t->dp_ > 1) {
-    const size_t per = (n + static_cast<size_t>(t->dp_) - 1) / static_cast<size_t>(t->dp_);
-    t->shard_begin_ = std::min(n, per * static_cast<size_t>(t->dp_rank_));
-    t->shard_end_ = std::min(n, t->shard_begin_ + per);
+    t->shard_begin_ = std::min(n, t->shard_per_ * static_cast<size_t>(t->dp_rank_));
+    t->shard_end_ = std::min(n, t->shard_begin_ + t->shard_per_);
   } else {
     t->shard_begin_ = 0;
     t->shard_end_ = n;
@@ -210,7 +217,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
   const float inv_dp = 1.0f / static_cast<float>(dp_);
   if (dp_ > 1) {
     if (zero) {
-      const size_t per = (n + static_cast<size_t>(dp_) - 1) / static_cast<size_t>(dp_);
+      const size_t per = shard_per_;
       std::vector<float> padded(per * static_cast<size_t>(dp_), 0.0f);
       std::copy(grads, grads + n, padded.begin());
       shard_grad.assign(per, 0.0f);
@@ -256,7 +263,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
                       step_ + 1, s.spec.weight_decay, grad_scale);
   }
   if (zero) {
-    const size_t per = (n + static_cast<size_t>(dp_) - 1) / static_cast<size_t>(dp_);
+    const size_t per = shard_per_;
     std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
     std::copy(params + shard_begin_, params + shard_end_, mine.begin());
     if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
@@ -288,7 +295,7 @@ Result<std::string> Trainer::save_checkpoint() {
   const size_t n = stage_->num_params();
   std::vector<float> m_full(n), v_full(n);
   if (config_.parallel.zero >= 1 && dp_ > 1) {
-    const size_t per = (n + static_cast<size_t>(dp_) - 1) / static_cast<size_t>(dp_);
+    const size_t per = shard_per_;
     std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
     for (int which = 0; which < 2; ++which) {
       const auto& src = which == 0 ? exp_avg_ : exp_avg_sq_;
@@ -311,16 +318,10 @@ Result<std::string> Trainer::save_checkpoint() {
     add_shards(*stage_, m_full.data(), "exp_avg.", opt_full);
     add_shards(*stage_, v_full.data(), "exp_avg_sq.", opt_full);
   }
-  // Ranks of DP replica 0 in (tp, pp) order, found by all ranks the same way.
-  auto plan = plan::make_plan(config_);
-  if (!plan.ok()) return plan.status();
+  // Every (tp, pp) rank of DP replica 0 sends to world rank 0, in (pp, tp) order.
   for (int pp_rank = 0; pp_rank < pp_; ++pp_rank) {
     for (int tp_rank = 0; tp_rank < tp_; ++tp_rank) {
-      int src = -1;
-      for (int r = 0; r < plan->topology.world_size(); ++r) {
-        const auto c = plan->topology.coord(r);
-        if (c.dp == 0 && c.tp == tp_rank && c.pp == pp_rank) src = r;
-      }
+      const int src = replica0_ranks_[static_cast<size_t>(pp_rank * tp_ + tp_rank)];
       if (src <= 0) continue;
       if (rank_ == src) {
         std::vector<float> params(stage_->params(), stage_->params() + n);
@@ -330,17 +331,7 @@ Result<std::string> Trainer::save_checkpoint() {
         if (Status s = world->wait_sends(); !s) return s;
       } else if (rank_ == 0) {
         // The sender's layout: a stage of its (tp, pp) coordinates.
-        StageSpec spec = stage_->spec();
-        spec.tp_rank = tp_rank;
-        spec.chunks.clear();
-        spec.chunk_first_layer.clear();
-        spec.chunk_layers.clear();
-        for (const auto& s : plan->stages) {
-          if (s.pp_rank != pp_rank) continue;
-          spec.chunks.push_back(s.stage);
-          spec.chunk_first_layer.push_back(s.first_layer);
-          spec.chunk_layers.push_back(s.num_layers);
-        }
+        const StageSpec spec = stage_spec(tp_rank, pp_rank);
         auto other = GptStage::create(spec, nullptr);
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();

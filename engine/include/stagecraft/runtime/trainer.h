@@ -81,17 +81,19 @@ class Trainer {
   Status exchange_and_update(double local_loss, StepStats& stats);
   Status run_schedule(double& local_loss);
   size_t state_bytes() const;
+  StageSpec stage_spec(int tp_rank, int pp_rank) const;  // the stage of those coordinates
 
   config::RunConfig config_;
   int rank_ = 0, dp_ = 1, tp_ = 1, pp_ = 1, v_ = 1, m_ = 1;
   int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
   std::vector<int> chunk_first_, chunk_count_;  // every chunk of the model
+  std::vector<int> replica0_ranks_;             // rank of (dp 0, tp, pp) at pp * tp_size + tp
   TrainerGroups groups_;
   const TokenData* data_ = nullptr;
   std::unique_ptr<GptStage> stage_;
   std::vector<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
+  size_t shard_per_ = 0;                     // ceil(params / dp): a ZeRO shard's (padded) size
   size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
-  std::vector<float> grad_weight_;           // per parameter: 1 if it counts in the global norm, else 0
   int64_t step_ = 0;
   double tokens_ = 0;
 };
