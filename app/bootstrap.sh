@@ -7,17 +7,20 @@ STAGECRAFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STAGECRAFT_BUILD="${STAGECRAFT_BUILD:-$STAGECRAFT_ROOT/build}"
 
 # Debian packages: compiler and build tools, libyaml (config parser), OpenBLAS and Gloo (the CPU
-# engine), Qt 6 (Test for the suites).
+# engine), libssh (remote nodes), SQLite (run history), Qt 6 Widgets, Charts and Svg (the desktop
+# application; Test for the suites), Xvfb (the GUI on a machine without a display server).
 STAGECRAFT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libyaml-dev
   libopenblas-dev libgloo-dev
-  qt6-base-dev
+  libssh-dev libsqlite3-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev
 )
 
 # For the tests only: Debian's PyTorch, the independent reference some suites compare against
-# (they skip with a message where it is missing).
-STAGECRAFT_TEST_PACKAGES=(python3-torch)
+# (they skip with a message where it is missing); a real sshd, ssh-keygen and ip netns for the
+# remote-launch suites; Xvfb for screenshots of the real window.
+STAGECRAFT_TEST_PACKAGES=(python3-torch openssh-server openssh-client iproute2 procps xvfb xauth)
 
 # stagecraft_install_packages [EXTRA_PACKAGE ...]: installs what is missing.
 stagecraft_install_packages() {

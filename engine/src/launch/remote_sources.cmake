@@ -1,0 +1,1 @@
+# launch/ remote: SSH nodes (libssh), hostfiles, preflight. Included from engine/CMakeLists.txt; paths relative to engine/.
