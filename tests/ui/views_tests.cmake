@@ -1,0 +1,2 @@
+# views suites: topology, stage editor, estimates, schedule (label ui).
+stagecraft_add_test(tst_topology_scene LABEL ui SOURCES tst_topology_scene.cpp views_test_plans.h LIBS stagecraft::ui)

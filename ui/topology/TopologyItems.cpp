@@ -1,0 +1,213 @@
+// TopologyNodeItem and TopologyLegendItem painting (see TopologyItems.h).
+#include "topology/TopologyItems.h"
+
+#include <QPainter>
+#include <QStyleOptionGraphicsItem>
+
+#include <algorithm>
+
+#include "common/StageColors.h"
+#include "topology/TopologyScene.h"
+
+namespace {
+
+// Node panel.
+const QColor kPanelFill(0xF4, 0xF4, 0xF2);
+const QColor kPanelBorder(0x9A, 0x9A, 0x9A);
+constexpr double kPanelRadius = 6.0;
+constexpr double kPanelPen = 1.0;
+constexpr double kHeaderFontPx = 12.0;
+// Tiles and outlines.
+constexpr double kTileRadius = 3.0;
+const QColor kOutline(0x20, 0x20, 0x20);
+constexpr double kOutlinePen = 2.0;
+constexpr double kOutlineInset = 0.35;   // of the tile gap: outlines of neighbouring groups stay apart
+const QColor kSelectedFrame(0xE0, 0x10, 0x10);
+constexpr double kSelectedPen = 4.0;
+const QColor kHoverFrame(Qt::white);
+constexpr double kHoverPen = 2.0;
+constexpr double kRankFontPx = 15.0;
+constexpr double kSmallFontPx = 10.0;
+constexpr double kTextMargin = 3.0;
+
+// Legend.
+constexpr double kSwatch = 16.0;
+constexpr double kLegendRow = 22.0;
+constexpr double kLegendColumn = 96.0;
+constexpr double kLegendFontPx = 13.0;
+constexpr int kLegendRowsPerColumn = 8;
+constexpr int kLegendNotes = 4;   // text lines after the swatches
+
+QFont pixelFont(const QFont& base, double px, bool bold = false) {
+  QFont f = base;
+  f.setPixelSize(static_cast<int>(px));
+  f.setBold(bold);
+  return f;
+}
+
+}  // namespace
+
+TopologyNodeItem::TopologyNodeItem(const TopologyScene* scene, int node) : m_scene(scene), m_node(node) {
+  setFlag(ItemUsesExtendedStyleOption, false);
+  setCacheMode(NoCache);
+}
+
+QRectF TopologyNodeItem::boundingRect() const {
+  const QRectF r = m_scene->nodeRect(m_node);
+  // Outlines and the selection frame reach a little past the panel.
+  return QRectF(QPointF(0, 0), r.size()).adjusted(-kSelectedPen, -kSelectedPen, kSelectedPen, kSelectedPen);
+}
+
+void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
+  const double lod = option->levelOfDetailFromTransform(painter->worldTransform());
+  const QRectF panel(QPointF(0, 0), m_scene->nodeRect(m_node).size());
+  const QPointF origin = m_scene->nodeRect(m_node).topLeft();
+  const auto& plan = m_scene->plan();
+  const int world = plan.topology.world_size();
+  const int gpus = std::max(1, plan.topology.spec().gpus_per_node);
+  const int first = m_node * gpus;
+  const int last = std::min(world, first + gpus);
+
+  // Low detail: a flat panel and flat tiles, nothing else.
+  if (lod < kLodOutlines) {
+    painter->fillRect(panel, kPanelFill);
+    for (int r = first; r < last; ++r) painter->fillRect(m_scene->tileRect(r).translated(-origin), m_scene->tileFill(r));
+    return;
+  }
+
+  painter->setPen(QPen(kPanelBorder, kPanelPen));
+  painter->setBrush(kPanelFill);
+  painter->drawRoundedRect(panel, kPanelRadius, kPanelRadius);
+  if (lod >= kLodLabels) {
+    painter->setPen(Qt::black);
+    painter->setFont(pixelFont(painter->font(), kHeaderFontPx, true));
+    painter->drawText(QRectF(TopologyScene::kNodePadding, 0, panel.width() - 2 * TopologyScene::kNodePadding,
+                             TopologyScene::kNodeHeader + TopologyScene::kNodePadding / 2),
+                      Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("node %1").arg(m_node));
+  }
+
+  painter->setPen(Qt::NoPen);
+  for (int r = first; r < last; ++r) {
+    painter->setBrush(m_scene->tileFill(r));
+    painter->drawRoundedRect(m_scene->tileRect(r).translated(-origin), kTileRadius, kTileRadius);
+  }
+
+  // TP group outlines: the border of the union of each group's tiles, drawn edge by edge where a
+  // tile's neighbour belongs to another group (or is absent).
+  if (plan.tp > 1) {
+    const int cols = std::max(1, std::min(TopologyScene::kTilesPerRow, gpus));
+    const double half = TopologyScene::kTileGap / 2;
+    const double inset = TopologyScene::kTileGap * kOutlineInset;
+    painter->setPen(QPen(kOutline, kOutlinePen, Qt::SolidLine, Qt::SquareCap));
+    painter->setBrush(Qt::NoBrush);
+    auto same = [&](int r, int local, int dc, int dr) {
+      const int c = local % cols + dc;
+      const int row = local / cols + dr;
+      if (c < 0 || c >= cols || row < 0) return false;
+      const int other = row * cols + c;
+      if (other >= gpus || first + other >= last) return false;
+      return m_scene->tpGroupId(first + other) == m_scene->tpGroupId(r);
+    };
+    for (int r = first; r < last; ++r) {
+      const int local = r - first;
+      const QRectF t = m_scene->tileRect(r).translated(-origin);
+      const bool left = same(r, local, -1, 0), right = same(r, local, 1, 0);
+      const bool up = same(r, local, 0, -1), down = same(r, local, 0, 1);
+      const double x0 = t.left() - (left ? half : inset), x1 = t.right() + (right ? half : inset);
+      const double y0 = t.top() - (up ? half : inset), y1 = t.bottom() + (down ? half : inset);
+      if (!up) painter->drawLine(QPointF(x0, y0), QPointF(x1, y0));
+      if (!down) painter->drawLine(QPointF(x0, y1), QPointF(x1, y1));
+      if (!left) painter->drawLine(QPointF(x0, y0), QPointF(x0, y1));
+      if (!right) painter->drawLine(QPointF(x1, y0), QPointF(x1, y1));
+    }
+  }
+
+  const int selected = m_scene->selectedRank();
+  if (selected >= first && selected < last) {
+    painter->setPen(QPen(kSelectedFrame, kSelectedPen));
+    painter->setBrush(Qt::NoBrush);
+    painter->drawRoundedRect(m_scene->tileRect(selected).translated(-origin), kTileRadius, kTileRadius);
+  }
+  const int hovered = m_scene->hoveredRank();
+  if (hovered >= first && hovered < last && hovered != selected) {
+    painter->setPen(QPen(kHoverFrame, kHoverPen));
+    painter->setBrush(Qt::NoBrush);
+    painter->drawRect(m_scene->tileRect(hovered).translated(-origin).adjusted(kHoverPen, kHoverPen, -kHoverPen, -kHoverPen));
+  }
+
+  if (lod < kLodLabels) return;
+  const QFont rankFont = pixelFont(painter->font(), kRankFontPx, true);
+  const QFont smallFont = pixelFont(painter->font(), kSmallFontPx);
+  for (int r = first; r < last; ++r) {
+    const QRectF t = m_scene->tileRect(r).translated(-origin).adjusted(kTextMargin, kTextMargin, -kTextMargin, -kTextMargin);
+    const auto c = plan.topology.coord(r);
+    painter->setPen(textColorOn(m_scene->tileFill(r)));
+    painter->setFont(rankFont);
+    painter->drawText(t, Qt::AlignHCenter | Qt::AlignTop, QString::number(r));
+    painter->setFont(smallFont);
+    // The DP replica index always; the tp and pp coordinates when there is room to read them.
+    const QString bottom = lod >= kLodDetail ? QStringLiteral("d%1 t%2 p%3").arg(c.dp).arg(c.tp).arg(c.pp)
+                                             : QStringLiteral("d%1").arg(c.dp);
+    painter->drawText(t, Qt::AlignHCenter | Qt::AlignBottom, bottom);
+  }
+}
+
+TopologyLegendItem::TopologyLegendItem(int stages)
+    : m_stages(std::max(1, stages)), m_swatches(std::min(std::max(1, stages), kMaxSwatches)) {}
+
+QRectF TopologyLegendItem::boundingRect() const {
+  const int entries = m_swatches + (m_swatches < m_stages ? 1 : 0);
+  const int columns = (entries + kLegendRowsPerColumn - 1) / kLegendRowsPerColumn;
+  const int rows = std::min(entries, kLegendRowsPerColumn);
+  const double notesWidth = 3 * kLegendColumn;
+  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + 1) * kLegendRow);
+}
+
+void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
+  painter->setFont(pixelFont(painter->font(), kLegendFontPx, true));
+  painter->setPen(Qt::black);
+  painter->drawText(QRectF(0, 0, kLegendColumn * 3, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                    QStringLiteral("Pipeline stage (pp rank)"));
+  painter->setFont(pixelFont(painter->font(), kLegendFontPx));
+  const double top = kLegendRow;
+  int i = 0;
+  for (; i < m_swatches; ++i) {
+    const double x = (i / kLegendRowsPerColumn) * kLegendColumn;
+    const double y = top + (i % kLegendRowsPerColumn) * kLegendRow;
+    painter->setPen(Qt::NoPen);
+    painter->setBrush(stageColor(i));
+    painter->drawRect(QRectF(x, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
+    painter->setPen(Qt::black);
+    painter->drawText(QRectF(x + kSwatch + kTextMargin, y, kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                      QStringLiteral("stage %1").arg(i));
+  }
+  if (m_swatches < m_stages) {
+    const double x = (i / kLegendRowsPerColumn) * kLegendColumn;
+    const double y = top + (i % kLegendRowsPerColumn) * kLegendRow;
+    painter->drawText(QRectF(x, y, kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                      QStringLiteral("... %1 stages").arg(m_stages));
+  }
+  const int rows = std::min(m_swatches + (m_swatches < m_stages ? 1 : 0), kLegendRowsPerColumn);
+  double y = top + rows * kLegendRow;
+  painter->setPen(QPen(kOutline, kOutlinePen));
+  painter->setBrush(Qt::NoBrush);
+  painter->drawRect(QRectF(0, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
+  painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                    QStringLiteral("outline: one tensor-parallel group"));
+  y += kLegendRow;
+  painter->drawText(QRectF(0, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                    QStringLiteral("tile: rank; dN = data-parallel replica N"));
+  y += kLegendRow;
+  painter->setPen(QPen(kSelectedFrame, kSelectedPen / 2));
+  painter->drawRect(QRectF(0, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
+  painter->setPen(Qt::black);
+  painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                    QStringLiteral("selected rank; its TP, DP, PP groups bright"));
+  y += kLegendRow;
+  painter->setPen(Qt::NoPen);
+  painter->setBrush(dimmedColor(stageColor(0)));
+  painter->drawRect(QRectF(0, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
+  painter->setPen(Qt::black);
+  painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                    QStringLiteral("dimmed: in none of them"));
+}

@@ -1,0 +1,47 @@
+// Graphics items of the topology scene: one TopologyNodeItem per node (its panel and every GPU
+// tile on it, painted by level of detail) and the TopologyLegendItem (stage colours, what an
+// outline, a label and dimming mean). Items read the per-rank state from their TopologyScene;
+// they hold none of their own beyond their node index.
+#pragma once
+
+#include <QGraphicsItem>
+
+class TopologyScene;
+
+class TopologyNodeItem : public QGraphicsItem {
+ public:
+  enum { Type = UserType + 1 };
+
+  TopologyNodeItem(const TopologyScene* scene, int node);
+  int type() const override { return Type; }
+  int node() const { return m_node; }
+
+  QRectF boundingRect() const override;
+  void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+  // Level-of-detail thresholds (view pixels per scene unit).
+  static constexpr double kLodOutlines = 0.25;  // below: plain tiles, no outlines
+  static constexpr double kLodLabels = 0.55;    // at and above: rank and DP replica text
+  static constexpr double kLodDetail = 1.2;     // at and above: tp and pp coordinates too
+
+ private:
+  const TopologyScene* m_scene;
+  int m_node;
+};
+
+class TopologyLegendItem : public QGraphicsItem {
+ public:
+  enum { Type = UserType + 2 };
+
+  explicit TopologyLegendItem(int stages);
+  int type() const override { return Type; }
+  QRectF boundingRect() const override;
+  void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+  // Stage swatches drawn before "..." for very deep pipelines.
+  static constexpr int kMaxSwatches = 16;
+
+ private:
+  int m_stages;
+  int m_swatches;
+};

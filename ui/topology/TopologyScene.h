@@ -1,0 +1,118 @@
+// TopologyScene: the plan's ranks drawn as GPU tiles on node panels, and the selection state.
+//
+// Nodes are panels laid out in a near-square grid; each panel holds its node's GPUs as tiles in
+// rows of kTilesPerRow. A tile is filled with stageColor(pp rank), shows its rank and DP replica
+// index (at enough zoom), and every TP group is outlined (the border of the union of its tiles,
+// per node when a group spans nodes). One NodeItem per node paints all its tiles, by level of
+// detail, so 1024 x 8 GPUs rebuild in a few milliseconds and pan smoothly.
+//
+// The scene owns the drawing's state: the plan, the selected and hovered rank. Selecting a rank
+// highlights its TP, DP and PP groups (everything else is dimmed) and lists its Colossal-AI
+// 2d / 2.5d / 3d tensor sub-groups (row, column, depth, ...) in the info panel. Rank geometry is
+// pure arithmetic (rankAt, tileRect), so hit-testing needs no item index.
+#pragma once
+
+#include <QGraphicsScene>
+#include <QList>
+#include <QRectF>
+#include <QString>
+
+#include <cstdint>
+#include <vector>
+
+#include "stagecraft/plan/plan.h"
+
+class QGraphicsSimpleTextItem;
+class TopologyLegendItem;
+class TopologyNodeItem;
+
+class TopologyScene : public QGraphicsScene {
+  Q_OBJECT
+
+ public:
+  explicit TopologyScene(QObject* parent = nullptr);
+  ~TopologyScene() override;
+
+  // Rebuilds the items for the new plan. Keeps the selected rank when it still exists.
+  void setPlan(const stagecraft::plan::Plan& plan);
+  const stagecraft::plan::Plan& plan() const { return m_plan; }
+  bool hasPlan() const { return m_worldSize > 0; }
+
+  int selectedRank() const { return m_selectedRank; }  // -1 when none
+  // Highlights the rank's TP, DP and PP groups; -1 (or a rank out of range) clears. Emits
+  // rankSelected when the selection changes.
+  void selectRank(int rank);
+  // [TP, DP, PP] groups of the selected rank, empty when none is selected.
+  QList<QList<int>> highlightedGroups() const;
+  // The TP groups drawn outlined, reconstructed from the tiles' outline ids (each group's ranks
+  // in increasing order, groups by their lowest rank). Empty when tp = 1 (nothing is outlined).
+  QList<QList<int>> outlinedTpGroups() const;
+  // The selected rank's Colossal-AI tensor sub-groups as "name: [ranks]" lines (empty for 1d).
+  QStringList selectedSubgroups() const;
+
+  int hoveredRank() const { return m_hoveredRank; }
+  // The rank whose tile holds `scenePos`, or -1.
+  int rankAt(const QPointF& scenePos) const;
+  // Scene rectangle of rank's tile (empty for a rank out of range).
+  QRectF tileRect(int rank) const;
+  // Scene rectangle of a node's panel.
+  QRectF nodeRect(int node) const;
+  // The tile's stage colour, stageColor(pp of rank), before any dimming.
+  QColor tileColor(int rank) const;
+  // The colour the tile is drawn with now: dimmed when a selection exists and the rank is in none
+  // of the selected rank's groups.
+  QColor tileFill(int rank) const;
+  // Tooltip text: rank, node, local rank, dp/tp/pp coordinates, stage and its layers.
+  QString rankToolTip(int rank) const;
+  // The TP group id (lowest rank of its TP group) a tile is outlined with.
+  int tpGroupId(int rank) const;
+  // Bit flags of how a rank relates to the selection (kInTp | kInDp | kInPp | kIsSelected).
+  enum Highlight : uint8_t { kInTp = 1, kInDp = 2, kInPp = 4, kIsSelected = 8 };
+  uint8_t highlight(int rank) const;
+  bool hasSelection() const { return m_selectedRank >= 0; }
+
+  // Selects the rank under scenePos (or clears) — a click. Emits rankSelected when it changes.
+  void clickAt(const QPointF& scenePos);
+  // Sets the hovered rank (or -1); emits rankHovered when it changes.
+  void hoverAt(const QPointF& scenePos);
+
+  // Geometry of the drawing, scene units.
+  static constexpr double kTileSize = 44.0;
+  static constexpr double kTileGap = 6.0;
+  static constexpr double kNodePadding = 10.0;
+  static constexpr double kNodeHeader = 18.0;
+  static constexpr double kNodeGap = 16.0;
+  static constexpr int kTilesPerRow = 4;
+
+ signals:
+  void rankSelected(int rank);
+  void rankHovered(int rank);
+
+ protected:
+  void mouseMoveEvent(QGraphicsSceneMouseEvent* event) override;
+  void mousePressEvent(QGraphicsSceneMouseEvent* event) override;
+  void helpEvent(QGraphicsSceneHelpEvent* event) override;
+
+ private:
+  void rebuildItems();
+  void updateHighlight();
+  void updateInfoText();
+  int tilesPerRow() const;
+
+  stagecraft::plan::Plan m_plan;
+  int m_worldSize = 0;
+  int m_gpusPerNode = 1;
+  int m_nodes = 0;
+  int m_nodesPerRow = 1;
+  QSizeF m_nodeSize;
+  // Per rank, from the topology (index = rank).
+  std::vector<int> m_pp, m_dp, m_tp, m_tpGroup;
+  std::vector<uint8_t> m_highlight;
+  int m_selectedRank = -1;
+  int m_hoveredRank = -1;
+  QList<QList<int>> m_selectedGroups;  // [TP, DP, PP] of the selected rank
+  std::vector<TopologyNodeItem*> m_nodeItems;
+  TopologyLegendItem* m_legend = nullptr;
+  QGraphicsSimpleTextItem* m_info = nullptr;
+  QRectF m_gridRect;
+};
