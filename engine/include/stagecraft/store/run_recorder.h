@@ -1,0 +1,79 @@
+// RunRecorder: writes a live run's events and log lines into the run history as they arrive.
+//
+// The supervisor's callbacks (launch/supervisor.h) call on_event() and on_log(); they only append
+// to memory, so the supervisor never waits on the disk. A writer thread commits what has
+// gathered in one transaction every `flush_interval_s`, or as soon as `flush_rows` rows wait,
+// and finish() writes the rest. A crash therefore loses at most the batch not yet committed,
+// never a row already written. A step event is kept twice: as a metrics row (step, loss, lr,
+// grad_norm, tokens_per_s, step_ms, mem_bytes) and, like every event, as raw JSON.
+//
+// A write that fails is kept as the recorder's status (first error wins; later batches are
+// dropped, counted in stats()), reported by finish(): a full disk must not stop a training run.
+//
+// Thread safety: on_event(), on_log(), flush() and stats() may be called from any thread.
+// The RunStore must outlive the recorder.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "stagecraft/core/json.h"
+#include "stagecraft/core/status.h"
+#include "stagecraft/store/run_store.h"
+
+namespace stagecraft::store {
+
+struct RecorderOptions {
+  double flush_interval_s = 0.1;  // longest a row waits in memory
+  size_t flush_rows = 4096;       // a batch this large is written at once
+};
+
+struct RecorderStats {
+  uint64_t events = 0, metrics = 0, logs = 0;  // rows committed
+  uint64_t batches = 0;                        // transactions committed
+  uint64_t max_batch_rows = 0;
+  uint64_t dropped_rows = 0;                   // rows not written after a write error
+};
+
+// Decodes a step event into a metrics row; false when `event` is not a step event.
+bool metric_from_event(int rank, const Json& event, double time, MetricRow& out);
+
+class RunRecorder {
+ public:
+  RunRecorder(RunStore& store, int64_t run_id, RecorderOptions options = {});
+  ~RunRecorder();  // finish()es
+  RunRecorder(const RunRecorder&) = delete;
+  RunRecorder& operator=(const RunRecorder&) = delete;
+
+  void on_event(int rank, const Json& event);
+  void on_log(int rank, bool is_stderr, const std::string& line);
+
+  // Writes everything gathered so far before returning.
+  Status flush();
+  // Stops the writer thread after a last flush; returns the first write error, if any.
+  // Calls after the first return the same status.
+  Status finish();
+  RecorderStats stats() const;
+
+ private:
+  void writer_loop();
+  Status write_pending();
+
+  RunStore& store_;
+  int64_t run_id_;
+  RecorderOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::mutex write_mu_;  // one batch written at a time, in order
+  Batch pending_;
+  Status status_;
+  RecorderStats stats_;
+  bool stop_ = false;
+  bool finished_ = false;
+  std::thread writer_;
+};
+
+}  // namespace stagecraft::store

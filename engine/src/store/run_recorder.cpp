@@ -1,0 +1,131 @@
+// Batched recording of a live run. See run_recorder.h.
+#include "stagecraft/store/run_recorder.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace stagecraft::store {
+
+namespace {
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double number_or_nan(const Json& e, std::string_view key) {
+  const Json* v = e.find(key);
+  return v && v->is_number() ? v->as_double() : NAN;
+}
+
+}  // namespace
+
+bool metric_from_event(int rank, const Json& event, double time, MetricRow& out) {
+  const Json* kind = event.find("event");
+  if (!kind || !kind->is_string() || kind->as_string() != "step") return false;
+  const Json* step = event.find("step");
+  out = MetricRow{};
+  out.rank = rank;
+  out.step = step && step->is_number() ? step->as_int() : 0;
+  out.loss = number_or_nan(event, "loss");
+  out.lr = number_or_nan(event, "lr");
+  out.grad_norm = number_or_nan(event, "grad_norm");
+  out.tokens_per_s = number_or_nan(event, "tokens_per_s");
+  out.step_ms = number_or_nan(event, "step_ms");
+  const Json* mem = event.find("mem_bytes");
+  out.mem_bytes = mem && mem->is_number() ? mem->as_int() : -1;
+  out.time = time;
+  return true;
+}
+
+RunRecorder::RunRecorder(RunStore& store, int64_t run_id, RecorderOptions options)
+    : store_(store), run_id_(run_id), options_(options) {
+  writer_ = std::thread([this] { writer_loop(); });
+}
+
+RunRecorder::~RunRecorder() { (void)finish(); }
+
+void RunRecorder::on_event(int rank, const Json& event) {
+  const double t = now_unix();
+  EventRow row;
+  row.rank = rank;
+  row.time = t;
+  const Json* kind = event.find("event");
+  row.kind = kind && kind->is_string() ? kind->as_string() : std::string();
+  row.json = event.dump();
+  MetricRow m;
+  const bool is_metric = metric_from_event(rank, event, t, m);
+  std::lock_guard lock(mu_);
+  pending_.events.push_back(std::move(row));
+  if (is_metric) pending_.metrics.push_back(m);
+  if (pending_.rows() >= options_.flush_rows) wake_.notify_one();
+}
+
+void RunRecorder::on_log(int rank, bool is_stderr, const std::string& line) {
+  LogRow row{rank, is_stderr, now_unix(), line};
+  std::lock_guard lock(mu_);
+  pending_.logs.push_back(std::move(row));
+  if (pending_.rows() >= options_.flush_rows) wake_.notify_one();
+}
+
+// Takes the pending rows and writes them without holding mu_, so producers keep appending.
+// Lock order: write_mu_, then mu_.
+Status RunRecorder::write_pending() {
+  std::lock_guard write_lock(write_mu_);
+  std::unique_lock lock(mu_);
+  Batch batch;
+  std::swap(batch, pending_);
+  if (batch.empty()) return status_;
+  if (!status_) {
+    stats_.dropped_rows += batch.rows();
+    return status_;
+  }
+  lock.unlock();
+  Status s = store_.append(run_id_, batch);
+  lock.lock();
+  if (!s) {
+    status_ = s.with_context("recording run " + std::to_string(run_id_));
+    stats_.dropped_rows += batch.rows();
+    return status_;
+  }
+  stats_.events += batch.events.size();
+  stats_.metrics += batch.metrics.size();
+  stats_.logs += batch.logs.size();
+  stats_.batches += 1;
+  stats_.max_batch_rows = std::max<uint64_t>(stats_.max_batch_rows, batch.rows());
+  return status_;
+}
+
+void RunRecorder::writer_loop() {
+  const auto interval = std::chrono::duration<double>(options_.flush_interval_s);
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait_for(lock, interval, [&] { return stop_ || pending_.rows() >= options_.flush_rows; });
+      if (stop_) return;
+    }
+    (void)write_pending();
+  }
+}
+
+Status RunRecorder::flush() { return write_pending(); }
+
+Status RunRecorder::finish() {
+  {
+    std::lock_guard lock(mu_);
+    if (finished_) return status_;
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (writer_.joinable()) writer_.join();
+  Status s = write_pending();
+  std::lock_guard lock(mu_);
+  finished_ = true;
+  return s;
+}
+
+RecorderStats RunRecorder::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace stagecraft::store

@@ -1,0 +1,415 @@
+// The run history over SQLite. See run_store.h.
+#include "stagecraft/store/run_store.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "schema.h"
+#include "sqlite_db.h"
+#include "stagecraft/core/json.h"
+
+namespace stagecraft::store {
+
+namespace {
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string hosts_to_json(const std::vector<std::string>& hosts) { return Json::array_of(hosts).dump(); }
+
+std::vector<std::string> hosts_from_json(const std::string& text) {
+  std::vector<std::string> out;
+  auto j = Json::parse(text);
+  if (!j.ok() || !j->is_array()) return out;
+  for (const auto& h : j->as_array()) {
+    if (h.is_string()) out.push_back(h.as_string());
+  }
+  return out;
+}
+
+constexpr const char* kRunColumns =
+    "id, name, state, created, started, ended, config_yaml, plan_json, hosts, world_size, total_steps, reason, "
+    "supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, "
+    "(SELECT MAX(step) FROM metrics m WHERE m.run_id = runs.id), "
+    "(SELECT loss FROM metrics m WHERE m.run_id = runs.id AND loss IS NOT NULL ORDER BY step DESC, rank ASC LIMIT 1)";
+
+RunRecord read_run(const SqliteStmt& st) {
+  RunRecord r;
+  r.id = st.column_int(0);
+  r.name = st.column_text(1);
+  r.state = parse_run_state(st.column_text(2)).value_or(RunState::kLost);
+  r.created = st.column_double(3);
+  r.started = st.column_double(4);
+  r.ended = st.column_double(5);
+  r.config_yaml = st.column_text(6);
+  r.plan_json = st.column_text(7);
+  r.hosts = hosts_from_json(st.column_text(8));
+  r.world_size = static_cast<int>(st.column_int(9));
+  r.total_steps = st.column_int(10);
+  r.reason = st.column_text(11);
+  r.supervisor.pid = st.column_int(12);
+  r.supervisor.start_ticks = st.column_int(13);
+  r.supervisor.boot_id = st.column_text(14);
+  r.supervisor.host = st.column_text(15);
+  r.last_step = st.is_null(16) ? 0 : st.column_int(16);
+  r.last_loss = st.column_double(17);
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(RunState s) {
+  switch (s) {
+    case RunState::kQueued: return "queued";
+    case RunState::kRunning: return "running";
+    case RunState::kSucceeded: return "succeeded";
+    case RunState::kFailed: return "failed";
+    case RunState::kCancelled: return "cancelled";
+    case RunState::kLost: return "lost";
+  }
+  return "lost";
+}
+
+std::optional<RunState> parse_run_state(std::string_view text) {
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kSucceeded, RunState::kFailed, RunState::kCancelled,
+                     RunState::kLost}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+bool is_terminal(RunState s) { return s != RunState::kQueued && s != RunState::kRunning; }
+
+bool can_transition(RunState from, RunState to) {
+  if (from == RunState::kQueued) return to != RunState::kQueued && to != RunState::kSucceeded;
+  if (from == RunState::kRunning) return is_terminal(to);
+  return false;
+}
+
+struct RunStore::Impl {
+  std::mutex mu;
+  SqliteDb db;
+  SqliteStmt insert_metric, insert_event, insert_log;
+
+  Result<RunState> state_of(int64_t id) {
+    auto st = db.prepare("SELECT state FROM runs WHERE id = ?", SC_SQL_SITE);
+    if (!st.ok()) return st.status();
+    st->bind(1, id);
+    auto row = st->step(SC_SQL_SITE);
+    if (!row.ok()) return row.status();
+    if (!row.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + db.path());
+    auto s = parse_run_state(st->column_text(0));
+    st->reset();
+    if (!s) return Status::internal(db.path() + ": run " + std::to_string(id) + " has an unknown state");
+    return *s;
+  }
+
+  Status transition_locked(int64_t id, RunState to, const std::string& reason) {
+    auto tx = SqliteTransaction::begin(db, SC_SQL_SITE);
+    if (!tx.ok()) return tx.status();
+    auto from = state_of(id);
+    if (!from.ok()) return from.status();
+    if (!can_transition(from.value(), to)) {
+      return Status::invalid_input("run " + std::to_string(id) + " is " + std::string(to_string(from.value())) + "; it cannot become " +
+                                   std::string(to_string(to)));
+    }
+    const double t = now_unix();
+    auto up = db.prepare(
+        "UPDATE runs SET state = ?1, reason = ?2, "
+        "started = CASE WHEN ?1 = 'running' THEN ?3 ELSE started END, "
+        "ended = CASE WHEN ?1 IN ('queued', 'running') THEN ended ELSE ?3 END WHERE id = ?4",
+        SC_SQL_SITE);
+    if (!up.ok()) return up.status();
+    up->bind(1, to_string(to)).bind(2, reason).bind(3, t).bind(4, id);
+    if (Status s = up->run(SC_SQL_SITE); !s) return s;
+    auto ins = db.prepare("INSERT INTO transitions(run_id, from_state, to_state, time, reason) VALUES (?, ?, ?, ?, ?)", SC_SQL_SITE);
+    if (!ins.ok()) return ins.status();
+    ins->bind(1, id).bind(2, to_string(from.value())).bind(3, to_string(to)).bind(4, t).bind(5, reason);
+    if (Status s = ins->run(SC_SQL_SITE); !s) return s;
+    return tx->commit(SC_SQL_SITE);
+  }
+
+  Result<int> mark_lost_locked() {
+    auto st = db.prepare(
+        "SELECT id, supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host FROM runs "
+        "WHERE state IN ('queued', 'running')",
+        SC_SQL_SITE);
+    if (!st.ok()) return st.status();
+    std::vector<std::pair<int64_t, std::string>> gone;
+    while (true) {
+      auto row = st->step(SC_SQL_SITE);
+      if (!row.ok()) return row.status();
+      if (!row.value()) break;
+      ProcessIdentity p;
+      p.pid = st->column_int(1);
+      p.start_ticks = st->column_int(2);
+      p.boot_id = st->column_text(3);
+      p.host = st->column_text(4);
+      std::string why;
+      if (check_liveness(p, &why) == Liveness::kGone) gone.emplace_back(st->column_int(0), why);
+    }
+    int marked = 0;
+    for (const auto& [id, why] : gone) {
+      Status s = transition_locked(id, RunState::kLost, why);
+      // A run that ended between the read and now is not lost: skip it.
+      if (s) {
+        ++marked;
+      } else if (s.code() != Status::Code::kInvalidInput) {
+        return s;
+      }
+    }
+    return marked;
+  }
+};
+
+RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunStore::~RunStore() = default;
+
+std::string RunStore::default_path() {
+  if (const char* p = std::getenv("STAGECRAFT_DB"); p && *p) return p;
+  std::string base;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
+    base = x;
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    base = std::string(h) + "/.local/share";
+  } else {
+    base = ".";
+  }
+  return base + "/stagecraft/runs.sqlite";
+}
+
+Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, StoreOptions options) {
+  if (path.empty()) return Status::invalid_input("--db: empty path; give a file name");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::invalid_input(path + ": is a folder; give --db a file name");
+  const bool exists = std::filesystem::exists(path, ec);
+  if (!exists) {
+    if (!options.create) return Status::not_found(path + ": no run history there; give an existing --db FILE");
+    const auto parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) {
+      std::filesystem::create_directories(parent, ec);
+      if (ec) return Status::io_error(parent.string() + ": cannot create the folder for the run history: " + ec.message());
+    }
+  }
+  auto db = SqliteDb::open(path, options.create, SC_SQL_SITE);
+  if (!db.ok()) return db.status();
+  auto impl = std::make_unique<Impl>();
+  impl->db = std::move(db).value();
+  impl->db.set_busy_timeout_ms(options.busy_timeout_ms);
+  if (Status s = migrate(impl->db); !s) return s;
+  auto m = impl->db.prepare(
+      "INSERT INTO metrics(run_id, rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      SC_SQL_SITE);
+  if (!m.ok()) return m.status();
+  impl->insert_metric = std::move(m).value();
+  auto e = impl->db.prepare("INSERT INTO events(run_id, rank, time, kind, json) VALUES (?, ?, ?, ?, ?)", SC_SQL_SITE);
+  if (!e.ok()) return e.status();
+  impl->insert_event = std::move(e).value();
+  auto l = impl->db.prepare("INSERT INTO logs(run_id, rank, stream, time, line) VALUES (?, ?, ?, ?, ?)", SC_SQL_SITE);
+  if (!l.ok()) return l.status();
+  impl->insert_log = std::move(l).value();
+  std::unique_ptr<RunStore> store(new RunStore(std::move(impl)));
+  if (options.detect_lost) {
+    auto lost = store->mark_lost_runs();
+    if (!lost.ok()) return lost.status();
+  }
+  return store;
+}
+
+const std::string& RunStore::path() const { return impl_->db.path(); }
+
+Result<int64_t> RunStore::create_run(const NewRun& run) {
+  std::lock_guard lock(impl_->mu);
+  auto& db = impl_->db;
+  auto tx = SqliteTransaction::begin(db, SC_SQL_SITE);
+  if (!tx.ok()) return tx.status();
+  auto st = db.prepare(
+      "INSERT INTO runs(name, state, created, config_yaml, plan_json, hosts, world_size, total_steps, supervisor_pid, "
+      "supervisor_start_ticks, supervisor_boot_id, supervisor_host) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  const double t = now_unix();
+  st->bind(1, run.name).bind(2, t).bind(3, run.config_yaml).bind(4, run.plan_json).bind(5, hosts_to_json(run.hosts));
+  st->bind(6, run.world_size).bind(7, run.total_steps).bind(8, run.supervisor.pid).bind(9, run.supervisor.start_ticks);
+  st->bind(10, run.supervisor.boot_id).bind(11, run.supervisor.host);
+  if (Status s = st->run(SC_SQL_SITE); !s) return s;
+  const int64_t id = db.last_insert_rowid();
+  auto tr = db.prepare("INSERT INTO transitions(run_id, from_state, to_state, time, reason) VALUES (?, NULL, 'queued', ?, 'created')",
+                       SC_SQL_SITE);
+  if (!tr.ok()) return tr.status();
+  tr->bind(1, id).bind(2, t);
+  if (Status s = tr->run(SC_SQL_SITE); !s) return s;
+  if (Status s = tx->commit(SC_SQL_SITE); !s) return s;
+  return id;
+}
+
+Status RunStore::set_supervisor(int64_t id, const ProcessIdentity& p) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare(
+      "UPDATE runs SET supervisor_pid = ?, supervisor_start_ticks = ?, supervisor_boot_id = ?, supervisor_host = ? WHERE id = ?",
+      SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, p.pid).bind(2, p.start_ticks).bind(3, p.boot_id).bind(4, p.host).bind(5, id);
+  if (Status s = st->run(SC_SQL_SITE); !s) return s;
+  if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
+  return Status::ok();
+}
+
+Status RunStore::transition(int64_t id, RunState to, const std::string& reason) {
+  std::lock_guard lock(impl_->mu);
+  return impl_->transition_locked(id, to, reason);
+}
+
+Result<RunRecord> RunStore::get_run(int64_t id) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?", SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id);
+  auto row = st->step(SC_SQL_SITE);
+  if (!row.ok()) return row.status();
+  if (!row.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path() + " (see `stagecraft-cli runs list`)");
+  RunRecord r = read_run(st.value());
+  st->reset();
+  return r;
+}
+
+Result<std::vector<RunRecord>> RunStore::list_runs(const RunFilter& filter) {
+  std::lock_guard lock(impl_->mu);
+  auto lost = impl_->mark_lost_locked();
+  if (!lost.ok()) return lost.status();
+  auto st = impl_->db.prepare(std::string("SELECT ") + kRunColumns +
+                                  " FROM runs WHERE (?1 IS NULL OR state = ?1) AND (?2 = '' OR instr(name, ?2) > 0) ORDER BY id DESC",
+                              SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  if (filter.state) {
+    st->bind(1, to_string(*filter.state));
+  } else {
+    st->bind_null(1);
+  }
+  st->bind(2, filter.name_contains);
+  std::vector<RunRecord> out;
+  while (true) {
+    auto row = st->step(SC_SQL_SITE);
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    out.push_back(read_run(st.value()));
+  }
+  return out;
+}
+
+Result<std::vector<TransitionRecord>> RunStore::transitions(int64_t id) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare("SELECT from_state, to_state, time, reason FROM transitions WHERE run_id = ? ORDER BY rowid", SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id);
+  std::vector<TransitionRecord> out;
+  while (true) {
+    auto row = st->step(SC_SQL_SITE);
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    TransitionRecord t;
+    if (!st->is_null(0)) t.from = parse_run_state(st->column_text(0));
+    t.to = parse_run_state(st->column_text(1)).value_or(RunState::kLost);
+    t.time = st->column_double(2);
+    t.reason = st->column_text(3);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> rank) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare(
+      "SELECT rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time FROM metrics "
+      "WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) ORDER BY step, rank, rowid",
+      SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id).bind(2, rank);
+  std::vector<MetricRow> out;
+  while (true) {
+    auto row = st->step(SC_SQL_SITE);
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    MetricRow m;
+    m.rank = static_cast<int>(st->column_int(0));
+    m.step = st->column_int(1);
+    m.loss = st->column_double(2);
+    m.lr = st->column_double(3);
+    m.grad_norm = st->column_double(4);
+    m.tokens_per_s = st->column_double(5);
+    m.step_ms = st->column_double(6);
+    m.mem_bytes = st->is_null(7) ? -1 : st->column_int(7);
+    m.time = st->column_double(8);
+    out.push_back(m);
+  }
+  return out;
+}
+
+Result<std::vector<EventRow>> RunStore::events(int64_t id) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare("SELECT rank, time, kind, json FROM events WHERE run_id = ? ORDER BY rowid", SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id);
+  std::vector<EventRow> out;
+  while (true) {
+    auto row = st->step(SC_SQL_SITE);
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    out.push_back({static_cast<int>(st->column_int(0)), st->column_double(1), st->column_text(2), st->column_text(3)});
+  }
+  return out;
+}
+
+Result<std::vector<LogRow>> RunStore::logs(int64_t id, std::optional<int> rank) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare(
+      "SELECT rank, stream, time, line FROM logs WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) ORDER BY rowid", SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id).bind(2, rank);
+  std::vector<LogRow> out;
+  while (true) {
+    auto row = st->step(SC_SQL_SITE);
+    if (!row.ok()) return row.status();
+    if (!row.value()) break;
+    out.push_back({static_cast<int>(st->column_int(0)), st->column_text(1) == "stderr", st->column_double(2), st->column_text(3)});
+  }
+  return out;
+}
+
+Status RunStore::append(int64_t id, const Batch& batch) {
+  if (batch.empty()) return Status::ok();
+  std::lock_guard lock(impl_->mu);
+  auto& im = *impl_;
+  auto tx = SqliteTransaction::begin(im.db, SC_SQL_SITE);
+  if (!tx.ok()) return tx.status();
+  for (const MetricRow& m : batch.metrics) {
+    im.insert_metric.bind(1, id).bind(2, m.rank).bind(3, m.step).bind(4, m.loss).bind(5, m.lr).bind(6, m.grad_norm);
+    im.insert_metric.bind(7, m.tokens_per_s).bind(8, m.step_ms).bind(10, m.time);
+    if (m.mem_bytes >= 0) {
+      im.insert_metric.bind(9, m.mem_bytes);
+    } else {
+      im.insert_metric.bind_null(9);
+    }
+    if (Status s = im.insert_metric.run(SC_SQL_SITE); !s) return s;
+  }
+  for (const EventRow& e : batch.events) {
+    im.insert_event.bind(1, id).bind(2, e.rank).bind(3, e.time).bind(4, e.kind).bind(5, e.json);
+    if (Status s = im.insert_event.run(SC_SQL_SITE); !s) return s;
+  }
+  for (const LogRow& l : batch.logs) {
+    im.insert_log.bind(1, id).bind(2, l.rank).bind(3, l.is_stderr ? "stderr" : "stdout").bind(4, l.time).bind(5, l.line);
+    if (Status s = im.insert_log.run(SC_SQL_SITE); !s) return s;
+  }
+  return tx->commit(SC_SQL_SITE);
+}
+
+Result<int> RunStore::mark_lost_runs() {
+  std::lock_guard lock(impl_->mu);
+  return impl_->mark_lost_locked();
+}
+
+}  // namespace stagecraft::store
