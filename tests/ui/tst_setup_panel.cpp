@@ -1,0 +1,188 @@
+// tst_setup_panel: the setup form over a real PlanDocument — it shows the document, edits it as
+// you type, puts every problem at its field while the last valid plan stays, follows undo.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QtTest>
+
+#include "document/PlanDocument.h"
+#include "setup/SetupPanel.h"
+
+using stagecraft::config::Axis;
+
+namespace {
+
+QString example(const char* name) { return QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/") + QLatin1String(name); }
+
+QSpinBox* spin(const SetupPanel& panel, const QString& key) { return qobject_cast<QSpinBox*>(panel.field(key)); }
+
+}  // namespace
+
+class TestSetupPanel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void fieldsShowTheDocument_data() {
+    QTest::addColumn<QString>("file");
+    QTest::newRow("bert-large-3d") << "bert-large-3d.yaml";
+    QTest::newRow("gpt3-175b-1024x8") << "gpt3-175b-1024x8.yaml";
+    QTest::newRow("tiny-gpt") << "tiny-gpt.yaml";
+    QTest::newRow("colossalai-2p5d") << "colossalai-2p5d.yaml";
+  }
+  void fieldsShowTheDocument() {
+    QFETCH(QString, file);
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    QString error;
+    QVERIFY2(doc.open(example(file.toLatin1().constData()), &error), qPrintable(error));
+    const auto& c = doc.config();
+    QCOMPARE(spin(panel, "cluster.nodes")->value(), c.cluster.nodes);
+    QCOMPARE(spin(panel, "cluster.gpus_per_node")->value(), c.cluster.gpus_per_node);
+    QCOMPARE(spin(panel, "model.layers")->value(), c.model.layers);
+    QCOMPARE(spin(panel, "model.hidden")->value(), c.model.hidden);
+    QCOMPARE(spin(panel, "model.heads")->value(), c.model.heads);
+    QCOMPARE(spin(panel, "parallel.dp")->value(), c.parallel.dp);
+    QCOMPARE(spin(panel, "parallel.tp")->value(), c.parallel.tp);
+    QCOMPARE(spin(panel, "parallel.pp")->value(), c.parallel.pp);
+    QCOMPARE(spin(panel, "train.global_batch")->value(), c.train.global_batch);
+    QCOMPARE(spin(panel, "train.micro_batch")->value(), c.train.micro_batch);
+    auto* device = qobject_cast<QComboBox*>(panel.field("cluster.device"));
+    QCOMPARE(device->currentData().toString().toStdString(), c.cluster.device);
+    auto* mode = qobject_cast<QComboBox*>(panel.field("parallel.tp_mode"));
+    QCOMPARE(mode->currentData().toString().toStdString(), std::string(stagecraft::config::to_string(c.parallel.tp_mode)));
+    auto* schedule = qobject_cast<QComboBox*>(panel.field("pipeline.schedule"));
+    QCOMPARE(schedule->currentData().toString().toStdString(), std::string(stagecraft::config::to_string(c.pipeline.schedule)));
+    auto* sp = qobject_cast<QCheckBox*>(panel.field("parallel.sequence_parallel"));
+    QCOMPARE(sp->isChecked(), c.parallel.sequence_parallel);
+    // Showing a document is not an edit.
+    QCOMPARE(doc.undoStack()->count(), 0);
+    for (const QString& key : panel.keys()) QVERIFY2(panel.fieldError(key).isEmpty(), qPrintable(key));
+  }
+
+  void typingEditsTheDocument() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    spin(panel, "parallel.dp")->setValue(0);
+    QCOMPARE(doc.config().parallel.dp, 0);  // auto
+    // Type "4" into the tp field, keystroke by keystroke.
+    QSpinBox* tp = spin(panel, "parallel.tp");
+    auto* line = tp->findChild<QLineEdit*>();
+    QVERIFY(line);
+    line->selectAll();
+    QTest::keyClicks(line, QStringLiteral("4"));
+    QCOMPARE(doc.config().parallel.tp, 4);
+    QCOMPARE(doc.plan().tp, 4);
+    QCOMPARE(doc.plan().dp, 1);
+    QCOMPARE(doc.plan().topology.groups(Axis::kTp), (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+    auto* schedule = qobject_cast<QComboBox*>(panel.field("pipeline.schedule"));
+    schedule->setCurrentIndex(schedule->findData(QStringLiteral("gpipe")));
+    QCOMPARE(doc.plan().config.pipeline.schedule, stagecraft::config::Schedule::kGpipe);
+    QCOMPARE(doc.undoStack()->count(), 3);
+  }
+
+  void invalidValueShowsAtItsField_data() {
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<int>("value");
+    QTest::addColumn<QString>("messagePart");
+    QTest::addColumn<int>("fixValue");
+    QTest::addColumn<QStringList>("alsoFlagged");  // keys a second broken rule is about
+    // dp is auto in these rows (set first), so the world rule is reported at tp.
+    QTest::newRow("tp=3 on 8 GPUs") << "parallel.tp" << 3 << "8 GPUs are not divisible by tp x pp = 6" << 4 << QStringList{};
+    QTest::newRow("pp=30 > 24 layers") << "parallel.pp" << 30 << "more pipeline stages than the model's 24 layers" << 4
+                                       << QStringList{"parallel.tp"};  // tp x pp = 60 > 8 GPUs
+    QTest::newRow("heads=15") << "model.heads" << 15 << "must divide model.hidden=1024" << 32
+                              << QStringList{"parallel.tp"};  // tp=2 must divide heads
+    QTest::newRow("global_batch=15") << "train.global_batch" << 15 << "must be a multiple of dp x micro_batch" << 32 << QStringList{};
+  }
+  void invalidValueShowsAtItsField() {
+    QFETCH(QString, key);
+    QFETCH(int, value);
+    QFETCH(QString, messagePart);
+    QFETCH(int, fixValue);
+    QFETCH(QStringList, alsoFlagged);
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    spin(panel, "parallel.dp")->setValue(0);
+    const auto groupsBefore = doc.plan().topology.groups(Axis::kTp);
+    const auto stagesBefore = doc.plan().layer_stage;
+
+    spin(panel, key)->setValue(value);
+    const QString error = panel.fieldError(key);
+    QVERIFY2(error.contains(messagePart), qPrintable(error));
+    QVERIFY2(error.startsWith(key + QLatin1Char('=') + QString::number(value) + QLatin1Char(':')), qPrintable(error));
+    QCOMPARE(panel.field(key)->toolTip(), error);
+    QVERIFY(panel.field(key)->styleSheet().contains(QLatin1String("border")));
+    auto* label = panel.findChild<QLabel*>(key + QStringLiteral(".error"));
+    QVERIFY(label);
+    QVERIFY(!label->isHidden());
+    // Other fields stay clean; the plan is the last valid one.
+    for (const QString& k : panel.keys()) {
+      if (k != key) QCOMPARE(panel.fieldError(k).isEmpty(), !alsoFlagged.contains(k));
+    }
+    QCOMPARE(doc.plan().topology.groups(Axis::kTp), groupsBefore);
+    QCOMPARE(doc.plan().layer_stage, stagesBefore);
+
+    spin(panel, key)->setValue(fixValue);
+    QVERIFY2(panel.fieldError(key).isEmpty(), qPrintable(panel.fieldError(key)));
+    for (const QString& k : alsoFlagged) QVERIFY2(panel.fieldError(k).isEmpty(), qPrintable(panel.fieldError(k)));
+    QVERIFY(panel.field(key)->styleSheet().isEmpty());
+    QVERIFY(label->isHidden());
+    QVERIFY(doc.isValid());
+  }
+
+  void problemWithoutFieldIsListed() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    QString error;
+    QVERIFY(doc.open(example("tiny-gpt.yaml"), &error));  // warmup_steps: 10
+    spin(panel, "train.steps")->setValue(5);
+    QVERIFY2(panel.otherErrors().contains(QLatin1String("train.warmup_steps=10")), qPrintable(panel.otherErrors()));
+    spin(panel, "train.steps")->setValue(50);
+    QVERIFY(panel.otherErrors().isEmpty());
+  }
+
+  void formFollowsUndoAndRedo() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    spin(panel, "parallel.dp")->setValue(0);
+    spin(panel, "parallel.pp")->setValue(1);
+    QCOMPARE(doc.plan().dp, 4);
+    doc.undoStack()->undo();
+    QCOMPARE(spin(panel, "parallel.pp")->value(), 2);
+    QCOMPARE(doc.plan().dp, 2);
+    doc.undoStack()->undo();
+    QCOMPARE(spin(panel, "parallel.dp")->value(), 2);
+    QVERIFY(!doc.isModified());
+    doc.undoStack()->redo();
+    QCOMPARE(spin(panel, "parallel.dp")->value(), 0);
+    QCOMPARE(spin(panel, "parallel.dp")->text(), QStringLiteral("auto"));
+    // An invalid value undone clears its error.
+    spin(panel, "parallel.tp")->setValue(3);
+    QVERIFY(!panel.fieldError("parallel.tp").isEmpty());
+    doc.undoStack()->undo();
+    QCOMPARE(spin(panel, "parallel.tp")->value(), 2);
+    QVERIFY(panel.fieldError("parallel.tp").isEmpty());
+  }
+
+  void partitionChoice() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    auto* partition = qobject_cast<QComboBox*>(panel.field("pipeline.partition"));
+    partition->setCurrentIndex(partition->findData(QStringLiteral("explicit")));
+    // Explicit keeps the stages as they were, now as a list.
+    QCOMPARE(doc.config().pipeline.partition, stagecraft::config::PartitionKind::kExplicit);
+    QCOMPARE(doc.config().pipeline.stage_ids, doc.plan().layer_stage);
+    std::vector<int> ids(24, 1);
+    std::fill(ids.begin(), ids.begin() + 5, 0);
+    doc.setPartition(ids);
+    QCOMPARE(partition->currentData().toString(), QStringLiteral("explicit"));
+    partition->setCurrentIndex(partition->findData(QStringLiteral("uniform")));
+    QVERIFY(doc.config().pipeline.stage_ids.empty());
+    QCOMPARE(doc.plan().stages[0].num_layers, 12);
+  }
+};
+
+QTEST_MAIN(TestSetupPanel)
+#include "tst_setup_panel.moc"
