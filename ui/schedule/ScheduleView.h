@@ -13,6 +13,7 @@
 #include "stagecraft/plan/plan.h"
 
 class QGraphicsScene;
+class QGraphicsSimpleTextItem;
 class QGraphicsView;
 class QLabel;
 class ScheduleTimelineItem;
@@ -40,5 +41,6 @@ class ScheduleView : public QWidget {
   QGraphicsScene* m_scene = nullptr;
   QGraphicsView* m_view = nullptr;
   ScheduleTimelineItem* m_item = nullptr;
+  QGraphicsSimpleTextItem* m_title = nullptr;
   ScheduleTimeline m_timeline;
 };

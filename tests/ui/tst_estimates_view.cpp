@@ -1,0 +1,129 @@
+// EstimatesView: the peak memory line, the memory bars and step-time parts are the estimate's
+// numbers; a plan over the device's memory is flagged; figures and warnings are shown.
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QtTest>
+
+#include <numeric>
+
+#include "estimates/EstimateCharts.h"
+#include "estimates/EstimatesView.h"
+#include "views_test_plans.h"
+
+using stagecraft::plan::format_bytes;
+
+class TestEstimatesView : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void peakMemoryText_data();
+  void peakMemoryText();
+  void chartsHoldTheEstimate();
+  void figuresAndWarnings();
+  void setPlanIsCheap();
+};
+
+void TestEstimatesView::peakMemoryText_data() {
+  QTest::addColumn<QStringList>("overrides");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<bool>("fits");
+  QTest::newRow("small model fits") << QStringList{} << 2 << true;
+  // 8 layers of hidden 8192 is 6.4 B parameters: 16 bytes each in fp32 Adam is ~100 GB on one
+  // 80 GB GPU without pipeline stages.
+  QTest::newRow("6.4B parameters on one A100-80GB do not fit") << QStringList{"model.hidden=8192", "model.heads=64"} << 1 << false;
+}
+
+void TestEstimatesView::peakMemoryText() {
+  QFETCH(QStringList, overrides);
+  QFETCH(int, pp);
+  QFETCH(bool, fits);
+  std::vector<std::string> extra;
+  for (const auto& o : overrides) extra.push_back(o.toStdString());
+  bool ok = false;
+  const auto plan = views_test::makePlan(1, 8, 8 / pp, 1, pp, "tp-dp-pp", extra, &ok);
+  QVERIFY(ok);
+  QCOMPARE(plan.estimate.fits, fits);
+  EstimatesView view;
+  view.setPlan(plan);
+  const QString text = view.peakMemoryText();
+  const QString peak = QString::fromStdString(format_bytes(plan.estimate.peak_memory_bytes));
+  const QString device = QString::fromStdString(format_bytes(plan.estimate.device_memory_bytes));
+  QVERIFY2(text.contains("Peak memory " + peak), qPrintable(text));
+  QVERIFY2(text.contains(QString("pp rank %1").arg(plan.estimate.peak_pp_rank)), qPrintable(text));
+  QVERIFY2(text.contains("of " + device + " A100-80GB"), qPrintable(text));
+  QVERIFY2(text.endsWith(fits ? "(fits)" : "(does not fit)"), qPrintable(text));
+  // The label the person reads shows the same text.
+  auto* label = view.findChild<QLabel*>("peakMemory");
+  QVERIFY(label);
+  QCOMPARE(label->text(), text);
+  QCOMPARE(view.memoryChart()->isOver(plan.estimate.peak_pp_rank), !fits);
+}
+
+void TestEstimatesView::chartsHoldTheEstimate() {
+  bool ok = false;
+  const auto plan = views_test::makePlan(1, 8, 2, 1, 4, "tp-dp-pp", {}, &ok);
+  QVERIFY(ok);
+  EstimatesView view;
+  view.setPlan(plan);
+  const auto& e = plan.estimate;
+  const auto& bars = view.memoryChart()->bars();
+  QCOMPARE(static_cast<int>(bars.size()), 4);
+  for (int r = 0; r < 4; ++r) {
+    const auto& m = e.memory[static_cast<size_t>(r)];
+    const auto& b = bars[static_cast<size_t>(r)];
+    QCOMPARE(b[0], m.weights);
+    QCOMPARE(b[1], m.grads);
+    QCOMPARE(b[2], m.optimizer);
+    QCOMPARE(b[3], m.activations);
+    QCOMPARE(b[4], m.workspace);
+    QVERIFY(!view.memoryChart()->isOver(r));
+  }
+  QCOMPARE(view.memoryChart()->deviceBytes(), e.device_memory_bytes);
+  const auto& s = view.stepTimeChart()->seconds();
+  QCOMPARE(s[0], e.breakdown.compute_s);
+  QCOMPARE(s[5], e.breakdown.bubble_s);
+  // The parts add up to the step time the estimate reports.
+  QVERIFY(qAbs(view.stepTimeChart()->total() - e.step_time_s) <= 1e-9 * e.step_time_s);
+  // Both paint.
+  view.resize(700, 600);
+  QImage img(view.size(), QImage::Format_RGB32);
+  view.render(&img);
+}
+
+void TestEstimatesView::figuresAndWarnings() {
+  bool ok = false;
+  // pp = 4 with m = 4 micro-batches: bubble (4-1)/4 = 75% > 25%, a warning.
+  const auto plan = views_test::makePlan(1, 8, 2, 1, 4, "tp-dp-pp", {"train.global_batch=8", "train.micro_batch=1"}, &ok);
+  QVERIFY(ok);
+  QCOMPARE(plan.micro_batches, 4);
+  QVERIFY(!plan.warnings.empty());
+  EstimatesView view;
+  view.setPlan(plan);
+  const QString fig = view.figuresText();
+  QVERIFY2(fig.contains(QString::number(plan.estimate.tflops_per_gpu, 'f', 1) + " TFLOP/s per GPU"), qPrintable(fig));
+  QVERIFY2(fig.contains("MFU " + QString::number(100 * plan.estimate.mfu, 'f', 1) + "%"), qPrintable(fig));
+  QVERIFY2(fig.contains("schedule formula 75.0%"), qPrintable(fig));
+  QVERIFY2(fig.contains("m = 4 micro-batches"), qPrintable(fig));
+  const QString warn = view.warningsText();
+  for (const auto& w : plan.warnings) QVERIFY2(warn.contains(QString::fromStdString(w)), qPrintable(warn));
+  QCOMPARE(warn.count('\n'), static_cast<int>(plan.warnings.size()) - 1);
+}
+
+void TestEstimatesView::setPlanIsCheap() {
+  bool ok = false;
+  const auto plan = views_test::examplePlan("gpt3-175b-1024x8", {}, &ok);
+  QVERIFY(ok);
+  EstimatesView view;
+  view.resize(800, 600);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  const int rounds = 200;
+  QElapsedTimer timer;
+  timer.start();
+  for (int i = 0; i < rounds; ++i) view.setPlan(plan);
+  qInfo("EstimatesView::setPlan, 1024 x 8 GPT-3 plan: %.3f ms each", timer.nsecsElapsed() / 1e6 / rounds);
+  QVERIFY(view.peakMemoryText().startsWith("Peak memory"));
+}
+
+QTEST_MAIN(TestEstimatesView)
+#include "tst_estimates_view.moc"

@@ -1,0 +1,105 @@
+// ScheduleTimelineItem painting (see the header).
+#include "schedule/ScheduleTimelineItem.h"
+
+#include <QPainter>
+#include <QStyleOptionGraphicsItem>
+
+#include <algorithm>
+#include <cmath>
+
+namespace {
+
+const QColor kForward(0x88, 0xCC, 0xEE);
+const QColor kBackward(0x33, 0x22, 0x88);
+const QColor kIdle(0xDD, 0xDD, 0xDD);
+const QColor kIdleHatch(0x99, 0x99, 0x99);
+const QColor kBlockLine(Qt::white);
+constexpr int kChunkShade = 130;          // lighter()/darker() per local chunk
+constexpr double kMinLabelWidth = 16.0;   // narrower blocks carry no number
+constexpr double kMinTickSpacing = 48.0;  // pixels between time-axis ticks
+constexpr double kTickLength = 4.0;
+constexpr int kFontPx = 11;
+constexpr double kLodText = 0.5;          // below this scale no text is drawn
+
+}  // namespace
+
+ScheduleTimelineItem::ScheduleTimelineItem() { setFlag(ItemUsesExtendedStyleOption, true); }
+
+void ScheduleTimelineItem::setTimeline(const ScheduleTimeline& timeline) {
+  prepareGeometryChange();
+  m_timeline = timeline;
+  m_bounds = QRectF(0, 0, kLabelWidth + std::max(1.0, m_timeline.makespan) * kUnit + kUnit,
+                    kAxisHeight + m_timeline.pp * (kRowHeight + kRowGap));
+  update();
+}
+
+QRectF ScheduleTimelineItem::boundingRect() const { return m_bounds; }
+
+QRectF ScheduleTimelineItem::blockRect(const ScheduleBlock& b) const {
+  return QRectF(kLabelWidth + b.start * kUnit, kAxisHeight + b.ppRank * (kRowHeight + kRowGap), (b.end - b.start) * kUnit, kRowHeight);
+}
+
+QColor ScheduleTimelineItem::blockColor(const ScheduleBlock& b, int pp) {
+  const int local = b.op.chunk / std::max(1, pp);
+  QColor c = b.op.kind == stagecraft::runtime::PipeOp::Kind::kForward ? kForward : kBackward;
+  for (int i = 0; i < local; ++i) c = b.op.kind == stagecraft::runtime::PipeOp::Kind::kForward ? c.darker(kChunkShade) : c.lighter(kChunkShade);
+  return c;
+}
+
+void ScheduleTimelineItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
+  const double lod = option->levelOfDetailFromTransform(painter->worldTransform());
+  const QRectF exposed = option->exposedRect.isEmpty() ? m_bounds : option->exposedRect;
+  QFont f = painter->font();
+  f.setPixelSize(kFontPx);
+  painter->setFont(f);
+  const int p = m_timeline.pp;
+  const double span = m_timeline.makespan * kUnit;
+
+  // Rows: label and the whole span hatched; blocks cover the busy part, the rest reads as idle.
+  for (int r = 0; r < p; ++r) {
+    const double y = kAxisHeight + r * (kRowHeight + kRowGap);
+    const QRectF row(kLabelWidth, y, span, kRowHeight);
+    painter->fillRect(row, kIdle);
+    painter->fillRect(row, QBrush(kIdleHatch, Qt::BDiagPattern));
+    if (lod >= kLodText) {
+      painter->setPen(Qt::black);
+      painter->drawText(QRectF(0, y, kLabelWidth - 6, kRowHeight), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("pp %1").arg(r));
+    }
+  }
+
+  const bool interleaved = m_timeline.virtualStages > 1;
+  for (const auto& b : m_timeline.blocks) {
+    const QRectF rect = blockRect(b);
+    if (!rect.intersects(exposed)) continue;
+    const QColor fill = blockColor(b, p);
+    painter->fillRect(rect, fill);
+    painter->setPen(QPen(kBlockLine, 1));
+    painter->drawLine(rect.topLeft(), rect.bottomLeft());
+    if (lod >= kLodText && rect.width() * lod >= kMinLabelWidth) {
+      painter->setPen(fill.lightnessF() > 0.6 ? Qt::black : Qt::white);
+      const QString mb = QString::number(b.op.micro_batch);
+      const QString text = interleaved && rect.width() * lod >= 2 * kMinLabelWidth ? mb + QStringLiteral("·c%1").arg(b.op.chunk) : mb;
+      painter->drawText(rect, Qt::AlignCenter, text);
+    }
+  }
+
+  // Time axis in forward-pass units, ticks at 1, 2, 5 x 10^k spacing that stays readable.
+  if (lod >= kLodText && m_timeline.makespan > 0) {
+    const double minUnits = kMinTickSpacing / (kUnit * std::max(lod, 1e-6));
+    const double pow10 = std::pow(10.0, std::floor(std::log10(std::max(minUnits, 1e-9))));
+    double step = pow10;
+    for (double m : {1.0, 2.0, 5.0, 10.0}) {
+      if (pow10 * m >= minUnits) {
+        step = pow10 * m;
+        break;
+      }
+    }
+    painter->setPen(Qt::black);
+    painter->drawLine(QPointF(kLabelWidth, kAxisHeight - 2), QPointF(kLabelWidth + span, kAxisHeight - 2));
+    for (double t = 0; t <= m_timeline.makespan + 1e-9; t += step) {
+      const double x = kLabelWidth + t * kUnit;
+      painter->drawLine(QPointF(x, kAxisHeight - 2 - kTickLength), QPointF(x, kAxisHeight - 2));
+      painter->drawText(QRectF(x - 30, 0, 60, kAxisHeight - 2 - kTickLength), Qt::AlignCenter, QString::number(t, 'g', 4));
+    }
+  }
+}
