@@ -1,0 +1,69 @@
+// stagecraft: the desktop application.
+//
+//   stagecraft [CONFIG]
+//
+// Opens CONFIG (a Stagecraft YAML file) in the main window; with no argument, the default example
+// configs/bert-large-3d.yaml, found beside the executable (../../configs from build/bin, ../configs,
+// ../share/stagecraft/configs) or in the source tree it was built from. A missing or invalid CONFIG
+// shows the engine's message and opens the default instead.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QIcon>
+
+#include <cstdio>
+
+#include "mainwindow/MainWindow.h"
+
+namespace {
+
+constexpr auto kDefaultExample = "bert-large-3d.yaml";
+
+QString defaultExample() {
+  const QDir bin(QCoreApplication::applicationDirPath());
+  const QStringList candidates = {
+      bin.filePath(QStringLiteral("../../configs")),
+      bin.filePath(QStringLiteral("../configs")),
+      bin.filePath(QStringLiteral("../share/stagecraft/configs")),
+      QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"),
+  };
+  for (const QString& dir : candidates) {
+    const QString path = QDir(dir).filePath(QLatin1String(kDefaultExample));
+    if (QFileInfo::exists(path)) return QDir::cleanPath(path);
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QCoreApplication::setOrganizationName(QStringLiteral("Stagecraft"));
+  QCoreApplication::setApplicationName(QStringLiteral("Stagecraft"));
+  QCoreApplication::setApplicationVersion(QStringLiteral(STAGECRAFT_VERSION));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/stagecraft/icon.svg")));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Plans hybrid-parallel training and runs it."));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addPositionalArgument(QStringLiteral("CONFIG"), QStringLiteral("a Stagecraft YAML configuration to open"), QStringLiteral("[CONFIG]"));
+  parser.process(app);
+  const QStringList args = parser.positionalArguments();
+  if (args.size() > 1) {
+    std::fprintf(stderr, "stagecraft: expected at most one CONFIG file, got %d (usage: stagecraft [CONFIG])\n",
+                 static_cast<int>(args.size()));
+    return 2;
+  }
+
+  MainWindow window;
+  window.show();
+  bool opened = false;
+  if (!args.isEmpty()) opened = window.openFile(args.first());  // on failure the message stays on screen
+  if (!opened) {
+    const QString example = defaultExample();
+    if (!example.isEmpty()) window.openFile(example);
+  }
+  return QApplication::exec();
+}

@@ -1,0 +1,265 @@
+// tst_main_window: the real window offscreen — the form drives the topology scene, undo/redo
+// through the Edit menu, the stage editor's signals reach the document, files, exports, errors
+// that leave the window alive.
+#include <QAction>
+#include <QComboBox>
+#include <QImage>
+#include <QLabel>
+#include <QSettings>
+#include <QFile>
+#include <QMenuBar>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QUndoStack>
+#include <QtTest>
+
+#include "document/PlanDocument.h"
+#include "mainwindow/MainWindow.h"
+#include "schedule/ScheduleView.h"
+#include "setup/SetupPanel.h"
+#include "stages/StageEditor.h"
+#include "topology/TopologyScene.h"
+#include "topology/TopologyView.h"
+
+using stagecraft::config::Axis;
+namespace cfg = stagecraft::config;
+
+Q_DECLARE_METATYPE(cfg::Framework)
+
+namespace {
+
+QString example(const char* name) { return QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/") + QLatin1String(name); }
+
+QSpinBox* spin(MainWindow& w, const char* key) { return qobject_cast<QSpinBox*>(w.setupPanel()->field(QLatin1String(key))); }
+
+QList<QList<int>> toList(const std::vector<std::vector<int>>& groups) {
+  QList<QList<int>> out;
+  for (const auto& g : groups) out.append(QList<int>(g.begin(), g.end()));
+  return out;
+}
+
+QList<QList<int>> outlined(MainWindow& w) { return w.topologyView()->topologyScene()->outlinedTpGroups(); }
+
+QAction* menuAction(MainWindow& w, const QString& menuTitle, const QString& text) {
+  for (QAction* top : w.menuBar()->actions()) {
+    if (top->text().remove(QLatin1Char('&')) != menuTitle || !top->menu()) continue;
+    for (QAction* a : top->menu()->actions()) {
+      if (a->text().remove(QLatin1Char('&')).startsWith(text)) return a;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    // Keep the window's settings (geometry, recent files) out of the person's own.
+    QCoreApplication::setOrganizationName(QStringLiteral("StagecraftTests"));
+    QCoreApplication::setApplicationName(QStringLiteral("tst_main_window"));
+    QVERIFY(m_settingsDir.isValid());
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, m_settingsDir.path());
+  }
+
+  void tpFromTheFormOutlinesTopology_data() {
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<int>("pp");
+    QTest::addColumn<QString>("order");
+    // DESIGN.md §4: 8 GPUs, rank = tp_rank + dp_rank * tp + pp_rank * tp * dp.
+    QTest::newRow("tp2 pp2 tp-dp-pp") << 2 << 2 << "tp-dp-pp";
+    QTest::newRow("tp4 pp2 tp-dp-pp") << 4 << 2 << "tp-dp-pp";
+    QTest::newRow("tp8 pp1") << 8 << 1 << "tp-dp-pp";
+    QTest::newRow("tp2 pp2 dp-tp-pp") << 2 << 2 << "dp-tp-pp";
+    QTest::newRow("tp4 pp1 pp-dp-tp") << 4 << 1 << "pp-dp-tp";
+  }
+  void tpFromTheFormOutlinesTopology() {
+    QFETCH(int, tp);
+    QFETCH(int, pp);
+    QFETCH(QString, order);
+    MainWindow w;
+    QVERIFY(w.openFile(example("bert-large-3d.yaml")));
+    spin(w, "parallel.dp")->setValue(0);  // auto
+    spin(w, "parallel.pp")->setValue(pp);
+    auto* orderBox = qobject_cast<QComboBox*>(w.setupPanel()->field(QStringLiteral("parallel.order")));
+    orderBox->setCurrentIndex(orderBox->findData(order));
+    spin(w, "parallel.tp")->setValue(tp);
+    QVERIFY2(w.document()->isValid(), qPrintable(w.document()->problems().value(0).message));
+    QCOMPARE(w.document()->plan().tp, tp);
+    // The scene draws exactly the engine's TP groups of the edited config.
+    auto expected = stagecraft::plan::make_plan(w.document()->config());
+    QVERIFY(expected.ok());
+    QCOMPARE(outlined(w), toList(expected->topology.groups(Axis::kTp)));
+    if (tp == 4 && pp == 2) QCOMPARE(outlined(w), (QList<QList<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+    if (order == QLatin1String("dp-tp-pp")) QCOMPARE(outlined(w), (QList<QList<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+    QVERIFY(w.summaryText().contains(QStringLiteral("tp %1").arg(tp)));
+  }
+
+  void invalidInputKeepsTheLastPlan() {
+    MainWindow w;
+    QVERIFY(w.openFile(example("bert-large-3d.yaml")));
+    spin(w, "parallel.dp")->setValue(0);
+    const auto before = outlined(w);
+    const QString summary = w.summaryText();
+    spin(w, "parallel.tp")->setValue(3);
+    QVERIFY(w.setupPanel()->fieldError(QStringLiteral("parallel.tp")).contains(QLatin1String("not divisible by tp x pp = 6")));
+    QCOMPARE(outlined(w), before);
+    QCOMPARE(w.summaryText(), summary);
+    auto* invalid = w.findChild<QLabel*>(QStringLiteral("invalidConfig"));
+    QVERIFY(invalid && invalid->text().contains(QLatin1String("parallel.tp=3")));
+    spin(w, "parallel.tp")->setValue(4);
+    QCOMPARE(outlined(w), (QList<QList<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+    QVERIFY(invalid->text().isEmpty());
+  }
+
+  void undoRedoThroughTheEditMenu() {
+    MainWindow w;
+    QVERIFY(w.openFile(example("bert-large-3d.yaml")));
+    const cfg::RunConfig c0 = w.document()->config();
+    const auto groups0 = outlined(w);
+    spin(w, "parallel.dp")->setValue(0);
+    spin(w, "parallel.pp")->setValue(1);
+    spin(w, "parallel.tp")->setValue(8);
+    QCOMPARE(outlined(w), (QList<QList<int>>{{0, 1, 2, 3, 4, 5, 6, 7}}));
+    QVERIFY(w.isWindowModified());
+    QAction* undo = menuAction(w, QStringLiteral("Edit"), QStringLiteral("Undo"));
+    QAction* redo = menuAction(w, QStringLiteral("Edit"), QStringLiteral("Redo"));
+    QVERIFY(undo && redo);
+    QCOMPARE(undo->shortcut(), QKeySequence(QKeySequence::Undo));
+    undo->trigger();
+    undo->trigger();
+    undo->trigger();
+    QVERIFY(w.document()->config() == c0);
+    QCOMPARE(outlined(w), groups0);
+    QCOMPARE(spin(w, "parallel.tp")->value(), 2);
+    QVERIFY(!w.isWindowModified());
+    QVERIFY(!undo->isEnabled());
+    redo->trigger();
+    redo->trigger();
+    redo->trigger();
+    QCOMPARE(w.document()->plan().tp, 8);
+    QCOMPARE(outlined(w), (QList<QList<int>>{{0, 1, 2, 3, 4, 5, 6, 7}}));
+  }
+
+  void stageEditorSignalsEditThePartition() {
+    MainWindow w;
+    QVERIFY(w.openFile(example("bert-large-3d.yaml")));  // 24 layers, pp 2
+    std::vector<int> ids(24, 1);
+    std::fill(ids.begin(), ids.begin() + 9, 0);
+    emit w.stageEditor()->partitionEdited(ids);
+    QCOMPARE(w.document()->config().pipeline.partition, cfg::PartitionKind::kExplicit);
+    QCOMPARE(w.document()->plan().layer_stage, ids);
+    emit w.stageEditor()->uniformRequested();
+    QCOMPARE(w.document()->plan().stages[0].num_layers, 12);
+    emit w.stageEditor()->balanceRequested();
+    QCOMPARE(w.document()->config().pipeline.partition, cfg::PartitionKind::kBalanced);
+    w.document()->undoStack()->undo();
+    w.document()->undoStack()->undo();
+    QCOMPARE(w.document()->plan().layer_stage, ids);
+  }
+
+  void openSaveRoundTripAndRecentFiles() {
+    QTemporaryDir dir;
+    MainWindow w;
+    QVERIFY(w.openFile(example("libai-bert-dp2-tp4.yaml")));
+    QCOMPARE(w.recentFiles().first(), QFileInfo(example("libai-bert-dp2-tp4.yaml")).absoluteFilePath());
+    spin(w, "train.steps")->setValue(77);
+    QVERIFY(w.windowTitle().contains(QLatin1String("libai-bert-dp2-tp4.yaml")));
+    const QString path = dir.filePath(QStringLiteral("round.yaml"));
+    QVERIFY(w.saveFileAs(path));
+    QVERIFY(!w.isWindowModified());
+    QVERIFY(w.windowTitle().contains(QLatin1String("round.yaml")));
+    MainWindow other;
+    QVERIFY(other.openFile(path));
+    QVERIFY(other.document()->config() == w.document()->config());
+    QCOMPARE(other.document()->config().train.steps, 77);
+    QCOMPARE(outlined(other), outlined(w));
+    QCOMPARE(other.recentFiles().first(), QFileInfo(path).absoluteFilePath());  // kept in QSettings
+  }
+
+  void errorsLeaveTheWindowAlive() {
+    QTemporaryDir dir;
+    MainWindow w;
+    QVERIFY(w.openFile(example("bert-large-3d.yaml")));
+    const cfg::RunConfig before = w.document()->config();
+    QVERIFY(!w.openFile(dir.filePath(QStringLiteral("nope.yaml"))));
+    QVERIFY2(w.lastError().contains(QLatin1String("nope.yaml")), qPrintable(w.lastError()));
+    QVERIFY(w.document()->config() == before);
+    QVERIFY(!w.exportTopologyImage(dir.filePath(QStringLiteral("diagram.bmpx"))));
+    QVERIFY(!w.lastError().isEmpty());
+    QVERIFY(!w.importFrom(cfg::Framework::kDeepspeed, dir.filePath(QStringLiteral("missing.json"))));
+    QVERIFY(w.document()->config() == before);
+    // Colossal-AI's 2d mode cannot go to Megatron-LM: the engine's message names the key.
+    QVERIFY(w.openFile(example("colossalai-2d.yaml")));
+    QVERIFY(!w.exportTo(cfg::Framework::kMegatron, dir.filePath(QStringLiteral("m.sh"))));
+    QVERIFY2(w.lastError().contains(QLatin1String("tp_mode")), qPrintable(w.lastError()));
+    QVERIFY(w.document()->hasPlan());
+  }
+
+  void exportsWriteFiles_data() {
+    QTest::addColumn<QString>("what");
+    QTest::addColumn<QString>("fileName");
+    QTest::newRow("topology png") << "topology" << "topology.png";
+    QTest::newRow("topology svg") << "topology" << "topology.svg";
+    QTest::newRow("schedule png") << "schedule" << "schedule.png";
+    QTest::newRow("schedule svg") << "schedule" << "schedule.svg";
+    QTest::newRow("libai") << "libai" << "libai_config.py";
+    QTest::newRow("paddle") << "paddle" << "paddle.yaml";
+    QTest::newRow("colossalai") << "colossalai" << "colossal.py";
+    QTest::newRow("megatron") << "megatron" << "megatron.sh";
+    QTest::newRow("deepspeed") << "deepspeed" << "ds_config.json";
+  }
+  void exportsWriteFiles() {
+    QFETCH(QString, what);
+    QFETCH(QString, fileName);
+    QTemporaryDir dir;
+    MainWindow w;
+    QVERIFY(w.openFile(example("bert-large-3d.yaml")));
+    const QString path = dir.filePath(fileName);
+    bool ok = false;
+    if (what == QLatin1String("topology")) {
+      ok = w.exportTopologyImage(path);
+    } else if (what == QLatin1String("schedule")) {
+      ok = w.exportScheduleImage(path);
+    } else {
+      ok = w.exportTo(*cfg::parse_framework(what.toStdString()), path);
+    }
+    QVERIFY2(ok, qPrintable(w.lastError()));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    QVERIFY(bytes.size() > 100);
+    if (fileName.endsWith(QLatin1String(".png"))) {
+      QVERIFY(bytes.startsWith("\x89PNG"));
+      QImage image;
+      QVERIFY(image.loadFromData(bytes, "PNG"));
+      QVERIFY(image.width() > 100 && image.height() > 50);
+    } else if (fileName.endsWith(QLatin1String(".svg"))) {
+      QVERIFY(bytes.contains("<svg"));
+      QVERIFY(bytes.contains("</svg>"));
+    } else {
+      auto expected = cfg::export_files(w.document()->config(), *cfg::parse_framework(what.toStdString()),
+                                        {fileName.toStdString()});
+      QVERIFY(expected.ok());
+      QCOMPARE(bytes.toStdString(), expected->files[0].text);
+    }
+  }
+
+  void runMenuHasRunLocally() {
+    MainWindow w;
+    QVERIFY(w.runMenu());
+    QAction* run = menuAction(w, QStringLiteral("Run"), QStringLiteral("Run Locally"));
+    QVERIFY(run);
+    QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Import from")));
+    QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Export Topology Diagram")));
+    QVERIFY(menuAction(w, QStringLiteral("Help"), QStringLiteral("About Stagecraft")));
+  }
+
+ private:
+  QTemporaryDir m_settingsDir;
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"

@@ -1,0 +1,116 @@
+// tst_run_locally: Run > Run locally trains the tiny GPT example for real (4 stagecraft-worker
+// processes, dp 2 x pp 2) and draws its loss; Cancel stops a run; configs that cannot run here
+// are refused with the engine's message. Label integration: it starts real processes.
+#include <QLineSeries>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+#include "document/PlanDocument.h"
+#include "mainwindow/MainWindow.h"
+#include "mainwindow/RunLocallyDialog.h"
+
+namespace {
+
+QString example(const char* name) { return QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/") + QLatin1String(name); }
+
+// Generous: 4 processes on a loaded 2-core machine.
+constexpr int kRunTimeoutMs = 180000;
+
+bool edit(MainWindow& w, const char* key, const QString& value) {
+  QString error;
+  const bool ok = w.document()->applyEdit(QLatin1String(key), value, &error);
+  if (!ok) qWarning("%s", qPrintable(error));
+  return ok;
+}
+
+}  // namespace
+
+class TestRunLocally : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QCoreApplication::setOrganizationName(QStringLiteral("StagecraftTests"));
+    QCoreApplication::setApplicationName(QStringLiteral("tst_run_locally"));
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, m_dir.path());
+    // The worker beside the test binaries (build/bin).
+    qputenv("STAGECRAFT_WORKER", QByteArray(STAGECRAFT_BIN_DIR "/stagecraft-worker"));
+  }
+
+  void trainsTinyGptAndDrawsTheLoss() {
+    MainWindow w;
+    QVERIFY(w.openFile(example("tiny-gpt.yaml")));
+    QVERIFY(edit(w, "train.warmup_steps", QStringLiteral("0")));
+    QVERIFY(edit(w, "train.steps", QStringLiteral("3")));
+    QVERIFY(edit(w, "train.checkpoint_dir", m_dir.filePath(QStringLiteral("ckpt"))));
+    QVERIFY2(w.runLocally(), qPrintable(w.lastError()));
+    RunLocallyDialog* run = w.runDialog();
+    QVERIFY(run->isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!run->isRunning(), kRunTimeoutMs);
+    QVERIFY2(run->outcome() == QLatin1String("succeeded"), qPrintable(run->outcome() + ": " + run->message() + "\n" + run->logText()));
+    QLineSeries* loss = run->lossSeries();
+    QCOMPARE(loss->count(), 3);
+    for (int i = 0; i < loss->count(); ++i) {
+      QCOMPARE(loss->at(i).x(), double(i + 1));
+      // Vocabulary of 256 bytes: a fresh model's loss is near ln(256) = 5.55; three steps move it
+      // little. The bound catches NaNs, zeros and wrong units, not the optimiser's progress.
+      QVERIFY2(std::isfinite(loss->at(i).y()) && loss->at(i).y() > 3.0 && loss->at(i).y() < 7.0,
+               qPrintable(QString::number(loss->at(i).y())));
+    }
+  }
+
+  void cancelStopsARun() {
+    MainWindow w;
+    QVERIFY(w.openFile(example("tiny-gpt.yaml")));
+    QVERIFY(edit(w, "train.checkpoint_dir", m_dir.filePath(QStringLiteral("ckpt-cancel"))));
+    QVERIFY(w.runLocally());  // 150 steps: far longer than the test waits
+    RunLocallyDialog* run = w.runDialog();
+    QTRY_VERIFY_WITH_TIMEOUT(run->lossSeries()->count() >= 1 || !run->isRunning(), kRunTimeoutMs);
+    run->cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(!run->isRunning(), kRunTimeoutMs);
+    QCOMPARE(run->outcome(), QStringLiteral("cancelled"));
+    QVERIFY(run->lossSeries()->count() < 150);
+  }
+
+  void refusesWhatCannotRunHere_data() {
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("messagePart");
+    QTest::newRow("no data") << "train.data" << "" << "train.data: no data file";
+    QTest::newRow("missing data") << "train.data" << "/nonexistent/tokens.bin" << "train.data=/nonexistent/tokens.bin";
+    QTest::newRow("cuda backend") << "backend" << "cuda" << "backend=cuda";
+    QTest::newRow("two nodes") << "cluster.nodes" << "2" << "cluster.nodes=2";
+  }
+  void refusesWhatCannotRunHere() {
+    QFETCH(QString, key);
+    QFETCH(QString, value);
+    QFETCH(QString, messagePart);
+    MainWindow w;
+    QVERIFY(w.openFile(example("tiny-gpt.yaml")));
+    if (key == QLatin1String("cluster.nodes")) QVERIFY(edit(w, "parallel.dp", QStringLiteral("auto")));
+    QVERIFY(edit(w, key.toLatin1().constData(), value.isEmpty() ? QStringLiteral("\"\"") : value));
+    QVERIFY(!w.runLocally());
+    QVERIFY2(w.lastError().contains(messagePart), qPrintable(w.lastError()));
+    QVERIFY(!w.runDialog()->isRunning());
+  }
+
+  void pathsResolveFromTheConfigsDirectory() {
+    stagecraft::config::RunConfig c;
+    c.train.data = "configs/data/stagecraft.txt";
+    c.train.checkpoint_dir = "runs/x";
+    const auto r = RunLocallyDialog::resolvePaths(c, QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
+    QCOMPARE(QString::fromStdString(r.train.data), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/data/stagecraft.txt"));
+    QCOMPARE(QString::fromStdString(r.train.checkpoint_dir), QStringLiteral(STAGECRAFT_SOURCE_DIR "/runs/x"));
+    c.train.data = "/abs/tokens.bin";
+    QCOMPARE(RunLocallyDialog::resolvePaths(c, QStringLiteral("/tmp")).train.data, std::string("/abs/tokens.bin"));
+  }
+
+ private:
+  QTemporaryDir m_dir;
+};
+
+QTEST_MAIN(TestRunLocally)
+#include "tst_run_locally.moc"

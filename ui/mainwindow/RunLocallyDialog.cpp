@@ -1,0 +1,252 @@
+// RunLocallyDialog: checks, the worker thread around launch::run_local, the live loss chart.
+#include "mainwindow/RunLocallyDialog.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QCloseEvent>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLineSeries>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "stagecraft/launch/local_run.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+
+namespace cfg = stagecraft::config;
+namespace launch = stagecraft::launch;
+
+namespace {
+
+constexpr int kMaxLogLines = 2000;  // the log pane keeps the latest lines only
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// The directory a relative `path` is found under: the working directory when it exists from
+// there (returned as ""), else the first directory from `baseDir` upwards that holds it, else "".
+QString rootOf(const QString& path, const QString& baseDir) {
+  if (path.isEmpty() || QFileInfo(path).isAbsolute() || QFileInfo::exists(path) || baseDir.isEmpty()) return {};
+  QDir dir(baseDir);
+  do {
+    if (QFileInfo::exists(dir.filePath(path))) return dir.absolutePath();
+  } while (dir.cdUp());
+  return {};
+}
+
+}  // namespace
+
+RunLocallyDialog::RunLocallyDialog(QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Run locally"));
+  resize(720, 520);
+  auto* layout = new QVBoxLayout(this);
+  m_status = new QLabel(tr("Not started"), this);
+  m_status->setObjectName(QStringLiteral("runStatus"));
+  m_status->setWordWrap(true);
+  layout->addWidget(m_status);
+
+  m_loss = new QLineSeries;
+  m_loss->setName(tr("loss (rank 0)"));
+  auto* chart = new QChart;
+  chart->addSeries(m_loss);
+  m_xAxis = new QValueAxis;
+  m_xAxis->setTitleText(tr("step"));
+  m_xAxis->setLabelFormat(QStringLiteral("%d"));
+  m_yAxis = new QValueAxis;
+  m_yAxis->setTitleText(tr("loss"));
+  chart->addAxis(m_xAxis, Qt::AlignBottom);
+  chart->addAxis(m_yAxis, Qt::AlignLeft);
+  m_loss->attachAxis(m_xAxis);
+  m_loss->attachAxis(m_yAxis);
+  chart->legend()->setVisible(false);
+  auto* view = new QChartView(chart, this);
+  view->setRenderHint(QPainter::Antialiasing);
+  layout->addWidget(view, 3);
+
+  m_log = new QPlainTextEdit(this);
+  m_log->setReadOnly(true);
+  m_log->setMaximumBlockCount(kMaxLogLines);
+  layout->addWidget(m_log, 1);
+
+  auto* buttons = new QDialogButtonBox(this);
+  m_cancel = buttons->addButton(tr("Cancel run"), QDialogButtonBox::ActionRole);
+  m_close = buttons->addButton(QDialogButtonBox::Close);
+  m_cancel->setEnabled(false);
+  layout->addWidget(buttons);
+  connect(m_cancel, &QPushButton::clicked, this, &RunLocallyDialog::cancel);
+  connect(m_close, &QPushButton::clicked, this, &RunLocallyDialog::reject);
+}
+
+RunLocallyDialog::~RunLocallyDialog() {
+  cancel();
+  joinWorker();
+}
+
+cfg::RunConfig RunLocallyDialog::resolvePaths(cfg::RunConfig config, const QString& baseDir) {
+  // The examples name their data relative to the repository (configs/data/...): the root it is
+  // found under also holds the run's relative checkpoint directory.
+  const QString root = rootOf(qs(config.train.data), baseDir);
+  if (root.isEmpty()) return config;
+  config.train.data = QDir(root).filePath(qs(config.train.data)).toStdString();
+  if (QFileInfo(qs(config.train.checkpoint_dir)).isRelative()) {
+    config.train.checkpoint_dir = QDir(root).filePath(qs(config.train.checkpoint_dir)).toStdString();
+  }
+  return config;
+}
+
+QString RunLocallyDialog::refusal(const cfg::RunConfig& c) {
+  if (c.backend != cfg::Backend::kCpu) {
+    return tr("backend=%1: this build trains on the CPU only; set backend: cpu").arg(qs(std::string(cfg::to_string(c.backend))));
+  }
+  if (c.cluster.nodes != 1 || !c.cluster.hosts.empty()) {
+    return tr("cluster.nodes=%1: Run locally starts every rank on this machine; use cluster.nodes: 1 without hosts").arg(c.cluster.nodes);
+  }
+  if (c.train.data.empty()) {
+    return tr("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file");
+  }
+  if (!QFileInfo(qs(c.train.data)).isReadable()) {
+    return tr("train.data=%1: cannot read the file").arg(qs(c.train.data));
+  }
+  auto plan = stagecraft::plan::make_plan(c);
+  if (!plan.ok()) return qs(plan.status().message());
+  auto data = stagecraft::runtime::TokenData::open(c.train.data, static_cast<size_t>(c.model.seq_len) + 1);
+  if (!data.ok()) return qs(data.status().message());
+  if (stagecraft::Status s = stagecraft::runtime::Trainer::check(c, &data.value()); !s) return qs(s.message());
+  return {};
+}
+
+bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& baseDir, QString* error) {
+  if (m_running) {
+    if (error) *error = tr("a run is already going in this window; cancel it or wait for it to end");
+    return false;
+  }
+  joinWorker();
+  const cfg::RunConfig config = resolvePaths(original, baseDir);
+  const QString why = refusal(config);
+  if (!why.isEmpty()) {
+    m_outcome.clear();
+    m_message = why;
+    m_status->setText(tr("Cannot run: %1").arg(why));
+    if (error) *error = why;
+    return false;
+  }
+  auto plan = stagecraft::plan::make_plan(config);  // refusal() has planned it already: ok here
+
+  m_loss->clear();
+  m_log->clear();
+  m_totalSteps = config.train.steps;
+  m_minLoss = m_maxLoss = 0;
+  m_xAxis->setRange(0, std::max(1, m_totalSteps));
+  m_yAxis->setRange(0, 1);
+  m_outcome.clear();
+  m_message.clear();
+  m_running = true;
+  m_cancelRequested = false;
+  m_cancel->setEnabled(true);
+  m_status->setText(tr("Running %1: %2 ranks, %3 steps").arg(qs(config.name)).arg(config.world_size()).arg(config.train.steps));
+
+  launch::RunCallbacks callbacks;
+  callbacks.on_event = [this](int rank, const stagecraft::Json& e) {
+    const stagecraft::Json* kind = e.find("event");
+    if (!kind || !kind->is_string()) return;
+    if (kind->as_string() == "step" && rank == 0) {
+      const stagecraft::Json* step = e.find("step");
+      const stagecraft::Json* loss = e.find("loss");
+      if (!step || !loss) return;
+      const int s = static_cast<int>(step->as_int());
+      const double l = loss->as_double();
+      QMetaObject::invokeMethod(this, [this, s, l] { addLoss(s, l); }, Qt::QueuedConnection);
+    } else if (kind->as_string() == "error") {
+      const stagecraft::Json* m = e.find("message");
+      const QString text = tr("rank %1: %2").arg(rank).arg(m && m->is_string() ? qs(m->as_string()) : tr("error"));
+      QMetaObject::invokeMethod(this, [this, text] { appendLog(text); }, Qt::QueuedConnection);
+    }
+  };
+  callbacks.on_log = [this](int rank, bool isStderr, const std::string& line) {
+    if (line.empty()) return;
+    const QString text = QStringLiteral("[rank %1%2] %3").arg(rank).arg(isStderr ? QStringLiteral(" stderr") : QString(), qs(line));
+    QMetaObject::invokeMethod(this, [this, text] { appendLog(text); }, Qt::QueuedConnection);
+  };
+
+  m_worker = std::thread([this, config, plan = std::move(plan).value(), callbacks] {
+    auto outcome = launch::run_local(config, plan, {}, callbacks, [this](launch::Supervisor& s) {
+      std::lock_guard<std::mutex> lock(m_supervisorMutex);
+      m_supervisor = &s;
+      if (m_cancelRequested) s.cancel();
+    });
+    {
+      std::lock_guard<std::mutex> lock(m_supervisorMutex);
+      m_supervisor = nullptr;
+    }
+    QString state, reason;
+    if (!outcome.ok()) {
+      state = QStringLiteral("failed");
+      reason = qs(outcome.status().message());
+    } else {
+      state = qs(std::string(launch::to_string(outcome->state)));
+      reason = qs(outcome->reason);
+    }
+    QMetaObject::invokeMethod(this, [this, state, reason] { finish(state, reason); }, Qt::QueuedConnection);
+  });
+  return true;
+}
+
+void RunLocallyDialog::cancel() {
+  m_cancelRequested = true;
+  std::lock_guard<std::mutex> lock(m_supervisorMutex);
+  if (m_supervisor) m_supervisor->cancel();
+}
+
+void RunLocallyDialog::addLoss(int step, double loss) {
+  if (!std::isfinite(loss)) return;
+  if (m_loss->count() == 0) {
+    m_minLoss = m_maxLoss = loss;
+  } else {
+    m_minLoss = std::min(m_minLoss, loss);
+    m_maxLoss = std::max(m_maxLoss, loss);
+  }
+  m_loss->append(step, loss);
+  const double pad = std::max(0.05, (m_maxLoss - m_minLoss) * 0.05);
+  m_yAxis->setRange(std::max(0.0, m_minLoss - pad), m_maxLoss + pad);
+  m_status->setText(tr("Step %1 of %2, loss %3").arg(step).arg(m_totalSteps).arg(loss, 0, 'f', 4));
+  emit lossRecorded(step, loss);
+}
+
+void RunLocallyDialog::finish(const QString& outcome, const QString& reason) {
+  joinWorker();
+  m_running = false;
+  m_outcome = outcome;
+  m_message = reason;
+  m_cancel->setEnabled(false);
+  QString text = tr("Run %1").arg(outcome);
+  if (m_loss->count() > 0) text += tr(" after %1 steps, last loss %2").arg(m_loss->at(m_loss->count() - 1).x()).arg(m_loss->at(m_loss->count() - 1).y(), 0, 'f', 4);
+  if (!reason.isEmpty()) text += QStringLiteral(": ") + reason;
+  m_status->setText(text);
+  emit runFinished(outcome);
+}
+
+void RunLocallyDialog::appendLog(const QString& line) { m_log->appendPlainText(line); }
+
+QString RunLocallyDialog::logText() const { return m_log->toPlainText(); }
+
+void RunLocallyDialog::joinWorker() {
+  if (m_worker.joinable()) m_worker.join();
+}
+
+void RunLocallyDialog::closeEvent(QCloseEvent* event) {
+  cancel();
+  QDialog::closeEvent(event);
+}
+
+void RunLocallyDialog::reject() {
+  // Closing stops the run: a window that no longer shows a run should not leave one going.
+  if (m_running) cancel();
+  QDialog::reject();
+}

@@ -1,0 +1,94 @@
+// RunLocallyDialog: Run > Run locally — trains the current config on this machine with the
+// engine's local launcher (launch::run_local), drawing rank 0's loss as it arrives, with Cancel.
+//
+// The run happens on a worker std::thread; every engine callback crosses to the GUI thread as a
+// queued call, so the dialog's state is only touched in the GUI thread. Cancel asks the run's
+// Supervisor to stop (TERM, then KILL after the grace period); closing the dialog while a run is
+// going cancels it and waits for the thread. A config that cannot run here (no train.data, a
+// backend this build lacks, more than one node, a model the engine cannot train) is refused
+// before anything starts, with the engine's one-line message.
+//
+// Relative paths of the config (train.data, train.checkpoint_dir) are taken from the directory
+// of the config file (`baseDir`) when they do not exist from the working directory: the examples
+// name their data as configs/data/..., relative to the repository.
+#pragma once
+
+#include <QDialog>
+#include <QString>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/plan/plan.h"
+
+class QLabel;
+class QLineSeries;
+class QPushButton;
+class QValueAxis;
+class QPlainTextEdit;
+namespace stagecraft::launch {
+class Supervisor;
+}
+
+class RunLocallyDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  explicit RunLocallyDialog(QWidget* parent = nullptr);
+  ~RunLocallyDialog() override;
+
+  // Checks the config and starts the run; false (with the reason in *error and in the dialog)
+  // when it cannot run here. A dialog runs one config at a time.
+  bool start(const stagecraft::config::RunConfig& config, const QString& baseDir, QString* error = nullptr);
+  // Asks a running run to stop; it ends as "cancelled".
+  void cancel();
+
+  bool isRunning() const { return m_running; }
+  // "succeeded" "failed" "hung" "cancelled", "" before the run ends.
+  QString outcome() const { return m_outcome; }
+  // The run's one-line reason when it did not succeed, or why it could not start.
+  QString message() const { return m_message; }
+  QLineSeries* lossSeries() const { return m_loss; }
+  QString logText() const;
+
+  // The config with relative paths resolved as described above; exposed for tests.
+  static stagecraft::config::RunConfig resolvePaths(stagecraft::config::RunConfig config, const QString& baseDir);
+  // Why `config` cannot run on this machine, or "" when it can.
+  static QString refusal(const stagecraft::config::RunConfig& config);
+
+ signals:
+  void lossRecorded(int step, double loss);
+  void runFinished(const QString& outcome);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+  void reject() override;
+
+ private:
+  void addLoss(int step, double loss);
+  void finish(const QString& outcome, const QString& reason);
+  void appendLog(const QString& line);
+  void joinWorker();
+
+  QLabel* m_status = nullptr;
+  QLineSeries* m_loss = nullptr;
+  QValueAxis* m_xAxis = nullptr;
+  QValueAxis* m_yAxis = nullptr;
+  QPlainTextEdit* m_log = nullptr;
+  QPushButton* m_cancel = nullptr;
+  QPushButton* m_close = nullptr;
+
+  int m_totalSteps = 0;
+  double m_minLoss = 0, m_maxLoss = 0;
+  bool m_running = false;
+  QString m_outcome;
+  QString m_message;
+
+  std::thread m_worker;
+  std::mutex m_supervisorMutex;
+  stagecraft::launch::Supervisor* m_supervisor = nullptr;  // set while the run is supervised
+  std::atomic<bool> m_cancelRequested{false};
+};

@@ -1,0 +1,7 @@
+# mainwindow: sources (paths relative to ui/).
+target_sources(stagecraft_ui PRIVATE
+  mainwindow/MainWindow.h
+  mainwindow/MainWindow.cpp
+  mainwindow/RunLocallyDialog.h
+  mainwindow/RunLocallyDialog.cpp
+)
