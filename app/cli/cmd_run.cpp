@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "run_history.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/local_run.h"
 #include "stagecraft/plan/plan.h"
@@ -20,8 +21,10 @@ namespace stagecraft::cli {
 namespace {
 
 launch::Supervisor* g_supervisor = nullptr;
+volatile std::sig_atomic_t g_cancel_requested = 0;  // a signal before the supervisor exists
 
 void on_signal(int) {
+  g_cancel_requested = 1;
   if (g_supervisor) g_supervisor->cancel();
 }
 
@@ -40,12 +43,13 @@ std::string clock_text(double seconds) {
 
 int cmd_run(const std::vector<std::string>& argv) {
   ArgSpec spec;
-  spec.flags = {"--json"};
+  spec.flags = {"--json", "--detach"};
+  spec.options = {"--db"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "run");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--json])"));
+    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--json] [--detach] [--db FILE])"));
   }
   auto cfg = config::load_config_file(args->positionals[0], args->overrides);
   if (!cfg.ok()) return report(cfg.status());
@@ -72,6 +76,22 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (Status s = runtime::Trainer::check(c, &data.value()); !s) return report(s);
   }
   const bool json = args->has("--json");
+  // Every run is recorded in the history before it starts; its id is the first line printed.
+  const auto db_option = args->option("--db");
+  const std::string db = history_path(db_option ? &*db_option : nullptr);
+  auto run_id = record_new_run(db, c, plan.value(), {"localhost"});
+  if (!run_id.ok()) return report(run_id.status());
+  if (json) {
+    std::printf("{\"run_id\":%lld,\"db\":%s}\n", static_cast<long long>(run_id.value()), json_quote(db).c_str());
+  } else {
+    std::printf("run %lld (history: %s)\n", static_cast<long long>(run_id.value()), db.c_str());
+  }
+  std::fflush(stdout);
+  if (args->has("--detach")) {
+    if (const int rc = detach_supervisor(db, run_id.value()); rc >= 0) return rc;  // the parent; the child goes on
+  }
+  auto history = RunHistory::open(db, run_id.value());
+  if (!history.ok()) return report(history.status());
   const bool tty = isatty(STDOUT_FILENO) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   double last_loss = NAN;
@@ -106,12 +126,21 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (json || line.empty()) return;
     std::fprintf(stderr, "[rank %d%s] %s\n", rank, is_stderr ? " stderr" : "", line.c_str());
   };
+  cb = history.value()->wrap(std::move(cb));
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  auto outcome = launch::run_local(c, plan.value(), {}, cb, [](launch::Supervisor& s) { g_supervisor = &s; });
+  RunHistory* recorded = history.value().get();
+  auto outcome = launch::run_local(c, plan.value(), {}, cb, [recorded](launch::Supervisor& s) {
+    g_supervisor = &s;
+    recorded->running();
+    if (g_cancel_requested) s.cancel();
+  });
   g_supervisor = nullptr;
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (Status s = recorded->finish(outcome); !s) {
+    std::fprintf(stderr, "stagecraft-cli: warning: run history %s: %s\n", db.c_str(), s.message().c_str());
+  }
   if (!outcome.ok()) return report(outcome.status());
   if (!json && tty) std::printf("\n");
   if (!outcome->ok()) {

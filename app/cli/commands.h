@@ -29,6 +29,7 @@ int cmd_plan(const std::vector<std::string>& args);
 int cmd_search(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
+int cmd_runs(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_import(const std::vector<std::string>& args);

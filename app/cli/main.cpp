@@ -24,10 +24,12 @@ const std::vector<Command>& commands() {
       {"import", "import FILE --from libai|paddle|colossalai|deepspeed [--base CONFIG] [-o OUT.yaml]",
        "Read another framework's config as a Stagecraft config (YAML); what it does not carry comes from --base.", cmd_import},
       {"devices", "devices [--json]", "List the devices the cost model knows, with memory, peaks and links.", cmd_devices},
-      {"run", "run CONFIG [key=value ...] [--json]",
+      {"run", "run CONFIG [key=value ...] [--json] [--detach] [--db FILE]",
        "Train the configuration with Stagecraft's engine on this machine, one process per rank, with live progress.", cmd_run},
       {"eval", "eval CONFIG --checkpoint DIR --data FILE [--windows N] [--json]",
        "Mean next-token cross-entropy of a checkpoint on a token file.", cmd_eval},
+      {"runs", "runs list [--state S] [--name SUBSTR] | show ID | logs ID [--rank R] | metrics ID [--csv] | cancel ID [--json] [--db FILE]",
+       "The run history: list runs, show one with its transitions, its logs and metrics, or cancel one that is running.", cmd_runs},
   };
   return kCommands;
 }

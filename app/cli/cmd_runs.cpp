@@ -1,0 +1,377 @@
+// stagecraft-cli runs: the run history (engine store/) — list runs, show one, its logs and
+// metrics, and cancel one that is running (its supervisor is asked to stop every rank).
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "args.h"
+#include "commands.h"
+#include "run_history.h"
+#include "stagecraft/core/json.h"
+#include "stagecraft/store/run_store.h"
+
+namespace stagecraft::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "runs list [--state S] [--name SUBSTR] | show ID | logs ID [--rank R] | metrics ID [--csv] | cancel ID"
+    "  [--json] [--db FILE]";
+
+std::string iso_time(double unix_s) {
+  if (unix_s <= 0) return {};
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string local_time(double unix_s) {
+  if (unix_s <= 0) return "-";
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+Json number_or_null(double v) { return std::isnan(v) ? Json() : Json(v); }
+
+std::string hosts_text(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h;
+  return out.empty() ? "-" : out;
+}
+
+Json run_json(const store::RunRecord& r) {
+  Json j = Json::object();
+  j.set("id", static_cast<long long>(r.id));
+  j.set("name", r.name);
+  j.set("state", std::string(store::to_string(r.state)));
+  j.set("created", iso_time(r.created));
+  j.set("started", r.started > 0 ? Json(iso_time(r.started)) : Json());
+  j.set("ended", r.ended > 0 ? Json(iso_time(r.ended)) : Json());
+  j.set("hosts", Json::array_of(r.hosts));
+  j.set("world_size", r.world_size);
+  j.set("steps", static_cast<long long>(r.last_step));
+  j.set("total_steps", static_cast<long long>(r.total_steps));
+  j.set("last_loss", number_or_null(r.last_loss));
+  j.set("reason", r.reason);
+  return j;
+}
+
+void print_json(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+Result<int64_t> parse_id(const std::string& sub, const std::vector<std::string>& positionals) {
+  if (positionals.size() != 2) {
+    return Status::invalid_input("runs " + sub + ": expected one run ID (usage: stagecraft-cli runs " + sub + " ID)");
+  }
+  const std::string& text = positionals[1];
+  int64_t id = 0;
+  bool ok = !text.empty() && text.size() <= 18;
+  for (char ch : text) ok = ok && ch >= '0' && ch <= '9';
+  if (ok) id = std::stoll(text);
+  if (!ok || id <= 0) {
+    return Status::invalid_input("runs " + sub + ": '" + text + "' is not a run ID; give the number `stagecraft-cli runs list` shows");
+  }
+  return id;
+}
+
+// The history for reading: never created by a read. Null (with ok) when the file does not exist.
+Result<std::unique_ptr<store::RunStore>> open_history(const Args& args) {
+  const auto db = args.option("--db");
+  const std::string path = history_path(db ? &*db : nullptr);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (db) return Status::not_found("--db " + path + ": no such file; give the run history `stagecraft-cli run --db` wrote");
+    return std::unique_ptr<store::RunStore>();
+  }
+  store::StoreOptions o;
+  o.create = false;
+  return store::RunStore::open(path, o);
+}
+
+Status no_such_run(int64_t id, const Args& args) {
+  const auto db = args.option("--db");
+  return Status::not_found("run " + std::to_string(id) + ": no such run in " + history_path(db ? &*db : nullptr) +
+                           " (see `stagecraft-cli runs list`)");
+}
+
+int runs_list(const Args& args, store::RunStore* st) {
+  if (args.positionals.size() != 1) return report(Status::invalid_input("runs list: takes no argument besides its options"));
+  store::RunFilter f;
+  if (auto s = args.option("--state")) {
+    f.state = store::parse_run_state(*s);
+    if (!f.state) {
+      return report(Status::invalid_input("runs list: --state " + *s +
+                                          ": not a state; use queued, running, succeeded, failed, cancelled or lost"));
+    }
+  }
+  if (auto n = args.option("--name")) f.name_contains = *n;
+  std::vector<store::RunRecord> runs;
+  if (st) {
+    auto r = st->list_runs(f);
+    if (!r.ok()) return report(r.status());
+    runs = std::move(r).value();
+  }
+  if (args.has("--json")) {
+    Json a = Json::array();
+    for (const auto& r : runs) a.push_back(run_json(r));
+    print_json(a);
+    return 0;
+  }
+  if (runs.empty()) {
+    std::printf("no runs recorded\n");
+    return 0;
+  }
+  std::printf("%-6s %-20s %-10s %-19s %-16s %11s %10s\n", "ID", "NAME", "STATE", "CREATED", "HOSTS", "STEPS", "LAST LOSS");
+  for (const auto& r : runs) {
+    char steps[40], loss[24];
+    std::snprintf(steps, sizeof steps, "%lld/%lld", static_cast<long long>(r.last_step), static_cast<long long>(r.total_steps));
+    if (std::isnan(r.last_loss)) {
+      std::snprintf(loss, sizeof loss, "-");
+    } else {
+      std::snprintf(loss, sizeof loss, "%.4f", r.last_loss);
+    }
+    std::printf("%-6lld %-20s %-10s %-19s %-16s %11s %10s\n", static_cast<long long>(r.id), r.name.c_str(),
+                std::string(store::to_string(r.state)).c_str(), local_time(r.created).c_str(), hosts_text(r.hosts).c_str(), steps,
+                loss);
+  }
+  return 0;
+}
+
+int runs_show(const Args& args, store::RunStore& st, int64_t id) {
+  auto r = st.get_run(id);
+  if (!r.ok()) return report(r.status());
+  auto tr = st.transitions(id);
+  if (!tr.ok()) return report(tr.status());
+  if (args.has("--json")) {
+    Json j = run_json(r.value());
+    Json sup = Json::object();
+    sup.set("pid", static_cast<long long>(r->supervisor.pid));
+    sup.set("host", r->supervisor.host);
+    j.set("supervisor", sup);
+    Json ts = Json::array();
+    for (const auto& t : tr.value()) {
+      Json o = Json::object();
+      o.set("from", t.from ? Json(std::string(store::to_string(*t.from))) : Json());
+      o.set("to", std::string(store::to_string(t.to)));
+      o.set("time", iso_time(t.time));
+      o.set("reason", t.reason);
+      ts.push_back(o);
+    }
+    j.set("transitions", ts);
+    j.set("config", r->config_yaml);
+    auto plan = Json::parse(r->plan_json);
+    j.set("plan", plan.ok() ? plan.value() : Json());
+    print_json(j);
+    return 0;
+  }
+  std::printf("run %lld: %s\n", static_cast<long long>(r->id), r->name.c_str());
+  std::printf("  state        %s%s%s\n", std::string(store::to_string(r->state)).c_str(), r->reason.empty() ? "" : " — ",
+              r->reason.c_str());
+  std::printf("  created      %s\n  started      %s\n  ended        %s\n", local_time(r->created).c_str(),
+              local_time(r->started).c_str(), local_time(r->ended).c_str());
+  std::printf("  hosts        %s\n  world size   %d\n", hosts_text(r->hosts).c_str(), r->world_size);
+  std::printf("  steps        %lld/%lld\n", static_cast<long long>(r->last_step), static_cast<long long>(r->total_steps));
+  if (!std::isnan(r->last_loss)) std::printf("  last loss    %.4f\n", r->last_loss);
+  std::printf("  supervisor   pid %lld on %s\n", static_cast<long long>(r->supervisor.pid),
+              r->supervisor.host.empty() ? "?" : r->supervisor.host.c_str());
+  std::printf("transitions:\n");
+  for (const auto& t : tr.value()) {
+    std::printf("  %s  %-9s -> %-9s %s\n", local_time(t.time).c_str(), t.from ? std::string(store::to_string(*t.from)).c_str() : "",
+                std::string(store::to_string(t.to)).c_str(), t.reason.c_str());
+  }
+  return 0;
+}
+
+Result<std::optional<int>> parse_rank(const Args& args) {
+  auto text = args.option("--rank");
+  if (!text) return std::optional<int>();
+  bool ok = !text->empty() && text->size() <= 9;
+  for (char ch : *text) ok = ok && ch >= '0' && ch <= '9';
+  if (!ok) return Status::invalid_input("runs logs: --rank " + *text + ": give a rank number (0, 1, ...)");
+  return std::optional<int>(std::stoi(*text));
+}
+
+int runs_logs(const Args& args, store::RunStore& st, int64_t id) {
+  auto rank = parse_rank(args);
+  if (!rank.ok()) return report(rank.status());
+  auto r = st.get_run(id);
+  if (!r.ok()) return report(r.status());
+  if (rank.value() && *rank.value() >= r->world_size) {
+    return report(Status::invalid_input("runs logs: --rank " + std::to_string(*rank.value()) + ": run " + std::to_string(id) + " has ranks 0-" +
+                                        std::to_string(r->world_size - 1)));
+  }
+  auto logs = st.logs(id, rank.value());
+  if (!logs.ok()) return report(logs.status());
+  if (args.has("--json")) {
+    Json a = Json::array();
+    for (const auto& l : logs.value()) {
+      a.push_back(Json::object({{"rank", l.rank}, {"stream", l.is_stderr ? "stderr" : "stdout"}, {"time", iso_time(l.time)}, {"line", l.line}}));
+    }
+    print_json(a);
+    return 0;
+  }
+  for (const auto& l : logs.value()) std::printf("[rank %d%s] %s\n", l.rank, l.is_stderr ? " stderr" : "", l.line.c_str());
+  return 0;
+}
+
+int runs_metrics(const Args& args, store::RunStore& st, int64_t id) {
+  if (args.has("--csv") && args.has("--json")) return report(Status::invalid_input("runs metrics: give --csv or --json, not both"));
+  auto r = st.get_run(id);
+  if (!r.ok()) return report(r.status());
+  auto m = st.metrics(id);
+  if (!m.ok()) return report(m.status());
+  auto num = [](double v) {
+    if (std::isnan(v)) return std::string();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
+  if (args.has("--json")) {
+    Json a = Json::array();
+    for (const auto& x : m.value()) {
+      a.push_back(Json::object({{"rank", x.rank},
+                                {"step", static_cast<long long>(x.step)},
+                                {"loss", number_or_null(x.loss)},
+                                {"lr", number_or_null(x.lr)},
+                                {"grad_norm", number_or_null(x.grad_norm)},
+                                {"tokens_per_s", number_or_null(x.tokens_per_s)},
+                                {"step_ms", number_or_null(x.step_ms)},
+                                {"mem_bytes", x.mem_bytes >= 0 ? Json(static_cast<long long>(x.mem_bytes)) : Json()},
+                                {"time", x.time}}));
+    }
+    print_json(a);
+    return 0;
+  }
+  if (args.has("--csv")) {
+    std::printf("step,rank,loss,lr,grad_norm,tokens_per_s,step_ms,mem_bytes,time\n");
+    for (const auto& x : m.value()) {
+      std::printf("%lld,%d,%s,%s,%s,%s,%s,%s,%.3f\n", static_cast<long long>(x.step), x.rank, num(x.loss).c_str(), num(x.lr).c_str(),
+                  num(x.grad_norm).c_str(), num(x.tokens_per_s).c_str(), num(x.step_ms).c_str(),
+                  x.mem_bytes >= 0 ? std::to_string(x.mem_bytes).c_str() : "", x.time);
+    }
+    return 0;
+  }
+  std::printf("%6s %5s %10s %10s %10s %12s %9s %12s\n", "STEP", "RANK", "LOSS", "LR", "GRAD_NORM", "TOKENS/S", "STEP_MS", "MEM_BYTES");
+  for (const auto& x : m.value()) {
+    std::printf("%6lld %5d %10s %10s %10s %12s %9s %12s\n", static_cast<long long>(x.step), x.rank, num(x.loss).c_str(), num(x.lr).c_str(),
+                num(x.grad_norm).c_str(), num(x.tokens_per_s).c_str(), num(x.step_ms).c_str(),
+                x.mem_bytes >= 0 ? std::to_string(x.mem_bytes).c_str() : "-");
+  }
+  return 0;
+}
+
+// Asks the run's supervisor to stop (SIGTERM: it stops every rank, TERM then KILL, and records
+// the run cancelled) and waits until the history says the run ended.
+int runs_cancel(const Args& args, store::RunStore& st, int64_t id) {
+  auto r = st.get_run(id);
+  if (!r.ok()) return report(r.status());
+  if (store::is_terminal(r->state)) {
+    return report(Status::invalid_input("runs cancel: run " + std::to_string(id) + " already ended (" +
+                                        std::string(store::to_string(r->state)) + "); nothing to cancel"));
+  }
+  std::string why;
+  switch (store::check_liveness(r->supervisor, &why)) {
+    case store::Liveness::kElsewhere:
+      return report(Status::unavailable("runs cancel: run " + std::to_string(id) + " is supervised on host " + r->supervisor.host +
+                                        "; cancel it there"));
+    case store::Liveness::kGone:
+      (void)st.transition(id, store::RunState::kLost, why);
+      return report(Status::unavailable("runs cancel: run " + std::to_string(id) + " has no supervisor any more (" + why +
+                                        "); it is now marked lost"));
+    case store::Liveness::kAlive: break;
+  }
+  if (::kill(static_cast<pid_t>(r->supervisor.pid), SIGTERM) != 0) {
+    return report(Status::io_error("runs cancel: cannot signal supervisor pid " + std::to_string(r->supervisor.pid) + ": " +
+                                   std::strerror(errno)));
+  }
+  // The supervisor allows its ranks a grace period (5 s) between TERM and KILL.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto now = st.get_run(id);
+    if (!now.ok()) return report(now.status());
+    if (store::is_terminal(now->state)) {
+      if (args.has("--json")) {
+        print_json(Json::object({{"id", static_cast<long long>(id)}, {"state", std::string(store::to_string(now->state))}, {"reason", now->reason}}));
+      } else {
+        std::printf("run %lld %s%s%s\n", static_cast<long long>(id), std::string(store::to_string(now->state)).c_str(),
+                    now->reason.empty() ? "" : ": ", now->reason.c_str());
+      }
+      return now->state == store::RunState::kCancelled ? 0 : 1;
+    }
+    if (store::check_liveness(now->supervisor, &why) == store::Liveness::kGone) {
+      (void)st.transition(id, store::RunState::kLost, why);
+      return report(Status::unavailable("runs cancel: run " + std::to_string(id) + ": its supervisor ended without recording the end (" +
+                                        why + "); it is now marked lost"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return report(Status::timeout("runs cancel: run " + std::to_string(id) + " did not stop within 30 s; supervisor pid " +
+                                std::to_string(r->supervisor.pid) + " still runs"));
+}
+
+}  // namespace
+
+int cmd_runs(const std::vector<std::string>& argv) {
+  ArgSpec spec;
+  spec.flags = {"--json", "--csv"};
+  spec.options = {"--db", "--rank", "--state", "--name"};
+  auto args = parse_args(argv, spec, "runs");
+  if (!args.ok()) return report(args.status());
+  const auto& a = args.value();
+  if (a.positionals.empty()) return report(Status::invalid_input(std::string("runs: expected a subcommand (usage: stagecraft-cli ") + kUsage + ")"));
+  const std::string sub = a.positionals[0];
+  auto only = [&](std::initializer_list<const char*> allowed) -> Status {
+    for (const auto& f : a.flags) {
+      if (f == "--json") continue;
+      if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) return Status::invalid_input("runs " + sub + ": " + f + " does not apply here");
+    }
+    for (const auto& [o, v] : a.options) {
+      if (o == "--db") continue;
+      if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) return Status::invalid_input("runs " + sub + ": " + o + " does not apply here");
+    }
+    return Status::ok();
+  };
+  Status fits;
+  if (sub == "list") {
+    fits = only({"--state", "--name"});
+  } else if (sub == "show" || sub == "cancel") {
+    fits = only({});
+  } else if (sub == "logs") {
+    fits = only({"--rank"});
+  } else if (sub == "metrics") {
+    fits = only({"--csv"});
+  } else {
+    return report(Status::invalid_input("runs: unknown subcommand '" + sub + "'; use list, show, logs, metrics or cancel"));
+  }
+  if (!fits) return report(fits);
+  int64_t id = 0;
+  if (sub != "list") {
+    auto parsed = parse_id(sub, a.positionals);
+    if (!parsed.ok()) return report(parsed.status());
+    id = parsed.value();
+  }
+  auto st = open_history(a);
+  if (!st.ok()) return report(st.status());
+  if (sub == "list") return runs_list(a, st.value().get());
+  if (!st.value()) return report(no_such_run(id, a));
+  store::RunStore& s = *st.value();
+  if (sub == "show") return runs_show(a, s, id);
+  if (sub == "logs") return runs_logs(a, s, id);
+  if (sub == "metrics") return runs_metrics(a, s, id);
+  return runs_cancel(a, s, id);
+}
+
+}  // namespace stagecraft::cli
