@@ -5,4 +5,5 @@ target_link_libraries(stagecraft_engine PRIVATE PkgConfig::SSH)
 target_sources(stagecraft_engine PRIVATE
   src/launch/hostfile.cpp
   src/launch/ssh.cpp
+  src/launch/remote_run.cpp
 )

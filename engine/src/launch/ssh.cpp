@@ -263,19 +263,25 @@ Result<CommandResult> SshSession::run(const std::string& command, double timeout
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   ssh_channel c = ch.value()->impl_->c;
   char buf[4096];
-  for (int is_err = 0; is_err < 2; ++is_err) {
-    std::string& sink = is_err ? r.err : r.out;
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-      if (left <= 0) return Status::timeout(host_ + ": `" + command.substr(0, 120) + "` did not finish in " + std::to_string(static_cast<int>(timeout_s)) + " s");
-      const int n = ssh_channel_read_timeout(c, buf, sizeof buf, is_err, static_cast<int>(std::min<long long>(left, 1000)));
+  // Both streams in turn: libssh reports EOF only once stdout and stderr are both drained.
+  while (true) {
+    bool progress = false;
+    for (int is_err = 0; is_err < 2; ++is_err) {
+      const int n = ssh_channel_read_nonblocking(c, buf, sizeof buf, is_err);
       if (n == SSH_ERROR) return Status::unavailable(impl_->err("reading a command's output", SC_SSH_SITE));
       if (n > 0) {
+        std::string& sink = is_err ? r.err : r.out;
         if (sink.size() < (1u << 20)) sink.append(buf, static_cast<size_t>(n));
-        continue;
+        progress = true;
       }
-      if (n == SSH_EOF || ssh_channel_is_eof(c) || ssh_channel_is_closed(c)) break;
     }
+    if (progress) continue;
+    if (ssh_channel_is_eof(c) || ssh_channel_is_closed(c)) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::timeout(host_ + ": `" + command.substr(0, 120) + "` did not finish in " +
+                             std::to_string(static_cast<int>(timeout_s)) + " s");
+    }
+    ssh_channel_poll_timeout(c, 50, 0);
   }
   r.exit_status = ssh_channel_get_exit_status(c);
   return r;
@@ -327,9 +333,8 @@ Result<bool> SshChannel::read_available(std::string& out, std::string& err) {
 }
 
 std::optional<int> SshChannel::exit_status() {
-  if (!ssh_channel_is_eof(impl_->c) && !ssh_channel_is_closed(impl_->c)) return std::nullopt;
-  // The exit status arrives just before or with the close; until the channel closes it may
-  // still be in flight, and a non-blocking session answers without waiting.
+  // Non-blocking session: takes in what arrived and answers at once. sshd sends the status after
+  // the last output, so once it is here every byte of output is in libssh's buffers.
   const int st = ssh_channel_get_exit_status(impl_->c);
   if (st >= 0) return st;
   if (ssh_channel_is_closed(impl_->c)) return -1;

@@ -101,8 +101,9 @@ class SshChannel {
   // Appends what is ready on stdout/stderr. Returns false once both ended (EOF or closed);
   // fails when the connection is lost.
   Result<bool> read_available(std::string& out, std::string& err);
-  // The remote command's exit status once the channel is at its end; nullopt before. -1 when it
-  // ended without one (killed by a signal, or the connection closed).
+  // The remote command's exit status once it arrived; nullopt before. -1 when the channel closed
+  // without one (killed by a signal, or the connection closed). Never waits once the session is
+  // non-blocking (SshSession::set_nonblocking).
   std::optional<int> exit_status();
 
  private:

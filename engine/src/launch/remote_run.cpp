@@ -1,0 +1,286 @@
+// Remote runs: RemoteRank (one SSH exec channel per rank), parallel connect, the store's
+// address, and run_remote(). See remote_run.h.
+#include "stagecraft/launch/remote_run.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "stagecraft/comm/store.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/local_run.h"
+#include "stagecraft/launch/worker_env.h"
+
+namespace stagecraft::launch {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The wrapper every rank runs under; arguments: CWD LOCAL_WORLD_SIZE PROGRAM ARGS...
+// Commands on stdin: TERM, KILL; end of stdin kills the group. Exits with the program's status.
+constexpr const char* kWrapper = R"SH(cd "$1" || { echo "stagecraft: cannot enter the working directory $1 on $(hostname)" >&2; exit 126; }
+n=$2; shift 2
+command -v setsid >/dev/null 2>&1 || { echo "stagecraft: setsid (util-linux) is missing on $(hostname)" >&2; exit 126; }
+t=$(nproc 2>/dev/null || echo 1); t=$((t / n)); [ "$t" -ge 1 ] || t=1
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$t}"
+exec 3<&0
+setsid "$@" </dev/null &
+pid=$!
+{ while read -r c; do case "$c" in TERM) kill -TERM -- "-$pid";; KILL) kill -KILL -- "-$pid";; esac; done; kill -KILL -- "-$pid"; } <&3 >/dev/null 2>&1 &
+w=$!
+exec 3<&-
+wait "$pid"; st=$?
+kill "$w" 2>/dev/null
+exit "$st")SH";
+
+bool valid_env_name(const std::string& k) {
+  if (k.empty() || (k[0] >= '0' && k[0] <= '9')) return false;
+  for (char c : k) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+// What the ranks of one node share: the session, and whether it was lost.
+struct Node {
+  int index = 0;
+  std::string host;
+  std::unique_ptr<SshSession> session;
+  std::string lost;  // set once the connection is lost: the reason
+};
+
+class RemoteRank final : public RankProcess {
+ public:
+  RemoteRank(std::shared_ptr<Node> node, int rank, std::unique_ptr<SshChannel> channel, double kill_wait_s)
+      : node_(std::move(node)), rank_(rank), channel_(std::move(channel)), kill_wait_s_(kill_wait_s) {}
+
+  int rank() const override { return rank_; }
+  std::vector<int> wait_fds() const override {
+    if (!node_->lost.empty() || streams_ended_) return {};
+    return {node_->session->fd()};
+  }
+  bool read_available(std::string& out, std::string& err) override {
+    if (streams_ended_) return false;
+    if (!node_->lost.empty()) return lose(err);
+    auto r = channel_->read_available(out, err);
+    if (!r.ok()) {
+      if (node_->lost.empty()) node_->lost = r.status().message();
+      return lose(err);
+    }
+    if (!r.value()) streams_ended_ = true;
+    return r.value();
+  }
+  std::optional<ExitInfo> poll_exit() override {
+    if (exit_) return exit_;
+    if (!node_->lost.empty()) {
+      exit_ = ExitInfo{255, 0};
+      return exit_;
+    }
+    if (auto st = channel_->exit_status()) {
+      ExitInfo e;
+      if (*st < 0) {
+        e.code = 255;
+      } else if (*st > 128 && *st < 128 + 65) {
+        e.signal = *st - 128;
+      } else {
+        e.code = *st;
+      }
+      exit_ = e;
+      return exit_;
+    }
+    // A KILL the node never confirmed (the link is gone but TCP has not yet given up).
+    if (killed_at_ > 0 && now_s() - killed_at_ > kill_wait_s_) {
+      node_->lost = node_->host + ": no answer to KILL within " + std::to_string(static_cast<int>(kill_wait_s_)) + " s";
+      exit_ = ExitInfo{255, 0};
+    }
+    return exit_;
+  }
+  void terminate() override {
+    if (!exit_ && node_->lost.empty()) (void)channel_->write("TERM\n");
+  }
+  void kill() override {
+    if (exit_ || !node_->lost.empty()) return;
+    (void)channel_->write("KILL\n");
+    (void)channel_->send_eof();
+    if (killed_at_ == 0) killed_at_ = now_s();
+  }
+
+ private:
+  bool lose(std::string& err) {
+    if (!lost_reported_) {
+      lost_reported_ = true;
+      err += "\nlost the SSH connection to node " + std::to_string(node_->index) + " (" + node_->host + "): " + node_->lost + "\n";
+    }
+    streams_ended_ = true;
+    return false;
+  }
+
+  std::shared_ptr<Node> node_;
+  int rank_;
+  std::unique_ptr<SshChannel> channel_;
+  double kill_wait_s_;
+  double killed_at_ = 0;
+  bool streams_ended_ = false;
+  bool lost_reported_ = false;
+  std::optional<ExitInfo> exit_;
+};
+
+}  // namespace
+
+Result<std::string> remote_rank_command(const std::string& cwd, int local_world_size,
+                                        const std::map<std::string, std::string>& env, const std::vector<std::string>& argv) {
+  if (argv.empty()) return Status::invalid_input("remote run: empty command line");
+  std::vector<std::string> words = {"sh", "-c", kWrapper, "stagecraft-rank", cwd, std::to_string(local_world_size), "env"};
+  for (const auto& [k, v] : env) {
+    if (!valid_env_name(k)) return Status::invalid_input("remote run: environment variable name `" + k + "` is not [A-Za-z_][A-Za-z0-9_]*");
+    words.push_back(k + "=" + v);
+  }
+  // env would read a first word holding '=' as one more variable: such a program goes as ./path.
+  const std::string& program = argv.front();
+  words.push_back(program.find('=') != std::string::npos && program.find('/') == std::string::npos ? "./" + program : program);
+  words.insert(words.end(), argv.begin() + 1, argv.end());
+  return shell_command(words);
+}
+
+Result<std::string> choose_master_addr(const std::string& configured, const std::vector<std::string>& hosts,
+                                       const std::vector<std::string>& local_per_node) {
+  if (!configured.empty()) return configured;
+  if (local_per_node.empty()) return Status::invalid_input("remote run: no nodes");
+  for (size_t i = 0; i < local_per_node.size(); ++i) {
+    if (local_per_node[i].empty()) {
+      return Status::unavailable("remote run: cannot tell which local address reaches " + hosts[i] + "; give --master-addr");
+    }
+    if (local_per_node[i] != local_per_node.front()) {
+      return Status::invalid_input("remote run: nodes are reached from different local addresses (" + hosts.front() + " from " +
+                                   local_per_node.front() + ", " + hosts[i] + " from " + local_per_node[i] +
+                                   "); give --master-addr with an address every node can reach");
+    }
+  }
+  return local_per_node.front();
+}
+
+Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan& plan, const RemoteRunOptions& options,
+                              RunCallbacks callbacks, const std::function<void(Supervisor&)>& supervisor_ready) {
+  const int world = plan.topology.world_size();
+  const int nodes = static_cast<int>(options.hosts.size());
+  if (nodes == 0) return Status::invalid_input("remote run: no hosts");
+  auto per_node = slots_per_node(options.hosts);
+  if (!per_node.ok()) return per_node.status();
+  if (per_node.value() * nodes != world) {
+    return Status::invalid_input("remote run: " + std::to_string(nodes) + " hosts x " + std::to_string(per_node.value()) +
+                                 " slots = " + std::to_string(per_node.value() * nodes) + " ranks, but the plan has " +
+                                 std::to_string(world) + "; set cluster.nodes and gpus_per_node from the hosts");
+  }
+  for (const auto& h : options.hosts) {
+    if (Status s = check_host_name(h.host); !s) return s;
+  }
+
+  // Every node at once: the slowest handshake, not the sum, is the start-up cost.
+  std::vector<std::shared_ptr<Node>> node_list(static_cast<size_t>(nodes));
+  std::vector<Status> failures(static_cast<size_t>(nodes));
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < nodes; ++i) {
+      threads.emplace_back([&, i] {
+        auto s = SshSession::connect(options.hosts[static_cast<size_t>(i)].host, options.ssh);
+        if (!s.ok()) {
+          failures[static_cast<size_t>(i)] = s.status();
+          return;
+        }
+        auto n = std::make_shared<Node>();
+        n->index = i;
+        n->host = options.hosts[static_cast<size_t>(i)].host;
+        n->session = std::move(s).value();
+        node_list[static_cast<size_t>(i)] = std::move(n);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  std::string failed;
+  Status::Code code = Status::Code::kUnavailable;
+  for (int i = 0; i < nodes; ++i) {
+    const Status& s = failures[static_cast<size_t>(i)];
+    if (s) continue;
+    if (!failed.empty()) failed += "; ";
+    failed += "node " + std::to_string(i) + " " + s.message();
+    if (s.code() == Status::Code::kInvalidInput) code = s.code();
+  }
+  if (!failed.empty()) {
+    const std::string msg = "remote run: " + failed;
+    return code == Status::Code::kInvalidInput ? Status::invalid_input(msg) : Status::unavailable(msg);
+  }
+
+  std::vector<std::string> hosts, locals;
+  for (const auto& n : node_list) {
+    hosts.push_back(n->host);
+    locals.push_back(n->session->local_address());
+  }
+  auto master = choose_master_addr(options.master_addr, hosts, locals);
+  if (!master.ok()) return master.status();
+
+  comm::StoreServerOptions so;
+  so.host = master.value();
+  so.port = options.master_port;
+  so.token = random_token(16);
+  auto server = comm::StoreServer::start(so);
+  if (!server.ok()) return server.status().with_context("remote run: starting the rendezvous store on " + master.value());
+  comm::StoreClientOptions co;
+  co.host = master.value();
+  co.port = server.value()->port();
+  co.token = so.token;
+  co.connect_timeout = std::chrono::milliseconds(5000);
+  auto client = comm::StoreClient::connect(co);
+  if (!client.ok()) return client.status().with_context("remote run: connecting to its own store");
+  if (Status s = client.value()->set("config", config::to_yaml(config)); !s) return s;
+
+  std::vector<std::string> argv = options.command;
+  if (argv.empty()) argv.push_back(default_worker_path());
+  std::string cwd = options.remote_cwd;
+  if (cwd.empty()) {
+    std::error_code ec;
+    cwd = std::filesystem::current_path(ec).string();
+    if (ec) return Status::io_error("remote run: cannot tell the working directory: " + ec.message());
+  }
+  const std::string run_id = options.run_id.empty() ? random_token(8) : options.run_id;
+  const bool cuda = config.backend == config::Backend::kCuda;
+  std::vector<std::unique_ptr<RankProcess>> ranks;
+  for (int n = 0; n < nodes; ++n) {
+    const auto& node = node_list[static_cast<size_t>(n)];
+    for (int l = 0; l < per_node.value(); ++l) {
+      WorkerEnv e;
+      e.rank = n * per_node.value() + l;
+      e.world_size = world;
+      e.local_rank = l;
+      e.local_world_size = per_node.value();
+      e.group_rank = n;
+      e.master_addr = master.value();
+      e.master_port = server.value()->port();
+      e.run_id = run_id;
+      e.token = so.token;
+      if (cuda) e.cuda_device = options.hosts[static_cast<size_t>(n)].slot_ids[static_cast<size_t>(l)];
+      auto env = to_environment(e);
+      env.erase("OMP_NUM_THREADS");  // the node's cores decide (the wrapper)
+      auto cmd = remote_rank_command(cwd, per_node.value(), env, argv);
+      if (!cmd.ok()) return cmd.status();
+      auto ch = node->session->exec(cmd.value());
+      if (!ch.ok()) return ch.status().with_context("remote run: starting rank " + std::to_string(e.rank) + " on node " + std::to_string(n));
+      ranks.push_back(std::make_unique<RemoteRank>(node, e.rank, std::move(ch).value(), options.kill_wait_s));
+    }
+  }
+  for (const auto& n : node_list) n->session->set_nonblocking();
+
+  SuperviseOptions sup;
+  sup.hang_timeout_s = config.train.hang_timeout_s;
+  sup.grace_s = options.grace_s;
+  Supervisor supervisor(std::move(ranks), sup, std::move(callbacks));
+  if (supervisor_ready) supervisor_ready(supervisor);
+  RunOutcome outcome = supervisor.run();
+  server.value()->stop();
+  return outcome;
+}
+
+}  // namespace stagecraft::launch
