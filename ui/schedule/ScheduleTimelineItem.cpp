@@ -1,6 +1,7 @@
 // ScheduleTimelineItem painting (see the header).
 #include "schedule/ScheduleTimelineItem.h"
 
+#include <QPaintEngine>
 #include <QPainter>
 #include <QStyleOptionGraphicsItem>
 
@@ -54,13 +55,15 @@ void ScheduleTimelineItem::paint(QPainter* painter, const QStyleOptionGraphicsIt
   painter->setFont(f);
   const int p = m_timeline.pp;
   const double span = m_timeline.makespan * kUnit;
+  const bool vector = painter->paintEngine() && painter->paintEngine()->type() == QPaintEngine::SVG;
 
   // Rows: label and the whole span hatched; blocks cover the busy part, the rest reads as idle.
   for (int r = 0; r < p; ++r) {
     const double y = kAxisHeight + r * (kRowHeight + kRowGap);
     const QRectF row(kLabelWidth, y, span, kRowHeight);
     painter->fillRect(row, kIdle);
-    painter->fillRect(row, QBrush(kIdleHatch, Qt::BDiagPattern));
+    // SVG files cannot carry Qt's pattern brushes (renderers drop them): plain grey there.
+    if (!vector) painter->fillRect(row, QBrush(kIdleHatch, Qt::BDiagPattern));
     if (lod >= kLodText) {
       painter->setPen(Qt::black);
       painter->drawText(QRectF(0, y, kLabelWidth - 6, kRowHeight), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("pp %1").arg(r));
