@@ -1,0 +1,1 @@
+# hosts: sources (paths relative to ui/).

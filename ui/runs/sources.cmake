@@ -1,0 +1,1 @@
+# runs: sources (paths relative to ui/).
