@@ -212,8 +212,8 @@ class TestCliRuns : public QObject {
     QVERIFY(again.err.contains("already ended (cancelled)"));
   }
 
-  // A detached supervisor killed with SIGKILL: every row it wrote stays, and the run shows
-  // lost, not running.
+  // A detached supervisor killed with SIGKILL: every row it wrote stays, the run shows lost, not
+  // running, and no worker outlives it.
   void killedSupervisorLeavesLostRun() {
     qint64 id = 0;
     int supervisor = 0;
@@ -224,8 +224,11 @@ class TestCliRuns : public QObject {
     QVERIFY(rows_before >= 2);
     QCOMPARE(::kill(supervisor, SIGKILL), 0);
     QTRY_VERIFY_WITH_TIMEOUT(!alive(supervisor), 10000);
-    // Its workers lose their supervisor with it; end them here so none outlives the test.
-    for (int w : workers) ::kill(w, SIGKILL);
+    // Its workers die with it (the kernel ends a rank whose supervisor died): none is orphaned.
+    QCOMPARE(workers.size(), 2);
+    for (int w : workers) {
+      QTRY_VERIFY2_WITH_TIMEOUT(!alive(w), qPrintable(QString("worker %1 outlived its supervisor").arg(w)), 10000);
+    }
     const Run list = cli({"runs", "list", "--json", "--state", "lost", "--db", db_});
     QCOMPARE(list.code, 0);
     const QJsonArray lost = QJsonDocument::fromJson(list.out.toUtf8()).array();

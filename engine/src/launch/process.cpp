@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ Result<std::unique_ptr<LocalProcess>> LocalProcess::start(const ProcessSpec& spe
     if (s.rfind("PATH=", 0) == 0) path_env = s.substr(5);
   }
 
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     for (int fd : {out[0], out[1], err[0], err[1], ready[0], ready[1]}) ::close(fd);
@@ -61,6 +63,11 @@ Result<std::unique_ptr<LocalProcess>> LocalProcess::start(const ProcessSpec& spe
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // A rank never outlives its supervisor: when the process that started it dies (even by
+    // SIGKILL, where it cannot stop its ranks), the kernel kills the rank. The check after it
+    // closes the window in which the supervisor died before the request was made.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     dup2(out[1], 1);
