@@ -9,6 +9,7 @@
 // step instead of the ideal one. Megatron's interleaved schedule shrinks the fill and drain to
 // (p - 1)(f + b)/v, giving (p - 1)/(v m + p - 1). The test computes these from p, m, v alone,
 // never from the simulation.
+#include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
 #include <QLabel>
@@ -175,7 +176,10 @@ void TestScheduleView::hugeMicroBatchCountIsCapped() {
   QVERIFY(ok);
   QCOMPARE(big.micro_batches, 12288);
   ScheduleView view;
+  QElapsedTimer timer;
+  timer.start();
   view.setPlan(big);
+  qInfo("ScheduleView::setPlan, interleaved p=8 v=2 m=12288 (capped): %.2f ms", timer.nsecsElapsed() / 1e6);
   const int drawn = view.timeline().microBatches;
   QVERIFY(drawn < big.micro_batches);
   QCOMPARE(drawn % big.pp, 0);  // interleaving needs a multiple of p
@@ -213,6 +217,9 @@ void TestScheduleView::exportWritesFiles() {
   QTest::failOnWarning(QRegularExpression(".*"));  // the renderer understands every element
   QSvgRenderer svg(dir.filePath("schedule.svg"));
   QVERIFY(svg.isValid());
+  QFile file(dir.filePath("schedule.svg"));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QVERIFY(file.readAll().contains("simulated bubble 27.3%"));  // the header line is in the image
   QVERIFY(!view.exportImage(dir.filePath("schedule.jpg"), &error));
   QVERIFY2(error.contains(".png or .svg"), qPrintable(error));
 }

@@ -76,15 +76,7 @@ void ScheduleView::setPlan(const stagecraft::plan::Plan& plan) {
   if (drawn < m) text += tr(" · showing the first %1 of %2 micro-batches (the simulated bubble is for those)").arg(drawn).arg(m);
   m_header->setText(text);
 
-  // The same line above the timeline, so that an exported image says what it shows.
-  delete m_title;
-  m_title = new QGraphicsSimpleTextItem(text);
-  QFont f = m_title->font();
-  f.setPixelSize(kTitleFontPx);
-  m_title->setFont(f);
-  m_scene->addItem(m_title);
-  m_title->setPos(0, -m_title->boundingRect().height() - kTitleGap);
-  m_scene->setSceneRect(m_scene->itemsBoundingRect());
+  m_scene->setSceneRect(m_item->boundingRect());
 }
 
 QString ScheduleView::headerText() const { return m_header->text(); }
@@ -94,5 +86,14 @@ bool ScheduleView::exportImage(const QString& path, QString* error) {
     if (error) *error = tr("export %1: there is no schedule to export; load a plan first").arg(path);
     return false;
   }
-  return exportSceneImage(m_scene, path, error);
+  // The header line above the timeline, so that the image says what it shows.
+  auto* title = new QGraphicsSimpleTextItem(m_header->text());
+  QFont f = title->font();
+  f.setPixelSize(kTitleFontPx);
+  title->setFont(f);
+  m_scene->addItem(title);
+  title->setPos(0, -title->boundingRect().height() - kTitleGap);
+  const bool ok = exportSceneImage(m_scene, path, error);
+  delete title;
+  return ok;
 }

@@ -13,7 +13,6 @@
 #include "stagecraft/plan/plan.h"
 
 class QGraphicsScene;
-class QGraphicsSimpleTextItem;
 class QGraphicsView;
 class QLabel;
 class ScheduleTimelineItem;
@@ -41,6 +40,5 @@ class ScheduleView : public QWidget {
   QGraphicsScene* m_scene = nullptr;
   QGraphicsView* m_view = nullptr;
   ScheduleTimelineItem* m_item = nullptr;
-  QGraphicsSimpleTextItem* m_title = nullptr;
   ScheduleTimeline m_timeline;
 };

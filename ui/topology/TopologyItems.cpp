@@ -28,6 +28,8 @@ const QColor kHoverFrame(Qt::white);
 constexpr double kHoverPen = 2.0;
 constexpr double kRankFontPx = 15.0;
 constexpr double kSmallFontPx = 10.0;
+constexpr double kRankDetailFontPx = 12.0;  // smaller rank number when three lines share a tile
+constexpr double kTinyFontPx = 8.0;
 constexpr double kTextMargin = 3.0;
 
 // Legend.
@@ -136,19 +138,23 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
   }
 
   if (lod < kLodLabels) return;
-  const QFont rankFont = pixelFont(painter->font(), kRankFontPx, true);
+  const bool detail = lod >= kLodDetail;
+  const QFont rankFont = pixelFont(painter->font(), detail ? kRankDetailFontPx : kRankFontPx, true);
   const QFont smallFont = pixelFont(painter->font(), kSmallFontPx);
+  const QFont tinyFont = pixelFont(painter->font(), kTinyFontPx);
   for (int r = first; r < last; ++r) {
     const QRectF t = m_scene->tileRect(r).translated(-origin).adjusted(kTextMargin, kTextMargin, -kTextMargin, -kTextMargin);
     const auto c = plan.topology.coord(r);
     painter->setPen(textColorOn(m_scene->tileFill(r)));
     painter->setFont(rankFont);
     painter->drawText(t, Qt::AlignHCenter | Qt::AlignTop, QString::number(r));
-    painter->setFont(smallFont);
     // The DP replica index always; the tp and pp coordinates when there is room to read them.
-    const QString bottom = lod >= kLodDetail ? QStringLiteral("d%1 t%2 p%3").arg(c.dp).arg(c.tp).arg(c.pp)
-                                             : QStringLiteral("d%1").arg(c.dp);
-    painter->drawText(t, Qt::AlignHCenter | Qt::AlignBottom, bottom);
+    painter->setFont(smallFont);
+    painter->drawText(t, Qt::AlignHCenter | Qt::AlignBottom, QStringLiteral("d%1").arg(c.dp));
+    if (detail) {
+      painter->setFont(tinyFont);
+      painter->drawText(t, Qt::AlignCenter, QStringLiteral("t%1 p%2").arg(c.tp).arg(c.pp));
+    }
   }
 }
 
