@@ -6,15 +6,23 @@
 // configs/bert-large-3d.yaml, found beside the executable (../../configs from build/bin, ../configs,
 // ../share/stagecraft/configs) or in the source tree it was built from. A missing or invalid CONFIG
 // shows the engine's message and opens the default instead.
+//
+//   stagecraft --screenshot FILE.png [CONFIG]
+//
+// shows the window as usual, writes a picture of it once it has painted, and exits: the README's
+// screenshots are taken this way from the real application under Xvfb.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
 #include <QIcon>
+#include <QPixmap>
+#include <QTimer>
 
 #include <cstdio>
 
 #include "mainwindow/MainWindow.h"
+#include "topology/TopologyView.h"
 
 namespace {
 
@@ -48,6 +56,9 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription(QStringLiteral("Plans hybrid-parallel training and runs it."));
   parser.addHelpOption();
   parser.addVersionOption();
+  const QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("write a PNG of the window to FILE and exit"),
+                                      QStringLiteral("FILE"));
+  parser.addOption(screenshot);
   parser.addPositionalArgument(QStringLiteral("CONFIG"), QStringLiteral("a Stagecraft YAML configuration to open"), QStringLiteral("[CONFIG]"));
   parser.process(app);
   const QStringList args = parser.positionalArguments();
@@ -64,6 +75,17 @@ int main(int argc, char** argv) {
   if (!opened) {
     const QString example = defaultExample();
     if (!example.isEmpty()) window.openFile(example);
+  }
+  // Fit the drawing once the window has its final size.
+  QTimer::singleShot(0, window.topologyView(), &TopologyView::zoomToFit);
+  if (parser.isSet(screenshot)) {
+    const QString path = parser.value(screenshot);
+    // After the event loop has laid out and painted the window once.
+    QTimer::singleShot(500, &window, [&window, path] {
+      const bool ok = window.grab().save(path);
+      if (!ok) std::fprintf(stderr, "stagecraft: cannot write the screenshot %s\n", qPrintable(path));
+      QCoreApplication::exit(ok ? 0 : 1);
+    });
   }
   return QApplication::exec();
 }

@@ -29,6 +29,7 @@ namespace {
 
 constexpr int kMaxRecentFiles = 8;
 constexpr int kStatusMessageMs = 8000;
+constexpr int kBottomDockHeight = 240;  // pixels, first start
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
@@ -88,6 +89,8 @@ void MainWindow::createViews() {
   QDockWidget* schedule = dock(m_schedule, tr("Schedule"), QStringLiteral("scheduleDock"), Qt::BottomDockWidgetArea);
   tabifyDockWidget(stages, schedule);
   stages->raise();
+  // The topology keeps most of the height; a saved layout (readSettings) replaces this.
+  resizeDocks({stages}, {kBottomDockHeight}, Qt::Vertical);
 
   m_summary = new QLabel(this);
   m_summary->setObjectName(QStringLiteral("planSummary"));
