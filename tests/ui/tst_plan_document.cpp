@@ -116,11 +116,14 @@ class TestPlanDocument : public QObject {
     QSignalSpy failSpy(&doc, &PlanDocument::validationFailed);
     QString error;
     QVERIFY(!doc.applyEdit(QStringLiteral("parallel.tp"), QStringLiteral("two"), &error));
-    QVERIFY2(error.contains(QLatin1String("parallel.tp")), qPrintable(error));
+    QVERIFY2(error.startsWith(QLatin1String("parallel.tp")), qPrintable(error));
     QCOMPARE(failSpy.count(), 1);
     QCOMPARE(failSpy.at(0).at(0).value<QList<ConfigProblem>>().first().key, QStringLiteral("parallel.tp"));
     QVERIFY(doc.config() == before);
     QCOMPARE(doc.undoStack()->count(), 0);
+    // A value that reads but breaks a rule: the message starts with the key, not an inner place.
+    QVERIFY(!doc.applyEdit(QStringLiteral("train.global_batch"), QStringLiteral("15"), &error));
+    QVERIFY2(error.startsWith(QLatin1String("train.global_batch=15: must be a multiple of dp x micro_batch")), qPrintable(error));
   }
 
   void undoRedoRestoresConfigAndPlan() {

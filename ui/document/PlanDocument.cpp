@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QUndoCommand>
 
 #include "stagecraft/config/config_io.h"
@@ -39,8 +40,12 @@ QList<ConfigProblem> problemsOf(const std::vector<cfg::ConfigIssue>& issues) {
 }
 
 QList<ConfigProblem> problemsOfStatus(const stagecraft::Status& st, const QString& fallbackKey) {
+  // apply_overrides() reads the config back from its own YAML text, so its messages start with
+  // "configuration:LINE: " or "command line: ": places the person never saw. Drop them.
+  static const QRegularExpression kOrigin(QStringLiteral("^(configuration|command line)(:\\d+)?: "));
   QList<ConfigProblem> out;
-  for (const QString& line : qs(st.message()).split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+  for (QString line : qs(st.message()).split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+    line.remove(kOrigin);
     const QString key = keyOfMessage(line);
     out.append({key.isEmpty() ? fallbackKey : key, line});
   }
@@ -129,7 +134,7 @@ void PlanDocument::assign(const cfg::RunConfig& config) {
       planned = true;
     } else {
       // Rules beyond validate() (an unknown device, a partition the cost model refuses).
-      problems = problemsOfStatus(plan.status(), QStringLiteral("cluster.device"));
+      problems = problemsOfStatus(plan.status(), QString());
     }
   }
   const bool problemsDiffer = problems != m_problems;
