@@ -14,7 +14,7 @@ STAGECRAFT_PACKAGES=(
   libyaml-dev
   libopenblas-dev libgloo-dev
   libssh-dev libsqlite3-dev
-  qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
 )
 
 # For the tests only: Debian's PyTorch, the independent reference some suites compare against
