@@ -30,7 +30,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$t}"
 exec 3<&0
 setsid "$@" </dev/null &
 pid=$!
-{ while read -r c; do case "$c" in TERM) kill -TERM -- "-$pid";; KILL) kill -KILL -- "-$pid";; esac; done; kill -KILL -- "-$pid"; } <&3 >/dev/null 2>&1 &
+{ while read -r c; do case "$c" in TERM) kill -TERM "-$pid";; KILL) kill -KILL "-$pid";; esac; done; kill -KILL "-$pid"; } <&3 >/dev/null 2>&1 &
 w=$!
 exec 3<&-
 wait "$pid"; st=$?
