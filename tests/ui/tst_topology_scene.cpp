@@ -267,10 +267,18 @@ void TestTopologyScene::colossal2dSubgroupsListed() {
   QVERIFY2(sub.contains("row [4,5]"), qPrintable(sub.join(" | ")));
   QVERIFY2(sub.contains("column [5,7]"), qPrintable(sub.join(" | ")));
   QVERIFY(scene.rankToolTip(5).contains("tensor grid i 1 · j 0"));
+  // The tiles carry the marks: 4 shares the row, 7 the column, 5 both, 6 neither; other TP
+  // groups none.
+  QCOMPARE(scene.subgroupMarks(5), QString("rc"));
+  QCOMPARE(scene.subgroupMarks(4), QString("r"));
+  QCOMPARE(scene.subgroupMarks(7), QString("c"));
+  QCOMPARE(scene.subgroupMarks(6), QString());
+  QCOMPARE(scene.subgroupMarks(1), QString());
   // 1d lists none.
   const auto plain = views_test::makePlan(1, 8, 2, 4, 1, "tp-dp-pp", {}, &ok);
   scene.setPlan(plain);
   QVERIFY(scene.selectedSubgroups().isEmpty());
+  QCOMPARE(scene.subgroupMarks(5), QString());
 }
 
 void TestTopologyScene::viewClickSelectsAndHoverReports() {

@@ -151,6 +151,12 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
     // The DP replica index always; the tp and pp coordinates when there is room to read them.
     painter->setFont(smallFont);
     painter->drawText(t, Qt::AlignHCenter | Qt::AlignBottom, QStringLiteral("d%1").arg(c.dp));
+    // Colossal-AI: which of the selected rank's row / column / depth sub-groups hold this rank.
+    const QString marks = m_scene->subgroupMarks(r);
+    if (!marks.isEmpty()) {
+      painter->setFont(tinyFont);
+      painter->drawText(t, Qt::AlignLeft | Qt::AlignTop, marks);
+    }
     if (detail) {
       painter->setFont(tinyFont);
       painter->drawText(t, Qt::AlignCenter, QStringLiteral("t%1 p%2").arg(c.tp).arg(c.pp));
@@ -158,15 +164,15 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
   }
 }
 
-TopologyLegendItem::TopologyLegendItem(int stages)
-    : m_stages(std::max(1, stages)), m_swatches(std::min(std::max(1, stages), kMaxSwatches)) {}
+TopologyLegendItem::TopologyLegendItem(int stages, bool tensorGrid)
+    : m_stages(std::max(1, stages)), m_tensorGrid(tensorGrid), m_swatches(std::min(std::max(1, stages), kMaxSwatches)) {}
 
 QRectF TopologyLegendItem::boundingRect() const {
   const int entries = m_swatches + (m_swatches < m_stages ? 1 : 0);
   const int columns = (entries + kLegendRowsPerColumn - 1) / kLegendRowsPerColumn;
   const int rows = std::min(entries, kLegendRowsPerColumn);
-  const double notesWidth = 3 * kLegendColumn;
-  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + 1) * kLegendRow);
+  const double notesWidth = 4 * kLegendColumn;
+  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + (m_tensorGrid ? 1 : 0) + 1) * kLegendRow);
 }
 
 void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
@@ -216,4 +222,9 @@ void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem
   painter->setPen(Qt::black);
   painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
                     QStringLiteral("dimmed: in none of them"));
+  if (m_tensorGrid) {
+    y += kLegendRow;
+    painter->drawText(QRectF(0, y, 4 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                      QStringLiteral("r c d x / i w o: the selected rank's tensor sub-groups"));
+  }
 }

@@ -33,7 +33,8 @@ class TopologyLegendItem : public QGraphicsItem {
  public:
   enum { Type = UserType + 2 };
 
-  explicit TopologyLegendItem(int stages);
+  // `tensorGrid`: the plan uses a Colossal-AI 2d / 2.5d / 3d mode; explain the sub-group marks.
+  TopologyLegendItem(int stages, bool tensorGrid);
   int type() const override { return Type; }
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
@@ -43,5 +44,6 @@ class TopologyLegendItem : public QGraphicsItem {
 
  private:
   int m_stages;
+  bool m_tensorGrid;
   int m_swatches;
 };

@@ -88,7 +88,7 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
     rebuildItems();
   } else {
     delete m_legend;
-    m_legend = new TopologyLegendItem(m_plan.pp);
+    m_legend = new TopologyLegendItem(m_plan.pp, m_plan.topology.spec().tp_mode != TpMode::k1d);
     addItem(m_legend);
     m_legend->setPos(0, -m_legend->boundingRect().height() - kLegendGap);
     for (auto* item : m_nodeItems) item->update();
@@ -127,7 +127,7 @@ void TopologyScene::rebuildItems() {
   m_gridRect = QRectF(0, 0, m_nodesPerRow * (m_nodeSize.width() + kNodeGap) - kNodeGap,
                       gridRows * (m_nodeSize.height() + kNodeGap) - kNodeGap);
 
-  m_legend = new TopologyLegendItem(m_plan.pp);
+  m_legend = new TopologyLegendItem(m_plan.pp, m_plan.topology.spec().tp_mode != TpMode::k1d);
   addItem(m_legend);
   m_legend->setPos(0, -m_legend->boundingRect().height() - kLegendGap);
 }
@@ -232,22 +232,40 @@ void TopologyScene::updateHighlight() {
     }
     m_highlight[static_cast<size_t>(m_selectedRank)] |= kIsSelected;
   }
+  updateSubgroups();
   updateInfoText();
   for (auto* item : m_nodeItems) item->update();
 }
 
-QStringList TopologyScene::selectedSubgroups() const {
-  QStringList lines;
-  if (m_selectedRank < 0 || m_plan.topology.spec().tp_mode == TpMode::k1d) return lines;
+QStringList TopologyScene::selectedSubgroups() const { return m_subgroupLines; }
+
+QString TopologyScene::subgroupMarks(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(m_subgroupMask.size())) return {};
+  QString marks;
+  const uint8_t mask = m_subgroupMask[static_cast<size_t>(rank)];
+  for (int f = 0; f < m_subgroupInitials.size(); ++f)
+    if (mask & (1u << f)) marks += m_subgroupInitials[f];
+  return marks;
+}
+
+void TopologyScene::updateSubgroups() {
+  m_subgroupLines.clear();
+  m_subgroupInitials.clear();
+  m_subgroupMask.assign(static_cast<size_t>(m_worldSize), 0);
+  if (m_selectedRank < 0 || m_plan.topology.spec().tp_mode == TpMode::k1d) return;
+  // Families are few (at most four: row, column, depth, xz); the mask has room for eight.
+  int bit = 0;
   for (const auto& family : m_plan.topology.tensor_subgroups()) {
+    if (bit >= 8) break;
     for (const auto& g : family.groups) {
-      if (std::find(g.begin(), g.end(), m_selectedRank) != g.end()) {
-        lines << QStringLiteral("%1 %2").arg(QString::fromStdString(family.name), rankList(g));
-        break;
-      }
+      if (std::find(g.begin(), g.end(), m_selectedRank) == g.end()) continue;
+      m_subgroupLines << QStringLiteral("%1 %2").arg(QString::fromStdString(family.name), rankList(g));
+      for (int r : g) m_subgroupMask[static_cast<size_t>(r)] |= static_cast<uint8_t>(1u << bit);
+      break;
     }
+    m_subgroupInitials += family.name.empty() ? QLatin1Char('?') : QLatin1Char(family.name[0]);
+    ++bit;
   }
-  return lines;
 }
 
 void TopologyScene::updateInfoText() {

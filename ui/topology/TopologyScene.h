@@ -49,6 +49,9 @@ class TopologyScene : public QGraphicsScene {
   QList<QList<int>> outlinedTpGroups() const;
   // The selected rank's Colossal-AI tensor sub-groups as "name: [ranks]" lines (empty for 1d).
   QStringList selectedSubgroups() const;
+  // The initials of the selected rank's tensor sub-groups that `rank` belongs to, as drawn in the
+  // tile's corner ("rc": same row and column sub-group; "" for none or 1d).
+  QString subgroupMarks(int rank) const;
 
   int hoveredRank() const { return m_hoveredRank; }
   // The rank whose tile holds `scenePos`, or -1.
@@ -97,6 +100,7 @@ class TopologyScene : public QGraphicsScene {
   void rebuildItems();
   void updateHighlight();
   void updateInfoText();
+  void updateSubgroups();
   int tilesPerRow() const;
 
   stagecraft::plan::Plan m_plan;
@@ -111,6 +115,9 @@ class TopologyScene : public QGraphicsScene {
   int m_selectedRank = -1;
   int m_hoveredRank = -1;
   QList<QList<int>> m_selectedGroups;  // [TP, DP, PP] of the selected rank
+  QStringList m_subgroupLines;         // "name [ranks]" of the selected rank's sub-groups
+  std::vector<uint8_t> m_subgroupMask; // per rank: bit f = in the selected rank's sub-group of family f
+  QString m_subgroupInitials;          // initial of each family, by bit
   std::vector<TopologyNodeItem*> m_nodeItems;
   TopologyLegendItem* m_legend = nullptr;
   QGraphicsSimpleTextItem* m_info = nullptr;
