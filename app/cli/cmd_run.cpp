@@ -12,6 +12,7 @@
 #include "run_history.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/local_run.h"
+#include "stagecraft/launch/remote_run.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
@@ -44,7 +45,8 @@ std::string clock_text(double seconds) {
 int cmd_run(const std::vector<std::string>& argv) {
   ArgSpec spec;
   spec.flags = {"--json", "--detach"};
-  spec.options = {"--db"};
+  spec.options = {"--db", "--master-addr"};
+  spec.options.insert(host_options().begin(), host_options().end());
   spec.overrides = true;
   auto args = parse_args(argv, spec, "run");
   if (!args.ok()) return report(args.status());
@@ -53,14 +55,25 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   auto cfg = config::load_config_file(args->positionals[0], args->overrides);
   if (!cfg.ok()) return report(cfg.status());
+  // Hosts (--hosts FILE or cluster.hosts) make the run remote; they define the cluster.
+  auto remote = remote_hosts(args.value(), cfg.value());
+  if (!remote.ok()) return report(remote.status());
+  const bool is_remote = !remote->hosts.empty();
+  if (is_remote) {
+    auto with = launch::with_hosts(cfg.value(), remote->hosts);
+    if (!with.ok()) return report(with.status());
+    cfg = std::move(with).value();
+  } else if (args->option("--master-addr")) {
+    return report(Status::invalid_input("--master-addr: only for remote runs; give --hosts FILE"));
+  }
   const auto& c = cfg.value();
   if (c.backend != config::Backend::kCpu) {
     return report(Status::invalid_input("backend=" + std::string(config::to_string(c.backend)) +
                                         ": this build trains on the CPU only; set backend: cpu"));
   }
-  if (c.cluster.nodes != 1 || !c.cluster.hosts.empty()) {
+  if (!is_remote && c.cluster.nodes != 1) {
     return report(Status::invalid_input("cluster.nodes=" + std::to_string(c.cluster.nodes) +
-                                        ": `run` starts every rank on this machine; use cluster.nodes: 1 without hosts"));
+                                        ": without hosts `run` starts every rank on this machine; use cluster.nodes: 1 or give --hosts FILE"));
   }
   if (c.train.data.empty()) {
     return report(Status::invalid_input("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file"));
@@ -76,10 +89,33 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (Status s = runtime::Trainer::check(c, &data.value()); !s) return report(s);
   }
   const bool json = args->has("--json");
+  std::vector<std::string> host_names = {"localhost"};
+  launch::RemoteRunOptions remote_options;
+  if (is_remote) {
+    launch::PreflightOptions po;
+    po.ssh = remote->ssh;
+    po.worker_path = remote->worker;
+    const auto checks = launch::preflight(remote->hosts, po);
+    bool passed = true;
+    for (const auto& ch : checks) {
+      passed = passed && ch.ok();
+      if (json) {
+        for (const auto& e : ch.errors) std::fprintf(stderr, "stagecraft-cli: error: %s\n", e.c_str());
+      }
+    }
+    if (!json) passed = print_preflight(checks, false);
+    if (!passed) return 1;
+    host_names.clear();
+    for (const auto& h : remote->hosts) host_names.push_back(h.host);
+    remote_options.hosts = remote->hosts;
+    remote_options.ssh = remote->ssh;
+    if (!remote->worker.empty()) remote_options.command = {remote->worker};
+    remote_options.master_addr = args->option("--master-addr").value_or("");
+  }
   // Every run is recorded in the history before it starts; its id is the first line printed.
   const auto db_option = args->option("--db");
   const std::string db = history_path(db_option ? &*db_option : nullptr);
-  auto run_id = record_new_run(db, c, plan.value(), {"localhost"});
+  auto run_id = record_new_run(db, c, plan.value(), host_names);
   if (!run_id.ok()) return report(run_id.status());
   if (json) {
     std::printf("{\"run_id\":%lld,\"db\":%s}\n", static_cast<long long>(run_id.value()), json_quote(db).c_str());
@@ -130,11 +166,13 @@ int cmd_run(const std::vector<std::string>& argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   RunHistory* recorded = history.value().get();
-  auto outcome = launch::run_local(c, plan.value(), {}, cb, [recorded](launch::Supervisor& s) {
+  auto supervisor_ready = [recorded](launch::Supervisor& s) {
     g_supervisor = &s;
     recorded->running();
     if (g_cancel_requested) s.cancel();
-  });
+  };
+  auto outcome = is_remote ? launch::run_remote(c, plan.value(), remote_options, cb, supervisor_ready)
+                           : launch::run_local(c, plan.value(), {}, cb, supervisor_ready);
   g_supervisor = nullptr;
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

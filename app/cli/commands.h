@@ -3,10 +3,15 @@
 // option). Errors go to stderr, one line per problem, each naming what to fix.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
+#include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/launch/hostfile.h"
+#include "stagecraft/launch/preflight.h"
+#include "stagecraft/launch/ssh.h"
 
 namespace stagecraft::cli {
 
@@ -33,5 +38,19 @@ int cmd_runs(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_import(const std::vector<std::string>& args);
+int cmd_preflight(const std::vector<std::string>& args);
+
+// Remote hosts for preflight and run (cmd_preflight.cpp): --hosts FILE or cluster.hosts,
+// filtered by --include / --exclude; --ssh-config, --known-hosts, --worker. No hosts: local.
+struct Args;
+struct RemoteHosts {
+  std::vector<launch::SelectedHost> hosts;
+  launch::SshOptions ssh;
+  std::string worker;  // --worker PATH on the hosts; empty: this build's stagecraft-worker path
+};
+const std::set<std::string>& host_options();
+Result<RemoteHosts> remote_hosts(const Args& args, const config::RunConfig& config);
+// Prints preflight results (one line per host and problem, or JSON); true when all passed.
+bool print_preflight(const std::vector<launch::HostCheck>& checks, bool json);
 
 }  // namespace stagecraft::cli

@@ -183,7 +183,11 @@ int run() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("stagecraft-worker %s\n", STAGECRAFT_VERSION);  // preflight compares it with the launcher's
+    return 0;
+  }
   try {
     return run();
   } catch (const std::bad_alloc&) {

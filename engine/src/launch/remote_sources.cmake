@@ -6,4 +6,5 @@ target_sources(stagecraft_engine PRIVATE
   src/launch/hostfile.cpp
   src/launch/ssh.cpp
   src/launch/remote_run.cpp
+  src/launch/preflight.cpp
 )

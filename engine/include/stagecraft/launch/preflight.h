@@ -1,0 +1,43 @@
+// Preflight: one pass over every host of a remote run, in parallel, before anything starts.
+//
+// For each host: reachable (TCP + SSH handshake), host key known, authenticated, the worker at
+// the expected path with this build's version (`stagecraft-worker --version`), and enough
+// slots: cuda needs `nvidia-smi -L` to list at least `slots` GPUs (an error otherwise); cpu
+// compares `nproc` with the slots (fewer cores than ranks is a warning: ranks share cores).
+// Each host's problems read as one line each, naming the host and what to fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stagecraft/launch/hostfile.h"
+#include "stagecraft/launch/ssh.h"
+
+namespace stagecraft::launch {
+
+struct PreflightOptions {
+  SshOptions ssh;
+  std::string worker_path;   // empty: default_worker_path(); not checked when check_worker is false
+  bool check_worker = true;  // false when the run launches another program
+  bool cuda = false;         // count GPUs (nvidia-smi) rather than cores
+  double command_timeout_s = 20;
+};
+
+struct HostCheck {
+  std::string host;
+  ConnectReport connect;
+  int cpus = -1;                 // nproc; -1 when not known
+  int gpus = -1;                 // nvidia-smi -L count (cuda only)
+  std::string worker_version;    // what --version printed
+  std::vector<std::string> errors;    // one line each, starting with the host
+  std::vector<std::string> warnings;  // likewise
+  bool ok() const { return errors.empty(); }
+};
+
+// Every host at once; the result is in the order of `hosts`. Never fails as a whole.
+std::vector<HostCheck> preflight(const std::vector<SelectedHost>& hosts, const PreflightOptions& options);
+
+// "stagecraft-worker 0.1.0": what a worker of this build prints for --version.
+std::string expected_worker_version();
+
+}  // namespace stagecraft::launch

@@ -1,0 +1,103 @@
+// Preflight checks of the hosts of a remote run. See preflight.h.
+#include "stagecraft/launch/preflight.h"
+
+#include <thread>
+
+#include "stagecraft/launch/local_run.h"
+
+namespace stagecraft::launch {
+
+namespace {
+
+// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE), gpus (cuda).
+// Arguments: WORKER_PATH CHECK_WORKER(0/1) CUDA(0/1).
+constexpr const char* kProbe = R"SH(printf 'nproc=%s\n' "$(nproc 2>/dev/null || echo -1)"
+if [ "$2" = 1 ]; then
+  if [ ! -e "$1" ]; then echo 'worker=MISSING'
+  elif [ ! -x "$1" ]; then echo 'worker=NOT-EXECUTABLE'
+  else printf 'worker=%s\n' "$("$1" --version 2>&1 | head -n 1)"; fi
+fi
+if [ "$3" = 1 ]; then printf 'gpus=%s\n' "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"; fi)SH";
+
+std::string field(const std::string& out, const std::string& key) {
+  const std::string k = key + "=";
+  size_t at = 0;
+  while (at < out.size()) {
+    const size_t nl = out.find('\n', at);
+    const std::string line = out.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    if (line.rfind(k, 0) == 0) return line.substr(k.size());
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return "";
+}
+
+int to_int(const std::string& s) {
+  try {
+    return s.empty() ? -1 : std::stoi(s);
+  } catch (...) {
+    return -1;
+  }
+}
+
+HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std::string& worker) {
+  HostCheck c;
+  c.host = h.host;
+  const int slots = static_cast<int>(h.slot_ids.size());
+  auto session = SshSession::connect(h.host, o.ssh, &c.connect);
+  if (!session.ok()) {
+    c.errors.push_back(session.status().message());
+    return c;
+  }
+  auto cmd = shell_command({"sh", "-c", kProbe, "stagecraft-preflight", worker, o.check_worker ? "1" : "0", o.cuda ? "1" : "0"});
+  if (!cmd.ok()) {
+    c.errors.push_back(h.host + ": " + cmd.status().message());
+    return c;
+  }
+  auto r = session.value()->run(cmd.value(), o.command_timeout_s);
+  if (!r.ok()) {
+    c.errors.push_back(r.status().message());
+    return c;
+  }
+  c.cpus = to_int(field(r->out, "nproc"));
+  if (o.check_worker) {
+    c.worker_version = field(r->out, "worker");
+    const std::string want = expected_worker_version();
+    if (c.worker_version == "MISSING") {
+      c.errors.push_back(h.host + ": no worker at " + worker + "; install Stagecraft there at the same path or give --worker");
+    } else if (c.worker_version == "NOT-EXECUTABLE") {
+      c.errors.push_back(h.host + ": " + worker + " is not executable; chmod +x it");
+    } else if (c.worker_version != want) {
+      c.errors.push_back(h.host + ": " + worker + " --version says `" + c.worker_version.substr(0, 100) + "`, expected `" + want +
+                         "`; install the same Stagecraft version on every host");
+    }
+  }
+  if (o.cuda) {
+    c.gpus = to_int(field(r->out, "gpus"));
+    if (c.gpus < slots) {
+      c.errors.push_back(h.host + ": slots=" + std::to_string(slots) + " but nvidia-smi -L lists " + std::to_string(std::max(0, c.gpus)) +
+                         " GPUs; lower slots in the hostfile");
+    }
+  } else if (c.cpus >= 0 && c.cpus < slots) {
+    c.warnings.push_back(h.host + ": " + std::to_string(slots) + " ranks on " + std::to_string(c.cpus) +
+                         " cores; ranks will share cores and run slower");
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string expected_worker_version() { return std::string("stagecraft-worker ") + STAGECRAFT_VERSION; }
+
+std::vector<HostCheck> preflight(const std::vector<SelectedHost>& hosts, const PreflightOptions& options) {
+  const std::string worker = options.worker_path.empty() ? default_worker_path() : options.worker_path;
+  std::vector<HostCheck> out(hosts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    threads.emplace_back([&, i] { out[i] = check_host(hosts[i], options, worker); });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace stagecraft::launch
