@@ -1,1 +1,3 @@
-# runs suites.
+# runs suites: the runs view, the hosts editor, the launch dialog (label ui; the launch dialog
+# starts real runs: integration).
+stagecraft_add_test(tst_runs_view LABEL ui SOURCES tst_runs_view.cpp LIBS stagecraft::ui)

@@ -1,1 +1,13 @@
 # runs: sources (paths relative to ui/).
+target_sources(stagecraft_ui PRIVATE
+  runs/RunsModel.h
+  runs/RunsModel.cpp
+  runs/RunCharts.h
+  runs/RunCharts.cpp
+  runs/RankStateGrid.h
+  runs/RankStateGrid.cpp
+  runs/RunLogView.h
+  runs/RunLogView.cpp
+  runs/RunsView.h
+  runs/RunsView.cpp
+)

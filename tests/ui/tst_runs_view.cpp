@@ -1,0 +1,418 @@
+// tst_runs_view: the runs view over a real temporary SQLite history written through the store
+// API — rows, sorting, filters by state and name, a run added by another connection appearing
+// after a poll, the selected run's loss / throughput / memory curves holding exactly its metric
+// points, two runs' losses overlaid, per-rank state from events, log search and filters, and
+// the cancel path's refusals (ended run, supervisor gone, supervisor on another host).
+#include <QChart>
+#include <QLineSeries>
+#include <QPushButton>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <memory>
+
+#include "runs/RankStateGrid.h"
+#include "runs/RunCharts.h"
+#include "runs/RunLogView.h"
+#include "runs/RunsModel.h"
+#include "runs/RunsView.h"
+#include "stagecraft/store/run_store.h"
+
+namespace store = stagecraft::store;
+using RankState = RankStateGrid::RankState;
+
+namespace {
+
+struct Spec {
+  const char* name;
+  store::RunState state;
+  int world;
+  double lastLoss;  // NaN: no metrics
+};
+
+// Runs 1..4, created in this order.
+const Spec kRuns[] = {
+    {"bert-large-3d", store::RunState::kSucceeded, 2, 2.5},
+    {"gpt-tiny", store::RunState::kRunning, 4, 4.25},
+    {"gpt-tiny-sweep", store::RunState::kFailed, 2, NAN},
+    {"Llama-probe", store::RunState::kCancelled, 1, 1.75},
+};
+
+// A run in `state`, supervised by this (living) process so no refresh marks it lost.
+qint64 addRun(store::RunStore& st, const Spec& spec) {
+  store::NewRun n;
+  n.name = spec.name;
+  n.hosts = {"localhost"};
+  n.world_size = spec.world;
+  n.total_steps = 10;
+  n.supervisor = store::this_process_identity();
+  auto id = st.create_run(n);
+  if (!id.ok()) qFatal("%s", id.status().message().c_str());
+  if (spec.state != store::RunState::kQueued) {
+    if (spec.state != store::RunState::kFailed) (void)st.transition(id.value(), store::RunState::kRunning, "started");
+    if (spec.state != store::RunState::kRunning && !st.transition(id.value(), spec.state, "test")) qFatal("transition");
+  }
+  if (!std::isnan(spec.lastLoss)) {
+    store::Batch b;
+    store::MetricRow m;
+    m.rank = 0;
+    m.step = 3;
+    m.loss = spec.lastLoss;
+    b.metrics.push_back(m);
+    if (!st.append(id.value(), b)) qFatal("append");
+  }
+  return id.value();
+}
+
+QList<qint64> shownIds(const RunsView& view) {
+  QList<qint64> ids;
+  const QAbstractItemModel* m = view.table()->model();
+  for (int r = 0; r < m->rowCount(); ++r) ids << m->index(r, 0).data(RunsModel::IdRole).toLongLong();
+  return ids;
+}
+
+QList<QPointF> pointsOf(const QLineSeries* s) { return s ? s->points() : QList<QPointF>(); }
+
+}  // namespace
+
+class TestRunsView : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_dir;
+  QString m_db;
+  std::unique_ptr<store::RunStore> m_store;
+
+  // A view over the fixture's history, polling fast.
+  std::unique_ptr<RunsView> makeView() {
+    auto v = std::make_unique<RunsView>();
+    v->setDatabasePath(m_db);
+    v->setPollInterval(50);
+    return v;
+  }
+
+ private slots:
+  void init() {
+    static int n = 0;
+    m_db = m_dir.filePath(QStringLiteral("runs-%1.sqlite").arg(++n));
+    auto st = store::RunStore::open(m_db.toStdString());
+    QVERIFY2(st.ok(), st.ok() ? "" : st.status().message().c_str());
+    m_store = std::move(st).value();
+    for (const Spec& s : kRuns) addRun(*m_store, s);
+  }
+  void cleanup() { m_store.reset(); }
+
+  void rowsShowEachRun() {
+    auto v = makeView();
+    RunsModel* m = v->model();
+    QCOMPARE(m->rowCount(), 4);
+    QCOMPARE(m->columnCount(), int(RunsModel::ColumnCount));
+    // Newest first.
+    QCOMPARE(m->index(0, RunsModel::IdColumn).data().toLongLong(), 4);
+    const int row = m->rowOf(2);
+    QCOMPARE(m->index(row, RunsModel::NameColumn).data().toString(), QStringLiteral("gpt-tiny"));
+    QCOMPARE(m->index(row, RunsModel::StateColumn).data().toString(), QStringLiteral("running"));
+    QCOMPARE(m->index(row, RunsModel::HostsColumn).data().toString(), QStringLiteral("localhost"));
+    QCOMPARE(m->index(row, RunsModel::StepsColumn).data().toString(), QStringLiteral("3/10"));
+    QCOMPARE(m->index(row, RunsModel::LossColumn).data().toString(), QStringLiteral("4.2500"));
+    QCOMPARE(m->index(m->rowOf(3), RunsModel::LossColumn).data().toString(), QStringLiteral("-"));
+    QVERIFY(!m->index(row, RunsModel::CreatedColumn).data().toString().isEmpty());
+  }
+
+  void sorting_data() {
+    QTest::addColumn<int>("column");
+    QTest::addColumn<int>("order");
+    QTest::addColumn<QList<qint64>>("ids");
+    QTest::newRow("id ascending") << int(RunsModel::IdColumn) << int(Qt::AscendingOrder) << QList<qint64>{1, 2, 3, 4};
+    QTest::newRow("id descending") << int(RunsModel::IdColumn) << int(Qt::DescendingOrder) << QList<qint64>{4, 3, 2, 1};
+    // Case-insensitive: Llama between gpt-tiny-sweep and nothing after it.
+    QTest::newRow("name ascending") << int(RunsModel::NameColumn) << int(Qt::AscendingOrder) << QList<qint64>{1, 2, 3, 4};
+    // A run without a loss sorts below every loss.
+    QTest::newRow("loss ascending") << int(RunsModel::LossColumn) << int(Qt::AscendingOrder) << QList<qint64>{3, 4, 1, 2};
+    QTest::newRow("loss descending") << int(RunsModel::LossColumn) << int(Qt::DescendingOrder) << QList<qint64>{2, 1, 4, 3};
+    QTest::newRow("state ascending") << int(RunsModel::StateColumn) << int(Qt::AscendingOrder) << QList<qint64>{4, 3, 2, 1};
+  }
+  void sorting() {
+    QFETCH(int, column);
+    QFETCH(int, order);
+    QFETCH(QList<qint64>, ids);
+    auto v = makeView();
+    v->table()->sortByColumn(column, Qt::SortOrder(order));
+    QCOMPARE(shownIds(*v), ids);
+  }
+
+  void filters_data() {
+    QTest::addColumn<QString>("state");
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QList<qint64>>("ids");
+    QTest::newRow("no filter") << QString() << QString() << QList<qint64>{4, 3, 2, 1};
+    QTest::newRow("state running") << QStringLiteral("running") << QString() << QList<qint64>{2};
+    QTest::newRow("state lost: none") << QStringLiteral("lost") << QString() << QList<qint64>{};
+    QTest::newRow("name substring") << QString() << QStringLiteral("gpt") << QList<qint64>{3, 2};
+    QTest::newRow("name ignores case") << QString() << QStringLiteral("LLAMA") << QList<qint64>{4};
+    QTest::newRow("state and name") << QStringLiteral("failed") << QStringLiteral("gpt") << QList<qint64>{3};
+  }
+  void filters() {
+    QFETCH(QString, state);
+    QFETCH(QString, name);
+    QFETCH(QList<qint64>, ids);
+    auto v = makeView();
+    v->setStateFilter(state);
+    v->setNameFilter(name);
+    QCOMPARE(shownIds(*v), ids);
+  }
+
+  void runWrittenByAnotherConnectionAppearsAfterThePoll() {
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    // Another connection to the same file, as another process (stagecraft-cli run) would write.
+    auto other = store::RunStore::open(m_db.toStdString());
+    QVERIFY(other.ok());
+    const qint64 id = addRun(*other.value(), {"late-run", store::RunState::kRunning, 2, 3.0});
+    QCOMPARE(id, 5);
+    QTRY_COMPARE_WITH_TIMEOUT(v->model()->rowCount(), 5, 5000);
+    QVERIFY(v->model()->run(5));
+    QCOMPARE(v->model()->index(v->model()->rowOf(5), RunsModel::NameColumn).data().toString(), QStringLiteral("late-run"));
+    // The selection survives the refresh.
+    QCOMPARE(v->selectedRunId(), 2);
+    const QModelIndex current = v->table()->selectionModel()->currentIndex();
+    QCOMPARE(current.data(RunsModel::IdRole).toLongLong(), 2);
+  }
+
+  void stateChangeShowsAfterThePoll() {
+    auto v = makeView();
+    QVERIFY(m_store->transition(2, store::RunState::kSucceeded, "every rank finished"));
+    QTRY_COMPARE_WITH_TIMEOUT(v->model()->index(v->model()->rowOf(2), RunsModel::StateColumn).data().toString(),
+                              QStringLiteral("succeeded"), 5000);
+  }
+
+  void selectingARunFillsItsCurvesExactly() {
+    // Run 2 (4 ranks, pp 2 in spirit): ranks 2 and 3 report the loss, every rank throughput and
+    // memory. Run 1 has other points that must not leak in.
+    store::Batch b;
+    const double loss[] = {5.5, 5.25, 4.75, 4.5};
+    for (int step = 1; step <= 4; ++step) {
+      for (int rank = 0; rank < 4; ++rank) {
+        store::MetricRow m;
+        m.rank = rank;
+        m.step = step + 3;  // steps 4..7, after the fixture's step 3
+        m.loss = rank >= 2 ? loss[step - 1] + 0.01 * (rank - 2) : NAN;
+        m.tokens_per_s = 1000.0 * step + rank;
+        m.mem_bytes = (int64_t(rank) + 1) * 1024 * 1024 * 10 + step * 1024 * 1024;
+        b.metrics.push_back(m);
+      }
+    }
+    QVERIFY(m_store->append(2, b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    QCOMPARE(v->charts()->runId(), 2);
+    // Step 3 comes from the fixture (rank 0, 4.25); steps 4..7 from rank 2, the lowest with a loss.
+    const QList<QPointF> expectedLoss{{3, 4.25}, {4, 5.5}, {5, 5.25}, {6, 4.75}, {7, 4.5}};
+    QCOMPARE(pointsOf(v->charts()->lossSeries()), expectedLoss);
+    const QList<QPointF> expectedTput{{4, 1000}, {5, 2000}, {6, 3000}, {7, 4000}};
+    QCOMPARE(pointsOf(v->charts()->throughputSeries()), expectedTput);
+    const auto memory = v->charts()->memorySeries();
+    QCOMPARE(memory.size(), 4);
+    QCOMPARE(memory[3]->count(), 4);
+    QCOMPARE(memory[3]->at(0), QPointF(4, 41.0));  // rank 3, step 4: 40 MiB + 1 MiB
+    QCOMPARE(memory[0]->at(3), QPointF(7, 14.0));
+
+    // Another run selected: its own points only.
+    QVERIFY(v->selectRun(1));
+    QCOMPARE(pointsOf(v->charts()->lossSeries()), (QList<QPointF>{{3, 2.5}}));
+  }
+
+  void liveMetricsOfTheSelectedRunArriveWithThePoll() {
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    QCOMPARE(v->charts()->lossSeries()->count(), 1);
+    auto other = store::RunStore::open(m_db.toStdString());
+    QVERIFY(other.ok());
+    store::Batch b;
+    for (int step = 4; step <= 6; ++step) {
+      store::MetricRow m;
+      m.step = step;
+      m.loss = 4.0 - 0.1 * step;
+      b.metrics.push_back(m);
+    }
+    QVERIFY(other.value()->append(2, b));
+    QTRY_COMPARE_WITH_TIMEOUT(v->charts()->lossSeries()->count(), 4, 5000);
+    QCOMPARE(v->charts()->lossSeries()->at(3), QPointF(6, 4.0 - 0.6));
+  }
+
+  void compareOverlaysTwoLossCurves() {
+    store::Batch b;
+    for (int step = 4; step <= 5; ++step) {
+      store::MetricRow m;
+      m.step = step;
+      m.loss = 1.0 / step;
+      b.metrics.push_back(m);
+    }
+    QVERIFY(m_store->append(4, b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    QVERIFY(v->setComparisonRun(4));
+    QCOMPARE(v->comparisonRunId(), 4);
+    QCOMPARE(v->charts()->lossChart()->series().size(), 2);
+    QCOMPARE(pointsOf(v->charts()->lossSeries()), (QList<QPointF>{{3, 4.25}}));
+    QCOMPARE(pointsOf(v->charts()->comparisonSeries()), (QList<QPointF>{{3, 1.75}, {4, 0.25}, {5, 0.2}}));
+    QCOMPARE(v->charts()->comparisonSeries()->name(), QStringLiteral("run 4"));
+    QVERIFY(!v->setComparisonRun(99));
+    QVERIFY(v->setComparisonRun(0));
+    QCOMPARE(v->charts()->lossChart()->series().size(), 1);
+    QVERIFY(!v->charts()->comparisonSeries());
+  }
+
+  void rankStatesComeFromEvents() {
+    store::Batch b;
+    auto ev = [&](int rank, const char* kind, const char* json) { b.events.push_back({rank, 0.0, kind, json}); };
+    ev(0, "start", R"({"event":"start","rank":0})");
+    ev(1, "start", R"({"event":"start","rank":1})");
+    ev(2, "start", R"({"event":"start","rank":2})");
+    ev(0, "step", R"({"event":"step","rank":0,"step":1})");
+    ev(0, "step", R"({"event":"step","rank":0,"step":2})");
+    ev(1, "step", R"({"event":"step","rank":1,"step":2})");
+    ev(1, "done", R"({"event":"done","rank":1,"step":2})");
+    ev(2, "error", R"({"event":"error","rank":2,"message":"out of memory"})");
+    QVERIFY(m_store->append(2, b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    RankStateGrid* g = v->rankGrid();
+    QCOMPARE(g->rankCount(), 4);
+    QCOMPARE(g->rank(0).state, RankState::Training);
+    QCOMPARE(g->rank(0).step, 2);
+    QCOMPARE(g->rank(1).state, RankState::Done);
+    QCOMPARE(g->rank(2).state, RankState::Failed);
+    QCOMPARE(g->rank(2).detail, QStringLiteral("out of memory"));
+    QCOMPARE(g->rank(3).state, RankState::Waiting);
+    // Once the run ends, ranks that neither finished nor failed are stopped.
+    QVERIFY(m_store->transition(2, store::RunState::kCancelled, "cancelled on request"));
+    QTRY_COMPARE_WITH_TIMEOUT(g->rank(0).state, RankState::Stopped, 5000);
+    QCOMPARE(g->rank(3).state, RankState::Stopped);
+    QCOMPARE(g->rank(1).state, RankState::Done);
+    QCOMPARE(g->rank(2).state, RankState::Failed);
+    // Every tile is inside the widget and finds its rank again.
+    g->resize(g->sizeHint());
+    for (int r = 0; r < g->rankCount(); ++r) {
+      bool found = false;
+      for (int y = 0; y < g->height() && !found; y += 3) {
+        for (int x = 0; x < g->width() && !found; x += 3) found = g->rankAt(QPoint(x, y)) == r;
+      }
+      QVERIFY2(found, qPrintable(QStringLiteral("rank %1 has no tile").arg(r)));
+    }
+  }
+
+  void logSearchFindsALine() {
+    store::Batch b;
+    b.logs.push_back({0, false, 0, "loading data from tiny.txt"});
+    b.logs.push_back({1, false, 0, "rank 1 ready"});
+    b.logs.push_back({1, true, 0, "warning: gradient norm is NaN at step 7"});
+    b.logs.push_back({0, false, 0, "step 8 done"});
+    b.logs.push_back({3, true, 0, "NaN again"});
+    QVERIFY(m_store->append(2, b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    RunLogView* log = v->logView();
+    QCOMPARE(log->lineCount(), 5);
+    log->setSearchText(QStringLiteral("nan"));
+    QCOMPARE(log->matchCount(), 2);
+    QVERIFY(log->findNext());
+    QCOMPARE(log->currentLine(), 2);
+    QCOMPARE(log->currentLineText(), QStringLiteral("[rank 1 stderr] warning: gradient norm is NaN at step 7"));
+    QVERIFY(log->findNext());
+    QCOMPARE(log->currentLine(), 4);
+    QVERIFY(log->findNext());  // wraps around
+    QCOMPARE(log->currentLine(), 2);
+    log->setOnlyMatching(true);
+    QCOMPARE(log->shownText(), QStringLiteral("[rank 1 stderr] warning: gradient norm is NaN at step 7\n[rank 3 stderr] NaN again"));
+    log->setRankFilter(3);
+    QCOMPARE(log->matchCount(), 1);
+    QCOMPARE(log->shownText(), QStringLiteral("[rank 3 stderr] NaN again"));
+    log->setSearchText(QStringLiteral("no such text"));
+    QVERIFY(!log->findNext());
+    QCOMPARE(log->matchCount(), 0);
+    log->setOnlyMatching(false);
+    log->setRankFilter(-1);
+    QCOMPARE(log->shownText().count(QLatin1Char('\n')), 4);
+
+    // New lines of a running run are appended by the poll.
+    auto other = store::RunStore::open(m_db.toStdString());
+    QVERIFY(other.ok());
+    store::Batch more;
+    more.logs.push_back({2, false, 0, "checkpoint written"});
+    QVERIFY(other.value()->append(2, more));
+    QTRY_COMPARE_WITH_TIMEOUT(log->lineCount(), 6, 5000);
+    QVERIFY(log->shownText().endsWith(QStringLiteral("[rank 2] checkpoint written")));
+  }
+
+  void cancelRefusals_data() {
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<QString>("message");
+    QTest::addColumn<QString>("stateAfter");
+    QTest::newRow("ended run") << 0 << QStringLiteral("run %1 already ended (succeeded); nothing to cancel") << QStringLiteral("succeeded");
+    QTest::newRow("supervisor gone") << 1 << QStringLiteral("run %1 has no supervisor any more") << QStringLiteral("lost");
+    QTest::newRow("supervised elsewhere") << 2 << QStringLiteral("run %1 is supervised on host node-z; cancel it there")
+                                          << QStringLiteral("running");
+  }
+  void cancelRefusals() {
+    QFETCH(int, kind);
+    QFETCH(QString, message);
+    QFETCH(QString, stateAfter);
+    store::NewRun n;
+    n.name = "to-cancel";
+    n.world_size = 1;
+    n.supervisor = store::this_process_identity();
+    if (kind == 1) n.supervisor.start_ticks += 12345;  // this pid, but not the recorded process
+    if (kind == 2) n.supervisor.host = "node-z";
+    auto id = m_store->create_run(n);
+    QVERIFY(id.ok());
+    QVERIFY(m_store->transition(id.value(), store::RunState::kRunning, "started"));
+    if (kind == 0) QVERIFY(m_store->transition(id.value(), store::RunState::kSucceeded, "done"));
+    const QString why = RunsView::requestCancel(*m_store, id.value());
+    QVERIFY2(why.startsWith(message.arg(id.value())), qPrintable(why));
+    auto after = m_store->get_run(id.value());
+    QVERIFY(after.ok());
+    QCOMPARE(RunsModel::stateText(after->state), stateAfter);
+  }
+
+  void cancelButtonFollowsTheSelection() {
+    auto v = makeView();
+    auto* button = v->findChild<QPushButton*>(QStringLiteral("cancelRun"));
+    QVERIFY(button);
+    QVERIFY(!button->isEnabled());
+    QVERIFY(v->selectRun(2));  // running
+    QVERIFY(button->isEnabled());
+    QVERIFY(v->selectRun(1));  // succeeded
+    QVERIFY(!button->isEnabled());
+    QString error;
+    QVERIFY(!v->cancelSelectedRun(&error));
+    QCOMPARE(error, QStringLiteral("run 1 already ended (succeeded); nothing to cancel"));
+  }
+
+  void missingFileShowsNothingAndIsNotCreated() {
+    RunsView v;
+    const QString path = m_dir.filePath(QStringLiteral("never/written.sqlite"));
+    v.setDatabasePath(path);
+    QCOMPARE(v.model()->rowCount(), 0);
+    QVERIFY(v.model()->lastError().isEmpty());
+    QVERIFY(!QFileInfo::exists(path));
+  }
+
+  void notADatabaseIsReported() {
+    const QString path = m_dir.filePath(QStringLiteral("garbage.sqlite"));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(4096, 'x'));
+    f.close();
+    RunsView v;
+    v.setDatabasePath(path);
+    QCOMPARE(v.model()->rowCount(), 0);
+    QVERIFY2(v.model()->lastError().contains(path), qPrintable(v.model()->lastError()));
+    QVERIFY(v.lastError().contains(path));
+  }
+};
+
+QTEST_MAIN(TestRunsView)
+#include "tst_runs_view.moc"

@@ -1,0 +1,203 @@
+// RunCharts: loss (with a comparison overlay), throughput and memory charts of one run.
+#include "runs/RunCharts.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QLineSeries>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace store = stagecraft::store;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct Axes {
+  QValueAxis* x;
+  QValueAxis* y;
+};
+
+QChartView* makeChart(const QString& title, const QString& yTitle, QWidget* parent, Axes* axes) {
+  auto* chart = new QChart;
+  chart->setTitle(title);
+  chart->legend()->setAlignment(Qt::AlignRight);
+  axes->x = new QValueAxis;
+  axes->x->setTitleText(QObject::tr("step"));
+  axes->x->setLabelFormat(QStringLiteral("%d"));
+  axes->y = new QValueAxis;
+  axes->y->setTitleText(yTitle);
+  chart->addAxis(axes->x, Qt::AlignBottom);
+  chart->addAxis(axes->y, Qt::AlignLeft);
+  auto* view = new QChartView(chart, parent);
+  view->setRenderHint(QPainter::Antialiasing);
+  view->setMinimumHeight(160);
+  return view;
+}
+
+QLineSeries* addSeries(QChartView* view, const Axes& axes, const QString& name) {
+  auto* s = new QLineSeries;
+  s->setName(name);
+  view->chart()->addSeries(s);
+  s->attachAxis(axes.x);
+  s->attachAxis(axes.y);
+  return s;
+}
+
+// Axis ranges that hold every point of `series`, with a little room above and below.
+void fitAxes(QValueAxis* x, QValueAxis* y, const QList<QLineSeries*>& series) {
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const QLineSeries* s : series) {
+    if (!s) continue;
+    for (const QPointF& p : s->points()) {
+      x0 = std::min(x0, p.x());
+      x1 = std::max(x1, p.x());
+      y0 = std::min(y0, p.y());
+      y1 = std::max(y1, p.y());
+    }
+  }
+  if (!std::isfinite(x0)) {
+    x->setRange(0, 1);
+    y->setRange(0, 1);
+    return;
+  }
+  if (x1 <= x0) x1 = x0 + 1;
+  const double pad = y1 > y0 ? 0.05 * (y1 - y0) : std::max(1e-3, 0.05 * std::fabs(y0));
+  x->setRange(x0, x1);
+  y->setRange(y0 - pad, y1 + pad);
+}
+
+// Per step, the value of `field` from the lowest rank that has one (rows: by step, then rank).
+template <typename Field>
+QList<QPointF> firstPerStep(const std::vector<store::MetricRow>& metrics, Field field) {
+  QList<QPointF> points;
+  int64_t lastStep = std::numeric_limits<int64_t>::min();
+  for (const auto& m : metrics) {
+    const double v = field(m);
+    if (m.step == lastStep || std::isnan(v)) continue;
+    points.append(QPointF(static_cast<double>(m.step), v));
+    lastStep = m.step;
+  }
+  return points;
+}
+
+}  // namespace
+
+RunCharts::RunCharts(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  Axes loss{}, tput{}, mem{};
+  m_lossView = makeChart(tr("Loss"), tr("loss"), this, &loss);
+  m_throughputView = makeChart(tr("Throughput"), tr("tokens/s"), this, &tput);
+  m_memoryView = makeChart(tr("Memory per rank"), tr("MiB"), this, &mem);
+  m_lossX = loss.x;
+  m_lossY = loss.y;
+  m_throughputX = tput.x;
+  m_throughputY = tput.y;
+  m_memoryX = mem.x;
+  m_memoryY = mem.y;
+  m_loss = addSeries(m_lossView, loss, tr("loss"));
+  m_throughput = addSeries(m_throughputView, tput, tr("tokens/s"));
+  m_throughputView->chart()->legend()->setVisible(false);
+  m_lossView->setObjectName(QStringLiteral("lossChart"));
+  m_throughputView->setObjectName(QStringLiteral("throughputChart"));
+  m_memoryView->setObjectName(QStringLiteral("memoryChart"));
+  layout->addWidget(m_lossView, 2);
+  layout->addWidget(m_throughputView, 1);
+  layout->addWidget(m_memoryView, 1);
+  clear();
+}
+
+QChart* RunCharts::lossChart() const { return m_lossView->chart(); }
+
+QList<QPointF> RunCharts::lossPoints(const std::vector<store::MetricRow>& metrics) {
+  return firstPerStep(metrics, [](const store::MetricRow& m) { return m.loss; });
+}
+
+QList<QPointF> RunCharts::throughputPoints(const std::vector<store::MetricRow>& metrics) {
+  return firstPerStep(metrics, [](const store::MetricRow& m) { return m.tokens_per_s; });
+}
+
+void RunCharts::clear() {
+  m_runId = 0;
+  m_loss->clear();
+  m_loss->setName(tr("loss"));
+  m_throughput->clear();
+  setComparison(0, {});
+  setMemory({});
+  fitAxes(m_throughputX, m_throughputY, {m_throughput});
+}
+
+void RunCharts::setRun(qint64 id, const std::vector<store::MetricRow>& metrics) {
+  m_runId = id;
+  m_loss->setName(tr("run %1").arg(id));
+  m_loss->replace(lossPoints(metrics));
+  m_throughput->replace(throughputPoints(metrics));
+  fitLossAxes();
+  fitAxes(m_throughputX, m_throughputY, {m_throughput});
+  setMemory(metrics);
+}
+
+void RunCharts::setComparison(qint64 id, const std::vector<store::MetricRow>& metrics) {
+  m_compareId = id;
+  if (id == 0) {
+    if (m_compare) {
+      m_lossView->chart()->removeSeries(m_compare);
+      delete m_compare;
+      m_compare = nullptr;
+    }
+    fitLossAxes();
+    return;
+  }
+  if (!m_compare) {
+    m_compare = addSeries(m_lossView, {m_lossX, m_lossY}, QString());
+    QPen pen = m_compare->pen();
+    pen.setStyle(Qt::DashLine);
+    m_compare->setPen(pen);
+  }
+  m_compare->setName(tr("run %1").arg(id));
+  m_compare->replace(lossPoints(metrics));
+  fitLossAxes();
+}
+
+void RunCharts::fitLossAxes() { fitAxes(m_lossX, m_lossY, {m_loss, m_compare}); }
+
+void RunCharts::setMemory(const std::vector<store::MetricRow>& metrics) {
+  int ranks = 0;
+  for (const auto& m : metrics) ranks = std::max(ranks, m.rank + 1);
+  const bool perRank = ranks <= kMaxMemoryRanks;
+  const int wanted = ranks == 0 ? 0 : (perRank ? ranks : 1);
+  while (m_memory.size() > wanted) {
+    QLineSeries* s = m_memory.takeLast();
+    m_memoryView->chart()->removeSeries(s);
+    delete s;
+  }
+  while (m_memory.size() < wanted) m_memory.append(addSeries(m_memoryView, {m_memoryX, m_memoryY}, QString()));
+  std::vector<QList<QPointF>> points(static_cast<size_t>(wanted));
+  std::map<int64_t, double> largest;  // step -> MiB, when not per rank
+  for (const auto& m : metrics) {
+    if (m.mem_bytes < 0) continue;
+    const double mib = static_cast<double>(m.mem_bytes) / kMiB;
+    if (perRank) {
+      points[static_cast<size_t>(m.rank)].append(QPointF(static_cast<double>(m.step), mib));
+    } else {
+      double& v = largest[m.step];
+      v = std::max(v, mib);
+    }
+  }
+  if (!perRank && wanted == 1) {
+    for (const auto& [step, mib] : largest) points[0].append(QPointF(static_cast<double>(step), mib));
+    m_memory[0]->setName(tr("largest of %1 ranks").arg(ranks));
+  }
+  for (int r = 0; r < wanted; ++r) {
+    if (perRank) m_memory[r]->setName(tr("rank %1").arg(r));
+    m_memory[r]->replace(points[static_cast<size_t>(r)]);
+  }
+  m_memoryView->chart()->legend()->setVisible(wanted > 1 && wanted <= 8);
+  fitAxes(m_memoryX, m_memoryY, m_memory);
+}

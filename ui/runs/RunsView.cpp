@@ -1,0 +1,342 @@
+// RunsView: history table, filters, polling, the selected run's charts, ranks and logs, Cancel.
+#include "runs/RunsView.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "runs/RankStateGrid.h"
+#include "runs/RunCharts.h"
+#include "runs/RunLogView.h"
+#include "runs/RunsModel.h"
+#include "stagecraft/store/process_identity.h"
+#include "stagecraft/store/run_store.h"
+
+namespace store = stagecraft::store;
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+constexpr const char* kStates[] = {"queued", "running", "succeeded", "failed", "cancelled", "lost"};
+
+}  // namespace
+
+RunsView::RunsView(QWidget* parent) : QWidget(parent) {
+  m_model = new RunsModel(this);
+  m_filter = new RunsFilterModel(this);
+  m_filter->setSourceModel(m_model);
+  buildUi();
+  m_poll = new QTimer(this);
+  m_poll->setInterval(1000);
+  connect(m_poll, &QTimer::timeout, this, &RunsView::refresh);
+  connect(m_model, &RunsModel::refreshed, this, &RunsView::onRefreshed);
+  connect(m_model, &RunsModel::errorOccurred, this, &RunsView::showError);
+  setDatabasePath(qs(store::RunStore::default_path()));
+  m_poll->start();
+}
+
+RunsView::~RunsView() = default;
+
+void RunsView::buildUi() {
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  m_stateFilter = new QComboBox(this);
+  m_stateFilter->setObjectName(QStringLiteral("stateFilter"));
+  m_stateFilter->addItem(tr("all states"), QString());
+  for (const char* s : kStates) m_stateFilter->addItem(QString::fromLatin1(s), QString::fromLatin1(s));
+  m_nameFilter = new QLineEdit(this);
+  m_nameFilter->setObjectName(QStringLiteral("nameFilter"));
+  m_nameFilter->setPlaceholderText(tr("Filter by name"));
+  m_nameFilter->setClearButtonEnabled(true);
+  m_cancel = new QPushButton(tr("Cancel run"), this);
+  m_cancel->setObjectName(QStringLiteral("cancelRun"));
+  m_cancel->setEnabled(false);
+  bar->addWidget(new QLabel(tr("State:"), this));
+  bar->addWidget(m_stateFilter);
+  bar->addWidget(m_nameFilter, 1);
+  bar->addWidget(m_cancel);
+  layout->addLayout(bar);
+
+  auto* split = new QSplitter(Qt::Vertical, this);
+  m_table = new QTableView(split);
+  m_table->setObjectName(QStringLiteral("runsTable"));
+  m_table->setModel(m_filter);
+  m_table->setSortingEnabled(true);
+  m_table->sortByColumn(RunsModel::IdColumn, Qt::DescendingOrder);
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->verticalHeader()->hide();
+  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->setAlternatingRowColors(true);
+
+  auto* details = new QWidget(split);
+  auto* dl = new QVBoxLayout(details);
+  dl->setContentsMargins(0, 0, 0, 0);
+  m_header = new QLabel(details);
+  m_header->setObjectName(QStringLiteral("runHeader"));
+  m_header->setWordWrap(true);
+  m_header->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  dl->addWidget(m_header);
+  m_tabs = new QTabWidget(details);
+
+  auto* chartsPage = new QWidget(m_tabs);
+  auto* cl = new QVBoxLayout(chartsPage);
+  auto* compareBar = new QHBoxLayout;
+  m_compare = new QComboBox(chartsPage);
+  m_compare->setObjectName(QStringLiteral("compareRun"));
+  m_compare->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  compareBar->addWidget(new QLabel(tr("Compare with:"), chartsPage));
+  compareBar->addWidget(m_compare);
+  compareBar->addStretch(1);
+  cl->addLayout(compareBar);
+  m_charts = new RunCharts(chartsPage);
+  cl->addWidget(m_charts, 1);
+  m_tabs->addTab(chartsPage, tr("Charts"));
+
+  m_rankGrid = new RankStateGrid;
+  auto* scroll = new QScrollArea(m_tabs);
+  scroll->setWidget(m_rankGrid);
+  scroll->setWidgetResizable(true);
+  m_tabs->addTab(scroll, tr("Ranks"));
+
+  m_logs = new RunLogView(m_tabs);
+  m_tabs->addTab(m_logs, tr("Logs"));
+  dl->addWidget(m_tabs, 1);
+  split->addWidget(m_table);
+  split->addWidget(details);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 3);
+  layout->addWidget(split, 1);
+  m_status = new QLabel(this);
+  m_status->setObjectName(QStringLiteral("runsStatus"));
+  m_status->setWordWrap(true);
+  layout->addWidget(m_status);
+  updateHeader();
+
+  connect(m_stateFilter, &QComboBox::currentIndexChanged, this,
+          [this] { m_filter->setStateFilter(m_stateFilter->currentData().toString()); });
+  connect(m_nameFilter, &QLineEdit::textChanged, m_filter, &RunsFilterModel::setNameFilter);
+  connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& current) {
+    showRun(current.isValid() ? current.data(RunsModel::IdRole).toLongLong() : 0);
+  });
+  connect(m_compare, &QComboBox::activated, this, [this] { setComparisonRun(m_compare->currentData().toLongLong()); });
+  connect(m_cancel, &QPushButton::clicked, this, &RunsView::askCancel);
+}
+
+void RunsView::setDatabasePath(const QString& path) {
+  m_lastError.clear();
+  m_status->setText(tr("History: %1").arg(path));
+  showRun(0);
+  m_model->setDatabasePath(path);
+  rebuildCompareChoices();
+}
+
+QString RunsView::databasePath() const { return m_model->databasePath(); }
+
+void RunsView::setPollInterval(int ms) {
+  if (ms <= 0) {
+    m_poll->stop();
+    return;
+  }
+  m_poll->setInterval(ms);
+  m_poll->start();
+}
+
+int RunsView::pollInterval() const { return m_poll->isActive() ? m_poll->interval() : 0; }
+
+void RunsView::refresh() { m_model->refresh(); }
+
+void RunsView::onRefreshed(const QList<qint64>& changed) {
+  if (!m_lastError.isEmpty() && m_model->lastError().isEmpty()) {
+    m_lastError.clear();
+    m_status->setText(tr("History: %1").arg(m_model->databasePath()));
+  }
+  if (!changed.isEmpty()) rebuildCompareChoices();
+  if (m_selected != 0) {
+    const store::RunRecord* r = m_model->run(m_selected);
+    if (!r) {
+      showRun(0);
+    } else if (changed.contains(m_selected)) {
+      loadRun(true);
+    } else if (!store::is_terminal(r->state)) {
+      loadRun(false);  // log lines arrive between steps
+    }
+  }
+  if (comparisonRunId() != 0 && changed.contains(comparisonRunId())) loadComparison();
+}
+
+bool RunsView::selectRun(qint64 id) {
+  const int sourceRow = m_model->rowOf(id);
+  if (sourceRow < 0) return false;
+  const QModelIndex proxy = m_filter->mapFromSource(m_model->index(sourceRow, 0));
+  if (!proxy.isValid()) return false;
+  m_table->selectionModel()->setCurrentIndex(proxy, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  m_table->scrollTo(proxy);
+  return m_selected == id;
+}
+
+void RunsView::showRun(qint64 id) {
+  if (id == m_selected && id != 0) return;
+  m_selected = id;
+  if (id == 0) {
+    m_charts->clear();
+    m_rankGrid->clear();
+    m_logs->clear();
+  } else {
+    const qint64 compare = comparisonRunId();
+    loadRun(true);
+    if (compare == id) setComparisonRun(0);
+  }
+  rebuildCompareChoices();
+  updateHeader();
+  emit runSelected(id);
+}
+
+void RunsView::loadRun(bool metricsAndEvents) {
+  store::RunStore* st = m_model->store();
+  const store::RunRecord* r = m_model->run(m_selected);
+  if (!st || !r) return;
+  if (metricsAndEvents) {
+    auto metrics = st->metrics(m_selected);
+    if (!metrics.ok()) return showError(qs(metrics.status().message()));
+    m_charts->setRun(m_selected, metrics.value());
+    auto events = st->events(m_selected);
+    if (!events.ok()) return showError(qs(events.status().message()));
+    m_rankGrid->setRun(*r, events.value());
+  }
+  auto logs = st->logs(m_selected);
+  if (!logs.ok()) return showError(qs(logs.status().message()));
+  if (m_logs->runId() != m_selected) {
+    m_logs->setLogs(m_selected, r->world_size, logs.value());
+  } else if (logs->size() > static_cast<size_t>(m_logs->lineCount())) {
+    // Log rows are only ever appended: the ones past what the view holds are new.
+    m_logs->appendLogs(std::vector<store::LogRow>(logs->begin() + m_logs->lineCount(), logs->end()));
+  }
+  updateHeader();
+}
+
+bool RunsView::setComparisonRun(qint64 id) {
+  if (id != 0 && !m_model->run(id)) return false;
+  if (id == 0) {
+    m_charts->setComparison(0, {});
+  } else {
+    auto metrics = m_model->store()->metrics(id);
+    if (!metrics.ok()) {
+      showError(qs(metrics.status().message()));
+      return false;
+    }
+    m_charts->setComparison(id, metrics.value());
+  }
+  const int at = m_compare->findData(id);
+  if (at >= 0) m_compare->setCurrentIndex(at);
+  return true;
+}
+
+qint64 RunsView::comparisonRunId() const { return m_charts->comparisonId(); }
+
+void RunsView::loadComparison() { setComparisonRun(comparisonRunId()); }
+
+void RunsView::rebuildCompareChoices() {
+  const QSignalBlocker block(m_compare);
+  m_compare->clear();
+  m_compare->addItem(tr("none"), QVariant::fromValue<qint64>(0));
+  for (int row = 0; row < m_model->rowCount(); ++row) {
+    const store::RunRecord* r = m_model->runAt(row);
+    if (r->id == m_selected) continue;
+    m_compare->addItem(tr("run %1: %2").arg(r->id).arg(qs(r->name)), QVariant::fromValue<qint64>(r->id));
+  }
+  m_compare->setCurrentIndex(std::max(0, m_compare->findData(QVariant::fromValue<qint64>(comparisonRunId()))));
+  m_compare->setEnabled(m_selected != 0);
+}
+
+void RunsView::updateHeader() {
+  const store::RunRecord* r = m_selected ? m_model->run(m_selected) : nullptr;
+  m_cancel->setEnabled(r && !store::is_terminal(r->state));
+  if (!r) {
+    m_header->setText(m_model->rowCount() == 0 ? tr("No runs recorded in %1 yet.").arg(m_model->databasePath())
+                                                : tr("Select a run to see its curves, ranks and logs."));
+    return;
+  }
+  QString text = tr("<b>run %1</b> %2 — %3").arg(r->id).arg(qs(r->name).toHtmlEscaped(), RunsModel::stateText(r->state));
+  if (!r->reason.empty()) text += QStringLiteral(": ") + qs(r->reason).toHtmlEscaped();
+  text += tr("<br>step %1/%2 · %3 ranks · started %4 · ended %5 · supervisor pid %6 on %7")
+              .arg(r->last_step)
+              .arg(r->total_steps)
+              .arg(r->world_size)
+              .arg(RunsModel::createdText(r->started), RunsModel::createdText(r->ended))
+              .arg(r->supervisor.pid)
+              .arg(r->supervisor.host.empty() ? QStringLiteral("?") : qs(r->supervisor.host).toHtmlEscaped());
+  m_header->setText(text);
+}
+
+void RunsView::showError(const QString& message) {
+  m_lastError = message;
+  m_status->setText(message);
+}
+
+void RunsView::setStateFilter(const QString& state) {
+  m_stateFilter->setCurrentIndex(std::max(0, m_stateFilter->findData(state)));
+}
+
+void RunsView::setNameFilter(const QString& text) { m_nameFilter->setText(text); }
+
+QString RunsView::requestCancel(store::RunStore& st, qint64 id) {
+  auto r = st.get_run(id);
+  if (!r.ok()) return qs(r.status().message());
+  if (store::is_terminal(r->state)) {
+    return tr("run %1 already ended (%2); nothing to cancel").arg(id).arg(RunsModel::stateText(r->state));
+  }
+  std::string why;
+  switch (store::check_liveness(r->supervisor, &why)) {
+    case store::Liveness::kElsewhere:
+      return tr("run %1 is supervised on host %2; cancel it there").arg(id).arg(qs(r->supervisor.host));
+    case store::Liveness::kGone:
+      (void)st.transition(id, store::RunState::kLost, why);
+      return tr("run %1 has no supervisor any more (%2); it is now marked lost").arg(id).arg(qs(why));
+    case store::Liveness::kAlive:
+      break;
+  }
+  if (::kill(static_cast<pid_t>(r->supervisor.pid), SIGTERM) != 0) {
+    return tr("cannot signal supervisor pid %1 of run %2: %3").arg(r->supervisor.pid).arg(id).arg(QString::fromLocal8Bit(std::strerror(errno)));
+  }
+  return {};
+}
+
+bool RunsView::cancelSelectedRun(QString* error) {
+  QString why = m_selected == 0 ? tr("no run selected") : QString();
+  if (why.isEmpty() && !m_model->store()) why = tr("the run history is not open");
+  if (why.isEmpty()) why = requestCancel(*m_model->store(), m_selected);
+  if (error) *error = why;
+  if (!why.isEmpty()) {
+    showError(tr("Cancel: %1").arg(why));
+    refresh();
+    return false;
+  }
+  m_status->setText(tr("Asked run %1 to stop; its ranks get a grace period before they are killed.").arg(m_selected));
+  m_cancel->setEnabled(false);
+  return true;
+}
+
+void RunsView::askCancel() {
+  if (m_selected == 0) return;
+  const auto answer = QMessageBox::question(this, tr("Cancel run"),
+                                            tr("Stop run %1? Every rank is terminated; the run is recorded as cancelled.").arg(m_selected));
+  if (answer == QMessageBox::Yes) cancelSelectedRun();
+}

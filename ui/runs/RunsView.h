@@ -1,0 +1,113 @@
+// RunsView: the run manager's view of the run history — the table of runs (sort by any column,
+// filter by state and name) and, for the selected run, its live loss / throughput / memory
+// charts with another run's loss overlaid to compare, its ranks as tiles coloured by state, and
+// its logs with search. A Cancel button stops a queued or running run.
+//
+// Where the data comes from: the SQLite history (store::RunStore), read again every
+// pollInterval() ms (default 1000). The history is the one place every run is written, by the
+// GUI's launches and by `stagecraft-cli run [--detach]` alike, so polling the file shows them all
+// and needs nothing from the process that supervises a run. A poll re-reads the selected run's
+// metrics and events only when its row changed (a new step, a new state), and its new log lines
+// while it is queued or running.
+//
+// Cancel asks the run's supervisor to stop, as `stagecraft-cli runs cancel` does: SIGTERM to the
+// supervisor process recorded in the history, which stops every rank (TERM, then KILL) and
+// records the run cancelled; the next polls show it. A run supervised on another host, or whose
+// supervisor is gone (then marked lost), is refused with a one-line reason.
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QTabWidget;
+class QTableView;
+class QTimer;
+class RankStateGrid;
+class RunCharts;
+class RunLogView;
+class RunsFilterModel;
+class RunsModel;
+namespace stagecraft::store {
+class RunStore;
+}
+
+class RunsView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunsView(QWidget* parent = nullptr);
+  ~RunsView() override;
+
+  // The history file (RunStore::default_path() unless set); reads it at once.
+  void setDatabasePath(const QString& path);
+  QString databasePath() const;
+  // Milliseconds between reads of the history; 0 stops polling.
+  void setPollInterval(int ms);
+  int pollInterval() const;
+
+  RunsModel* model() const { return m_model; }
+  RunsFilterModel* filterModel() const { return m_filter; }
+  QTableView* table() const { return m_table; }
+  RunCharts* charts() const { return m_charts; }
+  RankStateGrid* rankGrid() const { return m_rankGrid; }
+  RunLogView* logView() const { return m_logs; }
+
+  // Selects run `id` in the table; false when no shown row has that id (filtered out or absent).
+  bool selectRun(qint64 id);
+  qint64 selectedRunId() const { return m_selected; }
+  // Overlays run `id`'s loss on the selected run's; 0 removes it. False for an unknown run.
+  bool setComparisonRun(qint64 id);
+  qint64 comparisonRunId() const;
+
+  // "" for every state.
+  void setStateFilter(const QString& state);
+  void setNameFilter(const QString& text);
+
+  // Cancels the selected run without asking; false with the reason in *error.
+  bool cancelSelectedRun(QString* error = nullptr);
+  // Asks run `id`'s supervisor to stop (see above). Returns "" when the request was sent, else
+  // one line saying why not.
+  static QString requestCancel(stagecraft::store::RunStore& store, qint64 id);
+
+  // The last error shown (reading the history, cancelling), "" when none.
+  QString lastError() const { return m_lastError; }
+
+ public slots:
+  // Reads the history now (what the timer does).
+  void refresh();
+
+ signals:
+  void runSelected(qint64 id);
+
+ private:
+  void buildUi();
+  void onRefreshed(const QList<qint64>& changed);
+  void showRun(qint64 id);
+  void loadRun(bool metricsAndEvents);
+  void loadComparison();
+  void rebuildCompareChoices();
+  void updateHeader();
+  void showError(const QString& message);
+  void askCancel();
+
+  RunsModel* m_model = nullptr;
+  RunsFilterModel* m_filter = nullptr;
+  QTimer* m_poll = nullptr;
+  QComboBox* m_stateFilter = nullptr;
+  QLineEdit* m_nameFilter = nullptr;
+  QTableView* m_table = nullptr;
+  QLabel* m_header = nullptr;
+  QLabel* m_status = nullptr;
+  QPushButton* m_cancel = nullptr;
+  QComboBox* m_compare = nullptr;
+  QTabWidget* m_tabs = nullptr;
+  RunCharts* m_charts = nullptr;
+  RankStateGrid* m_rankGrid = nullptr;
+  RunLogView* m_logs = nullptr;
+  qint64 m_selected = 0;
+  QString m_lastError;
+};
