@@ -51,7 +51,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, spec, "run");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--json] [--detach] [--db FILE])"));
+    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--json] [--detach] [--db FILE])"));
   }
   auto cfg = config::load_config_file(args->positionals[0], args->overrides);
   if (!cfg.ok()) return report(cfg.status());

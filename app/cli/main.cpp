@@ -24,8 +24,9 @@ const std::vector<Command>& commands() {
       {"import", "import FILE --from libai|paddle|colossalai|deepspeed [--base CONFIG] [-o OUT.yaml]",
        "Read another framework's config as a Stagecraft config (YAML); what it does not carry comes from --base.", cmd_import},
       {"devices", "devices [--json]", "List the devices the cost model knows, with memory, peaks and links.", cmd_devices},
-      {"run", "run CONFIG [key=value ...] [--json] [--detach] [--db FILE]",
-       "Train the configuration with Stagecraft's engine on this machine, one process per rank, with live progress.", cmd_run},
+      {"run", "run CONFIG [key=value ...] [--hosts FILE [--include ..] [--exclude ..] [--ssh-config F] [--known-hosts F] [--worker PATH] [--master-addr A]] [--json] [--detach] [--db FILE]",
+       "Train the configuration with Stagecraft's engine, one process per rank, on this machine or on the hosts of a hostfile over SSH; live progress, recorded in the run history.",
+       cmd_run},
       {"preflight", "preflight CONFIG --hosts FILE [--include H@H:0,1] [--exclude ..] [--ssh-config F] [--known-hosts F] [--worker PATH] [--json]",
        "Check every host of a remote run: reachable, host key known, authenticated, worker with this version, enough slots.",
        cmd_preflight},
@@ -58,7 +59,14 @@ int print_help(const std::string& command) {
     }
   }
   std::printf("usage: stagecraft-cli COMMAND [ARGS]\n\nStagecraft plans and runs hybrid-parallel (DP x TP x PP) training.\n\nCommands:\n");
-  for (const auto& c : commands()) std::printf("  %-52s %s\n", c.usage, c.summary);
+  // Long usages take a line of their own, their summary indented under them.
+  for (const auto& c : commands()) {
+    if (std::strlen(c.usage) <= 52) {
+      std::printf("  %-52s %s\n", c.usage, c.summary);
+    } else {
+      std::printf("  %s\n  %-52s %s\n", c.usage, "", c.summary);
+    }
+  }
   std::printf("\nExit status: 0 success, 1 the operation failed, 2 invalid input.\n"
               "Run `stagecraft-cli COMMAND --help` for one command.\n");
   return 0;
