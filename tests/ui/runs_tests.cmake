@@ -1,3 +1,4 @@
 # runs suites: the runs view, the hosts editor, the launch dialog (label ui; the launch dialog
 # starts real runs: integration).
 stagecraft_add_test(tst_runs_view LABEL ui SOURCES tst_runs_view.cpp LIBS stagecraft::ui)
+stagecraft_add_test(tst_hosts_editor LABEL ui SOURCES tst_hosts_editor.cpp LIBS stagecraft::ui)
