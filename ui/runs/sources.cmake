@@ -10,4 +10,6 @@ target_sources(stagecraft_ui PRIVATE
   runs/RunLogView.cpp
   runs/RunsView.h
   runs/RunsView.cpp
+  runs/LaunchDialog.h
+  runs/LaunchDialog.cpp
 )

@@ -1,0 +1,191 @@
+// tst_launch_dialog: the launch dialog starts the tiny GPT example through a detached
+// `stagecraft-cli run`, the run keeps training after the dialog is gone, the runs view shows it
+// live and cancels it; on hosts whose SSH port is closed, preflight and Start report each host
+// unreachable; incomplete input is refused with a message naming the fix. Label integration:
+// it starts real processes.
+#include <QLineSeries>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "hosts/HostsEditor.h"
+#include "hosts/PreflightTable.h"
+#include "runs/LaunchDialog.h"
+#include "runs/RunCharts.h"
+#include "runs/RunsModel.h"
+#include "runs/RunsView.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/store/run_store.h"
+
+namespace store = stagecraft::store;
+
+namespace {
+
+constexpr int kStartMs = 60000;   // the CLI checks the config and forks
+constexpr int kStepMs = 180000;   // 4 worker processes on a loaded 2-core machine
+constexpr int kCancelMs = 60000;  // TERM, grace period, the supervisor records the end
+
+int closedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    qFatal("cannot reserve a port");
+  }
+  const int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+bool writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
+}
+
+}  // namespace
+
+class TestLaunchDialog : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_dir;
+
+  stagecraft::config::RunConfig tiny(int steps) {
+    auto c = stagecraft::config::load_config_file(
+        STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml",
+        {"train.steps=" + std::to_string(steps), "train.warmup_steps=0",
+         "train.checkpoint_dir=" + m_dir.filePath(QStringLiteral("ckpt")).toStdString()});
+    if (!c.ok()) qFatal("%s", c.status().message().c_str());
+    return c.value();
+  }
+
+  std::unique_ptr<LaunchDialog> dialog(const QString& db) {
+    auto d = std::make_unique<LaunchDialog>();
+    d->setDatabasePath(db);
+    d->setCliPath(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"));
+    return d;
+  }
+
+ private slots:
+  void localRunOutlivesTheDialogAndIsCancelled() {
+    const QString db = m_dir.filePath(QStringLiteral("local.sqlite"));
+    auto d = dialog(db);
+    d->setConfig(tiny(100000), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
+    QSignalSpy started(d.get(), &LaunchDialog::runStarted);
+    QVERIFY2(d->start(), qPrintable(d->message()));
+    QTRY_VERIFY_WITH_TIMEOUT(!d->isStarting(), kStartMs);
+    QVERIFY2(started.count() == 1, qPrintable(d->message()));
+    const qint64 id = d->startedRunId();
+    QCOMPARE(id, 1);
+    QVERIFY(d->lastCommand().contains(QStringLiteral("--detach")));
+    QVERIFY(QFileInfo::exists(d->savedConfigPath()));
+    QVERIFY(d->savedConfigPath().startsWith(m_dir.filePath(QStringLiteral("launches/tiny-gpt-"))));
+    // The dialog (the "GUI") goes away; the run does not.
+    d.reset();
+
+    RunsView view;
+    view.setDatabasePath(db);
+    view.setPollInterval(200);
+    QTRY_VERIFY_WITH_TIMEOUT(view.selectRun(id), 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(view.charts()->lossSeries()->count() >= 2, kStepMs);
+    const store::RunRecord* r = view.model()->run(id);
+    QVERIFY(r);
+    QCOMPARE(r->state, store::RunState::kRunning);
+    QCOMPARE(r->world_size, 4);
+    const int64_t supervisor = r->supervisor.pid;
+    QVERIFY(supervisor > 0 && supervisor != ::getpid());
+    QVERIFY(std::isfinite(view.charts()->lossSeries()->at(0).y()));
+
+    QString error;
+    QVERIFY2(view.cancelSelectedRun(&error), qPrintable(error));
+    QTRY_COMPARE_WITH_TIMEOUT(view.model()->run(id)->state, store::RunState::kCancelled, kCancelMs);
+    // The supervisor exits once it recorded the end.
+    QTRY_VERIFY_WITH_TIMEOUT(::kill(static_cast<pid_t>(supervisor), 0) != 0, 20000);
+  }
+
+  void hostsWithAClosedPortAreUnreachable() {
+    const int port = closedPort();
+    const QString config = m_dir.filePath(QStringLiteral("ssh_config"));
+    const QString known = m_dir.filePath(QStringLiteral("known_hosts"));
+    const QString hostfile = m_dir.filePath(QStringLiteral("closed.hosts"));
+    QVERIFY(writeFile(config, QStringLiteral("Host closed-a closed-b\n  HostName 127.0.0.1\n  Port %1\n").arg(port).toUtf8()));
+    QVERIFY(writeFile(known, ""));
+    QVERIFY(writeFile(hostfile, "closed-a slots=2\nclosed-b slots=2\n"));
+    const QString db = m_dir.filePath(QStringLiteral("remote.sqlite"));
+    auto d = dialog(db);
+    d->setConfig(tiny(3), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
+    d->setLocal(false);
+    d->setHostfilePath(hostfile);
+    d->hostsEditor()->setSshConfigPath(config);
+    d->hostsEditor()->setKnownHostsPath(known);
+    QVERIFY2(d->runPreflight(), qPrintable(d->message()));
+    QTRY_VERIFY_WITH_TIMEOUT(!d->isPreflighting(), 60000);
+    PreflightTable* t = d->preflightTable();
+    QCOMPARE(t->rowCount(), 2);
+    for (int r = 0; r < 2; ++r) {
+      QCOMPARE(t->cellText(r, PreflightTable::ReachableColumn), QStringLiteral("no"));
+      QVERIFY(t->cellText(r, PreflightTable::ProblemsColumn).contains(t->cellText(r, PreflightTable::HostColumn)));
+    }
+    QCOMPARE(d->message(), QStringLiteral("Preflight failed on 2 host(s)"));
+
+    // --include narrows the selection.
+    d->setInclude(QStringLiteral("closed-b"));
+    QVERIFY(d->runPreflight());
+    QTRY_VERIFY_WITH_TIMEOUT(!d->isPreflighting(), 60000);
+    QCOMPARE(t->rowCount(), 1);
+    QCOMPARE(t->cellText(0, PreflightTable::HostColumn), QStringLiteral("closed-b"));
+    d->setInclude(QString());
+
+    // Start: the CLI's own preflight refuses, naming each host; nothing runs.
+    QSignalSpy failed(d.get(), &LaunchDialog::startFailed);
+    QVERIFY(d->start());
+    QVERIFY(d->lastCommand().contains(QStringLiteral("--hosts")));
+    QVERIFY(d->lastCommand().contains(config));
+    QTRY_VERIFY_WITH_TIMEOUT(!d->isStarting(), 120000);
+    QCOMPARE(failed.count(), 1);
+    QVERIFY2(d->message().contains(QStringLiteral("closed-a")) && d->message().contains(QStringLiteral("closed-b")), qPrintable(d->message()));
+    QCOMPARE(d->startedRunId(), 0);
+  }
+
+  void incompleteInputIsRefused_data() {
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<QString>("says");
+    QTest::newRow("no config") << 0 << QStringLiteral("No config to launch");
+    QTest::newRow("hosts without a hostfile") << 1 << QStringLiteral("Hostfile: none chosen");
+    QTest::newRow("hostfile missing") << 2 << QStringLiteral("no such file");
+    QTest::newRow("cli missing") << 3 << QStringLiteral("stagecraft-cli not found");
+    QTest::newRow("include names an unknown host") << 4 << QStringLiteral("node-z");
+  }
+  void incompleteInputIsRefused() {
+    QFETCH(int, kind);
+    QFETCH(QString, says);
+    auto d = dialog(m_dir.filePath(QStringLiteral("refused.sqlite")));
+    if (kind != 0) d->setConfig(tiny(3), QString());
+    if (kind == 1 || kind == 2 || kind == 4) d->setLocal(false);
+    if (kind == 2) d->setHostfilePath(m_dir.filePath(QStringLiteral("nope.hosts")));
+    if (kind == 3) d->setCliPath(m_dir.filePath(QStringLiteral("no-cli")));
+    if (kind == 4) {
+      const QString hostfile = m_dir.filePath(QStringLiteral("one.hosts"));
+      QVERIFY(writeFile(hostfile, "node-a slots=1\n"));
+      d->setHostfilePath(hostfile);
+      d->setInclude(QStringLiteral("node-z"));
+      QVERIFY(!d->runPreflight());
+    } else {
+      QVERIFY(!d->start());
+    }
+    QVERIFY2(d->message().contains(says), qPrintable(d->message()));
+    QVERIFY(!d->isStarting());
+  }
+};
+
+QTEST_MAIN(TestLaunchDialog)
+#include "tst_launch_dialog.moc"

@@ -1,0 +1,282 @@
+// LaunchDialog: local or hosts, preflight, and the detached `stagecraft-cli run` that starts a run.
+#include "runs/LaunchDialog.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QRegularExpression>
+#include <QSaveFile>
+#include <QVBoxLayout>
+
+#include "hosts/HostsEditor.h"
+#include "hosts/PreflightRunner.h"
+#include "hosts/PreflightTable.h"
+#include "mainwindow/RunLocallyDialog.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/core/json.h"
+#include "stagecraft/launch/hostfile.h"
+#include "stagecraft/store/run_store.h"
+
+namespace launch = stagecraft::launch;
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+}  // namespace
+
+LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Launch run"));
+  resize(780, 560);
+  m_db = qs(stagecraft::store::RunStore::default_path());
+  m_runner = new PreflightRunner(this);
+  m_hostsEditor = new HostsEditor(this);
+  auto* layout = new QVBoxLayout(this);
+  m_summary = new QLabel(tr("No config"), this);
+  m_summary->setWordWrap(true);
+  layout->addWidget(m_summary);
+
+  auto* where = new QHBoxLayout;
+  m_local = new QRadioButton(tr("On this machine"), this);
+  m_hosts = new QRadioButton(tr("On the hosts of a hostfile (SSH)"), this);
+  m_local->setChecked(true);
+  where->addWidget(m_local);
+  where->addWidget(m_hosts);
+  where->addStretch(1);
+  layout->addLayout(where);
+
+  m_hostBox = new QGroupBox(tr("Hosts"), this);
+  auto* form = new QFormLayout(m_hostBox);
+  auto* fileRow = new QHBoxLayout;
+  m_hostfile = new QLineEdit(m_hostBox);
+  m_hostfile->setObjectName(QStringLiteral("hostfilePath"));
+  auto* browse = new QPushButton(tr("Browse..."), m_hostBox);
+  auto* edit = new QPushButton(tr("Edit hosts..."), m_hostBox);
+  fileRow->addWidget(m_hostfile, 1);
+  fileRow->addWidget(browse);
+  fileRow->addWidget(edit);
+  form->addRow(tr("Hostfile:"), fileRow);
+  m_include = new QLineEdit(m_hostBox);
+  m_include->setPlaceholderText(tr("every host (DeepSpeed syntax: node-a@node-b:0,1)"));
+  m_exclude = new QLineEdit(m_hostBox);
+  form->addRow(tr("Include:"), m_include);
+  form->addRow(tr("Exclude:"), m_exclude);
+  m_preflight = new QPushButton(tr("Preflight"), m_hostBox);
+  form->addRow(QString(), m_preflight);
+  m_table = new PreflightTable(m_hostBox);
+  form->addRow(m_table);
+  layout->addWidget(m_hostBox, 1);
+
+  m_status = new QLabel(this);
+  m_status->setObjectName(QStringLiteral("launchStatus"));
+  m_status->setWordWrap(true);
+  m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(m_status);
+  auto* buttons = new QHBoxLayout;
+  buttons->addStretch(1);
+  m_start = new QPushButton(tr("Start"), this);
+  m_start->setDefault(true);
+  auto* close = new QPushButton(tr("Close"), this);
+  buttons->addWidget(m_start);
+  buttons->addWidget(close);
+  layout->addLayout(buttons);
+  updateMode();
+
+  connect(m_local, &QRadioButton::toggled, this, &LaunchDialog::updateMode);
+  connect(browse, &QPushButton::clicked, this, &LaunchDialog::chooseHostfile);
+  connect(edit, &QPushButton::clicked, this, &LaunchDialog::editHosts);
+  connect(m_preflight, &QPushButton::clicked, this, &LaunchDialog::runPreflight);
+  connect(m_start, &QPushButton::clicked, this, &LaunchDialog::start);
+  connect(close, &QPushButton::clicked, this, &QDialog::reject);
+  connect(m_runner, &PreflightRunner::finished, this, [this] {
+    m_table->setChecks(m_runner->results());
+    m_preflight->setEnabled(true);
+    int failed = 0;
+    for (const auto& c : m_runner->results()) failed += c.ok() ? 0 : 1;
+    setMessage(failed == 0 ? tr("Preflight passed on every host") : tr("Preflight failed on %n host(s)", nullptr, failed));
+  });
+  connect(m_hostsEditor, &HostsEditor::hostfileSaved, this, &LaunchDialog::setHostfilePath);
+}
+
+LaunchDialog::~LaunchDialog() = default;
+
+void LaunchDialog::setConfig(const stagecraft::config::RunConfig& config, const QString& baseDir) {
+  m_config = config;
+  m_baseDir = baseDir;
+  m_hasConfig = true;
+  m_summary->setText(tr("<b>%1</b>: %2 node(s) x %3, dp/tp/pp from the plan, %4 steps")
+                         .arg(qs(config.name).toHtmlEscaped())
+                         .arg(config.cluster.nodes)
+                         .arg(config.cluster.gpus_per_node)
+                         .arg(config.train.steps));
+}
+
+void LaunchDialog::setDatabasePath(const QString& path) { m_db = path; }
+
+QString LaunchDialog::cliPath() const {
+  if (!m_cli.isEmpty()) return m_cli;
+  const QString env = qEnvironmentVariable("STAGECRAFT_CLI");
+  if (!env.isEmpty()) return env;
+  return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("stagecraft-cli"));
+}
+
+void LaunchDialog::setLocal(bool local) { (local ? m_local : m_hosts)->setChecked(true); }
+bool LaunchDialog::isLocal() const { return m_local->isChecked(); }
+void LaunchDialog::setHostfilePath(const QString& path) { m_hostfile->setText(path); }
+QString LaunchDialog::hostfilePath() const { return m_hostfile->text().trimmed(); }
+void LaunchDialog::setInclude(const QString& filter) { m_include->setText(filter); }
+void LaunchDialog::setExclude(const QString& filter) { m_exclude->setText(filter); }
+
+void LaunchDialog::updateMode() { m_hostBox->setEnabled(!isLocal()); }
+
+void LaunchDialog::setMessage(const QString& text) {
+  m_message = text;
+  m_status->setText(text);
+}
+
+void LaunchDialog::chooseHostfile() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Hostfile"), QFileInfo(hostfilePath()).absolutePath());
+  if (!path.isEmpty()) setHostfilePath(path);
+}
+
+void LaunchDialog::editHosts() {
+  if (!hostfilePath().isEmpty() && QFileInfo::exists(hostfilePath())) m_hostsEditor->openFile(hostfilePath());
+  m_hostsEditor->show();
+  m_hostsEditor->raise();
+}
+
+bool LaunchDialog::isPreflighting() const { return m_runner->isRunning(); }
+
+bool LaunchDialog::runPreflight() {
+  if (hostfilePath().isEmpty()) {
+    setMessage(tr("Hostfile: none chosen; choose the file that lists the hosts (`HOST slots=N` per line)"));
+    return false;
+  }
+  auto entries = launch::parse_hostfile_file(hostfilePath().toStdString());
+  if (!entries.ok()) {
+    setMessage(qs(entries.status().message()));
+    return false;
+  }
+  auto selected = launch::select_hosts(entries.value(), m_include->text().trimmed().toStdString(), m_exclude->text().trimmed().toStdString());
+  if (!selected.ok()) {
+    setMessage(qs(selected.status().message()));
+    return false;
+  }
+  QStringList names;
+  for (const auto& h : selected.value()) names << qs(h.host);
+  m_table->setPending(names);
+  m_preflight->setEnabled(false);
+  setMessage(tr("Checking %n host(s)...", nullptr, names.size()));
+  return m_runner->start(selected.value(), m_hostsEditor->preflightOptions());
+}
+
+QStringList LaunchDialog::hostArguments() const {
+  QStringList args{QStringLiteral("--hosts"), hostfilePath()};
+  auto add = [&](const char* option, const QString& value) {
+    if (!value.isEmpty()) args << QLatin1String(option) << value;
+  };
+  add("--include", m_include->text().trimmed());
+  add("--exclude", m_exclude->text().trimmed());
+  add("--ssh-config", m_hostsEditor->sshConfigPath());
+  add("--known-hosts", m_hostsEditor->knownHostsPath());
+  add("--worker", m_hostsEditor->workerPath());
+  return args;
+}
+
+QString LaunchDialog::writeConfig(QString* error) {
+  const auto resolved = RunLocallyDialog::resolvePaths(m_config, m_baseDir);
+  QDir dir(QFileInfo(m_db).absoluteDir().filePath(QStringLiteral("launches")));
+  if (!dir.mkpath(QStringLiteral("."))) {
+    *error = tr("%1: cannot create the folder for launched configs").arg(dir.path());
+    return {};
+  }
+  QString name = qs(m_config.name);
+  name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("_"));
+  if (name.isEmpty()) name = QStringLiteral("run");
+  const QString path =
+      dir.filePath(QStringLiteral("%1-%2.yaml").arg(name, QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly) || f.write(QByteArray::fromStdString(stagecraft::config::to_yaml(resolved))) < 0 || !f.commit()) {
+    *error = tr("%1: cannot write the config: %2").arg(path, f.errorString());
+    return {};
+  }
+  return path;
+}
+
+bool LaunchDialog::start() {
+  if (isStarting()) {
+    setMessage(tr("A run is being started; wait for its id"));
+    return false;
+  }
+  if (!m_hasConfig) {
+    setMessage(tr("No config to launch; open or edit a config first"));
+    return false;
+  }
+  if (!isLocal() && hostfilePath().isEmpty()) {
+    setMessage(tr("Hostfile: none chosen; choose the file that lists the hosts, or launch on this machine"));
+    return false;
+  }
+  if (!isLocal() && !QFileInfo::exists(hostfilePath())) {
+    setMessage(tr("Hostfile %1: no such file").arg(hostfilePath()));
+    return false;
+  }
+  const QString cli = cliPath();
+  if (!QFileInfo(cli).isExecutable()) {
+    setMessage(tr("%1: stagecraft-cli not found; set STAGECRAFT_CLI to its path").arg(cli));
+    return false;
+  }
+  QString error;
+  m_savedConfig = writeConfig(&error);
+  if (m_savedConfig.isEmpty()) {
+    setMessage(error);
+    return false;
+  }
+  QStringList args{QStringLiteral("run"), m_savedConfig, QStringLiteral("--detach"), QStringLiteral("--json"), QStringLiteral("--db"), m_db};
+  if (!isLocal()) args << hostArguments();
+  m_lastCommand = QStringList{cli} + args;
+  m_runId = 0;
+  delete m_process;
+  m_process = new QProcess(this);
+  if (!m_baseDir.isEmpty()) m_process->setWorkingDirectory(m_baseDir);
+  connect(m_process, &QProcess::finished, this, &LaunchDialog::onProcessFinished);
+  connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    m_start->setEnabled(true);
+    setMessage(tr("%1: cannot start: %2").arg(cliPath(), m_process->errorString()));
+    emit startFailed(m_message);
+  });
+  m_start->setEnabled(false);
+  setMessage(isLocal() ? tr("Starting...") : tr("Checking the hosts and starting..."));
+  m_process->start(cli, args);
+  return true;
+}
+
+void LaunchDialog::onProcessFinished(int exitCode, QProcess::ExitStatus status) {
+  m_start->setEnabled(true);
+  const QString out = QString::fromUtf8(m_process->readAllStandardOutput());
+  const QString err = QString::fromUtf8(m_process->readAllStandardError()).trimmed();
+  // The first line is {"run_id":N,"db":"..."} once the run is recorded.
+  const QString first = out.section(QLatin1Char('\n'), 0, 0).trimmed();
+  auto parsed = stagecraft::Json::parse(first.toStdString());
+  const stagecraft::Json* id = parsed.ok() ? parsed->find("run_id") : nullptr;
+  if (status == QProcess::NormalExit && exitCode == 0 && id && id->is_number()) {
+    m_runId = id->as_int();
+    setMessage(tr("Run %1 started; it runs on when this window closes. Follow it in the runs view.").arg(m_runId));
+    emit runStarted(m_runId);
+    return;
+  }
+  QString why = err;
+  why.remove(QStringLiteral("stagecraft-cli: error: "));
+  if (why.isEmpty()) why = tr("stagecraft-cli run ended with status %1 and no message").arg(exitCode);
+  setMessage(why);
+  emit startFailed(why);
+}

@@ -1,0 +1,109 @@
+// LaunchDialog: Run > Launch — starts the current config as a run kept in the run history,
+// either on this machine or on the hosts of a hostfile (with --include / --exclude), after an
+// optional preflight whose results are shown per host.
+//
+// How a run starts: the dialog writes the config it was given (relative data and checkpoint
+// paths resolved as Run locally resolves them) to <history folder>/launches/NAME-TIME.yaml and
+// starts `stagecraft-cli run FILE --detach --json --db HISTORY [--hosts FILE ...]`. The CLI
+// records the run, prints its id and leaves a supervisor of its own in the background (its own
+// session), then exits. Chosen over supervising inside the GUI process because the run must not
+// depend on the GUI: closing the window, or the GUI crashing, never stops a run, and every run,
+// whoever started it, is watched and cancelled the same way, through the history (runs view).
+// The CLI is the one place that checks a config before a run; its one-line error is shown here.
+//
+// The CLI is found as $STAGECRAFT_CLI, else stagecraft-cli beside this program (setCliPath()
+// overrides both).
+#pragma once
+
+#include <QDialog>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+#include "stagecraft/config/run_config.h"
+
+class HostsEditor;
+class PreflightRunner;
+class PreflightTable;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QRadioButton;
+
+class LaunchDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  explicit LaunchDialog(QWidget* parent = nullptr);
+  ~LaunchDialog() override;
+
+  // The run to launch; `baseDir` is the config file's folder (for relative paths).
+  void setConfig(const stagecraft::config::RunConfig& config, const QString& baseDir);
+  void setDatabasePath(const QString& path);
+  QString databasePath() const { return m_db; }
+  void setCliPath(const QString& path) { m_cli = path; }
+  QString cliPath() const;
+
+  void setLocal(bool local);
+  bool isLocal() const;
+  void setHostfilePath(const QString& path);
+  QString hostfilePath() const;
+  void setInclude(const QString& filter);
+  void setExclude(const QString& filter);
+  // Its SSH settings (config, known hosts, worker) are the launch's too.
+  HostsEditor* hostsEditor() const { return m_hostsEditor; }
+
+  // Checks the selected hosts on a background thread; false (reason in message()) when the
+  // hostfile or the selection is wrong.
+  bool runPreflight();
+  bool isPreflighting() const;
+  PreflightTable* preflightTable() const { return m_table; }
+
+  // Starts the run; false (reason in message()) when the input is incomplete. The outcome
+  // arrives as runStarted() or startFailed().
+  bool start();
+  bool isStarting() const { return m_process && m_process->state() != QProcess::NotRunning; }
+  qint64 startedRunId() const { return m_runId; }
+  QString message() const { return m_message; }
+  // The command line of the last start (program first), and the config file it wrote.
+  QStringList lastCommand() const { return m_lastCommand; }
+  QString savedConfigPath() const { return m_savedConfig; }
+
+ signals:
+  void runStarted(qint64 id);
+  void startFailed(const QString& message);
+
+ private:
+  void chooseHostfile();
+  void editHosts();
+  void updateMode();
+  void setMessage(const QString& text);
+  void onProcessFinished(int exitCode, QProcess::ExitStatus status);
+  QString writeConfig(QString* error);
+  QStringList hostArguments() const;
+
+  stagecraft::config::RunConfig m_config;
+  bool m_hasConfig = false;
+  QString m_baseDir;
+  QString m_db;
+  QString m_cli;
+  QRadioButton* m_local = nullptr;
+  QRadioButton* m_hosts = nullptr;
+  QGroupBox* m_hostBox = nullptr;
+  QLineEdit* m_hostfile = nullptr;
+  QLineEdit* m_include = nullptr;
+  QLineEdit* m_exclude = nullptr;
+  QPushButton* m_preflight = nullptr;
+  QPushButton* m_start = nullptr;
+  QLabel* m_summary = nullptr;
+  QLabel* m_status = nullptr;
+  PreflightTable* m_table = nullptr;
+  PreflightRunner* m_runner = nullptr;
+  HostsEditor* m_hostsEditor = nullptr;
+  QProcess* m_process = nullptr;
+  qint64 m_runId = 0;
+  QString m_message;
+  QStringList m_lastCommand;
+  QString m_savedConfig;
+};
