@@ -3,7 +3,11 @@
 // after a poll, the selected run's loss / throughput / memory curves holding exactly its metric
 // points, two runs' losses overlaid, per-rank state from events, log search and filters, and
 // the cancel path's refusals (ended run, supervisor gone, supervisor on another host).
+#include <QAction>
 #include <QChart>
+#include <QDockWidget>
+#include <QMenu>
+#include <QSettings>
 #include <QLineSeries>
 #include <QPushButton>
 #include <QTableView>
@@ -13,7 +17,10 @@
 #include <cmath>
 #include <memory>
 
+#include "mainwindow/MainWindow.h"
+#include "runs/LaunchDialog.h"
 #include "runs/RankStateGrid.h"
+#include "runs/RunManager.h"
 #include "runs/RunCharts.h"
 #include "runs/RunLogView.h"
 #include "runs/RunsModel.h"
@@ -411,6 +418,29 @@ class TestRunsView : public QObject {
     QCOMPARE(v.model()->rowCount(), 0);
     QVERIFY2(v.model()->lastError().contains(path), qPrintable(v.model()->lastError()));
     QVERIFY(v.lastError().contains(path));
+  }
+
+  void mainWindowHasTheRunsDockAndMenus() {
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, m_dir.path());
+    qputenv("STAGECRAFT_DB", m_db.toUtf8());
+    MainWindow w;
+    qunsetenv("STAGECRAFT_DB");
+    auto* dock = w.findChild<QDockWidget*>(QStringLiteral("runsDock"));
+    QVERIFY(dock);
+    auto* view = qobject_cast<RunsView*>(dock->widget());
+    QVERIFY(view);
+    QCOMPARE(view->databasePath(), m_db);
+    QCOMPARE(view->model()->rowCount(), 4);
+    QStringList runEntries;
+    for (QAction* a : w.runMenu()->actions()) runEntries << a->text();
+    QVERIFY2(runEntries.contains(QStringLiteral("&Launch...")) && runEntries.contains(QStringLiteral("&Hosts...")),
+             qPrintable(runEntries.join(QLatin1Char('|'))));
+    auto* manager = w.findChild<RunManager*>(QStringLiteral("runManager"));
+    QVERIFY(manager);
+    QCOMPARE(manager->runsView(), view);
+    // A run the launch dialog reports is selected in the dock.
+    emit manager->launchDialog()->runStarted(2);
+    QCOMPARE(view->selectedRunId(), 2);
   }
 };
 

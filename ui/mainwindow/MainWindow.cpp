@@ -18,6 +18,7 @@
 #include "document/PlanDocument.h"
 #include "estimates/EstimatesView.h"
 #include "mainwindow/RunLocallyDialog.h"
+#include "runs/RunManager.h"
 #include "schedule/ScheduleView.h"
 #include "setup/SetupPanel.h"
 #include "stages/StageEditor.h"
@@ -59,6 +60,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_document(new Pl
   setWindowIcon(QIcon(QStringLiteral(":/stagecraft/icon.svg")));
   createViews();
   createMenus();
+  RunManager::install(this);  // Runs dock, Run > Launch... and Run > Hosts...
   wireDocument();
   readSettings();
   if (m_document->hasPlan()) showPlan(m_document->plan());

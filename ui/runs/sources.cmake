@@ -12,4 +12,6 @@ target_sources(stagecraft_ui PRIVATE
   runs/RunsView.cpp
   runs/LaunchDialog.h
   runs/LaunchDialog.cpp
+  runs/RunManager.h
+  runs/RunManager.cpp
 )
