@@ -7,13 +7,15 @@
 // ../share/stagecraft/configs) or in the source tree it was built from. A missing or invalid CONFIG
 // shows the engine's message and opens the default instead.
 //
-//   stagecraft --screenshot FILE.png [CONFIG]
+//   stagecraft --screenshot FILE.png [--select RANK] [--show DOCK] [CONFIG]
 //
 // shows the window as usual, writes a picture of it once it has painted, and exits: the README's
-// screenshots are taken this way from the real application under Xvfb.
+// screenshots are taken this way from the real application under Xvfb. --select clicks a rank in
+// the topology (its groups light up); --show raises a dock (stages, schedule, runs, ...).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QDockWidget>
 #include <QFileInfo>
 #include <QIcon>
 #include <QPixmap>
@@ -22,6 +24,7 @@
 #include <cstdio>
 
 #include "mainwindow/MainWindow.h"
+#include "topology/TopologyScene.h"
 #include "topology/TopologyView.h"
 
 namespace {
@@ -59,6 +62,11 @@ int main(int argc, char** argv) {
   const QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("write a PNG of the window to FILE and exit"),
                                       QStringLiteral("FILE"));
   parser.addOption(screenshot);
+  const QCommandLineOption select(QStringLiteral("select"), QStringLiteral("select RANK in the topology"), QStringLiteral("RANK"));
+  parser.addOption(select);
+  const QCommandLineOption show(QStringLiteral("show"), QStringLiteral("raise the dock named DOCK (setup, estimates, stages, schedule, runs)"),
+                                QStringLiteral("DOCK"));
+  parser.addOption(show);
   parser.addPositionalArgument(QStringLiteral("CONFIG"), QStringLiteral("a Stagecraft YAML configuration to open"), QStringLiteral("[CONFIG]"));
   parser.process(app);
   const QStringList args = parser.positionalArguments();
@@ -78,6 +86,25 @@ int main(int argc, char** argv) {
   }
   // Fit the drawing once the window has its final size.
   QTimer::singleShot(0, window.topologyView(), &TopologyView::zoomToFit);
+  if (parser.isSet(select)) {
+    bool ok = false;
+    const int rank = parser.value(select).toInt(&ok);
+    if (!ok || rank < 0) {
+      std::fprintf(stderr, "stagecraft: --select %s: expected a rank number\n", qPrintable(parser.value(select)));
+      return 2;
+    }
+    window.topologyView()->topologyScene()->selectRank(rank);
+  }
+  if (parser.isSet(show)) {
+    auto* dock = window.findChild<QDockWidget*>(parser.value(show).toLower() + QStringLiteral("Dock"));
+    if (!dock) {
+      std::fprintf(stderr, "stagecraft: --show %s: no such view; use setup, estimates, stages, schedule or runs\n",
+                   qPrintable(parser.value(show)));
+      return 2;
+    }
+    dock->show();
+    dock->raise();
+  }
   if (parser.isSet(screenshot)) {
     const QString path = parser.value(screenshot);
     // After the event loop has laid out and painted the window once.

@@ -171,6 +171,19 @@ class TestRunsView : public QObject {
     QCOMPARE(shownIds(*v), ids);
   }
 
+  // Opening the view over a history shows the newest run without a click, once: the person's
+  // later choice is not overridden when a newer run appears at the next poll.
+  void newestRunIsShownFirst() {
+    auto v = makeView();
+    QCOMPARE(v->selectedRunId(), 4);
+    QVERIFY(v->selectRun(2));
+    auto other = store::RunStore::open(m_db.toStdString());
+    QVERIFY(other.ok());
+    QCOMPARE(addRun(*other.value(), {"newer", store::RunState::kRunning, 2, 3.0}), 5);
+    QTRY_COMPARE_WITH_TIMEOUT(v->model()->rowCount(), 5, 5000);
+    QCOMPARE(v->selectedRunId(), 2);
+  }
+
   void runWrittenByAnotherConnectionAppearsAfterThePoll() {
     auto v = makeView();
     QVERIFY(v->selectRun(2));

@@ -5,7 +5,7 @@
 #include <QChartView>
 #include <QLineSeries>
 #include <QValueAxis>
-#include <QVBoxLayout>
+#include <QHBoxLayout>
 
 #include <algorithm>
 #include <cmath>
@@ -89,7 +89,7 @@ QList<QPointF> firstPerStep(const std::vector<store::MetricRow>& metrics, Field 
 }  // namespace
 
 RunCharts::RunCharts(QWidget* parent) : QWidget(parent) {
-  auto* layout = new QVBoxLayout(this);
+  auto* layout = new QHBoxLayout(this);  // side by side: the runs view sits in a wide, low dock
   layout->setContentsMargins(0, 0, 0, 0);
   Axes loss{}, tput{}, mem{};
   m_lossView = makeChart(tr("Loss"), tr("loss"), this, &loss);

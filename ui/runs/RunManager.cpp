@@ -21,6 +21,11 @@ RunManager::RunManager(MainWindow* window) : QObject(window), m_window(window) {
   dock->setObjectName(QStringLiteral("runsDock"));  // saveState() keys docks by object name
   dock->setWidget(m_runs);
   window->addViewDock(dock, Qt::BottomDockWidgetArea);
+  // A tab beside Stages and Schedule: the topology keeps the height of the window.
+  if (auto* stages = window->findChild<QDockWidget*>(QStringLiteral("stagesDock"))) {
+    window->tabifyDockWidget(stages, dock);
+    stages->raise();
+  }
   m_launch = new LaunchDialog(window);
   m_hosts = new HostsEditor(window);
 

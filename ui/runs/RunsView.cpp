@@ -1,6 +1,8 @@
 // RunsView: history table, filters, polling, the selected run's charts, ranks and logs, Cancel.
 #include "runs/RunsView.h"
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -73,7 +75,8 @@ void RunsView::buildUi() {
   bar->addWidget(m_cancel);
   layout->addLayout(bar);
 
-  auto* split = new QSplitter(Qt::Vertical, this);
+  // History on the left, the selected run on the right: the view lives in a wide, low dock.
+  auto* split = new QSplitter(Qt::Horizontal, this);
   m_table = new QTableView(split);
   m_table->setObjectName(QStringLiteral("runsTable"));
   m_table->setModel(m_filter);
@@ -121,8 +124,9 @@ void RunsView::buildUi() {
   dl->addWidget(m_tabs, 1);
   split->addWidget(m_table);
   split->addWidget(details);
-  split->setStretchFactor(0, 1);
+  split->setStretchFactor(0, 2);
   split->setStretchFactor(1, 3);
+  split->setSizes({400, 600});
   layout->addWidget(split, 1);
   m_status = new QLabel(this);
   m_status->setObjectName(QStringLiteral("runsStatus"));
@@ -169,6 +173,14 @@ void RunsView::onRefreshed(const QList<qint64>& changed) {
     m_status->setText(tr("History: %1").arg(m_model->databasePath()));
   }
   if (!changed.isEmpty()) rebuildCompareChoices();
+  // The first time the history has runs, the newest is shown: opening the view answers "how is
+  // my run doing" without a click.
+  if (!m_shownNewest && m_selected == 0 && m_filter->rowCount() > 0) {
+    m_shownNewest = true;
+    qint64 newest = 0;
+    for (int row = 0; row < m_model->rowCount(); ++row) newest = std::max<qint64>(newest, m_model->runAt(row)->id);
+    if (newest != 0) selectRun(newest);
+  }
   if (m_selected != 0) {
     const store::RunRecord* r = m_model->run(m_selected);
     if (!r) {
@@ -270,7 +282,7 @@ void RunsView::updateHeader() {
   const store::RunRecord* r = m_selected ? m_model->run(m_selected) : nullptr;
   m_cancel->setEnabled(r && !store::is_terminal(r->state));
   if (!r) {
-    m_header->setText(m_model->rowCount() == 0 ? tr("No runs recorded in %1 yet.").arg(m_model->databasePath())
+    m_header->setText(m_model->rowCount() == 0 ? tr("No runs recorded yet: Run > Launch starts one.")
                                                 : tr("Select a run to see its curves, ranks and logs."));
     return;
   }

@@ -109,5 +109,6 @@ class RunsView : public QWidget {
   RankStateGrid* m_rankGrid = nullptr;
   RunLogView* m_logs = nullptr;
   qint64 m_selected = 0;
+  bool m_shownNewest = false;  // the newest run was selected once the history had runs
   QString m_lastError;
 };

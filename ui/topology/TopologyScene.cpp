@@ -3,6 +3,7 @@
 
 #include <QGraphicsSceneHelpEvent>
 #include <QGraphicsSceneMouseEvent>
+#include <QFontMetricsF>
 #include <QGraphicsSimpleTextItem>
 #include <QToolTip>
 
@@ -17,8 +18,9 @@ using stagecraft::config::TpMode;
 
 namespace {
 
-constexpr double kLegendGap = 24.0;     // between the legend and the node grid
-constexpr double kInfoGap = 32.0;       // between the legend and the info panel
+constexpr double kLegendGap = 24.0;     // between the legend and the node grid, before scaling
+constexpr double kInfoGap = 16.0;       // between the node grid and the info line, before scaling
+constexpr double kLegendShare = 0.9;    // the legend (its text is about half its width) spans this share of the node grid's width
 constexpr double kSceneMargin = 20.0;
 constexpr int kMaxListedRanks = 12;     // a longer group is shortened with "..."
 constexpr double kInfoFontPx = 14.0;
@@ -90,7 +92,7 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
     delete m_legend;
     m_legend = new TopologyLegendItem(m_plan.pp, m_plan.topology.spec().tp_mode != TpMode::k1d);
     addItem(m_legend);
-    m_legend->setPos(0, -m_legend->boundingRect().height() - kLegendGap);
+    placeAnnotations();
     for (auto* item : m_nodeItems) item->update();
   }
 
@@ -129,7 +131,27 @@ void TopologyScene::rebuildItems() {
 
   m_legend = new TopologyLegendItem(m_plan.pp, m_plan.topology.spec().tp_mode != TpMode::k1d);
   addItem(m_legend);
-  m_legend->setPos(0, -m_legend->boundingRect().height() - kLegendGap);
+  placeAnnotations();
+}
+
+// The legend above the node grid and the info line below it are scaled with the grid (the legend
+// spans kLegendShare of its width), so that a view fitted to the drawing shows them at the same
+// readable size for one node of 8 GPUs and for 1,024 of them.
+void TopologyScene::placeAnnotations() {
+  if (!m_legend) return;
+  const double legendWidth = std::max(1.0, m_legend->boundingRect().width());
+  m_annotationScale = m_gridRect.width() > 0 ? kLegendShare * m_gridRect.width() / legendWidth : 1.0;
+  m_legend->setScale(m_annotationScale);
+  m_legend->setPos(0, -(m_legend->boundingRect().height() + kLegendGap) * m_annotationScale);
+  m_info->setScale(m_annotationScale);
+  m_info->setPos(0, m_gridRect.bottom() + kInfoGap * m_annotationScale);
+  // The scene keeps room for the longest info text (a selected rank: its rank, TP, DP and PP
+  // lines and the sub-groups), so that selecting a rank never moves the drawing under the mouse.
+  const double infoLines = 5.0;
+  const QRectF drawing = m_gridRect.united(m_legend->sceneBoundingRect());
+  const double bottom = m_info->pos().y() + infoLines * QFontMetricsF(m_info->font()).lineSpacing() * m_annotationScale;
+  setSceneRect(QRectF(drawing.topLeft(), QPointF(drawing.right(), bottom))
+                   .adjusted(-kSceneMargin, -kSceneMargin, kSceneMargin, kSceneMargin));
 }
 
 QRectF TopologyScene::nodeRect(int node) const {
@@ -284,7 +306,8 @@ void TopologyScene::updateInfoText() {
   } else {
     const auto& g = m_selectedGroups;
     auto vec = [](const QList<int>& l) { return std::vector<int>(l.begin(), l.end()); };
-    text = QStringLiteral("Rank %1   TP %2   DP %3   PP %4")
+    // One group a line, so that long groups of big clusters keep the line as narrow as the grid.
+    text = QStringLiteral("Rank %1\nTP %2\nDP %3\nPP %4")
                .arg(m_selectedRank)
                .arg(rankList(vec(g[0])), rankList(vec(g[1])), rankList(vec(g[2])));
     const QStringList sub = selectedSubgroups();
@@ -296,10 +319,6 @@ void TopologyScene::updateInfoText() {
     }
   }
   m_info->setText(text);
-  const double legendRight = m_legend ? m_legend->boundingRect().width() : 0.0;
-  const double legendTop = m_legend ? m_legend->pos().y() : 0.0;
-  m_info->setPos(legendRight + kInfoGap, legendTop);
-  setSceneRect(itemsBoundingRect().adjusted(-kSceneMargin, -kSceneMargin, kSceneMargin, kSceneMargin));
 }
 
 QString TopologyScene::rankToolTip(int rank) const {

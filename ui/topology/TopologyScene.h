@@ -100,6 +100,7 @@ class TopologyScene : public QGraphicsScene {
   void rebuildItems();
   void updateHighlight();
   void updateInfoText();
+  void placeAnnotations();
   void updateSubgroups();
   int tilesPerRow() const;
 
@@ -121,5 +122,6 @@ class TopologyScene : public QGraphicsScene {
   std::vector<TopologyNodeItem*> m_nodeItems;
   TopologyLegendItem* m_legend = nullptr;
   QGraphicsSimpleTextItem* m_info = nullptr;
+  double m_annotationScale = 1.0;  // of the legend and the info line, set by placeAnnotations()
   QRectF m_gridRect;
 };
