@@ -15,7 +15,7 @@ using stagecraft::plan::format_bytes;
 class TestEstimatesView : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void peakMemoryText_data();
   void peakMemoryText();
   void chartsHoldTheEstimate();

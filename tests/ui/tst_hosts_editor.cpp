@@ -47,7 +47,7 @@ class TestHostsEditor : public QObject {
  private:
   QTemporaryDir m_dir;
 
- private slots:
+ private Q_SLOTS:
   void badLineAtItsNumber_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QList<int>>("lines");

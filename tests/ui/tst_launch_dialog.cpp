@@ -75,7 +75,7 @@ class TestLaunchDialog : public QObject {
     return d;
   }
 
- private slots:
+ private Q_SLOTS:
   void localRunOutlivesTheDialogAndIsCancelled() {
     const QString db = m_dir.filePath(QStringLiteral("local.sqlite"));
     auto d = dialog(db);

@@ -55,7 +55,7 @@ QAction* menuAction(MainWindow& w, const QString& menuTitle, const QString& text
 class TestMainWindow : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     // Keep the window's settings (geometry, recent files) out of the person's own.
     QCoreApplication::setOrganizationName(QStringLiteral("StagecraftTests"));
@@ -148,12 +148,12 @@ class TestMainWindow : public QObject {
     QVERIFY(w.openFile(example("bert-large-3d.yaml")));  // 24 layers, pp 2
     std::vector<int> ids(24, 1);
     std::fill(ids.begin(), ids.begin() + 9, 0);
-    emit w.stageEditor()->partitionEdited(ids);
+    Q_EMIT w.stageEditor()->partitionEdited(ids);
     QCOMPARE(w.document()->config().pipeline.partition, cfg::PartitionKind::kExplicit);
     QCOMPARE(w.document()->plan().layer_stage, ids);
-    emit w.stageEditor()->uniformRequested();
+    Q_EMIT w.stageEditor()->uniformRequested();
     QCOMPARE(w.document()->plan().stages[0].num_layers, 12);
-    emit w.stageEditor()->balanceRequested();
+    Q_EMIT w.stageEditor()->balanceRequested();
     QCOMPARE(w.document()->config().pipeline.partition, cfg::PartitionKind::kBalanced);
     w.document()->undoStack()->undo();
     w.document()->undoStack()->undo();

@@ -23,7 +23,7 @@ std::vector<std::vector<int>> tpGroups(const PlanDocument& doc) { return doc.pla
 class TestPlanDocument : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void startsWithAValidPlan() {
     PlanDocument doc;
     QVERIFY(doc.hasPlan());

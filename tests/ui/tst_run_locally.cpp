@@ -31,7 +31,7 @@ bool edit(MainWindow& w, const char* key, const QString& value) {
 class TestRunLocally : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     QCoreApplication::setOrganizationName(QStringLiteral("StagecraftTests"));
     QCoreApplication::setApplicationName(QStringLiteral("tst_run_locally"));

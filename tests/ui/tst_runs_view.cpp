@@ -100,7 +100,7 @@ class TestRunsView : public QObject {
     return v;
   }
 
- private slots:
+ private Q_SLOTS:
   void init() {
     static int n = 0;
     m_db = m_dir.filePath(QStringLiteral("runs-%1.sqlite").arg(++n));
@@ -452,7 +452,7 @@ class TestRunsView : public QObject {
     QVERIFY(manager);
     QCOMPARE(manager->runsView(), view);
     // A run the launch dialog reports is selected in the dock.
-    emit manager->launchDialog()->runStarted(2);
+    Q_EMIT manager->launchDialog()->runStarted(2);
     QCOMPARE(view->selectedRunId(), 2);
   }
 };

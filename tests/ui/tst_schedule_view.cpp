@@ -32,7 +32,7 @@ Q_DECLARE_METATYPE(stagecraft::config::Schedule)
 class TestScheduleView : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void bubbleMatchesClosedForm_data();
   void bubbleMatchesClosedForm();
   void workedExampleBlockTimes();

@@ -23,7 +23,7 @@ QSpinBox* spin(const SetupPanel& panel, const QString& key) { return qobject_cas
 class TestSetupPanel : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void fieldsShowTheDocument_data() {
     QTest::addColumn<QString>("file");
     QTest::newRow("bert-large-3d") << "bert-large-3d.yaml";

@@ -17,7 +17,7 @@ Q_DECLARE_METATYPE(std::vector<int>)
 class TestStageEditor : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase();
   void dragBoundary_data();
   void dragBoundary();

@@ -42,7 +42,7 @@ QImage renderScene(QGraphicsScene* scene, const QRectF& source, double scale) {
 class TestTopologyScene : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void outlinedTpGroups_data();
   void outlinedTpGroups();
   void selectRankHighlightsItsGroups();

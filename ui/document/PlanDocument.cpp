@@ -139,10 +139,10 @@ void PlanDocument::assign(const cfg::RunConfig& config) {
   }
   const bool problemsDiffer = problems != m_problems;
   m_problems = problems;
-  emit configChanged();
-  if (problemsDiffer) emit problemsChanged(m_problems);
-  if (planned) emit planChanged(*m_plan);
-  if (!m_problems.isEmpty()) emit validationFailed(m_problems);
+  Q_EMIT configChanged();
+  if (problemsDiffer) Q_EMIT problemsChanged(m_problems);
+  if (planned) Q_EMIT planChanged(*m_plan);
+  if (!m_problems.isEmpty()) Q_EMIT validationFailed(m_problems);
 }
 
 void PlanDocument::setConfig(const cfg::RunConfig& config, const QString& what, const QString& key) {
@@ -156,7 +156,7 @@ bool PlanDocument::applyEdit(const QString& key, const QString& value, QString* 
   if (!next.ok()) {
     const auto problems = problemsOfStatus(next.status(), key);
     if (error) *error = problems.isEmpty() ? qs(next.status().message()) : problems.first().message;
-    emit validationFailed(problems);
+    Q_EMIT validationFailed(problems);
     return false;
   }
   setConfig(next.value(), tr("Change %1").arg(key), key);
@@ -181,14 +181,14 @@ void PlanDocument::setPartitionKind(cfg::PartitionKind kind) {
 void PlanDocument::setFilePath(const QString& path) {
   if (path == m_filePath) return;
   m_filePath = path;
-  emit filePathChanged(path);
+  Q_EMIT filePathChanged(path);
 }
 
 void PlanDocument::updateModified() {
   const bool modified = isModified();
   if (modified == m_lastModified) return;
   m_lastModified = modified;
-  emit modifiedChanged(modified);
+  Q_EMIT modifiedChanged(modified);
 }
 
 void PlanDocument::reset(const cfg::RunConfig& config, const QString& path, bool modified) {

@@ -88,7 +88,7 @@ class PlanDocument : public QObject {
   bool exportTo(stagecraft::config::Framework to, const QString& path, QString* error,
                 QStringList* notes = nullptr, QStringList* written = nullptr);
 
- signals:
+ Q_SIGNALS:
   // The current plan changed (a valid edit, undo, open). Not emitted for an invalid edit.
   void planChanged(const stagecraft::plan::Plan& plan);
   // The edited config changed in any way (valid or not).

@@ -202,7 +202,7 @@ void HostsEditor::revalidate() {
   } else {
     showStatus(tr("%n line(s) to fix", nullptr, static_cast<int>(badLines().size())));
   }
-  emit problemsChanged();
+  Q_EMIT problemsChanged();
 }
 
 void HostsEditor::showStatus(const QString& text) { m_status->setText(text); }
@@ -243,7 +243,7 @@ bool HostsEditor::saveFile(const QString& path, QString* error) {
   m_path = path;
   setWindowTitle(tr("Hosts — %1").arg(QFileInfo(path).fileName()));
   revalidate();
-  emit hostfileSaved(path);
+  Q_EMIT hostfileSaved(path);
   return true;
 }
 
@@ -336,7 +336,7 @@ void HostsEditor::onTestFinished() {
   for (const auto& c : m_runner->results()) failed += c.ok() ? 0 : 1;
   showStatus(failed == 0 ? tr("Every host passed") : tr("%n host(s) failed; see the problems column", nullptr, failed));
   updateTrustButton();
-  emit testFinished();
+  Q_EMIT testFinished();
 }
 
 void HostsEditor::updateTrustButton() {

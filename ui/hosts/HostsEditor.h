@@ -86,7 +86,7 @@ class HostsEditor : public QDialog {
 
   QString statusText() const;
 
- signals:
+ Q_SIGNALS:
   void problemsChanged();
   void testFinished();
   void hostfileSaved(const QString& path);

@@ -26,7 +26,7 @@ bool PreflightRunner::start(const std::vector<launch::SelectedHost>& hosts, cons
           join();
           m_results = std::move(checks);
           m_running = false;
-          emit finished();
+          Q_EMIT finished();
         },
         Qt::QueuedConnection);
   });

@@ -26,7 +26,7 @@ class PreflightRunner : public QObject {
   // The last pass's results, in the order of its hosts.
   const std::vector<stagecraft::launch::HostCheck>& results() const { return m_results; }
 
- signals:
+ Q_SIGNALS:
   void finished();
 
  private:

@@ -216,7 +216,7 @@ void RunLocallyDialog::addLoss(int step, double loss) {
   const double pad = std::max(0.05, (m_maxLoss - m_minLoss) * 0.05);
   m_yAxis->setRange(std::max(0.0, m_minLoss - pad), m_maxLoss + pad);
   m_status->setText(tr("Step %1 of %2, loss %3").arg(step).arg(m_totalSteps).arg(loss, 0, 'f', 4));
-  emit lossRecorded(step, loss);
+  Q_EMIT lossRecorded(step, loss);
 }
 
 void RunLocallyDialog::finish(const QString& outcome, const QString& reason) {
@@ -229,7 +229,7 @@ void RunLocallyDialog::finish(const QString& outcome, const QString& reason) {
   if (m_loss->count() > 0) text += tr(" after %1 steps, last loss %2").arg(m_loss->at(m_loss->count() - 1).x()).arg(m_loss->at(m_loss->count() - 1).y(), 0, 'f', 4);
   if (!reason.isEmpty()) text += QStringLiteral(": ") + reason;
   m_status->setText(text);
-  emit runFinished(outcome);
+  Q_EMIT runFinished(outcome);
 }
 
 void RunLocallyDialog::appendLog(const QString& line) { m_log->appendPlainText(line); }

@@ -59,7 +59,7 @@ class RunLocallyDialog : public QDialog {
   // Why `config` cannot run on this machine, or "" when it can.
   static QString refusal(const stagecraft::config::RunConfig& config);
 
- signals:
+ Q_SIGNALS:
   void lossRecorded(int step, double loss);
   void runFinished(const QString& outcome);
 

@@ -252,7 +252,7 @@ bool LaunchDialog::start() {
     if (e != QProcess::FailedToStart) return;
     m_start->setEnabled(true);
     setMessage(tr("%1: cannot start: %2").arg(cliPath(), m_process->errorString()));
-    emit startFailed(m_message);
+    Q_EMIT startFailed(m_message);
   });
   m_start->setEnabled(false);
   setMessage(isLocal() ? tr("Starting...") : tr("Checking the hosts and starting..."));
@@ -271,12 +271,12 @@ void LaunchDialog::onProcessFinished(int exitCode, QProcess::ExitStatus status) 
   if (status == QProcess::NormalExit && exitCode == 0 && id && id->is_number()) {
     m_runId = id->as_int();
     setMessage(tr("Run %1 started; it runs on when this window closes. Follow it in the runs view.").arg(m_runId));
-    emit runStarted(m_runId);
+    Q_EMIT runStarted(m_runId);
     return;
   }
   QString why = err;
   why.remove(QStringLiteral("stagecraft-cli: error: "));
   if (why.isEmpty()) why = tr("stagecraft-cli run ended with status %1 and no message").arg(exitCode);
   setMessage(why);
-  emit startFailed(why);
+  Q_EMIT startFailed(why);
 }

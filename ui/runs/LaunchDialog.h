@@ -70,7 +70,7 @@ class LaunchDialog : public QDialog {
   QStringList lastCommand() const { return m_lastCommand; }
   QString savedConfigPath() const { return m_savedConfig; }
 
- signals:
+ Q_SIGNALS:
   void runStarted(qint64 id);
   void startFailed(const QString& message);
 

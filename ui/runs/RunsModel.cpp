@@ -60,7 +60,7 @@ void RunsModel::setDatabasePath(const QString& path) {
 void RunsModel::setError(const QString& message) {
   const bool fresh = message != m_lastError;
   m_lastError = message;
-  if (fresh) emit errorOccurred(message);
+  if (fresh) Q_EMIT errorOccurred(message);
 }
 
 bool RunsModel::openStore() {
@@ -95,7 +95,7 @@ bool RunsModel::refresh() {
     m_runs = std::move(fresh);
     endResetModel();
     for (const auto& r : m_runs) changed << r.id;
-    emit refreshed(changed);
+    Q_EMIT refreshed(changed);
     return true;
   }
   // Both lists are in id order (descending): one merge pass turns the old rows into the new.
@@ -115,13 +115,13 @@ bool RunsModel::refresh() {
       changed << m_runs[i].id;
     } else if (differs(m_runs[i], fresh[j])) {
       m_runs[i] = std::move(fresh[j]);
-      emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
+      Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
       changed << m_runs[i].id;
     }
     ++i;
     ++j;
   }
-  emit refreshed(changed);
+  Q_EMIT refreshed(changed);
   return true;
 }
 

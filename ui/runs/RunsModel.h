@@ -62,7 +62,7 @@ class RunsModel : public QAbstractTableModel {
   static QString stateText(stagecraft::store::RunState state);
   static QString createdText(double unixSeconds);
 
- signals:
+ Q_SIGNALS:
   // After every successful refresh; `changedIds` are the runs added or changed by it.
   void refreshed(const QList<qint64>& changedIds);
   void errorOccurred(const QString& message);

@@ -218,7 +218,7 @@ void RunsView::showRun(qint64 id) {
   }
   rebuildCompareChoices();
   updateHeader();
-  emit runSelected(id);
+  Q_EMIT runSelected(id);
 }
 
 void RunsView::loadRun(bool metricsAndEvents) {

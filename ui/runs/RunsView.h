@@ -76,11 +76,11 @@ class RunsView : public QWidget {
   // The last error shown (reading the history, cancelling), "" when none.
   QString lastError() const { return m_lastError; }
 
- public slots:
+ public Q_SLOTS:
   // Reads the history now (what the timer does).
   void refresh();
 
- signals:
+ Q_SIGNALS:
   void runSelected(qint64 id);
 
  private:

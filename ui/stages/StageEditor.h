@@ -28,7 +28,7 @@ class StageEditor : public QWidget {
   QPushButton* balanceButton() const { return m_balance; }
   QPushButton* uniformButton() const { return m_uniform; }
 
- signals:
+ Q_SIGNALS:
   // One chunk id per layer, every chunk non-empty, after a boundary drag.
   void partitionEdited(const std::vector<int>& stageIds);
   void balanceRequested();

@@ -169,5 +169,5 @@ void StageStrip::mouseReleaseEvent(QMouseEvent* event) {
   m_drag = -1;
   unsetCursor();
   update();
-  if (m_counts != m_planCounts) emit partitionEdited(stageIds());
+  if (m_counts != m_planCounts) Q_EMIT partitionEdited(stageIds());
 }

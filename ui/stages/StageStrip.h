@@ -37,7 +37,7 @@ class StageStrip : public QWidget {
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
- signals:
+ Q_SIGNALS:
   void partitionEdited(const std::vector<int>& stageIds);
 
  protected:

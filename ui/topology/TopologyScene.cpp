@@ -98,7 +98,7 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
 
   if (m_selectedRank >= m_worldSize) {
     m_selectedRank = -1;
-    emit rankSelected(-1);
+    Q_EMIT rankSelected(-1);
   }
   if (m_hoveredRank >= m_worldSize) m_hoveredRank = -1;
   updateHighlight();
@@ -235,7 +235,7 @@ void TopologyScene::selectRank(int rank) {
   if (rank == m_selectedRank) return;
   m_selectedRank = rank;
   updateHighlight();
-  emit rankSelected(rank);
+  Q_EMIT rankSelected(rank);
 }
 
 QList<QList<int>> TopologyScene::highlightedGroups() const { return m_selectedGroups; }
@@ -357,7 +357,7 @@ void TopologyScene::hoverAt(const QPointF& scenePos) {
   for (int r : {old, rank}) {
     if (r >= 0) m_nodeItems[static_cast<size_t>(r / m_gpusPerNode)]->update();
   }
-  emit rankHovered(rank);
+  Q_EMIT rankHovered(rank);
 }
 
 void TopologyScene::mouseMoveEvent(QGraphicsSceneMouseEvent* event) {

@@ -87,7 +87,7 @@ class TopologyScene : public QGraphicsScene {
   static constexpr double kNodeGap = 16.0;
   static constexpr int kTilesPerRow = 4;
 
- signals:
+ Q_SIGNALS:
   void rankSelected(int rank);
   void rankHovered(int rank);
 

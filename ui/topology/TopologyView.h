@@ -26,7 +26,7 @@ class TopologyView : public QGraphicsView {
   // Current scale (view pixels per scene unit).
   double zoom() const;
 
- public slots:
+ public Q_SLOTS:
   void zoomIn();
   void zoomOut();
 
