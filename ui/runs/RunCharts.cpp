@@ -23,15 +23,33 @@ struct Axes {
   QValueAxis* y;
 };
 
-QChartView* makeChart(const QString& title, const QString& yTitle, QWidget* parent, Axes* axes) {
+constexpr int kChartFontPt = 8;    // titles, labels and legends of the small charts
+constexpr int kAxisTicks = 5;
+
+// A compact chart for a low dock: small fonts, thin margins, the legend above the plot.
+QChartView* makeChart(const QString& title, const QString& yTitle, const QString& yFormat, QWidget* parent, Axes* axes) {
   auto* chart = new QChart;
+  QFont font = chart->titleFont();
+  font.setPointSize(kChartFontPt);
+  QFont bold = font;
+  bold.setBold(true);
   chart->setTitle(title);
-  chart->legend()->setAlignment(Qt::AlignRight);
+  chart->setTitleFont(bold);
+  chart->setMargins(QMargins(2, 2, 2, 2));
+  chart->setBackgroundRoundness(0);
+  chart->legend()->setAlignment(Qt::AlignTop);
+  chart->legend()->setFont(font);
   axes->x = new QValueAxis;
   axes->x->setTitleText(QObject::tr("step"));
   axes->x->setLabelFormat(QStringLiteral("%d"));
   axes->y = new QValueAxis;
   axes->y->setTitleText(yTitle);
+  axes->y->setLabelFormat(yFormat);
+  for (QValueAxis* a : {axes->x, axes->y}) {
+    a->setLabelsFont(font);
+    a->setTitleFont(font);
+    a->setTickCount(kAxisTicks);
+  }
   chart->addAxis(axes->x, Qt::AlignBottom);
   chart->addAxis(axes->y, Qt::AlignLeft);
   auto* view = new QChartView(chart, parent);
@@ -92,9 +110,9 @@ RunCharts::RunCharts(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);  // side by side: the runs view sits in a wide, low dock
   layout->setContentsMargins(0, 0, 0, 0);
   Axes loss{}, tput{}, mem{};
-  m_lossView = makeChart(tr("Loss"), tr("loss"), this, &loss);
-  m_throughputView = makeChart(tr("Throughput"), tr("tokens/s"), this, &tput);
-  m_memoryView = makeChart(tr("Memory per rank"), tr("MiB"), this, &mem);
+  m_lossView = makeChart(tr("Loss"), tr("loss"), QStringLiteral("%.2f"), this, &loss);
+  m_throughputView = makeChart(tr("Throughput"), tr("tokens/s"), QStringLiteral("%.0f"), this, &tput);
+  m_memoryView = makeChart(tr("Memory per rank"), tr("MiB"), QStringLiteral("%.0f"), this, &mem);
   m_lossX = loss.x;
   m_lossY = loss.y;
   m_throughputX = tput.x;
@@ -165,7 +183,10 @@ void RunCharts::setComparison(qint64 id, const std::vector<store::MetricRow>& me
   fitLossAxes();
 }
 
-void RunCharts::fitLossAxes() { fitAxes(m_lossX, m_lossY, {m_loss, m_compare}); }
+void RunCharts::fitLossAxes() {
+  m_lossView->chart()->legend()->setVisible(m_compare != nullptr);  // names only needed for two curves
+  fitAxes(m_lossX, m_lossY, {m_loss, m_compare});
+}
 
 void RunCharts::setMemory(const std::vector<store::MetricRow>& metrics) {
   int ranks = 0;
