@@ -161,7 +161,7 @@ bool SshLab::start_sshd(Node& n) {
   const QString text = QString(
                            "Port %1\nListenAddress %2\nHostKey %3\nAuthorizedKeysFile %4/authorized_keys\nPidFile %4/sshd_%5.pid\n"
                            "UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                           "PermitRootLogin prohibit-password\nClientAliveInterval 1\nClientAliveCountMax 3\n"
+                           "PermitRootLogin prohibit-password\n"
                            "MaxSessions 64\nMaxStartups 64\nLogLevel ERROR\n")
                            .arg(n.port)
                            .arg(n.address, n.host_key, tmp_.path(), n.alias);

@@ -2,7 +2,9 @@
 // address, and run_remote(). See remote_run.h.
 #include "stagecraft/launch/remote_run.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -20,22 +22,31 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The wrapper every rank runs under; arguments: CWD LOCAL_WORLD_SIZE PROGRAM ARGS...
-// Commands on stdin: TERM, KILL; end of stdin kills the group. Exits with the program's status.
+// The wrapper every rank runs under; arguments: CWD LOCAL_WORLD_SIZE SILENCE_S PROGRAM ARGS...
+// Commands on stdin: TERM, KILL, PING (the launcher's heartbeat); end of stdin kills the group,
+// and so does no PING for SILENCE_S seconds (a watchdog reads the age of a file each PING
+// touches). Exits with the program's status.
 constexpr const char* kWrapper = R"SH(cd "$1" || { echo "stagecraft: cannot enter the working directory $1 on $(hostname)" >&2; exit 126; }
-n=$2; shift 2
+n=$2; quiet=$3; shift 3
 command -v setsid >/dev/null 2>&1 || { echo "stagecraft: setsid (util-linux) is missing on $(hostname)" >&2; exit 126; }
+hb=$(mktemp) || { echo "stagecraft: cannot create a temporary file on $(hostname)" >&2; exit 126; }
 t=$(nproc 2>/dev/null || echo 1); t=$((t / n)); [ "$t" -ge 1 ] || t=1
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$t}"
 exec 3<&0
 setsid "$@" </dev/null &
 pid=$!
-{ while read -r c; do case "$c" in TERM) kill -TERM "-$pid";; KILL) kill -KILL "-$pid";; esac; done; kill -KILL "-$pid"; } <&3 >/dev/null 2>&1 &
+{ while read -r c; do case "$c" in TERM) kill -TERM "-$pid";; KILL) kill -KILL "-$pid";; PING) : >"$hb";; esac; done; kill -KILL "-$pid"; } <&3 >/dev/null 2>&1 &
 w=$!
+{ while sleep 1; do last=$(stat -c %Y "$hb") || break; [ $(($(date +%s) - last)) -le "$quiet" ] || { kill -KILL "-$pid"; break; }; done; } >/dev/null 2>&1 &
+g=$!
 exec 3<&-
 wait "$pid"; st=$?
-kill "$w" 2>/dev/null
+kill "$w" "$g" 2>/dev/null
+rm -f "$hb"
 exit "$st")SH";
+
+// Between heartbeats: a fifth of the silence a rank tolerates, at most 2 s.
+double heartbeat_interval_s(double silence_kill_s) { return std::min(2.0, silence_kill_s / 5.0); }
 
 bool valid_env_name(const std::string& k) {
   if (k.empty() || (k[0] >= '0' && k[0] <= '9')) return false;
@@ -55,8 +66,9 @@ struct Node {
 
 class RemoteRank final : public RankProcess {
  public:
-  RemoteRank(std::shared_ptr<Node> node, int rank, std::unique_ptr<SshChannel> channel, double kill_wait_s)
-      : node_(std::move(node)), rank_(rank), channel_(std::move(channel)), kill_wait_s_(kill_wait_s) {}
+  RemoteRank(std::shared_ptr<Node> node, int rank, std::unique_ptr<SshChannel> channel, double kill_wait_s,
+             double heartbeat_s)
+      : node_(std::move(node)), rank_(rank), channel_(std::move(channel)), kill_wait_s_(kill_wait_s), heartbeat_s_(heartbeat_s) {}
 
   int rank() const override { return rank_; }
   std::vector<int> wait_fds() const override {
@@ -74,11 +86,16 @@ class RemoteRank final : public RankProcess {
     if (!r.value()) streams_ended_ = true;
     return r.value();
   }
+  // The supervisor polls every rank many times a second: the heartbeat rides on it.
   std::optional<ExitInfo> poll_exit() override {
     if (exit_) return exit_;
     if (!node_->lost.empty()) {
       exit_ = ExitInfo{255, 0};
       return exit_;
+    }
+    if (killed_at_ == 0 && now_s() - last_ping_ >= heartbeat_s_) {
+      last_ping_ = now_s();
+      (void)channel_->write("PING\n");  // a failed write shows as a lost connection on the next read
     }
     if (auto st = channel_->exit_status()) {
       ExitInfo e;
@@ -123,6 +140,8 @@ class RemoteRank final : public RankProcess {
   int rank_;
   std::unique_ptr<SshChannel> channel_;
   double kill_wait_s_;
+  double heartbeat_s_;
+  double last_ping_ = 0;
   double killed_at_ = 0;
   bool streams_ended_ = false;
   bool lost_reported_ = false;
@@ -131,10 +150,12 @@ class RemoteRank final : public RankProcess {
 
 }  // namespace
 
-Result<std::string> remote_rank_command(const std::string& cwd, int local_world_size,
+Result<std::string> remote_rank_command(const std::string& cwd, int local_world_size, double silence_kill_s,
                                         const std::map<std::string, std::string>& env, const std::vector<std::string>& argv) {
   if (argv.empty()) return Status::invalid_input("remote run: empty command line");
-  std::vector<std::string> words = {"sh", "-c", kWrapper, "stagecraft-rank", cwd, std::to_string(local_world_size), "env"};
+  if (!(silence_kill_s >= 1.0)) return Status::invalid_input("remote run: the heartbeat silence must be at least 1 s");
+  const std::string quiet = std::to_string(static_cast<long>(std::ceil(silence_kill_s)));
+  std::vector<std::string> words = {"sh", "-c", kWrapper, "stagecraft-rank", cwd, std::to_string(local_world_size), quiet, "env"};
   for (const auto& [k, v] : env) {
     if (!valid_env_name(k)) return Status::invalid_input("remote run: environment variable name `" + k + "` is not [A-Za-z_][A-Za-z0-9_]*");
     words.push_back(k + "=" + v);
@@ -264,11 +285,12 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
       if (cuda) e.cuda_device = options.hosts[static_cast<size_t>(n)].slot_ids[static_cast<size_t>(l)];
       auto env = to_environment(e);
       env.erase("OMP_NUM_THREADS");  // the node's cores decide (the wrapper)
-      auto cmd = remote_rank_command(cwd, per_node.value(), env, argv);
+      auto cmd = remote_rank_command(cwd, per_node.value(), options.silence_kill_s, env, argv);
       if (!cmd.ok()) return cmd.status();
       auto ch = node->session->exec(cmd.value());
       if (!ch.ok()) return ch.status().with_context("remote run: starting rank " + std::to_string(e.rank) + " on node " + std::to_string(n));
-      ranks.push_back(std::make_unique<RemoteRank>(node, e.rank, std::move(ch).value(), options.kill_wait_s));
+      ranks.push_back(std::make_unique<RemoteRank>(node, e.rank, std::move(ch).value(), options.kill_wait_s,
+                                                     heartbeat_interval_s(options.silence_kill_s)));
     }
   }
   for (const auto& n : node_list) n->session->set_nonblocking();

@@ -51,6 +51,10 @@ struct RemoteRunOptions {
   double grace_s = 5.0;      // TERM to KILL
   // How long a node may take to confirm a KILL before its ranks are given up as lost.
   double kill_wait_s = 10.0;
+  // The launcher sends every rank a heartbeat; a rank that hears none for this long kills its
+  // process group. This ends the ranks of a node whose link was cut or whose launcher died, even
+  // where the node's sshd never notices the silent client (OpenSSH's default).
+  double silence_kill_s = 30.0;
 };
 
 // The run's outcome, as run_local(). Fails (no outcome) when the run could not start: a node
@@ -66,7 +70,7 @@ Result<std::string> choose_master_addr(const std::string& configured, const std:
                                        const std::vector<std::string>& local_per_node);
 
 // The command line (one string for the remote shell) that starts one rank under the wrapper.
-Result<std::string> remote_rank_command(const std::string& cwd, int local_world_size,
+Result<std::string> remote_rank_command(const std::string& cwd, int local_world_size, double silence_kill_s,
                                         const std::map<std::string, std::string>& env,
                                         const std::vector<std::string>& argv);
 
