@@ -6,40 +6,13 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "hosts/HostsEditor.h"
 #include "hosts/PreflightTable.h"
 #include "hosts/SshConfigHosts.h"
+#include "runs_test_support.h"
 
-namespace {
-
-// A TCP port on 127.0.0.1 that nothing listens on: bound by the system, then released.
-int closedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    qFatal("cannot reserve a port");
-  }
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
-bool writeFile(const QString& path, const QByteArray& bytes) {
-  QFile f(path);
-  return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
-}
-
-}  // namespace
+using runs_test::closedPort;
+using runs_test::writeFile;
 
 class TestHostsEditor : public QObject {
   Q_OBJECT

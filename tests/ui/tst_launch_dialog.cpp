@@ -8,11 +8,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <arpa/inet.h>
 #include <csignal>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "hosts/HostsEditor.h"
 #include "hosts/PreflightTable.h"
@@ -22,34 +18,17 @@
 #include "runs/RunsView.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/store/run_store.h"
+#include "runs_test_support.h"
 
 namespace store = stagecraft::store;
+using runs_test::closedPort;
+using runs_test::writeFile;
 
 namespace {
 
 constexpr int kStartMs = 60000;   // the CLI checks the config and forks
 constexpr int kStepMs = 180000;   // 4 worker processes on a loaded 2-core machine
 constexpr int kCancelMs = 60000;  // TERM, grace period, the supervisor records the end
-
-int closedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    qFatal("cannot reserve a port");
-  }
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
-bool writeFile(const QString& path, const QByteArray& bytes) {
-  QFile f(path);
-  return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
-}
 
 }  // namespace
 

@@ -295,12 +295,7 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
   }
   for (const auto& n : node_list) n->session->set_nonblocking();
 
-  SuperviseOptions sup;
-  sup.hang_timeout_s = config.train.hang_timeout_s;
-  sup.grace_s = options.grace_s;
-  Supervisor supervisor(std::move(ranks), sup, std::move(callbacks));
-  if (supervisor_ready) supervisor_ready(supervisor);
-  RunOutcome outcome = supervisor.run();
+  RunOutcome outcome = supervise(std::move(ranks), config.train.hang_timeout_s, options.grace_s, std::move(callbacks), supervisor_ready);
   server.value()->stop();
   return outcome;
 }

@@ -200,4 +200,14 @@ RunOutcome Supervisor::run() {
   return outcome;
 }
 
+RunOutcome supervise(std::vector<std::unique_ptr<RankProcess>> ranks, double hang_timeout_s, double grace_s,
+                     RunCallbacks callbacks, const std::function<void(Supervisor&)>& ready) {
+  SuperviseOptions options;
+  options.hang_timeout_s = hang_timeout_s;
+  options.grace_s = grace_s;
+  Supervisor supervisor(std::move(ranks), options, std::move(callbacks));
+  if (ready) ready(supervisor);
+  return supervisor.run();
+}
+
 }  // namespace stagecraft::launch

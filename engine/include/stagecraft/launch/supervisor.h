@@ -67,4 +67,10 @@ class Supervisor {
   double last_event_ = 0;
 };
 
+// Supervises `ranks` until the run ends: a Supervisor with the run's hang timeout and grace
+// period, handed to `ready` (optional) before it starts so that a caller can cancel() it from
+// another thread. What local and remote runs share once their ranks are started.
+RunOutcome supervise(std::vector<std::unique_ptr<RankProcess>> ranks, double hang_timeout_s, double grace_s,
+                     RunCallbacks callbacks, const std::function<void(Supervisor&)>& ready);
+
 }  // namespace stagecraft::launch
