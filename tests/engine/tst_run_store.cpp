@@ -537,6 +537,28 @@ class TestRunStore : public QObject {
     QCOMPARE(rec.stats().batches, uint64_t(1));
   }
 
+  // A producer faster than the disk waits once max_pending_rows wait: no batch grows past the
+  // cap (a step event is two rows, so one event may pass it by one row), and nothing is lost.
+  void producersWaitForASlowDisk() {
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto id = st.value()->create_run(sample_run(this_process_identity()));
+    RecorderOptions o;
+    o.flush_interval_s = 30;
+    o.flush_rows = 1000000;  // only the cap makes the writer take rows before finish()
+    o.max_pending_rows = 100;
+    RunRecorder rec(*st.value(), id.value(), o);
+    const int steps = 5000;
+    for (int step = 1; step <= steps; ++step) rec.on_event(0, step_event(0, step, 1.0));
+    QVERIFY(rec.finish().is_ok());
+    const RecorderStats stats = rec.stats();
+    QCOMPARE(stats.events, uint64_t(steps));
+    QCOMPARE(stats.metrics, uint64_t(steps));
+    QVERIFY2(stats.max_batch_rows <= 101, qPrintable(QString::number(stats.max_batch_rows)));
+    QVERIFY(stats.batches >= uint64_t(2 * steps / 101));
+    QCOMPARE(st.value()->metrics(id.value())->size(), size_t(steps));
+  }
+
   void metricFromEvent() {
     MetricRow m;
     QVERIFY(metric_from_event(3, step_event(3, 7, 2.5), 10.0, m));

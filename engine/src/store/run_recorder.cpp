@@ -1,6 +1,7 @@
 // Batched recording of a live run. See run_recorder.h.
 #include "stagecraft/store/run_recorder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -54,7 +55,8 @@ void RunRecorder::on_event(int rank, const Json& event) {
   row.json = event.dump();
   MetricRow m;
   const bool is_metric = metric_from_event(rank, event, t, m);
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  wait_for_room(lock);
   pending_.events.push_back(std::move(row));
   if (is_metric) pending_.metrics.push_back(m);
   if (pending_.rows() >= options_.flush_rows) wake_.notify_one();
@@ -62,9 +64,16 @@ void RunRecorder::on_event(int rank, const Json& event) {
 
 void RunRecorder::on_log(int rank, bool is_stderr, const std::string& line) {
   LogRow row{rank, is_stderr, now_unix(), line};
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  wait_for_room(lock);
   pending_.logs.push_back(std::move(row));
   if (pending_.rows() >= options_.flush_rows) wake_.notify_one();
+}
+
+void RunRecorder::wait_for_room(std::unique_lock<std::mutex>& lock) {
+  if (pending_.rows() < options_.max_pending_rows) return;
+  wake_.notify_one();
+  drained_.wait(lock, [&] { return stop_ || pending_.rows() < options_.max_pending_rows; });
 }
 
 // Takes the pending rows and writes them without holding mu_, so producers keep appending.
@@ -74,6 +83,7 @@ Status RunRecorder::write_pending() {
   std::unique_lock lock(mu_);
   Batch batch;
   std::swap(batch, pending_);
+  drained_.notify_all();
   if (batch.empty()) return status_;
   if (!status_) {
     stats_.dropped_rows += batch.rows();
@@ -100,7 +110,8 @@ void RunRecorder::writer_loop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      wake_.wait_for(lock, interval, [&] { return stop_ || pending_.rows() >= options_.flush_rows; });
+      const size_t due = std::min(options_.flush_rows, options_.max_pending_rows);
+      wake_.wait_for(lock, interval, [&] { return stop_ || pending_.rows() >= due; });
       if (stop_) return;
     }
     (void)write_pending();
@@ -116,6 +127,7 @@ Status RunRecorder::finish() {
     stop_ = true;
   }
   wake_.notify_one();
+  drained_.notify_all();
   if (writer_.joinable()) writer_.join();
   Status s = write_pending();
   std::lock_guard lock(mu_);

@@ -1,7 +1,9 @@
 // RunRecorder: writes a live run's events and log lines into the run history as they arrive.
 //
 // The supervisor's callbacks (launch/supervisor.h) call on_event() and on_log(); they only append
-// to memory, so the supervisor never waits on the disk. A writer thread commits what has
+// to memory, so the supervisor does not wait on the disk — unless the disk falls so far behind that
+// max_pending_rows wait, when they block until the writer has taken them: memory stays bounded
+// and a crash can lose no more than that. A writer thread commits what has
 // gathered in one transaction every `flush_interval_s`, or as soon as `flush_rows` rows wait,
 // and finish() writes the rest. A crash therefore loses at most the batch not yet committed,
 // never a row already written. A step event is kept twice: as a metrics row (step, loss, lr,
@@ -27,8 +29,9 @@
 namespace stagecraft::store {
 
 struct RecorderOptions {
-  double flush_interval_s = 0.1;  // longest a row waits in memory
-  size_t flush_rows = 4096;       // a batch this large is written at once
+  double flush_interval_s = 0.1;     // longest a row waits in memory
+  size_t flush_rows = 4096;          // a batch this large is written at once
+  size_t max_pending_rows = 1 << 18;  // while this many wait for a slow disk, producers wait too
 };
 
 struct RecorderStats {
@@ -61,12 +64,14 @@ class RunRecorder {
  private:
   void writer_loop();
   Status write_pending();
+  void wait_for_room(std::unique_lock<std::mutex>& lock);  // mu_ held
 
   RunStore& store_;
   int64_t run_id_;
   RecorderOptions options_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable drained_;  // the writer took the pending rows
   std::mutex write_mu_;  // one batch written at a time, in order
   Batch pending_;
   Status status_;
