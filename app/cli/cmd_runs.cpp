@@ -118,6 +118,7 @@ int runs_list(const Args& args, store::RunStore* st) {
     }
   }
   if (auto n = args.option("--name")) f.name_contains = *n;
+  f.documents = false;  // the list shows neither configs nor plans
   std::vector<store::RunRecord> runs;
   if (st) {
     auto r = st->list_runs(f);

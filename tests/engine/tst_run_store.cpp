@@ -559,6 +559,42 @@ class TestRunStore : public QObject {
     QCOMPARE(st.value()->metrics(id.value())->size(), size_t(steps));
   }
 
+  // A listing without documents leaves the config and the plan out and keeps every other field.
+  void listsWithoutDocuments() {
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto id = st.value()->create_run(sample_run(this_process_identity()));
+    QVERIFY(id.ok());
+    {
+      RunRecorder rec(*st.value(), id.value());
+      rec.on_event(1, step_event(1, 7, 2.5));
+      QVERIFY(rec.finish().is_ok());
+    }
+    auto full = st.value()->list_runs();
+    QVERIFY(full.ok());
+    QCOMPARE(full->size(), size_t(1));
+    QCOMPARE(QString::fromStdString(full->front().config_yaml), QString("name: tiny\n"));
+    QCOMPARE(QString::fromStdString(full->front().plan_json), QString("{\"world\":2}"));
+    RunFilter f;
+    f.documents = false;
+    auto brief = st.value()->list_runs(f);
+    QVERIFY(brief.ok());
+    QCOMPARE(brief->size(), size_t(1));
+    const RunRecord& b = brief->front();
+    QVERIFY(b.config_yaml.empty());
+    QVERIFY(b.plan_json.empty());
+    const RunRecord& a = full->front();
+    QCOMPARE(b.id, a.id);
+    QCOMPARE(QString::fromStdString(b.name), QString::fromStdString(a.name));
+    QCOMPARE(b.state, a.state);
+    QCOMPARE(b.hosts, a.hosts);
+    QCOMPARE(b.world_size, a.world_size);
+    QCOMPARE(b.total_steps, a.total_steps);
+    QCOMPARE(b.supervisor.pid, a.supervisor.pid);
+    QCOMPARE(b.last_step, int64_t(7));
+    QCOMPARE(b.last_loss, 2.5);
+  }
+
   void metricFromEvent() {
     MetricRow m;
     QVERIFY(metric_from_event(3, step_event(3, 7, 2.5), 10.0, m));

@@ -79,7 +79,9 @@ bool RunsModel::refresh() {
   std::vector<store::RunRecord> fresh;
   if (!m_path.isEmpty() && !m_store && QFileInfo::exists(m_path) && !openStore()) return false;
   if (m_store) {
-    auto listed = m_store->list_runs();
+    store::RunFilter summaries;
+    summaries.documents = false;  // polled every second: the configs and plans stay on disk
+    auto listed = m_store->list_runs(summaries);
     if (!listed.ok()) {
       setError(tr("run history %1: %2").arg(m_path, qs(listed.status().message())));
       return false;

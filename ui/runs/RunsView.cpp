@@ -231,7 +231,9 @@ void RunsView::loadRun(bool metricsAndEvents) {
     m_charts->setRun(m_selected, metrics.value());
     auto events = st->events(m_selected);
     if (!events.ok()) return showError(qs(events.status().message()));
-    m_rankGrid->setRun(*r, events.value());
+    auto full = st->get_run(m_selected);  // with its plan: the listing leaves plans out
+    if (!full.ok()) return showError(qs(full.status().message()));
+    m_rankGrid->setRun(full.value(), events.value());
   }
   auto logs = st->logs(m_selected);
   if (!logs.ok()) return showError(qs(logs.status().message()));

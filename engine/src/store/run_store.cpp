@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -35,6 +36,13 @@ constexpr const char* kRunColumns =
     "supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, "
     "(SELECT MAX(step) FROM metrics m WHERE m.run_id = runs.id), "
     "(SELECT loss FROM metrics m WHERE m.run_id = runs.id AND loss IS NOT NULL ORDER BY step DESC, rank ASC LIMIT 1)";
+
+// kRunColumns with empty texts in place of the config and the plan, in the same positions.
+std::string summary_columns() {
+  std::string c = kRunColumns;
+  for (const char* doc : {"config_yaml", "plan_json"}) c.replace(c.find(doc), std::strlen(doc), "''");
+  return c;
+}
 
 RunRecord read_run(const SqliteStmt& st) {
   RunRecord r;
@@ -281,7 +289,8 @@ Result<std::vector<RunRecord>> RunStore::list_runs(const RunFilter& filter) {
   std::lock_guard lock(impl_->mu);
   auto lost = impl_->mark_lost_locked();
   if (!lost.ok()) return lost.status();
-  auto st = impl_->db.prepare(std::string("SELECT ") + kRunColumns +
+  const std::string columns = filter.documents ? std::string(kRunColumns) : summary_columns();
+  auto st = impl_->db.prepare("SELECT " + columns +
                                   " FROM runs WHERE (?1 IS NULL OR state = ?1) AND (?2 = '' OR instr(name, ?2) > 0) ORDER BY id DESC",
                               SC_SQL_SITE);
   if (!st.ok()) return st.status();

@@ -122,6 +122,8 @@ struct Batch {
 struct RunFilter {
   std::optional<RunState> state;
   std::string name_contains;  // case-sensitive substring; empty: any
+  bool documents = true;      // false: config_yaml and plan_json stay empty (a plan of 8,192
+                              // ranks is about 1 MB; a list that polls needs neither)
 };
 
 struct StoreOptions {
