@@ -260,6 +260,19 @@ class TestRunsView : public QObject {
     QVERIFY(other.value()->append(2, b));
     QTRY_COMPARE_WITH_TIMEOUT(v->charts()->lossSeries()->count(), 4, 5000);
     QCOMPARE(v->charts()->lossSeries()->at(3), QPointF(6, 4.0 - 0.6));
+    // Polls read only what was written since the last one; a row for an earlier step written
+    // late still lands in step order.
+    for (int step : {8, 7}) {
+      store::Batch late;
+      store::MetricRow m;
+      m.step = step;
+      m.loss = 1.0 * step;
+      late.metrics.push_back(m);
+      QVERIFY(other.value()->append(2, late));
+      QTRY_COMPARE_WITH_TIMEOUT(v->charts()->lossSeries()->count(), step == 8 ? 5 : 6, 5000);
+    }
+    QCOMPARE(v->charts()->lossSeries()->at(4), QPointF(7, 7.0));
+    QCOMPARE(v->charts()->lossSeries()->at(5), QPointF(8, 8.0));
   }
 
   void compareOverlaysTwoLossCurves() {

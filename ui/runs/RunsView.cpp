@@ -2,6 +2,7 @@
 #include "runs/RunsView.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -148,6 +149,7 @@ void RunsView::setDatabasePath(const QString& path) {
   m_lastError.clear();
   m_status->setText(tr("History: %1").arg(path));
   showRun(0);
+  m_shownNewest = false;  // another history: its newest run is shown once it is read
   m_model->setDatabasePath(path);
   rebuildCompareChoices();
 }
@@ -185,10 +187,8 @@ void RunsView::onRefreshed(const QList<qint64>& changed) {
     const store::RunRecord* r = m_model->run(m_selected);
     if (!r) {
       showRun(0);
-    } else if (changed.contains(m_selected)) {
-      loadRun(true);
-    } else if (!store::is_terminal(r->state)) {
-      loadRun(false);  // log lines arrive between steps
+    } else if (changed.contains(m_selected) || !store::is_terminal(r->state)) {
+      loadRun(false);  // what was written since the last poll; log lines arrive between steps too
     }
   }
   if (comparisonRunId() != 0 && changed.contains(comparisonRunId())) loadComparison();
@@ -221,27 +221,50 @@ void RunsView::showRun(qint64 id) {
   Q_EMIT runSelected(id);
 }
 
-void RunsView::loadRun(bool metricsAndEvents) {
+// Reads the selected run: all of it for a new selection (`full`), else only the rows written
+// since the last read — the history only ever appends — so polling a long run stays cheap.
+void RunsView::loadRun(bool full) {
   store::RunStore* st = m_model->store();
   const store::RunRecord* r = m_model->run(m_selected);
   if (!st || !r) return;
-  if (metricsAndEvents) {
-    auto metrics = st->metrics(m_selected);
-    if (!metrics.ok()) return showError(qs(metrics.status().message()));
-    m_charts->setRun(m_selected, metrics.value());
-    auto events = st->events(m_selected);
-    if (!events.ok()) return showError(qs(events.status().message()));
-    auto full = st->get_run(m_selected);  // with its plan: the listing leaves plans out
-    if (!full.ok()) return showError(qs(full.status().message()));
-    m_rankGrid->setRun(full.value(), events.value());
+  if (full) {
+    m_metrics.clear();
+    m_events.clear();
+    m_lastMetricRow = m_lastEventRow = m_lastLogRow = 0;
+    auto withPlan = st->get_run(m_selected);  // the listing leaves plans out
+    if (!withPlan.ok()) return showError(qs(withPlan.status().message()));
+    m_planJson = std::move(withPlan->plan_json);
   }
-  auto logs = st->logs(m_selected);
+  auto metrics = st->metrics(m_selected, std::nullopt, m_lastMetricRow);
+  if (!metrics.ok()) return showError(qs(metrics.status().message()));
+  if (full || !metrics->empty()) {
+    // Both parts are in (step, rank) order; a slow rank's late rows may belong before the end.
+    const auto byStep = [](const store::MetricRow& a, const store::MetricRow& b) {
+      return std::tie(a.step, a.rank, a.row) < std::tie(b.step, b.rank, b.row);
+    };
+    const auto old = static_cast<std::ptrdiff_t>(m_metrics.size());
+    for (const auto& m : metrics.value()) m_lastMetricRow = std::max<int64_t>(m_lastMetricRow, m.row);
+    m_metrics.insert(m_metrics.end(), metrics->begin(), metrics->end());
+    std::inplace_merge(m_metrics.begin(), m_metrics.begin() + old, m_metrics.end(), byStep);
+    m_charts->setRun(m_selected, m_metrics);
+  }
+  auto events = st->events(m_selected, m_lastEventRow);
+  if (!events.ok()) return showError(qs(events.status().message()));
+  if (full || !events->empty() || r->state != m_gridState) {
+    if (!events->empty()) m_lastEventRow = events->back().row;
+    m_events.insert(m_events.end(), events->begin(), events->end());
+    store::RunRecord withPlan = *r;
+    withPlan.plan_json = m_planJson;
+    m_rankGrid->setRun(withPlan, m_events);
+    m_gridState = r->state;
+  }
+  auto logs = st->logs(m_selected, std::nullopt, m_lastLogRow);
   if (!logs.ok()) return showError(qs(logs.status().message()));
-  if (m_logs->runId() != m_selected) {
+  if (!logs->empty()) m_lastLogRow = logs->back().row;
+  if (full) {
     m_logs->setLogs(m_selected, r->world_size, logs.value());
-  } else if (logs->size() > static_cast<size_t>(m_logs->lineCount())) {
-    // Log rows are only ever appended: the ones past what the view holds are new.
-    m_logs->appendLogs(std::vector<store::LogRow>(logs->begin() + m_logs->lineCount(), logs->end()));
+  } else if (!logs->empty()) {
+    m_logs->appendLogs(logs.value());
   }
   updateHeader();
 }

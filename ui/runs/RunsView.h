@@ -19,6 +19,12 @@
 #include <QString>
 #include <QWidget>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/store/run_store.h"
+
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -87,7 +93,7 @@ class RunsView : public QWidget {
   void buildUi();
   void onRefreshed(const QList<qint64>& changed);
   void showRun(qint64 id);
-  void loadRun(bool metricsAndEvents);
+  void loadRun(bool full);
   void loadComparison();
   void rebuildCompareChoices();
   void updateHeader();
@@ -109,6 +115,12 @@ class RunsView : public QWidget {
   RankStateGrid* m_rankGrid = nullptr;
   RunLogView* m_logs = nullptr;
   qint64 m_selected = 0;
+  // The selected run as read so far: rows up to the last row id of each table, its plan.
+  std::vector<stagecraft::store::MetricRow> m_metrics;
+  std::vector<stagecraft::store::EventRow> m_events;
+  int64_t m_lastMetricRow = 0, m_lastEventRow = 0, m_lastLogRow = 0;
+  std::string m_planJson;
+  stagecraft::store::RunState m_gridState = stagecraft::store::RunState::kQueued;  // as the rank grid shows it
   bool m_shownNewest = false;  // the newest run was selected once the history had runs
   QString m_lastError;
 };

@@ -330,14 +330,14 @@ Result<std::vector<TransitionRecord>> RunStore::transitions(int64_t id) {
   return out;
 }
 
-Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> rank) {
+Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> rank, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
   auto st = impl_->db.prepare(
-      "SELECT rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time FROM metrics "
-      "WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) ORDER BY step, rank, rowid",
+      "SELECT rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time, rowid FROM metrics "
+      "WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) AND rowid > ?3 ORDER BY step, rank, rowid",
       SC_SQL_SITE);
   if (!st.ok()) return st.status();
-  st->bind(1, id).bind(2, rank);
+  st->bind(1, id).bind(2, rank).bind(3, after_row);
   std::vector<MetricRow> out;
   while (true) {
     auto row = st->step(SC_SQL_SITE);
@@ -353,38 +353,43 @@ Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> 
     m.step_ms = st->column_double(6);
     m.mem_bytes = st->is_null(7) ? -1 : st->column_int(7);
     m.time = st->column_double(8);
+    m.row = st->column_int(9);
     out.push_back(m);
   }
   return out;
 }
 
-Result<std::vector<EventRow>> RunStore::events(int64_t id) {
+Result<std::vector<EventRow>> RunStore::events(int64_t id, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare("SELECT rank, time, kind, json FROM events WHERE run_id = ? ORDER BY rowid", SC_SQL_SITE);
+  auto st = impl_->db.prepare("SELECT rank, time, kind, json, rowid FROM events WHERE run_id = ?1 AND rowid > ?2 ORDER BY rowid",
+                              SC_SQL_SITE);
   if (!st.ok()) return st.status();
-  st->bind(1, id);
+  st->bind(1, id).bind(2, after_row);
   std::vector<EventRow> out;
   while (true) {
     auto row = st->step(SC_SQL_SITE);
     if (!row.ok()) return row.status();
     if (!row.value()) break;
-    out.push_back({static_cast<int>(st->column_int(0)), st->column_double(1), st->column_text(2), st->column_text(3)});
+    out.push_back({static_cast<int>(st->column_int(0)), st->column_double(1), st->column_text(2), st->column_text(3), st->column_int(4)});
   }
   return out;
 }
 
-Result<std::vector<LogRow>> RunStore::logs(int64_t id, std::optional<int> rank) {
+Result<std::vector<LogRow>> RunStore::logs(int64_t id, std::optional<int> rank, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
   auto st = impl_->db.prepare(
-      "SELECT rank, stream, time, line FROM logs WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) ORDER BY rowid", SC_SQL_SITE);
+      "SELECT rank, stream, time, line, rowid FROM logs WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) AND rowid > ?3 "
+      "ORDER BY rowid",
+      SC_SQL_SITE);
   if (!st.ok()) return st.status();
-  st->bind(1, id).bind(2, rank);
+  st->bind(1, id).bind(2, rank).bind(3, after_row);
   std::vector<LogRow> out;
   while (true) {
     auto row = st->step(SC_SQL_SITE);
     if (!row.ok()) return row.status();
     if (!row.value()) break;
-    out.push_back({static_cast<int>(st->column_int(0)), st->column_text(1) == "stderr", st->column_double(2), st->column_text(3)});
+    out.push_back({static_cast<int>(st->column_int(0)), st->column_text(1) == "stderr", st->column_double(2), st->column_text(3),
+                   st->column_int(4)});
   }
   return out;
 }

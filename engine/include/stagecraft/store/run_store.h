@@ -83,12 +83,15 @@ struct TransitionRecord {
 };
 
 // One rank's step event. Absent fields are NaN (mem_bytes: -1).
+// Rows read back carry `row`, their position in the history (increasing as they are written), so
+// a reader can ask for only the rows written after the last one it has (`after_row`).
 struct MetricRow {
   int rank = 0;
   int64_t step = 0;
   double loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, step_ms = NAN;
   int64_t mem_bytes = -1;
   double time = 0;
+  int64_t row = 0;  // set when read; ignored when written
 };
 
 struct EventRow {
@@ -96,6 +99,7 @@ struct EventRow {
   double time = 0;
   std::string kind;  // the event's "event" field
   std::string json;  // the event as the rank wrote it
+  int64_t row = 0;
 };
 
 struct LogRow {
@@ -103,6 +107,7 @@ struct LogRow {
   bool is_stderr = false;
   double time = 0;
   std::string line;
+  int64_t row = 0;
 };
 
 // What append() writes in one transaction.
@@ -159,11 +164,13 @@ class RunStore {
   // Newest first. Marks lost runs first (see above).
   Result<std::vector<RunRecord>> list_runs(const RunFilter& filter = {});
   Result<std::vector<TransitionRecord>> transitions(int64_t id);
-  // Ordered by step, then rank. `rank` restricts to one rank.
-  Result<std::vector<MetricRow>> metrics(int64_t id, std::optional<int> rank = std::nullopt);
-  Result<std::vector<EventRow>> events(int64_t id);
-  // In the order they were written. `rank` restricts to one rank.
-  Result<std::vector<LogRow>> logs(int64_t id, std::optional<int> rank = std::nullopt);
+  // Ordered by step, then rank. `rank` restricts to one rank; `after_row` to rows written after
+  // that row (0: all).
+  Result<std::vector<MetricRow>> metrics(int64_t id, std::optional<int> rank = std::nullopt, int64_t after_row = 0);
+  // In the order they were written, after `after_row`.
+  Result<std::vector<EventRow>> events(int64_t id, int64_t after_row = 0);
+  // In the order they were written. `rank` restricts to one rank; `after_row` as above.
+  Result<std::vector<LogRow>> logs(int64_t id, std::optional<int> rank = std::nullopt, int64_t after_row = 0);
 
   // Writes every row of `batch` for run `id` in one transaction: all or nothing.
   Status append(int64_t id, const Batch& batch);
