@@ -22,6 +22,7 @@
 #include "hosts/PreflightTable.h"
 #include "mainwindow/RunLocallyDialog.h"
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/config/validate.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/hostfile.h"
 #include "stagecraft/store/run_store.h"
@@ -113,10 +114,16 @@ void LaunchDialog::setConfig(const stagecraft::config::RunConfig& config, const 
   m_config = config;
   m_baseDir = baseDir;
   m_hasConfig = true;
-  m_summary->setText(tr("<b>%1</b>: %2 node(s) x %3, dp/tp/pp from the plan, %4 steps")
+  // With a hostfile the hosts decide the cluster; the summary is the config's own layout (the
+  // dialog is only opened on a valid config, as resolved_dp() needs).
+  const int dp = stagecraft::config::resolved_dp(config);
+  m_summary->setText(tr("<b>%1</b>: %2 node(s) x %3 ranks, dp %4 x tp %5 x pp %6, %7 steps")
                          .arg(qs(config.name).toHtmlEscaped())
                          .arg(config.cluster.nodes)
                          .arg(config.cluster.gpus_per_node)
+                         .arg(dp)
+                         .arg(config.parallel.tp)
+                         .arg(config.parallel.pp)
                          .arg(config.train.steps));
 }
 
