@@ -12,6 +12,7 @@
 #include "run_history.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/local_run.h"
+#include "stagecraft/launch/run_history.h"
 #include "stagecraft/launch/remote_run.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/token_data.h"
@@ -115,7 +116,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   // Every run is recorded in the history before it starts; its id is the first line printed.
   const auto db_option = args->option("--db");
   const std::string db = history_path(db_option ? &*db_option : nullptr);
-  auto run_id = record_new_run(db, c, plan.value(), host_names);
+  auto run_id = launch::record_new_run(db, c, plan.value(), host_names);
   if (!run_id.ok()) return report(run_id.status());
   if (json) {
     std::printf("{\"run_id\":%lld,\"db\":%s}\n", static_cast<long long>(run_id.value()), json_quote(db).c_str());
@@ -126,7 +127,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (args->has("--detach")) {
     if (const int rc = detach_supervisor(db, run_id.value()); rc >= 0) return rc;  // the parent; the child goes on
   }
-  auto history = RunHistory::open(db, run_id.value());
+  auto history = launch::RunHistory::open(db, run_id.value());
   if (!history.ok()) return report(history.status());
   const bool tty = isatty(STDOUT_FILENO) != 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -165,7 +166,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   cb = history.value()->wrap(std::move(cb));
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  RunHistory* recorded = history.value().get();
+  launch::RunHistory* recorded = history.value().get();
   auto supervisor_ready = [recorded](launch::Supervisor& s) {
     g_supervisor = &s;
     recorded->running();

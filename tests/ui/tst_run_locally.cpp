@@ -1,6 +1,7 @@
 // tst_run_locally: Run > Run locally trains the tiny GPT example for real (4 stagecraft-worker
 // processes, dp 2 x pp 2) and draws its loss; Cancel stops a run; configs that cannot run here
-// are refused with the engine's message. Label integration: it starts real processes.
+// are refused with the engine's message; every run is kept in the run history. Label
+// integration: it starts real processes.
 #include <QLineSeries>
 #include <QSettings>
 #include <QTemporaryDir>
@@ -11,6 +12,7 @@
 #include "document/PlanDocument.h"
 #include "mainwindow/MainWindow.h"
 #include "mainwindow/RunLocallyDialog.h"
+#include "stagecraft/store/run_store.h"
 
 namespace {
 
@@ -46,6 +48,8 @@ class TestRunLocally : public QObject {
     QVERIFY(edit(w, "train.warmup_steps", QStringLiteral("0")));
     QVERIFY(edit(w, "train.steps", QStringLiteral("3")));
     QVERIFY(edit(w, "train.checkpoint_dir", m_dir.filePath(QStringLiteral("ckpt"))));
+    const QString db = m_dir.filePath(QStringLiteral("trains.sqlite"));
+    w.runDialog()->setDatabasePath(db);
     QVERIFY2(w.runLocally(), qPrintable(w.lastError()));
     RunLocallyDialog* run = w.runDialog();
     QVERIFY(run->isRunning());
@@ -53,6 +57,23 @@ class TestRunLocally : public QObject {
     QVERIFY2(run->outcome() == QLatin1String("succeeded"), qPrintable(run->outcome() + ": " + run->message() + "\n" + run->logText()));
     QLineSeries* loss = run->lossSeries();
     QCOMPARE(loss->count(), 3);
+    // Kept in the run history like a CLI run: its transitions and the same losses per step.
+    auto st = stagecraft::store::RunStore::open(db.toStdString());
+    QVERIFY(st.ok());
+    const qint64 id = run->historyRunId();
+    QVERIFY(id > 0);
+    auto rec = st.value()->get_run(id);
+    QVERIFY(rec.ok());
+    QCOMPARE(rec->state, stagecraft::store::RunState::kSucceeded);
+    QCOMPARE(QString::fromStdString(rec->name), QStringLiteral("tiny-gpt"));
+    QCOMPARE(rec->world_size, 4);
+    auto transitions = st.value()->transitions(id);
+    QVERIFY(transitions.ok());
+    QCOMPARE(transitions->size(), size_t(3));  // queued, running, succeeded
+    auto rank0 = st.value()->metrics(id, 0);
+    QVERIFY(rank0.ok());
+    QCOMPARE(rank0->size(), size_t(3));
+    for (int i = 0; i < 3; ++i) QCOMPARE((*rank0)[static_cast<size_t>(i)].loss, loss->at(i).y());
     for (int i = 0; i < loss->count(); ++i) {
       QCOMPARE(loss->at(i).x(), double(i + 1));
       // Vocabulary of 256 bytes: a fresh model's loss is near ln(256) = 5.55; three steps move it
@@ -73,6 +94,11 @@ class TestRunLocally : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!run->isRunning(), kRunTimeoutMs);
     QCOMPARE(run->outcome(), QStringLiteral("cancelled"));
     QVERIFY(run->lossSeries()->count() < 150);
+    auto st = stagecraft::store::RunStore::open(run->databasePath().toStdString());
+    QVERIFY(st.ok());
+    auto rec = st.value()->get_run(run->historyRunId());
+    QVERIFY(rec.ok());
+    QCOMPARE(rec->state, stagecraft::store::RunState::kCancelled);
   }
 
   void refusesWhatCannotRunHere_data() {

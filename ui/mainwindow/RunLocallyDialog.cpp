@@ -17,9 +17,11 @@
 #include <cmath>
 
 #include "stagecraft/launch/local_run.h"
+#include "stagecraft/launch/run_history.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
+#include "stagecraft/store/run_store.h"
 
 namespace cfg = stagecraft::config;
 namespace launch = stagecraft::launch;
@@ -43,7 +45,8 @@ QString rootOf(const QString& path, const QString& baseDir) {
 
 }  // namespace
 
-RunLocallyDialog::RunLocallyDialog(QWidget* parent) : QDialog(parent) {
+RunLocallyDialog::RunLocallyDialog(QWidget* parent)
+    : QDialog(parent), m_db(QString::fromStdString(stagecraft::store::RunStore::default_path())) {
   setWindowTitle(tr("Run locally"));
   resize(720, 520);
   auto* layout = new QVBoxLayout(this);
@@ -138,6 +141,19 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
     return false;
   }
   auto plan = stagecraft::plan::make_plan(config);  // refusal() has planned it already: ok here
+  // Recorded before it starts, as the CLI records its runs.
+  const std::string db = m_db.toStdString();
+  auto recorded = launch::record_new_run(db, config, plan.value(), {"localhost"});
+  auto history = recorded.ok() ? launch::RunHistory::open(db, recorded.value()) : recorded.status();
+  if (!history.ok()) {
+    m_outcome.clear();
+    m_message = tr("run history %1: %2").arg(m_db, qs(history.status().message()));
+    m_status->setText(tr("Cannot run: %1").arg(m_message));
+    if (error) *error = m_message;
+    return false;
+  }
+  m_history = std::move(history).value();
+  m_historyRunId = m_history->id();
 
   m_loss->clear();
   m_log->clear();
@@ -175,12 +191,15 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
     QMetaObject::invokeMethod(this, [this, text] { appendLog(text); }, Qt::QueuedConnection);
   };
 
+  callbacks = m_history->wrap(std::move(callbacks));
   m_worker = std::thread([this, config, plan = std::move(plan).value(), callbacks] {
     auto outcome = launch::run_local(config, plan, {}, callbacks, [this](launch::Supervisor& s) {
+      m_history->running();
       std::lock_guard<std::mutex> lock(m_supervisorMutex);
       m_supervisor = &s;
       if (m_cancelRequested) s.cancel();
     });
+    const stagecraft::Status kept = m_history->finish(outcome);
     {
       std::lock_guard<std::mutex> lock(m_supervisorMutex);
       m_supervisor = nullptr;
@@ -193,6 +212,7 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
       state = qs(std::string(launch::to_string(outcome->state)));
       reason = qs(outcome->reason);
     }
+    if (!kept) reason += (reason.isEmpty() ? QString() : QStringLiteral("; ")) + tr("not all of it reached the run history: ") + qs(kept.message());
     QMetaObject::invokeMethod(this, [this, state, reason] { finish(state, reason); }, Qt::QueuedConnection);
   });
   return true;
@@ -225,7 +245,7 @@ void RunLocallyDialog::finish(const QString& outcome, const QString& reason) {
   m_outcome = outcome;
   m_message = reason;
   m_cancel->setEnabled(false);
-  QString text = tr("Run %1").arg(outcome);
+  QString text = tr("Run %1 (history run %2)").arg(outcome).arg(m_historyRunId);
   if (m_loss->count() > 0) text += tr(" after %1 steps, last loss %2").arg(m_loss->at(m_loss->count() - 1).x()).arg(m_loss->at(m_loss->count() - 1).y(), 0, 'f', 4);
   if (!reason.isEmpty()) text += QStringLiteral(": ") + reason;
   m_status->setText(text);

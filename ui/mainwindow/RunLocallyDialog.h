@@ -8,6 +8,9 @@
 // backend this build lacks, more than one node, a model the engine cannot train) is refused
 // before anything starts, with the engine's one-line message.
 //
+// Every run is recorded in the run history (launch/run_history.h), as `stagecraft-cli run`
+// records its runs, so the Runs view shows it live and keeps it; historyRunId() names it.
+//
 // Relative paths of the config (train.data, train.checkpoint_dir) are taken from the directory
 // of the config file (`baseDir`) when they do not exist from the working directory: the examples
 // name their data as configs/data/..., relative to the repository.
@@ -30,6 +33,7 @@ class QPushButton;
 class QValueAxis;
 class QPlainTextEdit;
 namespace stagecraft::launch {
+class RunHistory;
 class Supervisor;
 }
 
@@ -45,6 +49,12 @@ class RunLocallyDialog : public QDialog {
   bool start(const stagecraft::config::RunConfig& config, const QString& baseDir, QString* error = nullptr);
   // Asks a running run to stop; it ends as "cancelled".
   void cancel();
+
+  // The run history runs are recorded in; default store::RunStore::default_path().
+  void setDatabasePath(const QString& path) { m_db = path; }
+  QString databasePath() const { return m_db; }
+  // The history's id of the current or last run; 0 before one starts.
+  qint64 historyRunId() const { return m_historyRunId; }
 
   bool isRunning() const { return m_running; }
   // "succeeded" "failed" "hung" "cancelled", "" before the run ends.
@@ -87,6 +97,9 @@ class RunLocallyDialog : public QDialog {
   QString m_outcome;
   QString m_message;
 
+  QString m_db;
+  qint64 m_historyRunId = 0;
+  std::unique_ptr<stagecraft::launch::RunHistory> m_history;  // the current run's record; used by the worker thread
   std::thread m_worker;
   std::mutex m_supervisorMutex;
   stagecraft::launch::Supervisor* m_supervisor = nullptr;  // set while the run is supervised

@@ -1,0 +1,56 @@
+// RunHistory: how a launched run keeps its record in the run history (store/): the run is
+// recorded as queued before anything starts, running once its supervisor exists, and ends in
+// succeeded, failed or cancelled with the supervisor's reason; every event and log line of every
+// rank is recorded on the way (store/run_recorder.h). Local and remote launches, from the CLI or
+// the desktop application, use it alike: record_new_run(), then in the supervising process
+// open(), wrap() the callbacks given to the launcher, running() when the supervisor is ready and
+// finish() with the launcher's result.
+//
+// Not thread-safe, except that the wrapped callbacks may run on the supervisor's thread while
+// the history is otherwise left alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/status.h"
+#include "stagecraft/launch/supervisor.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/store/run_recorder.h"
+#include "stagecraft/store/run_store.h"
+
+namespace stagecraft::launch {
+
+// Records a new queued run for `config` and `plan` in the history at `db` (created when
+// missing), supervised by this process; returns its id. The history is closed again on return
+// (safe to fork() afterwards).
+Result<int64_t> record_new_run(const std::string& db, const config::RunConfig& config, const plan::Plan& plan,
+                               const std::vector<std::string>& hosts);
+
+class RunHistory {
+ public:
+  // Opens the history for run `id` (in the process that supervises it) and records this
+  // process as its supervisor.
+  static Result<std::unique_ptr<RunHistory>> open(const std::string& db, int64_t id);
+  ~RunHistory();
+
+  int64_t id() const { return id_; }
+  // Callbacks that record each event and log line, then call `inner`'s.
+  RunCallbacks wrap(RunCallbacks inner);
+  // queued -> running. Safe to call more than once.
+  void running();
+  // The final state from the launcher's result; flushes every recorded row first.
+  Status finish(const Result<RunOutcome>& outcome);
+
+ private:
+  RunHistory() = default;
+  std::unique_ptr<store::RunStore> store_;
+  std::unique_ptr<store::RunRecorder> recorder_;
+  int64_t id_ = 0;
+  bool running_ = false;
+};
+
+}  // namespace stagecraft::launch

@@ -1,0 +1,90 @@
+// A launched run's record in the history. See run_history.h.
+#include "stagecraft/launch/run_history.h"
+
+#include "stagecraft/config/config_io.h"
+
+namespace stagecraft::launch {
+
+Result<int64_t> record_new_run(const std::string& db, const config::RunConfig& config, const plan::Plan& plan,
+                               const std::vector<std::string>& hosts) {
+  auto st = store::RunStore::open(db);
+  if (!st.ok()) return st.status();
+  store::NewRun run;
+  run.name = config.name;
+  run.config_yaml = config::to_yaml(config);
+  run.plan_json = plan::plan_to_json(plan).dump();
+  run.hosts = hosts;
+  run.world_size = plan.topology.world_size();
+  run.total_steps = config.train.steps;
+  run.supervisor = store::this_process_identity();
+  return st.value()->create_run(run);
+}
+
+Result<std::unique_ptr<RunHistory>> RunHistory::open(const std::string& db, int64_t id) {
+  store::StoreOptions o;
+  o.create = false;
+  o.detect_lost = false;  // right after a fork the recorded supervisor may still be the parent
+  auto st = store::RunStore::open(db, o);
+  if (!st.ok()) return st.status();
+  if (Status s = st.value()->set_supervisor(id, store::this_process_identity()); !s) return s;
+  std::unique_ptr<RunHistory> h(new RunHistory());
+  h->store_ = std::move(st).value();
+  h->id_ = id;
+  h->recorder_ = std::make_unique<store::RunRecorder>(*h->store_, id);
+  return h;
+}
+
+RunHistory::~RunHistory() {
+  if (recorder_) (void)recorder_->finish();
+}
+
+RunCallbacks RunHistory::wrap(RunCallbacks inner) {
+  RunCallbacks cb;
+  store::RunRecorder* rec = recorder_.get();
+  auto on_event = inner.on_event;
+  auto on_log = inner.on_log;
+  cb.on_event = [rec, on_event](int rank, const Json& e) {
+    rec->on_event(rank, e);
+    if (on_event) on_event(rank, e);
+  };
+  cb.on_log = [rec, on_log](int rank, bool is_stderr, const std::string& line) {
+    rec->on_log(rank, is_stderr, line);
+    if (on_log) on_log(rank, is_stderr, line);
+  };
+  cb.on_exit = inner.on_exit;
+  return cb;
+}
+
+void RunHistory::running() {
+  if (running_) return;
+  running_ = true;
+  (void)store_->transition(id_, store::RunState::kRunning, "supervisor started");
+}
+
+Status RunHistory::finish(const Result<RunOutcome>& outcome) {
+  Status recorded = recorder_->finish();
+  store::RunState to = store::RunState::kFailed;
+  std::string reason;
+  if (!outcome.ok()) {
+    reason = "could not start: " + outcome.status().message();
+  } else {
+    switch (outcome->state) {
+      case RunOutcome::State::kSucceeded:
+        to = store::RunState::kSucceeded;
+        reason = "every rank finished";
+        break;
+      case RunOutcome::State::kCancelled:
+        to = store::RunState::kCancelled;
+        reason = "cancelled on request; every rank was stopped";
+        break;
+      case RunOutcome::State::kHung:
+      case RunOutcome::State::kFailed:
+        reason = outcome->reason;
+        break;
+    }
+  }
+  if (Status s = store_->transition(id_, to, reason); !s) return s;
+  return recorded;
+}
+
+}  // namespace stagecraft::launch
