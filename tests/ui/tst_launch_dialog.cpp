@@ -4,6 +4,7 @@
 // unreachable; incomplete input is refused with a message naming the fix. Label integration:
 // it starts real processes.
 #include <QLineSeries>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -133,6 +134,55 @@ class TestLaunchDialog : public QObject {
     QCOMPARE(failed.count(), 1);
     QVERIFY2(d->message().contains(QStringLiteral("closed-a")) && d->message().contains(QStringLiteral("closed-b")), qPrintable(d->message()));
     QCOMPARE(d->startedRunId(), 0);
+  }
+
+  // The chosen hosts define the cluster; the dialog shows the plan on them, or why there is none.
+  void hostsSummaryPlansOnTheChosenHosts_data() {
+    QTest::addColumn<QByteArray>("hostfile");
+    QTest::addColumn<QString>("include");
+    QTest::addColumn<QString>("says");
+    QTest::addColumn<bool>("applicable");
+    QTest::newRow("2 hosts x 2 slots") << QByteArray("a slots=2\nb slots=2\n") << QString() << QStringLiteral("2 host(s) x 2 ranks: dp 2 x tp 1 x pp 2") << true;
+    QTest::newRow("4 hosts x 1 slot") << QByteArray("a slots=1\nb slots=1\nc slots=1\nd slots=1\n") << QString()
+                                      << QStringLiteral("4 host(s) x 1 ranks: dp 2 x tp 1 x pp 2") << true;
+    QTest::newRow("include narrows to 1 x 4") << QByteArray("a slots=4\nb slots=4\n") << QStringLiteral("a")
+                                              << QStringLiteral("1 host(s) x 4 ranks: dp 2 x tp 1 x pp 2") << true;
+    QTest::newRow("3 ranks cannot hold pp 2") << QByteArray("a slots=1\nb slots=1\nc slots=1\n") << QString()
+                                              << QStringLiteral("on these hosts: ") << false;
+    QTest::newRow("unequal slots") << QByteArray("a slots=2\nb slots=1\n") << QString() << QStringLiteral("slots") << false;
+  }
+  void hostsSummaryPlansOnTheChosenHosts() {
+    QFETCH(QByteArray, hostfile);
+    QFETCH(QString, include);
+    QFETCH(QString, says);
+    QFETCH(bool, applicable);
+    const QString path = m_dir.filePath(QStringLiteral("summary.hosts"));
+    QVERIFY(writeFile(path, hostfile));
+    auto d = dialog(m_dir.filePath(QStringLiteral("summary.sqlite")));
+    auto base = tiny(3);
+    base.parallel.dp = 0;  // auto: the hosts decide the world, dp follows
+    d->setConfig(base, QString());
+    d->setLocal(false);
+    d->setInclude(include);
+    d->setHostfilePath(path);
+    QVERIFY2(d->hostsSummary().contains(says), qPrintable(d->hostsSummary()));
+    QSignalSpy applied(d.get(), &LaunchDialog::hostsApplied);
+    stagecraft::config::RunConfig c;
+    QString error;
+    const bool planned = d->hostsConfig(&c, &error);
+    QCOMPARE(planned, !says.startsWith(QStringLiteral("on these")) && says != QStringLiteral("slots"));
+    if (!planned) {
+      QVERIFY(!d->applyHostsToPlan());
+      QCOMPARE(applied.count(), 0);
+      return;
+    }
+    QCOMPARE(d->findChild<QPushButton*>(QStringLiteral("applyHosts"))->isEnabled(), applicable);
+    QVERIFY(d->applyHostsToPlan());
+    QCOMPARE(applied.count(), 1);
+    const auto got = applied.at(0).at(0).value<stagecraft::config::RunConfig>();
+    QCOMPARE(got.cluster.nodes, c.cluster.nodes);
+    QCOMPARE(got.cluster.gpus_per_node, c.cluster.gpus_per_node);
+    QCOMPARE(int(got.cluster.hosts.size()), c.cluster.nodes);
   }
 
   void incompleteInputIsRefused_data() {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <memory>
 
+#include "document/PlanDocument.h"
 #include "mainwindow/MainWindow.h"
 #include "runs/LaunchDialog.h"
 #include "runs/RankStateGrid.h"
@@ -467,6 +468,21 @@ class TestRunsView : public QObject {
     // A run the launch dialog reports is selected in the dock.
     Q_EMIT manager->launchDialog()->runStarted(2);
     QCOMPARE(view->selectedRunId(), 2);
+    // Hosts chosen in the launch dialog become the plan's cluster: one undoable edit that keeps
+    // everything else of the document.
+    QVERIFY(w.openFile(QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml")));
+    QCOMPARE(w.document()->plan().topology.spec().nodes, 1);
+    auto hosts = w.document()->config();
+    hosts.cluster.nodes = 2;
+    hosts.cluster.gpus_per_node = 2;
+    hosts.cluster.hosts = {{"node-a", 2}, {"node-b", 2}};
+    hosts.train.steps = 7;  // the dialog's copy may be older: only its cluster is taken
+    Q_EMIT manager->launchDialog()->hostsApplied(hosts);
+    QCOMPARE(w.document()->plan().topology.spec().nodes, 2);
+    QCOMPARE(w.document()->plan().topology.spec().gpus_per_node, 2);
+    QCOMPARE(w.document()->config().train.steps, 150);
+    w.document()->undoStack()->undo();
+    QCOMPARE(w.document()->plan().topology.spec().nodes, 1);
   }
 };
 

@@ -25,6 +25,7 @@
 #include "stagecraft/config/validate.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/hostfile.h"
+#include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_store.h"
 
 namespace launch = stagecraft::launch;
@@ -71,6 +72,15 @@ LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
   m_exclude = new QLineEdit(m_hostBox);
   form->addRow(tr("Include:"), m_include);
   form->addRow(tr("Exclude:"), m_exclude);
+  m_hostsPlan = new QLabel(m_hostBox);
+  m_hostsPlan->setObjectName(QStringLiteral("hostsPlan"));
+  m_hostsPlan->setWordWrap(true);
+  m_applyHosts = new QPushButton(tr("Use these hosts in the plan"), m_hostBox);
+  m_applyHosts->setObjectName(QStringLiteral("applyHosts"));
+  auto* planRow = new QHBoxLayout;
+  planRow->addWidget(m_hostsPlan, 1);
+  planRow->addWidget(m_applyHosts);
+  form->addRow(tr("Plan:"), planRow);
   m_preflight = new QPushButton(tr("Preflight"), m_hostBox);
   form->addRow(QString(), m_preflight);
   m_table = new PreflightTable(m_hostBox);
@@ -93,6 +103,8 @@ LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
   updateMode();
 
   connect(m_local, &QRadioButton::toggled, this, &LaunchDialog::updateMode);
+  for (QLineEdit* e : {m_hostfile, m_include, m_exclude}) connect(e, &QLineEdit::textChanged, this, &LaunchDialog::updateHostsSummary);
+  connect(m_applyHosts, &QPushButton::clicked, this, &LaunchDialog::applyHostsToPlan);
   connect(browse, &QPushButton::clicked, this, &LaunchDialog::chooseHostfile);
   connect(edit, &QPushButton::clicked, this, &LaunchDialog::editHosts);
   connect(m_preflight, &QPushButton::clicked, this, &LaunchDialog::runPreflight);
@@ -125,9 +137,76 @@ void LaunchDialog::setConfig(const stagecraft::config::RunConfig& config, const 
                          .arg(config.parallel.tp)
                          .arg(config.parallel.pp)
                          .arg(config.train.steps));
+  updateHostsSummary();
 }
 
 void LaunchDialog::setDatabasePath(const QString& path) { m_db = path; }
+
+bool LaunchDialog::hostsConfig(stagecraft::config::RunConfig* out, QString* error) const {
+  if (!m_hasConfig) {
+    *error = tr("no config to launch");
+    return false;
+  }
+  if (hostfilePath().isEmpty()) {
+    *error = tr("choose the hostfile that lists the hosts (`HOST slots=N` per line)");
+    return false;
+  }
+  auto entries = launch::parse_hostfile_file(hostfilePath().toStdString());
+  if (!entries.ok()) {
+    *error = qs(entries.status().message());
+    return false;
+  }
+  auto selected = launch::select_hosts(entries.value(), m_include->text().trimmed().toStdString(), m_exclude->text().trimmed().toStdString());
+  if (!selected.ok()) {
+    *error = qs(selected.status().message());
+    return false;
+  }
+  auto config = launch::with_hosts(m_config, selected.value());
+  if (!config.ok()) {
+    *error = qs(config.status().message());
+    return false;
+  }
+  if (auto plan = stagecraft::plan::make_plan(config.value()); !plan.ok()) {
+    *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
+    return false;
+  }
+  *out = std::move(config).value();
+  return true;
+}
+
+QString LaunchDialog::hostsSummary() const { return m_hostsPlan->text(); }
+
+void LaunchDialog::updateHostsSummary() {
+  stagecraft::config::RunConfig c;
+  QString error;
+  const bool ok = hostsConfig(&c, &error);
+  m_applyHosts->setEnabled(ok && !(c.cluster == m_config.cluster));
+  if (!ok) {
+    m_hostsPlan->setText(error);
+    m_hostsPlan->setStyleSheet(QStringLiteral("color: #d62728;"));
+    return;
+  }
+  m_hostsPlan->setStyleSheet(QString());
+  m_hostsPlan->setText(tr("%1 host(s) x %2 ranks: dp %3 x tp %4 x pp %5")
+                           .arg(c.cluster.nodes)
+                           .arg(c.cluster.gpus_per_node)
+                           .arg(stagecraft::config::resolved_dp(c))
+                           .arg(c.parallel.tp)
+                           .arg(c.parallel.pp));
+}
+
+bool LaunchDialog::applyHostsToPlan() {
+  stagecraft::config::RunConfig c;
+  QString error;
+  if (!hostsConfig(&c, &error)) {
+    setMessage(error);
+    return false;
+  }
+  m_config = c;
+  setConfig(c, m_baseDir);
+  Q_EMIT hostsApplied(c);
+  return true;
+}
 
 QString LaunchDialog::cliPath() const {
   if (!m_cli.isEmpty()) return m_cli;

@@ -54,6 +54,14 @@ class LaunchDialog : public QDialog {
   // Its SSH settings (config, known hosts, worker) are the launch's too.
   HostsEditor* hostsEditor() const { return m_hostsEditor; }
 
+  // The config as it runs on the chosen hosts (nodes = hosts, gpus_per_node = slots), planned;
+  // false with the reason in *error when the hostfile, the selection or the plan for those hosts
+  // is wrong. The dialog shows the same as its hosts summary while they are edited.
+  bool hostsConfig(stagecraft::config::RunConfig* out, QString* error) const;
+  QString hostsSummary() const;
+  // Hands hostsConfig() to the main window (hostsApplied): the plan is redrawn for the hosts.
+  bool applyHostsToPlan();
+
   // Checks the selected hosts on a background thread; false (reason in message()) when the
   // hostfile or the selection is wrong.
   bool runPreflight();
@@ -73,9 +81,11 @@ class LaunchDialog : public QDialog {
  Q_SIGNALS:
   void runStarted(qint64 id);
   void startFailed(const QString& message);
+  void hostsApplied(const stagecraft::config::RunConfig& config);
 
  private:
   void chooseHostfile();
+  void updateHostsSummary();
   void editHosts();
   void updateMode();
   void setMessage(const QString& text);
@@ -97,6 +107,8 @@ class LaunchDialog : public QDialog {
   QPushButton* m_preflight = nullptr;
   QPushButton* m_start = nullptr;
   QLabel* m_summary = nullptr;
+  QLabel* m_hostsPlan = nullptr;      // the plan on the chosen hosts, or why there is none
+  QPushButton* m_applyHosts = nullptr;
   QLabel* m_status = nullptr;
   PreflightTable* m_table = nullptr;
   PreflightRunner* m_runner = nullptr;

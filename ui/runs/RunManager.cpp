@@ -35,6 +35,12 @@ RunManager::RunManager(MainWindow* window) : QObject(window), m_window(window) {
   launch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
   run->addAction(tr("&Hosts..."), this, &RunManager::openHostsEditor);
 
+  // The plan is redrawn for the chosen hosts (one undoable edit of the cluster).
+  connect(m_launch, &LaunchDialog::hostsApplied, this, [this](const stagecraft::config::RunConfig& config) {
+    stagecraft::config::RunConfig current = m_window->document()->config();  // edits made meanwhile stay
+    current.cluster = config.cluster;
+    m_window->document()->setConfig(current, tr("Use the hosts of %1").arg(m_launch->hostfilePath()));
+  });
   connect(m_launch, &LaunchDialog::runStarted, this, [this, dock](qint64 id) {
     dock->show();
     dock->raise();
