@@ -114,6 +114,25 @@ int SshLab::sh(const QString& command, QString* out) {
   return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
 }
 
+bool SshLab::cut_link(const Node& n) { return sh("ip link set " + n.veth + " down") == 0; }
+
+bool SshLab::restore_link(const Node& n) {
+  if (sh("ip link set " + n.veth + " up") != 0) return false;
+  QString flush = "ip neigh flush dev " + bridge_;
+  for (const auto& other : nodes_) {
+    if (!other->netns.isEmpty()) flush += "; ip -n " + other->netns + " neigh flush all";
+  }
+  if (sh(flush) != 0) return false;
+  QElapsedTimer t;
+  t.start();
+  while (t.elapsed() < 10000) {
+    QString state;
+    if (sh("cat /sys/class/net/" + n.veth + "/operstate", &state) == 0 && state.trimmed() == "up") return true;
+    QThread::msleep(50);
+  }
+  return false;
+}
+
 QString SshLab::known_hosts_line(const Node& n, const QString& pub) const {
   const QString host = n.port == 22 ? n.address : "[" + n.address + "]:" + QString::number(n.port);
   return host + " " + pub;

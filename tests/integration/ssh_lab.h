@@ -59,6 +59,12 @@ class SshLab {
   // A fresh ed25519 public key line, unrelated to any node (for "changed key" cases).
   QString fresh_public_key();
 
+  // Cuts a node's link (its veth down) or brings it back. Back up, every namespace forgets the
+  // neighbours it failed to reach meanwhile (else connects fail with "No route to host" until
+  // the kernel retries), and the call waits (bounded) for the link to carry traffic.
+  bool cut_link(const Node& n);
+  bool restore_link(const Node& n);
+
   // Runs a command line (our own fixed words) and returns its exit status; output to `out`.
   int sh(const QString& command, QString* out = nullptr);
   // Process ids whose environment holds STAGECRAFT_RUN_ID=run_id (any namespace).
