@@ -13,6 +13,7 @@
 #include <QtTest>
 
 #include "common/StageColors.h"
+#include "topology/TopologyItems.h"
 #include "topology/TopologyScene.h"
 #include "topology/TopologyView.h"
 #include "views_test_plans.h"
@@ -274,11 +275,31 @@ void TestTopologyScene::colossal2dSubgroupsListed() {
   QCOMPARE(scene.subgroupMarks(7), QString("c"));
   QCOMPARE(scene.subgroupMarks(6), QString());
   QCOMPARE(scene.subgroupMarks(1), QString());
+  // Drawn: each family's frame inside the tiles of the selected rank's sub-group (row frames
+  // one pen width in, column frames two), rendered at 4 pixels per scene unit.
+  QCOMPARE(scene.tensorFamilies(), QStringList({"row", "column"}));
+  QCOMPARE(int(scene.subgroupMask(4)), 1);
+  QCOMPARE(int(scene.subgroupMask(7)), 2);
+  const double scale = 4.0;
+  const QImage image = renderScene(&scene, scene.sceneRect(), scale);
+  auto ringPixel = [&](int rank, int family) {
+    const QRectF t = scene.tileRect(rank);
+    const double in = TopologyNodeItem::kSubgroupPen * (family + 1);
+    const QPointF at(t.center().x(), t.top() + in);
+    return QColor(image.pixel(((at - scene.sceneRect().topLeft()) * scale).toPoint()));
+  };
+  QCOMPARE(ringPixel(4, 0), TopologyNodeItem::subgroupColor(0));
+  QCOMPARE(ringPixel(7, 1), TopologyNodeItem::subgroupColor(1));
+  QVERIFY(ringPixel(7, 0) != TopologyNodeItem::subgroupColor(0));  // 7 is not in 5's row
+  QVERIFY(ringPixel(6, 0) != TopologyNodeItem::subgroupColor(0));
+  QVERIFY(ringPixel(6, 1) != TopologyNodeItem::subgroupColor(1));
   // 1d lists none.
   const auto plain = views_test::makePlan(1, 8, 2, 4, 1, "tp-dp-pp", {}, &ok);
   scene.setPlan(plain);
   QVERIFY(scene.selectedSubgroups().isEmpty());
   QCOMPARE(scene.subgroupMarks(5), QString());
+  QVERIFY(scene.tensorFamilies().isEmpty());
+  QCOMPARE(int(scene.subgroupMask(5)), 0);
 }
 
 void TestTopologyScene::viewClickSelectsAndHoverReports() {

@@ -124,6 +124,21 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
     }
   }
 
+  // Colossal-AI: the selected rank's tensor sub-groups, one coloured frame per family inside the
+  // tiles, nested so that a rank in several of them shows each.
+  painter->setBrush(Qt::NoBrush);
+  for (int r = first; r < last; ++r) {
+    const uint8_t mask = m_scene->subgroupMask(r);
+    if (mask == 0) continue;
+    const QRectF t = m_scene->tileRect(r).translated(-origin);
+    for (int f = 0; f < 8; ++f) {
+      if (!(mask & (1u << f))) continue;
+      const double in = kSubgroupPen * (f + 1);
+      painter->setPen(QPen(subgroupColor(f), kSubgroupPen));
+      painter->drawRect(t.adjusted(in, in, -in, -in));
+    }
+  }
+
   const int selected = m_scene->selectedRank();
   if (selected >= first && selected < last) {
     painter->setPen(QPen(kSelectedFrame, kSelectedPen));
@@ -164,15 +179,22 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
   }
 }
 
-TopologyLegendItem::TopologyLegendItem(int stages, bool tensorGrid)
-    : m_stages(std::max(1, stages)), m_tensorGrid(tensorGrid), m_swatches(std::min(std::max(1, stages), kMaxSwatches)) {}
+QColor TopologyNodeItem::subgroupColor(int family) {
+  static const QColor kColors[] = {QColor(0xE6, 0x9F, 0x00), QColor(0x00, 0x72, 0xB2), QColor(0x00, 0x9E, 0x73),
+                                   QColor(0xCC, 0x79, 0xA7)};
+  constexpr int n = static_cast<int>(sizeof kColors / sizeof kColors[0]);
+  return kColors[((family % n) + n) % n];
+}
+
+TopologyLegendItem::TopologyLegendItem(int stages, const QStringList& tensorFamilies)
+    : m_stages(std::max(1, stages)), m_families(tensorFamilies), m_swatches(std::min(std::max(1, stages), kMaxSwatches)) {}
 
 QRectF TopologyLegendItem::boundingRect() const {
   const int entries = m_swatches + (m_swatches < m_stages ? 1 : 0);
   const int columns = (entries + kLegendRowsPerColumn - 1) / kLegendRowsPerColumn;
   const int rows = std::min(entries, kLegendRowsPerColumn);
   const double notesWidth = 4 * kLegendColumn;
-  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + (m_tensorGrid ? 1 : 0) + 1) * kLegendRow);
+  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + static_cast<int>(m_families.size()) + 1) * kLegendRow);
 }
 
 void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
@@ -222,9 +244,13 @@ void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem
   painter->setPen(Qt::black);
   painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
                     QStringLiteral("dimmed: in none of them"));
-  if (m_tensorGrid) {
+  for (int f = 0; f < m_families.size(); ++f) {
     y += kLegendRow;
-    painter->drawText(QRectF(0, y, 4 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
-                      QStringLiteral("r c d x / i w o: the selected rank's tensor sub-groups"));
+    painter->setPen(QPen(TopologyNodeItem::subgroupColor(f), TopologyNodeItem::kSubgroupPen));
+    painter->setBrush(Qt::NoBrush);
+    painter->drawRect(QRectF(0, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
+    painter->setPen(Qt::black);
+    painter->drawText(QRectF(kSwatch + kTextMargin, y, 4 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                      QStringLiteral("%1 (%2): the selected rank's %1 sub-group").arg(m_families[f], m_families[f].left(1)));
   }
 }

@@ -4,7 +4,9 @@
 // they hold none of their own beyond their node index.
 #pragma once
 
+#include <QColor>
 #include <QGraphicsItem>
+#include <QStringList>
 
 class TopologyScene;
 
@@ -18,6 +20,11 @@ class TopologyNodeItem : public QGraphicsItem {
 
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+  // The frame colour of the selected rank's tensor sub-groups of family `family` (bit order of
+  // TopologyScene::subgroupMask), from the Okabe-Ito palette, apart from the stage colours' hues.
+  static QColor subgroupColor(int family);
+  static constexpr double kSubgroupPen = 2.0;  // frames nest inward by one pen width per family
 
   // Level-of-detail thresholds (view pixels per scene unit).
   static constexpr double kLodOutlines = 0.25;  // below: plain tiles, no outlines
@@ -34,7 +41,9 @@ class TopologyLegendItem : public QGraphicsItem {
   enum { Type = UserType + 2 };
 
   // `tensorGrid`: the plan uses a Colossal-AI 2d / 2.5d / 3d mode; explain the sub-group marks.
-  TopologyLegendItem(int stages, bool tensorGrid);
+  // `tensorFamilies`: the Colossal-AI 2d / 2.5d / 3d sub-group families of the plan ("row",
+  // "column", ...), empty for 1d; each gets its frame colour explained.
+  TopologyLegendItem(int stages, const QStringList& tensorFamilies);
   int type() const override { return Type; }
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
@@ -44,6 +53,6 @@ class TopologyLegendItem : public QGraphicsItem {
 
  private:
   int m_stages;
-  bool m_tensorGrid;
+  QStringList m_families;
   int m_swatches;
 };

@@ -90,7 +90,7 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
     rebuildItems();
   } else {
     delete m_legend;
-    m_legend = new TopologyLegendItem(m_plan.pp, m_plan.topology.spec().tp_mode != TpMode::k1d);
+    m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies());
     addItem(m_legend);
     placeAnnotations();
     for (auto* item : m_nodeItems) item->update();
@@ -129,7 +129,7 @@ void TopologyScene::rebuildItems() {
   m_gridRect = QRectF(0, 0, m_nodesPerRow * (m_nodeSize.width() + kNodeGap) - kNodeGap,
                       gridRows * (m_nodeSize.height() + kNodeGap) - kNodeGap);
 
-  m_legend = new TopologyLegendItem(m_plan.pp, m_plan.topology.spec().tp_mode != TpMode::k1d);
+  m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies());
   addItem(m_legend);
   placeAnnotations();
 }
@@ -268,6 +268,18 @@ QString TopologyScene::subgroupMarks(int rank) const {
   for (int f = 0; f < m_subgroupInitials.size(); ++f)
     if (mask & (1u << f)) marks += m_subgroupInitials[f];
   return marks;
+}
+
+uint8_t TopologyScene::subgroupMask(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(m_subgroupMask.size())) return 0;
+  return m_subgroupMask[static_cast<size_t>(rank)];
+}
+
+QStringList TopologyScene::tensorFamilies() const {
+  QStringList names;
+  if (m_plan.topology.spec().tp_mode == TpMode::k1d) return names;
+  for (const auto& family : m_plan.topology.tensor_subgroups()) names << QString::fromStdString(family.name);
+  return names;
 }
 
 void TopologyScene::updateSubgroups() {

@@ -52,6 +52,10 @@ class TopologyScene : public QGraphicsScene {
   // The initials of the selected rank's tensor sub-groups that `rank` belongs to, as drawn in the
   // tile's corner ("rc": same row and column sub-group; "" for none or 1d).
   QString subgroupMarks(int rank) const;
+  // Bit f set: `rank` is in the selected rank's sub-group of family f (tensorFamilies()[f]).
+  uint8_t subgroupMask(int rank) const;
+  // The plan's Colossal-AI sub-group families in bit order ("row", "column", ...); empty for 1d.
+  QStringList tensorFamilies() const;
 
   int hoveredRank() const { return m_hoveredRank; }
   // The rank whose tile holds `scenePos`, or -1.
