@@ -41,6 +41,8 @@ class TestHostfile : public QObject {
     QTest::newRow("slots without value") << "node-a slots=" << "!hosts:1: slots=: expected a whole number from 1 to 4096";
     QTest::newRow("zero slots") << "node-a slots=0" << "!hosts:1: slots=0: expected a whole number";
     QTest::newRow("negative slots") << "node-a slots=-2" << "!hosts:1: slots=-2";
+    QTest::newRow("slots above the bound") << "node-a slots=4097" << "!hosts:1: slots=4097: expected a whole number from 1 to 4096";
+    QTest::newRow("slots beyond int") << "node-a slots=99999999999" << "!hosts:1: slots=99999999999: expected a whole number";
     QTest::newRow("not a number") << "node-a slots=four" << "!hosts:1: slots=four";
     QTest::newRow("extra field") << "node-a slots=2 gpus=2" << "!hosts:1: expected `HOST slots=N`";
     QTest::newRow("duplicate host") << "a slots=1\nb slots=1\na slots=2\n" << "!hosts:3: host a is listed twice (first on line 1); remove one";
@@ -132,15 +134,50 @@ class TestHostfile : public QObject {
     QCOMPARE(c->cluster.hosts.front().slots, per_node);
   }
 
-  void config_hosts_checked() {
-    auto ok = hosts_from_config({{"a", 2}, {"b", 2}});
-    QVERIFY(ok.ok());
-    QCOMPARE(ok->size(), size_t{2});
-    auto bad = hosts_from_config({{"a", 2}, {"b'; touch /tmp/x; '", 2}});
-    QVERIFY(!bad.ok());
-    QVERIFY2(bad.status().message().rfind("cluster.hosts[1]: host `b'; touch /tmp/x; '`", 0) == 0, bad.status().message().c_str());
-    auto dup = hosts_from_config({{"a", 2}, {"a", 2}});
-    QVERIFY(!dup.ok());
+  // cluster.hosts goes through the hostfile's check: the same bounds and the same messages.
+  void config_hosts_data() {
+    QTest::addColumn<QStringList>("hosts");  // "name=slots" each
+    QTest::addColumn<QString>("expected");   // "name=slots ..." or the expected error's start after "!"
+    QTest::newRow("two hosts") << QStringList{"a=2", "b=2"} << "a=2 b=2";
+    QTest::newRow("largest slots") << QStringList{"a=4096"} << "a=4096";
+    QTest::newRow("injection in name") << QStringList{"a=2", "b'; touch /tmp/x; '=2"}
+                                       << "!cluster.hosts[1]: host `b'; touch /tmp/x; '`: character ''' is not allowed";
+    QTest::newRow("option-like name") << QStringList{"-oProxyCommand=1"}
+                                      << "!cluster.hosts[0]: host `-oProxyCommand`: a host name cannot start with '-'";
+    QTest::newRow("empty name") << QStringList{"=1"} << "!cluster.hosts[0]: host name is empty";
+    QTest::newRow("zero slots") << QStringList{"a=0"} << "!cluster.hosts[0]: slots=0: expected a whole number from 1 to 4096";
+    QTest::newRow("negative slots") << QStringList{"a=-3"} << "!cluster.hosts[0]: slots=-3: expected a whole number from 1 to 4096";
+    QTest::newRow("slots above the bound") << QStringList{"a=4097"} << "!cluster.hosts[0]: slots=4097: expected a whole number from 1 to 4096";
+    QTest::newRow("two billion slots") << QStringList{"a=2", "b=2000000000"}
+                                       << "!cluster.hosts[1]: slots=2000000000: expected a whole number from 1 to 4096";
+    QTest::newRow("duplicate host") << QStringList{"a=2", "b=2", "a=2"}
+                                    << "!cluster.hosts[2]: host a is listed twice (first on cluster.hosts[0]); remove one";
+    QTest::newRow("no hosts") << QStringList{} << "!cluster.hosts: no hosts";
+  }
+  void config_hosts() {
+    QFETCH(QStringList, hosts);
+    QFETCH(QString, expected);
+    std::vector<config::HostSlots> in;
+    for (const QString& h : hosts) {
+      const qsizetype eq = h.lastIndexOf('=');
+      in.push_back({h.left(eq).toStdString(), h.mid(eq + 1).toInt()});
+    }
+    auto r = hosts_from_config(in);
+    if (expected.startsWith('!')) {
+      QVERIFY2(!r.ok(), "accepted bad cluster.hosts");
+      QCOMPARE(r.status().code(), Status::Code::kInvalidInput);
+      const QString msg = QString::fromStdString(r.status().message());
+      QVERIFY2(msg.startsWith(expected.mid(1)), r.status().message().c_str());
+      QVERIFY2(!msg.contains('\n'), "the message is not one line");
+      return;
+    }
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QStringList got;
+    for (const auto& e : r.value()) {
+      got << QString::fromStdString(e.host) + "=" + QString::number(e.slot_count);
+      QCOMPARE(e.line, 0);
+    }
+    QCOMPARE(got.join(' '), expected);
   }
 
   // Every quoted word reaches sh as exactly the word: run sh on the quoted command and compare.

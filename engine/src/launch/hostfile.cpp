@@ -30,6 +30,9 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   return parts;
 }
 
+constexpr int kMinSlots = 1;
+constexpr int kMaxSlots = 4096;
+
 bool parse_int(std::string_view s, int& out) {
   if (s.empty()) return false;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -42,6 +45,24 @@ std::string shown(std::string_view s) {
   for (char c : s.substr(0, 80)) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
   if (s.size() > 80) out += "...";
   return out;
+}
+
+// The one check of a host entry, whether it came from a hostfile line or from cluster.hosts:
+// the name, slots within 1..4096, and no host twice (`seen`: host -> where it first came,
+// "line 2" or "cluster.hosts[0]"). `slots_text` is the slots as written, for the message.
+Status check_entry(std::string_view host, int slots, std::string_view slots_text, const std::string& here,
+                   std::map<std::string, std::string>& seen) {
+  if (Status s = check_host_name(host); !s) return s;
+  if (slots < kMinSlots || slots > kMaxSlots) {
+    return Status::invalid_input("slots=" + shown(slots_text) + ": expected a whole number from " + std::to_string(kMinSlots) +
+                                 " to " + std::to_string(kMaxSlots));
+  }
+  const std::string name(host);
+  if (auto it = seen.find(name); it != seen.end()) {
+    return Status::invalid_input("host " + name + " is listed twice (first on " + it->second + "); remove one");
+  }
+  seen.emplace(name, here);
+  return Status::ok();
 }
 
 }  // namespace
@@ -64,7 +85,7 @@ Status check_host_name(std::string_view host) {
 
 Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string_view origin) {
   std::vector<HostEntry> hosts;
-  std::map<std::string, int> first_line;
+  std::map<std::string, std::string> seen;
   int line_no = 0;
   for (std::string_view raw : split(text, '\n')) {
     ++line_no;
@@ -82,18 +103,13 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string
     if (fields.size() != 2 || fields[1].substr(0, 6) != "slots=") {
       return Status::invalid_input(where + "expected `HOST slots=N`, got `" + shown(line) + "`");
     }
-    const std::string_view host = fields[0];
-    if (Status s = check_host_name(host); !s) return Status::invalid_input(where + s.message());
     int slots = 0;
-    if (!parse_int(fields[1].substr(6), slots) || slots < 1 || slots > 4096) {
-      return Status::invalid_input(where + "slots=" + shown(fields[1].substr(6)) + ": expected a whole number from 1 to 4096");
+    const std::string_view slots_text = fields[1].substr(6);
+    if (!parse_int(slots_text, slots)) slots = 0;  // out of range: refused below with the text as written
+    if (Status s = check_entry(fields[0], slots, slots_text, "line " + std::to_string(line_no), seen); !s) {
+      return Status::invalid_input(where + s.message());
     }
-    const std::string name(host);
-    if (auto it = first_line.find(name); it != first_line.end()) {
-      return Status::invalid_input(where + "host " + name + " is listed twice (first on line " + std::to_string(it->second) +
-                                   "); remove one");
-    }
-    first_line[name] = line_no;
+    const std::string name(fields[0]);
     hosts.push_back({name, slots, line_no});
   }
   if (hosts.empty()) {
@@ -110,17 +126,16 @@ Result<std::vector<HostEntry>> parse_hostfile_file(const std::string& path) {
 
 Result<std::vector<HostEntry>> hosts_from_config(const std::vector<config::HostSlots>& hosts) {
   std::vector<HostEntry> out;
-  std::set<std::string> seen;
+  std::map<std::string, std::string> seen;
   for (size_t i = 0; i < hosts.size(); ++i) {
     const std::string key = "cluster.hosts[" + std::to_string(i) + "]";
-    if (Status s = check_host_name(hosts[i].host); !s) return Status::invalid_input(key + ": " + s.message());
-    if (hosts[i].slots < 1) return Status::invalid_input(key + ".slots=" + std::to_string(hosts[i].slots) + ": expected at least 1");
-    if (!seen.insert(hosts[i].host).second) {
-      return Status::invalid_input(key + ": host " + hosts[i].host + " is listed twice; remove one");
+    const std::string slots_text = std::to_string(hosts[i].slots);
+    if (Status s = check_entry(hosts[i].host, hosts[i].slots, slots_text, key, seen); !s) {
+      return Status::invalid_input(key + ": " + s.message());
     }
     out.push_back({hosts[i].host, hosts[i].slots, 0});
   }
-  if (out.empty()) return Status::invalid_input("cluster.hosts: no hosts");
+  if (out.empty()) return Status::invalid_input("cluster.hosts: no hosts; add {host: NAME, slots: N} for each machine");
   return out;
 }
 

@@ -43,7 +43,10 @@ struct SelectedHost {
 Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string_view origin);
 Result<std::vector<HostEntry>> parse_hostfile_file(const std::string& path);
 
-// Hosts of a config's cluster.hosts, checked like a hostfile's lines.
+// Hosts of a config's cluster.hosts, checked by the same check as a hostfile's lines (name,
+// slots from 1 to 4096, no host twice), with the same messages after "cluster.hosts[i]: ":
+//   "cluster.hosts[1]: slots=2000000000: expected a whole number from 1 to 4096"
+//   "cluster.hosts[2]: host a is listed twice (first on cluster.hosts[0]); remove one"
 Result<std::vector<HostEntry>> hosts_from_config(const std::vector<config::HostSlots>& hosts);
 
 // Fails with one line naming the host when it holds a character outside [A-Za-z0-9._-], is
