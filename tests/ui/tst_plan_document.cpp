@@ -166,6 +166,46 @@ class TestPlanDocument : public QObject {
     QCOMPARE(doc.config().model.hidden, 2048);
   }
 
+  void mergedEditsBackToStartLeaveNoStep_data() {
+    QTest::addColumn<QList<int>>("layers");
+    QTest::addColumn<int>("steps");
+    QTest::addColumn<bool>("modified");
+    QTest::newRow("24 -> 25 -> 24 leaves no step") << QList<int>{25, 24} << 0 << false;
+    QTest::newRow("24 -> 25 -> 24 -> 26 is one step") << QList<int>{25, 24, 26} << 1 << true;
+    QTest::newRow("24 -> 25 -> 26 is one step") << QList<int>{25, 26} << 1 << true;
+  }
+  void mergedEditsBackToStartLeaveNoStep() {
+    QFETCH(QList<int>, layers);
+    QFETCH(int, steps);
+    QFETCH(bool, modified);
+    PlanDocument doc;
+    QSignalSpy modifiedSpy(&doc, &PlanDocument::modifiedChanged);
+    cfg::RunConfig c = doc.config();
+    for (int l : layers) {
+      c.model.layers = l;
+      doc.setConfig(c, QStringLiteral("Change model.layers"), QStringLiteral("model.layers"));
+    }
+    QCOMPARE(doc.undoStack()->count(), steps);
+    QCOMPARE(doc.isModified(), modified);
+    QCOMPARE(doc.undoStack()->canUndo(), steps > 0);
+    QCOMPARE(doc.config().model.layers, layers.last());
+    // The last announcement matches the state.
+    QVERIFY(!modifiedSpy.isEmpty());
+    QCOMPARE(modifiedSpy.last().at(0).toBool(), modified);
+  }
+
+  void destroyingAModifiedDocumentAnnouncesNothing() {
+    auto* doc = new PlanDocument;
+    QVERIFY(doc->applyEdit(QStringLiteral("train.micro_batch"), QStringLiteral("1")));
+    QVERIFY(doc->isModified());
+    int announced = 0;
+    QObject receiver;
+    connect(doc, &PlanDocument::modifiedChanged, &receiver, [&announced] { ++announced; });
+    connect(doc, &PlanDocument::configChanged, &receiver, [&announced] { ++announced; });
+    delete doc;
+    QCOMPARE(announced, 0);
+  }
+
   void partitionEdits() {
     PlanDocument doc;  // 24 layers, pp 2: uniform 12 + 12
     QCOMPARE(doc.plan().stages[0].num_layers, 12);

@@ -69,6 +69,9 @@ class ConfigCommand : public QUndoCommand {
     const auto* o = static_cast<const ConfigCommand*>(other);
     if (m_key.isEmpty() || o->m_key != m_key) return false;
     m_after = o->m_after;
+    // Back where the merged run of edits started (a spin box 2 -> 3 -> 2): the step changes
+    // nothing, and QUndoStack drops an obsolete merged command, so the document is clean again.
+    setObsolete(m_after == m_before);
     return true;
   }
 
@@ -85,7 +88,11 @@ PlanDocument::PlanDocument(QObject* parent) : QObject(parent) {
 }
 
 PlanDocument::~PlanDocument() {
-  // Commands call back into the document; drop them before the members they touch go.
+  // QUndoStack::clear() (ours, or the one the stack's own destructor runs) emits cleanChanged,
+  // which would reach updateModified() and modifiedChanged's receivers while this document, and
+  // perhaps the window that owns it, is being destroyed. Cut the stack's signals off first.
+  disconnect(&m_undo, nullptr, this, nullptr);
+  m_undo.blockSignals(true);
   m_undo.clear();
 }
 
