@@ -182,6 +182,55 @@ class TestSetupPanel : public QObject {
     QVERIFY(doc.config().pipeline.stage_ids.empty());
     QCOMPARE(doc.plan().stages[0].num_layers, 12);
   }
+
+  void explicitPartitionOfAnInvalidConfigTakesNoStaleIds() {
+    PlanDocument doc;  // 24 layers; the plan's layer_stage has 24 entries
+    SetupPanel panel(&doc);
+    spin(panel, "model.heads")->setValue(15);  // invalid: the plan stays the 24-layer one
+    spin(panel, "model.layers")->setValue(30);
+    QVERIFY(!doc.isValid());
+    QCOMPARE(static_cast<int>(doc.plan().layer_stage.size()), 24);
+    auto* partition = qobject_cast<QComboBox*>(panel.field("pipeline.partition"));
+    partition->setCurrentIndex(partition->findData(QStringLiteral("explicit")));
+    QCOMPARE(doc.config().pipeline.partition, stagecraft::config::PartitionKind::kExplicit);
+    QVERIFY(doc.config().pipeline.stage_ids.empty());
+    // Once valid again, choosing explicit takes the current plan's 30 ids.
+    partition->setCurrentIndex(partition->findData(QStringLiteral("uniform")));
+    spin(panel, "model.heads")->setValue(16);
+    QVERIFY2(doc.isValid(), qPrintable(doc.problems().isEmpty() ? QString() : doc.problems().first().message));
+    partition->setCurrentIndex(partition->findData(QStringLiteral("explicit")));
+    QCOMPARE(static_cast<int>(doc.config().pipeline.stage_ids.size()), 30);
+    QCOMPARE(doc.config().pipeline.stage_ids, doc.plan().layer_stage);
+  }
+
+  void fieldsShowValuesOutsideTheirUsualRange_data() {
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<int>("value");
+    QTest::newRow("tp 0") << "parallel.tp" << 0;
+    QTest::newRow("pp 0") << "parallel.pp" << 0;
+    QTest::newRow("gpus_per_node 2048") << "cluster.gpus_per_node" << 2048;
+    QTest::newRow("dp 200000") << "parallel.dp" << 200000;
+    QTest::newRow("tp -1") << "parallel.tp" << -1;
+  }
+  void fieldsShowValuesOutsideTheirUsualRange() {
+    QFETCH(QString, key);
+    QFETCH(int, value);
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    auto c = doc.config();
+    if (key == "parallel.tp") c.parallel.tp = value;
+    if (key == "parallel.pp") c.parallel.pp = value;
+    if (key == "parallel.dp") c.parallel.dp = value;
+    if (key == "cluster.gpus_per_node") c.cluster.gpus_per_node = value;
+    doc.setConfig(c, QStringLiteral("as read from a file"));
+    QCOMPARE(spin(panel, key)->value(), value);
+    // Showing it is not an edit: the config keeps the value and the engine's rule is shown.
+    QCOMPARE(doc.undoStack()->count(), 1);
+    QVERIFY(!doc.isValid());
+    bool shown = !panel.otherErrors().isEmpty();
+    for (const QString& k : panel.keys()) shown = shown || !panel.fieldError(k).isEmpty();
+    QVERIFY2(shown, qPrintable(key));
+  }
 };
 
 QTEST_MAIN(TestSetupPanel)

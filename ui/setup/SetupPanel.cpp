@@ -24,6 +24,8 @@ constexpr auto kErrorTextStyle = "color: #d62728;";
 // Generous upper bounds: the engine's rules, not the widgets, decide what is valid.
 constexpr int kMaxCount = 1 << 20;
 constexpr int kMaxNodes = 1 << 17;
+// Parallel degrees and GPUs per node: a file may hold any of these; the field must show it.
+constexpr int kMaxDegree = 1 << 20;
 
 QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
@@ -94,7 +96,7 @@ void SetupPanel::buildForm() {
             c.cluster.nodes = v;
             c.cluster.hosts.clear();  // a host list fixes the node count; editing it replaces the list
           });
-  addSpin(f, "cluster.gpus_per_node", tr("GPUs per node"), 1, 1024, [](const C& c) { return c.cluster.gpus_per_node; },
+  addSpin(f, "cluster.gpus_per_node", tr("GPUs per node"), 1, kMaxDegree, [](const C& c) { return c.cluster.gpus_per_node; },
           [](C& c, int v) {
             c.cluster.gpus_per_node = v;
             c.cluster.hosts.clear();
@@ -115,11 +117,13 @@ void SetupPanel::buildForm() {
   addSpin(f, "model.seq_len", tr("Sequence length"), 1, kMaxCount, [](const C& c) { return c.model.seq_len; }, [](C& c, int v) { c.model.seq_len = v; });
   addSpin(f, "model.vocab", tr("Vocabulary"), 1, kMaxCount, [](const C& c) { return c.model.vocab; }, [](C& c, int v) { c.model.vocab = v; });
 
+  // Degrees start at 0: a file may say tp: 0, and the engine's rule is reported at the field
+  // rather than the field quietly showing 1.
   f = addSection(tr("Parallel"));
-  addSpin(f, "parallel.dp", tr("Data parallel (dp)"), 0, kMaxNodes, [](const C& c) { return c.parallel.dp; },
+  addSpin(f, "parallel.dp", tr("Data parallel (dp)"), 0, kMaxDegree, [](const C& c) { return c.parallel.dp; },
           [](C& c, int v) { c.parallel.dp = v; }, tr("auto"));
-  addSpin(f, "parallel.tp", tr("Tensor parallel (tp)"), 1, kMaxNodes, [](const C& c) { return c.parallel.tp; }, [](C& c, int v) { c.parallel.tp = v; });
-  addSpin(f, "parallel.pp", tr("Pipeline parallel (pp)"), 1, kMaxNodes, [](const C& c) { return c.parallel.pp; }, [](C& c, int v) { c.parallel.pp = v; });
+  addSpin(f, "parallel.tp", tr("Tensor parallel (tp)"), 0, kMaxDegree, [](const C& c) { return c.parallel.tp; }, [](C& c, int v) { c.parallel.tp = v; });
+  addSpin(f, "parallel.pp", tr("Pipeline parallel (pp)"), 0, kMaxDegree, [](const C& c) { return c.parallel.pp; }, [](C& c, int v) { c.parallel.pp = v; });
   addCombo(f, "parallel.tp_mode", tr("TP mode"), enumItems({cfg::TpMode::k1d, cfg::TpMode::k2d, cfg::TpMode::k2p5d, cfg::TpMode::k3d}),
            [](const C& c) { return qs(cfg::to_string(c.parallel.tp_mode)); },
            [](C& c, const QString& v) { c.parallel.tp_mode = cfg::parse_tp_mode(v.toStdString()).value_or(cfg::TpMode::k1d); });
@@ -149,8 +153,10 @@ void SetupPanel::buildForm() {
            [doc](C& c, const QString& v) {
              if (v == QLatin1String("explicit")) {
                // Keep the stages as they are now, as an explicit list the stage editor can change.
+               // The plan is the last VALID one: while the config is invalid it may be for another
+               // layer count, so then the list stays empty for the stage editor to fill.
                c.pipeline.partition = cfg::PartitionKind::kExplicit;
-               if (c.pipeline.stage_ids.empty() && doc->hasPlan()) c.pipeline.stage_ids = doc->plan().layer_stage;
+               if (c.pipeline.stage_ids.empty() && doc->isValid() && doc->hasPlan()) c.pipeline.stage_ids = doc->plan().layer_stage;
                return;
              }
              c.pipeline.partition = v == QLatin1String("balanced") ? cfg::PartitionKind::kBalanced : cfg::PartitionKind::kUniform;
@@ -202,6 +208,10 @@ void SetupPanel::addSpin(QFormLayout* form, const QString& key, const QString& l
   if (!specialValueText.isEmpty()) spin->setSpecialValueText(specialValueText);
   addRow(form, key, label, spin, [this, spin, get] {
     const int v = get(m_document->config());
+    // A value from a file outside the field's range is shown as it is, not clamped: the engine's
+    // rules report what is wrong with it.
+    if (v < spin->minimum()) spin->setMinimum(v);
+    if (v > spin->maximum()) spin->setMaximum(v);
     if (spin->value() != v) spin->setValue(v);
   });
   connect(spin, &QSpinBox::valueChanged, this, [this, key, set](int v) { edit(key, [&](cfg::RunConfig& c) { set(c, v); }); });
