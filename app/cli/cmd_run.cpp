@@ -1,5 +1,6 @@
 // stagecraft-cli run: train a configuration with Stagecraft's engine on this machine, one worker
 // process per rank, with a live progress line (or the workers' events as JSON lines).
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -22,12 +23,19 @@ namespace stagecraft::cli {
 
 namespace {
 
-launch::Supervisor* g_supervisor = nullptr;
-volatile std::sig_atomic_t g_cancel_requested = 0;  // a signal before the supervisor exists
+// The run's cancel flag (RunHistory::cancel_flag), set by SIGINT / SIGTERM: a lock-free atomic
+// store is async-signal-safe, and the flag outlives the supervisor, so a signal at any moment of
+// the run, before the supervisor exists or as it ends, is safe.
+std::atomic<bool>* g_cancel = nullptr;
+std::atomic<bool> g_cancel_early{false};  // a signal before the run's flag exists
+static_assert(std::atomic<bool>::is_always_lock_free);
 
 void on_signal(int) {
-  g_cancel_requested = 1;
-  if (g_supervisor) g_supervisor->cancel();
+  if (std::atomic<bool>* flag = g_cancel) {
+    flag->store(true);
+  } else {
+    g_cancel_early.store(true);
+  }
 }
 
 std::string clock_text(double seconds) {
@@ -127,6 +135,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (args->has("--detach")) {
     if (const int rc = detach_supervisor(db, run_id.value()); rc >= 0) return rc;  // the parent; the child goes on
   }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   auto history = launch::RunHistory::open(db, run_id.value());
   if (!history.ok()) return report(history.status());
   const bool tty = isatty(STDOUT_FILENO) != 0;
@@ -164,19 +174,18 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "[rank %d%s] %s\n", rank, is_stderr ? " stderr" : "", line.c_str());
   };
   cb = history.value()->wrap(std::move(cb));
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   launch::RunHistory* recorded = history.value().get();
-  auto supervisor_ready = [recorded](launch::Supervisor& s) {
-    g_supervisor = &s;
-    recorded->running();
-    if (g_cancel_requested) s.cancel();
-  };
+  g_cancel = recorded->cancel_flag();  // also set by `runs cancel` through the history
+  if (g_cancel_early.load()) g_cancel->store(true);
+  auto supervisor_ready = [recorded](launch::Supervisor&) { recorded->running(); };
+  remote_options.cancel = recorded->cancel_flag();
+  launch::LocalRunOptions local_options;
+  local_options.cancel = recorded->cancel_flag();
   auto outcome = is_remote ? launch::run_remote(c, plan.value(), remote_options, cb, supervisor_ready)
-                           : launch::run_local(c, plan.value(), {}, cb, supervisor_ready);
-  g_supervisor = nullptr;
+                           : launch::run_local(c, plan.value(), local_options, cb, supervisor_ready);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  g_cancel = nullptr;
   if (Status s = recorded->finish(outcome); !s) {
     std::fprintf(stderr, "stagecraft-cli: warning: run history %s: %s\n", db.c_str(), s.message().c_str());
   }

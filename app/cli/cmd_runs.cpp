@@ -274,30 +274,13 @@ int runs_metrics(const Args& args, store::RunStore& st, int64_t id) {
   return 0;
 }
 
-// Asks the run's supervisor to stop (SIGTERM: it stops every rank, TERM then KILL, and records
-// the run cancelled) and waits until the history says the run ended.
+// Asks the run's supervisor to stop (through the history: store::cancel_run; it stops every rank,
+// TERM then KILL, and records the run cancelled) and waits until the history says the run ended.
 int runs_cancel(const Args& args, store::RunStore& st, int64_t id) {
+  if (Status s = store::cancel_run(st, id); !s) return report(s.with_context("runs cancel"));
   auto r = st.get_run(id);
   if (!r.ok()) return report(r.status());
-  if (store::is_terminal(r->state)) {
-    return report(Status::invalid_input("runs cancel: run " + std::to_string(id) + " already ended (" +
-                                        std::string(store::to_string(r->state)) + "); nothing to cancel"));
-  }
   std::string why;
-  switch (store::check_liveness(r->supervisor, &why)) {
-    case store::Liveness::kElsewhere:
-      return report(Status::unavailable("runs cancel: run " + std::to_string(id) + " is supervised on host " + r->supervisor.host +
-                                        "; cancel it there"));
-    case store::Liveness::kGone:
-      (void)st.transition(id, store::RunState::kLost, why);
-      return report(Status::unavailable("runs cancel: run " + std::to_string(id) + " has no supervisor any more (" + why +
-                                        "); it is now marked lost"));
-    case store::Liveness::kAlive: break;
-  }
-  if (::kill(static_cast<pid_t>(r->supervisor.pid), SIGTERM) != 0) {
-    return report(Status::io_error("runs cancel: cannot signal supervisor pid " + std::to_string(r->supervisor.pid) + ": " +
-                                   std::strerror(errno)));
-  }
   // The supervisor allows its ranks a grace period (5 s) between TERM and KILL.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {

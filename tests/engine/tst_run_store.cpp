@@ -595,6 +595,36 @@ class TestRunStore : public QObject {
     QCOMPARE(b.last_loss, 2.5);
   }
 
+  // Cancel requests live in the history; cancel_run() refuses what cannot be cancelled.
+  void cancelRequests() {
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto live = st.value()->create_run(sample_run(this_process_identity()));
+    QVERIFY(live.ok());
+    QCOMPARE(st.value()->cancel_requested(live.value()).value(), false);
+    QVERIFY(cancel_run(*st.value(), live.value()).is_ok());
+    QCOMPARE(st.value()->cancel_requested(live.value()).value(), true);
+    QCOMPARE(st.value()->request_cancel(999).code(), Status::Code::kNotFound);
+    QCOMPARE(st.value()->cancel_requested(999).status().code(), Status::Code::kNotFound);
+
+    auto ended = st.value()->create_run(sample_run(this_process_identity()));
+    QVERIFY(st.value()->transition(ended.value(), RunState::kRunning, "started"));
+    QVERIFY(st.value()->transition(ended.value(), RunState::kSucceeded, "done"));
+    const Status refused = cancel_run(*st.value(), ended.value());
+    QCOMPARE(refused.code(), Status::Code::kInvalidInput);
+    QCOMPARE(QString::fromStdString(refused.message()),
+             QString("run %1 already ended (succeeded); nothing to cancel").arg(ended.value()));
+    QCOMPARE(st.value()->cancel_requested(ended.value()).value(), false);
+
+    ProcessIdentity gone = this_process_identity();
+    gone.start_ticks += 12345;  // this pid, but not the recorded process
+    auto orphan = st.value()->create_run(sample_run(gone));
+    const Status lost = cancel_run(*st.value(), orphan.value());
+    QCOMPARE(lost.code(), Status::Code::kUnavailable);
+    QVERIFY2(QString::fromStdString(lost.message()).contains("it is now marked lost"), lost.message().c_str());
+    QCOMPARE(st.value()->get_run(orphan.value())->state, RunState::kLost);
+  }
+
   void metricFromEvent() {
     MetricRow m;
     QVERIFY(metric_from_event(3, step_event(3, 7, 2.5), 10.0, m));

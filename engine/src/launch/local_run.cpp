@@ -62,7 +62,11 @@ Result<RunOutcome> run_local(const config::RunConfig& config, const plan::Plan& 
     if (!p.ok()) return p.status();  // the started ones are killed by their destructors
     ranks.push_back(std::move(p).value());
   }
-  RunOutcome outcome = supervise(std::move(ranks), config.train.hang_timeout_s, options.grace_s, std::move(callbacks), supervisor_ready);
+  SuperviseOptions sup;
+  sup.hang_timeout_s = config.train.hang_timeout_s;
+  sup.grace_s = options.grace_s;
+  sup.cancel_flag = options.cancel;
+  RunOutcome outcome = supervise(std::move(ranks), sup, std::move(callbacks), supervisor_ready);
   server.value()->stop();
   return outcome;
 }

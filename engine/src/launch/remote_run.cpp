@@ -295,7 +295,11 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
   }
   for (const auto& n : node_list) n->session->set_nonblocking();
 
-  RunOutcome outcome = supervise(std::move(ranks), config.train.hang_timeout_s, options.grace_s, std::move(callbacks), supervisor_ready);
+  SuperviseOptions sup;
+  sup.hang_timeout_s = config.train.hang_timeout_s;
+  sup.grace_s = options.grace_s;
+  sup.cancel_flag = options.cancel;
+  RunOutcome outcome = supervise(std::move(ranks), sup, std::move(callbacks), supervisor_ready);
   server.value()->stop();
   return outcome;
 }

@@ -1,6 +1,8 @@
 // A launched run's record in the history. See run_history.h.
 #include "stagecraft/launch/run_history.h"
 
+#include <chrono>
+
 #include "stagecraft/config/config_io.h"
 
 namespace stagecraft::launch {
@@ -31,11 +33,30 @@ Result<std::unique_ptr<RunHistory>> RunHistory::open(const std::string& db, int6
   h->store_ = std::move(st).value();
   h->id_ = id;
   h->recorder_ = std::make_unique<store::RunRecorder>(*h->store_, id);
+  h->watcher_ = std::thread([raw = h.get()] { raw->watch_for_cancel(); });
   return h;
 }
 
 RunHistory::~RunHistory() {
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
   if (recorder_) (void)recorder_->finish();
+}
+
+void RunHistory::watch_for_cancel() {
+  std::unique_lock lock(watch_mu_);
+  while (!watch_stop_) {
+    watch_wake_.wait_for(lock, std::chrono::milliseconds(200));
+    if (watch_stop_ || cancel_.load()) continue;
+    lock.unlock();
+    auto asked = store_->cancel_requested(id_);  // a read error is retried at the next poll
+    if (asked.ok() && asked.value()) cancel_.store(true);
+    lock.lock();
+  }
 }
 
 RunCallbacks RunHistory::wrap(RunCallbacks inner) {
@@ -57,11 +78,16 @@ RunCallbacks RunHistory::wrap(RunCallbacks inner) {
 
 void RunHistory::running() {
   if (running_) return;
-  running_ = true;
-  (void)store_->transition(id_, store::RunState::kRunning, "supervisor started");
+  running_ = store_->transition(id_, store::RunState::kRunning, "supervisor started").is_ok();
 }
 
 Status RunHistory::finish(const Result<RunOutcome>& outcome) {
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
   Status recorded = recorder_->finish();
   store::RunState to = store::RunState::kFailed;
   std::string reason;
@@ -83,6 +109,9 @@ Status RunHistory::finish(const Result<RunOutcome>& outcome) {
         break;
     }
   }
+  // A run that started but whose queued -> running could not be written (a busy history) still
+  // ends in the state it reached: the end is not refused for want of the start.
+  if (!running_ && outcome.ok()) running();
   if (Status s = store_->transition(id_, to, reason); !s) return s;
   return recorded;
 }

@@ -2,6 +2,7 @@
 #include "stagecraft/launch/supervisor.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 
 #include <fcntl.h>
@@ -115,10 +116,19 @@ void Supervisor::stop_all(double grace_s) {
   for (auto& r : ranks_) {
     if (!r->exit) r->process->kill();
   }
+  // A rank that SIGKILL cannot end (stuck in the kernel: a hung file system or driver) is given
+  // up after reap_wait_s rather than hanging the supervisor.
+  const double reap_deadline = now_s() + options_.reap_wait_s;
   for (auto& r : ranks_) {
     while (!r->exit) {
       r->exit = r->process->poll_exit();
-      if (!r->exit) usleep(5000);
+      if (r->exit) break;
+      if (now_s() > reap_deadline) {
+        r->exit = ExitInfo{255, SIGKILL};
+        r->last_error = "did not end within " + std::to_string(static_cast<int>(options_.reap_wait_s)) + " s of SIGKILL";
+        break;
+      }
+      usleep(5000);
     }
   }
 }
@@ -168,7 +178,7 @@ RunOutcome Supervisor::run() {
       all_exited = all_exited && r->exit.has_value();
     }
     if (all_exited) break;
-    if (!failing && cancel_) {
+    if (!failing && (cancel_ || (options_.cancel_flag && options_.cancel_flag->load()))) {
       failing = true;
       outcome.state = RunOutcome::State::kCancelled;
       outcome.reason = "cancelled";
@@ -200,11 +210,8 @@ RunOutcome Supervisor::run() {
   return outcome;
 }
 
-RunOutcome supervise(std::vector<std::unique_ptr<RankProcess>> ranks, double hang_timeout_s, double grace_s,
-                     RunCallbacks callbacks, const std::function<void(Supervisor&)>& ready) {
-  SuperviseOptions options;
-  options.hang_timeout_s = hang_timeout_s;
-  options.grace_s = grace_s;
+RunOutcome supervise(std::vector<std::unique_ptr<RankProcess>> ranks, SuperviseOptions options, RunCallbacks callbacks,
+                     const std::function<void(Supervisor&)>& ready) {
   Supervisor supervisor(std::move(ranks), options, std::move(callbacks));
   if (ready) ready(supervisor);
   return supervisor.run();

@@ -394,6 +394,28 @@ Result<std::vector<LogRow>> RunStore::logs(int64_t id, std::optional<int> rank, 
   return out;
 }
 
+Status RunStore::request_cancel(int64_t id) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare("UPDATE runs SET cancel_requested = 1 WHERE id = ?", SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id);
+  auto row = st->step(SC_SQL_SITE);
+  if (!row.ok()) return row.status();
+  if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
+  return Status::ok();
+}
+
+Result<bool> RunStore::cancel_requested(int64_t id) {
+  std::lock_guard lock(impl_->mu);
+  auto st = impl_->db.prepare("SELECT cancel_requested FROM runs WHERE id = ?", SC_SQL_SITE);
+  if (!st.ok()) return st.status();
+  st->bind(1, id);
+  auto row = st->step(SC_SQL_SITE);
+  if (!row.ok()) return row.status();
+  if (!row.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
+  return st->column_int(0) != 0;
+}
+
 Status RunStore::append(int64_t id, const Batch& batch) {
   if (batch.empty()) return Status::ok();
   std::lock_guard lock(impl_->mu);
@@ -424,6 +446,26 @@ Status RunStore::append(int64_t id, const Batch& batch) {
 Result<int> RunStore::mark_lost_runs() {
   std::lock_guard lock(impl_->mu);
   return impl_->mark_lost_locked();
+}
+
+Status cancel_run(RunStore& store, int64_t id) {
+  auto r = store.get_run(id);
+  if (!r.ok()) return r.status();
+  const std::string run = "run " + std::to_string(id);
+  if (is_terminal(r->state)) {
+    return Status::invalid_input(run + " already ended (" + std::string(to_string(r->state)) + "); nothing to cancel");
+  }
+  std::string why;
+  switch (check_liveness(r->supervisor, &why)) {
+    case Liveness::kElsewhere:
+      return Status::unavailable(run + " is supervised on host " + r->supervisor.host + "; cancel it there");
+    case Liveness::kGone:
+      (void)store.transition(id, RunState::kLost, why);
+      return Status::unavailable(run + " has no supervisor any more (" + why + "); it is now marked lost");
+    case Liveness::kAlive:
+      break;
+  }
+  return store.request_cancel(id);
 }
 
 }  // namespace stagecraft::store

@@ -76,6 +76,10 @@ const std::vector<Migration>& migrations() {
         CREATE INDEX transitions_by_run ON transitions(run_id);
         CREATE INDEX runs_by_state ON runs(state);
       )sql"},
+      // 4: cancel requests, recorded here for whichever process supervises the run.
+      {4, R"sql(
+        ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+      )sql"},
   };
   return kSteps;
 }
@@ -83,15 +87,11 @@ const std::vector<Migration>& migrations() {
 }  // namespace
 
 Status migrate(SqliteDb& db) {
-  static_assert(kSchemaVersion == 3, "add a migration step for the new schema version");
+  static_assert(kSchemaVersion == 4, "add a migration step for the new schema version");
   // The first read tells a database from any other file, before anything is written.
   auto version = db.query_int("PRAGMA user_version", SC_SQL_SITE);
   if (!version.ok()) return version.status();
-  if (version.value() > kSchemaVersion) {
-    return Status::invalid_input(db.path() + ": written by a newer Stagecraft (schema version " + std::to_string(version.value()) +
-                                 "; this build reads up to " + std::to_string(kSchemaVersion) +
-                                 "); upgrade Stagecraft or give another --db FILE");
-  }
+  // Another program's database first: its user_version says nothing about Stagecraft.
   auto app = db.query_int("PRAGMA application_id", SC_SQL_SITE);
   if (!app.ok()) return app.status();
   if (app.value() != kApplicationId) {
@@ -100,6 +100,11 @@ Status migrate(SqliteDb& db) {
     if (version.value() != 0 || tables.value() != 0) {
       return Status::invalid_input(db.path() + ": an SQLite database of another program, not a Stagecraft run history (left untouched); give another --db FILE");
     }
+  }
+  if (version.value() > kSchemaVersion) {
+    return Status::invalid_input(db.path() + ": written by a newer Stagecraft (schema version " + std::to_string(version.value()) +
+                                 "; this build reads up to " + std::to_string(kSchemaVersion) +
+                                 "); upgrade Stagecraft or give another --db FILE");
   }
   if (Status s = db.exec("PRAGMA journal_mode=WAL", SC_SQL_SITE); !s) return s;
   if (Status s = db.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", SC_SQL_SITE); !s) return s;

@@ -8,6 +8,7 @@
 // RankProcess kinds under the same supervisor.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -21,12 +22,13 @@ namespace stagecraft::launch {
 struct LocalRunOptions {
   std::vector<std::string> worker;  // program and arguments; empty = stagecraft-worker beside this executable
   double grace_s = 5.0;             // SIGTERM to SIGKILL
+  const std::atomic<bool>* cancel = nullptr;  // set to true (any thread, a signal handler): cancel
 };
 
 // The run's outcome. Fails only when the run could not start (store, processes); a run that
 // started and failed is an outcome with state kFailed, kHung or kCancelled.
-// `supervisor_ready` (optional) is called with the supervisor once it exists, so a caller can
-// cancel() from another thread.
+// `supervisor_ready` (optional) is called with the supervisor once it exists; the reference dies
+// before run_local returns: to cancel from another thread or a signal handler, use options.cancel.
 Result<RunOutcome> run_local(const config::RunConfig& config, const plan::Plan& plan, const LocalRunOptions& options,
                              RunCallbacks callbacks, const std::function<void(Supervisor&)>& supervisor_ready = nullptr);
 

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <functional>
+#include <atomic>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@ struct RemoteRunOptions {
   int master_port = 0;       // 0: the system picks one
   std::string run_id;        // empty: a random one (STAGECRAFT_RUN_ID)
   double grace_s = 5.0;      // TERM to KILL
+  const std::atomic<bool>* cancel = nullptr;  // set to true (any thread, a signal handler): cancel
   // How long a node may take to confirm a KILL before its ranks are given up as lost.
   double kill_wait_s = 10.0;
   // The launcher sends every rank a heartbeat; a rank that hears none for this long kills its

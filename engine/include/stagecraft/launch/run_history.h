@@ -10,9 +10,13 @@
 // the history is otherwise left alone.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stagecraft/config/run_config.h"
@@ -38,19 +42,31 @@ class RunHistory {
   ~RunHistory();
 
   int64_t id() const { return id_; }
+  // True once the run should stop: a cancel recorded in the history (RunStore::request_cancel,
+  // from any process; polled every 200 ms) or set here by the supervising process itself (Ctrl-C,
+  // a Cancel button). Pass it as the launcher's `cancel` option.
+  std::atomic<bool>* cancel_flag() { return &cancel_; }
   // Callbacks that record each event and log line, then call `inner`'s.
   RunCallbacks wrap(RunCallbacks inner);
-  // queued -> running. Safe to call more than once.
+  // queued -> running. Safe to call more than once; finish() records the run's end even when
+  // this transition could not be written.
   void running();
   // The final state from the launcher's result; flushes every recorded row first.
   Status finish(const Result<RunOutcome>& outcome);
 
  private:
   RunHistory() = default;
+  void watch_for_cancel();
+
   std::unique_ptr<store::RunStore> store_;
   std::unique_ptr<store::RunRecorder> recorder_;
   int64_t id_ = 0;
   bool running_ = false;
+  std::atomic<bool> cancel_{false};
+  std::mutex watch_mu_;
+  std::condition_variable watch_wake_;
+  bool watch_stop_ = false;
+  std::thread watcher_;  // polls the history for a cancel request until finish()
 };
 
 }  // namespace stagecraft::launch

@@ -23,7 +23,12 @@ namespace stagecraft::launch {
 struct SuperviseOptions {
   double hang_timeout_s = 300.0;  // no event from any rank for this long fails the run
   double grace_s = 5.0;           // between SIGTERM and SIGKILL
+  double reap_wait_s = 10.0;      // after SIGKILL, how long a rank may take to be reaped
   size_t max_line_bytes = 1 << 20;  // longer lines are cut (and marked) rather than buffered
+  // When set, the run is cancelled (as by cancel()) once *cancel_flag becomes true; read at
+  // least every 50 ms. The flag outlives the run, so a signal handler or another thread may set
+  // it at any time, before the supervisor exists or after it is gone.
+  const std::atomic<bool>* cancel_flag = nullptr;
 };
 
 struct RunCallbacks {
@@ -67,10 +72,11 @@ class Supervisor {
   double last_event_ = 0;
 };
 
-// Supervises `ranks` until the run ends: a Supervisor with the run's hang timeout and grace
-// period, handed to `ready` (optional) before it starts so that a caller can cancel() it from
-// another thread. What local and remote runs share once their ranks are started.
-RunOutcome supervise(std::vector<std::unique_ptr<RankProcess>> ranks, double hang_timeout_s, double grace_s,
-                     RunCallbacks callbacks, const std::function<void(Supervisor&)>& ready);
+// Supervises `ranks` until the run ends, handing the Supervisor to `ready` (optional) before it
+// starts. The reference is valid only during that call and the run: the supervisor is destroyed
+// before supervise() returns, so a caller that cancels from elsewhere uses options.cancel_flag.
+// What local and remote runs share once their ranks are started.
+RunOutcome supervise(std::vector<std::unique_ptr<RankProcess>> ranks, SuperviseOptions options, RunCallbacks callbacks,
+                     const std::function<void(Supervisor&)>& ready);
 
 }  // namespace stagecraft::launch

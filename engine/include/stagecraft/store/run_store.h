@@ -40,7 +40,7 @@
 namespace stagecraft::store {
 
 // The schema version this build writes; see schema.cpp for the migrations.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 enum class RunState { kQueued, kRunning, kSucceeded, kFailed, kCancelled, kLost };
 std::string_view to_string(RunState s);  // "queued" ... "lost"
@@ -172,6 +172,13 @@ class RunStore {
   // In the order they were written. `rank` restricts to one rank; `after_row` as above.
   Result<std::vector<LogRow>> logs(int64_t id, std::optional<int> rank = std::nullopt, int64_t after_row = 0);
 
+  // Cancelling goes through the history, so any process can ask and whichever process
+  // supervises the run (the CLI, a detached supervisor, the desktop application) acts on it:
+  // request_cancel() records the request (not_found for an unknown id); the supervisor polls
+  // cancel_requested() (RunHistory does, every 200 ms).
+  Status request_cancel(int64_t id);
+  Result<bool> cancel_requested(int64_t id);
+
   // Writes every row of `batch` for run `id` in one transaction: all or nothing.
   Status append(int64_t id, const Batch& batch);
 
@@ -184,5 +191,14 @@ class RunStore {
   explicit RunStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Asks the supervisor of run `id` to stop it, as `stagecraft-cli runs cancel` and the desktop
+// application's Cancel both do: records the request (RunStore::request_cancel) after the checks,
+// each failing with one line: a run that already ended is refused (invalid_input, "run 7 already
+// ended (succeeded); nothing to cancel"); a run supervised on another host is refused
+// (unavailable); a run whose supervisor is gone from this machine is marked lost (unavailable,
+// saying so). Returns at once: the supervisor sees the request within 200 ms, stops every rank
+// (TERM, then KILL after its grace period) and records the run cancelled.
+Status cancel_run(RunStore& store, int64_t id);
 
 }  // namespace stagecraft::store
