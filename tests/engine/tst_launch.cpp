@@ -1,4 +1,5 @@
-// Local processes and the supervisor: output, events, exits, fail-fast, hang, cancel, kill.
+// Local processes and the supervisor: output, events, exits, fail-fast, hang, cancel, kill;
+// the descriptors a child inherits and the PATH search.
 // Real child processes (/bin/sh) stand in for workers.
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/supervisor.h"
@@ -7,6 +8,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <set>
+
+#include <fcntl.h>
 #include <thread>
 
 using namespace stagecraft;
@@ -38,6 +43,18 @@ struct Recorder {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Reads a process's stdout to the end and waits for it (at most 10 s).
+std::string drain_all(LocalProcess& p) {
+  std::string out, err;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (seconds_since(t0) < 10) {
+    const bool open = p.read_available(out, err);
+    if (!open && p.poll_exit()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return out;
 }
 
 }  // namespace
@@ -159,6 +176,76 @@ class TestLaunch : public QObject {
     QVERIFY(rec.logs.size() >= 3);
     for (const auto& [rank, line] : rec.logs) QVERIFY(line.size() <= (1u << 20) + 16);
     QCOMPARE(QString::fromStdString(rec.logs.back().second), QString("done"));
+  }
+
+  // The child holds its three standard descriptors and nothing the launcher opened for it (the
+  // /dev/null it opens for stdin, the pipes): only what this test process itself lets every
+  // child inherit (descriptors without close-on-exec) may be there too.
+  void childInheritsNoLauncherDescriptor() {
+    std::set<int> expected = {0, 1, 2};
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      const int fd = std::stoi(e.path().filename().string());
+      const int flags = fcntl(fd, F_GETFD);
+      if (fd > 2 && flags >= 0 && !(flags & FD_CLOEXEC)) expected.insert(fd);
+    }
+    ProcessSpec spec;
+    spec.argv = {"sleep", "30"};  // start() returns once exec succeeded: its descriptors are final
+    auto p = LocalProcess::start(spec);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.status().message().c_str());
+    std::set<int> got;
+    const std::string dir = "/proc/" + std::to_string(p.value()->pid()) + "/fd";
+    for (const auto& e : std::filesystem::directory_iterator(dir)) got.insert(std::stoi(e.path().filename().string()));
+    p.value()->kill();
+    const auto render = [](const std::set<int>& fds) {
+      QStringList l;
+      for (int fd : fds) l << QString::number(fd);
+      return l.join(' ');
+    };
+    QCOMPARE(render(got), render(expected));
+  }
+
+  // PATH is searched as execvp does, in the child's environment.
+  void pathSearch_data() {
+    QTest::addColumn<QString>("path");      // "@" stands for the scratch dir holding the runnable program, "#" for the one
+                                            // holding a program without execute permission
+    QTest::addColumn<QString>("expected");  // the program's output, or the expected error after "!"
+    QTest::newRow("empty element first is the working directory") << ":/nonexistent-dir" << "here";
+    QTest::newRow("empty element between") << "/nonexistent-dir::/usr/bin" << "here";
+    QTest::newRow("empty element last") << "/nonexistent-dir:" << "here";
+    QTest::newRow("found in a listed directory") << "/nonexistent-dir:@" << "there";
+    QTest::newRow("not runnable, later missing: permission denied") << "#:/nonexistent-dir" << "!Permission denied";
+    QTest::newRow("not runnable, later runnable: runs the later") << "#:@" << "there";
+    QTest::newRow("missing everywhere") << "/nonexistent-dir:/nonexistent-too" << "!No such file or directory";
+  }
+  void pathSearch() {
+    QFETCH(QString, path);
+    QFETCH(QString, expected);
+    QTemporaryDir cwd, runnable, denied;
+    QVERIFY(cwd.isValid() && runnable.isValid() && denied.isValid());
+    const auto write_program = [](const QString& file, const char* text, QFileDevice::Permissions perms) {
+      QFile f(file);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(text);
+      f.close();
+      QVERIFY(f.setPermissions(perms));
+    };
+    const auto rwx = QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner;
+    write_program(cwd.filePath("sc-path-prog"), "#!/bin/sh\necho here\n", rwx);
+    write_program(runnable.filePath("sc-path-prog"), "#!/bin/sh\necho there\n", rwx);
+    write_program(denied.filePath("sc-path-prog"), "#!/bin/sh\necho denied\n", QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+    path.replace('@', runnable.path()).replace('#', denied.path());
+    ProcessSpec spec;
+    spec.argv = {"sc-path-prog"};
+    spec.cwd = cwd.path().toStdString();
+    spec.env["PATH"] = path.toStdString();
+    auto p = LocalProcess::start(spec);
+    if (expected.startsWith('!')) {
+      QVERIFY2(!p.ok(), "started a program it should not have");
+      QVERIFY2(QString::fromStdString(p.status().message()).endsWith(expected.mid(1)), p.status().message().c_str());
+      return;
+    }
+    QVERIFY2(p.ok(), p.ok() ? "" : p.status().message().c_str());
+    QCOMPARE(QString::fromStdString(drain_all(*p.value())).trimmed(), expected);
   }
 };
 

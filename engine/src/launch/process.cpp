@@ -68,7 +68,8 @@ Result<std::unique_ptr<LocalProcess>> LocalProcess::start(const ProcessSpec& spe
     // closes the window in which the supervisor died before the request was made.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    const int devnull = ::open("/dev/null", O_RDONLY);
+    // Close-on-exec: dup2 gives fd 0 without the flag, the original must not reach the program.
+    const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
@@ -78,23 +79,39 @@ Result<std::unique_ptr<LocalProcess>> LocalProcess::start(const ProcessSpec& spe
       _exit(127);
     }
     // execvpe searches the PATH of this process; the child's may differ, so search it by hand
-    // when the program has no slash.
+    // when the program has no slash, as execvp does: an empty element is the current directory,
+    // and a candidate that exists but cannot be run (EACCES) is the error reported when no
+    // later candidate runs, rather than the last candidate's ENOENT.
+    int search_errno = ENOENT;
     if (std::strchr(argv[0], '/') == nullptr && !path_env.empty()) {
       char candidate[4096];
+      const size_t name_len = std::strlen(argv[0]);
+      bool denied = false;
       const char* p = path_env.c_str();
-      while (*p) {
+      while (true) {
         const char* colon = std::strchr(p, ':');
-        const size_t len = colon ? static_cast<size_t>(colon - p) : std::strlen(p);
-        const size_t name_len = std::strlen(argv[0]);
+        size_t len = colon ? static_cast<size_t>(colon - p) : std::strlen(p);
+        const char* dir = p;
+        if (len == 0) {
+          dir = ".";
+          len = 1;
+        }
         if (len + 1 + name_len + 1 < sizeof candidate) {
-          std::memcpy(candidate, p, len);
+          std::memcpy(candidate, dir, len);
           candidate[len] = '/';
           std::memcpy(candidate + len + 1, argv[0], name_len + 1);
           execve(candidate, argv.data(), envp.data());
+          if (errno == EACCES) {
+            denied = true;
+          } else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV && errno != ETIMEDOUT) {
+            search_errno = errno;  // the file is there but cannot run (ENOEXEC, E2BIG, ...): stop, as execvp does
+            break;
+          }
         }
         if (!colon) break;
         p = colon + 1;
       }
+      errno = denied && search_errno == ENOENT ? EACCES : search_errno;
     } else {
       execve(argv[0], argv.data(), envp.data());
     }

@@ -1,6 +1,7 @@
 // Process identity from /proc. See process_identity.h.
 #include "stagecraft/store/process_identity.h"
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -28,7 +29,12 @@ bool read_stat(int64_t pid, ProcStat& out) {
   // Field 3 is the state; starttime is field 22, the 20th after the comm.
   for (int i = 3; i <= 22 && rest >> field; ++i) {
     if (i == 3) out.state = field.empty() ? '?' : field[0];
-    if (i == 22) out.start_ticks = std::stoll(field);
+    if (i == 22) {
+      // Not a number (never seen from a real kernel): the start time is unknown (0).
+      int64_t ticks = 0;
+      const auto r = std::from_chars(field.data(), field.data() + field.size(), ticks);
+      out.start_ticks = (r.ec == std::errc() && r.ptr == field.data() + field.size()) ? ticks : 0;
+    }
   }
   return true;
 }
@@ -83,7 +89,7 @@ Liveness check_liveness(const ProcessIdentity& recorded, std::string* why) {
   if (!read_stat(recorded.pid, st)) return say("supervisor pid " + std::to_string(recorded.pid) + " is gone");
   // A zombie has ended; only its exit status waits to be collected.
   if (st.state == 'Z' || st.state == 'X') return say("supervisor pid " + std::to_string(recorded.pid) + " has ended");
-  if (recorded.start_ticks != 0 && st.start_ticks != recorded.start_ticks) {
+  if (recorded.start_ticks != 0 && st.start_ticks != 0 && st.start_ticks != recorded.start_ticks) {
     return say("supervisor pid " + std::to_string(recorded.pid) + " is gone (the pid now belongs to another process)");
   }
   return Liveness::kAlive;
