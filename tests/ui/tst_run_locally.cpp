@@ -101,6 +101,29 @@ class TestRunLocally : public QObject {
     QCOMPARE(rec->state, stagecraft::store::RunState::kCancelled);
   }
 
+  // `stagecraft-cli runs cancel` and the Runs view cancel through the history: the run the
+  // window supervises stops, recorded cancelled, and the window (this process) lives on.
+  void cancelThroughTheHistoryStopsTheWindowsRun() {
+    MainWindow w;
+    QVERIFY(w.openFile(example("tiny-gpt.yaml")));
+    QVERIFY(edit(w, "train.checkpoint_dir", m_dir.filePath(QStringLiteral("ckpt-history-cancel"))));
+    const QString db = m_dir.filePath(QStringLiteral("cancel.sqlite"));
+    w.runDialog()->setDatabasePath(db);
+    QVERIFY(w.runLocally());
+    RunLocallyDialog* run = w.runDialog();
+    QTRY_VERIFY_WITH_TIMEOUT(run->lossSeries()->count() >= 1 || !run->isRunning(), kRunTimeoutMs);
+    QVERIFY(run->isRunning());
+    auto st = stagecraft::store::RunStore::open(db.toStdString());
+    QVERIFY(st.ok());
+    const stagecraft::Status asked = stagecraft::store::cancel_run(*st.value(), run->historyRunId());
+    QVERIFY2(asked.is_ok(), asked.message().c_str());
+    QTRY_VERIFY_WITH_TIMEOUT(!run->isRunning(), kRunTimeoutMs);
+    QCOMPARE(run->outcome(), QStringLiteral("cancelled"));
+    auto rec = st.value()->get_run(run->historyRunId());
+    QVERIFY(rec.ok());
+    QCOMPARE(rec->state, stagecraft::store::RunState::kCancelled);
+  }
+
   void refusesWhatCannotRunHere_data() {
     QTest::addColumn<QString>("key");
     QTest::addColumn<QString>("value");

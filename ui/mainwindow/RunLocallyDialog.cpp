@@ -3,7 +3,6 @@
 
 #include <QChart>
 #include <QChartView>
-#include <QCloseEvent>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFileInfo>
@@ -164,7 +163,6 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
   m_outcome.clear();
   m_message.clear();
   m_running = true;
-  m_cancelRequested = false;
   m_cancel->setEnabled(true);
   m_status->setText(tr("Running %1: %2 ranks, %3 steps").arg(qs(config.name)).arg(config.world_size()).arg(config.train.steps));
 
@@ -175,9 +173,10 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
     if (kind->as_string() == "step" && rank == 0) {
       const stagecraft::Json* step = e.find("step");
       const stagecraft::Json* loss = e.find("loss");
-      if (!step || !loss) return;
+      if (!step || !step->is_number() || !loss) return;
       const int s = static_cast<int>(step->as_int());
-      const double l = loss->as_double();
+      // A diverged loss arrives as null (JSON has no NaN): shown as such, never as 0.
+      const double l = loss->is_number() ? loss->as_double() : std::nan("");
       QMetaObject::invokeMethod(this, [this, s, l] { addLoss(s, l); }, Qt::QueuedConnection);
     } else if (kind->as_string() == "error") {
       const stagecraft::Json* m = e.find("message");
@@ -192,18 +191,18 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
   };
 
   callbacks = m_history->wrap(std::move(callbacks));
-  m_worker = std::thread([this, config, plan = std::move(plan).value(), callbacks] {
-    auto outcome = launch::run_local(config, plan, {}, callbacks, [this](launch::Supervisor& s) {
-      m_history->running();
-      std::lock_guard<std::mutex> lock(m_supervisorMutex);
-      m_supervisor = &s;
-      if (m_cancelRequested) s.cancel();
-    });
-    const stagecraft::Status kept = m_history->finish(outcome);
-    {
-      std::lock_guard<std::mutex> lock(m_supervisorMutex);
-      m_supervisor = nullptr;
+  // Cancel (here, or `runs cancel` / the Runs view through the history) sets the run's flag,
+  // which outlives the supervisor: no pointer to it is kept.
+  launch::LocalRunOptions options;
+  options.cancel = m_history->cancel_flag();
+  auto body = [this, config, plan = std::move(plan).value(), callbacks, options] {
+    stagecraft::Result<launch::RunOutcome> outcome = stagecraft::Status::internal("the run did not start");
+    try {
+      outcome = launch::run_local(config, plan, options, callbacks, [this](launch::Supervisor&) { m_history->running(); });
+    } catch (const std::exception& e) {  // e.g. threads or memory refused by the system
+      outcome = stagecraft::Status::internal(std::string("the run stopped: ") + e.what());
     }
+    const stagecraft::Status kept = m_history->finish(outcome);
     QString state, reason;
     if (!outcome.ok()) {
       state = QStringLiteral("failed");
@@ -214,18 +213,32 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
     }
     if (!kept) reason += (reason.isEmpty() ? QString() : QStringLiteral("; ")) + tr("not all of it reached the run history: ") + qs(kept.message());
     QMetaObject::invokeMethod(this, [this, state, reason] { finish(state, reason); }, Qt::QueuedConnection);
-  });
+  };
+  try {
+    m_worker = std::thread(std::move(body));
+  } catch (const std::system_error& e) {
+    const stagecraft::Status refused = stagecraft::Status::unavailable(std::string("cannot start the run's thread: ") + e.what());
+    (void)m_history->finish(refused);
+    m_running = false;
+    m_cancel->setEnabled(false);
+    m_message = qs(refused.message());
+    m_status->setText(tr("Cannot run: %1").arg(m_message));
+    if (error) *error = m_message;
+    return false;
+  }
   return true;
 }
 
 void RunLocallyDialog::cancel() {
-  m_cancelRequested = true;
-  std::lock_guard<std::mutex> lock(m_supervisorMutex);
-  if (m_supervisor) m_supervisor->cancel();
+  if (m_running && m_history) m_history->cancel_flag()->store(true);
 }
 
 void RunLocallyDialog::addLoss(int step, double loss) {
-  if (!std::isfinite(loss)) return;
+  if (!std::isfinite(loss)) {
+    appendLog(tr("step %1: the loss is not a finite number (the run diverged)").arg(step));
+    m_status->setText(tr("Step %1: the loss is not a finite number").arg(step));
+    return;
+  }
   if (m_loss->count() == 0) {
     m_minLoss = m_maxLoss = loss;
   } else {
@@ -258,11 +271,6 @@ QString RunLocallyDialog::logText() const { return m_log->toPlainText(); }
 
 void RunLocallyDialog::joinWorker() {
   if (m_worker.joinable()) m_worker.join();
-}
-
-void RunLocallyDialog::closeEvent(QCloseEvent* event) {
-  cancel();
-  QDialog::closeEvent(event);
 }
 
 void RunLocallyDialog::reject() {

@@ -3,8 +3,9 @@
 //
 // The run happens on a worker std::thread; every engine callback crosses to the GUI thread as a
 // queued call, so the dialog's state is only touched in the GUI thread. Cancel asks the run's
-// Supervisor to stop (TERM, then KILL after the grace period); closing the dialog while a run is
-// going cancels it and waits for the thread. A config that cannot run here (no train.data, a
+// Supervisor to stop (TERM, then KILL after the grace period) through the run's cancel flag;
+// closing the dialog while a run is going cancels it (the thread is joined when the run reports
+// its end, or in the destructor). A config that cannot run here (no train.data, a
 // backend this build lacks, more than one node, a model the engine cannot train) is refused
 // before anything starts, with the engine's one-line message.
 //
@@ -19,9 +20,7 @@
 #include <QDialog>
 #include <QString>
 
-#include <atomic>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "stagecraft/config/run_config.h"
@@ -34,7 +33,6 @@ class QValueAxis;
 class QPlainTextEdit;
 namespace stagecraft::launch {
 class RunHistory;
-class Supervisor;
 }
 
 class RunLocallyDialog : public QDialog {
@@ -74,7 +72,6 @@ class RunLocallyDialog : public QDialog {
   void runFinished(const QString& outcome);
 
  protected:
-  void closeEvent(QCloseEvent* event) override;
   void reject() override;
 
  private:
@@ -101,7 +98,5 @@ class RunLocallyDialog : public QDialog {
   qint64 m_historyRunId = 0;
   std::unique_ptr<stagecraft::launch::RunHistory> m_history;  // the current run's record; used by the worker thread
   std::thread m_worker;
-  std::mutex m_supervisorMutex;
-  stagecraft::launch::Supervisor* m_supervisor = nullptr;  // set while the run is supervised
-  std::atomic<bool> m_cancelRequested{false};
+
 };
