@@ -89,8 +89,10 @@ int main(int argc, char** argv) {
   if (parser.isSet(select)) {
     bool ok = false;
     const int rank = parser.value(select).toInt(&ok);
-    if (!ok || rank < 0) {
-      std::fprintf(stderr, "stagecraft: --select %s: expected a rank number\n", qPrintable(parser.value(select)));
+    const int world = window.topologyView()->topologyScene()->plan().topology.world_size();
+    if (!ok || rank < 0 || rank >= world) {
+      std::fprintf(stderr, "stagecraft: --select %s: expected a rank from 0 to %d of the plan\n", qPrintable(parser.value(select)),
+                   world - 1);
       return 2;
     }
     window.topologyView()->topologyScene()->selectRank(rank);
