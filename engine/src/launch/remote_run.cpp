@@ -25,15 +25,20 @@ double now_s() {
 // The wrapper every rank runs under; arguments: CWD LOCAL_WORLD_SIZE SILENCE_S PROGRAM ARGS...
 // Commands on stdin: TERM, KILL, PING (the launcher's heartbeat); end of stdin kills the group,
 // and so does no PING for SILENCE_S seconds (a watchdog reads the age of a file each PING
-// touches). Exits with the program's status.
-constexpr const char* kWrapper = R"SH(cd "$1" || { echo "stagecraft: cannot enter the working directory $1 on $(hostname)" >&2; exit 126; }
+// touches). Exits with the program's status. The program gets /dev/null as stdin and not the
+// channel (fd 3 is closed for it), so only the command reader sees the launcher's commands.
+//
+// Requirement on the nodes: the remote user's login shell must be a POSIX shell (sh, bash, dash,
+// zsh, ksh). sshd hands the command line to that shell, and this script and its arguments travel
+// as single-quoted words spanning several lines, which csh/tcsh and fish do not accept.
+constexpr const char* kWrapper = R"SH(cd -- "$1" || { echo "stagecraft: cannot enter the working directory $1 on $(hostname)" >&2; exit 126; }
 n=$2; quiet=$3; shift 3
 command -v setsid >/dev/null 2>&1 || { echo "stagecraft: setsid (util-linux) is missing on $(hostname)" >&2; exit 126; }
 hb=$(mktemp) || { echo "stagecraft: cannot create a temporary file on $(hostname)" >&2; exit 126; }
 t=$(nproc 2>/dev/null || echo 1); t=$((t / n)); [ "$t" -ge 1 ] || t=1
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$t}"
 exec 3<&0
-setsid "$@" </dev/null &
+setsid "$@" </dev/null 3<&- &
 pid=$!
 { while read -r c; do case "$c" in TERM) kill -TERM "-$pid";; KILL) kill -KILL "-$pid";; PING) : >"$hb";; esac; done; kill -KILL "-$pid"; } <&3 >/dev/null 2>&1 &
 w=$!
@@ -44,6 +49,19 @@ wait "$pid"; st=$?
 kill "$w" "$g" 2>/dev/null
 rm -f "$hb"
 exit "$st")SH";
+
+// OpenSSH may send a rank's last output after its exit status: the exit is reported once both
+// streams ended or the channel closed, or this long after the status came (a child of the
+// program that keeps the streams open must not hold the run).
+constexpr double kOutputAfterExitWait_s = 2.0;
+
+// The reason in a message from ssh.h, without the "HOST: " it starts with and the "connection
+// lost: " the line that shows it already says.
+std::string reason_only(std::string message, const std::string& host) {
+  if (message.rfind(host + ": ", 0) == 0) message.erase(0, host.size() + 2);
+  if (message.rfind("connection lost: ", 0) == 0) message.erase(0, 17);
+  return message;
+}
 
 // Between heartbeats: a fifth of the silence a rank tolerates, at most 2 s.
 double heartbeat_interval_s(double silence_kill_s) { return std::min(2.0, silence_kill_s / 5.0); }
@@ -76,15 +94,15 @@ class RemoteRank final : public RankProcess {
     return {node_->session->fd()};
   }
   bool read_available(std::string& out, std::string& err) override {
-    if (streams_ended_) return false;
-    if (!node_->lost.empty()) return lose(err);
-    auto r = channel_->read_available(out, err);
-    if (!r.ok()) {
-      if (node_->lost.empty()) node_->lost = r.status().message();
-      return lose(err);
-    }
-    if (!r.value()) streams_ended_ = true;
-    return r.value();
+    const size_t err_before = err.size();
+    out += held_out_;
+    err += held_err_;
+    held_out_.clear();
+    held_err_.clear();
+    const bool open = !streams_ended_ && node_->lost.empty() && pull(out, err);
+    if (err.size() > err_before) err_line_open_ = err.back() != '\n';
+    if (!streams_ended_ && !node_->lost.empty()) return lose(err);
+    return open;
   }
   // The supervisor polls every rank many times a second: the heartbeat rides on it.
   std::optional<ExitInfo> poll_exit() override {
@@ -93,25 +111,34 @@ class RemoteRank final : public RankProcess {
       exit_ = ExitInfo{255, 0};
       return exit_;
     }
+    // A failed write shows as a lost connection on the next read.
+    if (channel_->unwritten() > 0) (void)channel_->flush();  // what a full remote window held back
     if (killed_at_ == 0 && now_s() - last_ping_ >= heartbeat_s_) {
       last_ping_ = now_s();
-      (void)channel_->write("PING\n");  // a failed write shows as a lost connection on the next read
+      (void)channel_->write("PING\n");
     }
-    if (auto st = channel_->exit_status()) {
+    if (!status_) {
+      status_ = channel_->exit_status();
+      if (status_) status_at_ = now_s();
+    }
+    // Output after the status: read it here too (held for read_available), so the end of the
+    // streams is seen even while only exits are polled (stopping the run).
+    if (status_ && !streams_ended_ && node_->lost.empty()) (void)pull(held_out_, held_err_);
+    if (status_ && (streams_ended_ || channel_->closed() || now_s() - status_at_ >= kOutputAfterExitWait_s)) {
       ExitInfo e;
-      if (*st < 0) {
+      if (*status_ < 0) {
         e.code = 255;
-      } else if (*st > 128 && *st < 128 + 65) {
-        e.signal = *st - 128;
+      } else if (*status_ > 128 && *status_ < 128 + 65) {
+        e.signal = *status_ - 128;
       } else {
-        e.code = *st;
+        e.code = *status_;
       }
       exit_ = e;
       return exit_;
     }
     // A KILL the node never confirmed (the link is gone but TCP has not yet given up).
     if (killed_at_ > 0 && now_s() - killed_at_ > kill_wait_s_) {
-      node_->lost = node_->host + ": no answer to KILL within " + std::to_string(static_cast<int>(kill_wait_s_)) + " s";
+      node_->lost = "no answer to KILL within " + std::to_string(static_cast<int>(kill_wait_s_)) + " s";
       exit_ = ExitInfo{255, 0};
     }
     return exit_;
@@ -127,10 +154,25 @@ class RemoteRank final : public RankProcess {
   }
 
  private:
+  // Reads what the channel has; false once both streams ended or the connection is lost (then
+  // node_->lost holds the reason).
+  bool pull(std::string& out, std::string& err) {
+    auto r = channel_->read_available(out, err);
+    if (!r.ok()) {
+      if (node_->lost.empty()) node_->lost = reason_only(r.status().message(), node_->host);
+      return false;
+    }
+    if (!r.value()) streams_ended_ = true;
+    return r.value();
+  }
+
   bool lose(std::string& err) {
     if (!lost_reported_) {
       lost_reported_ = true;
-      err += "\nlost the SSH connection to node " + std::to_string(node_->index) + " (" + node_->host + "): " + node_->lost + "\n";
+      // One line of its own: end a line the rank left unfinished, then the loss.
+      if (err_line_open_ && (err.empty() || err.back() != '\n')) err += '\n';
+      err += "lost the SSH connection to node " + std::to_string(node_->index) + " (" + node_->host + "): " + node_->lost + "\n";
+      err_line_open_ = false;
     }
     streams_ended_ = true;
     return false;
@@ -145,6 +187,10 @@ class RemoteRank final : public RankProcess {
   double killed_at_ = 0;
   bool streams_ended_ = false;
   bool lost_reported_ = false;
+  bool err_line_open_ = false;  // the last stderr byte passed up was not a newline
+  std::optional<int> status_;   // the exit status as the channel gave it, once it came
+  double status_at_ = 0;        // when it came
+  std::string held_out_, held_err_;  // output poll_exit() read, for the next read_available()
   std::optional<ExitInfo> exit_;
 };
 

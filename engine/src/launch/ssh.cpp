@@ -4,6 +4,7 @@
 // Status carrying the host, libssh's message and the line here.
 #include "stagecraft/launch/ssh.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -46,6 +47,10 @@ int sockaddr_port(const sockaddr_storage& a) {
   if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
   return 0;
 }
+
+// SshSession::run keeps at most this much of each stream, then says so with the marker.
+constexpr size_t kCommandOutputCap = size_t{1} << 20;
+constexpr const char* kCommandOutputCutMarker = "[stagecraft: output cut here: more than 1 MiB]\n";
 
 std::string home_file(const char* rel) {
   const char* home = std::getenv("HOME");
@@ -96,6 +101,8 @@ struct SshChannel::Impl {
   ssh_session s = nullptr;
   std::string host;
   bool out_eof = false, err_eof = false;
+  std::string pending;     // written by write() but not yet taken by the remote window
+  bool eof_wanted = false;  // send_eof() was asked while `pending` held data
   ~Impl() {
     if (c) {
       if (ssh_is_connected(s) && !ssh_channel_is_closed(c)) ssh_channel_close(c);
@@ -263,6 +270,7 @@ Result<CommandResult> SshSession::run(const std::string& command, double timeout
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   ssh_channel c = ch.value()->impl_->c;
   char buf[4096];
+  bool cut[2] = {false, false};
   // Both streams in turn: libssh reports EOF only once stdout and stderr are both drained.
   while (true) {
     bool progress = false;
@@ -271,36 +279,63 @@ Result<CommandResult> SshSession::run(const std::string& command, double timeout
       if (n == SSH_ERROR) return Status::unavailable(impl_->err("reading a command's output", SC_SSH_SITE));
       if (n > 0) {
         std::string& sink = is_err ? r.err : r.out;
-        if (sink.size() < (1u << 20)) sink.append(buf, static_cast<size_t>(n));
+        const size_t room = sink.size() < kCommandOutputCap ? kCommandOutputCap - sink.size() : 0;
+        sink.append(buf, std::min(room, static_cast<size_t>(n)));
+        if (static_cast<size_t>(n) > room) cut[is_err] = true;
         progress = true;
       }
     }
-    if (progress) continue;
-    if (ssh_channel_is_eof(c) || ssh_channel_is_closed(c)) break;
+    if (!progress && (ssh_channel_is_eof(c) || ssh_channel_is_closed(c))) break;
+    // Every turn, output or not: a command that streams without end still times out.
     if (std::chrono::steady_clock::now() > deadline) {
       return Status::timeout(host_ + ": `" + command.substr(0, 120) + "` did not finish in " +
                              std::to_string(static_cast<int>(timeout_s)) + " s");
     }
-    ssh_channel_poll_timeout(c, 50, 0);
+    if (!progress) ssh_channel_poll_timeout(c, 50, 0);
+  }
+  for (int is_err = 0; is_err < 2; ++is_err) {
+    if (!cut[is_err]) continue;
+    std::string& sink = is_err ? r.err : r.out;
+    if (!sink.empty() && sink.back() != '\n') sink += '\n';
+    sink += kCommandOutputCutMarker;
   }
   r.exit_status = ssh_channel_get_exit_status(c);
   return r;
 }
 
 Status SshChannel::write(std::string_view data) {
-  if (ssh_channel_is_closed(impl_->c)) return Status::unavailable(impl_->host + ": channel closed" + SC_SSH_SITE);
-  const int n = ssh_channel_write(impl_->c, data.data(), static_cast<uint32_t>(data.size()));
-  if (n == SSH_ERROR) return Status::unavailable(impl_->host + ": writing to a channel: " + ssh_get_error(impl_->s) + SC_SSH_SITE);
-  return Status::ok();
+  impl_->pending.append(data);
+  return flush();
 }
 
-Status SshChannel::send_eof() {
-  if (ssh_channel_is_closed(impl_->c)) return Status::ok();
-  if (ssh_channel_send_eof(impl_->c) == SSH_ERROR) {
-    return Status::unavailable(impl_->host + ": closing a channel's input: " + ssh_get_error(impl_->s) + SC_SSH_SITE);
+Status SshChannel::flush() {
+  if (impl_->pending.empty() && !impl_->eof_wanted) return Status::ok();
+  if (ssh_channel_is_closed(impl_->c)) return Status::unavailable(impl_->host + ": channel closed" + SC_SSH_SITE);
+  if (!impl_->pending.empty()) {
+    // A non-blocking session writes what the remote window takes and keeps the rest for the next
+    // call, so a command line is never cut short and never merged with the next one.
+    const int n = ssh_channel_write(impl_->c, impl_->pending.data(), static_cast<uint32_t>(impl_->pending.size()));
+    if (n == SSH_ERROR) return Status::unavailable(impl_->host + ": writing to a channel: " + ssh_get_error(impl_->s) + SC_SSH_SITE);
+    if (n > 0) impl_->pending.erase(0, static_cast<size_t>(n));
+  }
+  if (impl_->pending.empty() && impl_->eof_wanted) {
+    impl_->eof_wanted = false;
+    if (ssh_channel_send_eof(impl_->c) == SSH_ERROR) {
+      return Status::unavailable(impl_->host + ": closing a channel's input: " + ssh_get_error(impl_->s) + SC_SSH_SITE);
+    }
   }
   return Status::ok();
 }
+
+size_t SshChannel::unwritten() const { return impl_->pending.size(); }
+
+Status SshChannel::send_eof() {
+  if (ssh_channel_is_closed(impl_->c)) return Status::ok();
+  impl_->eof_wanted = true;  // after what write() still holds
+  return flush();
+}
+
+bool SshChannel::closed() const { return ssh_channel_is_closed(impl_->c) != 0; }
 
 Result<bool> SshChannel::read_available(std::string& out, std::string& err) {
   char buf[65536];
@@ -333,8 +368,8 @@ Result<bool> SshChannel::read_available(std::string& out, std::string& err) {
 }
 
 std::optional<int> SshChannel::exit_status() {
-  // Non-blocking session: takes in what arrived and answers at once. sshd sends the status after
-  // the last output, so once it is here every byte of output is in libssh's buffers.
+  // Non-blocking session: takes in what arrived and answers at once. OpenSSH may send output
+  // after the status (the program's children still write): the caller waits for the streams.
   const int st = ssh_channel_get_exit_status(impl_->c);
   if (st >= 0) return st;
   if (ssh_channel_is_closed(impl_->c)) return -1;

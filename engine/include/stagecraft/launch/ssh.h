@@ -13,6 +13,8 @@
 //   reason and the source line ("[ssh.cpp:123]"). No exception leaves this API.
 // - A session (and its channels) may be used by one thread at a time; different sessions are
 //   independent, so nodes connect in parallel from threads of their own.
+// - Lifetime: every SshChannel must be destroyed before the SshSession it came from (a channel
+//   uses its session's connection and closes itself through it).
 #pragma once
 
 #include <memory>
@@ -51,6 +53,8 @@ struct ConnectReport {
 // A command's result, for short commands (preflight).
 struct CommandResult {
   int exit_status = -1;  // -1 when the server sent none (killed by a signal)
+  // At most 1 MiB of each stream is kept; a stream that said more ends with the line
+  // "[stagecraft: output cut here: more than 1 MiB]".
   std::string out, err;
 };
 
@@ -74,7 +78,8 @@ class SshSession {
 
   // Opens a channel running `command` (already quoted) through the remote user's shell.
   Result<std::unique_ptr<SshChannel>> exec(const std::string& command);
-  // Runs `command` to the end, or fails after timeout_s naming the command.
+  // Runs `command` to the end, or fails with kTimeout after timeout_s naming the command (also
+  // when it keeps writing output).
   Result<CommandResult> run(const std::string& command, double timeout_s);
   // After exec(): from now on channel reads never wait on the network.
   void set_nonblocking();
@@ -96,8 +101,17 @@ class SshChannel {
   SshChannel(const SshChannel&) = delete;
   SshChannel& operator=(const SshChannel&) = delete;
 
+  // Sends `data` after anything an earlier write() left: a non-blocking session writes what the
+  // remote window takes now and keeps the rest, in order, for the next write(), flush() or
+  // send_eof(). Fails when the channel is closed or the connection broke.
   Status write(std::string_view data);
+  // Writes what earlier writes left (and the EOF send_eof() deferred behind it). Call it now
+  // and then while unwritten() > 0.
+  Status flush();
+  size_t unwritten() const;  // bytes write() holds back for a full remote window
+  // Ends the remote command's stdin, after whatever write() still holds.
   Status send_eof();
+  bool closed() const;  // the channel is closed (both sides): no more output will come
   // Appends what is ready on stdout/stderr. Returns false once both ended (EOF or closed);
   // fails when the connection is lost.
   Result<bool> read_available(std::string& out, std::string& err);
