@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include "hosts/HostsEditor.h"
+#include "hosts/PreflightRunner.h"
 #include "hosts/PreflightTable.h"
 #include "hosts/SshConfigHosts.h"
 #include "runs_test_support.h"
@@ -186,6 +187,26 @@ class TestHostsEditor : public QObject {
     e.setText(QStringLiteral("node-a slots=1"));
     QVERIFY(!e.testConnection({QStringLiteral("node-z")}));
     QVERIFY2(e.statusText().contains(QStringLiteral("node-z")), qPrintable(e.statusText()));
+  }
+
+  // What a pass reports when the preflight itself threw on the worker thread: every host failed,
+  // with the reason, shown as failed rows.
+  void aPassThatCouldNotRunFailsEveryHost() {
+    const std::vector<stagecraft::launch::SelectedHost> hosts{{"node-a", {0, 1}}, {"node-b", {0, 1}}};
+    const auto checks = PreflightRunner::failedChecks(hosts, "Resource temporarily unavailable");
+    QCOMPARE(checks.size(), size_t(2));
+    for (size_t i = 0; i < checks.size(); ++i) {
+      QCOMPARE(checks[i].host, hosts[i].host);
+      QVERIFY(!checks[i].ok());
+      QCOMPARE(checks[i].errors.size(), size_t(1));
+      QCOMPARE(QString::fromStdString(checks[i].errors[0]),
+               QString::fromStdString(hosts[i].host) + QStringLiteral(": preflight could not run: Resource temporarily unavailable"));
+    }
+    PreflightTable table;
+    table.setChecks(checks, {2, 2});
+    QCOMPARE(table.rowCount(), 2);
+    QCOMPARE(table.cellText(1, PreflightTable::ReachableColumn), QStringLiteral("no"));
+    QVERIFY(table.cellText(1, PreflightTable::ProblemsColumn).contains(QStringLiteral("node-b: preflight could not run")));
   }
 };
 

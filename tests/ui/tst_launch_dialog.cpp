@@ -108,6 +108,10 @@ class TestLaunchDialog : public QObject {
     d->hostsEditor()->setSshConfigPath(config);
     d->hostsEditor()->setKnownHostsPath(known);
     QVERIFY2(d->runPreflight(), qPrintable(d->message()));
+    // A second pass while one runs is refused; the running one goes on.
+    QVERIFY(d->isPreflighting());
+    QVERIFY(!d->runPreflight());
+    QVERIFY2(d->message().contains(QStringLiteral("running")), qPrintable(d->message()));
     QTRY_VERIFY_WITH_TIMEOUT(!d->isPreflighting(), 60000);
     PreflightTable* t = d->preflightTable();
     QCOMPARE(t->rowCount(), 2);
@@ -134,6 +138,25 @@ class TestLaunchDialog : public QObject {
     QCOMPARE(failed.count(), 1);
     QVERIFY2(d->message().contains(QStringLiteral("closed-a")) && d->message().contains(QStringLiteral("closed-b")), qPrintable(d->message()));
     QCOMPARE(d->startedRunId(), 0);
+  }
+
+  // Preflight counts GPUs for a cuda run and cores for a cpu run, as the CLI's preflight does,
+  // with the hosts editor's SSH settings.
+  void preflightOptionsFollowTheBackend_data() {
+    QTest::addColumn<bool>("cuda");
+    QTest::newRow("cpu backend counts cores") << false;
+    QTest::newRow("cuda backend counts GPUs") << true;
+  }
+  void preflightOptionsFollowTheBackend() {
+    QFETCH(bool, cuda);
+    auto d = dialog(m_dir.filePath(QStringLiteral("options.sqlite")));
+    auto c = tiny(3);
+    c.backend = cuda ? stagecraft::config::Backend::kCuda : stagecraft::config::Backend::kCpu;
+    d->setConfig(c, QString());
+    const QString config = m_dir.filePath(QStringLiteral("options_ssh_config"));
+    d->hostsEditor()->setSshConfigPath(config);
+    QCOMPARE(d->preflightOptions().cuda, cuda);
+    QCOMPARE(QString::fromStdString(d->preflightOptions().ssh.config_file), config);
   }
 
   // The chosen hosts define the cluster; the dialog shows the plan on them, or why there is none.

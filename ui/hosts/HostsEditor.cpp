@@ -355,7 +355,9 @@ bool HostsEditor::trustHostKey(int row, bool ask, QString* error) {
     return false;
   };
   if (row < 0 || row >= static_cast<int>(checks.size())) return fail(tr("Select a host in the results first"));
-  const launch::HostCheck& c = checks[static_cast<size_t>(row)];
+  // A copy: the question below runs a nested event loop, in which a finished test pass replaces
+  // the table's checks.
+  const launch::HostCheck c = checks[static_cast<size_t>(row)];
   if (!c.connect.reachable || c.connect.fingerprint.empty()) {
     return fail(tr("%1: its key was not seen; test the connection first").arg(qs(c.host)));
   }

@@ -111,7 +111,7 @@ LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
   connect(m_start, &QPushButton::clicked, this, &LaunchDialog::start);
   connect(close, &QPushButton::clicked, this, &QDialog::reject);
   connect(m_runner, &PreflightRunner::finished, this, [this] {
-    m_table->setChecks(m_runner->results());
+    m_table->setChecks(m_runner->results(), m_checkedSlots);
     m_preflight->setEnabled(true);
     int failed = 0;
     for (const auto& c : m_runner->results()) failed += c.ok() ? 0 : 1;
@@ -151,6 +151,22 @@ bool LaunchDialog::hostsConfig(stagecraft::config::RunConfig* out, QString* erro
     *error = tr("choose the hostfile that lists the hosts (`HOST slots=N` per line)");
     return false;
   }
+  std::vector<launch::SelectedHost> selected;
+  if (!selectedHosts(&selected, error)) return false;
+  auto config = launch::with_hosts(m_config, selected);
+  if (!config.ok()) {
+    *error = qs(config.status().message());
+    return false;
+  }
+  if (auto plan = stagecraft::plan::make_plan(config.value()); !plan.ok()) {
+    *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
+    return false;
+  }
+  *out = std::move(config).value();
+  return true;
+}
+
+bool LaunchDialog::selectedHosts(std::vector<launch::SelectedHost>* out, QString* error) const {
   auto entries = launch::parse_hostfile_file(hostfilePath().toStdString());
   if (!entries.ok()) {
     *error = qs(entries.status().message());
@@ -161,16 +177,7 @@ bool LaunchDialog::hostsConfig(stagecraft::config::RunConfig* out, QString* erro
     *error = qs(selected.status().message());
     return false;
   }
-  auto config = launch::with_hosts(m_config, selected.value());
-  if (!config.ok()) {
-    *error = qs(config.status().message());
-    return false;
-  }
-  if (auto plan = stagecraft::plan::make_plan(config.value()); !plan.ok()) {
-    *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
-    return false;
-  }
-  *out = std::move(config).value();
+  *out = std::move(selected).value();
   return true;
 }
 
@@ -243,26 +250,41 @@ void LaunchDialog::editHosts() {
 bool LaunchDialog::isPreflighting() const { return m_runner->isRunning(); }
 
 bool LaunchDialog::runPreflight() {
+  if (m_runner->isRunning()) {
+    setMessage(tr("A preflight pass is running; wait for its results"));
+    return false;
+  }
   if (hostfilePath().isEmpty()) {
     setMessage(tr("Hostfile: none chosen; choose the file that lists the hosts (`HOST slots=N` per line)"));
     return false;
   }
-  auto entries = launch::parse_hostfile_file(hostfilePath().toStdString());
-  if (!entries.ok()) {
-    setMessage(qs(entries.status().message()));
-    return false;
-  }
-  auto selected = launch::select_hosts(entries.value(), m_include->text().trimmed().toStdString(), m_exclude->text().trimmed().toStdString());
-  if (!selected.ok()) {
-    setMessage(qs(selected.status().message()));
+  std::vector<launch::SelectedHost> selected;
+  QString error;
+  if (!selectedHosts(&selected, &error)) {
+    setMessage(error);
     return false;
   }
   QStringList names;
-  for (const auto& h : selected.value()) names << qs(h.host);
+  m_checkedSlots.clear();
+  for (const auto& h : selected) {
+    names << qs(h.host);
+    m_checkedSlots.push_back(static_cast<int>(h.slot_ids.size()));
+  }
+  if (!m_runner->start(selected, preflightOptions())) {
+    setMessage(tr("No host to check; the include / exclude filters leave none"));
+    return false;
+  }
   m_table->setPending(names);
   m_preflight->setEnabled(false);
   setMessage(tr("Checking %n host(s)...", nullptr, names.size()));
-  return m_runner->start(selected.value(), m_hostsEditor->preflightOptions());
+  return true;
+}
+
+launch::PreflightOptions LaunchDialog::preflightOptions() const {
+  launch::PreflightOptions options = m_hostsEditor->preflightOptions();
+  // As `stagecraft-cli preflight` does: a CUDA run has the hosts' GPUs counted, not their cores.
+  options.cuda = m_hasConfig && m_config.backend == stagecraft::config::Backend::kCuda;
+  return options;
 }
 
 QStringList LaunchDialog::hostArguments() const {

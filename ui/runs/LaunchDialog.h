@@ -20,7 +20,11 @@
 #include <QString>
 #include <QStringList>
 
+#include <vector>
+
 #include "stagecraft/config/run_config.h"
+#include "stagecraft/launch/hostfile.h"
+#include "stagecraft/launch/preflight.h"
 
 class HostsEditor;
 class PreflightRunner;
@@ -63,8 +67,11 @@ class LaunchDialog : public QDialog {
   bool applyHostsToPlan();
 
   // Checks the selected hosts on a background thread; false (reason in message()) when the
-  // hostfile or the selection is wrong.
+  // hostfile or the selection is wrong, or a pass is already running.
   bool runPreflight();
+  // What a preflight pass checks with: the hosts editor's SSH settings and worker, and GPUs
+  // counted (cuda) when the config's backend is cuda, as `stagecraft-cli preflight` does.
+  stagecraft::launch::PreflightOptions preflightOptions() const;
   bool isPreflighting() const;
   PreflightTable* preflightTable() const { return m_table; }
 
@@ -92,6 +99,8 @@ class LaunchDialog : public QDialog {
   void onProcessFinished(int exitCode, QProcess::ExitStatus status);
   QString writeConfig(QString* error);
   QStringList hostArguments() const;
+  // The hostfile parsed and the include / exclude filters applied; false with the reason.
+  bool selectedHosts(std::vector<stagecraft::launch::SelectedHost>* out, QString* error) const;
 
   stagecraft::config::RunConfig m_config;
   bool m_hasConfig = false;
@@ -118,4 +127,5 @@ class LaunchDialog : public QDialog {
   QString m_message;
   QStringList m_lastCommand;
   QString m_savedConfig;
+  std::vector<int> m_checkedSlots;  // slots asked of each host of the running / last preflight
 };
