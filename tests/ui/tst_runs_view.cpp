@@ -5,6 +5,8 @@
 // the cancel path's refusals (ended run, supervisor gone, supervisor on another host).
 #include <QAction>
 #include <QChart>
+#include <QComboBox>
+#include <QSignalSpy>
 #include <QDockWidget>
 #include <QMenu>
 #include <QSettings>
@@ -14,10 +16,13 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sqlite3.h>
+
 #include <cmath>
 #include <memory>
 
 #include "document/PlanDocument.h"
+#include "hosts/HostsEditor.h"
 #include "mainwindow/MainWindow.h"
 #include "runs/LaunchDialog.h"
 #include "runs/RankStateGrid.h"
@@ -82,6 +87,22 @@ QList<qint64> shownIds(const RunsView& view) {
 }
 
 QList<QPointF> pointsOf(const QLineSeries* s) { return s ? s->points() : QList<QPointF>(); }
+
+// Runs `statement` on the history file through a connection of its own.
+bool sql(const QString& path, const char* statement) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.toUtf8().constData(), &db) != SQLITE_OK) {
+    sqlite3_close(db);
+    return false;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, statement, nullptr, nullptr, &err);
+  if (err) qWarning("%s", err);
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return rc == SQLITE_OK;
+}
 
 }  // namespace
 
@@ -299,6 +320,78 @@ class TestRunsView : public QObject {
     QVERIFY(!v->charts()->comparisonSeries());
   }
 
+  // A live run's row changes every poll (its steps); the compare list is rebuilt only when the
+  // runs or their names change, so an open popup is not closed every second.
+  void compareChoicesRebuiltOnlyWhenTheRunsChange() {
+    auto v = makeView();
+    v->setPollInterval(0);
+    QVERIFY(v->selectRun(1));
+    auto* combo = v->findChild<QComboBox*>(QStringLiteral("compareRun"));
+    QVERIFY(combo);
+    QCOMPARE(combo->count(), 4);  // none + runs 4, 3, 2
+    QVERIFY(v->setComparisonRun(4));
+    QSignalSpy reset(combo->model(), &QAbstractItemModel::modelReset);
+    QSignalSpy inserted(combo->model(), &QAbstractItemModel::rowsInserted);
+    QSignalSpy removed(combo->model(), &QAbstractItemModel::rowsRemoved);
+    QSignalSpy refreshed(v->model(), &RunsModel::refreshed);
+    store::Batch b;
+    store::MetricRow m;
+    m.step = 6;
+    m.loss = 3.5;
+    b.metrics.push_back(m);
+    QVERIFY(m_store->append(2, b));  // run 2 (running) reports a new step
+    v->refresh();
+    QCOMPARE(refreshed.count(), 1);
+    QVERIFY(refreshed.at(0).at(0).value<QList<qint64>>().contains(2));
+    QCOMPARE(reset.count() + inserted.count() + removed.count(), 0);
+    QCOMPARE(combo->currentData().toLongLong(), 4);
+    // A new run is a new choice.
+    addRun(*m_store, {"new-run", store::RunState::kRunning, 1, NAN});
+    v->refresh();
+    QVERIFY(reset.count() + inserted.count() > 0);
+    QCOMPARE(combo->count(), 5);
+    QCOMPARE(combo->itemData(1).toLongLong(), 5);
+    QCOMPARE(combo->currentData().toLongLong(), 4);
+  }
+
+  // A full read that fails part-way leaves nothing of the run shown before, and the next poll
+  // reads the run again in full.
+  void failedFullLoadClearsAndRetries() {
+    store::Batch b2;
+    b2.logs.push_back({0, false, 0, "run two's line"});
+    QVERIFY(m_store->append(2, b2));
+    store::Batch b1;
+    b1.logs.push_back({1, false, 0, "run one's line"});
+    QVERIFY(m_store->append(1, b1));
+    auto v = makeView();
+    v->setPollInterval(0);
+    QVERIFY(v->selectRun(2));
+    RunLogView* log = v->logView();
+    QCOMPARE(log->lineCount(), 1);
+    QCOMPARE(v->rankGrid()->rankCount(), 4);
+    QCOMPARE(pointsOf(v->charts()->lossSeries()), (QList<QPointF>{{3, 4.25}}));
+
+    // The logs table cannot be read for a while: run 1's full read fails after its metrics.
+    QVERIFY(sql(m_db, "ALTER TABLE logs RENAME TO logs_away"));
+    v->selectRun(1);
+    QCOMPARE(v->selectedRunId(), 1);
+    QVERIFY2(!v->lastError().isEmpty(), "the failed read is reported");
+    QCOMPARE(log->lineCount(), 0);
+    QVERIFY2(!log->shownText().contains(QStringLiteral("run two")), qPrintable(log->shownText()));
+    QVERIFY(log->runId() != 2);
+    QCOMPARE(v->rankGrid()->rankCount(), 2);  // run 1's layout, not run 2's
+    QVERIFY(pointsOf(v->charts()->lossSeries()) != (QList<QPointF>{{3, 4.25}}));
+
+    // Readable again: the next poll reads run 1 in full (it is ended and unchanged, so an
+    // incremental poll would read nothing).
+    QVERIFY(sql(m_db, "ALTER TABLE logs_away RENAME TO logs"));
+    v->refresh();
+    QCOMPARE(log->lineCount(), 1);
+    QCOMPARE(log->runId(), 1);
+    QVERIFY(log->shownText().contains(QStringLiteral("run one's line")));
+    QCOMPARE(pointsOf(v->charts()->lossSeries()), (QList<QPointF>{{3, 2.5}}));
+  }
+
   void rankStatesComeFromEvents() {
     store::Batch b;
     auto ev = [&](int rank, const char* kind, const char* json) { b.events.push_back({rank, 0.0, kind, json}); };
@@ -379,6 +472,39 @@ class TestRunsView : public QObject {
     QVERIFY(other.value()->append(2, more));
     QTRY_COMPARE_WITH_TIMEOUT(log->lineCount(), 6, 5000);
     QVERIFY(log->shownText().endsWith(QStringLiteral("[rank 2] checkpoint written")));
+  }
+
+  // Past kMaxShownLines, new lines are still appended (the oldest shown ones go), so the search
+  // position stays on its line; the lines held are capped at kMaxHeldLines.
+  void longLogsKeepTheSearchPosition() {
+    auto rows = [](int from, int count) {
+      std::vector<store::LogRow> out;
+      out.reserve(static_cast<size_t>(count));
+      for (int i = from; i < from + count; ++i) out.push_back({i % 2, false, i, "line " + std::to_string(i)});
+      return out;
+    };
+    RunLogView log;
+    log.setLogs(7, 2, rows(0, RunLogView::kMaxShownLines));
+    QCOMPARE(log.shownLineCount(), RunLogView::kMaxShownLines);
+    log.setSearchText(QStringLiteral("line 49990"));
+    QVERIFY(log.findNext());
+    const QString found = QStringLiteral("[rank 0] line 49990");
+    QCOMPARE(log.currentLineText(), found);
+    log.appendLogs(rows(RunLogView::kMaxShownLines, 100));
+    QCOMPARE(log.shownLineCount(), RunLogView::kMaxShownLines);
+    QCOMPARE(log.currentLineText(), found);  // a rebuild would have moved the cursor to the top
+    QVERIFY(log.shownText().endsWith(QStringLiteral("[rank 1] line 50099")));
+    QVERIFY(log.shownText().startsWith(QStringLiteral("[rank 0] line 100\n")));
+    QCOMPARE(log.matchCount(), 1);
+    // Held lines are capped; the oldest go, and their matches with them.
+    log.appendLogs(rows(RunLogView::kMaxShownLines + 100, RunLogView::kMaxHeldLines));
+    QCOMPARE(log.lineCount(), RunLogView::kMaxHeldLines);
+    QCOMPARE(log.matchCount(), 0);
+    QCOMPARE(log.shownLineCount(), RunLogView::kMaxShownLines);
+    // A filter change rebuilds from the held lines.
+    log.setRankFilter(1);
+    QCOMPARE(log.shownLineCount(), RunLogView::kMaxShownLines);
+    QVERIFY(log.shownText().endsWith(QStringLiteral("[rank 1] line 250099")));
   }
 
   void cancelRefusals_data() {
@@ -465,6 +591,18 @@ class TestRunsView : public QObject {
     auto* manager = w.findChild<RunManager*>(QStringLiteral("runManager"));
     QVERIFY(manager);
     QCOMPARE(manager->runsView(), view);
+    // Run > Hosts opens the launch dialog's hosts editor, the one whose settings a launch uses;
+    // there is no second one.
+    QCOMPARE(manager->hostsEditor(), manager->launchDialog()->hostsEditor());
+    QCOMPARE(w.findChildren<HostsEditor*>().size(), 1);
+    QAction* hostsEntry = nullptr;
+    for (QAction* a : w.runMenu()->actions()) {
+      if (a->text() == QStringLiteral("&Hosts...")) hostsEntry = a;
+    }
+    QVERIFY(hostsEntry);
+    hostsEntry->trigger();
+    QVERIFY(manager->launchDialog()->hostsEditor()->isVisible());
+    manager->launchDialog()->hostsEditor()->hide();
     // A run the launch dialog reports is selected in the dock.
     Q_EMIT manager->launchDialog()->runStarted(2);
     QCOMPARE(view->selectedRunId(), 2);

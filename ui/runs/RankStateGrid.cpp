@@ -57,13 +57,14 @@ QString RankStateGrid::stateName(RankState state) {
 
 void RankStateGrid::clear() {
   m_ranks.clear();
+  m_runEnded = false;
   m_hosts.clear();
   m_nodes = m_perNode = 0;
   updateGeometry();
   update();
 }
 
-void RankStateGrid::setRun(const store::RunRecord& run, const std::vector<store::EventRow>& events) {
+void RankStateGrid::setRun(const store::RunRecord& run) {
   const int world = std::max(0, run.world_size);
   m_ranks = QVector<RankInfo>(world);
   // Layout and stages from the plan the run was started with.
@@ -90,7 +91,15 @@ void RankStateGrid::setRun(const store::RunRecord& run, const std::vector<store:
                                                               : tr("node %1").arg(n));
   }
 
-  for (const auto& e : events) {
+  m_runEnded = store::is_terminal(run.state);
+  updateGeometry();
+  update();
+}
+
+void RankStateGrid::applyEvents(const std::vector<store::EventRow>& rows) {
+  if (rows.empty()) return;
+  const int world = static_cast<int>(m_ranks.size());
+  for (const auto& e : rows) {
     if (e.rank < 0 || e.rank >= world) continue;
     RankInfo& info = m_ranks[e.rank];
     auto parsed = Json::parse(e.json);
@@ -108,13 +117,22 @@ void RankStateGrid::setRun(const store::RunRecord& run, const std::vector<store:
       info.detail = m && m->is_string() ? QString::fromStdString(m->as_string()) : tr("error");
     }
   }
-  if (store::is_terminal(run.state)) {
-    for (RankInfo& info : m_ranks) {
-      if (info.state != RankState::Done && info.state != RankState::Failed) info.state = RankState::Stopped;
-    }
-  }
-  updateGeometry();
   update();
+}
+
+void RankStateGrid::setRunState(store::RunState state) {
+  const bool ended = store::is_terminal(state);
+  if (ended == m_runEnded) return;
+  m_runEnded = ended;
+  update();
+}
+
+RankStateGrid::RankInfo RankStateGrid::rank(int r) const {
+  RankInfo info = m_ranks.value(r);
+  if (m_runEnded && r >= 0 && r < m_ranks.size() && info.state != RankState::Done && info.state != RankState::Failed) {
+    info.state = RankState::Stopped;
+  }
+  return info;
 }
 
 int RankStateGrid::columnsPerPanel() const { return std::clamp(m_perNode, 1, kMaxColumns); }
@@ -184,7 +202,7 @@ void RankStateGrid::paintEvent(QPaintEvent*) {
   }
   p.setFont(small);
   for (int r = 0; r < m_ranks.size(); ++r) {
-    const RankInfo& info = m_ranks[r];
+    const RankInfo info = rank(r);
     const QRect tile = tileRect(r);
     const QColor fill = stateColor(info.state);
     p.setPen(Qt::NoPen);
@@ -210,7 +228,7 @@ bool RankStateGrid::event(QEvent* event) {
       event->ignore();
       return true;
     }
-    const RankInfo& info = m_ranks[r];
+    const RankInfo info = rank(r);
     QString tip = tr("rank %1: %2").arg(r).arg(stateName(info.state));
     if (info.stage >= 0) tip += tr(", stage %1").arg(info.stage);
     if (info.step > 0) tip += tr(", step %1").arg(info.step);

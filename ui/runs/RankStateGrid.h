@@ -8,6 +8,11 @@
 // `done` -> done; `error` -> failed (its message in the tooltip). Once the run itself ended,
 // a rank that neither finished nor failed is shown as stopped (cancelled, killed with the run,
 // or lost with its supervisor).
+//
+// Fed incrementally, as the history only ever appends: setRun() reads the layout (the plan's
+// JSON, parsed once) and starts every rank waiting; applyEvents() folds in events written since;
+// setRunState() follows the run's own state. Folding events in batches gives the same states as
+// folding them all at once.
 #pragma once
 
 #include <QColor>
@@ -33,13 +38,20 @@ class RankStateGrid : public QWidget {
 
   explicit RankStateGrid(QWidget* parent = nullptr);
 
-  void setRun(const stagecraft::store::RunRecord& run, const std::vector<stagecraft::store::EventRow>& events);
+  // A new run: layout and stages from run.plan_json and run.hosts, every rank waiting, the run's
+  // state from run.state.
+  void setRun(const stagecraft::store::RunRecord& run);
+  // Events of this run written since the last call, in order.
+  void applyEvents(const std::vector<stagecraft::store::EventRow>& rows);
+  // The run's own state changed (an ended run shows its unfinished ranks stopped).
+  void setRunState(stagecraft::store::RunState state);
   void clear();
 
   int rankCount() const { return m_ranks.size(); }
   int nodeCount() const { return m_nodes; }
   int ranksPerNode() const { return m_perNode; }
-  RankInfo rank(int r) const { return m_ranks.value(r); }
+  // Rank r as shown (an unfinished rank of an ended run is Stopped).
+  RankInfo rank(int r) const;
   // The rank whose tile is under `pos` (widget coordinates), or -1.
   int rankAt(const QPoint& pos) const;
 
@@ -60,7 +72,8 @@ class RankStateGrid : public QWidget {
   int columnsPerPanel() const;
   int panelHeight() const;
 
-  QVector<RankInfo> m_ranks;
+  QVector<RankInfo> m_ranks;  // as the events say; rank() adds what the run's end means
+  bool m_runEnded = false;
   QStringList m_hosts;  // one per node
   int m_nodes = 0;
   int m_perNode = 0;

@@ -45,6 +45,8 @@ RunLogView::RunLogView(QWidget* parent) : QWidget(parent) {
   m_text->setReadOnly(true);
   m_text->setLineWrapMode(QPlainTextEdit::NoWrap);
   m_text->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  // The document drops its oldest lines itself as new ones are appended.
+  m_text->setMaximumBlockCount(kMaxShownLines);
   layout->addWidget(m_text, 1);
   clear();
 
@@ -76,26 +78,43 @@ void RunLogView::setLogs(qint64 id, int worldSize, const std::vector<store::LogR
     m_rank->setCurrentIndex(std::max(0, m_rank->findData(keepRank)));
   }
   m_text->clear();
-  appendLogs(rows);
-  if (rows.empty()) rebuild();
+  m_matches = 0;
+  const size_t first = rows.size() > static_cast<size_t>(kMaxHeldLines) ? rows.size() - kMaxHeldLines : 0;
+  m_lines.reserve(static_cast<qsizetype>(rows.size() - first));
+  for (size_t i = first; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const QString prefix = r.is_stderr ? QStringLiteral("[rank %1 stderr] ").arg(r.rank) : QStringLiteral("[rank %1] ").arg(r.rank);
+    m_lines.append(Line{r.rank, r.is_stderr, prefix + QString::fromStdString(r.line)});
+  }
+  rebuild();
 }
 
 void RunLogView::appendLogs(const std::vector<store::LogRow>& rows) {
   if (rows.empty()) return;
+  const int rank = rankFilter();
+  auto counts = [&](const Line& l) { return (rank < 0 || l.rank == rank) && matches(l); };
   QStringList shown;
   for (const auto& r : rows) {
     const QString prefix = r.is_stderr ? QStringLiteral("[rank %1 stderr] ").arg(r.rank) : QStringLiteral("[rank %1] ").arg(r.rank);
     Line line{r.rank, r.is_stderr, prefix + QString::fromStdString(r.line)};
     if (shows(line)) shown << line.text;
+    if (counts(line)) ++m_matches;
     m_lines.append(std::move(line));
   }
-  if (m_text->blockCount() + shown.size() > kMaxShownLines) {
-    rebuild();
-    return;
+  // Hold the latest kMaxHeldLines; the matches among the dropped ones no longer count.
+  if (m_lines.size() > kMaxHeldLines) {
+    const qsizetype drop = m_lines.size() - kMaxHeldLines;
+    for (qsizetype i = 0; i < drop; ++i) m_matches -= counts(m_lines[i]) ? 1 : 0;
+    m_lines.remove(0, drop);
   }
-  for (const QString& s : shown) m_text->appendPlainText(s);
-  updateMatchLabel();
+  // Appending (never rebuilding) keeps the cursor, the search position and the scroll; the
+  // document's maximum block count drops the oldest shown lines.
+  if (shown.size() > kMaxShownLines) shown = shown.mid(shown.size() - kMaxShownLines);
+  if (!shown.isEmpty()) m_text->appendPlainText(shown.join(QLatin1Char('\n')));
+  showMatchCount();
 }
+
+int RunLogView::shownLineCount() const { return m_text->document()->isEmpty() ? 0 : m_text->blockCount(); }
 
 void RunLogView::setRankFilter(int rank) { m_rank->setCurrentIndex(std::max(0, m_rank->findData(rank))); }
 
@@ -136,6 +155,10 @@ void RunLogView::updateMatchLabel() {
       if ((rank < 0 || l.rank == rank) && matches(l)) ++m_matches;
     }
   }
+  showMatchCount();
+}
+
+void RunLogView::showMatchCount() {
   m_matchLabel->setText(m_search->text().isEmpty() ? QString() : tr("%n matching line(s)", nullptr, m_matches));
 }
 

@@ -3,8 +3,10 @@
 // insensitive, wrapping around), and "Only matching lines" hides every other line. The count of
 // matching lines is shown next to the box.
 //
-// Lines are shown as "[rank R] text" ("[rank R stderr] text" for standard error). The view keeps
-// every line it is given; it shows at most kMaxShownLines (the latest) at a time.
+// Lines are shown as "[rank R] text" ("[rank R stderr] text" for standard error). The view holds
+// the latest kMaxHeldLines lines it was given (older ones are dropped) and shows at most
+// kMaxShownLines of them (the latest). New lines are appended to the shown text, which keeps the
+// cursor and the search position; the text is rebuilt only when a filter changes.
 #pragma once
 
 #include <QString>
@@ -26,6 +28,7 @@ class RunLogView : public QWidget {
 
  public:
   static constexpr int kMaxShownLines = 50000;
+  static constexpr int kMaxHeldLines = 4 * kMaxShownLines;
 
   explicit RunLogView(QWidget* parent = nullptr);
 
@@ -37,6 +40,7 @@ class RunLogView : public QWidget {
 
   qint64 runId() const { return m_runId; }
   int lineCount() const { return m_lines.size(); }  // every line held, whatever the filters
+  int shownLineCount() const;
 
   // -1: every rank.
   void setRankFilter(int rank);
@@ -65,7 +69,9 @@ class RunLogView : public QWidget {
   bool shows(const Line& line) const;
   bool matches(const Line& line) const;
   void rebuild();
+  // Recounts the matching lines over every held line (after a filter changed).
   void updateMatchLabel();
+  void showMatchCount();
 
   qint64 m_runId = 0;
   QVector<Line> m_lines;

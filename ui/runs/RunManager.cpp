@@ -27,7 +27,6 @@ RunManager::RunManager(MainWindow* window) : QObject(window), m_window(window) {
     stages->raise();
   }
   m_launch = new LaunchDialog(window);
-  m_hosts = new HostsEditor(window);
 
   QMenu* run = window->runMenu();
   run->addSeparator();
@@ -64,7 +63,12 @@ bool RunManager::openLaunchDialog() {
   return true;
 }
 
+HostsEditor* RunManager::hostsEditor() const { return m_launch->hostsEditor(); }
+
 void RunManager::openHostsEditor() {
-  m_hosts->show();
-  m_hosts->raise();
+  // The launch dialog's own editor: its SSH config, known_hosts and worker path are the ones a
+  // launch from that dialog uses.
+  HostsEditor* editor = hostsEditor();
+  editor->show();
+  editor->raise();
 }

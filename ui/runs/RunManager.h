@@ -1,6 +1,6 @@
 // RunManager: plugs the run manager into the main window — the runs view as a "Runs" dock
 // (toggled from View), Run > Launch... (the launch dialog on the document's current config) and
-// Run > Hosts... (the hosts editor). It only wires; the views do the work. A run started from
+// Run > Hosts... (the launch dialog's hosts editor, so what is set there reaches the launch). It only wires; the views do the work. A run started from
 // the launch dialog is selected in the runs view once the CLI reports its id.
 #pragma once
 
@@ -21,7 +21,8 @@ class RunManager : public QObject {
 
   RunsView* runsView() const { return m_runs; }
   LaunchDialog* launchDialog() const { return m_launch; }
-  HostsEditor* hostsEditor() const { return m_hosts; }
+  // The launch dialog's hosts editor: Run > Hosts opens this one.
+  HostsEditor* hostsEditor() const;
 
   // Run > Launch: false (message shown) when the document's config is invalid.
   bool openLaunchDialog();
@@ -33,5 +34,4 @@ class RunManager : public QObject {
   MainWindow* m_window = nullptr;
   RunsView* m_runs = nullptr;
   LaunchDialog* m_launch = nullptr;
-  HostsEditor* m_hosts = nullptr;
 };

@@ -179,14 +179,15 @@ void RunsView::onRefreshed(const QList<qint64>& changed) {
   // my run doing" without a click.
   if (!m_shownNewest && m_selected == 0 && m_filter->rowCount() > 0) {
     m_shownNewest = true;
-    qint64 newest = 0;
-    for (int row = 0; row < m_model->rowCount(); ++row) newest = std::max<qint64>(newest, m_model->runAt(row)->id);
-    if (newest != 0) selectRun(newest);
+    // The model's rows are in id order, newest first (RunsModel keeps them so; rowOf relies on it).
+    if (const store::RunRecord* newest = m_model->runAt(0)) selectRun(newest->id);
   }
   if (m_selected != 0) {
     const store::RunRecord* r = m_model->run(m_selected);
     if (!r) {
       showRun(0);
+    } else if (m_fullLoadPending) {
+      loadRun(true);  // the last full read failed part-way: start over, not from where it stopped
     } else if (changed.contains(m_selected) || !store::is_terminal(r->state)) {
       loadRun(false);  // what was written since the last poll; log lines arrive between steps too
     }
@@ -208,6 +209,7 @@ void RunsView::showRun(qint64 id) {
   if (id == m_selected && id != 0) return;
   m_selected = id;
   if (id == 0) {
+    m_fullLoadPending = false;
     m_charts->clear();
     m_rankGrid->clear();
     m_logs->clear();
@@ -223,17 +225,28 @@ void RunsView::showRun(qint64 id) {
 
 // Reads the selected run: all of it for a new selection (`full`), else only the rows written
 // since the last read — the history only ever appends — so polling a long run stays cheap.
+// A full read starts from empty charts, grid and logs, so a read that fails part-way shows
+// nothing of the run selected before; it stays pending and the next poll reads it all again
+// (never incrementally on top of what the failed read left).
 void RunsView::loadRun(bool full) {
   store::RunStore* st = m_model->store();
   const store::RunRecord* r = m_model->run(m_selected);
+  if (full) {
+    m_fullLoadPending = true;
+    m_metrics.clear();
+    m_lastMetricRow = m_lastEventRow = m_lastLogRow = 0;
+    m_charts->setRun(m_selected, {});  // keeps the comparison curve
+    m_rankGrid->clear();
+    m_logs->setLogs(m_selected, r ? r->world_size : 0, {});
+  }
   if (!st || !r) return;
   if (full) {
-    m_metrics.clear();
-    m_events.clear();
-    m_lastMetricRow = m_lastEventRow = m_lastLogRow = 0;
     auto withPlan = st->get_run(m_selected);  // the listing leaves plans out
     if (!withPlan.ok()) return showError(qs(withPlan.status().message()));
-    m_planJson = std::move(withPlan->plan_json);
+    store::RunRecord record = *r;  // the listing's state, with the plan the run started with
+    record.plan_json = std::move(withPlan->plan_json);
+    m_rankGrid->setRun(record);
+    m_gridState = r->state;
   }
   auto metrics = st->metrics(m_selected, std::nullopt, m_lastMetricRow);
   if (!metrics.ok()) return showError(qs(metrics.status().message()));
@@ -250,12 +263,10 @@ void RunsView::loadRun(bool full) {
   }
   auto events = st->events(m_selected, m_lastEventRow);
   if (!events.ok()) return showError(qs(events.status().message()));
-  if (full || !events->empty() || r->state != m_gridState) {
-    if (!events->empty()) m_lastEventRow = events->back().row;
-    m_events.insert(m_events.end(), events->begin(), events->end());
-    store::RunRecord withPlan = *r;
-    withPlan.plan_json = m_planJson;
-    m_rankGrid->setRun(withPlan, m_events);
+  if (!events->empty()) m_lastEventRow = events->back().row;
+  m_rankGrid->applyEvents(events.value());
+  if (r->state != m_gridState) {
+    m_rankGrid->setRunState(r->state);
     m_gridState = r->state;
   }
   auto logs = st->logs(m_selected, std::nullopt, m_lastLogRow);
@@ -263,6 +274,7 @@ void RunsView::loadRun(bool full) {
   if (!logs->empty()) m_lastLogRow = logs->back().row;
   if (full) {
     m_logs->setLogs(m_selected, r->world_size, logs.value());
+    m_fullLoadPending = false;
   } else if (!logs->empty()) {
     m_logs->appendLogs(logs.value());
   }
@@ -291,13 +303,20 @@ qint64 RunsView::comparisonRunId() const { return m_charts->comparisonId(); }
 void RunsView::loadComparison() { setComparisonRun(comparisonRunId()); }
 
 void RunsView::rebuildCompareChoices() {
-  const QSignalBlocker block(m_compare);
-  m_compare->clear();
-  m_compare->addItem(tr("none"), QVariant::fromValue<qint64>(0));
+  // Rebuilt only when the choices differ (a run added or gone, a name, another selection): a live
+  // run changes its row every second, and a rebuilt list would close an open popup.
+  QList<QPair<qint64, QString>> choices;
   for (int row = 0; row < m_model->rowCount(); ++row) {
     const store::RunRecord* r = m_model->runAt(row);
     if (r->id == m_selected) continue;
-    m_compare->addItem(tr("run %1: %2").arg(r->id).arg(qs(r->name)), QVariant::fromValue<qint64>(r->id));
+    choices.append({r->id, tr("run %1: %2").arg(r->id).arg(qs(r->name))});
+  }
+  const QSignalBlocker block(m_compare);
+  if (choices != m_compareChoices || m_compare->count() == 0) {
+    m_compareChoices = choices;
+    m_compare->clear();
+    m_compare->addItem(tr("none"), QVariant::fromValue<qint64>(0));
+    for (const auto& [id, text] : std::as_const(choices)) m_compare->addItem(text, QVariant::fromValue<qint64>(id));
   }
   m_compare->setCurrentIndex(std::max(0, m_compare->findData(QVariant::fromValue<qint64>(comparisonRunId()))));
   m_compare->setEnabled(m_selected != 0);

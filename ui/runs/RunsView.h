@@ -16,6 +16,8 @@
 // supervisor is gone (then marked lost), is refused with a one-line reason.
 #pragma once
 
+#include <QList>
+#include <QPair>
 #include <QString>
 #include <QWidget>
 
@@ -116,11 +118,12 @@ class RunsView : public QWidget {
   RunLogView* m_logs = nullptr;
   qint64 m_selected = 0;
   // The selected run as read so far: rows up to the last row id of each table, its plan.
+  // (Events are folded into the rank grid as they are read; the view keeps none.)
   std::vector<stagecraft::store::MetricRow> m_metrics;
-  std::vector<stagecraft::store::EventRow> m_events;
   int64_t m_lastMetricRow = 0, m_lastEventRow = 0, m_lastLogRow = 0;
-  std::string m_planJson;
   stagecraft::store::RunState m_gridState = stagecraft::store::RunState::kQueued;  // as the rank grid shows it
+  bool m_fullLoadPending = false;  // the last full read of the selected run failed part-way
+  QList<QPair<qint64, QString>> m_compareChoices;  // the compare combo's runs, as last built
   bool m_shownNewest = false;  // the newest run was selected once the history had runs
   QString m_lastError;
 };
