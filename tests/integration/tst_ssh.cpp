@@ -1,5 +1,5 @@
 // SSH against a real sshd on 127.0.0.1: host keys (unknown, changed, trusted on request), client
-// keys, commands, and remote ranks whose paths, environment and arguments try to inject shell.
+// keys, commands (timeouts, cut output, writes beyond the remote window), and remote ranks whose paths, environment and arguments try to inject shell.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/hostfile.h"
 #include "stagecraft/launch/remote_run.h"
@@ -47,6 +47,74 @@ class TestSsh : public QObject {
     QCOMPARE(QString::fromStdString(r->out), QString("hello\n"));
     QCOMPARE(QString::fromStdString(r->err), QString("oops\n"));
     QCOMPARE(r->exit_status, 3);
+  }
+
+  // A command that never stops writing still times out.
+  void run_times_out_while_output_streams() {
+    auto s = SshSession::connect("loop0", opts_);
+    QVERIFY2(s.ok(), s.status().message().c_str());
+    QElapsedTimer t;
+    t.start();
+    auto r = s.value()->run("yes", 1.0);
+    QVERIFY2(!r.ok(), "an endless command finished");
+    QCOMPARE(r.status().code(), Status::Code::kTimeout);
+    QVERIFY2(t.elapsed() < 5000, qPrintable(QString("took %1 ms").arg(t.elapsed())));
+  }
+
+  // Output past run()'s 1 MiB cap is cut and says so.
+  void run_marks_cut_output() {
+    auto s = SshSession::connect("loop0", opts_);
+    QVERIFY2(s.ok(), s.status().message().c_str());
+    auto r = s.value()->run("head -c 1500000 /dev/zero | tr '\\0' x; echo tail >&2", 20);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QCOMPARE(r->exit_status, 0);
+    const QString marker = "[stagecraft: output cut here: more than 1 MiB]\n";
+    QVERIFY2(QString::fromStdString(r->out).endsWith("x\n" + marker), r->out.substr(r->out.size() - 80).c_str());
+    QCOMPARE(r->out.size(), (size_t{1} << 20) + 1 + static_cast<size_t>(marker.size()));  // 1 MiB, the line's end, the marker
+    QCOMPARE(QString::fromStdString(r->err), QString("tail\n"));
+  }
+
+  // A write larger than the remote window (OpenSSH's is 2 MiB) on a non-blocking session keeps
+  // what did not fit and sends it, in order, before anything later (here the EOF).
+  void partial_write_keeps_the_rest() {
+    auto s = SshSession::connect("loop0", opts_);
+    QVERIFY2(s.ok(), s.status().message().c_str());
+    auto ch = s.value()->exec("sleep 1; awk '$1 != NR { bad++ } END { print NR, bad + 0 }'");
+    QVERIFY2(ch.ok(), ch.status().message().c_str());
+    s.value()->set_nonblocking();
+    const int lines = 800000;  // about 5.4 MB
+    std::string data;
+    for (int i = 1; i <= lines; ++i) data += std::to_string(i) + "\n";
+    QVERIFY(ch.value()->write(data).ok());
+    QVERIFY2(ch.value()->unwritten() > 0, "the whole write fit the window: the case is not exercised");
+    QVERIFY(ch.value()->send_eof().ok());
+    std::string out, err;
+    QElapsedTimer t;
+    t.start();
+    while (t.elapsed() < 20000) {
+      QVERIFY(ch.value()->flush().ok());
+      auto open = ch.value()->read_available(out, err);
+      QVERIFY2(open.ok(), open.status().message().c_str());
+      if (!open.value()) break;
+      QThread::msleep(5);
+    }
+    QCOMPARE(ch.value()->unwritten(), size_t{0});
+    QCOMPARE(QString::fromStdString(out).trimmed(), QString("%1 0").arg(lines));
+    ch.value().reset();  // the channel before its session
+  }
+
+  // The program a rank runs holds /dev/null as stdin and not the channel's stdin as fd 3.
+  void rank_program_does_not_hold_the_channel() {
+    auto s = SshSession::connect("loop0", opts_);
+    QVERIFY2(s.ok(), s.status().message().c_str());
+    auto cmd = remote_rank_command("/tmp", 1, 5, {},
+                                   {"/bin/sh", "-c", "for f in 0 1 2 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$f ] && printf '%s ' $f; done; "
+                                                     "readlink /proc/$$/fd/0"});
+    QVERIFY2(cmd.ok(), cmd.status().message().c_str());
+    auto r = s.value()->run(cmd.value(), 20);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QCOMPARE(r->exit_status, 0);
+    QCOMPARE(QString::fromStdString(r->out), QString("0 1 2 /dev/null\n"));
   }
 
   void host_key_refused_data() {
