@@ -19,10 +19,6 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
-
 #include "runs/RankStateGrid.h"
 #include "runs/RunCharts.h"
 #include "runs/RunLogView.h"
@@ -354,25 +350,8 @@ void RunsView::setStateFilter(const QString& state) {
 void RunsView::setNameFilter(const QString& text) { m_nameFilter->setText(text); }
 
 QString RunsView::requestCancel(store::RunStore& st, qint64 id) {
-  auto r = st.get_run(id);
-  if (!r.ok()) return qs(r.status().message());
-  if (store::is_terminal(r->state)) {
-    return tr("run %1 already ended (%2); nothing to cancel").arg(id).arg(RunsModel::stateText(r->state));
-  }
-  std::string why;
-  switch (store::check_liveness(r->supervisor, &why)) {
-    case store::Liveness::kElsewhere:
-      return tr("run %1 is supervised on host %2; cancel it there").arg(id).arg(qs(r->supervisor.host));
-    case store::Liveness::kGone:
-      (void)st.transition(id, store::RunState::kLost, why);
-      return tr("run %1 has no supervisor any more (%2); it is now marked lost").arg(id).arg(qs(why));
-    case store::Liveness::kAlive:
-      break;
-  }
-  if (::kill(static_cast<pid_t>(r->supervisor.pid), SIGTERM) != 0) {
-    return tr("cannot signal supervisor pid %1 of run %2: %3").arg(r->supervisor.pid).arg(id).arg(QString::fromLocal8Bit(std::strerror(errno)));
-  }
-  return {};
+  const stagecraft::Status s = store::cancel_run(st, id);  // the same checks and request as `runs cancel`
+  return s ? QString() : qs(s.message());
 }
 
 bool RunsView::cancelSelectedRun(QString* error) {

@@ -6,14 +6,16 @@
 // Where the data comes from: the SQLite history (store::RunStore), read again every
 // pollInterval() ms (default 1000). The history is the one place every run is written, by the
 // GUI's launches and by `stagecraft-cli run [--detach]` alike, so polling the file shows them all
-// and needs nothing from the process that supervises a run. A poll re-reads the selected run's
-// metrics and events only when its row changed (a new step, a new state), and its new log lines
-// while it is queued or running.
+// and needs nothing from the process that supervises a run. Selecting a run reads it whole; a
+// poll then reads only the rows written since (metrics, events, log lines) while the run is
+// queued or running or its row changed.
 //
-// Cancel asks the run's supervisor to stop, as `stagecraft-cli runs cancel` does: SIGTERM to the
-// supervisor process recorded in the history, which stops every rank (TERM, then KILL) and
-// records the run cancelled; the next polls show it. A run supervised on another host, or whose
-// supervisor is gone (then marked lost), is refused with a one-line reason.
+// Cancel asks the run's supervisor to stop, as `stagecraft-cli runs cancel` does
+// (store::cancel_run: a request recorded in the history, which the supervising process polls,
+// whether it is a CLI run, a detached supervisor or this application's Run locally); the
+// supervisor stops every rank (TERM, then KILL) and records the run cancelled; the next polls
+// show it. A run supervised on another host, or whose supervisor is gone (then marked lost), is
+// refused with a one-line reason.
 #pragma once
 
 #include <QList>
