@@ -167,6 +167,9 @@ class TestRemoteRun : public QObject {
     QVERIFY(cut);
     QCOMPARE(outcome->state, RunOutcome::State::kFailed);
     QVERIFY2(outcome->reason.find("lost the SSH connection to node 1 (node1)") != std::string::npos, outcome->reason.c_str());
+    // One clean line: the host named once, the reason after it, no line break inside.
+    QVERIFY2(outcome->reason.find("(node1): node1") == std::string::npos, outcome->reason.c_str());
+    QVERIFY2(outcome->reason.find('\n') == std::string::npos, outcome->reason.c_str());
     QVERIFY2(none, qPrintable(QString("left: %1 processes").arg(left.size())));
   }
 
