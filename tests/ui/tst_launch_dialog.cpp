@@ -83,6 +83,14 @@ class TestLaunchDialog : public QObject {
     QCOMPARE(r->world_size, 4);
     const int64_t supervisor = r->supervisor.pid;
     QVERIFY(supervisor > 0 && supervisor != ::getpid());
+    // Should a check below fail, the 100,000-step run must not outlive the test: its supervisor
+    // is killed, and its ranks die with it.
+    struct KillOnFailure {
+      pid_t pid;
+      ~KillOnFailure() {
+        if (QTest::currentTestFailed()) ::kill(pid, SIGKILL);
+      }
+    } guard{static_cast<pid_t>(supervisor)};
     QVERIFY(std::isfinite(view.charts()->lossSeries()->at(0).y()));
 
     QString error;
