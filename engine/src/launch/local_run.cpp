@@ -6,8 +6,7 @@
 
 #include <unistd.h>
 
-#include "stagecraft/comm/store.h"
-#include "stagecraft/config/config_io.h"
+#include "run_common.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
 
@@ -24,19 +23,8 @@ std::string default_worker_path() {
 Result<RunOutcome> run_local(const config::RunConfig& config, const plan::Plan& plan, const LocalRunOptions& options,
                              RunCallbacks callbacks, const std::function<void(Supervisor&)>& supervisor_ready) {
   const int world = plan.topology.world_size();
-  comm::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.token = random_token(16);
-  auto server = comm::StoreServer::start(so);
-  if (!server.ok()) return server.status().with_context("run: starting the rendezvous store");
-  comm::StoreClientOptions co;
-  co.host = "127.0.0.1";
-  co.port = server.value()->port();
-  co.token = so.token;
-  auto client = comm::StoreClient::connect(co);
-  if (!client.ok()) return client.status().with_context("run: connecting to its own store");
-  if (Status s = client.value()->set("config", config::to_yaml(config)); !s) return s;
+  auto rendezvous = serve_rendezvous("127.0.0.1", 0, config, "run");
+  if (!rendezvous.ok()) return rendezvous.status();
 
   std::vector<std::string> argv = options.worker;
   if (argv.empty()) argv.push_back(default_worker_path());
@@ -50,9 +38,9 @@ Result<RunOutcome> run_local(const config::RunConfig& config, const plan::Plan& 
     e.local_world_size = world;
     e.group_rank = 0;
     e.master_addr = "127.0.0.1";
-    e.master_port = server.value()->port();
+    e.master_port = rendezvous->port();
     e.run_id = run_id;
-    e.token = so.token;
+    e.token = rendezvous->token;
     e.threads = threads_per_rank(world);
     ProcessSpec spec;
     spec.rank = r;
@@ -62,13 +50,8 @@ Result<RunOutcome> run_local(const config::RunConfig& config, const plan::Plan& 
     if (!p.ok()) return p.status();  // the started ones are killed by their destructors
     ranks.push_back(std::move(p).value());
   }
-  SuperviseOptions sup;
-  sup.hang_timeout_s = config.train.hang_timeout_s;
-  sup.grace_s = options.grace_s;
-  sup.cancel_flag = options.cancel;
-  RunOutcome outcome = supervise(std::move(ranks), sup, std::move(callbacks), supervisor_ready);
-  server.value()->stop();
-  return outcome;
+  return supervise_run(std::move(ranks), config, options.grace_s, options.cancel, std::move(callbacks), supervisor_ready,
+                       rendezvous.value());
 }
 
 }  // namespace stagecraft::launch

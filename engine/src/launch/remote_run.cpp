@@ -9,8 +9,7 @@
 #include <memory>
 #include <thread>
 
-#include "stagecraft/comm/store.h"
-#include "stagecraft/config/config_io.h"
+#include "run_common.h"
 #include "stagecraft/launch/local_run.h"
 #include "stagecraft/launch/worker_env.h"
 
@@ -289,20 +288,8 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
   auto master = choose_master_addr(options.master_addr, hosts, locals);
   if (!master.ok()) return master.status();
 
-  comm::StoreServerOptions so;
-  so.host = master.value();
-  so.port = options.master_port;
-  so.token = random_token(16);
-  auto server = comm::StoreServer::start(so);
-  if (!server.ok()) return server.status().with_context("remote run: starting the rendezvous store on " + master.value());
-  comm::StoreClientOptions co;
-  co.host = master.value();
-  co.port = server.value()->port();
-  co.token = so.token;
-  co.connect_timeout = std::chrono::milliseconds(5000);
-  auto client = comm::StoreClient::connect(co);
-  if (!client.ok()) return client.status().with_context("remote run: connecting to its own store");
-  if (Status s = client.value()->set("config", config::to_yaml(config)); !s) return s;
+  auto rendezvous = serve_rendezvous(master.value(), options.master_port, config, "remote run");
+  if (!rendezvous.ok()) return rendezvous.status();
 
   std::vector<std::string> argv = options.command;
   if (argv.empty()) argv.push_back(default_worker_path());
@@ -325,9 +312,9 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
       e.local_world_size = per_node.value();
       e.group_rank = n;
       e.master_addr = master.value();
-      e.master_port = server.value()->port();
+      e.master_port = rendezvous->port();
       e.run_id = run_id;
-      e.token = so.token;
+      e.token = rendezvous->token;
       if (cuda) e.cuda_device = options.hosts[static_cast<size_t>(n)].slot_ids[static_cast<size_t>(l)];
       auto env = to_environment(e);
       env.erase("OMP_NUM_THREADS");  // the node's cores decide (the wrapper)
@@ -341,13 +328,8 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
   }
   for (const auto& n : node_list) n->session->set_nonblocking();
 
-  SuperviseOptions sup;
-  sup.hang_timeout_s = config.train.hang_timeout_s;
-  sup.grace_s = options.grace_s;
-  sup.cancel_flag = options.cancel;
-  RunOutcome outcome = supervise(std::move(ranks), sup, std::move(callbacks), supervisor_ready);
-  server.value()->stop();
-  return outcome;
+  return supervise_run(std::move(ranks), config, options.grace_s, options.cancel, std::move(callbacks), supervisor_ready,
+                       rendezvous.value());
 }
 
 }  // namespace stagecraft::launch

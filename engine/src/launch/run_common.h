@@ -1,0 +1,35 @@
+// What local and remote launches share around their ranks: the run's rendezvous store, served
+// with a fresh token and holding the run's config (every worker reads it under "config"), and
+// supervising the started ranks until the run ends. Private to launch/.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/comm/store.h"
+#include "stagecraft/config/run_config.h"
+#include "stagecraft/core/status.h"
+#include "stagecraft/launch/supervisor.h"
+
+namespace stagecraft::launch {
+
+struct Rendezvous {
+  std::unique_ptr<comm::StoreServer> server;
+  std::string token;  // the run's token: workers get it as STAGECRAFT_RUN_TOKEN
+  int port() const { return server->port(); }
+};
+
+// Serves the store on host:port (0: any port) and publishes `config` through it. Errors say
+// `what` ("run", "remote run") and where it failed.
+Result<Rendezvous> serve_rendezvous(const std::string& host, int port, const config::RunConfig& config, const std::string& what);
+
+// Supervises `ranks` with the run's hang timeout, `grace_s` and `cancel` (launch options), then
+// stops the store.
+RunOutcome supervise_run(std::vector<std::unique_ptr<RankProcess>> ranks, const config::RunConfig& config, double grace_s,
+                         const std::atomic<bool>* cancel, RunCallbacks callbacks,
+                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous& rendezvous);
+
+}  // namespace stagecraft::launch
