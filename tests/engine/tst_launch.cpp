@@ -178,6 +178,23 @@ class TestLaunch : public QObject {
     QCOMPARE(QString::fromStdString(rec.logs.back().second), QString("done"));
   }
 
+  // A line kept whole while it was short, then finished past the limit in one read (its newline
+  // arriving in the same write as the bytes that push it over) is cut as well.
+  void lineFinishedPastTheLimitIsCut() {
+    std::vector<std::unique_ptr<RankProcess>> ranks;
+    ranks.push_back(sh(0, "head -c 900 /dev/zero | tr '\\0' x; sleep 0.3; printf '%s\\n' \"$(head -c 200 /dev/zero | tr '\\0' y)\"; echo done"));
+    Recorder rec;
+    SuperviseOptions opt;
+    opt.max_line_bytes = 1000;
+    Supervisor s(std::move(ranks), opt, rec.callbacks());
+    QVERIFY(s.run().ok());
+    QCOMPARE(int(rec.logs.size()), 2);
+    const std::string& cut = rec.logs.front().second;
+    QCOMPARE(cut.size(), size_t(1000 + std::string(" [line cut]").size()));
+    QVERIFY(cut.size() >= 11 && cut.compare(cut.size() - 11, 11, " [line cut]") == 0);
+    QCOMPARE(QString::fromStdString(rec.logs.back().second), QString("done"));
+  }
+
   // The child holds its three standard descriptors and nothing the launcher opened for it (the
   // /dev/null it opens for stdin, the pipes): only what this test process itself lets every
   // child inherit (descriptors without close-on-exec) may be there too.

@@ -74,7 +74,10 @@ void Supervisor::handle_output(Rank& r, std::string& buffer, bool is_stderr, boo
       if (rest > options_.max_line_bytes) line += " [line cut]";
       start = buffer.size();
     } else {
-      line = buffer.substr(start, nl - start);
+      // A line that grew past the limit between two reads ends here: cut it the same way.
+      const size_t length = nl - start;
+      line = buffer.substr(start, std::min(length, options_.max_line_bytes));
+      if (length > options_.max_line_bytes) line += " [line cut]";
       start = nl + 1;
     }
     if (!line.empty() && line.back() == '\r') line.pop_back();
