@@ -8,6 +8,7 @@
 #include <QRegularExpression>
 #include <QUndoCommand>
 
+#include "common/Text.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/validate.h"
 
@@ -16,7 +17,6 @@ namespace pl = stagecraft::plan;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 // The key a message line is about: "key=value: ..." or "key: ..." (after an optional
 // "origin: " or "origin:line: " prefix that the loader adds).

@@ -22,6 +22,7 @@
 #include <QTextBlock>
 #include <QVBoxLayout>
 
+#include "common/Text.h"
 #include "hosts/PreflightRunner.h"
 #include "hosts/PreflightTable.h"
 #include "hosts/SshConfigHosts.h"
@@ -31,7 +32,6 @@ namespace launch = stagecraft::launch;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 QString originOf(const QString& path) { return path.isEmpty() ? QStringLiteral("hostfile") : QFileInfo(path).fileName(); }
 

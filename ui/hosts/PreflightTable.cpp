@@ -3,11 +3,12 @@
 
 #include <QHeaderView>
 
+#include "common/Text.h"
+
 namespace launch = stagecraft::launch;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 QString yesNo(bool v) { return v ? QObject::tr("yes") : QObject::tr("no"); }
 

@@ -15,6 +15,7 @@
 #include <QStatusBar>
 #include <QUndoStack>
 
+#include "common/Text.h"
 #include "document/PlanDocument.h"
 #include "estimates/EstimatesView.h"
 #include "mainwindow/RunLocallyDialog.h"
@@ -33,7 +34,6 @@ constexpr int kStatusMessageMs = 8000;
 constexpr int kBottomDockHeight = 240;  // pixels, first start
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
 struct FrameworkEntry {
   cfg::Framework framework;

@@ -15,6 +15,7 @@
 
 #include <cmath>
 
+#include "common/Text.h"
 #include "stagecraft/launch/local_run.h"
 #include "stagecraft/launch/run_history.h"
 #include "stagecraft/plan/plan.h"
@@ -29,7 +30,6 @@ namespace {
 
 constexpr int kMaxLogLines = 2000;  // the log pane keeps the latest lines only
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 // The directory a relative `path` is found under: the working directory when it exists from
 // there (returned as ""), else the first directory from `baseDir` upwards that holds it, else "".

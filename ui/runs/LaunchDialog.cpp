@@ -17,6 +17,7 @@
 #include <QSaveFile>
 #include <QVBoxLayout>
 
+#include "common/Text.h"
 #include "hosts/HostsEditor.h"
 #include "hosts/PreflightRunner.h"
 #include "hosts/PreflightTable.h"
@@ -29,12 +30,6 @@
 #include "stagecraft/store/run_store.h"
 
 namespace launch = stagecraft::launch;
-
-namespace {
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-
-}  // namespace
 
 LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Launch run"));

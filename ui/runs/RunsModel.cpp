@@ -9,11 +9,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/Text.h"
+
 namespace store = stagecraft::store;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 bool sameLoss(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 

@@ -19,6 +19,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "common/Text.h"
 #include "runs/RankStateGrid.h"
 #include "runs/RunCharts.h"
 #include "runs/RunLogView.h"
@@ -30,7 +31,6 @@ namespace store = stagecraft::store;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 constexpr const char* kStates[] = {"queued", "running", "succeeded", "failed", "cancelled", "lost"};
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "common/ImageExport.h"
+#include "common/Text.h"
 #include "schedule/ScheduleTimelineItem.h"
 
 using stagecraft::config::Schedule;
@@ -62,7 +63,7 @@ void ScheduleView::setPlan(const stagecraft::plan::Plan& plan) {
   m_timeline = simulateSchedule(schedule, p, v, drawn);
   m_item->setTimeline(m_timeline);
 
-  const QString name = QString::fromLatin1(std::string(stagecraft::config::to_string(schedule)).c_str());
+  const QString name = qs(stagecraft::config::to_string(schedule));
   QString text = interleaved ? tr("%1 · p = %2 · v = %3 · m = %4").arg(name).arg(p).arg(v).arg(m)
                              : tr("%1 · p = %2 · m = %3").arg(name).arg(p).arg(m);
   if (!m_timeline.ok) {

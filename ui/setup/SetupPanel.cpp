@@ -11,6 +11,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "common/Text.h"
 #include "document/PlanDocument.h"
 #include "stagecraft/plan/device.h"
 
@@ -27,7 +28,6 @@ constexpr int kMaxNodes = 1 << 17;
 // Parallel degrees and GPUs per node: a file may hold any of these; the field must show it.
 constexpr int kMaxDegree = 1 << 20;
 
-QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
 template <typename E>
 QList<QPair<QString, QString>> enumItems(std::initializer_list<E> values) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "common/Text.h"
 #include "stagecraft/config/run_config.h"
 #include "stages/StageBars.h"
 #include "stages/StageStrip.h"
@@ -49,7 +50,7 @@ void StageEditor::setPlan(const stagecraft::plan::Plan& plan) {
     worst = std::max(worst, s.relative_cost);
   }
   const auto kind = plan.config.pipeline.partition;
-  const QString how = QString::fromLatin1(std::string(stagecraft::config::to_string(kind)).c_str());
+  const QString how = qs(stagecraft::config::to_string(kind));
   m_summary->setText(tr("%1 layers on %2 %3 (%4): %5 · slowest stage %6x the average")
                          .arg(plan.layer_stage.size())
                          .arg(plan.num_stages())

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "common/StageColors.h"
+#include "common/Text.h"
 #include "topology/TopologyItems.h"
 
 using stagecraft::config::Axis;
@@ -314,7 +315,7 @@ void TopologyScene::updateInfoText() {
                .arg(m_plan.dp)
                .arg(m_plan.tp)
                .arg(m_plan.pp)
-               .arg(QString::fromUtf8(std::string(stagecraft::config::to_string(m_plan.topology.spec().tp_mode)).c_str()));
+               .arg(qs(stagecraft::config::to_string(m_plan.topology.spec().tp_mode)));
   } else {
     const auto& g = m_selectedGroups;
     auto vec = [](const QList<int>& l) { return std::vector<int>(l.begin(), l.end()); };
@@ -325,7 +326,7 @@ void TopologyScene::updateInfoText() {
     const QStringList sub = selectedSubgroups();
     if (!sub.isEmpty()) {
       text += QStringLiteral("\n%1 sub-groups (side %2):   ")
-                  .arg(QString::fromUtf8(std::string(stagecraft::config::to_string(m_plan.topology.spec().tp_mode)).c_str()))
+                  .arg(qs(stagecraft::config::to_string(m_plan.topology.spec().tp_mode)))
                   .arg(m_plan.topology.tensor_grid_side()) +
               sub.join(QStringLiteral("   "));
     }
