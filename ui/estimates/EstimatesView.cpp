@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "common/Text.h"
 #include "estimates/EstimateCharts.h"
 
 namespace {
@@ -23,7 +24,6 @@ QString siNumber(double v) {
   return QString::number(v, 'g', 4) + QString::fromLatin1(units[u]);
 }
 
-QString percent(double f) { return QString::number(100.0 * f, 'f', 1) + QLatin1Char('%'); }
 
 }  // namespace
 
@@ -68,9 +68,9 @@ void EstimatesView::setPlan(const stagecraft::plan::Plan& plan) {
                         "bubble %7 of the step (schedule formula %8) · m = %9 micro-batches")
                          .arg(e.tflops_per_gpu, 0, 'f', 1)
                          .arg(e.model_tflops_per_gpu, 0, 'f', 1)
-                         .arg(percent(e.mfu), siNumber(e.tokens_per_s), siNumber(e.params_total),
-                              QString::fromStdString(stagecraft::plan::format_seconds(e.step_time_s)), percent(e.bubble_fraction),
-                              percent(plan.bubble_fraction()))
+                         .arg(percentText(e.mfu), siNumber(e.tokens_per_s), siNumber(e.params_total),
+                              QString::fromStdString(stagecraft::plan::format_seconds(e.step_time_s)), percentText(e.bubble_fraction),
+                              percentText(plan.bubble_fraction()))
                          .arg(plan.micro_batches));
   QStringList warnings;
   for (const auto& w : plan.warnings) warnings << QStringLiteral("⚠ ") + QString::fromStdString(w);

@@ -21,7 +21,6 @@ constexpr int kMaxDrawnBlocks = 6000;  // forward + backward blocks over every r
 constexpr double kTitleGap = 8.0;      // scene units between the title and the timeline
 constexpr int kTitleFontPx = 13;
 
-QString percent(double f) { return QString::number(100.0 * f, 'f', 1) + QLatin1Char('%'); }
 
 }  // namespace
 
@@ -70,9 +69,9 @@ void ScheduleView::setPlan(const stagecraft::plan::Plan& plan) {
     text += tr(" · these op orders do not complete; check pipeline.schedule and the micro-batch count");
   } else {
     text += tr(" · simulated bubble %1 of the ranks' time (forward 1, backward 2 units, no communication)")
-                .arg(percent(m_timeline.idleFraction()));
-    text += interleaved ? tr(" · formula (p-1)/(v m) = %1 of the ideal step").arg(percent(plan.bubble_fraction()))
-                        : tr(" · formula (p-1)/m = %1 of the ideal step").arg(percent(plan.bubble_fraction()));
+                .arg(percentText(m_timeline.idleFraction()));
+    text += interleaved ? tr(" · formula (p-1)/(v m) = %1 of the ideal step").arg(percentText(plan.bubble_fraction()))
+                        : tr(" · formula (p-1)/m = %1 of the ideal step").arg(percentText(plan.bubble_fraction()));
   }
   if (drawn < m) text += tr(" · showing the first %1 of %2 micro-batches (the simulated bubble is for those)").arg(drawn).arg(m);
   m_header->setText(text);

@@ -10,16 +10,13 @@
 #include <thread>
 
 #include "run_common.h"
+#include "stagecraft/core/clock.h"
 #include "stagecraft/launch/local_run.h"
 #include "stagecraft/launch/worker_env.h"
 
 namespace stagecraft::launch {
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The wrapper every rank runs under; arguments: CWD LOCAL_WORLD_SIZE SILENCE_S PROGRAM ARGS...
 // Commands on stdin: TERM, KILL, PING (the launcher's heartbeat); end of stdin kills the group,
@@ -112,18 +109,18 @@ class RemoteRank final : public RankProcess {
     }
     // A failed write shows as a lost connection on the next read.
     if (channel_->unwritten() > 0) (void)channel_->flush();  // what a full remote window held back
-    if (killed_at_ == 0 && now_s() - last_ping_ >= heartbeat_s_) {
-      last_ping_ = now_s();
+    if (killed_at_ == 0 && monotonic_seconds() - last_ping_ >= heartbeat_s_) {
+      last_ping_ = monotonic_seconds();
       (void)channel_->write("PING\n");
     }
     if (!status_) {
       status_ = channel_->exit_status();
-      if (status_) status_at_ = now_s();
+      if (status_) status_at_ = monotonic_seconds();
     }
     // Output after the status: read it here too (held for read_available), so the end of the
     // streams is seen even while only exits are polled (stopping the run).
     if (status_ && !streams_ended_ && node_->lost.empty()) (void)pull(held_out_, held_err_);
-    if (status_ && (streams_ended_ || channel_->closed() || now_s() - status_at_ >= kOutputAfterExitWait_s)) {
+    if (status_ && (streams_ended_ || channel_->closed() || monotonic_seconds() - status_at_ >= kOutputAfterExitWait_s)) {
       ExitInfo e;
       if (*status_ < 0) {
         e.code = 255;
@@ -136,7 +133,7 @@ class RemoteRank final : public RankProcess {
       return exit_;
     }
     // A KILL the node never confirmed (the link is gone but TCP has not yet given up).
-    if (killed_at_ > 0 && now_s() - killed_at_ > kill_wait_s_) {
+    if (killed_at_ > 0 && monotonic_seconds() - killed_at_ > kill_wait_s_) {
       node_->lost = "no answer to KILL within " + std::to_string(static_cast<int>(kill_wait_s_)) + " s";
       exit_ = ExitInfo{255, 0};
     }
@@ -149,7 +146,7 @@ class RemoteRank final : public RankProcess {
     if (exit_ || !node_->lost.empty()) return;
     (void)channel_->write("KILL\n");
     (void)channel_->send_eof();
-    if (killed_at_ == 0) killed_at_ = now_s();
+    if (killed_at_ == 0) killed_at_ = monotonic_seconds();
   }
 
  private:

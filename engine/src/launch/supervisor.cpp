@@ -9,15 +9,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "stagecraft/core/clock.h"
+
 namespace stagecraft::launch {
-
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 std::string_view to_string(RunOutcome::State s) {
   switch (s) {
@@ -86,7 +80,7 @@ void Supervisor::handle_output(Rank& r, std::string& buffer, bool is_stderr, boo
     if (!is_stderr && !line.empty() && line.front() == '{') {
       auto j = Json::parse(line);
       if (j.ok() && j->is_object() && j->find("event") && j->find("event")->is_string()) {
-        last_event_ = now_s();
+        last_event_ = monotonic_seconds();
         if (j->find("event")->as_string() == "error") {
           if (const Json* m = j->find("message"); m && m->is_string()) r.last_error = m->as_string();
         }
@@ -106,8 +100,8 @@ void Supervisor::stop_all(double grace_s) {
   for (auto& r : ranks_) {
     if (!r->exit) r->process->terminate();
   }
-  const double deadline = now_s() + grace_s;
-  while (now_s() < deadline) {
+  const double deadline = monotonic_seconds() + grace_s;
+  while (monotonic_seconds() < deadline) {
     bool all = true;
     for (auto& r : ranks_) {
       if (!r->exit) r->exit = r->process->poll_exit();
@@ -121,12 +115,12 @@ void Supervisor::stop_all(double grace_s) {
   }
   // A rank that SIGKILL cannot end (stuck in the kernel: a hung file system or driver) is given
   // up after reap_wait_s rather than hanging the supervisor.
-  const double reap_deadline = now_s() + options_.reap_wait_s;
+  const double reap_deadline = monotonic_seconds() + options_.reap_wait_s;
   for (auto& r : ranks_) {
     while (!r->exit) {
       r->exit = r->process->poll_exit();
       if (r->exit) break;
-      if (now_s() > reap_deadline) {
+      if (monotonic_seconds() > reap_deadline) {
         r->exit = ExitInfo{255, SIGKILL};
         r->last_error = "did not end within " + std::to_string(static_cast<int>(options_.reap_wait_s)) + " s of SIGKILL";
         break;
@@ -138,7 +132,7 @@ void Supervisor::stop_all(double grace_s) {
 
 RunOutcome Supervisor::run() {
   RunOutcome outcome;
-  last_event_ = now_s();
+  last_event_ = monotonic_seconds();
   bool failing = false;
   while (true) {
     std::vector<pollfd> fds;
@@ -186,7 +180,7 @@ RunOutcome Supervisor::run() {
       outcome.state = RunOutcome::State::kCancelled;
       outcome.reason = "cancelled";
     }
-    if (!failing && options_.hang_timeout_s > 0 && now_s() - last_event_ > options_.hang_timeout_s) {
+    if (!failing && options_.hang_timeout_s > 0 && monotonic_seconds() - last_event_ > options_.hang_timeout_s) {
       failing = true;
       outcome.state = RunOutcome::State::kHung;
       char buf[160];

@@ -5,13 +5,11 @@
 #include <chrono>
 #include <cmath>
 
+#include "stagecraft/core/clock.h"
+
 namespace stagecraft::store {
 
 namespace {
-
-double now_unix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 double number_or_nan(const Json& e, std::string_view key) {
   const Json* v = e.find(key);
@@ -46,7 +44,7 @@ RunRecorder::RunRecorder(RunStore& store, int64_t run_id, RecorderOptions option
 RunRecorder::~RunRecorder() { (void)finish(); }
 
 void RunRecorder::on_event(int rank, const Json& event) {
-  const double t = now_unix();
+  const double t = unix_seconds();
   EventRow row;
   row.rank = rank;
   row.time = t;
@@ -63,7 +61,7 @@ void RunRecorder::on_event(int rank, const Json& event) {
 }
 
 void RunRecorder::on_log(int rank, bool is_stderr, const std::string& line) {
-  LogRow row{rank, is_stderr, now_unix(), line};
+  LogRow row{rank, is_stderr, unix_seconds(), line};
   std::unique_lock lock(mu_);
   wait_for_room(lock);
   pending_.logs.push_back(std::move(row));

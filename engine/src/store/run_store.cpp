@@ -9,15 +9,12 @@
 
 #include "schema.h"
 #include "sqlite_db.h"
+#include "stagecraft/core/clock.h"
 #include "stagecraft/core/json.h"
 
 namespace stagecraft::store {
 
 namespace {
-
-double now_unix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string hosts_to_json(const std::vector<std::string>& hosts) { return Json::array_of(hosts).dump(); }
 
@@ -124,7 +121,7 @@ struct RunStore::Impl {
       return Status::invalid_input("run " + std::to_string(id) + " is " + std::string(to_string(from.value())) + "; it cannot become " +
                                    std::string(to_string(to)));
     }
-    const double t = now_unix();
+    const double t = unix_seconds();
     auto up = db.prepare(
         "UPDATE runs SET state = ?1, reason = ?2, "
         "started = CASE WHEN ?1 = 'running' THEN ?3 ELSE started END, "
@@ -240,7 +237,7 @@ Result<int64_t> RunStore::create_run(const NewRun& run) {
       "supervisor_start_ticks, supervisor_boot_id, supervisor_host) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       SC_SQL_SITE);
   if (!st.ok()) return st.status();
-  const double t = now_unix();
+  const double t = unix_seconds();
   st->bind(1, run.name).bind(2, t).bind(3, run.config_yaml).bind(4, run.plan_json).bind(5, hosts_to_json(run.hosts));
   st->bind(6, run.world_size).bind(7, run.total_steps).bind(8, run.supervisor.pid).bind(9, run.supervisor.start_ticks);
   st->bind(10, run.supervisor.boot_id).bind(11, run.supervisor.host);
