@@ -3,7 +3,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 
 namespace stagecraft::cli {
 
@@ -18,10 +18,10 @@ int cmd_devices(const std::vector<std::string>& argv) {
   std::string out;
   if (args->has("--json")) {
     Json list = Json::array();
-    for (const auto& d : plan::device_catalog()) list.push_back(plan::device_to_json(d));
+    for (const auto& d : config::device_catalog()) list.push_back(config::device_to_json(d));
     out = list.dump(2) + "\n";
   } else {
-    out = plan::devices_to_text(plan::device_catalog());
+    out = config::devices_to_text(config::device_catalog());
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;

@@ -12,7 +12,7 @@
 #include "args.h"
 #include "commands.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/config/frameworks.h"
+#include "stagecraft/interop/frameworks.h"
 
 namespace stagecraft::cli {
 
@@ -36,25 +36,25 @@ int cmd_export(const std::vector<std::string>& argv) {
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input("export: expected one CONFIG file (usage: stagecraft-cli export CONFIG [key=value ...] --to " +
-                                        config::framework_choices() + " [-o FILE])"));
+                                        stagecraft::interop::framework_choices() + " [-o FILE])"));
   }
   const auto to = args->option("--to");
-  if (!to) return report(Status::invalid_input("export: --to FORMAT is required; FORMAT is " + config::framework_choices()));
-  const auto framework = config::parse_framework(*to);
-  if (!framework) return report(Status::invalid_input("export: --to " + *to + ": unknown format; choose " + config::framework_choices()));
+  if (!to) return report(Status::invalid_input("export: --to FORMAT is required; FORMAT is " + stagecraft::interop::framework_choices()));
+  const auto framework = stagecraft::interop::parse_framework(*to);
+  if (!framework) return report(Status::invalid_input("export: --to " + *to + ": unknown format; choose " + stagecraft::interop::framework_choices()));
   const auto out = args->option("-o");
   if (out && out->empty()) return report(Status::invalid_input("export: -o needs a file name"));
 
   auto cfg = config::load_config_file(args->positionals[0], args->overrides);
   if (!cfg.ok()) return report(cfg.status());
-  config::ExportOptions options;
-  if (out && *framework == config::Framework::kLibai) options.config_path = *out;
-  auto exported = config::export_files(cfg.value(), *framework, options);
+  stagecraft::interop::ExportOptions options;
+  if (out && *framework == stagecraft::interop::Framework::kLibai) options.config_path = *out;
+  auto exported = stagecraft::interop::export_files(cfg.value(), *framework, options);
   if (!exported.ok()) return report(exported.status().with_context("export --to " + *to));
   for (const auto& note : exported->notes) std::fprintf(stderr, "stagecraft-cli: note: %s\n", note.c_str());
 
   if (!out) {
-    auto text = config::export_config(cfg.value(), *framework, options);
+    auto text = stagecraft::interop::export_config(cfg.value(), *framework, options);
     if (!text.ok()) return report(text.status());
     std::fwrite(text->data(), 1, text->size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;

@@ -9,7 +9,7 @@
 #include "args.h"
 #include "commands.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/config/frameworks.h"
+#include "stagecraft/interop/frameworks.h"
 
 namespace stagecraft::cli {
 
@@ -18,15 +18,15 @@ int cmd_import(const std::vector<std::string>& argv) {
   spec.options = {"--from", "--base", "-o"};
   auto args = parse_args(argv, spec, "import");
   if (!args.ok()) return report(args.status());
-  const std::string choices = config::framework_choices(true);
+  const std::string choices = stagecraft::interop::framework_choices(true);
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input("import: expected one FILE (usage: stagecraft-cli import FILE --from " + choices +
                                         " [--base CONFIG] [-o OUT.yaml])"));
   }
   const auto from = args->option("--from");
   if (!from) return report(Status::invalid_input("import: --from FORMAT is required; FORMAT is " + choices));
-  const auto framework = config::parse_framework(*from);
-  if (!framework || !config::can_import(*framework)) {
+  const auto framework = stagecraft::interop::parse_framework(*from);
+  if (!framework || !stagecraft::interop::can_import(*framework)) {
     return report(Status::invalid_input("import: --from " + *from + ": " +
                                         (framework ? "Stagecraft cannot import it (Megatron-LM's configuration is a command line)"
                                                    : std::string("unknown format")) +
@@ -44,7 +44,7 @@ int cmd_import(const std::vector<std::string>& argv) {
   const std::string& path = args->positionals[0];
   auto text = config::read_text_file(path);
   if (!text.ok()) return report(text.status());
-  auto imported = config::import_config(text.value(), *framework, base ? &*base : nullptr, path);
+  auto imported = stagecraft::interop::import_config(text.value(), *framework, base ? &*base : nullptr, path);
   if (!imported.ok()) return report(imported.status());
   const std::string yaml = config::to_yaml(imported.value());
   if (out) {

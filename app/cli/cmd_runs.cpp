@@ -326,7 +326,7 @@ int cmd_runs(const std::vector<std::string>& argv) {
       if (o == "--db") continue;
       if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) return Status::invalid_input("runs " + sub + ": " + o + " does not apply here");
     }
-    return Status::ok();
+    return Status::OK();
   };
   Status fits;
   if (sub == "list") {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "stagecraft/comm/gloo_communicator.h"
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/worker_env.h"
@@ -75,11 +75,11 @@ int run() {
   if (!env.ok()) return fail(env.status());
   g_rank = env->rank;
   runtime::cpu::set_num_threads(env->threads);
-  comm::StoreClientOptions so;
+  comm::RendezvousClientOptions so;
   so.host = env->master_addr;
   so.port = env->master_port;
   so.token = env->token;
-  auto store = comm::StoreClient::connect(so);
+  auto store = comm::RendezvousClient::connect(so);
   if (!store.ok()) return fail(store.status());
   auto yaml = store.value()->get("config");
   if (!yaml.ok()) return fail(yaml.status().with_context("fetching the run configuration"));

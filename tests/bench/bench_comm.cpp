@@ -15,7 +15,7 @@
 //   bench_comm [--procs 2,4,8] [--min-bytes 4096] [--max-bytes 67108864]
 #include "stagecraft/comm/communicator.h"
 #include "stagecraft/comm/gloo_communicator.h"
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
 
@@ -54,11 +54,11 @@ int iterations_for(size_t bytes) {
 int run_worker() {
   auto env = launch::read_worker_env();
   if (!env.ok()) die(env.status().message());
-  StoreClientOptions so;
+  RendezvousClientOptions so;
   so.host = env->master_addr;
   so.port = env->master_port;
   so.token = env->token;
-  auto store = StoreClient::connect(so);
+  auto store = RendezvousClient::connect(so);
   if (!store.ok()) die(store.status().message());
   auto device = GlooDevice::create(gloo_device_options_from_env(*store.value()));
   if (!device.ok()) die(device.status().message());
@@ -127,10 +127,10 @@ std::string self_exe() {
 
 // Runs one P-process benchmark and relays rank 0's table; fails on any rank's failure.
 void run_world(int P, size_t min_bytes, size_t max_bytes) {
-  StoreServerOptions so;
+  RendezvousServerOptions so;
   so.host = "127.0.0.1";
   so.token = launch::random_token();
-  auto server = StoreServer::start(so);
+  auto server = RendezvousServer::start(so);
   if (!server.ok()) die(server.status().message());
   std::vector<std::unique_ptr<launch::LocalProcess>> procs;
   for (int r = 0; r < P; ++r) {

@@ -24,19 +24,19 @@ class Solo final : public runtime::CommGroup {
  public:
   int size() const override { return 1; }
   int rank() const override { return 0; }
-  Status all_reduce_sum(float*, size_t) override { return Status::ok(); }
-  Status all_reduce_sum(double*, size_t) override { return Status::ok(); }
+  Status all_reduce_sum(float*, size_t) override { return Status::OK(); }
+  Status all_reduce_sum(double*, size_t) override { return Status::OK(); }
   Status reduce_scatter_sum(const float* in, float* out, size_t n) override {
     std::copy(in, in + n, out);
-    return Status::ok();
+    return Status::OK();
   }
   Status all_gather(const float* in, float* out, size_t n) override {
     std::copy(in, in + n, out);
-    return Status::ok();
+    return Status::OK();
   }
   Status send(const float*, size_t, int, uint32_t) override { return Status::internal("solo: no peers"); }
   Status recv(float*, size_t, int, uint32_t) override { return Status::internal("solo: no peers"); }
-  Status wait_sends() override { return Status::ok(); }
+  Status wait_sends() override { return Status::OK(); }
 };
 
 }  // namespace

@@ -85,28 +85,28 @@ class ThreadComm final : public runtime::CommGroup {
       out[i] = static_cast<float>(s);
     }
     hub_->done();
-    return Status::ok();
+    return Status::OK();
   }
   Status all_gather(const float* in, float* out, size_t count) override {
     hub_->deposit(rank_, in, count);
     for (int r = 0; r < size(); ++r) std::copy(hub_->slot<float>(r).begin(), hub_->slot<float>(r).end(), out + static_cast<size_t>(r) * count);
     hub_->done();
-    return Status::ok();
+    return Status::OK();
   }
   Status send(const float* data, size_t count, int peer, uint32_t tag) override {
     hub_->post(rank_, peer, tag, data, count);
-    return Status::ok();
+    return Status::OK();
   }
   Status recv(float* data, size_t count, int peer, uint32_t tag) override {
     hub_->take(peer, rank_, tag, data, count);
-    return Status::ok();
+    return Status::OK();
   }
-  Status wait_sends() override { return Status::ok(); }
+  Status wait_sends() override { return Status::OK(); }
 
  private:
   template <typename T>
   Status reduce(T* data, size_t count) {
-    if (size() == 1) return Status::ok();
+    if (size() == 1) return Status::OK();
     hub_->deposit(rank_, data, count);
     for (size_t i = 0; i < count; ++i) {
       double s = 0;
@@ -114,7 +114,7 @@ class ThreadComm final : public runtime::CommGroup {
       data[i] = static_cast<T>(s);
     }
     hub_->done();
-    return Status::ok();
+    return Status::OK();
   }
   std::shared_ptr<ThreadHub> hub_;
   int rank_;

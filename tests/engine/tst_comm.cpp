@@ -8,7 +8,7 @@
 // main() is written out instead of QTEST_APPLESS_MAIN because a worker must not run the suite.
 #include "stagecraft/comm/communicator.h"
 #include "stagecraft/comm/gloo_communicator.h"
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
 #include "stagecraft/plan/topology.h"
@@ -53,14 +53,14 @@ int env_int(const char* name, int fallback) {
 #define EXPECT_OK(status_expr)                                                       \
   do {                                                                               \
     const Status s_ = (status_expr);                                                 \
-    EXPECT(s_.is_ok(), "%s: %s", #status_expr, s_.message().c_str());                \
+    EXPECT(s_.ok(), "%s: %s", #status_expr, s_.message().c_str());                \
   } while (0)
 
 int g_rank = -1;
 
 struct Worker {
   launch::WorkerEnv env;
-  std::unique_ptr<StoreClient> store;
+  std::unique_ptr<RendezvousClient> store;
   std::shared_ptr<GlooDevice> device;
   GlooOptions options;
 };
@@ -71,13 +71,13 @@ Worker start_worker() {
   EXPECT(env.ok(), "%s", env.status().message().c_str());
   w.env = env.value();
   g_rank = w.env.rank;
-  StoreClientOptions so;
+  RendezvousClientOptions so;
   so.host = w.env.master_addr;
   so.port = w.env.master_port;
   so.token = w.env.token;
   so.connect_timeout = milliseconds(10000);
   so.timeout = milliseconds(10000);
-  auto store = StoreClient::connect(so);
+  auto store = RendezvousClient::connect(so);
   EXPECT(store.ok(), "%s", store.status().message().c_str());
   w.store = std::move(store).value();
   auto device = GlooDevice::create(gloo_device_options_from_env(*w.store));
@@ -319,7 +319,7 @@ int run_failure(Worker& w, const std::string& scenario) {
     }
     const auto t0 = Clock::now();
     Status s;
-    while (s.is_ok() && Clock::now() - t0 < milliseconds(10000)) s = c->all_reduce(std::span<float>(big), ReduceOp::kAvg);
+    while (s.ok() && Clock::now() - t0 < milliseconds(10000)) s = c->all_reduce(std::span<float>(big), ReduceOp::kAvg);
     report(s, t0);
     if (killer.joinable()) killer.join();
     return 0;
@@ -343,7 +343,7 @@ int run_failure(Worker& w, const std::string& scenario) {
   // The communicator stays broken: a later call returns the first error at once.
   const auto t1 = Clock::now();
   const Status again = c->barrier();
-  EXPECT(!again.is_ok() && again.message().find("earlier failure") != std::string::npos, "after a failure: %s",
+  EXPECT(!again.ok() && again.message().find("earlier failure") != std::string::npos, "after a failure: %s",
          again.message().c_str());
   EXPECT(Clock::now() - t1 < milliseconds(100), "a broken communicator must answer at once");
   return 0;
@@ -374,10 +374,10 @@ std::string self_exe() {
 // collects their output and exits; kills them all past `limit`.
 std::vector<RankOutput> run_ranks(const std::string& role, int world, int spawn,
                                   const std::map<std::string, std::string>& extra, milliseconds limit) {
-  StoreServerOptions so;
+  RendezvousServerOptions so;
   so.host = "127.0.0.1";
   so.token = launch::random_token();
-  auto server = StoreServer::start(so);
+  auto server = RendezvousServer::start(so);
   if (!server.ok()) qFatal("%s", server.status().message().c_str());
 
   std::vector<std::unique_ptr<launch::LocalProcess>> procs;
@@ -536,13 +536,13 @@ class TestComm : public QObject {
     QVERIFY(c.ok());
     Communicator& comm = *c.value();
     std::vector<float> data = {1, 2, 3}, out(3);
-    QVERIFY(comm.all_reduce(std::span<float>(data), ReduceOp::kAvg).is_ok());
+    QVERIFY(comm.all_reduce(std::span<float>(data), ReduceOp::kAvg).ok());
     QCOMPARE(data, (std::vector<float>{1, 2, 3}));
-    QVERIFY(comm.reduce_scatter(std::span<const float>(data), std::span<float>(out)).is_ok());
+    QVERIFY(comm.reduce_scatter(std::span<const float>(data), std::span<float>(out)).ok());
     QCOMPARE(out, data);
-    QVERIFY(comm.all_gather(std::span<const float>(data), std::span<float>(out)).is_ok());
-    QVERIFY(comm.broadcast(std::span<float>(data), 0).is_ok());
-    QVERIFY(comm.barrier().is_ok());
+    QVERIFY(comm.all_gather(std::span<const float>(data), std::span<float>(out)).ok());
+    QVERIFY(comm.broadcast(std::span<float>(data), 0).ok());
+    QVERIFY(comm.barrier().ok());
     QCOMPARE(comm.send(std::span<const float>(data), 0).code(), Status::Code::kInvalidInput);
     QCOMPARE(comm.global_rank(), 5);
     QCOMPARE(comm.group_rank_of(5), 0);
@@ -562,15 +562,15 @@ class TestComm : public QObject {
     QFETCH(QList<int>, ranks);
     QFETCH(int, me);
     QFETCH(QString, mentions);
-    StoreServerOptions so;
+    RendezvousServerOptions so;
     so.host = "127.0.0.1";
     so.token = "t";
-    auto server = StoreServer::start(so);
+    auto server = RendezvousServer::start(so);
     QVERIFY(server.ok());
-    StoreClientOptions co;
+    RendezvousClientOptions co;
     co.port = server.value()->port();
     co.token = "t";
-    auto store = StoreClient::connect(co);
+    auto store = RendezvousClient::connect(co);
     QVERIFY(store.ok());
     auto device = GlooDevice::create(gloo_device_options_from_env(*store.value()));
     QVERIFY2(device.ok(), device.status().message().c_str());
@@ -597,14 +597,14 @@ class TestComm : public QObject {
     QFETCH(QString, hostname);
     QFETCH(QString, want_iface);
     QFETCH(QString, want_host);
-    StoreServerOptions so;
+    RendezvousServerOptions so;
     so.host = "127.0.0.1";
     so.token = "t";
-    auto server = StoreServer::start(so);
-    StoreClientOptions co;
+    auto server = RendezvousServer::start(so);
+    RendezvousClientOptions co;
     co.port = server.value()->port();
     co.token = "t";
-    auto store = StoreClient::connect(co);
+    auto store = RendezvousClient::connect(co);
     QVERIFY(store.ok());
     const std::map<std::string, std::string> env = {{"STAGECRAFT_GLOO_IFNAME", ifname.toStdString()},
                                                      {"GLOO_SOCKET_IFNAME", gloo_ifname.toStdString()},

@@ -701,7 +701,7 @@ class TestConfig : public QObject {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const std::string saved = dir.filePath("saved.yaml").toStdString();
-    QVERIFY(save_config_file(saved, c.value()).is_ok());
+    QVERIFY(save_config_file(saved, c.value()).ok());
     auto loaded = load_config_file(saved);
     QVERIFY2(loaded.ok(), loaded.status().message().c_str());
     QVERIFY(loaded.value() == c.value());

@@ -1,7 +1,7 @@
 // Device catalog and the config's device: names, figures, overrides, new devices, errors.
 // Engine headers first: Qt's `slots` keyword macro would rewrite HostSlots::slots.
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 #include "stagecraft/plan/plan.h"
 
 #include <QtTest>
@@ -25,7 +25,7 @@ class TestDevice : public QObject {
   void catalogHasTheIssuesNamesInOrder() {
     const QStringList expected = {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX-4090", "cpu"};
     QStringList names;
-    for (const auto& d : plan::device_catalog()) names << QString::fromStdString(d.name);
+    for (const auto& d : config::device_catalog()) names << QString::fromStdString(d.name);
     QCOMPARE(names, expected);
   }
 
@@ -54,7 +54,7 @@ class TestDevice : public QObject {
     QFETCH(double, tf32);
     QFETCH(double, intra_gbps);
     QFETCH(double, inter_gbps);
-    const plan::DeviceSpec* d = plan::find_device(name.toStdString());
+    const config::DeviceSpec* d = config::find_device(name.toStdString());
     QVERIFY(d);
     QCOMPARE(d->memory_gib, memory_gib);
     QCOMPARE(d->bf16_tflops, bf16);
@@ -67,17 +67,17 @@ class TestDevice : public QObject {
   }
 
   void peakFollowsPrecision() {
-    const auto* a100 = plan::find_device("A100-80GB");
+    const auto* a100 = config::find_device("A100-80GB");
     QCOMPARE(a100->peak_tflops(config::Precision::kBf16), 312.0);
     QCOMPARE(a100->peak_tflops(config::Precision::kFp32), 156.0);  // tf32 tensor cores
-    const auto* v100 = plan::find_device("v100");                  // any case
+    const auto* v100 = config::find_device("v100");                  // any case
     QVERIFY(v100);
     QCOMPARE(v100->peak_tflops(config::Precision::kFp32), 15.7);   // no tf32
     QCOMPARE(v100->peak_tflops(config::Precision::kBf16), 0.0);
   }
 
   void cpuDescribesThisMachine() {
-    const auto* cpu = plan::find_device("cpu");
+    const auto* cpu = config::find_device("cpu");
     QVERIFY(cpu && cpu->is_cpu);
     QVERIFY(cpu->memory_gib > 0.1);
     QVERIFY(cpu->fp32_tflops > 0);
@@ -87,7 +87,7 @@ class TestDevice : public QObject {
   void overridesAndNewDevices() {
     auto c = load("cluster: {device: {base: A100-80GB, memory_gib: 40}, inter_node_gbps: 800}\n");
     QVERIFY2(c.ok(), c.status().message().c_str());
-    auto d = plan::resolve_device(c->cluster);
+    auto d = config::resolve_device(c->cluster);
     QVERIFY(d.ok());
     QCOMPARE(d->memory_gib, 40.0);
     QCOMPARE(d->bf16_tflops, 312.0);
@@ -97,7 +97,7 @@ class TestDevice : public QObject {
     // A dotted override turns `device: NAME` into {base: NAME, ...}.
     auto o = load("cluster: {device: H100-SXM}\n", {"cluster.device.memory_gib=64", "cluster.intra_node_gbps=1000"});
     QVERIFY2(o.ok(), o.status().message().c_str());
-    auto od = plan::resolve_device(o->cluster);
+    auto od = config::resolve_device(o->cluster);
     QVERIFY(od.ok());
     QCOMPARE(od->memory_gib, 64.0);
     QCOMPARE(od->bf16_tflops, 989.4);
@@ -105,7 +105,7 @@ class TestDevice : public QObject {
 
     auto n = load("cluster: {device: {name: NPU-1, memory_gib: 64, fp32_tflops: 40, bf16_tflops: 400, memory_gbps: 3000}}\n");
     QVERIFY2(n.ok(), n.status().message().c_str());
-    auto nd = plan::resolve_device(n->cluster);
+    auto nd = config::resolve_device(n->cluster);
     QVERIFY(nd.ok());
     QCOMPARE(QString::fromStdString(nd->name), QString("NPU-1"));
     QCOMPARE(nd->peak_tflops(config::Precision::kBf16), 400.0);

@@ -7,8 +7,8 @@
 // configs/*.yaml exported and imported back through every format with an import.
 // Engine headers before QtTest: Qt's `slots` keyword macro would rename HostSlots::slots.
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/config/frameworks.h"
-#include "stagecraft/config/python_literal.h"
+#include "stagecraft/interop/frameworks.h"
+#include "stagecraft/interop/python_literal.h"
 #include "stagecraft/config/validate.h"
 #include "stagecraft/plan/plan.h"
 
@@ -20,6 +20,7 @@
 #include <vector>
 
 using namespace stagecraft::config;
+using namespace stagecraft::interop;
 using stagecraft::plan::Plan;
 
 namespace {

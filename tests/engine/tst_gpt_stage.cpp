@@ -45,7 +45,7 @@ class ThreadReducer {
       }
     }
     barrier_.arrive_and_wait();
-    return Status::ok();
+    return Status::OK();
   }
 
  private:

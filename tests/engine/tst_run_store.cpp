@@ -274,9 +274,9 @@ class TestRunStore : public QObject {
       QVERIFY(to.has_value());
       Status s = st.value()->transition(id.value(), *to, "step " + std::to_string(i));
       if (i + 1 < path.size() || allowed) {
-        QVERIFY2(s.is_ok(), s.message().c_str());
+        QVERIFY2(s.ok(), s.message().c_str());
       } else {
-        QVERIFY(!s.is_ok());
+        QVERIFY(!s.ok());
         QCOMPARE(s.code(), Status::Code::kInvalidInput);
         QVERIFY2(s.message().find("cannot become " + path[i].toStdString()) != std::string::npos, s.message().c_str());
       }
@@ -321,7 +321,7 @@ class TestRunStore : public QObject {
     done.set("event", "done");
     done.set("step", 200);
     rec.on_event(0, done);
-    QVERIFY(rec.finish().is_ok());
+    QVERIFY(rec.finish().ok());
     const RecorderStats stats = rec.stats();
     QCOMPARE(stats.events, uint64_t(401));
     QCOMPARE(stats.metrics, uint64_t(400));
@@ -394,7 +394,7 @@ class TestRunStore : public QObject {
       auto created = st.value()->create_run(sample_run(p));
       QVERIFY(created.ok());
       id = created.value();
-      QVERIFY(st.value()->transition(id, RunState::kRunning, "started").is_ok());
+      QVERIFY(st.value()->transition(id, RunState::kRunning, "started").ok());
       auto r = st.value()->get_run(id);
       QCOMPARE(r->state, RunState::kRunning);
     }
@@ -550,7 +550,7 @@ class TestRunStore : public QObject {
     RunRecorder rec(*st.value(), id.value(), o);
     const int steps = 5000;
     for (int step = 1; step <= steps; ++step) rec.on_event(0, step_event(0, step, 1.0));
-    QVERIFY(rec.finish().is_ok());
+    QVERIFY(rec.finish().ok());
     const RecorderStats stats = rec.stats();
     QCOMPARE(stats.events, uint64_t(steps));
     QCOMPARE(stats.metrics, uint64_t(steps));
@@ -568,7 +568,7 @@ class TestRunStore : public QObject {
     {
       RunRecorder rec(*st.value(), id.value());
       rec.on_event(1, step_event(1, 7, 2.5));
-      QVERIFY(rec.finish().is_ok());
+      QVERIFY(rec.finish().ok());
     }
     auto full = st.value()->list_runs();
     QVERIFY(full.ok());
@@ -602,7 +602,7 @@ class TestRunStore : public QObject {
     auto live = st.value()->create_run(sample_run(this_process_identity()));
     QVERIFY(live.ok());
     QCOMPARE(st.value()->cancel_requested(live.value()).value(), false);
-    QVERIFY(cancel_run(*st.value(), live.value()).is_ok());
+    QVERIFY(cancel_run(*st.value(), live.value()).ok());
     QCOMPARE(st.value()->cancel_requested(live.value()).value(), true);
     QCOMPARE(st.value()->request_cancel(999).code(), Status::Code::kNotFound);
     QCOMPARE(st.value()->cancel_requested(999).status().code(), Status::Code::kNotFound);

@@ -35,7 +35,7 @@ using stagecraft::Status;
 }
 
 void check_error(const Status& st, const char* what) {
-  if (st.is_ok()) broken(what, "an error Status that is ok");
+  if (st.ok()) broken(what, "an error Status that is ok");
   if (st.code() != Status::Code::kInvalidInput) broken(what, "error code is not kInvalidInput: " + st.message());
   const std::string& m = st.message();
   if (m.empty()) broken(what, "empty error message");

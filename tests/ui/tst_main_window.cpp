@@ -24,7 +24,7 @@
 using stagecraft::config::Axis;
 namespace cfg = stagecraft::config;
 
-Q_DECLARE_METATYPE(cfg::Framework)
+Q_DECLARE_METATYPE(stagecraft::interop::Framework)
 
 namespace {
 
@@ -189,11 +189,11 @@ class TestMainWindow : public QObject {
     QVERIFY(w.document()->config() == before);
     QVERIFY(!w.exportTopologyImage(dir.filePath(QStringLiteral("diagram.bmpx"))));
     QVERIFY(!w.lastError().isEmpty());
-    QVERIFY(!w.importFrom(cfg::Framework::kDeepspeed, dir.filePath(QStringLiteral("missing.json"))));
+    QVERIFY(!w.importFrom(stagecraft::interop::Framework::kDeepspeed, dir.filePath(QStringLiteral("missing.json"))));
     QVERIFY(w.document()->config() == before);
     // Colossal-AI's 2d mode cannot go to Megatron-LM: the engine's message names the key.
     QVERIFY(w.openFile(example("colossalai-2d.yaml")));
-    QVERIFY(!w.exportTo(cfg::Framework::kMegatron, dir.filePath(QStringLiteral("m.sh"))));
+    QVERIFY(!w.exportTo(stagecraft::interop::Framework::kMegatron, dir.filePath(QStringLiteral("m.sh"))));
     QVERIFY2(w.lastError().contains(QLatin1String("tp_mode")), qPrintable(w.lastError()));
     QVERIFY(w.document()->hasPlan());
   }
@@ -224,7 +224,7 @@ class TestMainWindow : public QObject {
     } else if (what == QLatin1String("schedule")) {
       ok = w.exportScheduleImage(path);
     } else {
-      ok = w.exportTo(*cfg::parse_framework(what.toStdString()), path);
+      ok = w.exportTo(*stagecraft::interop::parse_framework(what.toStdString()), path);
     }
     QVERIFY2(ok, qPrintable(w.lastError()));
     QFile f(path);
@@ -240,7 +240,7 @@ class TestMainWindow : public QObject {
       QVERIFY(bytes.contains("<svg"));
       QVERIFY(bytes.contains("</svg>"));
     } else {
-      auto expected = cfg::export_files(w.document()->config(), *cfg::parse_framework(what.toStdString()),
+      auto expected = stagecraft::interop::export_files(w.document()->config(), *stagecraft::interop::parse_framework(what.toStdString()),
                                         {fileName.toStdString()});
       QVERIFY(expected.ok());
       QCOMPARE(bytes.toStdString(), expected->files[0].text);

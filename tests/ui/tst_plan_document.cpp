@@ -10,7 +10,7 @@
 namespace cfg = stagecraft::config;
 using stagecraft::config::Axis;
 
-Q_DECLARE_METATYPE(cfg::Framework)
+Q_DECLARE_METATYPE(stagecraft::interop::Framework)
 
 namespace {
 
@@ -289,16 +289,16 @@ class TestPlanDocument : public QObject {
   }
 
   void exportWritesFiles_data() {
-    QTest::addColumn<cfg::Framework>("framework");
+    QTest::addColumn<stagecraft::interop::Framework>("framework");
     QTest::addColumn<QString>("fileName");
-    QTest::newRow("libai") << cfg::Framework::kLibai << "libai_config.py";
-    QTest::newRow("paddle") << cfg::Framework::kPaddle << "paddle.yaml";
-    QTest::newRow("colossalai") << cfg::Framework::kColossalai << "colossal_config.py";
-    QTest::newRow("megatron") << cfg::Framework::kMegatron << "megatron.sh";
-    QTest::newRow("deepspeed") << cfg::Framework::kDeepspeed << "ds_config.json";
+    QTest::newRow("libai") << stagecraft::interop::Framework::kLibai << "libai_config.py";
+    QTest::newRow("paddle") << stagecraft::interop::Framework::kPaddle << "paddle.yaml";
+    QTest::newRow("colossalai") << stagecraft::interop::Framework::kColossalai << "colossal_config.py";
+    QTest::newRow("megatron") << stagecraft::interop::Framework::kMegatron << "megatron.sh";
+    QTest::newRow("deepspeed") << stagecraft::interop::Framework::kDeepspeed << "ds_config.json";
   }
   void exportWritesFiles() {
-    QFETCH(cfg::Framework, framework);
+    QFETCH(stagecraft::interop::Framework, framework);
     QFETCH(QString, fileName);
     QTemporaryDir dir;
     PlanDocument doc;
@@ -309,7 +309,7 @@ class TestPlanDocument : public QObject {
     QVERIFY2(doc.exportTo(framework, path, &error, &notes, &written), qPrintable(error));
     QVERIFY(!written.isEmpty());
     QCOMPARE(written.first(), path);
-    auto expected = cfg::export_files(doc.config(), framework, {fileName.toStdString()});
+    auto expected = stagecraft::interop::export_files(doc.config(), framework, {fileName.toStdString()});
     QVERIFY(expected.ok());
     QCOMPARE(written.size(), static_cast<qsizetype>(expected->files.size()));
     for (const QString& f : written) {
@@ -321,12 +321,12 @@ class TestPlanDocument : public QObject {
   }
 
   void importAfterExportPlansTheSame_data() {
-    QTest::addColumn<cfg::Framework>("framework");
-    QTest::newRow("libai") << cfg::Framework::kLibai;
-    QTest::newRow("deepspeed") << cfg::Framework::kDeepspeed;
+    QTest::addColumn<stagecraft::interop::Framework>("framework");
+    QTest::newRow("libai") << stagecraft::interop::Framework::kLibai;
+    QTest::newRow("deepspeed") << stagecraft::interop::Framework::kDeepspeed;
   }
   void importAfterExportPlansTheSame() {
-    QFETCH(cfg::Framework, framework);
+    QFETCH(stagecraft::interop::Framework, framework);
     QTemporaryDir dir;
     PlanDocument source;
     QString error;
@@ -347,7 +347,7 @@ class TestPlanDocument : public QObject {
     QCOMPARE(doc.plan().layer_stage, source.plan().layer_stage);
 
     error.clear();
-    QVERIFY(!doc.importFrom(cfg::Framework::kLibai, dir.filePath(QStringLiteral("nothing.py")), &error));
+    QVERIFY(!doc.importFrom(stagecraft::interop::Framework::kLibai, dir.filePath(QStringLiteral("nothing.py")), &error));
     QVERIFY(!error.isEmpty());
   }
 

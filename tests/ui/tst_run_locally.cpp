@@ -116,7 +116,7 @@ class TestRunLocally : public QObject {
     auto st = stagecraft::store::RunStore::open(db.toStdString());
     QVERIFY(st.ok());
     const stagecraft::Status asked = stagecraft::store::cancel_run(*st.value(), run->historyRunId());
-    QVERIFY2(asked.is_ok(), asked.message().c_str());
+    QVERIFY2(asked.ok(), asked.message().c_str());
     QTRY_VERIFY_WITH_TIMEOUT(!run->isRunning(), kRunTimeoutMs);
     QCOMPARE(run->outcome(), QStringLiteral("cancelled"));
     auto rec = st.value()->get_run(run->historyRunId());

@@ -480,7 +480,7 @@ class TestRunsView : public QObject {
     auto rows = [](int from, int count) {
       std::vector<store::LogRow> out;
       out.reserve(static_cast<size_t>(count));
-      for (int i = from; i < from + count; ++i) out.push_back({i % 2, false, i, "line " + std::to_string(i)});
+      for (int i = from; i < from + count; ++i) out.push_back({i % 2, false, static_cast<double>(i), "line " + std::to_string(i)});
       return out;
     };
     RunLogView log;

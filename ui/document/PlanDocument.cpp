@@ -246,14 +246,14 @@ bool PlanDocument::saveAs(const QString& path, QString* error) {
   return true;
 }
 
-bool PlanDocument::importFrom(cfg::Framework from, const QString& path, QString* error) {
+bool PlanDocument::importFrom(stagecraft::interop::Framework from, const QString& path, QString* error) {
   auto text = cfg::read_text_file(path.toStdString());
   if (!text.ok()) {
     if (error) *error = qs(text.status().message());
     return false;
   }
   const cfg::RunConfig base = m_config;
-  auto imported = cfg::import_config(text.value(), from, &base, path.toStdString());
+  auto imported = stagecraft::interop::import_config(text.value(), from, &base, path.toStdString());
   if (!imported.ok()) {
     if (error) *error = qs(imported.status().message());
     return false;
@@ -262,7 +262,7 @@ bool PlanDocument::importFrom(cfg::Framework from, const QString& path, QString*
   return true;
 }
 
-bool PlanDocument::exportTo(cfg::Framework to, const QString& path, QString* error, QStringList* notes, QStringList* written) {
+bool PlanDocument::exportTo(stagecraft::interop::Framework to, const QString& path, QString* error, QStringList* notes, QStringList* written) {
   if (!isValid()) {
     if (error) *error = tr("cannot export an invalid configuration; fix it first: %1").arg(m_problems.first().message);
     return false;
@@ -271,9 +271,9 @@ bool PlanDocument::exportTo(cfg::Framework to, const QString& path, QString* err
     if (error) *error = tr("no file name given; choose where to write the export");
     return false;
   }
-  cfg::ExportOptions options;
+  stagecraft::interop::ExportOptions options;
   options.config_path = QFileInfo(path).fileName().toStdString();
-  auto exported = cfg::export_files(m_config, to, options);
+  auto exported = stagecraft::interop::export_files(m_config, to, options);
   if (!exported.ok()) {
     if (error) *error = qs(exported.status().message());
     return false;

@@ -24,7 +24,7 @@
 #include <optional>
 #include <vector>
 
-#include "stagecraft/config/frameworks.h"
+#include "stagecraft/interop/frameworks.h"
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/plan/plan.h"
 
@@ -82,10 +82,10 @@ class PlanDocument : public QObject {
   bool saveAs(const QString& path, QString* error);
   // Reads another framework's config, taking what it does not carry from the current config;
   // the result becomes a new untitled, modified document.
-  bool importFrom(stagecraft::config::Framework from, const QString& path, QString* error);
+  bool importFrom(stagecraft::interop::Framework from, const QString& path, QString* error);
   // Writes the export's main file at `path` and any further files (hostfile, ...) beside it,
   // under their suggested names. *notes (optional) gets what the framework runs differently.
-  bool exportTo(stagecraft::config::Framework to, const QString& path, QString* error,
+  bool exportTo(stagecraft::interop::Framework to, const QString& path, QString* error,
                 QStringList* notes = nullptr, QStringList* written = nullptr);
 
  Q_SIGNALS:

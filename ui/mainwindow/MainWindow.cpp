@@ -36,18 +36,18 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 
 struct FrameworkEntry {
-  cfg::Framework framework;
+  stagecraft::interop::Framework framework;
   const char* label;
   const char* filter;
 };
 
 // Menu order and file-dialog filters of the frameworks.
 const FrameworkEntry kFrameworks[] = {
-    {cfg::Framework::kLibai, "LiBai", "LiBai config (*.py);;All files (*)"},
-    {cfg::Framework::kPaddle, "PaddlePaddle", "PaddleFleetX config (*.yaml *.yml);;All files (*)"},
-    {cfg::Framework::kColossalai, "Colossal-AI", "Colossal-AI config (*.py);;All files (*)"},
-    {cfg::Framework::kMegatron, "Megatron-LM", "Megatron-LM launch script (*.sh);;All files (*)"},
-    {cfg::Framework::kDeepspeed, "DeepSpeed", "DeepSpeed config (*.json);;All files (*)"},
+    {stagecraft::interop::Framework::kLibai, "LiBai", "LiBai config (*.py);;All files (*)"},
+    {stagecraft::interop::Framework::kPaddle, "PaddlePaddle", "PaddleFleetX config (*.yaml *.yml);;All files (*)"},
+    {stagecraft::interop::Framework::kColossalai, "Colossal-AI", "Colossal-AI config (*.py);;All files (*)"},
+    {stagecraft::interop::Framework::kMegatron, "Megatron-LM", "Megatron-LM launch script (*.sh);;All files (*)"},
+    {stagecraft::interop::Framework::kDeepspeed, "DeepSpeed", "DeepSpeed config (*.json);;All files (*)"},
 };
 
 }  // namespace
@@ -171,8 +171,8 @@ void MainWindow::createFileMenu() {
   for (const FrameworkEntry& f : kFrameworks) {
     const QString label = QString::fromLatin1(f.label);
     const QString filter = QString::fromLatin1(f.filter);
-    const cfg::Framework fw = f.framework;
-    if (cfg::can_import(fw)) {
+    const stagecraft::interop::Framework fw = f.framework;
+    if (stagecraft::interop::can_import(fw)) {
       import->addAction(label + QStringLiteral("..."), this, [this, fw, label, filter] {
         if (!maybeSave()) return;
         const QString path = QFileDialog::getOpenFileName(this, tr("Import from %1").arg(label), startDir(), filter);
@@ -312,7 +312,7 @@ bool MainWindow::saveFileAs(const QString& path) {
   return true;
 }
 
-bool MainWindow::importFrom(cfg::Framework from, const QString& path) {
+bool MainWindow::importFrom(stagecraft::interop::Framework from, const QString& path) {
   QString error;
   if (!m_document->importFrom(from, path, &error)) {
     showError(tr("Cannot import %1").arg(QFileInfo(path).fileName()), error);
@@ -323,17 +323,17 @@ bool MainWindow::importFrom(cfg::Framework from, const QString& path) {
   return true;
 }
 
-bool MainWindow::exportTo(cfg::Framework to, const QString& path) {
+bool MainWindow::exportTo(stagecraft::interop::Framework to, const QString& path) {
   QString error;
   QStringList notes, written;
   if (!m_document->exportTo(to, path, &error, &notes, &written)) {
-    showError(tr("Cannot export to %1").arg(qs(cfg::to_string(to))), error);
+    showError(tr("Cannot export to %1").arg(qs(stagecraft::interop::to_string(to))), error);
     return false;
   }
   if (notes.isEmpty()) {
     statusBar()->showMessage(tr("Wrote %1").arg(written.join(QStringLiteral(", "))), kStatusMessageMs);
   } else {
-    showInfo(tr("Exported to %1").arg(qs(cfg::to_string(to))),
+    showInfo(tr("Exported to %1").arg(qs(stagecraft::interop::to_string(to))),
              tr("Wrote %1.\n\nWhat the framework runs differently:\n%2").arg(written.join(QStringLiteral(", ")), notes.join(QLatin1Char('\n'))));
   }
   return true;

@@ -12,7 +12,7 @@
 #include <QMainWindow>
 #include <QStringList>
 
-#include "stagecraft/config/frameworks.h"
+#include "stagecraft/interop/frameworks.h"
 
 class EstimatesView;
 class PlanDocument;
@@ -59,8 +59,8 @@ class MainWindow : public QMainWindow {
   bool openFile(const QString& path);
   bool saveFile();
   bool saveFileAs(const QString& path);
-  bool importFrom(stagecraft::config::Framework from, const QString& path);
-  bool exportTo(stagecraft::config::Framework to, const QString& path);
+  bool importFrom(stagecraft::interop::Framework from, const QString& path);
+  bool exportTo(stagecraft::interop::Framework to, const QString& path);
   bool exportTopologyImage(const QString& path);
   bool exportScheduleImage(const QString& path);
   // Run > Run locally on the current config; false (message shown) when it cannot run.

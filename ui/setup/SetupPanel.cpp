@@ -13,7 +13,7 @@
 
 #include "common/Text.h"
 #include "document/PlanDocument.h"
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 
 namespace cfg = stagecraft::config;
 
@@ -102,7 +102,7 @@ void SetupPanel::buildForm() {
             c.cluster.hosts.clear();
           });
   QList<QPair<QString, QString>> devices;
-  for (const auto& d : stagecraft::plan::device_catalog()) {
+  for (const auto& d : stagecraft::config::device_catalog()) {
     devices.append({qs(d.name) + QStringLiteral("  (%1 GiB)").arg(d.memory_gib, 0, 'f', 0), qs(d.name)});
   }
   addCombo(f, "cluster.device", tr("Device"), devices, [](const C& c) { return qs(c.cluster.device); },

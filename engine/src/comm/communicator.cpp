@@ -78,11 +78,11 @@ Status Communicator::check_peer(const char* op, int peer) const {
                                  " is not a group rank (0.." + std::to_string(size() - 1) + ")");
   }
   if (peer == rank_) return Status::invalid_input(describe(op, 0, DType::kF32) + ": peer is this rank itself");
-  return Status::ok();
+  return Status::OK();
 }
 
 Status Communicator::all_reduce(Buffer data, ReduceOp op) {
-  if (data.count == 0 || size() == 1) return Status::ok();
+  if (data.count == 0 || size() == 1) return Status::OK();
   return do_all_reduce(data, op);
 }
 
@@ -93,10 +93,10 @@ Status Communicator::reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) {
                                  std::to_string(size()) + " ranks x " + std::to_string(out.count) + " " +
                                  to_string(out.dtype));
   }
-  if (out.count == 0) return Status::ok();
+  if (out.count == 0) return Status::OK();
   if (size() == 1) {
     std::memmove(out.data, in.data, out.count * size_of(out.dtype));
-    return Status::ok();
+    return Status::OK();
   }
   return do_reduce_scatter(in, out, op);
 }
@@ -108,10 +108,10 @@ Status Communicator::all_gather(ConstBuffer in, Buffer out) {
                                  std::to_string(size()) + " ranks x " + std::to_string(in.count) + " " +
                                  to_string(in.dtype));
   }
-  if (in.count == 0) return Status::ok();
+  if (in.count == 0) return Status::OK();
   if (size() == 1) {
     std::memmove(out.data, in.data, in.count * size_of(in.dtype));
-    return Status::ok();
+    return Status::OK();
   }
   return do_all_gather(in, out);
 }
@@ -121,30 +121,30 @@ Status Communicator::broadcast(Buffer data, int root) {
     return Status::invalid_input(describe("broadcast", data.count, data.dtype) + ": root " + std::to_string(root) +
                                  " is not a group rank (0.." + std::to_string(size() - 1) + ")");
   }
-  if (data.count == 0 || size() == 1) return Status::ok();
+  if (data.count == 0 || size() == 1) return Status::OK();
   return do_broadcast(data, root);
 }
 
 Status Communicator::send(ConstBuffer data, int peer, uint32_t tag) {
   if (Status s = check_peer("send", peer); !s) return s;
-  if (data.count == 0) return Status::ok();
+  if (data.count == 0) return Status::OK();
   return do_send(data, peer, tag);
 }
 
 Status Communicator::isend(ConstBuffer data, int peer, uint32_t tag) {
   if (Status s = check_peer("isend", peer); !s) return s;
-  if (data.count == 0) return Status::ok();
+  if (data.count == 0) return Status::OK();
   return do_isend(data, peer, tag);
 }
 
 Status Communicator::wait_sends() {
-  if (size() == 1) return Status::ok();
+  if (size() == 1) return Status::OK();
   return do_wait_sends();
 }
 
 Status Communicator::recv(Buffer data, int peer, uint32_t tag) {
   if (Status s = check_peer("recv", peer); !s) return s;
-  if (data.count == 0) return Status::ok();
+  if (data.count == 0) return Status::OK();
   return do_recv(data, peer, tag);
 }
 
@@ -157,7 +157,7 @@ Status Communicator::send_recv(ConstBuffer out, int to, Buffer in, int from, uin
 }
 
 Status Communicator::barrier() {
-  if (size() == 1) return Status::ok();
+  if (size() == 1) return Status::OK();
   return do_barrier();
 }
 

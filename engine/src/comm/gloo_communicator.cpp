@@ -151,7 +151,7 @@ Result<std::shared_ptr<GlooDevice>> GlooDevice::create(const GlooDeviceOptions& 
   return std::shared_ptr<GlooDevice>(new GlooDevice(std::move(impl)));
 }
 
-GlooDeviceOptions gloo_device_options_from_env(const StoreClient& store,
+GlooDeviceOptions gloo_device_options_from_env(const RendezvousClient& store,
                                                const std::function<const char*(const char*)>& get) {
   auto env = [&](const char* name) -> std::string {
     const char* v = get ? get(name) : std::getenv(name);
@@ -194,14 +194,14 @@ class GlooCommunicator final : public Communicator {
   // rank it is waiting on, when there is one.
   template <typename F>
   Status call(const char* file, int line, const std::string& what, const int& peer, F&& body) {
-    if (!broken_.is_ok()) {
+    if (!broken_.ok()) {
       return Status(broken_).with_context(what + ": unusable after an earlier failure");
     }
     std::string reason;
     Status::Code code = Status::Code::kInternal;
     try {
       body();
-      return Status::ok();
+      return Status::OK();
     } catch (const gloo::IoException& e) {
       reason = e.what();
       code = mentions_timeout(reason) ? Status::Code::kTimeout : Status::Code::kUnavailable;
@@ -427,7 +427,7 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> create_gloo_communicator(StoreClient& store,
+Result<std::unique_ptr<Communicator>> create_gloo_communicator(RendezvousClient& store,
                                                                const std::shared_ptr<GlooDevice>& device,
                                                                int global_rank, const std::vector<int>& ranks,
                                                                const GlooOptions& options) {
@@ -458,7 +458,7 @@ Result<std::unique_ptr<Communicator>> create_gloo_communicator(StoreClient& stor
   } catch (const std::exception& e) {
     const std::string where = std::string(" [") + base_name(__FILE__) + ":" + std::to_string(__LINE__) + "]";
     const Status& s = adapter.error();
-    if (s.is_ok()) return Status::unavailable(context + ": connecting to the members failed: " + e.what() + where);
+    if (s.ok()) return Status::unavailable(context + ": connecting to the members failed: " + e.what() + where);
     if (s.code() != Status::Code::kTimeout) return s.with_context(context);
     std::string missing;
     for (int i = 0; i < size; ++i) {

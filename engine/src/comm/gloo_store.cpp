@@ -1,11 +1,11 @@
-// GlooStore: gloo::rendezvous::Store over StoreClient (see gloo_store.h).
+// GlooStore: gloo::rendezvous::Store over RendezvousClient (see gloo_store.h).
 #include "comm/gloo_store.h"
 
 #include <gloo/common/error.h>
 
 namespace stagecraft::comm {
 
-GlooStore::GlooStore(StoreClient& client, std::string prefix, std::chrono::milliseconds timeout)
+GlooStore::GlooStore(RendezvousClient& client, std::string prefix, std::chrono::milliseconds timeout)
     : client_(client), prefix_(std::move(prefix)), timeout_(timeout) {}
 
 void GlooStore::raise(Status status) {

@@ -1,4 +1,4 @@
-// GlooStore: gloo::rendezvous::Store over a StoreClient, with every key under a prefix, so that
+// GlooStore: gloo::rendezvous::Store over a RendezvousClient, with every key under a prefix, so that
 // Gloo contexts rendezvous through the run's store. Private to comm/.
 //
 // Gloo's interface reports failure by throwing; this adapter throws gloo::IoException with the
@@ -14,14 +14,14 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/core/status.h"
 
 namespace stagecraft::comm {
 
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  GlooStore(StoreClient& client, std::string prefix, std::chrono::milliseconds timeout);
+  GlooStore(RendezvousClient& client, std::string prefix, std::chrono::milliseconds timeout);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -35,7 +35,7 @@ class GlooStore final : public gloo::rendezvous::Store {
  private:
   [[noreturn]] void raise(Status status);
 
-  StoreClient& client_;
+  RendezvousClient& client_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
   Status error_;

@@ -135,7 +135,7 @@ Status write_all(int fd, const void* data, size_t n, Clock::time_point deadline)
     p += k;
     n -= static_cast<size_t>(k);
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Status read_exact(int fd, void* data, size_t n, Clock::time_point deadline) {
@@ -154,7 +154,7 @@ Status read_exact(int fd, void* data, size_t n, Clock::time_point deadline) {
     p += k;
     n -= static_cast<size_t>(k);
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 std::string local_address(int fd) {

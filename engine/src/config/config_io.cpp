@@ -561,7 +561,7 @@ Status apply_override(YamlNode& root, const std::string& text) {
     if (last) {
       if (slot) *slot = leaf;
       else cur->entries.emplace_back(parts[i], leaf);
-      return Status::ok();
+      return Status::OK();
     }
     if (slot && (*slot)->is_scalar() && !(*slot)->is_null() && i == 1 && parts[0] == "cluster" && parts[1] == "device") {
       // cluster.device.memory_gib=40 on `device: A100-80GB` changes that device: {base: A100-80GB}.
@@ -586,7 +586,7 @@ Status apply_override(YamlNode& root, const std::string& text) {
       cur = copy.get();
     }
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Result<RunConfig> read_tree(YamlNode& root, const std::string& origin, const std::vector<std::string>& overrides, Rules rules) {
@@ -837,7 +837,7 @@ Status write_text_file_atomic(const std::string& path, std::string_view text) {
     std::filesystem::remove(tmp, ec);
     return Status::io_error(path + ": cannot replace the file: " + ec.message());
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Status save_config_file(const std::string& path, const RunConfig& config) {

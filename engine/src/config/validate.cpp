@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 
 namespace stagecraft::config {
 
@@ -50,7 +50,7 @@ class Checker {
 
   // The device exists (or is fully defined) and can train in the chosen precision.
   void check_device() {
-    auto d = plan::resolve_device(c_.cluster);
+    auto d = config::resolve_device(c_.cluster);
     if (!d.ok()) {
       issues_.push_back({"cluster.device", d.status().message()});
       return;

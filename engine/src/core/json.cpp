@@ -132,11 +132,11 @@ class Parser {
       std::string str;
       if (Status st = parse_string(str); !st) return st;
       out = Json(std::move(str));
-      return Status::ok();
+      return Status::OK();
     }
-    if (consume("true")) { out = Json(true); return Status::ok(); }
-    if (consume("false")) { out = Json(false); return Status::ok(); }
-    if (consume("null")) { out = Json(); return Status::ok(); }
+    if (consume("true")) { out = Json(true); return Status::OK(); }
+    if (consume("false")) { out = Json(false); return Status::OK(); }
+    if (consume("null")) { out = Json(); return Status::OK(); }
     if (c == '-' || (c >= '0' && c <= '9')) return parse_number(out);
     return error(std::string("unexpected character '") + (c >= 32 && c < 127 ? std::string(1, c) : "?") + "'");
   }
@@ -145,7 +145,7 @@ class Parser {
     ++pos_;  // {
     out = Json::object();
     skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::ok(); }
+    if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::OK(); }
     while (true) {
       skip_ws();
       if (pos_ >= s_.size() || s_[pos_] != '"') return error("expected a string key");
@@ -159,7 +159,7 @@ class Parser {
       out.set(key, std::move(value));
       skip_ws();
       if (pos_ < s_.size() && s_[pos_] == ',') { ++pos_; continue; }
-      if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::ok(); }
+      if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::OK(); }
       return error("expected ',' or '}' in object");
     }
   }
@@ -168,14 +168,14 @@ class Parser {
     ++pos_;  // [
     out = Json::array();
     skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::ok(); }
+    if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::OK(); }
     while (true) {
       Json value;
       if (Status st = parse_value(value, depth + 1); !st) return st;
       out.push_back(std::move(value));
       skip_ws();
       if (pos_ < s_.size() && s_[pos_] == ',') { ++pos_; continue; }
-      if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::ok(); }
+      if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::OK(); }
       return error("expected ',' or ']' in array");
     }
   }
@@ -191,7 +191,7 @@ class Parser {
       else if (h >= 'A' && h <= 'F') cp |= static_cast<uint32_t>(h - 'A' + 10);
       else return error("invalid hex digit in \\u escape");
     }
-    return Status::ok();
+    return Status::OK();
   }
 
   Status parse_string(std::string& out) {
@@ -199,7 +199,7 @@ class Parser {
     while (true) {
       if (pos_ >= s_.size()) return error("unterminated string");
       const char c = s_[pos_];
-      if (c == '"') { ++pos_; return Status::ok(); }
+      if (c == '"') { ++pos_; return Status::OK(); }
       if (static_cast<unsigned char>(c) < 0x20) return error("control character inside a string");
       if (c == '\\') {
         ++pos_;
@@ -269,7 +269,7 @@ class Parser {
       auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
       if (ec == std::errc() && p == text.data() + text.size()) {
         out = Json(static_cast<long long>(v));
-        return Status::ok();
+        return Status::OK();
       }
       // Too large for int64: fall through to double.
     }
@@ -280,7 +280,7 @@ class Parser {
       return error("invalid number");
     }
     out = Json(d);
-    return Status::ok();
+    return Status::OK();
   }
 
   std::string_view s_;

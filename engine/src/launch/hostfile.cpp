@@ -62,7 +62,7 @@ Status check_entry(std::string_view host, int slots, std::string_view slots_text
     return Status::invalid_input("host " + name + " is listed twice (first on " + it->second + "); remove one");
   }
   seen.emplace(name, here);
-  return Status::ok();
+  return Status::OK();
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ Status check_host_name(std::string_view host) {
                                    "' is not allowed; use a host name, an address or an ~/.ssh/config alias ([A-Za-z0-9._-])");
     }
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string_view origin) {

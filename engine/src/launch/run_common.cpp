@@ -9,18 +9,18 @@
 namespace stagecraft::launch {
 
 Result<Rendezvous> serve_rendezvous(const std::string& host, int port, const config::RunConfig& config, const std::string& what) {
-  comm::StoreServerOptions so;
+  comm::RendezvousServerOptions so;
   so.host = host;
   so.port = port;
   so.token = random_token(16);
-  auto server = comm::StoreServer::start(so);
+  auto server = comm::RendezvousServer::start(so);
   if (!server.ok()) return server.status().with_context(what + ": starting the rendezvous store on " + host);
-  comm::StoreClientOptions co;
+  comm::RendezvousClientOptions co;
   co.host = host;
   co.port = server.value()->port();
   co.token = so.token;
   co.connect_timeout = std::chrono::milliseconds(5000);  // our own store, just started
-  auto client = comm::StoreClient::connect(co);
+  auto client = comm::RendezvousClient::connect(co);
   if (!client.ok()) return client.status().with_context(what + ": connecting to its own store");
   if (Status s = client.value()->set("config", config::to_yaml(config)); !s) return s;
   return Rendezvous{std::move(server).value(), so.token};

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
 #include "stagecraft/launch/supervisor.h"
@@ -17,7 +17,7 @@
 namespace stagecraft::launch {
 
 struct Rendezvous {
-  std::unique_ptr<comm::StoreServer> server;
+  std::unique_ptr<comm::RendezvousServer> server;
   std::string token;  // the run's token: workers get it as STAGECRAFT_RUN_TOKEN
   int port() const { return server->port(); }
 };

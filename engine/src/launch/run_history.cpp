@@ -78,7 +78,7 @@ RunCallbacks RunHistory::wrap(RunCallbacks inner) {
 
 void RunHistory::running() {
   if (running_) return;
-  running_ = store_->transition(id_, store::RunState::kRunning, "supervisor started").is_ok();
+  running_ = store_->transition(id_, store::RunState::kRunning, "supervisor started").ok();
 }
 
 Status RunHistory::finish(const Result<RunOutcome>& outcome) {

@@ -309,7 +309,7 @@ Status SshChannel::write(std::string_view data) {
 }
 
 Status SshChannel::flush() {
-  if (impl_->pending.empty() && !impl_->eof_wanted) return Status::ok();
+  if (impl_->pending.empty() && !impl_->eof_wanted) return Status::OK();
   if (ssh_channel_is_closed(impl_->c)) return Status::unavailable(impl_->host + ": channel closed" + SC_SSH_SITE);
   if (!impl_->pending.empty()) {
     // A non-blocking session writes what the remote window takes and keeps the rest for the next
@@ -324,13 +324,13 @@ Status SshChannel::flush() {
       return Status::unavailable(impl_->host + ": closing a channel's input: " + ssh_get_error(impl_->s) + SC_SSH_SITE);
     }
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 size_t SshChannel::unwritten() const { return impl_->pending.size(); }
 
 Status SshChannel::send_eof() {
-  if (ssh_channel_is_closed(impl_->c)) return Status::ok();
+  if (ssh_channel_is_closed(impl_->c)) return Status::OK();
   impl_->eof_wanted = true;  // after what write() still holds
   return flush();
 }
@@ -395,7 +395,7 @@ Status trust_host_key(const std::string& host, const SshOptions& options, const 
     return Status::invalid_input(host + ": host key CHANGED (now " + fp + "); a changed key is never trusted: remove the old entry "
                                  "from " + known_hosts_name(options) + " by hand if the change is expected");
   }
-  if (state.value() == "ok") return Status::ok();
+  if (state.value() == "ok") return Status::OK();
   if (fp.empty() || fp != expected_fingerprint) {
     return Status::invalid_input(host + ": the host now presents " + fp + ", not the " + expected_fingerprint +
                                  " that was shown; not trusted");
@@ -403,7 +403,7 @@ Status trust_host_key(const std::string& host, const SshOptions& options, const 
   if (ssh_session_update_known_hosts(impl.s) != SSH_OK) {
     return Status::io_error(impl.err(std::string("writing ") + known_hosts_name(options), SC_SSH_SITE));
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 }  // namespace stagecraft::launch

@@ -34,7 +34,7 @@ Status read_int(const std::function<const char*(const char*)>& get, const char* 
   if (!v || !*v) {
     return required ? Status::invalid_input(std::string(name) + " is not set; stagecraft-worker is started by `stagecraft-cli run` "
                                                                 "(or any torchrun-style launcher)")
-                    : Status::ok();
+                    : Status::OK();
   }
   int x = 0;
   const char* end = v + std::char_traits<char>::length(v);
@@ -44,7 +44,7 @@ Status read_int(const std::function<const char*(const char*)>& get, const char* 
                                  std::to_string(hi));
   }
   out = x;
-  return Status::ok();
+  return Status::OK();
 }
 
 }  // namespace

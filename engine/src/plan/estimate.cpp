@@ -290,7 +290,7 @@ int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int
   return std::max(nodes, 1);
 }
 
-StageCostModel time_cost_model(const config::RunConfig& config, const DeviceSpec& device, int tp, int tp_nodes) {
+StageCostModel time_cost_model(const config::RunConfig& config, const config::DeviceSpec& device, int tp, int tp_nodes) {
   EstimateInput in;
   in.config = config;
   in.device = device;

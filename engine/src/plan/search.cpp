@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "stagecraft/config/validate.h"
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 #include "stagecraft/plan/partition.h"
 
 namespace stagecraft::plan {

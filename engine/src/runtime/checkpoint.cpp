@@ -25,7 +25,7 @@ Status load_shards(const GptStage& stage, const TensorFile& file, const std::str
     }
     model::extract_shard(slot.spec, tp, tp_rank, t->data.data(), dst + slot.offset);
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 void add_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full) {

@@ -176,7 +176,7 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
     if (Status st = tp_->all_reduce_sum(out, static_cast<size_t>(BT) * C); !st) return st;
   }
   k::residual_forward(out, a.res2.data(), out, static_cast<size_t>(BT) * C);
-  return Status::ok();
+  return Status::OK();
 }
 
 // dres_in (BT, C): gradient of the layer's output. dres_out (BT, C): gradient of its input x,
@@ -214,7 +214,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   }
   k::layernorm_backward(dres_out, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
                         a.ln1_rstd.data(), BT, C);
-  return Status::ok();
+  return Status::OK();
 }
 
 Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* input, const int32_t* targets, float loss_scale,
@@ -286,7 +286,7 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
   }
   account(static_cast<ptrdiff_t>(acts->bytes));
   acts_[{chunk, mb}] = std::move(acts);
-  return Status::ok();
+  return Status::OK();
 }
 
 void GptStage::discard(int chunk, int mb) {
@@ -332,7 +332,7 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput) {
   }
   for (auto& l : acts->layers) free_layer_acts_.push_back(std::move(l));
   account(-static_cast<ptrdiff_t>(acts->bytes));
-  return Status::ok();
+  return Status::OK();
 }
 
 }  // namespace stagecraft::runtime

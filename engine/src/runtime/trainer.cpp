@@ -46,7 +46,7 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
   }
-  if (!data) return Status::ok();
+  if (!data) return Status::OK();
   if (data->vocab_needed() > config.model.vocab) {
     return Status::invalid_input("model.vocab=" + std::to_string(config.model.vocab) + ": the data holds token ids up to " +
                                  std::to_string(data->vocab_needed() - 1) + "; raise model.vocab to at least " +
@@ -56,7 +56,7 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     return Status::invalid_input("train.data: " + std::to_string(data->size()) + " tokens, fewer than model.seq_len + 1 = " +
                                  std::to_string(config.model.seq_len + 1));
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
@@ -123,7 +123,7 @@ Status Trainer::start() {
   if (config_.train.resume.empty()) {
     stage_->init_parameters(config_.train.seed);
     step_ = 0;
-    return Status::ok();
+    return Status::OK();
   }
   auto ck = read_checkpoint(config_.train.resume, true);
   if (!ck.ok()) return ck.status().with_context("train.resume=" + config_.train.resume);
@@ -136,7 +136,7 @@ Status Trainer::start() {
   }
   step_ = ck->state.step;
   tokens_ = ck->state.tokens;
-  return Status::ok();
+  return Status::OK();
 }
 
 double Trainer::lr_at(int64_t step) const {
@@ -194,7 +194,7 @@ Status Trainer::run_schedule(double& local_loss) {
   if (pp_ > 1) {
     if (Status s = groups_.pp->wait_sends(); !s) return s;
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
@@ -269,7 +269,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
     if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
     std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), params);
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Result<StepStats> Trainer::train_step() {

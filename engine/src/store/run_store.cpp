@@ -261,7 +261,7 @@ Status RunStore::set_supervisor(int64_t id, const ProcessIdentity& p) {
   st->bind(1, p.pid).bind(2, p.start_ticks).bind(3, p.boot_id).bind(4, p.host).bind(5, id);
   if (Status s = st->run(SC_SQL_SITE); !s) return s;
   if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
-  return Status::ok();
+  return Status::OK();
 }
 
 Status RunStore::transition(int64_t id, RunState to, const std::string& reason) {
@@ -399,7 +399,7 @@ Status RunStore::request_cancel(int64_t id) {
   auto row = st->step(SC_SQL_SITE);
   if (!row.ok()) return row.status();
   if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
-  return Status::ok();
+  return Status::OK();
 }
 
 Result<bool> RunStore::cancel_requested(int64_t id) {
@@ -414,7 +414,7 @@ Result<bool> RunStore::cancel_requested(int64_t id) {
 }
 
 Status RunStore::append(int64_t id, const Batch& batch) {
-  if (batch.empty()) return Status::ok();
+  if (batch.empty()) return Status::OK();
   std::lock_guard lock(impl_->mu);
   auto& im = *impl_;
   auto tx = SqliteTransaction::begin(im.db, SC_SQL_SITE);

@@ -121,7 +121,7 @@ Status migrate(SqliteDb& db) {
     if (Status s = db.exec(set, SC_SQL_SITE); !s) return s;
     if (Status s = tx->commit(SC_SQL_SITE); !s) return s;
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 }  // namespace stagecraft::store

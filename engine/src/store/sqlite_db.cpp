@@ -71,7 +71,7 @@ Status SqliteDb::exec(std::string_view sql, SqlSite site) {
   const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
   if (err) sqlite3_free(err);
   if (rc != SQLITE_OK) return error(rc, "executing " + s.substr(0, 40), site);
-  return Status::ok();
+  return Status::OK();
 }
 
 Result<SqliteStmt> SqliteDb::prepare(std::string_view sql, SqlSite site) {
@@ -148,7 +148,7 @@ Status SqliteStmt::run(SqlSite site) {
   auto r = step(site);
   if (!r.ok()) return r.status();
   reset();
-  return Status::ok();
+  return Status::OK();
 }
 
 void SqliteStmt::reset() {

@@ -13,7 +13,7 @@
 //
 // Usage, in a worker (error handling shortened):
 //   auto env = launch::read_worker_env().value();
-//   auto store = comm::StoreClient::connect({env.master_addr, env.master_port, env.token}).value();
+//   auto store = comm::RendezvousClient::connect({env.master_addr, env.master_port, env.token}).value();
 //   auto device = comm::GlooDevice::create(comm::gloo_device_options_from_env(*store)).value();
 //   comm::GlooOptions opt{.timeout = std::chrono::seconds(hang_timeout_s)};
 //   auto world = comm::create_gloo_communicator(*store, device, env.rank, all_ranks, opt).value();
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "stagecraft/comm/communicator.h"
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/core/status.h"
 
 namespace stagecraft::comm {
@@ -45,7 +45,7 @@ struct GlooDeviceOptions {
 //   STAGECRAFT_GLOO_HOSTNAME                                     -> hostname
 // With none set: the local address of the store connection (an address of this machine that
 // reaches the store, and so, on one network, the peers). `get` defaults to std::getenv.
-GlooDeviceOptions gloo_device_options_from_env(const StoreClient& store,
+GlooDeviceOptions gloo_device_options_from_env(const RendezvousClient& store,
                                                const std::function<const char*(const char*)>& get = nullptr);
 
 // Gloo's TCP device: an I/O thread and the address every pair of this process listens on.
@@ -80,8 +80,8 @@ struct GlooOptions {
 // Blocks until every member has joined, or fails: kInvalidInput (a malformed group, or
 // `global_rank` not in it), kTimeout naming the members that did not arrive, kUnavailable when a
 // member cannot be connected to. A group of one needs no store traffic.
-// The store is used only during this call; it may be shared with other callers (see StoreClient).
-Result<std::unique_ptr<Communicator>> create_gloo_communicator(StoreClient& store,
+// The store is used only during this call; it may be shared with other callers (see RendezvousClient).
+Result<std::unique_ptr<Communicator>> create_gloo_communicator(RendezvousClient& store,
                                                                const std::shared_ptr<GlooDevice>& device,
                                                                int global_rank, const std::vector<int>& ranks,
                                                                const GlooOptions& options = {});

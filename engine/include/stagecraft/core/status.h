@@ -6,6 +6,10 @@
 // The code groups errors so that front ends can map them, e.g. the CLI's exit status 2 for
 // kInvalidInput and 1 for everything else.
 //
+// Naming as leveldb's: Status::OK() makes a success, ok() asks whether it is one. Both types are
+// [[nodiscard]]: dropping one unread is a compiler warning; a call whose failure truly does not
+// matter says so with `(void)` and a comment.
+//
 // Programmer errors (calling value() on an error) are asserts, not Statuses.
 #pragma once
 
@@ -16,7 +20,7 @@
 
 namespace stagecraft {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
@@ -30,7 +34,7 @@ class Status {
 
   Status() = default;  // ok
 
-  static Status ok() { return Status(); }
+  static Status OK() { return Status(); }
   static Status invalid_input(std::string msg) { return Status(Code::kInvalidInput, std::move(msg)); }
   static Status not_found(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
   static Status io_error(std::string msg) { return Status(Code::kIoError, std::move(msg)); }
@@ -38,14 +42,14 @@ class Status {
   static Status timeout(std::string msg) { return Status(Code::kTimeout, std::move(msg)); }
   static Status internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
 
-  bool is_ok() const { return code_ == Code::kOk; }
-  explicit operator bool() const { return is_ok(); }
+  bool ok() const { return code_ == Code::kOk; }
+  explicit operator bool() const { return ok(); }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
 
   // "context: message", for adding where an error happened as it travels up.
   Status with_context(const std::string& context) const {
-    if (is_ok()) return *this;
+    if (ok()) return *this;
     return Status(code_, context + ": " + message_);
   }
 
@@ -58,11 +62,11 @@ class Status {
 
 // A value of T or a non-ok Status. Construct from either; test with ok() before value().
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design, like expected
   Result(Status status) : data_(std::move(status)) {  // NOLINT
-    assert(!std::get<Status>(data_).is_ok() && "Result built from an ok Status holds no value");
+    assert(!std::get<Status>(data_).ok() && "Result built from an ok Status holds no value");
   }
 
   bool ok() const { return std::holds_alternative<T>(data_); }
@@ -86,7 +90,7 @@ class Result {
   T* operator->() { return &value(); }
 
   // The error; an ok Status when a value is held.
-  Status status() const { return ok() ? Status::ok() : std::get<Status>(data_); }
+  Status status() const { return ok() ? Status::OK() : std::get<Status>(data_); }
 
  private:
   std::variant<T, Status> data_;

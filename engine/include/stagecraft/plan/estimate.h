@@ -24,7 +24,7 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/json.h"
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 #include "stagecraft/plan/partition.h"
 
 namespace stagecraft::plan {
@@ -33,7 +33,7 @@ namespace stagecraft::plan {
 // candidate layout without building its topology.
 struct EstimateInput {
   config::RunConfig config;       // model, train, parallel options (sequence_parallel, zero)
-  DeviceSpec device;              // resolved, overrides applied
+  config::DeviceSpec device;              // resolved, overrides applied
   int dp = 1, tp = 1, pp = 1;
   int virtual_stages = 1;         // chunks per pp rank (interleaved), else 1
   int micro_batches = 1;          // m
@@ -91,7 +91,7 @@ Estimate estimate(const EstimateInput& in);
 
 // Per-layer seconds (forward + backward + recompute + TP collectives, per micro-batch) with the
 // embedding on the first stage and head + loss on the last: the costs `balanced` splits by.
-StageCostModel time_cost_model(const config::RunConfig& config, const DeviceSpec& device, int tp, int tp_nodes);
+StageCostModel time_cost_model(const config::RunConfig& config, const config::DeviceSpec& device, int tp, int tp_nodes);
 // Bytes per layer for the balanced tie-break, consistent with estimate()'s memory.
 StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches);
 

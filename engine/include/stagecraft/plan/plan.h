@@ -17,7 +17,7 @@
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/core/status.h"
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 #include "stagecraft/plan/estimate.h"
 #include "stagecraft/plan/partition.h"
 #include "stagecraft/plan/topology.h"
@@ -43,7 +43,7 @@ struct Plan {
   std::vector<int> layer_stage;  // stage (chunk) id of every layer
   std::vector<StagePlan> stages;
   std::vector<std::string> warnings;
-  DeviceSpec device;             // cluster.device with its overrides
+  config::DeviceSpec device;             // cluster.device with its overrides
   Estimate estimate;             // memory, step time, throughput (estimate.h)
 
   int num_stages() const { return static_cast<int>(stages.size()); }

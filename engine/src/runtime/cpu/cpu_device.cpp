@@ -34,13 +34,13 @@ class CpuDevice final : public Device {
   Status copy_to_host(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
   Status copy(void* dst, const void* src, size_t bytes) override {
     if (bytes != 0) std::memcpy(dst, src, bytes);
-    return Status::ok();
+    return Status::OK();
   }
   Status fill_zero(void* dst, size_t bytes) override {
     if (bytes != 0) std::memset(dst, 0, bytes);
-    return Status::ok();
+    return Status::OK();
   }
-  Status synchronize() override { return Status::ok(); }
+  Status synchronize() override { return Status::OK(); }
 };
 
 }  // namespace

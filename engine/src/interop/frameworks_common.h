@@ -5,10 +5,25 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/config/frameworks.h"
+#include "stagecraft/interop/frameworks.h"
 #include "stagecraft/config/run_config.h"
+#include "stagecraft/config/validate.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
+
+// The configuration's vocabulary, used throughout the import and export code.
+using config::Axis;
+using config::PartitionKind;
+using config::Precision;
+using config::Recompute;
+using config::RunConfig;
+using config::Schedule;
+using config::TpMode;
+using config::micro_batches;
+using config::parse_tp_mode;
+using config::resolved_dp;
+using config::to_string;
+using config::validate;
 
 // The rank order (innermost first) the framework builds for this config's sizes:
 //   LiBai: tp-dp-pp. libai/utils/distributed.py: pipeline stages are contiguous blocks of
@@ -48,4 +63,4 @@ std::string int_list(const std::vector<int>& v);
 // Layers per chunk from one stage id per layer.
 std::vector<int> counts_of(const std::vector<int>& stage_ids, int chunks);
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

@@ -8,7 +8,7 @@
 
 #include "python_eval.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 using K = PyValue::Kind;
 
@@ -211,4 +211,4 @@ PyRef py_call_builtin(const std::string& name, const std::vector<PyArg>& raw, Py
 }
 
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

@@ -1,4 +1,4 @@
-// The store's wire format (documented in stagecraft/comm/store.h): opcodes, reply codes, and a
+// The store's wire format (documented in stagecraft/comm/rendezvous.h): opcodes, reply codes, and a
 // writer and a bounds-checked reader for frame bodies. Private to comm/; header-only so that
 // server and client share one definition.
 #pragma once

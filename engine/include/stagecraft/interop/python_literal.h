@@ -32,7 +32,7 @@
 
 #include "stagecraft/core/status.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 struct PyValue;
 using PyRef = std::shared_ptr<PyValue>;
@@ -93,4 +93,4 @@ class PyModule {
 
 Result<PyModule> run_python_config(std::string_view text, std::string_view origin, const PyLimits& limits = {});
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

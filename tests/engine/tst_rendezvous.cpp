@@ -1,7 +1,7 @@
 // The rendezvous store: its operations, many clients at once, the timeouts and their messages,
 // the run token, and hostile peers (garbage, oversize lengths, stalls, early disconnects) that
 // must neither crash nor wedge the server. Real sockets on 127.0.0.1, ports picked with port 0.
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 
 #include <QtTest>
 
@@ -25,16 +25,16 @@ namespace {
 
 const std::string kToken = "0123456789abcdef-test-token";
 
-std::unique_ptr<StoreServer> serve(StoreServerOptions o = {}) {
+std::unique_ptr<RendezvousServer> serve(RendezvousServerOptions o = {}) {
   o.host = "127.0.0.1";
   if (o.token.empty()) o.token = kToken;
-  auto s = StoreServer::start(o);
+  auto s = RendezvousServer::start(o);
   if (!s.ok()) qFatal("%s", s.status().message().c_str());
   return std::move(s).value();
 }
 
-StoreClientOptions client_options(int port, milliseconds timeout = milliseconds(30000)) {
-  StoreClientOptions o;
+RendezvousClientOptions client_options(int port, milliseconds timeout = milliseconds(30000)) {
+  RendezvousClientOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.token = kToken;
@@ -43,8 +43,8 @@ StoreClientOptions client_options(int port, milliseconds timeout = milliseconds(
   return o;
 }
 
-std::unique_ptr<StoreClient> dial(int port) {
-  auto c = StoreClient::connect(client_options(port));
+std::unique_ptr<RendezvousClient> dial(int port) {
+  auto c = RendezvousClient::connect(client_options(port));
   if (!c.ok()) qFatal("%s", c.status().message().c_str());
   return std::move(c).value();
 }
@@ -113,7 +113,7 @@ QByteArray hello_frame(const std::string& token, const char* magic = "SCST") {
 
 }  // namespace
 
-class TestStore : public QObject {
+class TestRendezvous : public QObject {
   Q_OBJECT
 
  private slots:
@@ -132,12 +132,12 @@ class TestStore : public QObject {
     QFETCH(QByteArray, value);
     auto server = serve();
     auto c = dial(server->port());
-    QVERIFY(c->set(key.toStdString(), value.toStdString()).is_ok());
+    QVERIFY(c->set(key.toStdString(), value.toStdString()).ok());
     auto got = c->get(key.toStdString());
     QVERIFY2(got.ok(), got.status().message().c_str());
     QCOMPARE(QByteArray::fromStdString(got.value()), value);
     // Overwrite, then read from a second client.
-    QVERIFY(c->set(key.toStdString(), "again").is_ok());
+    QVERIFY(c->set(key.toStdString(), "again").ok());
     auto other = dial(server->port());
     QCOMPARE(other->get(key.toStdString(), milliseconds(0)).value(), std::string("again"));
   }
@@ -166,7 +166,7 @@ class TestStore : public QObject {
   void waitTimeoutNamesKeyAndAddress() {
     auto server = serve();
     auto c = dial(server->port());
-    QVERIFY(c->set("present", "1").is_ok());
+    QVERIFY(c->set("present", "1").ok());
     const auto t0 = Clock::now();
     Status s = c->wait({"present", "absent"}, milliseconds(200));
     const double took = ms_since(t0);
@@ -177,7 +177,7 @@ class TestStore : public QObject {
     QVERIFY2(m.find("200 ms") != std::string::npos, m.c_str());
     QVERIFY(took >= 200 && took < 2000);
     // The connection is still good after a server-side timeout.
-    QVERIFY(c->wait({"present"}, milliseconds(100)).is_ok());
+    QVERIFY(c->wait({"present"}, milliseconds(100)).ok());
   }
 
   void waitWakesWhenAnotherClientSets_data() {
@@ -199,7 +199,7 @@ class TestStore : public QObject {
     const auto t0 = Clock::now();
     Status s = waiter->wait(names, milliseconds(5000));
     t.join();
-    QVERIFY2(s.is_ok(), s.message().c_str());
+    QVERIFY2(s.ok(), s.message().c_str());
     QVERIFY(ms_since(t0) < 2000);
   }
 
@@ -218,13 +218,13 @@ class TestStore : public QObject {
     });
     Status s = waiter->wait({"a", "b"}, milliseconds(3000));
     t.join();
-    QVERIFY2(s.is_ok(), s.message().c_str());
+    QVERIFY2(s.ok(), s.message().c_str());
   }
 
   void manyConcurrentClients_data() {
     QTest::addColumn<int>("clients");
     QTest::addColumn<int>("adds");
-    QTest::addColumn<bool>("shared");  // all threads share one StoreClient (calls serialize)
+    QTest::addColumn<bool>("shared");  // all threads share one RendezvousClient (calls serialize)
     QTest::newRow("8 clients x 50 adds") << 8 << 50 << false;
     QTest::newRow("64 clients x 10 adds") << 64 << 10 << false;
     QTest::newRow("16 threads on one shared client") << 16 << 20 << true;
@@ -240,12 +240,12 @@ class TestStore : public QObject {
     std::vector<std::thread> threads;
     for (int i = 0; i < clients; ++i) {
       threads.emplace_back([&, i] {
-        auto c = StoreClient::connect(client_options(server->port()));
+        auto c = RendezvousClient::connect(client_options(server->port()));
         if (!c.ok()) {
           errors[i] = c.status().message();
           return;
         }
-        StoreClient& store = shared ? *shared_client : *c.value();
+        RendezvousClient& store = shared ? *shared_client : *c.value();
         for (int k = 0; k < adds; ++k) {
           auto v = store.add("counter", 1);
           if (!v.ok()) {
@@ -301,21 +301,21 @@ class TestStore : public QObject {
     QFETCH(int, code);
     auto server = serve();
     auto c = dial(server->port());
-    if (initial != "-") QVERIFY(c->set("n", initial.toStdString()).is_ok());
+    if (initial != "-") QVERIFY(c->set("n", initial.toStdString()).ok());
     auto v = c->add("n", delta);
     QCOMPARE(int(v.status().code()), code);
     if (v.ok()) {
       QCOMPARE(v.value(), int64_t(expected));
       QCOMPARE(c->get("n").value(), std::to_string(expected));
     }
-    QVERIFY(c->set("still", "usable").is_ok());  // a refused request keeps the connection
+    QVERIFY(c->set("still", "usable").ok());  // a refused request keeps the connection
   }
 
   void removeAndCheck() {
     auto server = serve();
     auto c = dial(server->port());
-    QVERIFY(c->set("a", "1").is_ok());
-    QVERIFY(c->set("b", "2").is_ok());
+    QVERIFY(c->set("a", "1").ok());
+    QVERIFY(c->set("b", "2").ok());
     QCOMPARE(c->check({"a", "b"}).value(), true);
     QCOMPARE(c->remove("a").value(), true);
     QCOMPARE(c->remove("a").value(), false);
@@ -338,18 +338,18 @@ class TestStore : public QObject {
     Status s = c->set(std::string(key_bytes, 'k'), std::string(value_bytes, 'v'));
     QCOMPARE(s.code(), Status::Code::kInvalidInput);
     QVERIFY2(s.message().find("limit") != std::string::npos, s.message().c_str());
-    QVERIFY(c->set("k", "v").is_ok());
+    QVERIFY(c->set("k", "v").ok());
   }
 
   void storeFullRefusesButKeepsServing() {
-    StoreServerOptions o;
+    RendezvousServerOptions o;
     o.max_stored_bytes = 1000;
     auto server = serve(o);
     auto c = dial(server->port());
     Status s = c->set("big", std::string(2000, 'x'));
     QCOMPARE(s.code(), Status::Code::kInvalidInput);
     QVERIFY2(s.message().find("full") != std::string::npos, s.message().c_str());
-    QVERIFY(c->set("small", "ok").is_ok());
+    QVERIFY(c->set("small", "ok").ok());
     QCOMPARE(server->stats().stored_bytes, size_t(strlen("small") + 2));
   }
 
@@ -365,7 +365,7 @@ class TestStore : public QObject {
     auto o = client_options(server->port());
     o.token = token.toStdString();
     const auto t0 = Clock::now();
-    auto c = StoreClient::connect(o);
+    auto c = RendezvousClient::connect(o);
     QVERIFY(!c.ok());
     QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
     QVERIFY2(c.status().message().find("wrong run token") != std::string::npos, c.status().message().c_str());
@@ -404,12 +404,12 @@ class TestStore : public QObject {
     QFETCH(QByteArray, bytes);
     QFETCH(bool, hang_up);
     QFETCH(QString, counted);
-    StoreServerOptions o;
+    RendezvousServerOptions o;
     o.hello_timeout = milliseconds(300);
     o.frame_timeout = milliseconds(300);
     auto server = serve(o);
     auto good = dial(server->port());
-    QVERIFY(good->set("before", "1").is_ok());
+    QVERIFY(good->set("before", "1").ok());
 
     const int fd = raw_connect(server->port());
     if (authenticate) {
@@ -426,10 +426,10 @@ class TestStore : public QObject {
       ::close(fd);
     }
     // The good client is served throughout, and the server forgets the bad connection.
-    QVERIFY(good->set("after", "2").is_ok());
+    QVERIFY(good->set("after", "2").ok());
     QCOMPARE(good->get("before").value(), std::string("1"));
     QVERIFY(eventually([&] { return server->stats().open_connections == 1; }));
-    const StoreServerStats st = server->stats();
+    const RendezvousServerStats st = server->stats();
     if (counted == "protocol_errors") QCOMPARE(st.protocol_errors, size_t(1));
     if (counted == "timed_out") QCOMPARE(st.timed_out, size_t(1));
     if (counted.isEmpty()) QCOMPARE(st.protocol_errors + st.timed_out, size_t(0));
@@ -439,7 +439,7 @@ class TestStore : public QObject {
   // More connections than the limit: the extra one is told the server is busy; a client retries
   // until a slot frees up (here when an idle raw connection hits the hello timeout).
   void connectionLimit() {
-    StoreServerOptions o;
+    RendezvousServerOptions o;
     o.max_connections = 3;
     o.hello_timeout = milliseconds(400);
     auto server = serve(o);
@@ -450,15 +450,15 @@ class TestStore : public QObject {
 
     auto quick = client_options(server->port());
     quick.connect_timeout = milliseconds(150);
-    auto refused = StoreClient::connect(quick);
+    auto refused = RendezvousClient::connect(quick);
     QVERIFY(!refused.ok());
     QCOMPARE(refused.status().code(), Status::Code::kUnavailable);
     QVERIFY2(refused.status().message().find("maximum of 3 connections") != std::string::npos,
              refused.status().message().c_str());
 
-    auto patient = StoreClient::connect(client_options(server->port()));
+    auto patient = RendezvousClient::connect(client_options(server->port()));
     QVERIFY2(patient.ok(), patient.status().message().c_str());
-    QVERIFY(patient.value()->set("in", "1").is_ok());
+    QVERIFY(patient.value()->set("in", "1").ok());
     QVERIFY(server->stats().over_capacity >= 1);
     ::close(idle);
   }
@@ -477,19 +477,19 @@ class TestStore : public QObject {
       auto probe = serve();
       port = probe->port();
     }
-    std::unique_ptr<StoreServer> late;
+    std::unique_ptr<RendezvousServer> late;
     std::thread t([&] {
       std::this_thread::sleep_for(milliseconds(300));
-      StoreServerOptions o;
+      RendezvousServerOptions o;
       o.port = port;
       late = serve(o);
     });
     const auto t0 = Clock::now();
-    auto c = StoreClient::connect(client_options(port));
+    auto c = RendezvousClient::connect(client_options(port));
     t.join();
     QVERIFY2(c.ok(), c.status().message().c_str());
     QVERIFY(ms_since(t0) >= 250);
-    QVERIFY(c.value()->set("k", "v").is_ok());
+    QVERIFY(c.value()->set("k", "v").ok());
   }
 
   void unreachableOrSilentServerTimesOut_data() {
@@ -511,7 +511,7 @@ class TestStore : public QObject {
     auto o = client_options(port);
     o.connect_timeout = milliseconds(300);
     const auto t0 = Clock::now();
-    auto c = StoreClient::connect(o);
+    auto c = RendezvousClient::connect(o);
     const double took = ms_since(t0);
     ::close(fd);
     QVERIFY(!c.ok());
@@ -542,14 +542,14 @@ class TestStore : public QObject {
     auto server = serve();
     const int port = server->port();
     auto c = dial(port);
-    QVERIFY(c->set("k", "1").is_ok());
+    QVERIFY(c->set("k", "1").ok());
     server.reset();
-    StoreServerOptions o;
+    RendezvousServerOptions o;
     o.port = port;
     server = serve(o);
     Status first = c->set("k", "2");  // may fail on the stale connection...
     if (!first) QCOMPARE(first.code(), Status::Code::kUnavailable);
-    QVERIFY(c->set("k", "3").is_ok());  // ...but the next call reconnects
+    QVERIFY(c->set("k", "3").ok());  // ...but the next call reconnects
     QCOMPARE(c->get("k").value(), std::string("3"));
   }
 
@@ -565,14 +565,14 @@ class TestStore : public QObject {
     QFETCH(QByteArray, token);
     QFETCH(QString, host);
     QFETCH(int, code);
-    StoreServerOptions o;
+    RendezvousServerOptions o;
     o.host = host.toStdString();
     o.token = token.toStdString();
-    auto s = StoreServer::start(o);
+    auto s = RendezvousServer::start(o);
     QVERIFY(!s.ok());
     QCOMPARE(int(s.status().code()), code);
   }
 };
 
-QTEST_APPLESS_MAIN(TestStore)
-#include "tst_store.moc"
+QTEST_APPLESS_MAIN(TestRendezvous)
+#include "tst_rendezvous.moc"

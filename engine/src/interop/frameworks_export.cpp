@@ -6,12 +6,12 @@
 #include <sstream>
 
 #include "frameworks_common.h"
-#include "stagecraft/config/frameworks.h"
+#include "stagecraft/interop/frameworks.h"
 #include "stagecraft/config/validate.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/plan/plan.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 namespace {
 
@@ -565,4 +565,4 @@ Result<std::string> export_config(const RunConfig& config, Framework to, const E
   return out;
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

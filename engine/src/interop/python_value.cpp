@@ -11,7 +11,7 @@
 
 #include "python_eval.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 using K = PyValue::Kind;
 
@@ -548,4 +548,4 @@ std::string py_repr(const PyValue& v, size_t max_chars) {
   return out;
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

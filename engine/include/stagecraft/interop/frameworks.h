@@ -37,7 +37,7 @@
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 enum class Framework { kLibai, kPaddle, kColossalai, kMegatron, kDeepspeed };
 
@@ -64,13 +64,13 @@ struct Exported {
   std::vector<std::string> notes;  // what the framework runs differently from the plan, one line each
 };
 
-Result<Exported> export_files(const RunConfig& config, Framework to, const ExportOptions& options = {});
+Result<Exported> export_files(const config::RunConfig& config, Framework to, const ExportOptions& options = {});
 
 // The export as one text: the single file, or every file under a "==> name <==" header.
-Result<std::string> export_config(const RunConfig& config, Framework to, const ExportOptions& options = {});
+Result<std::string> export_config(const config::RunConfig& config, Framework to, const ExportOptions& options = {});
 
 // `origin` names the text in messages (usually its path) and, without a base, the run.
-Result<RunConfig> import_config(std::string_view text, Framework from, const RunConfig* base, std::string_view origin);
+Result<config::RunConfig> import_config(std::string_view text, Framework from, const config::RunConfig* base, std::string_view origin);
 
 // LiBai's own stage of every layer when custom_pipeline_stage_id is not given
 // (libai/utils/distributed.py, _DistributeUtil._init_placement_group): with pp >= 4 stages and
@@ -80,4 +80,4 @@ Result<RunConfig> import_config(std::string_view text, Framework from, const Run
 // [3, 3, 3, 3, 3, 4, 4, 1]; 24 on 2 give [12, 12]. Needs 1 <= pp <= layers.
 std::vector<int> libai_auto_stage_ids(int layers, int pp);
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

@@ -18,7 +18,7 @@
 
 #include "stagecraft/core/status.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 struct PyToken {
   enum class Kind { kName, kInt, kFloat, kString, kOp };
@@ -42,4 +42,4 @@ struct PyLine {
 // `origin` prefixes error messages: "origin:line: message".
 Result<std::vector<PyLine>> py_tokenize(std::string_view text, std::string_view origin);
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

@@ -10,7 +10,7 @@
 
 #include "stagecraft/core/text.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 namespace {
 
@@ -63,7 +63,7 @@ class Lexer {
         return fail("unexpected character after line continuation '\\'");
       }
       Status st = token();
-      if (!st.is_ok()) return st;
+      if (!st.ok()) return st;
     }
     if (!brackets_.empty()) {
       return fail_at(brackets_.back().line, std::string("'") + brackets_.back().open + "' is never closed");
@@ -142,7 +142,7 @@ class Lexer {
       tok.text = std::string(word);
       pos_ = end;
       push(std::move(tok));
-      return Status::ok();
+      return Status::OK();
     }
     if (std::isdigit(c) || (c == '.' && pos_ + 1 < t_.size() && std::isdigit(static_cast<unsigned char>(t_[pos_ + 1])))) {
       return number();
@@ -208,7 +208,7 @@ class Lexer {
       tok.kind = PyToken::Kind::kFloat;
       tok.opaque = "complex number " + std::string(t_.substr(start, end - start));
       push(std::move(tok));
-      return Status::ok();
+      return Status::OK();
     }
     if (is_float) {
       tok.kind = PyToken::Kind::kFloat;
@@ -231,7 +231,7 @@ class Lexer {
       tok.i = static_cast<int64_t>(v);
     }
     push(std::move(tok));
-    return Status::ok();
+    return Status::OK();
   }
 
   Status string(std::string_view prefix) {
@@ -325,7 +325,7 @@ class Lexer {
     if (fstring) tok.opaque = "an f-string is formatted at run time";
     else if (bytes) tok.opaque = "a bytes literal";
     push(std::move(tok));
-    return Status::ok();
+    return Status::OK();
   }
 
   Status op() {
@@ -352,7 +352,7 @@ class Lexer {
       tok.text = std::string(sv);
       push(std::move(tok));
       pos_ += sv.size();
-      return Status::ok();
+      return Status::OK();
     }
     const auto c = static_cast<unsigned char>(t_[pos_]);
     char shown[8];
@@ -379,4 +379,4 @@ Result<std::vector<PyLine>> py_tokenize(std::string_view text, std::string_view 
   return Lexer(text, origin).run();
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

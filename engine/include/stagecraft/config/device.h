@@ -24,7 +24,7 @@
 #include "stagecraft/core/json.h"
 #include "stagecraft/core/status.h"
 
-namespace stagecraft::plan {
+namespace stagecraft::config {
 
 struct DeviceSpec {
   std::string name;
@@ -63,4 +63,4 @@ Json device_to_json(const DeviceSpec& d);
 // The `stagecraft-cli devices` table.
 std::string devices_to_text(const std::vector<DeviceSpec>& devices);
 
-}  // namespace stagecraft::plan
+}  // namespace stagecraft::config

@@ -7,7 +7,7 @@
 #include "stagecraft/config/validate.h"
 #include "stagecraft/plan/topology.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 namespace {
 
@@ -177,4 +177,4 @@ std::vector<int> libai_auto_stage_ids(int layers, int pp) {
   return ids;
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

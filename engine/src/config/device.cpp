@@ -3,7 +3,7 @@
 // Sources: NVIDIA datasheets (V100 SXM2, A100 SXM4, H100 SXM5 / PCIe, H200 SXM, L40S, GeForce
 // RTX 4090 / Ada whitepaper), DGX-1 / DGX A100 / DGX H100 system guides for the networks.
 // Dense peaks only: the sparse figures of the datasheets are twice these.
-#include "stagecraft/plan/device.h"
+#include "stagecraft/config/device.h"
 #include "stagecraft/core/text.h"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 
 #include <unistd.h>
 
-namespace stagecraft::plan {
+namespace stagecraft::config {
 
 namespace {
 
@@ -222,4 +222,4 @@ std::string devices_to_text(const std::vector<DeviceSpec>& devices) {
   return o.str();
 }
 
-}  // namespace stagecraft::plan
+}  // namespace stagecraft::config

@@ -1,16 +1,16 @@
-// StoreClient: a worker's connection to the rendezvous store (protocol in stagecraft/comm/store.h).
+// RendezvousClient: a worker's connection to the rendezvous store (protocol in stagecraft/comm/rendezvous.h).
 //
 // Every call sends one frame and reads one reply under a deadline; any failure on the wire
 // drops the connection (its byte stream can no longer be trusted) and the next call opens a new
 // one. The messages name the operation, the keys and the server's address.
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 
 #include <algorithm>
 #include <limits>
 #include <thread>
 
 #include "comm/socket.h"
-#include "comm/store_protocol.h"
+#include "comm/rendezvous_protocol.h"
 
 namespace stagecraft::comm {
 
@@ -49,7 +49,7 @@ Status check_key(const std::string& key) {
   if (key.size() > kMaxKeyBytes) {
     return Status::invalid_input("key " + quote(key) + " is longer than the store's limit of " + std::to_string(kMaxKeyBytes) + " bytes");
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 Status check_keys(const std::vector<std::string>& keys) {
@@ -60,29 +60,29 @@ Status check_keys(const std::vector<std::string>& keys) {
   for (const auto& k : keys) {
     if (Status s = check_key(k); !s) return s;
   }
-  return Status::ok();
+  return Status::OK();
 }
 
 std::string ms_text(Milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
 }  // namespace
 
-StoreClient::StoreClient(StoreClientOptions options)
+RendezvousClient::RendezvousClient(RendezvousClientOptions options)
     : options_(std::move(options)), address_(net::format_address(options_.host, options_.port)) {}
 
-StoreClient::~StoreClient() { drop(); }
+RendezvousClient::~RendezvousClient() { drop(); }
 
-void StoreClient::drop() {
+void RendezvousClient::drop() {
   if (fd_ >= 0) net::Fd(fd_).reset();
   fd_ = -1;
 }
 
-std::string StoreClient::local_address() const {
+std::string RendezvousClient::local_address() const {
   std::lock_guard<std::mutex> lock(local_mu_);
   return local_address_;
 }
 
-Result<std::unique_ptr<StoreClient>> StoreClient::connect(const StoreClientOptions& options) {
+Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const RendezvousClientOptions& options) {
   const std::string where = net::format_address(options.host, options.port);
   if (options.port <= 0 || options.port > 65535) {
     return Status::invalid_input("store address " + where + ": the port must be in 1..65535");
@@ -90,13 +90,13 @@ Result<std::unique_ptr<StoreClient>> StoreClient::connect(const StoreClientOptio
   if (options.token.size() > kMaxTokenBytes) {
     return Status::invalid_input("store token is longer than " + std::to_string(kMaxTokenBytes) + " bytes");
   }
-  std::unique_ptr<StoreClient> client(new StoreClient(options));
+  std::unique_ptr<RendezvousClient> client(new RendezvousClient(options));
   std::lock_guard<std::mutex> lock(client->mu_);
   if (Status s = client->open(Clock::now() + options.connect_timeout); !s) return s;
   return client;
 }
 
-Status StoreClient::open(Clock::time_point deadline) {
+Status RendezvousClient::open(Clock::time_point deadline) {
   proto::Writer hello;
   hello.u8(static_cast<uint8_t>(Op::kHello)).raw(proto::kMagic, 4).u16(proto::kVersion).str(options_.token);
   const std::string frame = hello.frame();
@@ -127,7 +127,7 @@ Status StoreClient::open(Clock::time_point deadline) {
           fd_ = fd->release();
           std::lock_guard<std::mutex> lock(local_mu_);
           local_address_ = net::local_address(fd_);
-          return Status::ok();
+          return Status::OK();
         }
         const auto kind = static_cast<ErrorKind>(r.u8());
         const std::string msg(r.str(kMaxHelloFrameBytes));
@@ -151,7 +151,7 @@ Status StoreClient::open(Clock::time_point deadline) {
     }
     const int left = net::remaining_ms(deadline);
     if (left <= 0) {
-      const Status& why = busy.is_ok() ? last : busy;
+      const Status& why = busy.ok() ? last : busy;
       return Status::unavailable("cannot reach the store at " + address_ + " (gave up after retrying: " +
                                  why.message() + ")");
     }
@@ -160,7 +160,7 @@ Status StoreClient::open(Clock::time_point deadline) {
   }
 }
 
-Result<std::string> StoreClient::call(const char* op, const std::string& what, const std::string& request,
+Result<std::string> RendezvousClient::call(const char* op, const std::string& what, const std::string& request,
                                       Milliseconds reply_wait) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string context = std::string("store ") + op + " " + what + " at " + address_;
@@ -211,7 +211,7 @@ Result<std::string> StoreClient::call(const char* op, const std::string& what, c
   return Status::internal(context + ": unknown reply " + std::to_string(static_cast<int>(reply)));
 }
 
-Status StoreClient::set(const std::string& key, const std::string& value) {
+Status RendezvousClient::set(const std::string& key, const std::string& value) {
   if (Status s = check_key(key); !s) return s.with_context("store set");
   if (value.size() > kMaxValueBytes) {
     return Status::invalid_input("store set " + quote(key) + ": value of " + std::to_string(value.size()) +
@@ -223,9 +223,9 @@ Status StoreClient::set(const std::string& key, const std::string& value) {
   return r.status();
 }
 
-Result<std::string> StoreClient::get(const std::string& key) { return get(key, options_.timeout); }
+Result<std::string> RendezvousClient::get(const std::string& key) { return get(key, options_.timeout); }
 
-Result<std::string> StoreClient::get(const std::string& key, Milliseconds wait) {
+Result<std::string> RendezvousClient::get(const std::string& key, Milliseconds wait) {
   if (Status s = check_key(key); !s) return s.with_context("store get");
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Op::kGet)).str(key).u32(clamp_ms(wait));
@@ -242,9 +242,9 @@ Result<std::string> StoreClient::get(const std::string& key, Milliseconds wait) 
   return std::string(value);
 }
 
-Status StoreClient::wait(const std::vector<std::string>& keys) { return wait(keys, options_.timeout); }
+Status RendezvousClient::wait(const std::vector<std::string>& keys) { return wait(keys, options_.timeout); }
 
-Status StoreClient::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+Status RendezvousClient::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
   if (Status s = check_keys(keys); !s) return s.with_context("store wait");
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Op::kWait)).u32(static_cast<uint32_t>(keys.size()));
@@ -253,7 +253,7 @@ Status StoreClient::wait(const std::vector<std::string>& keys, Milliseconds time
   return call("wait", "for " + quote_keys(keys), w.frame(), timeout).status();
 }
 
-Result<int64_t> StoreClient::add(const std::string& key, int64_t delta) {
+Result<int64_t> RendezvousClient::add(const std::string& key, int64_t delta) {
   if (Status s = check_key(key); !s) return s.with_context("store add");
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Op::kAdd)).str(key).i64(delta);
@@ -265,7 +265,7 @@ Result<int64_t> StoreClient::add(const std::string& key, int64_t delta) {
   return v;
 }
 
-Result<bool> StoreClient::remove(const std::string& key) {
+Result<bool> RendezvousClient::remove(const std::string& key) {
   if (Status s = check_key(key); !s) return s.with_context("store delete");
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Op::kDelete)).str(key);
@@ -277,7 +277,7 @@ Result<bool> StoreClient::remove(const std::string& key) {
   return existed != 0;
 }
 
-Result<bool> StoreClient::check(const std::vector<std::string>& keys) {
+Result<bool> RendezvousClient::check(const std::vector<std::string>& keys) {
   if (Status s = check_keys(keys); !s) return s.with_context("store check");
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Op::kCheck)).u32(static_cast<uint32_t>(keys.size()));

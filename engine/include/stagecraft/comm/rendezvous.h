@@ -53,9 +53,9 @@ inline constexpr size_t kMaxFrameBytes = kMaxValueBytes + 2 * kMaxKeyBytes + 64;
 // Before HELLO succeeds a frame may be at most this long.
 inline constexpr size_t kMaxHelloFrameBytes = 16 + kMaxTokenBytes;
 
-struct StoreServerOptions {
+struct RendezvousServerOptions {
   std::string host = "0.0.0.0";  // address to listen on; a name is resolved
-  int port = 0;                   // 0: the system picks a free port; see StoreServer::port()
+  int port = 0;                   // 0: the system picks a free port; see RendezvousServer::port()
   std::string token;              // clients must present it; empty refuses to start
   size_t max_connections = 4096;  // further connections are closed at once
   size_t max_stored_bytes = size_t{1} << 30;  // keys + values; a SET beyond fails
@@ -64,7 +64,7 @@ struct StoreServerOptions {
 };
 
 // Counters for tests and for the launcher's diagnostics.
-struct StoreServerStats {
+struct RendezvousServerStats {
   size_t open_connections = 0;
   size_t accepted = 0;           // connections accepted in total
   size_t authenticated = 0;      // connections that passed HELLO
@@ -78,28 +78,28 @@ struct StoreServerStats {
 
 // Serves one run's keys on a background thread (one poll loop for all connections).
 // Thread-safe: port(), stats() and stop() may be called from any thread.
-class StoreServer {
+class RendezvousServer {
  public:
   // Binds and listens, then starts serving. Fails (kInvalidInput) on an empty or oversize token,
   // (kIoError) when the address cannot be bound, naming it.
-  static Result<std::unique_ptr<StoreServer>> start(const StoreServerOptions& options);
-  ~StoreServer();  // stops and closes every connection
-  StoreServer(const StoreServer&) = delete;
-  StoreServer& operator=(const StoreServer&) = delete;
+  static Result<std::unique_ptr<RendezvousServer>> start(const RendezvousServerOptions& options);
+  ~RendezvousServer();  // stops and closes every connection
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
 
   int port() const;                 // the port actually bound
   const std::string& host() const;  // as given in the options
-  StoreServerStats stats() const;
+  RendezvousServerStats stats() const;
   void stop();                      // idempotent; pending waits end with their connections
 
   struct Impl;
 
  private:
-  explicit StoreServer(std::unique_ptr<Impl> impl);
+  explicit RendezvousServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
-struct StoreClientOptions {
+struct RendezvousClientOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string token;
@@ -119,12 +119,12 @@ struct StoreClientOptions {
 // After an I/O error or a timeout the connection is dropped and the next call reconnects.
 // Thread-safe: calls are serialized on the one connection, so a thread blocked in wait() holds
 // up the others; threads that must rendezvous with each other need clients of their own.
-class StoreClient {
+class RendezvousClient {
  public:
-  static Result<std::unique_ptr<StoreClient>> connect(const StoreClientOptions& options);
-  ~StoreClient();
-  StoreClient(const StoreClient&) = delete;
-  StoreClient& operator=(const StoreClient&) = delete;
+  static Result<std::unique_ptr<RendezvousClient>> connect(const RendezvousClientOptions& options);
+  ~RendezvousClient();
+  RendezvousClient(const RendezvousClient&) = delete;
+  RendezvousClient& operator=(const RendezvousClient&) = delete;
 
   Status set(const std::string& key, const std::string& value);
   // The value of `key`, waiting for it up to options.timeout.
@@ -146,17 +146,17 @@ class StoreClient {
   // The local IP address of the latest connection: an address of this machine that reaches
   // the server, and so a sensible default for peers to reach this process on.
   std::string local_address() const;
-  const StoreClientOptions& options() const { return options_; }
+  const RendezvousClientOptions& options() const { return options_; }
 
  private:
-  explicit StoreClient(StoreClientOptions options);
+  explicit RendezvousClient(RendezvousClientOptions options);
   Status open(std::chrono::steady_clock::time_point deadline);
   void drop();
   // One request and its reply; `reply_wait` is how long the server may take on purpose (a wait).
   Result<std::string> call(const char* op, const std::string& what, const std::string& request,
                            Milliseconds reply_wait);
 
-  StoreClientOptions options_;
+  RendezvousClientOptions options_;
   std::string address_;
   mutable std::mutex mu_;  // the connection: one call at a time
   int fd_ = -1;

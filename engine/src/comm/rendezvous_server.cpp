@@ -1,4 +1,4 @@
-// StoreServer: the rendezvous store's server (protocol in stagecraft/comm/store.h).
+// RendezvousServer: the rendezvous store's server (protocol in stagecraft/comm/rendezvous.h).
 //
 // One thread runs a poll(2) loop over the listening socket, a wake-up pipe and every
 // connection; all key-value state belongs to that thread, so nothing but the statistics needs a
@@ -9,7 +9,7 @@
 // is the nearest deadline, so every wait ends on time.
 //
 // Not here: persistence, replication, authentication beyond the shared run token.
-#include "stagecraft/comm/store.h"
+#include "stagecraft/comm/rendezvous.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -28,7 +28,7 @@
 #include <unordered_map>
 
 #include "comm/socket.h"
-#include "comm/store_protocol.h"
+#include "comm/rendezvous_protocol.h"
 
 namespace stagecraft::comm {
 
@@ -96,8 +96,8 @@ struct Conn {
 
 }  // namespace
 
-struct StoreServer::Impl {
-  StoreServerOptions opt;
+struct RendezvousServer::Impl {
+  RendezvousServerOptions opt;
   int port = 0;
   net::Fd listener;
   net::Fd wake_read, wake_write;
@@ -106,7 +106,7 @@ struct StoreServer::Impl {
   std::mutex stop_mu;  // serializes stop() callers
 
   mutable std::mutex stats_mu;
-  StoreServerStats stats;
+  RendezvousServerStats stats;
 
   // Loop-thread state.
   std::unordered_map<std::string, std::string> data;
@@ -142,7 +142,7 @@ struct StoreServer::Impl {
 
 // ---- lifetime -------------------------------------------------------------------------------
 
-Result<std::unique_ptr<StoreServer>> StoreServer::start(const StoreServerOptions& options) {
+Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(const RendezvousServerOptions& options) {
   if (options.token.empty()) return Status::invalid_input("store server: the run token is empty");
   if (options.token.size() > kMaxTokenBytes) {
     return Status::invalid_input("store server: the run token is longer than " + std::to_string(kMaxTokenBytes) + " bytes");
@@ -197,14 +197,14 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const StoreServerOptions
 
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop(); });
-  return std::unique_ptr<StoreServer>(new StoreServer(std::move(impl)));
+  return std::unique_ptr<RendezvousServer>(new RendezvousServer(std::move(impl)));
 }
 
-StoreServer::StoreServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RendezvousServer::RendezvousServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-StoreServer::~StoreServer() { stop(); }
+RendezvousServer::~RendezvousServer() { stop(); }
 
-void StoreServer::stop() {
+void RendezvousServer::stop() {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
   if (!impl_->thread.joinable()) return;
   impl_->stopping = true;
@@ -215,17 +215,17 @@ void StoreServer::stop() {
   impl_->listener.reset();
 }
 
-int StoreServer::port() const { return impl_->port; }
-const std::string& StoreServer::host() const { return impl_->opt.host; }
+int RendezvousServer::port() const { return impl_->port; }
+const std::string& RendezvousServer::host() const { return impl_->opt.host; }
 
-StoreServerStats StoreServer::stats() const {
+RendezvousServerStats RendezvousServer::stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
   return impl_->stats;
 }
 
 // ---- the loop -------------------------------------------------------------------------------
 
-void StoreServer::Impl::loop() {
+void RendezvousServer::Impl::loop() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   while (!stopping) {
@@ -280,7 +280,7 @@ void StoreServer::Impl::loop() {
   }
 }
 
-void StoreServer::Impl::accept_all() {
+void RendezvousServer::Impl::accept_all() {
   for (int i = 0; i < 256; ++i) {
     const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -291,7 +291,7 @@ void StoreServer::Impl::accept_all() {
     }
     net::Fd owned(fd);
     if (conns.size() >= opt.max_connections) {
-      count([](StoreServerStats& s) { ++s.accepted, ++s.over_capacity; });
+      count([](RendezvousServerStats& s) { ++s.accepted, ++s.over_capacity; });
       proto::Writer w;
       w.u8(static_cast<uint8_t>(Reply::kError)).u8(static_cast<uint8_t>(ErrorKind::kBusy));
       w.str("the store holds its maximum of " + std::to_string(opt.max_connections) + " connections");
@@ -305,11 +305,11 @@ void StoreServer::Impl::accept_all() {
     c.fd = std::move(owned);
     c.hello_deadline = Clock::now() + opt.hello_timeout;
     conns.emplace(next_id++, std::move(c));
-    count([this](StoreServerStats& s) { ++s.accepted, s.open_connections = conns.size(); });
+    count([this](RendezvousServerStats& s) { ++s.accepted, s.open_connections = conns.size(); });
   }
 }
 
-void StoreServer::Impl::on_readable(uint64_t id, Conn& c) {
+void RendezvousServer::Impl::on_readable(uint64_t id, Conn& c) {
   // Reads only what the current frame still needs, so the buffer never holds more than one
   // frame and its size follows the bytes that arrived, not the length a peer claims.
   for (int round = 0; round < 64 && !c.busy(); ++round) {
@@ -351,7 +351,7 @@ void StoreServer::Impl::on_readable(uint64_t id, Conn& c) {
   }
 }
 
-void StoreServer::Impl::reply(Conn& c, const proto::Writer& w) {
+void RendezvousServer::Impl::reply(Conn& c, const proto::Writer& w) {
   if (c.out_off == c.out.size()) {
     c.out.clear();
     c.out_off = 0;
@@ -360,7 +360,7 @@ void StoreServer::Impl::reply(Conn& c, const proto::Writer& w) {
   flush(c);
 }
 
-void StoreServer::Impl::flush(Conn& c) {
+void RendezvousServer::Impl::flush(Conn& c) {
   while (c.out_off < c.out.size()) {
     const ssize_t k = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k < 0) {
@@ -380,25 +380,25 @@ void StoreServer::Impl::flush(Conn& c) {
 }
 
 // Statistics are counted before the reply leaves, so a client that saw the reply sees them.
-void StoreServer::Impl::fail(Conn& c, ErrorKind kind, const std::string& message) {
-  if (kind == ErrorKind::kProtocol) count([](StoreServerStats& s) { ++s.protocol_errors; });
+void RendezvousServer::Impl::fail(Conn& c, ErrorKind kind, const std::string& message) {
+  if (kind == ErrorKind::kProtocol) count([](RendezvousServerStats& s) { ++s.protocol_errors; });
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Reply::kError)).u8(static_cast<uint8_t>(kind)).str(message);
   const std::string f = w.frame();
   [[maybe_unused]] ssize_t k = ::send(c.fd.get(), f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void StoreServer::Impl::close(uint64_t id) {
+void RendezvousServer::Impl::close(uint64_t id) {
   auto it = conns.find(id);
   if (it == conns.end()) return;
   unpark(id, it->second);
   conns.erase(it);
-  count([this](StoreServerStats& s) { s.open_connections = conns.size(); });
+  count([this](RendezvousServerStats& s) { s.open_connections = conns.size(); });
 }
 
 // ---- requests -------------------------------------------------------------------------------
 
-bool StoreServer::Impl::handle_hello(Conn& c, std::string_view body) {
+bool RendezvousServer::Impl::handle_hello(Conn& c, std::string_view body) {
   proto::Reader r(body);
   const auto op = static_cast<Op>(r.u8());
   const std::string_view magic = r.raw(4);
@@ -409,24 +409,24 @@ bool StoreServer::Impl::handle_hello(Conn& c, std::string_view body) {
     return false;
   }
   if (magic != std::string_view(proto::kMagic, 4) || version != proto::kVersion) {
-    count([](StoreServerStats& s) { ++s.protocol_errors; });
+    count([](RendezvousServerStats& s) { ++s.protocol_errors; });
     fail(c, ErrorKind::kVersion, "not a Stagecraft store client of protocol version " + std::to_string(proto::kVersion));
     return false;
   }
   if (!equal_constant_time(token, opt.token)) {
-    count([](StoreServerStats& s) { ++s.refused_token; });
+    count([](RendezvousServerStats& s) { ++s.refused_token; });
     fail(c, ErrorKind::kToken, "wrong run token");
     return false;
   }
   c.authed = true;
-  count([](StoreServerStats& s) { ++s.authenticated; });
+  count([](RendezvousServerStats& s) { ++s.authenticated; });
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Reply::kOk));
   reply(c, w);
   return true;
 }
 
-bool StoreServer::Impl::handle_frame(uint64_t id, Conn& c, std::string_view body) {
+bool RendezvousServer::Impl::handle_frame(uint64_t id, Conn& c, std::string_view body) {
   if (!c.authed) return handle_hello(c, body);
   proto::Reader r(body);
   const auto op = static_cast<Op>(r.u8());
@@ -461,7 +461,7 @@ bool StoreServer::Impl::handle_frame(uint64_t id, Conn& c, std::string_view body
       }
       data[std::string(key)] = std::string(value);
       stored_bytes = after;
-      count([this](StoreServerStats& s) { s.keys = data.size(), s.stored_bytes = stored_bytes; });
+      count([this](RendezvousServerStats& s) { s.keys = data.size(), s.stored_bytes = stored_bytes; });
       w.u8(static_cast<uint8_t>(Reply::kOk));
       reply(c, w);
       key_changed(std::string(key));
@@ -505,7 +505,7 @@ bool StoreServer::Impl::handle_frame(uint64_t id, Conn& c, std::string_view body
       if (after > opt.max_stored_bytes) return refuse("the store is full");
       data[key] = std::move(text);
       stored_bytes = after;
-      count([this](StoreServerStats& s) { s.keys = data.size(), s.stored_bytes = stored_bytes; });
+      count([this](RendezvousServerStats& s) { s.keys = data.size(), s.stored_bytes = stored_bytes; });
       w.u8(static_cast<uint8_t>(Reply::kOk)).i64(value);
       reply(c, w);
       key_changed(key);
@@ -519,7 +519,7 @@ bool StoreServer::Impl::handle_frame(uint64_t id, Conn& c, std::string_view body
       if (existed) {
         stored_bytes -= key.size() + it->second.size();
         data.erase(it);
-        count([this](StoreServerStats& s) { s.keys = data.size(), s.stored_bytes = stored_bytes; });
+        count([this](RendezvousServerStats& s) { s.keys = data.size(), s.stored_bytes = stored_bytes; });
       }
       w.u8(static_cast<uint8_t>(Reply::kOk)).u8(existed ? 1 : 0);
       reply(c, w);
@@ -541,7 +541,7 @@ bool StoreServer::Impl::handle_frame(uint64_t id, Conn& c, std::string_view body
 
 // ---- parked requests ------------------------------------------------------------------------
 
-std::vector<std::string> StoreServer::Impl::missing(const std::vector<std::string>& keys) const {
+std::vector<std::string> RendezvousServer::Impl::missing(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;
   for (const auto& k : keys) {
     if (data.find(k) == data.end()) out.push_back(k);
@@ -549,7 +549,7 @@ std::vector<std::string> StoreServer::Impl::missing(const std::vector<std::strin
   return out;
 }
 
-void StoreServer::Impl::park(uint64_t id, Conn& c) {
+void RendezvousServer::Impl::park(uint64_t id, Conn& c) {
   for (const auto& k : c.keys) {
     if (data.find(k) == data.end()) {
       c.parked_on = k;
@@ -559,7 +559,7 @@ void StoreServer::Impl::park(uint64_t id, Conn& c) {
   }
 }
 
-void StoreServer::Impl::unpark(uint64_t id, Conn& c) {
+void RendezvousServer::Impl::unpark(uint64_t id, Conn& c) {
   if (c.parked_on.empty()) return;
   auto it = parked.find(c.parked_on);
   if (it != parked.end()) {
@@ -570,7 +570,7 @@ void StoreServer::Impl::unpark(uint64_t id, Conn& c) {
   c.parked_on.clear();
 }
 
-bool StoreServer::Impl::try_complete(uint64_t id, Conn& c) {
+bool RendezvousServer::Impl::try_complete(uint64_t id, Conn& c) {
   unpark(id, c);
   for (const auto& k : c.keys) {
     if (data.find(k) == data.end()) {
@@ -588,7 +588,7 @@ bool StoreServer::Impl::try_complete(uint64_t id, Conn& c) {
   return true;
 }
 
-void StoreServer::Impl::key_changed(const std::string& key) {
+void RendezvousServer::Impl::key_changed(const std::string& key) {
   auto it = parked.find(key);
   if (it == parked.end()) return;
   std::vector<uint64_t> ids = std::move(it->second);
@@ -601,7 +601,7 @@ void StoreServer::Impl::key_changed(const std::string& key) {
   }
 }
 
-void StoreServer::Impl::time_out(uint64_t id, Conn& c) {
+void RendezvousServer::Impl::time_out(uint64_t id, Conn& c) {
   unpark(id, c);
   proto::Writer w;
   w.u8(static_cast<uint8_t>(Reply::kTimeout)).str(list_keys(missing(c.keys)));
@@ -611,14 +611,14 @@ void StoreServer::Impl::time_out(uint64_t id, Conn& c) {
   reply(c, w);
 }
 
-void StoreServer::Impl::expire(Clock::time_point now) {
+void RendezvousServer::Impl::expire(Clock::time_point now) {
   std::vector<uint64_t> dead;
   for (auto& [id, c] : conns) {
     if (c.pending != Conn::Pending::kNone && c.wait_deadline <= now) time_out(id, c);
     if (c.deadline() <= now) dead.push_back(id);
   }
   for (uint64_t id : dead) {
-    count([](StoreServerStats& s) { ++s.timed_out; });
+    count([](RendezvousServerStats& s) { ++s.timed_out; });
     close(id);
   }
 }

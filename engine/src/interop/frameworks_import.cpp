@@ -11,13 +11,13 @@
 #include <map>
 
 #include "frameworks_common.h"
-#include "stagecraft/config/frameworks.h"
-#include "stagecraft/config/python_literal.h"
+#include "stagecraft/interop/frameworks.h"
+#include "stagecraft/interop/python_literal.h"
 #include "stagecraft/config/validate.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/plan/plan.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 namespace {
 
@@ -714,4 +714,4 @@ Result<RunConfig> import_config(std::string_view text, Framework from, const Run
   return c;
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

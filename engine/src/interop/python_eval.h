@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "python_lexer.h"
-#include "stagecraft/config/python_literal.h"
+#include "stagecraft/interop/python_literal.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 // Work shared by every expression of one file.
 struct PyBudget {
@@ -90,4 +90,4 @@ PyRef py_call_method(const PyRef& self, const std::string& name, const std::vect
 // (with `line` of the first token). `globals` is the module's globals object.
 PyRef py_eval(const std::vector<PyToken>& tokens, size_t begin, size_t end, const PyValue& globals, PyBudget& budget);
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <limits>
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 using K = PyValue::Kind;
 
@@ -600,4 +600,4 @@ PyRef py_eval(const std::vector<PyToken>& tokens, size_t begin, size_t end, cons
   return Eval(tokens, begin, end, globals, budget).run();
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop

@@ -4,14 +4,14 @@
 // exec (statements take effect), opaque (assignments bind opaque values that say why: a loop
 // body, an except block, a branch behind a condition that cannot be evaluated) and skip (a branch
 // not taken, a def or class body). Expressions are evaluated by python_eval.h.
-#include "stagecraft/config/python_literal.h"
+#include "stagecraft/interop/python_literal.h"
 
 #include <unordered_set>
 
 #include "python_eval.h"
 #include "python_lexer.h"
 
-namespace stagecraft::config {
+namespace stagecraft::interop {
 
 using K = PyValue::Kind;
 
@@ -165,7 +165,7 @@ class PyRunner {
   }
 
   Status block(const std::vector<PyLine>& L, size_t begin, size_t end, Mode mode, const std::string& why, int depth) {
-    if (begin >= end) return Status::ok();
+    if (begin >= end) return Status::OK();
     if (depth > kMaxBlockDepth) return error(L[begin].line, "blocks nested deeper than " + std::to_string(kMaxBlockDepth) + " levels");
     const int indent = L[begin].indent;
     std::string previous;  // the compound statement before, for a following else
@@ -198,7 +198,7 @@ class PyRunner {
       }
       if (kw == "if") {
         auto st = if_chain(L, i, end, indent, mode, why, depth, &i);
-        if (!st.is_ok()) return st;
+        if (!st.ok()) return st;
         previous = "if";
         continue;
       }
@@ -228,13 +228,13 @@ class PyRunner {
         inner = Mode::kSkip;
       }
       auto st = body(L, i, body_end, kw, inner, inner_why, depth);
-      if (!st.is_ok()) return st;
+      if (!st.ok()) return st;
       if (kw == "for" || kw == "while" || kw == "try") previous = kw;
       else if (kw == "except") previous = "try";
       else previous.clear();
       i = body_end;
     }
-    return Status::ok();
+    return Status::OK();
   }
 
   // The body of the compound statement on line i: the tokens after its ':' or the indented
@@ -250,7 +250,7 @@ class PyRunner {
     }
     if (inline_body) {
       if (mode != Mode::kSkip) simple(tk, colon + 1, tk.size(), mode, why);
-      return Status::ok();
+      return Status::OK();
     }
     return block(L, i + 1, body_end, mode, why, depth + 1);
   }
@@ -290,14 +290,14 @@ class PyRunner {
         }
       }
       auto st = body(L, i, body_end, kw, m, m_why, depth);
-      if (!st.is_ok()) return st;
+      if (!st.ok()) return st;
       i = body_end;
       if (kw == "else" || i >= end || L[i].indent != indent || L[i].tokens[0].kind != PyToken::Kind::kName) break;
       const std::string& nk = L[i].tokens[0].text;
       if (nk != "elif" && nk != "else") break;
     }
     *next = i;
-    return Status::ok();
+    return Status::OK();
   }
 
   // One logical line of simple statements separated by ';'.
@@ -585,8 +585,8 @@ Result<PyModule> run_python_config(std::string_view text, std::string_view origi
   if (!lines.ok()) return lines.status();
   PyRunner runner(origin, limits);
   Status st = runner.run(lines.value());
-  if (!st.is_ok()) return st;
+  if (!st.ok()) return st;
   return runner.module();
 }
 
-}  // namespace stagecraft::config
+}  // namespace stagecraft::interop
