@@ -17,9 +17,9 @@ STAGECRAFT_PACKAGES=(
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
 )
 
-# For the tests only: Python 3 (the layering check, tests/arch) and Debian's PyTorch, the independent reference some suites compare against
-# (they skip with a message where it is missing); a real sshd, ssh-keygen and ip netns for the
-# remote-launch suites; Xvfb for screenshots of the real window.
+# For the tests only: Python 3 (the layering check, tests/arch); Debian's PyTorch, the independent
+# reference some suites compare against (they skip with a message where it is missing); a real
+# sshd, ssh-keygen and ip netns for the remote-launch suites; Xvfb for screenshots of the window.
 STAGECRAFT_TEST_PACKAGES=(python3 python3-torch openssh-server openssh-client iproute2 procps xvfb xauth)
 
 # stagecraft_install_packages [EXTRA_PACKAGE ...]: installs what is missing.

@@ -1,6 +1,6 @@
 // bench_plan: how fast planning is. The balanced partition (1,000 layers on 64 stages, 10,000 on
 // 512; targets under 1 ms each) and a full plan of 1,024 nodes x 8 GPUs with its JSON (target
-// under 10 ms together), the sizes DESIGN.md §5 and plan.h promise for re-planning on every
+// under 10 ms together), the sizes plan.h promises for re-planning on every
 // edit. Prints the median and minimum wall time over repeated runs, and the median CPU time of
 // the thread (which a busy machine inflates less, since time spent descheduled does not count);
 // asserts nothing.

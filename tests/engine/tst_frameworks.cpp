@@ -656,7 +656,7 @@ void TestFrameworks::importSeedExamples_data() {
   QTest::newRow("LiBai TP 2 x PP 4") << "libai" << b
       << libai + "train.dist.tensor_parallel_size = 2\ntrain.dist.pipeline_parallel_size = 4\n\ntrain.dist.pipeline_num_layers = model.cfg.hidden_layers\n"
       << QList<int>{1, 2, 4} << QList<int>{6, 7, 7, 4} << "[0, 1] [2, 3] [4, 5] [6, 7]" << eight;
-  QTest::newRow("LiBai 3D 2 x 2 x 2 (DESIGN.md's worked example)") << "libai" << b
+  QTest::newRow("LiBai 3D 2 x 2 x 2 (docs/ARCHITECTURE.md §4's worked example)") << "libai" << b
       << libai + "train.dist.data_parallel_size = 2\ntrain.dist.tensor_parallel_size = 2\ntrain.dist.pipeline_parallel_size = 2\n\n"
                  "train.dist.pipeline_num_layers = model.cfg.hidden_layers\n"
       << QList<int>{2, 2, 2} << QList<int>{12, 12} << "[0, 1] [2, 3] [4, 5] [6, 7]" << "[0, 2] [1, 3] [4, 6] [5, 7]";

@@ -84,7 +84,7 @@ class TestPlan : public QObject {
     QCOMPARE(j.find("partition")->as_string(), std::string("uniform"));
     QCOMPARE(j.find("micro_batches")->as_int(), 8);  // 32 / (2 x 2)
     QCOMPARE(j.find("bubble_fraction")->as_double(), 1.0 / 8);
-    // Every rank with its coordinates (DESIGN.md §4: rank = tp + dp * tp_size + pp * tp_size * dp_size).
+    // Every rank with its coordinates (docs/ARCHITECTURE.md §4: rank = tp + dp * tp_size + pp * tp_size * dp_size).
     const Json* ranks = j.find("ranks");
     QVERIFY(ranks && ranks->is_array());
     QCOMPARE(ranks->size(), size_t{8});
@@ -200,7 +200,7 @@ class TestPlan : public QObject {
     QVERIFY2(text.find("[0-3]") != std::string::npos && text.find("[4-7]") != std::string::npos, text.c_str());
   }
 
-  // ---- warnings (DESIGN.md §3: TP across nodes, bubble over 25%, memory over the device) ----
+  // ---- warnings (plan/plan.h: TP across nodes, bubble over 25%, memory over the device) ----
 
   void warnings_data() {
     QTest::addColumn<QStringList>("overrides");

@@ -1,4 +1,4 @@
-// Topology: the seed documents' examples as golden groups (LiBai's 8-GPU layouts, DESIGN.md §4's
+// Topology: the seed documents' examples as golden groups (LiBai's 8-GPU layouts, docs/ARCHITECTURE.md §4's
 // worked example, PaddlePaddle's hybrid groups, Colossal-AI's 2D/2.5D/3D sub-groups), checked
 // against re-implementations of the frameworks' own group builders; rank <-> coordinate round
 // trips for every axis order; a table of large clusters against the closed formula and the
@@ -215,7 +215,7 @@ class TestTopology : public QObject {
   Q_OBJECT
 
  private slots:
-  // ---- LiBai's 8-GPU examples (seeds 000 and 001) and DESIGN.md §4 ----
+  // ---- LiBai's 8-GPU examples (seeds 000 and 001) and docs/ARCHITECTURE.md §4 ----
 
   void libaiEightGpuExamples_data() {
     QTest::addColumn<QString>("config");
@@ -242,7 +242,7 @@ class TestTopology : public QObject {
     // "4 stages, each stage contains 2 GPUs as a group ... split into 2 parts for tensor parallel".
     QTest::newRow("tp=2 pp=4") << "libai-bert-tp2-pp4.yaml" << 1 << 2 << 4 << "[0,1] [2,3] [4,5] [6,7]" << singles << "[0,2,4,6] [1,3,5,7]"
                                << QStringList{"[0,1]", "[2,3]", "[4,5]", "[6,7]"};
-    // DESIGN.md §4's worked example: 2 stages, each of 2 DP groups of 2 TP ranks.
+    // docs/ARCHITECTURE.md §4's worked example: 2 stages, each of 2 DP groups of 2 TP ranks.
     QTest::newRow("3D dp=tp=pp=2") << "libai-bert-3d.yaml" << 2 << 2 << 2 << "[0,1] [2,3] [4,5] [6,7]" << "[0,2] [1,3] [4,6] [5,7]"
                                    << "[0,4] [1,5] [2,6] [3,7]" << QStringList{"[0,1,2,3]", "[4,5,6,7]"};
     // "data_parallel_size will be automatically set to (8 / (2 * 2)) = 2": the same groups.

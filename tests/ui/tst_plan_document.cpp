@@ -31,7 +31,7 @@ class TestPlanDocument : public QObject {
     QCOMPARE(doc.plan().tp, 2);
     QCOMPARE(doc.plan().dp, 2);
     QCOMPARE(doc.plan().pp, 2);
-    // DESIGN.md §4 worked example: 8 GPUs, dp = tp = pp = 2.
+    // docs/ARCHITECTURE.md §4 worked example: 8 GPUs, dp = tp = pp = 2.
     QCOMPARE(tpGroups(doc), (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
     QVERIFY(!doc.isModified());
     QCOMPARE(doc.displayName(), QStringLiteral("untitled"));

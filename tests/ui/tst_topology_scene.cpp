@@ -117,7 +117,7 @@ void TestTopologyScene::selectRankHighlightsItsGroups() {
   QCOMPARE(scene.selectedRank(), 5);
   QCOMPARE(spy.count(), 1);
   QCOMPARE(spy.at(0).at(0).toInt(), 5);
-  // DESIGN.md's worked example: rank 5 is in TP [4,5], DP [5,7], PP [1,5].
+  // docs/ARCHITECTURE.md §4's worked example: rank 5 is in TP [4,5], DP [5,7], PP [1,5].
   QCOMPARE(scene.highlightedGroups(), (Groups{{4, 5}, {5, 7}, {1, 5}}));
   // Exactly those ranks are drawn bright; the others dimmed.
   const QList<int> bright{1, 4, 5, 7};

@@ -1,7 +1,7 @@
 // GptLayout: every parameter tensor of the GPT-2 model, with its Hugging Face name, full shape,
 // initialisation, and how Megatron 1D tensor parallelism splits it.
 //
-// Names and shapes are those of Hugging Face GPT-2 checkpoints (DESIGN.md §7), C = hidden,
+// Names and shapes are those of Hugging Face GPT-2 checkpoints (docs/ARCHITECTURE.md §5), C = hidden,
 // F = ffn_hidden, V = vocab, P = seq_len (positions):
 //   wte.weight [V, C]  wpe.weight [P, C]                                     replicated
 //   h.{i}.ln_1.weight/bias [C]   h.{i}.ln_2.weight/bias [C]                  replicated

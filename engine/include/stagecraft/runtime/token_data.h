@@ -1,6 +1,6 @@
 // TokenData: the training data as a sequence of tokens, and the batches drawn from it.
 //
-// Two formats (DESIGN.md §7): a `.txt` file is read as bytes, one token per byte (vocab 256); any
+// Two formats (docs/ARCHITECTURE.md §5): a `.txt` file is read as bytes, one token per byte (vocab 256); any
 // other file is little-endian uint16 tokens (the nanoGPT / llm.c `.bin` convention, no header).
 // The file is memory-mapped read-only; nothing is copied or downloaded.
 //
