@@ -34,7 +34,7 @@ struct Recorder {
   std::vector<std::pair<int, ExitInfo>> exits;
   RunCallbacks callbacks() {
     RunCallbacks c;
-    c.on_event = [this](int rank, const Json& e) { events.emplace_back(rank, e.find("event")->as_string()); };
+    c.on_event = [this](int rank, const WorkerEvent& e) { events.emplace_back(rank, std::string(event_name(e))); };
     c.on_log = [this](int rank, bool, const std::string& line) { logs.emplace_back(rank, line); };
     c.on_exit = [this](int rank, const ExitInfo& e) { exits.emplace_back(rank, e); };
     return c;
