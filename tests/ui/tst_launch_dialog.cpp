@@ -229,6 +229,26 @@ class TestLaunchDialog : public QObject {
     QCOMPARE(int(got.cluster.hosts.size()), c.cluster.nodes);
   }
 
+  // The dialog keeps no copy of the config: an edit of the document shows at once.
+  void followsTheDocument() {
+    const QString path = m_dir.filePath(QStringLiteral("follow.hosts"));
+    QVERIFY(writeFile(path, "a slots=2\nb slots=2\n"));
+    auto d = dialog(m_dir.filePath(QStringLiteral("follow.sqlite")));
+    auto base = tiny(3);
+    base.parallel.dp = 0;
+    setConfig(*d, base, QString());
+    d->setLocal(false);
+    d->setHostfilePath(path);
+    QVERIFY2(d->hostsSummary().contains(QStringLiteral("dp 2 x tp 1 x pp 2")), qPrintable(d->hostsSummary()));
+    QString error;
+    QVERIFY2(d->document()->applyEdit(QStringLiteral("parallel.pp"), QStringLiteral("1"), &error), qPrintable(error));
+    QVERIFY2(d->hostsSummary().contains(QStringLiteral("dp 4 x tp 1 x pp 1")), qPrintable(d->hostsSummary()));
+    stagecraft::config::RunConfig c;
+    QVERIFY(d->hostsConfig(&c, &error));
+    QCOMPARE(c.parallel.pp, 1);
+    QCOMPARE(c.cluster.nodes, 2);
+  }
+
   void incompleteInputIsRefused_data() {
     QTest::addColumn<int>("kind");
     QTest::addColumn<QString>("says");
