@@ -16,7 +16,6 @@
 #include "stagecraft/comm/gloo_communicator.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/core/json.h"
 #include "stagecraft/launch/worker_env.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"

@@ -12,7 +12,8 @@
 // session), then exits; that supervisor runs the run through launch::RunSession. Chosen over supervising inside the GUI process because the run must not
 // depend on the GUI: closing the window, or the GUI crashing, never stops a run, and every run,
 // whoever started it, is watched and cancelled the same way, through the history (runs view).
-// The CLI is the one place that checks a config before a run; its one-line error is shown here.
+// The CLI checks the config (launch::check_runnable, as Run locally does); its one-line error is
+// shown here.
 //
 // The CLI is found as $STAGECRAFT_CLI, else stagecraft-cli beside this program (setCliPath()
 // overrides both).
