@@ -13,7 +13,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "run_history.h"
+#include "history_file.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/store/run_store.h"
 

@@ -3,12 +3,9 @@
 //
 // It fetches the run configuration from the run's store (key "config"), plans it exactly as
 // the launcher did, joins its groups over Gloo, trains, and reports on stdout one JSON object
-// per line (DESIGN.md §9):
-//   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S}
-//   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..}
-//   {"event":"checkpoint","rank":R,"step":N,"path":"..."}        (rank 0)
-//   {"event":"done","rank":R,"step":N,"loss":..}
-//   {"event":"error","rank":R,"message":"..."}                    then exit status 1 (2: bad input)
+// per line (DESIGN.md §9), written by launch::encode_event (launch/worker_events.h, which gives
+// the format): start, step (every step), checkpoint (rank 0), done, and error, after which it
+// exits with status 1 (2: bad input).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -19,8 +16,8 @@
 #include "stagecraft/comm/gloo_communicator.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/core/json.h"
 #include "stagecraft/launch/worker_env.h"
+#include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/comm_group.h"
 #include "stagecraft/runtime/kernels.h"
@@ -33,18 +30,16 @@ namespace {
 
 int g_rank = -1;
 
-void emit(Json event) {
-  if (g_rank >= 0 && !event.find("rank")) event.set("rank", g_rank);
-  const std::string line = event.dump() + "\n";
+// Writes `event` as one line on stdout, naming this rank once it is known.
+void emit(launch::WorkerEvent event) {
+  std::visit([](auto& e) { e.rank = g_rank >= 0 ? g_rank : launch::kUnknownRank; }, event);
+  const std::string line = launch::encode_event(event);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
 }
 
 int fail(const Status& s) {
-  Json e = Json::object();
-  e.set("event", "error");
-  e.set("message", s.message());
-  emit(std::move(e));
+  emit(launch::ErrorEvent{.message = s.message()});
   return s.code() == Status::Code::kInvalidInput ? 2 : 1;
 }
 
@@ -133,51 +128,35 @@ int run() {
   auto trainer = runtime::Trainer::create(cfg.value(), plan.value(), r, g, &data.value());
   if (!trainer.ok()) return fail(trainer.status());
   if (Status s = trainer.value()->start(); !s) return fail(s);
-  {
-    Json e = Json::object();
-    e.set("event", "start");
-    e.set("world_size", topo.world_size());
-    e.set("dp", plan->dp);
-    e.set("tp", plan->tp);
-    e.set("pp", plan->pp);
-    e.set("step", static_cast<long long>(trainer.value()->step()));
-    e.set("steps", cfg->train.steps);
-    emit(std::move(e));
-  }
+  emit(launch::StartEvent{.world_size = topo.world_size(),
+                          .dp = plan->dp,
+                          .tp = plan->tp,
+                          .pp = plan->pp,
+                          .step = static_cast<int64_t>(trainer.value()->step()),
+                          .steps = cfg->train.steps});
   double last_loss = 0;
   const int every = cfg->train.checkpoint_every;
   while (trainer.value()->step() < cfg->train.steps) {
     auto st = trainer.value()->train_step();
     if (!st.ok()) return fail(st.status());
     last_loss = st->loss;
-    Json e = Json::object();
-    e.set("event", "step");
-    e.set("step", static_cast<long long>(st->step));
-    e.set("loss", st->loss);
-    e.set("lr", st->lr);
-    e.set("grad_norm", st->grad_norm);
-    e.set("tokens_per_s", st->tokens_per_s);
-    e.set("step_ms", st->step_ms);
-    e.set("mem_bytes", static_cast<unsigned long long>(st->mem_bytes));
-    emit(std::move(e));
+    emit(launch::StepEvent{.step = static_cast<int64_t>(st->step),
+                           .loss = st->loss,
+                           .lr = st->lr,
+                           .grad_norm = st->grad_norm,
+                           .tokens_per_s = st->tokens_per_s,
+                           .step_ms = st->step_ms,
+                           .mem_bytes = static_cast<int64_t>(st->mem_bytes)});
     const bool last = trainer.value()->step() == cfg->train.steps;
     if (last || (every > 0 && st->step % every == 0)) {
       auto path = trainer.value()->save_checkpoint();
       if (!path.ok()) return fail(path.status());
       if (r == 0) {
-        Json c = Json::object();
-        c.set("event", "checkpoint");
-        c.set("step", static_cast<long long>(st->step));
-        c.set("path", path.value());
-        emit(std::move(c));
+        emit(launch::CheckpointEvent{.step = static_cast<int64_t>(st->step), .path = path.value()});
       }
     }
   }
-  Json d = Json::object();
-  d.set("event", "done");
-  d.set("step", static_cast<long long>(trainer.value()->step()));
-  d.set("loss", last_loss);
-  emit(std::move(d));
+  emit(launch::DoneEvent{.step = static_cast<int64_t>(trainer.value()->step()), .loss = last_loss});
   return 0;
 }
 

@@ -54,9 +54,9 @@ int main() {
     const auto t0 = std::chrono::steady_clock::now();
     double t_start = -1, t_step = -1;
     RunCallbacks cb;
-    cb.on_event = [&](int, const Json& e) {
+    cb.on_event = [&](int, const WorkerEvent& e) {
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const std::string kind = e.find("event")->as_string();
+      const std::string_view kind = event_name(e);
       if (kind == "start" && t_start < 0) t_start = t;
       if (kind == "step" && t_step < 0) {
         t_step = t;

@@ -2,7 +2,7 @@
 // at least 50,000 events/s). Three measurements on a fresh SQLite file in a temporary folder:
 //   1. RunRecorder end to end: step events from R ranks through on_event() until finish() has
 //      committed the last batch (each event is two rows: raw JSON and a metrics row);
-//   2. the same starting from the JSON text lines the supervisor reads (parse + on_event);
+//   2. the same starting from the JSON text lines the supervisor reads (decode_event + on_event);
 //   3. RunStore::append() alone with metrics rows in batches of fixed size.
 // Prints events/s, rows/s and batch sizes; asserts nothing.
 //
@@ -63,14 +63,14 @@ void recorder_row(const char* what, int events, int ranks, size_t flush_rows, bo
   int64_t id = 0;
   auto st = fresh_store(&id);
   const int steps = events / ranks;
-  std::vector<Json> evs;
+  std::vector<launch::WorkerEvent> evs;
   std::vector<std::string> lines;
   for (int s = 1; s <= steps; ++s) {
     for (int r = 0; r < ranks; ++r) {
       if (from_text) {
         lines.push_back(step_event(r, s).dump());
       } else {
-        evs.push_back(step_event(r, s));
+        evs.push_back(launch::decode_event(step_event(r, s).dump()).value());
       }
     }
   }
@@ -82,8 +82,8 @@ void recorder_row(const char* what, int events, int ranks, size_t flush_rows, bo
   for (size_t i = 0; i < n; ++i) {
     const int rank = static_cast<int>(i % static_cast<size_t>(ranks));
     if (from_text) {
-      auto j = Json::parse(lines[i]);
-      rec.on_event(rank, j.value());
+      auto e = launch::decode_event(lines[i]);
+      rec.on_event(rank, e.value());
     } else {
       rec.on_event(rank, evs[i]);
     }
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   std::printf("run history ingestion, %d step events, 8 ranks, WAL + synchronous=NORMAL, file in %s\n\n", events, tmpl);
   std::printf("%-34s %9s %7s %12s %12s %8s %10s %9s\n", "path", "events", "flush", "events/s", "rows/s", "batches", "rows/batch",
               "max batch");
-  for (size_t flush : {1024, 4096, 16384}) recorder_row("RunRecorder (Json events)", events, 8, flush, false);
+  for (size_t flush : {1024, 4096, 16384}) recorder_row("RunRecorder (typed events)", events, 8, flush, false);
   recorder_row("RunRecorder (JSON text lines)", events, 8, 4096, true);
   for (size_t batch : {100, 1000, 10000}) append_row(events, batch);
   std::error_code ec;

@@ -1,8 +1,12 @@
 // Local processes and the supervisor: output, events, exits, fail-fast, hang, cancel, kill;
+// check_runnable's refusals and a RunSession recorded, run and ended in the history;
 // the descriptors a child inherits and the PATH search.
 // Real child processes (/bin/sh) stand in for workers.
+#include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/process.h"
+#include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/supervisor.h"
+#include "stagecraft/store/run_store.h"
 
 #include <QtTest>
 
@@ -34,7 +38,7 @@ struct Recorder {
   std::vector<std::pair<int, ExitInfo>> exits;
   RunCallbacks callbacks() {
     RunCallbacks c;
-    c.on_event = [this](int rank, const Json& e) { events.emplace_back(rank, e.find("event")->as_string()); };
+    c.on_event = [this](int rank, const WorkerEvent& e) { events.emplace_back(rank, std::string(event_name(e))); };
     c.on_log = [this](int rank, bool, const std::string& line) { logs.emplace_back(rank, line); };
     c.on_exit = [this](int rank, const ExitInfo& e) { exits.emplace_back(rank, e); };
     return c;
@@ -57,12 +61,149 @@ std::string drain_all(LocalProcess& p) {
   return out;
 }
 
+// configs/tiny-gpt.yaml with its data found from the source tree, and `overrides`.
+config::RunConfig tiny(std::vector<std::string> overrides = {}) {
+  overrides.insert(overrides.begin(), "train.data=" STAGECRAFT_SOURCE_DIR "/configs/data/stagecraft.txt");
+  auto c = config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml", overrides);
+  if (!c.ok()) qFatal("%s", c.status().message().c_str());
+  return c.value();
+}
+
+plan::Plan plan_of(const config::RunConfig& c) {
+  auto p = plan::make_plan(c);
+  if (!p.ok()) qFatal("%s", p.status().message().c_str());
+  return p.value();
+}
+
+std::vector<SelectedHost> hosts(int n, int slot_count) {
+  std::vector<SelectedHost> h;
+  for (int i = 0; i < n; ++i) {
+    SelectedHost s{"node-" + std::to_string(i), {}};
+    for (int k = 0; k < slot_count; ++k) s.slot_ids.push_back(k);
+    h.push_back(s);
+  }
+  return h;
+}
+
 }  // namespace
 
 class TestLaunch : public QObject {
   Q_OBJECT
 
  private slots:
+  // A line that looks like an event but does not decode is a log line, never a half-read event.
+  void malformedEventLinesAreLogs() {
+    std::vector<std::unique_ptr<RankProcess>> ranks;
+    ranks.push_back(sh(0, "echo '{\"event\":\"step\",\"step\":\"x\"}'; echo '{\"event\":\"eval\"}';"
+                          "echo '{\"event\":\"step\",\"step\":4,\"loss\":1.5}'; echo '{\"event\":'"));
+    std::vector<WorkerEvent> events;
+    std::vector<std::string> logs;
+    RunCallbacks cb;
+    cb.on_event = [&](int, const WorkerEvent& e) { events.push_back(e); };
+    cb.on_log = [&](int, bool, const std::string& line) { logs.push_back(line); };
+    Supervisor s(std::move(ranks), {}, cb);
+    QVERIFY(s.run().ok());
+    QCOMPARE(events.size(), size_t(1));
+    QVERIFY(same_event(events[0], StepEvent{.step = 4, .loss = 1.5}));
+    QCOMPARE(logs.size(), size_t(3));
+    QCOMPARE(QString::fromStdString(logs[0]), QString("{\"event\":\"step\",\"step\":\"x\"}"));
+    QCOMPARE(QString::fromStdString(logs[1]), QString("{\"event\":\"eval\"}"));
+    QCOMPARE(QString::fromStdString(logs[2]), QString("{\"event\":"));
+  }
+
+  void checkRunnableRefuses_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<int>("nodes");  // hosts given: 0 = a local run
+    QTest::addColumn<int>("slotsPerHost");
+    QTest::addColumn<QString>("says");  // "" = runnable
+    QTest::newRow("tiny gpt runs here") << QStringList{} << 0 << 0 << "";
+    QTest::newRow("cuda backend") << QStringList{"backend=cuda"} << 0 << 0 << "backend=cuda: this build trains on the CPU only";
+    QTest::newRow("two nodes without hosts") << QStringList{"cluster.nodes=2", "parallel.dp=auto"} << 0 << 0
+                                             << "cluster.nodes=2: a run without hosts starts every rank on this machine";
+    QTest::newRow("no data") << QStringList{"train.data=\"\""} << 0 << 0 << "train.data: no data file";
+    QTest::newRow("unreadable data") << QStringList{"train.data=/nonexistent/tokens.bin"} << 0 << 0
+                                     << "train.data=/nonexistent/tokens.bin: cannot read the file";
+    QTest::newRow("hosts match the plan") << QStringList{"cluster.nodes=2", "cluster.gpus_per_node=2"} << 2 << 2 << "";
+    QTest::newRow("hosts with too few slots") << QStringList{} << 2 << 1 << "hosts: 2 host(s) with 2 slots, but the plan has 4 ranks";
+  }
+  void checkRunnableRefuses() {
+    QFETCH(QStringList, overrides);
+    QFETCH(int, nodes);
+    QFETCH(int, slotsPerHost);
+    QFETCH(QString, says);
+    std::vector<std::string> o;
+    for (const QString& s : overrides) o.push_back(s.toStdString());
+    config::RunConfig c = tiny(o);
+    const Status st = check_runnable(c, plan_of(c), hosts(nodes, slotsPerHost));
+    if (says.isEmpty()) {
+      QVERIFY2(st.ok(), st.message().c_str());
+      return;
+    }
+    QVERIFY(!st.ok());
+    QCOMPARE(st.code(), Status::Code::kInvalidInput);
+    QVERIFY2(QString::fromStdString(st.message()).startsWith(says), st.message().c_str());
+  }
+
+  // record -> open -> run -> finish, kept in the history; here the "worker" is a script that
+  // reports as a worker does.
+  void sessionRecordsTheRunFromQueuedToItsEnd() {
+    QTemporaryDir dir;
+    const std::string db = dir.filePath("runs.sqlite").toStdString();
+    RunRequest request;
+    request.config = tiny({"train.steps=2", "train.warmup_steps=0"});
+    request.plan = plan_of(request.config);
+    request.local.worker = {"/bin/sh", "-c",
+                            "echo \"{\\\"event\\\":\\\"start\\\",\\\"rank\\\":$RANK}\"; echo 'a log line';"
+                            "echo \"{\\\"event\\\":\\\"done\\\",\\\"rank\\\":$RANK,\\\"step\\\":2}\""};
+    auto session = RunSession::record(db, request);
+    QVERIFY2(session.ok(), session.status().message().c_str());
+    auto st = store::RunStore::open(db);
+    QVERIFY(st.ok());
+    QCOMPARE(st.value()->get_run(session.value()->id())->state, store::RunState::kQueued);
+    QCOMPARE(session.value()->cancel_flag(), nullptr);  // not open yet
+    QVERIFY(session.value()->open().ok());
+    QVERIFY(session.value()->cancel_flag() != nullptr);
+    std::vector<std::string> kinds;
+    RunCallbacks cb;
+    cb.on_event = [&](int, const WorkerEvent& e) { kinds.emplace_back(event_name(e)); };
+    auto outcome = session.value()->run(cb);
+    QVERIFY2(outcome.ok() && outcome->ok(), outcome.ok() ? outcome->reason.c_str() : outcome.status().message().c_str());
+    QVERIFY(session.value()->history_status().ok());
+    QCOMPARE(kinds.size(), size_t(8));  // 4 ranks x (start, done)
+    auto run = st.value()->get_run(session.value()->id());
+    QCOMPARE(run->state, store::RunState::kSucceeded);
+    QCOMPARE(run->hosts, std::vector<std::string>{"localhost"});
+    auto events = st.value()->events(session.value()->id());
+    QVERIFY(events.ok());
+    QCOMPARE(events->size(), size_t(8));
+    for (const auto& e : *events) {
+      auto back = decode_event(e.json);
+      QVERIFY2(back.ok(), e.json.c_str());
+      QCOMPARE(std::string(event_name(back.value())), e.kind);
+      QCOMPARE(event_rank(back.value()), e.rank);
+    }
+    auto logs = st.value()->logs(session.value()->id(), 0);
+    QVERIFY(logs.ok());
+    QCOMPARE(logs->size(), size_t(1));
+    QCOMPARE(QString::fromStdString(logs->front().line), QString("a log line"));
+  }
+
+  void refusedSessionRecordsNothing() {
+    QTemporaryDir dir;
+    const std::string db = dir.filePath("runs.sqlite").toStdString();
+    RunRequest request;
+    request.config = tiny({"backend=cuda"});
+    request.plan = plan_of(request.config);
+    auto session = RunSession::record(db, request);
+    QVERIFY(!session.ok());
+    QVERIFY2(QString::fromStdString(session.status().message()).contains("backend=cuda"), session.status().message().c_str());
+    auto st = store::RunStore::open(db);
+    QVERIFY(st.ok());
+    auto runs = st.value()->list_runs();
+    QVERIFY(runs.ok());
+    QCOMPARE(runs->size(), size_t(0));
+  }
+
   void eventsLogsAndSuccess() {
     std::vector<std::unique_ptr<RankProcess>> ranks;
     for (int r = 0; r < 3; ++r) {

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "stagecraft/core/json.h"
 #include "stagecraft/store/run_recorder.h"
 #include "stagecraft/store/run_store.h"
 
@@ -107,7 +108,7 @@ NewRun sample_run(const ProcessIdentity& who) {
   return r;
 }
 
-Json step_event(int rank, int step, double loss) {
+Json step_json(int rank, int step, double loss) {
   Json e = Json::object();
   e.set("event", "step");
   e.set("rank", rank);
@@ -119,6 +120,18 @@ Json step_event(int rank, int step, double loss) {
   e.set("step_ms", 12.5);
   e.set("mem_bytes", 1 << 20);
   return e;
+}
+
+// The same step as the typed event the supervisor hands the recorder.
+launch::WorkerEvent step_event(int rank, int step, double loss) {
+  return launch::StepEvent{.rank = rank,
+                           .step = step,
+                           .loss = loss,
+                           .lr = 1e-3,
+                           .grad_norm = 0.5,
+                           .tokens_per_s = 1000.0 + step,
+                           .step_ms = 12.5,
+                           .mem_bytes = 1 << 20};
 }
 
 // A process that existed and is gone: started, identified, killed and reaped.
@@ -317,10 +330,7 @@ class TestRunStore : public QObject {
       // 16 steps = 64 rows (an event and a metric each): a batch is due; the writer takes it.
       if (step == 16) QTRY_VERIFY_WITH_TIMEOUT(rec.stats().batches == 1, 10000);
     }
-    Json done = Json::object();
-    done.set("event", "done");
-    done.set("step", 200);
-    rec.on_event(0, done);
+    rec.on_event(0, launch::DoneEvent{.step = 200});
     QVERIFY(rec.finish().ok());
     const RecorderStats stats = rec.stats();
     QCOMPARE(stats.events, uint64_t(401));
@@ -350,7 +360,9 @@ class TestRunStore : public QObject {
     QCOMPARE(QString::fromStdString(ev->back().kind), QString("done"));
     auto parsed = Json::parse(ev->front().json);
     QVERIFY(parsed.ok());
-    QCOMPARE(parsed.value(), step_event(0, 1, 5.0 - 0.01));
+    QCOMPARE(parsed.value(), step_json(0, 1, 5.0 - 0.01));
+    // Stored as the worker writes it, so histories written before and after read alike.
+    QCOMPARE(QString::fromStdString(ev->front().json), QString::fromStdString(step_json(0, 1, 5.0 - 0.01).dump()));
     auto logs = st.value()->logs(id.value(), 1);
     QVERIFY(logs.ok());
     QCOMPARE(logs->size(), size_t(2));
@@ -632,15 +644,15 @@ class TestRunStore : public QObject {
     QCOMPARE(m.step, int64_t(7));
     QCOMPARE(m.loss, 2.5);
     QCOMPARE(m.step_ms, 12.5);
-    Json partial = Json::object();
-    partial.set("event", "step");
-    partial.set("step", 2);
-    QVERIFY(metric_from_event(0, partial, 0, m));
+    auto partial = launch::decode_event(R"({"event":"step","step":2})");
+    QVERIFY(partial.ok());
+    QVERIFY(metric_from_event(0, partial.value(), 0, m));
+    QCOMPARE(m.step, int64_t(2));
     QVERIFY(std::isnan(m.loss));
     QCOMPARE(m.mem_bytes, int64_t(-1));
-    Json ck = Json::object();
-    ck.set("event", "checkpoint");
-    QVERIFY(!metric_from_event(0, ck, 0, m));
+    m.step = 99;
+    QVERIFY(!metric_from_event(0, launch::CheckpointEvent{.step = 4, .path = "/ck"}, 0, m));
+    QCOMPARE(m.step, int64_t(99));  // left untouched
   }
 };
 

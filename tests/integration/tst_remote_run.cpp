@@ -66,10 +66,11 @@ class TestRemoteRun : public QObject {
     if (!plan.ok()) return plan.status();
     Supervisor* sup = nullptr;
     RunCallbacks cb;
-    cb.on_event = [&](int rank, const Json& e) {
-      if (e.find("event")->as_string() != "step") return;
-      const int step = static_cast<int>(e.find("step")->as_int());
-      if (losses && rank == plan->topology.world_size() - 1) (*losses)[step] = e.find("loss")->as_double();
+    cb.on_event = [&](int rank, const WorkerEvent& e) {
+      const auto* ev = std::get_if<StepEvent>(&e);
+      if (!ev) return;
+      const int step = static_cast<int>(ev->step);
+      if (losses && rank == plan->topology.world_size() - 1) (*losses)[step] = ev->loss;
       if (on_step && rank == plan->topology.world_size() - 1) on_step(*sup, step);
     };
     return run_remote(c.value(), plan.value(), o, cb, [&](Supervisor& s) { sup = &s; });
@@ -113,8 +114,8 @@ class TestRemoteRun : public QObject {
     QVERIFY(plan.ok());
     std::map<int, double> local;
     RunCallbacks cb;
-    cb.on_event = [&](int rank, const Json& e) {
-      if (e.find("event")->as_string() == "step" && rank == 3) local[static_cast<int>(e.find("step")->as_int())] = e.find("loss")->as_double();
+    cb.on_event = [&](int rank, const WorkerEvent& e) {
+      if (const auto* ev = std::get_if<StepEvent>(&e); ev && rank == 3) local[static_cast<int>(ev->step)] = ev->loss;
     };
     LocalRunOptions lo;
     lo.worker = {std::string(STAGECRAFT_BIN_DIR) + "/stagecraft-worker"};

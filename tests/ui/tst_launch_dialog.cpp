@@ -11,6 +11,7 @@
 
 #include <csignal>
 
+#include "document/PlanDocument.h"
 #include "hosts/HostsEditor.h"
 #include "hosts/PreflightTable.h"
 #include "runs/LaunchDialog.h"
@@ -48,18 +49,30 @@ class TestLaunchDialog : public QObject {
     return c.value();
   }
 
+  // A dialog on a document of its own (an untitled default config until setConfig()).
   std::unique_ptr<LaunchDialog> dialog(const QString& db) {
-    auto d = std::make_unique<LaunchDialog>();
+    auto* document = new PlanDocument;
+    auto d = std::make_unique<LaunchDialog>(document);
+    document->setParent(d.get());
     d->setDatabasePath(db);
     d->setCliPath(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"));
     return d;
+  }
+
+  // The dialog's document holds `config`; with `baseDir`, as a document opened from that folder
+  // (its relative paths start there).
+  static void setConfig(LaunchDialog& d, const stagecraft::config::RunConfig& config, const QString& baseDir) {
+    PlanDocument* doc = d.document();
+    QString error;
+    if (!baseDir.isEmpty() && !doc->open(baseDir + QStringLiteral("/tiny-gpt.yaml"), &error)) qFatal("%s", qPrintable(error));
+    doc->setConfig(config, QStringLiteral("as the test sets it"));
   }
 
  private Q_SLOTS:
   void localRunOutlivesTheDialogAndIsCancelled() {
     const QString db = m_dir.filePath(QStringLiteral("local.sqlite"));
     auto d = dialog(db);
-    d->setConfig(tiny(100000), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
+    setConfig(*d, tiny(100000), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
     QSignalSpy started(d.get(), &LaunchDialog::runStarted);
     QVERIFY2(d->start(), qPrintable(d->message()));
     QTRY_VERIFY_WITH_TIMEOUT(!d->isStarting(), kStartMs);
@@ -110,7 +123,7 @@ class TestLaunchDialog : public QObject {
     QVERIFY(writeFile(hostfile, "closed-a slots=2\nclosed-b slots=2\n"));
     const QString db = m_dir.filePath(QStringLiteral("remote.sqlite"));
     auto d = dialog(db);
-    d->setConfig(tiny(3), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
+    setConfig(*d, tiny(3), QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));
     d->setLocal(false);
     d->setHostfilePath(hostfile);
     d->hostsEditor()->setSshConfigPath(config);
@@ -160,7 +173,7 @@ class TestLaunchDialog : public QObject {
     auto d = dialog(m_dir.filePath(QStringLiteral("options.sqlite")));
     auto c = tiny(3);
     c.backend = cuda ? stagecraft::config::Backend::kCuda : stagecraft::config::Backend::kCpu;
-    d->setConfig(c, QString());
+    setConfig(*d, c, QString());
     const QString config = m_dir.filePath(QStringLiteral("options_ssh_config"));
     d->hostsEditor()->setSshConfigPath(config);
     QCOMPARE(d->preflightOptions().cuda, cuda);
@@ -192,7 +205,7 @@ class TestLaunchDialog : public QObject {
     auto d = dialog(m_dir.filePath(QStringLiteral("summary.sqlite")));
     auto base = tiny(3);
     base.parallel.dp = 0;  // auto: the hosts decide the world, dp follows
-    d->setConfig(base, QString());
+    setConfig(*d, base, QString());
     d->setLocal(false);
     d->setInclude(include);
     d->setHostfilePath(path);
@@ -216,10 +229,30 @@ class TestLaunchDialog : public QObject {
     QCOMPARE(int(got.cluster.hosts.size()), c.cluster.nodes);
   }
 
+  // The dialog keeps no copy of the config: an edit of the document shows at once.
+  void followsTheDocument() {
+    const QString path = m_dir.filePath(QStringLiteral("follow.hosts"));
+    QVERIFY(writeFile(path, "a slots=2\nb slots=2\n"));
+    auto d = dialog(m_dir.filePath(QStringLiteral("follow.sqlite")));
+    auto base = tiny(3);
+    base.parallel.dp = 0;
+    setConfig(*d, base, QString());
+    d->setLocal(false);
+    d->setHostfilePath(path);
+    QVERIFY2(d->hostsSummary().contains(QStringLiteral("dp 2 x tp 1 x pp 2")), qPrintable(d->hostsSummary()));
+    QString error;
+    QVERIFY2(d->document()->applyEdit(QStringLiteral("parallel.pp"), QStringLiteral("1"), &error), qPrintable(error));
+    QVERIFY2(d->hostsSummary().contains(QStringLiteral("dp 4 x tp 1 x pp 1")), qPrintable(d->hostsSummary()));
+    stagecraft::config::RunConfig c;
+    QVERIFY(d->hostsConfig(&c, &error));
+    QCOMPARE(c.parallel.pp, 1);
+    QCOMPARE(c.cluster.nodes, 2);
+  }
+
   void incompleteInputIsRefused_data() {
     QTest::addColumn<int>("kind");
     QTest::addColumn<QString>("says");
-    QTest::newRow("no config") << 0 << QStringLiteral("No config to launch");
+    QTest::newRow("invalid config") << 0 << QStringLiteral("Fix the configuration first: ");
     QTest::newRow("hosts without a hostfile") << 1 << QStringLiteral("Hostfile: none chosen");
     QTest::newRow("hostfile missing") << 2 << QStringLiteral("no such file");
     QTest::newRow("cli missing") << 3 << QStringLiteral("stagecraft-cli not found");
@@ -229,7 +262,10 @@ class TestLaunchDialog : public QObject {
     QFETCH(int, kind);
     QFETCH(QString, says);
     auto d = dialog(m_dir.filePath(QStringLiteral("refused.sqlite")));
-    if (kind != 0) d->setConfig(tiny(3), QString());
+    auto c = tiny(3);
+    if (kind == 0) c.parallel.pp = 64;  // more stages than the model has layers
+    setConfig(*d, c, QString());
+    QCOMPARE(d->document()->isValid(), kind != 0);
     if (kind == 1 || kind == 2 || kind == 4) d->setLocal(false);
     if (kind == 2) d->setHostfilePath(m_dir.filePath(QStringLiteral("nope.hosts")));
     if (kind == 3) d->setCliPath(m_dir.filePath(QStringLiteral("no-cli")));

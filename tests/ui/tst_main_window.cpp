@@ -3,6 +3,7 @@
 // that leave the window alive.
 #include <QAction>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QImage>
 #include <QLabel>
 #include <QSettings>
@@ -15,6 +16,8 @@
 
 #include "document/PlanDocument.h"
 #include "mainwindow/MainWindow.h"
+#include "runs/RunManager.h"
+#include "runs/RunsView.h"
 #include "schedule/ScheduleView.h"
 #include "setup/SetupPanel.h"
 #include "stages/StageEditor.h"
@@ -255,6 +258,21 @@ class TestMainWindow : public QObject {
     QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Import from")));
     QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Export Topology Diagram")));
     QVERIFY(menuAction(w, QStringLiteral("Help"), QStringLiteral("About Stagecraft")));
+  }
+
+  // The runs view is a tab beside Stages; a run the run manager reports brings it forward.
+  void runsDockIsATabBesideStages() {
+    MainWindow w;
+    w.show();
+    auto* stages = w.findChild<QDockWidget*>(QStringLiteral("stagesDock"));
+    auto* runs = w.findChild<QDockWidget*>(QStringLiteral("runsDock"));
+    QVERIFY(stages && runs);
+    QVERIFY(w.tabifiedDockWidgets(stages).contains(runs));
+    QVERIFY(w.runManager());
+    QCOMPARE(runs->widget(), static_cast<QWidget*>(w.runManager()->runsView()));
+    runs->hide();
+    Q_EMIT w.runManager()->runStarted(1);
+    QVERIFY(runs->isVisible());
   }
 
  private:

@@ -11,7 +11,7 @@
 
 #include "document/PlanDocument.h"
 #include "mainwindow/MainWindow.h"
-#include "mainwindow/RunLocallyDialog.h"
+#include "runs/RunLocallyDialog.h"
 #include "stagecraft/store/run_store.h"
 
 namespace {

@@ -128,6 +128,28 @@ QString PlanDocument::displayName() const {
   return m_filePath.isEmpty() ? QStringLiteral("untitled") : QFileInfo(m_filePath).fileName();
 }
 
+QString PlanDocument::baseDir() const { return m_filePath.isEmpty() ? QString() : QFileInfo(m_filePath).absolutePath(); }
+
+std::optional<stagecraft::plan::Plan> PlanDocument::planForHosts(const std::vector<stagecraft::launch::SelectedHost>& hosts,
+                                                                 QString* error) const {
+  if (!isValid()) {
+    *error = tr("the configuration is invalid; fix it first: %1").arg(m_problems.first().message);
+    return std::nullopt;
+  }
+  auto config = stagecraft::launch::with_hosts(m_config, hosts);
+  if (!config.ok()) {
+    *error = qs(config.status().message());
+    return std::nullopt;
+  }
+  auto plan = stagecraft::plan::make_plan(config.value());
+  if (!plan.ok()) {
+    *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
+    return std::nullopt;
+  }
+  plan->config = std::move(config).value();
+  return std::move(plan).value();
+}
+
 bool PlanDocument::isModified() const { return m_forcedModified || !m_undo.isClean(); }
 
 void PlanDocument::assign(const cfg::RunConfig& config) {

@@ -26,6 +26,7 @@
 
 #include "stagecraft/interop/frameworks.h"
 #include "stagecraft/config/run_config.h"
+#include "stagecraft/launch/hostfile.h"
 #include "stagecraft/plan/plan.h"
 
 // One broken rule of the edited config: the dotted key it is about and the whole message.
@@ -55,10 +56,19 @@ class PlanDocument : public QObject {
   QString problemText(const QString& key) const;
 
   QString filePath() const { return m_filePath; }
+  // The folder of filePath(), where the config's relative paths start; "" when untitled.
+  QString baseDir() const;
   // "bert-large-3d.yaml" or "untitled".
   QString displayName() const;
   bool isModified() const;
   QUndoStack* undoStack() { return &m_undo; }
+
+  // The plan of the current config run on `hosts` (the cluster replaced by launch::with_hosts:
+  // nodes = hosts, gpus_per_node = slots); its `config` member is that config. Nothing changes
+  // in the document. nullopt with the reason in *error when the config is invalid, the hosts'
+  // slots differ, or the config does not plan on them ("on these hosts: ...").
+  std::optional<stagecraft::plan::Plan> planForHosts(const std::vector<stagecraft::launch::SelectedHost>& hosts,
+                                                     QString* error) const;
 
   // ---- edits (each one undoable command; no-op when nothing changes) ----
   // Replaces the whole config; `what` names the command in the Edit menu ("Change parallel.tp").

@@ -18,8 +18,9 @@
 #include "common/Text.h"
 #include "document/PlanDocument.h"
 #include "estimates/EstimatesView.h"
-#include "mainwindow/RunLocallyDialog.h"
+#include "runs/RunLocallyDialog.h"
 #include "runs/RunManager.h"
+#include "runs/RunsView.h"
 #include "schedule/ScheduleView.h"
 #include "setup/SetupPanel.h"
 #include "stages/StageEditor.h"
@@ -60,7 +61,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_document(new Pl
   setWindowIcon(QIcon(QStringLiteral(":/stagecraft/icon.svg")));
   createViews();
   createMenus();
-  RunManager::install(this);  // Runs dock, Run > Launch... and Run > Hosts...
+  createRunViews();
   wireDocument();
   readSettings();
   if (m_document->hasPlan()) showPlan(m_document->plan());
@@ -88,6 +89,7 @@ void MainWindow::createViews() {
   dock(m_setup, tr("Setup"), QStringLiteral("setupDock"), Qt::LeftDockWidgetArea);
   dock(m_estimates, tr("Estimates"), QStringLiteral("estimatesDock"), Qt::RightDockWidgetArea);
   QDockWidget* stages = dock(m_stages, tr("Stages"), QStringLiteral("stagesDock"), Qt::BottomDockWidgetArea);
+  m_stagesDock = stages;
   QDockWidget* schedule = dock(m_schedule, tr("Schedule"), QStringLiteral("scheduleDock"), Qt::BottomDockWidgetArea);
   tabifyDockWidget(stages, schedule);
   stages->raise();
@@ -107,6 +109,23 @@ void MainWindow::createViews() {
   statusBar()->addPermanentWidget(m_warnings);
 
   m_runDialog = new RunLocallyDialog(this);
+}
+
+void MainWindow::createRunViews() {
+  m_runs = new RunManager(m_document, this);
+  m_runsDock = new QDockWidget(tr("Runs"), this);
+  m_runsDock->setObjectName(QStringLiteral("runsDock"));  // saveState() keys docks by object name
+  m_runsDock->setWidget(m_runs->runsView());
+  addViewDock(m_runsDock, Qt::BottomDockWidgetArea);
+  // A tab beside Stages and Schedule: the topology keeps the height of the window.
+  tabifyDockWidget(m_stagesDock, m_runsDock);
+  m_stagesDock->raise();
+  m_runMenu->addSeparator();
+  m_runs->addRunActions(m_runMenu);
+  connect(m_runs, &RunManager::runStarted, this, [this] {
+    m_runsDock->show();
+    m_runsDock->raise();
+  });
 }
 
 void MainWindow::addViewDock(QDockWidget* dock, Qt::DockWidgetArea area) {
@@ -364,11 +383,10 @@ bool MainWindow::runLocally() {
     showError(tr("Cannot run"), tr("the configuration is invalid; fix it first: %1").arg(m_document->problems().first().message));
     return false;
   }
-  const QString base = m_document->filePath().isEmpty() ? QString() : QFileInfo(m_document->filePath()).absolutePath();
   m_runDialog->show();
   m_runDialog->raise();
   QString error;
-  if (!m_runDialog->start(m_document->config(), base, &error)) {
+  if (!m_runDialog->start(m_document->config(), m_document->plan(), m_document->baseDir(), &error)) {
     showError(tr("Cannot run"), error);
     return false;
   }

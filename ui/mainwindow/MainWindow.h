@@ -1,7 +1,8 @@
 // MainWindow: the desktop application's window. It owns the PlanDocument and only wires: the
 // topology view in the centre; the setup form, stage editor, estimates and schedule in docks;
 // the plan's summary and warnings in the status bar; menus for files, import/export, undo/redo,
-// views, Run locally and About. Geometry, dock layout and recent files persist in QSettings.
+// views, Run (Run locally; the run manager's runs view as a dock, Launch and Hosts) and About.
+// Geometry, dock layout and recent files persist in QSettings.
 //
 // Every menu action that asks for a file has a method taking the path (openFile, exportTo...),
 // which the action calls after its file dialog and which tests call directly. Failures never end
@@ -19,7 +20,9 @@ class PlanDocument;
 class QAction;
 class QLabel;
 class QMenu;
+class QDockWidget;
 class RunLocallyDialog;
+class RunManager;
 class ScheduleView;
 class SetupPanel;
 class StageEditor;
@@ -43,7 +46,8 @@ class MainWindow : public QMainWindow {
   EstimatesView* estimatesView() const { return m_estimates; }
   ScheduleView* scheduleView() const { return m_schedule; }
   RunLocallyDialog* runDialog() const { return m_runDialog; }
-  // The Run menu: Run locally now; the run manager adds its entries here.
+  RunManager* runManager() const { return m_runs; }
+  // The Run menu: Run locally, then the run manager's Launch and Hosts.
   QMenu* runMenu() const { return m_runMenu; }
   // Adds a dock (the run history, hosts) with its toggle in the View menu.
   void addViewDock(QDockWidget* dock, Qt::DockWidgetArea area);
@@ -72,6 +76,7 @@ class MainWindow : public QMainWindow {
  private:
   void createViews();
   void createMenus();
+  void createRunViews();
   void createFileMenu();
   void wireDocument();
   void showPlan(const stagecraft::plan::Plan& plan);
@@ -93,6 +98,9 @@ class MainWindow : public QMainWindow {
   EstimatesView* m_estimates = nullptr;
   ScheduleView* m_schedule = nullptr;
   RunLocallyDialog* m_runDialog = nullptr;
+  RunManager* m_runs = nullptr;
+  QDockWidget* m_stagesDock = nullptr;
+  QDockWidget* m_runsDock = nullptr;
   QMenu* m_viewMenu = nullptr;
   QMenu* m_runMenu = nullptr;
   QMenu* m_recentMenu = nullptr;

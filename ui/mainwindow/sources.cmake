@@ -2,6 +2,4 @@
 target_sources(stagecraft_ui PRIVATE
   mainwindow/MainWindow.h
   mainwindow/MainWindow.cpp
-  mainwindow/RunLocallyDialog.h
-  mainwindow/RunLocallyDialog.cpp
 )

@@ -18,20 +18,20 @@
 #include <QVBoxLayout>
 
 #include "common/Text.h"
+#include "document/PlanDocument.h"
 #include "hosts/HostsEditor.h"
 #include "hosts/PreflightRunner.h"
 #include "hosts/PreflightTable.h"
-#include "mainwindow/RunLocallyDialog.h"
+#include "runs/RunLocallyDialog.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/validate.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/hostfile.h"
-#include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_store.h"
 
 namespace launch = stagecraft::launch;
 
-LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
+LaunchDialog::LaunchDialog(PlanDocument* document, QWidget* parent) : QDialog(parent), m_document(document) {
   setWindowTitle(tr("Launch run"));
   resize(780, 560);
   m_db = qs(stagecraft::store::RunStore::default_path());
@@ -113,51 +113,42 @@ LaunchDialog::LaunchDialog(QWidget* parent) : QDialog(parent) {
     setMessage(failed == 0 ? tr("Preflight passed on every host") : tr("Preflight failed on %n host(s)", nullptr, failed));
   });
   connect(m_hostsEditor, &HostsEditor::hostfileSaved, this, &LaunchDialog::setHostfilePath);
+  connect(m_document, &PlanDocument::configChanged, this, &LaunchDialog::refresh);
+  refresh();
 }
 
 LaunchDialog::~LaunchDialog() = default;
 
-void LaunchDialog::setConfig(const stagecraft::config::RunConfig& config, const QString& baseDir) {
-  m_config = config;
-  m_baseDir = baseDir;
-  m_hasConfig = true;
-  // With a hostfile the hosts decide the cluster; the summary is the config's own layout (the
-  // dialog is only opened on a valid config, as resolved_dp() needs).
-  const int dp = stagecraft::config::resolved_dp(config);
-  m_summary->setText(tr("<b>%1</b>: %2 node(s) x %3 ranks, dp %4 x tp %5 x pp %6, %7 steps")
-                         .arg(qs(config.name).toHtmlEscaped())
-                         .arg(config.cluster.nodes)
-                         .arg(config.cluster.gpus_per_node)
-                         .arg(dp)
-                         .arg(config.parallel.tp)
-                         .arg(config.parallel.pp)
-                         .arg(config.train.steps));
+void LaunchDialog::refresh() {
+  const stagecraft::config::RunConfig& config = m_document->config();
+  if (!m_document->isValid()) {
+    m_summary->setText(tr("<b>%1</b>: the configuration is invalid; fix it before launching").arg(qs(config.name).toHtmlEscaped()));
+  } else {
+    // With a hostfile the hosts decide the cluster; the summary is the config's own layout.
+    m_summary->setText(tr("<b>%1</b>: %2 node(s) x %3 ranks, dp %4 x tp %5 x pp %6, %7 steps")
+                           .arg(qs(config.name).toHtmlEscaped())
+                           .arg(config.cluster.nodes)
+                           .arg(config.cluster.gpus_per_node)
+                           .arg(stagecraft::config::resolved_dp(config))
+                           .arg(config.parallel.tp)
+                           .arg(config.parallel.pp)
+                           .arg(config.train.steps));
+  }
   updateHostsSummary();
 }
 
 void LaunchDialog::setDatabasePath(const QString& path) { m_db = path; }
 
 bool LaunchDialog::hostsConfig(stagecraft::config::RunConfig* out, QString* error) const {
-  if (!m_hasConfig) {
-    *error = tr("no config to launch");
-    return false;
-  }
   if (hostfilePath().isEmpty()) {
     *error = tr("choose the hostfile that lists the hosts (`HOST slots=N` per line)");
     return false;
   }
   std::vector<launch::SelectedHost> selected;
   if (!selectedHosts(&selected, error)) return false;
-  auto config = launch::with_hosts(m_config, selected);
-  if (!config.ok()) {
-    *error = qs(config.status().message());
-    return false;
-  }
-  if (auto plan = stagecraft::plan::make_plan(config.value()); !plan.ok()) {
-    *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
-    return false;
-  }
-  *out = std::move(config).value();
+  auto plan = m_document->planForHosts(selected, error);
+  if (!plan) return false;
+  *out = std::move(plan->config);
   return true;
 }
 
@@ -182,7 +173,7 @@ void LaunchDialog::updateHostsSummary() {
   stagecraft::config::RunConfig c;
   QString error;
   const bool ok = hostsConfig(&c, &error);
-  m_applyHosts->setEnabled(ok && !(c.cluster == m_config.cluster));
+  m_applyHosts->setEnabled(ok && !(c.cluster == m_document->config().cluster));
   if (!ok) {
     m_hostsPlan->setText(error);
     m_hostsPlan->setStyleSheet(QStringLiteral("color: #d62728;"));
@@ -204,9 +195,7 @@ bool LaunchDialog::applyHostsToPlan() {
     setMessage(error);
     return false;
   }
-  m_config = c;
-  setConfig(c, m_baseDir);
-  Q_EMIT hostsApplied(c);
+  Q_EMIT hostsApplied(c);  // the document takes the cluster; refresh() follows its change
   return true;
 }
 
@@ -278,7 +267,7 @@ bool LaunchDialog::runPreflight() {
 launch::PreflightOptions LaunchDialog::preflightOptions() const {
   launch::PreflightOptions options = m_hostsEditor->preflightOptions();
   // As `stagecraft-cli preflight` does: a CUDA run has the hosts' GPUs counted, not their cores.
-  options.cuda = m_hasConfig && m_config.backend == stagecraft::config::Backend::kCuda;
+  options.cuda = m_document->config().backend == stagecraft::config::Backend::kCuda;
   return options;
 }
 
@@ -296,13 +285,13 @@ QStringList LaunchDialog::hostArguments() const {
 }
 
 QString LaunchDialog::writeConfig(QString* error) {
-  const auto resolved = RunLocallyDialog::resolvePaths(m_config, m_baseDir);
+  const auto resolved = RunLocallyDialog::resolvePaths(m_document->config(), m_document->baseDir());
   QDir dir(QFileInfo(m_db).absoluteDir().filePath(QStringLiteral("launches")));
   if (!dir.mkpath(QStringLiteral("."))) {
     *error = tr("%1: cannot create the folder for launched configs").arg(dir.path());
     return {};
   }
-  QString name = qs(m_config.name);
+  QString name = qs(resolved.name);
   name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("_"));
   if (name.isEmpty()) name = QStringLiteral("run");
   const QString path =
@@ -320,8 +309,9 @@ bool LaunchDialog::start() {
     setMessage(tr("A run is being started; wait for its id"));
     return false;
   }
-  if (!m_hasConfig) {
-    setMessage(tr("No config to launch; open or edit a config first"));
+  if (!m_document->isValid()) {
+    const QString why = m_document->problems().isEmpty() ? tr("the configuration is invalid") : m_document->problems().first().message;
+    setMessage(tr("Fix the configuration first: %1").arg(why));
     return false;
   }
   if (!isLocal() && hostfilePath().isEmpty()) {
@@ -349,7 +339,7 @@ bool LaunchDialog::start() {
   m_runId = 0;
   delete m_process;
   m_process = new QProcess(this);
-  if (!m_baseDir.isEmpty()) m_process->setWorkingDirectory(m_baseDir);
+  if (const QString base = m_document->baseDir(); !base.isEmpty()) m_process->setWorkingDirectory(base);
   connect(m_process, &QProcess::finished, this, &LaunchDialog::onProcessFinished);
   connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;

@@ -2,14 +2,18 @@
 // either on this machine or on the hosts of a hostfile (with --include / --exclude), after an
 // optional preflight whose results are shown per host.
 //
-// How a run starts: the dialog writes the config it was given (relative data and checkpoint
+// The run is the document's current config (PlanDocument), read when it is needed: the dialog
+// keeps no copy, and plans for the chosen hosts come from the document (planForHosts).
+//
+// How a run starts: the dialog writes the document's config (relative data and checkpoint
 // paths resolved as Run locally resolves them) to <history folder>/launches/NAME-TIME.yaml and
 // starts `stagecraft-cli run FILE --detach --json --db HISTORY [--hosts FILE ...]`. The CLI
 // records the run, prints its id and leaves a supervisor of its own in the background (its own
-// session), then exits. Chosen over supervising inside the GUI process because the run must not
+// session), then exits; that supervisor runs the run through launch::RunSession. Chosen over supervising inside the GUI process because the run must not
 // depend on the GUI: closing the window, or the GUI crashing, never stops a run, and every run,
 // whoever started it, is watched and cancelled the same way, through the history (runs view).
-// The CLI is the one place that checks a config before a run; its one-line error is shown here.
+// The CLI checks the config (launch::check_runnable, as Run locally does); its one-line error is
+// shown here.
 //
 // The CLI is found as $STAGECRAFT_CLI, else stagecraft-cli beside this program (setCliPath()
 // overrides both).
@@ -27,6 +31,7 @@
 #include "stagecraft/launch/preflight.h"
 
 class HostsEditor;
+class PlanDocument;
 class PreflightRunner;
 class PreflightTable;
 class QGroupBox;
@@ -39,11 +44,14 @@ class LaunchDialog : public QDialog {
   Q_OBJECT
 
  public:
-  explicit LaunchDialog(QWidget* parent = nullptr);
+  // Launches `document`'s config; the document outlives the dialog.
+  explicit LaunchDialog(PlanDocument* document, QWidget* parent = nullptr);
   ~LaunchDialog() override;
 
-  // The run to launch; `baseDir` is the config file's folder (for relative paths).
-  void setConfig(const stagecraft::config::RunConfig& config, const QString& baseDir);
+  PlanDocument* document() const { return m_document; }
+  // Shows the document's current config and its plan on the chosen hosts (also done on every
+  // change of the document).
+  void refresh();
   void setDatabasePath(const QString& path);
   QString databasePath() const { return m_db; }
   void setCliPath(const QString& path) { m_cli = path; }
@@ -58,9 +66,9 @@ class LaunchDialog : public QDialog {
   // Its SSH settings (config, known hosts, worker) are the launch's too.
   HostsEditor* hostsEditor() const { return m_hostsEditor; }
 
-  // The config as it runs on the chosen hosts (nodes = hosts, gpus_per_node = slots), planned;
-  // false with the reason in *error when the hostfile, the selection or the plan for those hosts
-  // is wrong. The dialog shows the same as its hosts summary while they are edited.
+  // The document's config as it runs on the chosen hosts (nodes = hosts, gpus_per_node =
+  // slots), planned by the document; false with the reason in *error when the config, the
+  // hostfile, the selection or the plan for those hosts is wrong. The dialog shows the same as its hosts summary while they are edited.
   bool hostsConfig(stagecraft::config::RunConfig* out, QString* error) const;
   QString hostsSummary() const;
   // Hands hostsConfig() to the main window (hostsApplied): the plan is redrawn for the hosts.
@@ -102,9 +110,7 @@ class LaunchDialog : public QDialog {
   // The hostfile parsed and the include / exclude filters applied; false with the reason.
   bool selectedHosts(std::vector<stagecraft::launch::SelectedHost>* out, QString* error) const;
 
-  stagecraft::config::RunConfig m_config;
-  bool m_hasConfig = false;
-  QString m_baseDir;
+  PlanDocument* m_document = nullptr;
   QString m_db;
   QString m_cli;
   QRadioButton* m_local = nullptr;

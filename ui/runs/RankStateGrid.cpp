@@ -10,11 +10,20 @@
 
 #include "common/StageColors.h"
 #include "stagecraft/core/json.h"
+#include "stagecraft/launch/worker_events.h"
 
 namespace store = stagecraft::store;
+namespace launch = stagecraft::launch;
 using stagecraft::Json;
 
 namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 constexpr int kTile = 46;         // tile edge, pixels
 constexpr int kGap = 4;           // between tiles
@@ -102,20 +111,36 @@ void RankStateGrid::applyEvents(const std::vector<store::EventRow>& rows) {
   for (const auto& e : rows) {
     if (e.rank < 0 || e.rank >= world) continue;
     RankInfo& info = m_ranks[e.rank];
-    auto parsed = Json::parse(e.json);
-    const Json* step = parsed.ok() ? parsed->find("step") : nullptr;
-    if (step && step->is_number()) info.step = std::max<qint64>(info.step, step->as_int());
-    if (e.kind == "start") {
-      if (info.state == RankState::Waiting) info.state = RankState::Started;
-    } else if (e.kind == "step" || e.kind == "checkpoint" || e.kind == "eval") {
+    // A row that does not decode (written by a newer worker) leaves the rank as it was.
+    auto event = launch::decode_event(e.json);
+    if (!event.ok()) continue;
+    const auto advance = [&info](int64_t step) { info.step = std::max<qint64>(info.step, step); };
+    const auto training = [&info] {
       if (info.state != RankState::Failed && info.state != RankState::Done) info.state = RankState::Training;
-    } else if (e.kind == "done") {
-      if (info.state != RankState::Failed) info.state = RankState::Done;
-    } else if (e.kind == "error") {
-      info.state = RankState::Failed;
-      const Json* m = parsed.ok() ? parsed->find("message") : nullptr;
-      info.detail = m && m->is_string() ? QString::fromStdString(m->as_string()) : tr("error");
-    }
+    };
+    std::visit(Overloaded{
+                   [&](const launch::StartEvent& x) {
+                     advance(x.step);
+                     if (info.state == RankState::Waiting) info.state = RankState::Started;
+                   },
+                   [&](const launch::StepEvent& x) {
+                     advance(x.step);
+                     training();
+                   },
+                   [&](const launch::CheckpointEvent& x) {
+                     advance(x.step);
+                     training();
+                   },
+                   [&](const launch::DoneEvent& x) {
+                     advance(x.step);
+                     if (info.state != RankState::Failed) info.state = RankState::Done;
+                   },
+                   [&](const launch::ErrorEvent& x) {
+                     info.state = RankState::Failed;
+                     info.detail = QString::fromStdString(x.message);
+                   },
+               },
+               event.value());
   }
   update();
 }

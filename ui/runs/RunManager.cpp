@@ -1,63 +1,47 @@
-// RunManager: the Runs dock and the Run > Launch / Hosts entries of the main window.
+// RunManager: the runs view and the Run > Launch / Hosts entries for a document.
 #include "runs/RunManager.h"
 
-#include <QDockWidget>
-#include <QFileInfo>
 #include <QMenu>
 #include <QMessageBox>
 
 #include "document/PlanDocument.h"
 #include "hosts/HostsEditor.h"
-#include "mainwindow/MainWindow.h"
 #include "runs/LaunchDialog.h"
 #include "runs/RunsView.h"
 
-RunManager* RunManager::install(MainWindow* window) { return new RunManager(window); }
-
-RunManager::RunManager(MainWindow* window) : QObject(window), m_window(window) {
+RunManager::RunManager(PlanDocument* document, QWidget* window)
+    : QObject(window), m_document(document), m_window(window) {
   setObjectName(QStringLiteral("runManager"));
   m_runs = new RunsView(window);
-  auto* dock = new QDockWidget(tr("Runs"), window);
-  dock->setObjectName(QStringLiteral("runsDock"));  // saveState() keys docks by object name
-  dock->setWidget(m_runs);
-  window->addViewDock(dock, Qt::BottomDockWidgetArea);
-  // A tab beside Stages and Schedule: the topology keeps the height of the window.
-  if (auto* stages = window->findChild<QDockWidget*>(QStringLiteral("stagesDock"))) {
-    window->tabifyDockWidget(stages, dock);
-    stages->raise();
-  }
-  m_launch = new LaunchDialog(window);
-
-  QMenu* run = window->runMenu();
-  run->addSeparator();
-  QAction* launch = run->addAction(tr("&Launch..."), this, &RunManager::openLaunchDialog);
-  launch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
-  run->addAction(tr("&Hosts..."), this, &RunManager::openHostsEditor);
+  m_launch = new LaunchDialog(document, window);
 
   // The plan is redrawn for the chosen hosts (one undoable edit of the cluster).
   connect(m_launch, &LaunchDialog::hostsApplied, this, [this](const stagecraft::config::RunConfig& config) {
-    stagecraft::config::RunConfig current = m_window->document()->config();  // edits made meanwhile stay
+    stagecraft::config::RunConfig current = m_document->config();  // only the cluster is taken
     current.cluster = config.cluster;
-    m_window->document()->setConfig(current, tr("Use the hosts of %1").arg(m_launch->hostfilePath()));
+    m_document->setConfig(current, tr("Use the hosts of %1").arg(m_launch->hostfilePath()));
   });
-  connect(m_launch, &LaunchDialog::runStarted, this, [this, dock](qint64 id) {
-    dock->show();
-    dock->raise();
+  connect(m_launch, &LaunchDialog::runStarted, this, [this](qint64 id) {
     m_runs->refresh();
     m_runs->selectRun(id);
+    Q_EMIT runStarted(id);
   });
 }
 
+void RunManager::addRunActions(QMenu* menu) {
+  QAction* launch = menu->addAction(tr("&Launch..."), this, &RunManager::openLaunchDialog);
+  launch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
+  menu->addAction(tr("&Hosts..."), this, &RunManager::openHostsEditor);
+}
+
 bool RunManager::openLaunchDialog() {
-  PlanDocument* doc = m_window->document();
-  if (!doc->isValid()) {
-    const QString why = doc->problems().isEmpty() ? tr("the configuration is invalid") : doc->problems().first().message;
+  if (!m_document->isValid()) {
+    const QString why = m_document->problems().isEmpty() ? tr("the configuration is invalid") : m_document->problems().first().message;
     QMessageBox::warning(m_window, tr("Cannot launch"), tr("Fix the configuration first: %1").arg(why));
     return false;
   }
-  const QString base = doc->filePath().isEmpty() ? QString() : QFileInfo(doc->filePath()).absolutePath();
   m_launch->setDatabasePath(m_runs->databasePath());
-  m_launch->setConfig(doc->config(), base);
+  m_launch->refresh();
   m_launch->show();
   m_launch->raise();
   return true;

@@ -12,6 +12,8 @@ target_sources(stagecraft_ui PRIVATE
   runs/RunsView.cpp
   runs/LaunchDialog.h
   runs/LaunchDialog.cpp
+  runs/RunLocallyDialog.h
+  runs/RunLocallyDialog.cpp
   runs/RunManager.h
   runs/RunManager.cpp
 )

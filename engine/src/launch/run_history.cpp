@@ -64,7 +64,7 @@ RunCallbacks RunHistory::wrap(RunCallbacks inner) {
   store::RunRecorder* rec = recorder_.get();
   auto on_event = inner.on_event;
   auto on_log = inner.on_log;
-  cb.on_event = [rec, on_event](int rank, const Json& e) {
+  cb.on_event = [rec, on_event](int rank, const WorkerEvent& e) {
     rec->on_event(rank, e);
     if (on_event) on_event(rank, e);
   };

@@ -78,13 +78,11 @@ void Supervisor::handle_output(Rank& r, std::string& buffer, bool is_stderr, boo
     const int rank = r.process->rank();
     bool handled = false;
     if (!is_stderr && !line.empty() && line.front() == '{') {
-      auto j = Json::parse(line);
-      if (j.ok() && j->is_object() && j->find("event") && j->find("event")->is_string()) {
+      auto event = decode_event(line);
+      if (event.ok()) {
         last_event_ = monotonic_seconds();
-        if (j->find("event")->as_string() == "error") {
-          if (const Json* m = j->find("message"); m && m->is_string()) r.last_error = m->as_string();
-        }
-        if (callbacks_.on_event) callbacks_.on_event(rank, j.value());
+        if (const auto* error = std::get_if<ErrorEvent>(&event.value())) r.last_error = error->message;
+        if (callbacks_.on_event) callbacks_.on_event(rank, event.value());
         handled = true;
       }
     }

@@ -9,29 +9,18 @@
 
 namespace stagecraft::store {
 
-namespace {
-
-double number_or_nan(const Json& e, std::string_view key) {
-  const Json* v = e.find(key);
-  return v && v->is_number() ? v->as_double() : NAN;
-}
-
-}  // namespace
-
-bool metric_from_event(int rank, const Json& event, double time, MetricRow& out) {
-  const Json* kind = event.find("event");
-  if (!kind || !kind->is_string() || kind->as_string() != "step") return false;
-  const Json* step = event.find("step");
+bool metric_from_event(int rank, const launch::WorkerEvent& event, double time, MetricRow& out) {
+  const auto* step = std::get_if<launch::StepEvent>(&event);
+  if (!step) return false;
   out = MetricRow{};
   out.rank = rank;
-  out.step = step && step->is_number() ? step->as_int() : 0;
-  out.loss = number_or_nan(event, "loss");
-  out.lr = number_or_nan(event, "lr");
-  out.grad_norm = number_or_nan(event, "grad_norm");
-  out.tokens_per_s = number_or_nan(event, "tokens_per_s");
-  out.step_ms = number_or_nan(event, "step_ms");
-  const Json* mem = event.find("mem_bytes");
-  out.mem_bytes = mem && mem->is_number() ? mem->as_int() : -1;
+  out.step = step->step;
+  out.loss = step->loss;
+  out.lr = step->lr;
+  out.grad_norm = step->grad_norm;
+  out.tokens_per_s = step->tokens_per_s;
+  out.step_ms = step->step_ms;
+  out.mem_bytes = step->mem_bytes;
   out.time = time;
   return true;
 }
@@ -43,14 +32,14 @@ RunRecorder::RunRecorder(RunStore& store, int64_t run_id, RecorderOptions option
 
 RunRecorder::~RunRecorder() { (void)finish(); }
 
-void RunRecorder::on_event(int rank, const Json& event) {
+void RunRecorder::on_event(int rank, const launch::WorkerEvent& event) {
   const double t = unix_seconds();
   EventRow row;
   row.rank = rank;
   row.time = t;
-  const Json* kind = event.find("event");
-  row.kind = kind && kind->is_string() ? kind->as_string() : std::string();
-  row.json = event.dump();
+  row.kind = launch::event_name(event);
+  row.json = launch::encode_event(event);
+  row.json.pop_back();  // the line's newline
   MetricRow m;
   const bool is_metric = metric_from_event(rank, event, t, m);
   std::unique_lock lock(mu_);

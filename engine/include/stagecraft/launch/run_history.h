@@ -1,10 +1,10 @@
 // RunHistory: how a launched run keeps its record in the run history (store/): the run is
 // recorded as queued before anything starts, running once its supervisor exists, and ends in
 // succeeded, failed or cancelled with the supervisor's reason; every event and log line of every
-// rank is recorded on the way (store/run_recorder.h). Local and remote launches, from the CLI or
-// the desktop application, use it alike: record_new_run(), then in the supervising process
-// open(), wrap() the callbacks given to the launcher, running() when the supervisor is ready and
-// finish() with the launcher's result.
+// rank is recorded on the way (store/run_recorder.h). RunSession (run_session.h) drives it for
+// every launch: record_new_run(), then in the supervising process open(), wrap() the callbacks
+// given to the launcher, running() when the supervisor is ready and finish() with the
+// launcher's result. Programs start runs through RunSession, not through this directly.
 //
 // Not thread-safe, except that the wrapped callbacks may run on the supervisor's thread while
 // the history is otherwise left alone.

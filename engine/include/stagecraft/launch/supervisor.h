@@ -3,8 +3,9 @@
 // Policy (DESIGN.md §9): the first rank that exits non-zero (or is killed) fails the run; every
 // other rank is asked to stop (SIGTERM) and, after a grace period, killed (SIGKILL) — no orphan,
 // no hang. A run with no event from any rank for its hang timeout fails the same way, and so
-// does cancel(). Output is split into lines: a line that is a JSON object with an "event" field
-// is an event (metrics), anything else a log line.
+// does cancel(). Output is split into lines: a stdout line that decodes as a worker event
+// (worker_events.h) is an event, anything else (including a malformed or unknown event) a log
+// line.
 //
 // run() blocks the calling thread; cancel() may be called from any thread.
 #pragma once
@@ -15,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/core/json.h"
 #include "stagecraft/launch/process.h"
+#include "stagecraft/launch/worker_events.h"
 
 namespace stagecraft::launch {
 
@@ -32,7 +33,7 @@ struct SuperviseOptions {
 };
 
 struct RunCallbacks {
-  std::function<void(int rank, const Json& event)> on_event;
+  std::function<void(int rank, const WorkerEvent& event)> on_event;
   std::function<void(int rank, bool is_stderr, const std::string& line)> on_log;
   std::function<void(int rank, const ExitInfo& exit)> on_exit;
 };

@@ -7,7 +7,8 @@
 // gathered in one transaction every `flush_interval_s`, or as soon as `flush_rows` rows wait,
 // and finish() writes the rest. A crash therefore loses at most the batch not yet committed,
 // never a row already written. A step event is kept twice: as a metrics row (step, loss, lr,
-// grad_norm, tokens_per_s, step_ms, mem_bytes) and, like every event, as raw JSON.
+// grad_norm, tokens_per_s, step_ms, mem_bytes) and, like every event, as its JSON line
+// (launch::encode_event, without the newline).
 //
 // A write that fails is kept as the recorder's status (first error wins; later batches are
 // dropped, counted in stats()), reported by finish(): a full disk must not stop a training run.
@@ -22,8 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "stagecraft/core/json.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/launch/worker_events.h"
 #include "stagecraft/store/run_store.h"
 
 namespace stagecraft::store {
@@ -41,8 +42,8 @@ struct RecorderStats {
   uint64_t dropped_rows = 0;                   // rows not written after a write error
 };
 
-// Decodes a step event into a metrics row; false when `event` is not a step event.
-bool metric_from_event(int rank, const Json& event, double time, MetricRow& out);
+// The metrics row of a step event; false (and `out` untouched) for any other kind.
+bool metric_from_event(int rank, const launch::WorkerEvent& event, double time, MetricRow& out);
 
 class RunRecorder {
  public:
@@ -51,7 +52,7 @@ class RunRecorder {
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
 
-  void on_event(int rank, const Json& event);
+  void on_event(int rank, const launch::WorkerEvent& event);
   void on_log(int rank, bool is_stderr, const std::string& line);
 
   // Writes everything gathered so far before returning.

@@ -1,5 +1,5 @@
-// RunLocallyDialog: checks, the worker thread around launch::run_local, the live loss chart.
-#include "mainwindow/RunLocallyDialog.h"
+// RunLocallyDialog: the worker thread around a launch::RunSession, the live loss chart.
+#include "runs/RunLocallyDialog.h"
 
 #include <QChart>
 #include <QChartView>
@@ -16,11 +16,9 @@
 #include <cmath>
 
 #include "common/Text.h"
-#include "stagecraft/launch/local_run.h"
-#include "stagecraft/launch/run_history.h"
+#include "stagecraft/launch/run_session.h"
+#include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
-#include "stagecraft/runtime/token_data.h"
-#include "stagecraft/runtime/trainer.h"
 #include "stagecraft/store/run_store.h"
 
 namespace cfg = stagecraft::config;
@@ -103,56 +101,38 @@ cfg::RunConfig RunLocallyDialog::resolvePaths(cfg::RunConfig config, const QStri
   return config;
 }
 
-QString RunLocallyDialog::refusal(const cfg::RunConfig& c) {
-  if (c.backend != cfg::Backend::kCpu) {
-    return tr("backend=%1: this build trains on the CPU only; set backend: cpu").arg(qs(std::string(cfg::to_string(c.backend))));
-  }
-  if (c.cluster.nodes != 1 || !c.cluster.hosts.empty()) {
-    return tr("cluster.nodes=%1: Run locally starts every rank on this machine; use cluster.nodes: 1 without hosts").arg(c.cluster.nodes);
-  }
-  if (c.train.data.empty()) {
-    return tr("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file");
-  }
-  if (!QFileInfo(qs(c.train.data)).isReadable()) {
-    return tr("train.data=%1: cannot read the file").arg(qs(c.train.data));
-  }
-  auto plan = stagecraft::plan::make_plan(c);
-  if (!plan.ok()) return qs(plan.status().message());
-  auto data = stagecraft::runtime::TokenData::open(c.train.data, static_cast<size_t>(c.model.seq_len) + 1);
-  if (!data.ok()) return qs(data.status().message());
-  if (stagecraft::Status s = stagecraft::runtime::Trainer::check(c, &data.value()); !s) return qs(s.message());
-  return {};
+QString RunLocallyDialog::refusal(const cfg::RunConfig& config, const stagecraft::plan::Plan& plan) {
+  const stagecraft::Status s = launch::check_runnable(config, plan, {});
+  return s.ok() ? QString() : qs(s.message());
 }
 
-bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& baseDir, QString* error) {
+bool RunLocallyDialog::refuse(const QString& why, QString* error) {
+  m_outcome.clear();
+  m_message = why;
+  m_status->setText(tr("Cannot run: %1").arg(why));
+  if (error) *error = why;
+  return false;
+}
+
+bool RunLocallyDialog::start(const cfg::RunConfig& original, const stagecraft::plan::Plan& documentPlan, const QString& baseDir,
+                             QString* error) {
   if (m_running) {
     if (error) *error = tr("a run is already going in this window; cancel it or wait for it to end");
     return false;
   }
   joinWorker();
-  const cfg::RunConfig config = resolvePaths(original, baseDir);
-  const QString why = refusal(config);
-  if (!why.isEmpty()) {
-    m_outcome.clear();
-    m_message = why;
-    m_status->setText(tr("Cannot run: %1").arg(why));
-    if (error) *error = why;
-    return false;
-  }
-  auto plan = stagecraft::plan::make_plan(config);  // refusal() has planned it already: ok here
-  // Recorded before it starts, as the CLI records its runs.
-  const std::string db = m_db.toStdString();
-  auto recorded = launch::record_new_run(db, config, plan.value(), {"localhost"});
-  auto history = recorded.ok() ? launch::RunHistory::open(db, recorded.value()) : recorded.status();
-  if (!history.ok()) {
-    m_outcome.clear();
-    m_message = tr("run history %1: %2").arg(m_db, qs(history.status().message()));
-    m_status->setText(tr("Cannot run: %1").arg(m_message));
-    if (error) *error = m_message;
-    return false;
-  }
-  m_history = std::move(history).value();
-  m_historyRunId = m_history->id();
+  // Resolving paths changes only where the data and checkpoints are, never the plan.
+  launch::RunRequest request;
+  request.config = resolvePaths(original, baseDir);
+  request.plan = documentPlan;
+  request.plan.config = request.config;
+  // Checked and recorded before it starts, as the CLI records its runs.
+  auto session = launch::RunSession::record(m_db.toStdString(), std::move(request));
+  if (!session.ok()) return refuse(qs(session.status().message()), error);
+  if (stagecraft::Status opened = session.value()->open(); !opened) return refuse(qs(opened.message()), error);
+  m_session = std::move(session).value();
+  m_historyRunId = m_session->id();
+  const cfg::RunConfig& config = m_session->request().config;
 
   m_loss->clear();
   m_log->clear();
@@ -167,20 +147,14 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
   m_status->setText(tr("Running %1: %2 ranks, %3 steps").arg(qs(config.name)).arg(config.world_size()).arg(config.train.steps));
 
   launch::RunCallbacks callbacks;
-  callbacks.on_event = [this](int rank, const stagecraft::Json& e) {
-    const stagecraft::Json* kind = e.find("event");
-    if (!kind || !kind->is_string()) return;
-    if (kind->as_string() == "step" && rank == 0) {
-      const stagecraft::Json* step = e.find("step");
-      const stagecraft::Json* loss = e.find("loss");
-      if (!step || !step->is_number() || !loss) return;
-      const int s = static_cast<int>(step->as_int());
-      // A diverged loss arrives as null (JSON has no NaN): shown as such, never as 0.
-      const double l = loss->is_number() ? loss->as_double() : std::nan("");
+  callbacks.on_event = [this](int rank, const launch::WorkerEvent& e) {
+    if (const auto* step = std::get_if<launch::StepEvent>(&e); step && rank == 0) {
+      // A diverged loss arrives as NaN (null on the wire): shown as such, never as 0.
+      const int s = static_cast<int>(step->step);
+      const double l = step->loss;
       QMetaObject::invokeMethod(this, [this, s, l] { addLoss(s, l); }, Qt::QueuedConnection);
-    } else if (kind->as_string() == "error") {
-      const stagecraft::Json* m = e.find("message");
-      const QString text = tr("rank %1: %2").arg(rank).arg(m && m->is_string() ? qs(m->as_string()) : tr("error"));
+    } else if (const auto* failure = std::get_if<launch::ErrorEvent>(&e)) {
+      const QString text = tr("rank %1: %2").arg(rank).arg(qs(failure->message));
       QMetaObject::invokeMethod(this, [this, text] { appendLog(text); }, Qt::QueuedConnection);
     }
   };
@@ -190,19 +164,10 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
     QMetaObject::invokeMethod(this, [this, text] { appendLog(text); }, Qt::QueuedConnection);
   };
 
-  callbacks = m_history->wrap(std::move(callbacks));
-  // Cancel (here, or `runs cancel` / the Runs view through the history) sets the run's flag,
-  // which outlives the supervisor: no pointer to it is kept.
-  launch::LocalRunOptions options;
-  options.cancel = m_history->cancel_flag();
-  auto body = [this, config, plan = std::move(plan).value(), callbacks, options] {
-    stagecraft::Result<launch::RunOutcome> outcome = stagecraft::Status::internal("the run did not start");
-    try {
-      outcome = launch::run_local(config, plan, options, callbacks, [this](launch::Supervisor&) { m_history->running(); });
-    } catch (const std::exception& e) {  // e.g. threads or memory refused by the system
-      outcome = stagecraft::Status::internal(std::string("the run stopped: ") + e.what());
-    }
-    const stagecraft::Status kept = m_history->finish(outcome);
+  // Cancel (here, or `runs cancel` / the Runs view through the history) sets the session's flag.
+  auto body = [this, callbacks] {
+    const stagecraft::Result<launch::RunOutcome> outcome = m_session->run(callbacks);
+    const stagecraft::Status& kept = m_session->history_status();
     QString state, reason;
     if (!outcome.ok()) {
       state = QStringLiteral("failed");
@@ -217,20 +182,17 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const QString& base
   try {
     m_worker = std::thread(std::move(body));
   } catch (const std::system_error& e) {
-    const stagecraft::Status refused = stagecraft::Status::unavailable(std::string("cannot start the run's thread: ") + e.what());
-    (void)m_history->finish(refused);
+    const QString why = tr("cannot start the run's thread: %1").arg(QString::fromLocal8Bit(e.what()));
+    (void)m_session->abandon(stagecraft::Status::unavailable(why.toStdString()));
     m_running = false;
     m_cancel->setEnabled(false);
-    m_message = qs(refused.message());
-    m_status->setText(tr("Cannot run: %1").arg(m_message));
-    if (error) *error = m_message;
-    return false;
+    return refuse(why, error);
   }
   return true;
 }
 
 void RunLocallyDialog::cancel() {
-  if (m_running && m_history) m_history->cancel_flag()->store(true);
+  if (m_running && m_session) m_session->cancel();
 }
 
 void RunLocallyDialog::addLoss(int step, double loss) {

@@ -1,5 +1,5 @@
-// The CLI's side of a run's history. See run_history.h.
-#include "run_history.h"
+// The CLI's side of a run's history. See history_file.h.
+#include "history_file.h"
 
 #include <cerrno>
 #include <cstdio>

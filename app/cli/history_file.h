@@ -1,5 +1,5 @@
 // The CLI's side of a run's history: which file (--db), and `run --detach`'s background
-// supervisor. The record itself is the engine's (stagecraft/launch/run_history.h).
+// supervisor. The record itself is the engine's (stagecraft/launch/run_session.h).
 #pragma once
 
 #include <cstdint>

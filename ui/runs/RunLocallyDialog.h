@@ -1,5 +1,6 @@
-// RunLocallyDialog: Run > Run locally — trains the current config on this machine with the
-// engine's local launcher (launch::run_local), drawing rank 0's loss as it arrives, with Cancel.
+// RunLocallyDialog: Run > Run locally — trains the current config on this machine through the
+// engine's run session (launch::RunSession, the same path as `stagecraft-cli run`), drawing rank
+// 0's loss as it arrives, with Cancel.
 //
 // The run happens on a worker std::thread; every engine callback crosses to the GUI thread as a
 // queued call, so the dialog's state is only touched in the GUI thread. Cancel asks the run's
@@ -7,10 +8,10 @@
 // closing the dialog while a run is going cancels it (the thread is joined when the run reports
 // its end, or in the destructor). A config that cannot run here (no train.data, a
 // backend this build lacks, more than one node, a model the engine cannot train) is refused
-// before anything starts, with the engine's one-line message.
+// before anything starts, with launch::check_runnable's one-line message.
 //
-// Every run is recorded in the run history (launch/run_history.h), as `stagecraft-cli run`
-// records its runs, so the Runs view shows it live and keeps it; historyRunId() names it.
+// Every run is recorded in the run history by its session, as `stagecraft-cli run` records its
+// runs, so the Runs view shows it live and keeps it; historyRunId() names it.
 //
 // Relative paths of the config (train.data, train.checkpoint_dir) are taken from the directory
 // of the config file (`baseDir`) when they do not exist from the working directory: the examples
@@ -32,7 +33,7 @@ class QPushButton;
 class QValueAxis;
 class QPlainTextEdit;
 namespace stagecraft::launch {
-class RunHistory;
+class RunSession;
 }
 
 class RunLocallyDialog : public QDialog {
@@ -42,9 +43,11 @@ class RunLocallyDialog : public QDialog {
   explicit RunLocallyDialog(QWidget* parent = nullptr);
   ~RunLocallyDialog() override;
 
-  // Checks the config and starts the run; false (with the reason in *error and in the dialog)
-  // when it cannot run here. A dialog runs one config at a time.
-  bool start(const stagecraft::config::RunConfig& config, const QString& baseDir, QString* error = nullptr);
+  // Checks `config` (planned as `plan`, the document's plan) and starts the run; false (with the
+  // reason in *error and in the dialog) when it cannot run here. A dialog runs one config at a
+  // time.
+  bool start(const stagecraft::config::RunConfig& config, const stagecraft::plan::Plan& plan, const QString& baseDir,
+             QString* error = nullptr);
   // Asks a running run to stop; it ends as "cancelled".
   void cancel();
 
@@ -64,8 +67,8 @@ class RunLocallyDialog : public QDialog {
 
   // The config with relative paths resolved as described above; exposed for tests.
   static stagecraft::config::RunConfig resolvePaths(stagecraft::config::RunConfig config, const QString& baseDir);
-  // Why `config` cannot run on this machine, or "" when it can.
-  static QString refusal(const stagecraft::config::RunConfig& config);
+  // Why `config`, planned as `plan`, cannot run on this machine, or "" when it can.
+  static QString refusal(const stagecraft::config::RunConfig& config, const stagecraft::plan::Plan& plan);
 
  Q_SIGNALS:
   void lossRecorded(int step, double loss);
@@ -79,6 +82,7 @@ class RunLocallyDialog : public QDialog {
   void finish(const QString& outcome, const QString& reason);
   void appendLog(const QString& line);
   void joinWorker();
+  bool refuse(const QString& why, QString* error);
 
   QLabel* m_status = nullptr;
   QLineSeries* m_loss = nullptr;
@@ -96,7 +100,6 @@ class RunLocallyDialog : public QDialog {
 
   QString m_db;
   qint64 m_historyRunId = 0;
-  std::unique_ptr<stagecraft::launch::RunHistory> m_history;  // the current run's record; used by the worker thread
+  std::unique_ptr<stagecraft::launch::RunSession> m_session;  // the current run; used by the worker thread
   std::thread m_worker;
-
 };

@@ -1,0 +1,93 @@
+// Worker events: what a training rank reports to its launcher, one JSON object per line on its
+// stdout. The only encoder and decoder of those lines; the worker, the supervisor, the run
+// history, the CLI and the desktop application all go through them.
+//
+// The wire format (keys in this order; "rank" is left out when it is not known yet):
+//   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S,"steps":N}
+//   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..}
+//   {"event":"checkpoint","rank":R,"step":N,"path":"..."}
+//   {"event":"done","rank":R,"step":N,"loss":..}
+//   {"event":"error","rank":R,"message":"..."}
+// A number that is not finite (a diverged loss) is written as null, since JSON has no NaN, and
+// read back as NaN.
+//
+// Decoding contract:
+//   - Required: "event" (a string naming one of the five kinds); "step" for step, checkpoint;
+//     "path" for checkpoint; "message" for error. Every other field is optional and takes the
+//     default written beside it below when absent or null.
+//   - A field present with the wrong JSON type ("step":"7", "loss":"x", a fractional "rank") is
+//     an error naming the field, the kind and what was expected.
+//   - Unknown fields (added by a newer worker) are ignored: decoding succeeds, and they are not
+//     kept, so encode_event(decode_event(line)) drops them.
+//   - An unknown event kind, a line that is not a JSON object, or an object without a string
+//     "event" is an error value; the supervisor then treats the line as a log line.
+//   - Nothing throws; every failure is a Result holding Status::invalid_input.
+// Thread safety: pure functions, safe from any thread.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "stagecraft/core/status.h"
+
+namespace stagecraft::launch {
+
+constexpr int kUnknownRank = -1;  // "rank" absent on the wire (an error before the rank is known)
+
+struct StartEvent {
+  int rank = kUnknownRank;
+  int world_size = 0;
+  int dp = 0, tp = 0, pp = 0;
+  int64_t step = 0;   // the step training starts from (> 0 when resumed from a checkpoint)
+  int64_t steps = 0;  // the run's total (train.steps); 0 when not given
+  bool operator==(const StartEvent&) const = default;
+};
+
+struct StepEvent {
+  int rank = kUnknownRank;
+  int64_t step = 0;  // required
+  double loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, step_ms = NAN;  // NaN when absent
+  int64_t mem_bytes = -1;  // -1 when absent
+};
+
+struct CheckpointEvent {
+  int rank = kUnknownRank;
+  int64_t step = 0;  // required
+  std::string path;  // required
+  bool operator==(const CheckpointEvent&) const = default;
+};
+
+struct DoneEvent {
+  int rank = kUnknownRank;
+  int64_t step = 0;
+  double loss = NAN;
+};
+
+struct ErrorEvent {
+  int rank = kUnknownRank;
+  std::string message;  // required: the rank's one-line reason
+  bool operator==(const ErrorEvent&) const = default;
+};
+
+using WorkerEvent = std::variant<StartEvent, StepEvent, CheckpointEvent, DoneEvent, ErrorEvent>;
+
+// One JSON line, ending in '\n', in the format above. Never fails.
+std::string encode_event(const WorkerEvent& event);
+
+// The event on `line` (a trailing "\n" or "\r\n" is allowed). Errors as described above, one line
+// naming what is wrong: `worker event: "step" must be an integer, got "7"`.
+Result<WorkerEvent> decode_event(std::string_view line);
+
+// "start" "step" "checkpoint" "done" "error": the "event" field of the kind held.
+std::string_view event_name(const WorkerEvent& event);
+// The rank the event names (kUnknownRank when it names none).
+int event_rank(const WorkerEvent& event);
+
+// Equality that counts two NaNs as equal (a round trip of a diverged loss), for tests and
+// de-duplication.
+bool same_event(const WorkerEvent& a, const WorkerEvent& b);
+
+}  // namespace stagecraft::launch

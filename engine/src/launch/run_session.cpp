@@ -1,0 +1,113 @@
+// The one way a run starts: check, record, open, run. See run_session.h.
+#include "stagecraft/launch/run_session.h"
+
+#include <exception>
+#include <numeric>
+
+#include <unistd.h>
+
+#include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+
+namespace stagecraft::launch {
+
+Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts) {
+  if (config.backend != config::Backend::kCpu) {
+    return Status::invalid_input("backend=" + std::string(config::to_string(config.backend)) +
+                                 ": this build trains on the CPU only; set backend: cpu");
+  }
+  if (hosts.empty()) {
+    if (config.cluster.nodes != 1) {
+      return Status::invalid_input("cluster.nodes=" + std::to_string(config.cluster.nodes) +
+                                   ": a run without hosts starts every rank on this machine; use cluster.nodes: 1, "
+                                   "or run on the hosts of a hostfile (--hosts FILE)");
+    }
+    if (!config.cluster.hosts.empty()) {
+      return Status::invalid_input("cluster.hosts: a run without hosts starts every rank on this machine; remove "
+                                   "cluster.hosts, or run on those hosts (--hosts FILE)");
+    }
+  } else {
+    const size_t slots = std::accumulate(hosts.begin(), hosts.end(), size_t{0},
+                                         [](size_t n, const SelectedHost& h) { return n + h.slot_ids.size(); });
+    if (slots != static_cast<size_t>(plan.topology.world_size())) {
+      return Status::invalid_input("hosts: " + std::to_string(hosts.size()) + " host(s) with " + std::to_string(slots) +
+                                   " slots, but the plan has " + std::to_string(plan.topology.world_size()) +
+                                   " ranks; plan the config for these hosts first");
+    }
+  }
+  if (config.train.data.empty()) {
+    return Status::invalid_input("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file");
+  }
+  if (::access(config.train.data.c_str(), R_OK) != 0) {
+    return Status::invalid_input("train.data=" + config.train.data + ": cannot read the file");
+  }
+  auto data = runtime::TokenData::open(config.train.data, static_cast<size_t>(config.model.seq_len) + 1);
+  if (!data.ok()) return data.status();
+  return runtime::Trainer::check(config, &data.value());
+}
+
+Result<std::unique_ptr<RunSession>> RunSession::record(const std::string& db, RunRequest request) {
+  if (Status s = check_runnable(request.config, request.plan, request.hosts); !s) return s;
+  std::unique_ptr<RunSession> session(new RunSession());
+  session->db_ = db;
+  session->request_ = std::move(request);
+  auto id = record_new_run(db, session->request_.config, session->request_.plan, session->host_names());
+  if (!id.ok()) return id.status();
+  session->id_ = id.value();
+  return session;
+}
+
+RunSession::~RunSession() = default;
+
+std::vector<std::string> RunSession::host_names() const {
+  if (request_.hosts.empty()) return {"localhost"};
+  std::vector<std::string> names;
+  for (const auto& h : request_.hosts) names.push_back(h.host);
+  return names;
+}
+
+Status RunSession::open() {
+  if (history_) return Status::OK();
+  auto history = RunHistory::open(db_, id_);
+  if (!history.ok()) return history.status().with_context("run history " + db_);
+  history_ = std::move(history).value();
+  return Status::OK();
+}
+
+std::atomic<bool>* RunSession::cancel_flag() { return history_ ? history_->cancel_flag() : nullptr; }
+
+void RunSession::cancel() {
+  if (history_) history_->cancel_flag()->store(true);
+}
+
+Result<RunOutcome> RunSession::run(RunCallbacks callbacks) {
+  if (!history_) return Status::internal("RunSession::run: open() the session first");
+  RunCallbacks recorded = history_->wrap(std::move(callbacks));
+  RunHistory* history = history_.get();
+  auto ready = [history](Supervisor&) { history->running(); };
+  Result<RunOutcome> outcome = Status::internal("the run did not start");
+  try {
+    if (request_.hosts.empty()) {
+      LocalRunOptions options = request_.local;
+      options.cancel = history->cancel_flag();
+      outcome = run_local(request_.config, request_.plan, options, std::move(recorded), ready);
+    } else {
+      RemoteRunOptions options = request_.remote;
+      options.hosts = request_.hosts;
+      options.cancel = history->cancel_flag();
+      outcome = run_remote(request_.config, request_.plan, options, std::move(recorded), ready);
+    }
+  } catch (const std::exception& e) {  // threads or memory refused by the system
+    outcome = Status::internal(std::string("the run stopped: ") + e.what());
+  }
+  history_status_ = history->finish(outcome);
+  return outcome;
+}
+
+Status RunSession::abandon(const Status& why) {
+  if (!history_) return Status::internal("RunSession::abandon: open() the session first");
+  history_status_ = history_->finish(why);
+  return history_status_;
+}
+
+}  // namespace stagecraft::launch

@@ -1,0 +1,243 @@
+// The worker event lines' one encoder and decoder. See worker_events.h.
+#include "stagecraft/launch/worker_events.h"
+
+#include <limits>
+#include <type_traits>
+
+#include "stagecraft/core/json.h"
+
+namespace stagecraft::launch {
+
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+void set_rank(Json::Object& o, int rank) {
+  if (rank != kUnknownRank) o.emplace_back("rank", rank);
+}
+
+// The JSON type of `v` in words, for messages.
+std::string type_of(const Json& v) {
+  switch (v.type()) {
+    case Json::Type::kNull: return "null";
+    case Json::Type::kBool: return v.as_bool() ? "true" : "false";
+    case Json::Type::kInt: return std::to_string(v.as_int());
+    case Json::Type::kDouble: return v.dump();
+    case Json::Type::kString: return json_quote(v.as_string());
+    case Json::Type::kArray: return "an array";
+    case Json::Type::kObject: return "an object";
+  }
+  return "a value";
+}
+
+// Reads the fields of one event object; the first problem is kept and reported.
+class Reader {
+ public:
+  Reader(const Json& object, std::string_view kind) : object_(object), kind_(kind) {}
+
+  // An integer field; `required` fields must be present and not null.
+  template <typename T>
+  void integer(std::string_view key, T& out, bool required) {
+    const Json* v = present(key, required);
+    if (!v) return;
+    const bool integral = v->is_int() || (v->type() == Json::Type::kDouble && std::isfinite(v->as_double()) &&
+                                          v->as_double() == std::floor(v->as_double()));
+    if (!integral || v->as_double() < static_cast<double>(std::numeric_limits<T>::min()) ||
+        v->as_double() > static_cast<double>(std::numeric_limits<T>::max())) {
+      fail(key, "an integer", *v);
+      return;
+    }
+    out = static_cast<T>(v->as_int());
+  }
+  void number(std::string_view key, double& out) {
+    const Json* v = present(key, false);
+    if (!v) return;
+    if (!v->is_number()) return fail(key, "a number (or null)", *v);
+    out = v->as_double();
+  }
+  void text(std::string_view key, std::string& out, bool required) {
+    const Json* v = present(key, required);
+    if (!v) return;
+    if (!v->is_string()) return fail(key, "a string", *v);
+    out = v->as_string();
+  }
+  void rank(int& out) {
+    integer("rank", out, false);
+    if (status_.ok() && out < 0 && out != kUnknownRank) {
+      status_ = Status::invalid_input("worker event \"" + std::string(kind_) + "\": \"rank\" must be 0 or more, got " +
+                                      std::to_string(out));
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  const Json* present(std::string_view key, bool required) {
+    if (!status_.ok()) return nullptr;
+    const Json* v = object_.find(key);
+    if (v && !v->is_null()) return v;
+    if (required) {
+      status_ = Status::invalid_input("worker event \"" + std::string(kind_) + "\": no \"" + std::string(key) +
+                                      "\" field; every " + std::string(kind_) + " event carries one");
+    }
+    return nullptr;
+  }
+  void fail(std::string_view key, const char* expected, const Json& got) {
+    status_ = Status::invalid_input("worker event \"" + std::string(kind_) + "\": \"" + std::string(key) + "\" must be " +
+                                    expected + ", got " + type_of(got));
+  }
+
+  const Json& object_;
+  std::string_view kind_;
+  Status status_;
+};
+
+template <typename E>
+Result<WorkerEvent> finish(const Reader& r, E event) {
+  if (!r.status().ok()) return r.status();
+  return WorkerEvent{std::move(event)};
+}
+
+bool same_number(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+}  // namespace
+
+std::string encode_event(const WorkerEvent& event) {
+  Json::Object o;
+  o.emplace_back("event", std::string(event_name(event)));
+  std::visit(Overloaded{
+                 [&](const StartEvent& e) {
+                   set_rank(o, e.rank);
+                   o.emplace_back("world_size", e.world_size);
+                   o.emplace_back("dp", e.dp);
+                   o.emplace_back("tp", e.tp);
+                   o.emplace_back("pp", e.pp);
+                   o.emplace_back("step", static_cast<long long>(e.step));
+                   o.emplace_back("steps", static_cast<long long>(e.steps));
+                 },
+                 [&](const StepEvent& e) {
+                   set_rank(o, e.rank);
+                   o.emplace_back("step", static_cast<long long>(e.step));
+                   o.emplace_back("loss", e.loss);  // a NaN is written as null
+                   o.emplace_back("lr", e.lr);
+                   o.emplace_back("grad_norm", e.grad_norm);
+                   o.emplace_back("tokens_per_s", e.tokens_per_s);
+                   o.emplace_back("step_ms", e.step_ms);
+                   if (e.mem_bytes >= 0) o.emplace_back("mem_bytes", static_cast<long long>(e.mem_bytes));
+                 },
+                 [&](const CheckpointEvent& e) {
+                   set_rank(o, e.rank);
+                   o.emplace_back("step", static_cast<long long>(e.step));
+                   o.emplace_back("path", e.path);
+                 },
+                 [&](const DoneEvent& e) {
+                   set_rank(o, e.rank);
+                   o.emplace_back("step", static_cast<long long>(e.step));
+                   o.emplace_back("loss", e.loss);
+                 },
+                 [&](const ErrorEvent& e) {
+                   set_rank(o, e.rank);
+                   o.emplace_back("message", e.message);
+                 },
+             },
+             event);
+  return Json::object(std::move(o)).dump() + "\n";
+}
+
+Result<WorkerEvent> decode_event(std::string_view line) {
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.empty() || line.front() != '{') return Status::invalid_input("worker event: not a JSON object line");
+  auto parsed = Json::parse(line);
+  if (!parsed.ok()) return parsed.status().with_context("worker event");
+  const Json& j = parsed.value();
+  if (!j.is_object()) return Status::invalid_input("worker event: not a JSON object line");
+  const Json* kind = j.find("event");
+  if (!kind || !kind->is_string()) return Status::invalid_input("worker event: no string \"event\" field naming its kind");
+  const std::string& k = kind->as_string();
+  Reader r(j, k);
+  if (k == "start") {
+    StartEvent e;
+    r.rank(e.rank);
+    r.integer("world_size", e.world_size, false);
+    r.integer("dp", e.dp, false);
+    r.integer("tp", e.tp, false);
+    r.integer("pp", e.pp, false);
+    r.integer("step", e.step, false);
+    r.integer("steps", e.steps, false);
+    return finish(r, e);
+  }
+  if (k == "step") {
+    StepEvent e;
+    r.rank(e.rank);
+    r.integer("step", e.step, true);
+    r.number("loss", e.loss);
+    r.number("lr", e.lr);
+    r.number("grad_norm", e.grad_norm);
+    r.number("tokens_per_s", e.tokens_per_s);
+    r.number("step_ms", e.step_ms);
+    r.integer("mem_bytes", e.mem_bytes, false);
+    return finish(r, e);
+  }
+  if (k == "checkpoint") {
+    CheckpointEvent e;
+    r.rank(e.rank);
+    r.integer("step", e.step, true);
+    r.text("path", e.path, true);
+    return finish(r, std::move(e));
+  }
+  if (k == "done") {
+    DoneEvent e;
+    r.rank(e.rank);
+    r.integer("step", e.step, false);
+    r.number("loss", e.loss);
+    return finish(r, e);
+  }
+  if (k == "error") {
+    ErrorEvent e;
+    r.rank(e.rank);
+    r.text("message", e.message, true);
+    return finish(r, std::move(e));
+  }
+  return Status::invalid_input("worker event: unknown kind " + json_quote(k) +
+                               "; expected start, step, checkpoint, done or error");
+}
+
+std::string_view event_name(const WorkerEvent& event) {
+  return std::visit(Overloaded{
+                        [](const StartEvent&) { return std::string_view("start"); },
+                        [](const StepEvent&) { return std::string_view("step"); },
+                        [](const CheckpointEvent&) { return std::string_view("checkpoint"); },
+                        [](const DoneEvent&) { return std::string_view("done"); },
+                        [](const ErrorEvent&) { return std::string_view("error"); },
+                    },
+                    event);
+}
+
+int event_rank(const WorkerEvent& event) {
+  return std::visit([](const auto& e) { return e.rank; }, event);
+}
+
+bool same_event(const WorkerEvent& a, const WorkerEvent& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit(Overloaded{
+                        [&](const StepEvent& x) {
+                          const auto& y = std::get<StepEvent>(b);
+                          return x.rank == y.rank && x.step == y.step && same_number(x.loss, y.loss) &&
+                                 same_number(x.lr, y.lr) && same_number(x.grad_norm, y.grad_norm) &&
+                                 same_number(x.tokens_per_s, y.tokens_per_s) && same_number(x.step_ms, y.step_ms) &&
+                                 x.mem_bytes == y.mem_bytes;
+                        },
+                        [&](const DoneEvent& x) {
+                          const auto& y = std::get<DoneEvent>(b);
+                          return x.rank == y.rank && x.step == y.step && same_number(x.loss, y.loss);
+                        },
+                        [&](const auto& x) { return x == std::get<std::decay_t<decltype(x)>>(b); },
+                    },
+                    a);
+}
+
+}  // namespace stagecraft::launch

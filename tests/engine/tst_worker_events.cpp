@@ -1,0 +1,134 @@
+// Worker events (launch/worker_events.h): every kind survives encode -> decode, the wire format
+// stays what histories already hold, and malformed, partial or wrong-typed lines are errors that
+// name the problem.
+#include "stagecraft/launch/worker_events.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <string>
+
+using namespace stagecraft;
+using namespace stagecraft::launch;
+
+Q_DECLARE_METATYPE(stagecraft::launch::WorkerEvent)
+
+class TestWorkerEvents : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void roundTrip_data() {
+    QTest::addColumn<WorkerEvent>("event");
+    QTest::newRow("start") << WorkerEvent{StartEvent{.rank = 3, .world_size = 8, .dp = 2, .tp = 2, .pp = 2, .step = 10, .steps = 100}};
+    QTest::newRow("step") << WorkerEvent{StepEvent{.rank = 1, .step = 7, .loss = 2.5, .lr = 1e-4, .grad_norm = 0.75,
+                                                   .tokens_per_s = 12345.5, .step_ms = 81.25, .mem_bytes = int64_t(3) << 32}};
+    QTest::newRow("step with a diverged loss") << WorkerEvent{StepEvent{.rank = 0, .step = 9, .loss = NAN, .lr = 1e-3}};
+    QTest::newRow("checkpoint") << WorkerEvent{CheckpointEvent{.rank = 0, .step = 50, .path = "/tmp/ck \"a\"/step-50"}};
+    QTest::newRow("done") << WorkerEvent{DoneEvent{.rank = 2, .step = 100, .loss = 1.125}};
+    QTest::newRow("error with rank") << WorkerEvent{ErrorEvent{.rank = 5, .message = "train.data=x.bin: cannot open"}};
+    QTest::newRow("error before the rank is known") << WorkerEvent{ErrorEvent{.message = "RANK: not set"}};
+  }
+  void roundTrip() {
+    QFETCH(WorkerEvent, event);
+    const std::string line = encode_event(event);
+    QVERIFY(!line.empty());
+    QCOMPARE(line.back(), '\n');
+    QCOMPARE(line.find('\n'), line.size() - 1);  // one line
+    auto back = decode_event(line);
+    QVERIFY2(back.ok(), back.status().message().c_str());
+    QCOMPARE(back->index(), event.index());
+    QVERIFY2(same_event(back.value(), event), line.c_str());
+    QCOMPARE(event_rank(back.value()), event_rank(event));
+    QCOMPARE(encode_event(back.value()), line);
+  }
+
+  // The exact lines the worker wrote before the types existed (keys in this order), so that
+  // histories and tools that read them keep working.
+  void wireFormat_data() {
+    QTest::addColumn<WorkerEvent>("event");
+    QTest::addColumn<QString>("line");
+    QTest::newRow("step") << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .lr = 0.001, .grad_norm = 0.5,
+                                                   .tokens_per_s = 1000, .step_ms = 12.5, .mem_bytes = 1024}}
+                          << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":0.5,\"tokens_per_s\":1000.0,\"step_ms\":12.5,\"mem_bytes\":1024}";
+    QTest::newRow("diverged loss is null") << WorkerEvent{DoneEvent{.rank = 1, .step = 4, .loss = NAN}}
+                                           << "{\"event\":\"done\",\"rank\":1,\"step\":4,\"loss\":null}";
+    QTest::newRow("error without rank") << WorkerEvent{ErrorEvent{.message = "no RANK"}}
+                                        << "{\"event\":\"error\",\"message\":\"no RANK\"}";
+    QTest::newRow("checkpoint") << WorkerEvent{CheckpointEvent{.rank = 0, .step = 2, .path = "/c"}}
+                                << "{\"event\":\"checkpoint\",\"rank\":0,\"step\":2,\"path\":\"/c\"}";
+  }
+  void wireFormat() {
+    QFETCH(WorkerEvent, event);
+    QFETCH(QString, line);
+    QCOMPARE(QString::fromStdString(encode_event(event)), line + "\n");
+  }
+
+  void decodesWhatOlderWorkersWrote() {
+    // Older workers put "rank" last and may leave optional fields out.
+    auto e = decode_event("{\"event\":\"step\",\"step\":12,\"loss\":3.5,\"rank\":2}\r\n");
+    QVERIFY2(e.ok(), e.status().message().c_str());
+    const auto* step = std::get_if<StepEvent>(&e.value());
+    QVERIFY(step);
+    QCOMPARE(step->rank, 2);
+    QCOMPARE(step->step, int64_t(12));
+    QCOMPARE(step->loss, 3.5);
+    QVERIFY(std::isnan(step->lr));
+    QCOMPARE(step->mem_bytes, int64_t(-1));
+    auto start = decode_event("{\"event\":\"start\"}");
+    QVERIFY(start.ok());
+    QCOMPARE(std::get<StartEvent>(start.value()), StartEvent{});
+  }
+
+  void unknownFieldsAreIgnored() {
+    auto e = decode_event("{\"event\":\"done\",\"rank\":0,\"step\":5,\"loss\":1.5,\"gpu_temp\":71,\"extra\":{\"a\":[1,2]}}");
+    QVERIFY2(e.ok(), e.status().message().c_str());
+    QVERIFY(same_event(e.value(), WorkerEvent{DoneEvent{.rank = 0, .step = 5, .loss = 1.5}}));
+    QCOMPARE(QString::fromStdString(encode_event(e.value())), QString("{\"event\":\"done\",\"rank\":0,\"step\":5,\"loss\":1.5}") + "\n");
+  }
+
+  void errors_data() {
+    QTest::addColumn<QString>("line");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("a log line") << "hello from rank 0" << "not a JSON object line";
+    QTest::newRow("empty") << "" << "not a JSON object line";
+    QTest::newRow("cut off") << "{\"event\":\"step\",\"step\":3,\"lo" << "worker event";
+    QTest::newRow("an array") << "[{\"event\":\"step\"}]" << "not a JSON object line";
+    QTest::newRow("no event field") << "{\"step\":3}" << "no string \"event\" field";
+    QTest::newRow("event not a string") << "{\"event\":3}" << "no string \"event\" field";
+    QTest::newRow("unknown kind") << "{\"event\":\"eval\",\"loss\":2}" << "unknown kind \"eval\"";
+    QTest::newRow("step without step") << "{\"event\":\"step\",\"loss\":2}" << "worker event \"step\": no \"step\" field";
+    QTest::newRow("step as a string") << "{\"event\":\"step\",\"step\":\"7\"}" << "\"step\" must be an integer, got \"7\"";
+    QTest::newRow("fractional step") << "{\"event\":\"step\",\"step\":7.5}" << "\"step\" must be an integer, got 7.5";
+    QTest::newRow("loss as a string") << "{\"event\":\"step\",\"step\":1,\"loss\":\"low\"}" << "\"loss\" must be a number (or null), got \"low\"";
+    QTest::newRow("negative rank") << "{\"event\":\"done\",\"rank\":-4}" << "\"rank\" must be 0 or more, got -4";
+    QTest::newRow("rank too large") << "{\"event\":\"done\",\"rank\":99999999999}" << "\"rank\" must be an integer";
+    QTest::newRow("checkpoint without path") << "{\"event\":\"checkpoint\",\"step\":2}" << "worker event \"checkpoint\": no \"path\" field";
+    QTest::newRow("checkpoint path not a string") << "{\"event\":\"checkpoint\",\"step\":2,\"path\":5}" << "\"path\" must be a string, got 5";
+    QTest::newRow("error without message") << "{\"event\":\"error\",\"rank\":1}" << "worker event \"error\": no \"message\" field";
+    QTest::newRow("error message null") << "{\"event\":\"error\",\"message\":null}" << "no \"message\" field";
+    QTest::newRow("start dp as bool") << "{\"event\":\"start\",\"dp\":true}" << "\"dp\" must be an integer, got true";
+  }
+  void errors() {
+    QFETCH(QString, line);
+    QFETCH(QString, message);
+    auto e = decode_event(line.toStdString());
+    QVERIFY2(!e.ok(), qPrintable(line));
+    QCOMPARE(e.status().code(), Status::Code::kInvalidInput);
+    const QString got = QString::fromStdString(e.status().message());
+    QVERIFY2(got.contains(message), qPrintable(got));
+    QVERIFY2(!got.contains('\n'), qPrintable(got));
+  }
+
+  void names() {
+    QCOMPARE(event_name(StartEvent{}), std::string_view("start"));
+    QCOMPARE(event_name(StepEvent{}), std::string_view("step"));
+    QCOMPARE(event_name(CheckpointEvent{}), std::string_view("checkpoint"));
+    QCOMPARE(event_name(DoneEvent{}), std::string_view("done"));
+    QCOMPARE(event_name(ErrorEvent{}), std::string_view("error"));
+    QVERIFY(!same_event(StepEvent{.step = 1}, StepEvent{.step = 2}));
+    QVERIFY(!same_event(StepEvent{.step = 1}, DoneEvent{.step = 1}));
+  }
+};
+
+QTEST_APPLESS_MAIN(TestWorkerEvents)
+#include "tst_worker_events.moc"
