@@ -2,6 +2,8 @@
 // you type, puts every problem at its field while the last valid plan stays, follows undo.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFormLayout>
+#include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSpinBox>
@@ -9,6 +11,7 @@
 
 #include "document/PlanDocument.h"
 #include "setup/SetupPanel.h"
+#include "stagecraft/config/config_schema.h"
 
 using stagecraft::config::Axis;
 
@@ -230,6 +233,57 @@ class TestSetupPanel : public QObject {
     bool shown = !panel.otherErrors().isEmpty();
     for (const QString& k : panel.keys()) shown = shown || !panel.fieldError(k).isEmpty();
     QVERIFY2(shown, qPrintable(key));
+  }
+
+  // The form keeps its fields, order and grouping; each field is its schema entry's.
+  void formHasTheSameFieldsInOrder() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    const QStringList expected = {
+        "cluster.nodes", "cluster.gpus_per_node", "cluster.device",
+        "model.layers", "model.hidden", "model.heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
+        "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
+        "parallel.sequence_parallel", "parallel.zero",
+        "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition",
+        "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.attention"};
+    QCOMPARE(panel.keys(), expected);
+    QStringList groups;
+    for (const QGroupBox* box : panel.findChildren<QGroupBox*>()) groups << box->title();
+    QCOMPARE(groups, (QStringList{"Cluster", "Model", "Parallel", "Pipeline", "Training"}));
+  }
+
+  void fieldsFollowTheSchema_data() {
+    QTest::addColumn<QString>("key");
+    for (const auto& k : stagecraft::config::config_schema()) {
+      if (!k.label.empty()) QTest::newRow(std::string(k.path).c_str()) << QString::fromUtf8(k.path.data(), k.path.size());
+    }
+  }
+  void fieldsFollowTheSchema() {
+    QFETCH(QString, key);
+    namespace cfg = stagecraft::config;
+    const cfg::KeySpec* k = cfg::find_key(key.toStdString());
+    QVERIFY(k);
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    QWidget* editor = panel.field(key);
+    QVERIFY(editor);
+    QCOMPARE(editor->whatsThis().toStdString(), std::string(k->help));
+    auto* form = qobject_cast<QFormLayout*>(editor->parentWidget()->parentWidget()->layout());
+    QVERIFY(form);
+    auto* label = qobject_cast<QLabel*>(form->labelForField(editor->parentWidget()));
+    QVERIFY(label);
+    QCOMPARE(label->text().toStdString(), std::string(k->label));
+    if (auto* spin = qobject_cast<QSpinBox*>(editor)) {
+      QCOMPARE(spin->minimum(), k->zero_label.empty() ? static_cast<int>(k->min) : 0);
+      QCOMPARE(spin->maximum(), static_cast<int>(k->max));
+      QCOMPARE(spin->specialValueText().toStdString(), std::string(k->zero_label));
+    } else if (auto* combo = qobject_cast<QComboBox*>(editor); combo && !k->choices.empty()) {
+      QStringList values;
+      for (int i = 0; i < combo->count(); ++i) values << combo->itemData(i).toString();
+      QStringList choices;
+      for (std::string_view c : k->choices) choices << QString::fromUtf8(c.data(), c.size());
+      QCOMPARE(values, choices);
+    }
   }
 };
 

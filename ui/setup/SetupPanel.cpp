@@ -1,7 +1,9 @@
-// SetupPanel: the fields, their bindings to config keys, and how problems are shown at them.
+// SetupPanel: the fields, built from the config schema (config_schema.h), their bindings to
+// config keys, and how problems are shown at them.
 #include "setup/SetupPanel.h"
 
 #include <QCheckBox>
+#include <QCoreApplication>
 #include <QComboBox>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -11,8 +13,12 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <climits>
+
 #include "common/Text.h"
 #include "document/PlanDocument.h"
+#include "stagecraft/config/config_schema.h"
 #include "stagecraft/config/device.h"
 
 namespace cfg = stagecraft::config;
@@ -22,35 +28,11 @@ namespace {
 // The frame and text colour of a field whose value breaks a rule.
 constexpr auto kErrorStyle = "border: 2px solid #d62728;";
 constexpr auto kErrorTextStyle = "color: #d62728;";
-// Generous upper bounds: the engine's rules, not the widgets, decide what is valid.
-constexpr int kMaxCount = 1 << 20;
-constexpr int kMaxNodes = 1 << 17;
-// Parallel degrees and GPUs per node: a file may hold any of these; the field must show it.
-constexpr int kMaxDegree = 1 << 20;
 
+// The widgets take the schema's bounds, capped to what a QSpinBox holds.
+int spinBound(double v) { return static_cast<int>(std::clamp(v, double(INT_MIN), double(INT_MAX))); }
 
-template <typename E>
-QList<QPair<QString, QString>> enumItems(std::initializer_list<E> values) {
-  QList<QPair<QString, QString>> items;
-  for (E v : values) items.append({qs(cfg::to_string(v)), qs(cfg::to_string(v))});
-  return items;
-}
-
-QString orderText(const std::vector<cfg::Axis>& order) {
-  QStringList parts;
-  for (cfg::Axis a : order) parts << qs(cfg::to_string(a));
-  return parts.join(QLatin1Char('-'));
-}
-
-std::vector<cfg::Axis> parseOrder(const QString& text) {
-  std::vector<cfg::Axis> order;
-  for (const QString& p : text.split(QLatin1Char('-'))) {
-    if (p == QLatin1String("tp")) order.push_back(cfg::Axis::kTp);
-    if (p == QLatin1String("dp")) order.push_back(cfg::Axis::kDp);
-    if (p == QLatin1String("pp")) order.push_back(cfg::Axis::kPp);
-  }
-  return order;
-}
+QString text(std::string_view s) { return QCoreApplication::translate("SetupPanel", std::string(s).c_str()); }
 
 }  // namespace
 
@@ -88,96 +70,97 @@ QFormLayout* SetupPanel::addSection(const QString& title) {
   return form;
 }
 
+// One field per schema key with a label, in schema order, one group per section. The schema gives
+// the label, help, bounds and choices; the form adds only what is its own: the device catalog's
+// names, ZeRO's spelled-out choices, what choosing an explicit partition does, and that editing
+// the node count replaces a host list.
 void SetupPanel::buildForm() {
+  const QHash<QString, QString> titles = {{QStringLiteral("cluster"), tr("Cluster")},   {QStringLiteral("model"), tr("Model")},
+                                          {QStringLiteral("parallel"), tr("Parallel")}, {QStringLiteral("pipeline"), tr("Pipeline")},
+                                          {QStringLiteral("train"), tr("Training")}};
+  QFormLayout* form = nullptr;
+  QString section;
+  for (const cfg::KeySpec& k : cfg::config_schema()) {
+    if (k.label.empty()) continue;
+    if (!form || qs(k.section()) != section) {
+      section = qs(k.section());
+      form = addSection(titles.value(section, section));
+    }
+    addField(form, k);
+  }
+}
+
+void SetupPanel::addField(QFormLayout* form, const cfg::KeySpec& k) {
   using C = cfg::RunConfig;
-  QFormLayout* f = addSection(tr("Cluster"));
-  addSpin(f, "cluster.nodes", tr("Nodes"), 1, kMaxNodes, [](const C& c) { return c.cluster.nodes; },
-          [](C& c, int v) {
-            c.cluster.nodes = v;
-            c.cluster.hosts.clear();  // a host list fixes the node count; editing it replaces the list
-          });
-  addSpin(f, "cluster.gpus_per_node", tr("GPUs per node"), 1, kMaxDegree, [](const C& c) { return c.cluster.gpus_per_node; },
-          [](C& c, int v) {
-            c.cluster.gpus_per_node = v;
-            c.cluster.hosts.clear();
-          });
-  QList<QPair<QString, QString>> devices;
-  for (const auto& d : stagecraft::config::device_catalog()) {
-    devices.append({qs(d.name) + QStringLiteral("  (%1 GiB)").arg(d.memory_gib, 0, 'f', 0), qs(d.name)});
+  const QString key = qs(k.path);
+  const QString label = text(k.label);
+  const cfg::KeyAccess access = k.access;
+  auto setText = [access](C& c, const QString& v) { (void)access.set(c, v.toStdString()); };
+  auto getText = [access](const C& c) { return qs(std::get<std::string>(access.get(c))); };
+  switch (k.type) {
+    case cfg::KeyType::kInt: {
+      if (k.path == "parallel.zero") {  // two stages, spelled out as choices
+        addCombo(form, key, label, {{tr("0: none"), "0"}, {tr("1: optimizer state sharded"), "1"}},
+                 [access](const C& c) { return QString::number(std::get<long long>(access.get(c))); },
+                 [access](C& c, const QString& v) { (void)access.set(c, v.toLongLong()); });
+        break;
+      }
+      // Editing the node count or the ranks per node replaces a host list, which fixes both.
+      const bool replacesHosts = k.path == "cluster.nodes" || k.path == "cluster.gpus_per_node";
+      addSpin(form, key, label, k.zero_label.empty() ? spinBound(k.min) : 0, spinBound(k.max),
+              [access](const C& c) { return static_cast<int>(std::get<long long>(access.get(c))); },
+              [access, replacesHosts](C& c, int v) {
+                (void)access.set(c, static_cast<long long>(v));
+                if (replacesHosts) c.cluster.hosts.clear();
+              },
+              text(k.zero_label));
+      break;
+    }
+    case cfg::KeyType::kEnum:
+    case cfg::KeyType::kOrder: {
+      QList<QPair<QString, QString>> items;
+      for (std::string_view c : k.choices) items.append({qs(c), qs(c)});
+      addCombo(form, key, label, items, getText, setText);
+      break;
+    }
+    case cfg::KeyType::kDevice: {
+      QList<QPair<QString, QString>> devices;
+      for (const auto& d : cfg::device_catalog()) {
+        devices.append({qs(d.name) + QStringLiteral("  (%1 GiB)").arg(d.memory_gib, 0, 'f', 0), qs(d.name)});
+      }
+      addCombo(form, key, label, devices, getText, setText);
+      break;
+    }
+    case cfg::KeyType::kPartition: {
+      QList<QPair<QString, QString>> items;
+      for (std::string_view c : k.choices) {
+        const QString v = qs(c);
+        items.append({v == QLatin1String("explicit") ? tr("explicit (stage editor)") : text(c), v});
+      }
+      PlanDocument* doc = m_document;
+      addCombo(form, key, label, items, getText, [doc, setText](C& c, const QString& v) {
+        // Choosing explicit keeps the stages as they are now, as a list the stage editor can
+        // change. The plan is the last VALID one: while the config is invalid it may be for
+        // another layer count, so then the list stays empty for the stage editor to fill.
+        if (v == QLatin1String("explicit") && c.pipeline.stage_ids.empty() && doc->isValid() && doc->hasPlan()) {
+          c.pipeline.stage_ids = doc->plan().layer_stage;
+        }
+        setText(c, v);
+      });
+      break;
+    }
+    case cfg::KeyType::kBool:
+      addCheck(form, key, label, [access](const C& c) { return std::get<bool>(access.get(c)); },
+               [access](C& c, bool v) { (void)access.set(c, v); });
+      break;
+    case cfg::KeyType::kUint64:
+    case cfg::KeyType::kDouble:
+    case cfg::KeyType::kText:
+    case cfg::KeyType::kHosts:
+      Q_ASSERT_X(false, "SetupPanel", "the form has no editor for this key type");
+      return;
   }
-  addCombo(f, "cluster.device", tr("Device"), devices, [](const C& c) { return qs(c.cluster.device); },
-           [](C& c, const QString& v) { c.cluster.device = v.toStdString(); });
-
-  f = addSection(tr("Model"));
-  addSpin(f, "model.layers", tr("Layers"), 1, kMaxCount, [](const C& c) { return c.model.layers; }, [](C& c, int v) { c.model.layers = v; });
-  addSpin(f, "model.hidden", tr("Hidden size"), 1, kMaxCount, [](const C& c) { return c.model.hidden; }, [](C& c, int v) { c.model.hidden = v; });
-  addSpin(f, "model.heads", tr("Attention heads"), 1, kMaxCount, [](const C& c) { return c.model.heads; }, [](C& c, int v) { c.model.heads = v; });
-  addSpin(f, "model.ffn_hidden", tr("FFN hidden"), 0, kMaxCount, [](const C& c) { return c.model.ffn_hidden; },
-          [](C& c, int v) { c.model.ffn_hidden = v; }, tr("4 x hidden"));
-  addSpin(f, "model.seq_len", tr("Sequence length"), 1, kMaxCount, [](const C& c) { return c.model.seq_len; }, [](C& c, int v) { c.model.seq_len = v; });
-  addSpin(f, "model.vocab", tr("Vocabulary"), 1, kMaxCount, [](const C& c) { return c.model.vocab; }, [](C& c, int v) { c.model.vocab = v; });
-
-  // Degrees start at 0: a file may say tp: 0, and the engine's rule is reported at the field
-  // rather than the field quietly showing 1.
-  f = addSection(tr("Parallel"));
-  addSpin(f, "parallel.dp", tr("Data parallel (dp)"), 0, kMaxDegree, [](const C& c) { return c.parallel.dp; },
-          [](C& c, int v) { c.parallel.dp = v; }, tr("auto"));
-  addSpin(f, "parallel.tp", tr("Tensor parallel (tp)"), 0, kMaxDegree, [](const C& c) { return c.parallel.tp; }, [](C& c, int v) { c.parallel.tp = v; });
-  addSpin(f, "parallel.pp", tr("Pipeline parallel (pp)"), 0, kMaxDegree, [](const C& c) { return c.parallel.pp; }, [](C& c, int v) { c.parallel.pp = v; });
-  addCombo(f, "parallel.tp_mode", tr("TP mode"), enumItems({cfg::TpMode::k1d, cfg::TpMode::k2d, cfg::TpMode::k2p5d, cfg::TpMode::k3d}),
-           [](const C& c) { return qs(cfg::to_string(c.parallel.tp_mode)); },
-           [](C& c, const QString& v) { c.parallel.tp_mode = cfg::parse_tp_mode(v.toStdString()).value_or(cfg::TpMode::k1d); });
-  addSpin(f, "parallel.tp_depth", tr("TP depth (2.5d)"), 1, kMaxCount, [](const C& c) { return c.parallel.tp_depth; },
-          [](C& c, int v) { c.parallel.tp_depth = v; });
-  QList<QPair<QString, QString>> orders;
-  for (const char* o : {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"}) {
-    orders.append(qMakePair(QString::fromLatin1(o), QString::fromLatin1(o)));
-  }
-  addCombo(f, "parallel.order", tr("Rank order"), orders, [](const C& c) { return orderText(c.parallel.order); },
-           [](C& c, const QString& v) { c.parallel.order = parseOrder(v); });
-  addCheck(f, "parallel.sequence_parallel", tr("Sequence parallel"), [](const C& c) { return c.parallel.sequence_parallel; },
-           [](C& c, bool v) { c.parallel.sequence_parallel = v; });
-  addCombo(f, "parallel.zero", tr("ZeRO"), {{tr("0: none"), "0"}, {tr("1: optimizer state sharded"), "1"}},
-           [](const C& c) { return QString::number(c.parallel.zero); }, [](C& c, const QString& v) { c.parallel.zero = v.toInt(); });
-
-  f = addSection(tr("Pipeline"));
-  addCombo(f, "pipeline.schedule", tr("Schedule"), enumItems({cfg::Schedule::kGpipe, cfg::Schedule::k1f1b, cfg::Schedule::kInterleaved}),
-           [](const C& c) { return qs(cfg::to_string(c.pipeline.schedule)); },
-           [](C& c, const QString& v) { c.pipeline.schedule = cfg::parse_schedule(v.toStdString()).value_or(cfg::Schedule::k1f1b); });
-  addSpin(f, "pipeline.virtual_stages", tr("Virtual stages"), 1, kMaxCount, [](const C& c) { return c.pipeline.virtual_stages; },
-          [](C& c, int v) { c.pipeline.virtual_stages = v; });
-  PlanDocument* doc = m_document;
-  addCombo(f, "pipeline.partition", tr("Partition"),
-           {{tr("uniform"), "uniform"}, {tr("balanced"), "balanced"}, {tr("explicit (stage editor)"), "explicit"}},
-           [](const C& c) { return qs(cfg::to_string(c.pipeline.partition)); },
-           [doc](C& c, const QString& v) {
-             if (v == QLatin1String("explicit")) {
-               // Keep the stages as they are now, as an explicit list the stage editor can change.
-               // The plan is the last VALID one: while the config is invalid it may be for another
-               // layer count, so then the list stays empty for the stage editor to fill.
-               c.pipeline.partition = cfg::PartitionKind::kExplicit;
-               if (c.pipeline.stage_ids.empty() && doc->isValid() && doc->hasPlan()) c.pipeline.stage_ids = doc->plan().layer_stage;
-               return;
-             }
-             c.pipeline.partition = v == QLatin1String("balanced") ? cfg::PartitionKind::kBalanced : cfg::PartitionKind::kUniform;
-             c.pipeline.stage_ids.clear();
-           });
-
-  f = addSection(tr("Training"));
-  addSpin(f, "train.global_batch", tr("Global batch"), 1, kMaxCount, [](const C& c) { return c.train.global_batch; },
-          [](C& c, int v) { c.train.global_batch = v; });
-  addSpin(f, "train.micro_batch", tr("Micro-batch"), 1, kMaxCount, [](const C& c) { return c.train.micro_batch; },
-          [](C& c, int v) { c.train.micro_batch = v; });
-  addSpin(f, "train.steps", tr("Steps"), 1, 1 << 30, [](const C& c) { return c.train.steps; }, [](C& c, int v) { c.train.steps = v; });
-  addCombo(f, "train.precision", tr("Precision"), enumItems({cfg::Precision::kFp32, cfg::Precision::kFp16, cfg::Precision::kBf16}),
-           [](const C& c) { return qs(cfg::to_string(c.train.precision)); },
-           [](C& c, const QString& v) { c.train.precision = cfg::parse_precision(v.toStdString()).value_or(cfg::Precision::kFp32); });
-  addCombo(f, "train.recompute", tr("Recompute"), enumItems({cfg::Recompute::kNone, cfg::Recompute::kSelective, cfg::Recompute::kFull}),
-           [](const C& c) { return qs(cfg::to_string(c.train.recompute)); },
-           [](C& c, const QString& v) { c.train.recompute = cfg::parse_recompute(v.toStdString()).value_or(cfg::Recompute::kNone); });
-  addCombo(f, "train.attention", tr("Attention"), enumItems({cfg::Attention::kStandard, cfg::Attention::kFlash}),
-           [](const C& c) { return qs(cfg::to_string(c.train.attention)); },
-           [](C& c, const QString& v) { c.train.attention = cfg::parse_attention(v.toStdString()).value_or(cfg::Attention::kStandard); });
+  field(key)->setWhatsThis(qs(k.help));
 }
 
 void SetupPanel::addRow(QFormLayout* form, const QString& key, const QString& label, QWidget* editor, std::function<void()> refresh) {

@@ -1,7 +1,8 @@
 // SetupPanel: the form a person sets a run up with — cluster, model, parallel layout, pipeline
 // and training — over a PlanDocument.
 //
-// Every field is bound to one config key ("parallel.tp"). A change is sent to the document at
+// Every field is bound to one config key ("parallel.tp") and built from its schema entry
+// (config_schema.h): the keys with a form label, in schema order, grouped by section. A change is sent to the document at
 // once (as you type) as an undoable edit; consecutive changes of one field merge into one undo
 // step. The document validates; a problem shows AT ITS FIELD (red frame, the engine's one-line
 // message below the field and as its tooltip) while the last valid plan stays drawn. Problems
@@ -15,6 +16,7 @@
 
 #include <functional>
 
+#include "stagecraft/config/config_schema.h"
 #include "stagecraft/config/run_config.h"
 
 class PlanDocument;
@@ -46,6 +48,7 @@ class SetupPanel : public QWidget {
   using Setter = std::function<void(stagecraft::config::RunConfig&)>;
 
   void buildForm();
+  void addField(QFormLayout* form, const stagecraft::config::KeySpec& key);
   QFormLayout* addSection(const QString& title);
   void addSpin(QFormLayout* form, const QString& key, const QString& label, int min, int max,
                std::function<int(const stagecraft::config::RunConfig&)> get,

@@ -1,4 +1,5 @@
-// YAML <-> RunConfig, overrides, and the key schema. See config_io.h for the contract.
+// YAML <-> RunConfig and overrides, driven by the key schema (config_schema.h). See config_io.h
+// for the contract.
 //
 // The document is first parsed into a YamlNode tree; overrides are then written into that tree
 // (so that an override and a file entry are checked by the same code and report the same way);
@@ -7,6 +8,7 @@
 #include "stagecraft/config/config_io.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -20,6 +22,7 @@
 
 #include <unistd.h>
 
+#include "stagecraft/config/config_schema.h"
 #include "stagecraft/config/validate.h"
 #include "stagecraft/core/text.h"
 #include "yaml_tree.h"
@@ -27,49 +30,6 @@
 namespace stagecraft::config {
 
 namespace {
-
-// The schema: every section and its keys, in document order.
-struct Section {
-  const char* name;
-  std::vector<const char*> keys;
-};
-
-const std::vector<Section>& schema() {
-  static const std::vector<Section> kSchema = {
-      {"", {"name", "cluster", "model", "parallel", "pipeline", "train", "backend"}},
-      {"cluster", {"nodes", "gpus_per_node", "device", "intra_node_gbps", "inter_node_gbps", "hosts"}},
-      {"model", {"arch", "layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab", "tied_embeddings", "dropout"}},
-      {"parallel", {"dp", "tp", "pp", "tp_mode", "tp_depth", "order", "sequence_parallel", "zero"}},
-      {"pipeline", {"schedule", "virtual_stages", "partition"}},
-      {"train", {"global_batch", "micro_batch", "steps", "lr", "min_lr", "warmup_steps", "weight_decay",
-                 "beta1", "beta2", "grad_clip", "precision", "recompute", "attention", "seed", "data",
-                 "checkpoint_every", "checkpoint_dir", "resume", "hang_timeout_s"}},
-  };
-  return kSchema;
-}
-
-// Names that other frameworks use for our keys: an unknown key that matches one of these is
-// answered with the Stagecraft key, which beats an edit-distance guess.
-const std::map<std::string, std::string>& foreign_names() {
-  static const std::map<std::string, std::string> kNames = {
-      {"data_parallel_size", "parallel.dp"},        {"tensor_parallel_size", "parallel.tp"},
-      {"pipeline_parallel_size", "parallel.pp"},    {"dp_degree", "parallel.dp"},
-      {"mp_degree", "parallel.tp"},                 {"pp_degree", "parallel.pp"},
-      {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
-      {"pipeline_num_layers", "model.layers"},      {"num_layers", "model.layers"},
-      {"n_layer", "model.layers"},                  {"hidden_size", "model.hidden"},
-      {"n_embd", "model.hidden"},                   {"num_attention_heads", "model.heads"},
-      {"n_head", "model.heads"},                    {"ffn_hidden_size", "model.ffn_hidden"},
-      {"seq_length", "model.seq_len"},              {"max_position_embeddings", "model.seq_len"},
-      {"vocab_size", "model.vocab"},                {"custom_pipeline_stage_id", "pipeline.partition"},
-      {"global_batch_size", "train.global_batch"},  {"micro_batch_size", "train.micro_batch"},
-      {"train_iters", "train.steps"},               {"num_layers_per_virtual_pipeline_stage", "pipeline.virtual_stages"},
-      {"gpus", "cluster.gpus_per_node"},            {"nproc_per_node", "cluster.gpus_per_node"},
-      {"nnodes", "cluster.nodes"},                  {"zero_stage", "parallel.zero"},
-  };
-  return kNames;
-}
-
 
 std::string join_path(std::string_view prefix, std::string_view key) {
   return prefix.empty() ? std::string(key) : std::string(prefix) + "." + std::string(key);
@@ -92,13 +52,20 @@ class Reader {
       return;
     }
     check_keys(root, "");
-    if (auto* n = root.find("name")) read_string(n, "name", c.name, /*allow_empty=*/false);
-    if (auto* n = root.find("backend")) read_enum(n, "backend", c.backend, parse_backend, "cpu or cuda");
-    if (auto* s = section(root, "cluster")) read_cluster(*s, c.cluster);
-    if (auto* s = section(root, "model")) read_model(*s, c.model);
-    if (auto* s = section(root, "parallel")) read_parallel(*s, c.parallel);
-    if (auto* s = section(root, "pipeline")) read_pipeline(*s, c.pipeline);
-    if (auto* s = section(root, "train")) read_train(*s, c.train);
+    // Top-level keys first, then each section in document order.
+    for (const KeySpec& k : config_schema()) {
+      if (!k.section().empty()) continue;
+      if (const YamlNode* n = root.find(k.leaf())) read_key(k, n, root, c);
+    }
+    for (const std::string& name : root_names()) {
+      if (find_key(name)) continue;  // a top-level key, read above
+      const YamlNode* s = section(root, name);
+      if (!s) continue;
+      for (const KeySpec& k : config_schema()) {
+        if (k.section() != name) continue;
+        if (const YamlNode* n = s->find(k.leaf())) read_key(k, n, *s, c);
+      }
+    }
   }
 
   // Where a key was written: "file:line: ", "command line: ", or the file alone.
@@ -140,13 +107,13 @@ class Reader {
 
   void note(const YamlNode* n, const std::string& key) { where_[key] = location(n); }
 
-  const YamlNode* section(const YamlNode& root, const char* name) {
+  const YamlNode* section(const YamlNode& root, const std::string& name) {
     const YamlNode* s = root.find(name);
     if (!s) return nullptr;
     note(s, name);
     if (s->is_null()) return nullptr;  // "model:" with nothing under it
     if (!s->is_mapping()) {
-      problem_plain(s, std::string(name) + ": expected a mapping of " + name + " keys, got " + describe(*s));
+      problem_plain(s, name + ": expected a mapping of " + name + " keys, got " + describe(*s));
       return nullptr;
     }
     check_keys(*s, name);
@@ -154,19 +121,13 @@ class Reader {
   }
 
   void check_keys(const YamlNode& map, const std::string& prefix) {
-    const Section* sec = nullptr;
-    for (const auto& s : schema()) {
-      if (prefix == s.name) sec = &s;
-    }
+    const std::vector<std::string> keys = section_keys(prefix);
     for (const auto& [key, value] : map.entries) {
-      bool known = false;
-      for (const char* k : sec->keys) known = known || key == k;
-      if (known) continue;
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
       const std::string full = join_path(prefix, one_line(key));
       std::string hint;
-      auto foreign = foreign_names().find(key);
-      if (foreign != foreign_names().end()) {
-        hint = "; Stagecraft calls it " + foreign->second;
+      if (const std::string_view foreign = foreign_key(key); !foreign.empty()) {
+        hint = "; Stagecraft calls it " + std::string(foreign);
       } else if (std::string s = suggest_key(full); !s.empty()) {
         hint = "; did you mean " + s + "?";
         // The key was likely meant as s, whose value is then the default: rules about s would
@@ -176,11 +137,78 @@ class Reader {
         if (!given) bad_keys_.insert(s);
       } else {
         std::string known_list;
-        for (const char* k : sec->keys) known_list += (known_list.empty() ? "" : ", ") + std::string(k);
+        for (const auto& k : keys) known_list += (known_list.empty() ? "" : ", ") + k;
         hint = prefix.empty() ? "; the sections are " + known_list : "; " + prefix + " keys are " + known_list;
       }
       problem_plain(value.get(), full + ": unknown key" + hint);
     }
+  }
+
+  // Reads one key as its schema entry says; a value that breaks the key's type, range or rule is
+  // reported and leaves the config as it was.
+  void read_key(const KeySpec& k, const YamlNode* n, const YamlNode& holder, RunConfig& c) {
+    const std::string key(k.path);
+    KeyValue value;
+    switch (k.type) {
+      case KeyType::kInt: {
+        if (k.zero_label_is_yaml && n->is_scalar() && !n->quoted && n->scalar == k.zero_label) {
+          note(n, key);
+          value = 0LL;
+          break;
+        }
+        long long v = 0;
+        if (!read_int(n, key, v, static_cast<long long>(k.min), static_cast<long long>(k.max))) return;
+        value = v;
+        break;
+      }
+      case KeyType::kUint64: {
+        uint64_t v = 0;
+        if (!read_u64(n, key, v)) return;
+        value = v;
+        break;
+      }
+      case KeyType::kDouble: {
+        double v = 0;
+        if (!read_double(n, key, v, k.min, k.max)) return;
+        value = v;
+        break;
+      }
+      case KeyType::kBool: {
+        bool v = false;
+        if (!read_bool(n, key, v)) return;
+        value = v;
+        break;
+      }
+      case KeyType::kText: {
+        std::string v;
+        if (!read_string(n, key, v, k.allow_empty)) return;
+        value = std::move(v);
+        break;
+      }
+      case KeyType::kEnum: {
+        const std::string choices = choices_text(k);
+        if (!scalar_or_problem(n, key, choices.c_str())) return;
+        if (std::find(k.choices.begin(), k.choices.end(), n->scalar) == k.choices.end()) {
+          problem(n, key, "expected " + choices);
+          return;
+        }
+        value = n->scalar;
+        break;
+      }
+      case KeyType::kDevice: read_device(n, c.cluster); return;
+      case KeyType::kHosts: read_hosts(n, holder, c.cluster); return;
+      case KeyType::kOrder: read_order(n, c.parallel); return;
+      case KeyType::kPartition: read_partition(n, c.pipeline); return;
+    }
+    if (k.rule) {
+      if (const std::string broken = k.rule(value); !broken.empty()) {
+        problem(n, key, broken);
+        return;
+      }
+    }
+    const bool stored = k.access.set(c, value);
+    assert(stored && "the reader produced a value of the schema's type");
+    (void)stored;
   }
 
   bool scalar_or_problem(const YamlNode* n, const std::string& key, const char* expected) {
@@ -190,36 +218,46 @@ class Reader {
     return false;
   }
 
-  void read_int(const YamlNode* n, const std::string& key, int& out, int min_value, int max_value = 1'000'000'000) {
-    if (!scalar_or_problem(n, key, "an integer")) return;
+  // The typed readers: each reports a problem and returns false, or stores the value and returns
+  // true.
+  bool read_int(const YamlNode* n, const std::string& key, long long& out, long long min_value, long long max_value) {
+    if (!scalar_or_problem(n, key, "an integer")) return false;
     long long v = 0;
     const std::string& s = n->scalar;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (n->quoted || ec != std::errc() || p != s.data() + s.size()) {
       problem(n, key, "expected an integer");
-      return;
+      return false;
     }
     if (v < min_value || v > max_value) {
       problem(n, key, "must be between " + std::to_string(min_value) + " and " + std::to_string(max_value));
-      return;
+      return false;
     }
+    out = v;
+    return true;
+  }
+  bool read_int(const YamlNode* n, const std::string& key, int& out, int min_value, int max_value) {
+    long long v = 0;
+    if (!read_int(n, key, v, min_value, max_value)) return false;
     out = static_cast<int>(v);
+    return true;
   }
 
-  void read_u64(const YamlNode* n, const std::string& key, uint64_t& out) {
-    if (!scalar_or_problem(n, key, "a non-negative integer")) return;
+  bool read_u64(const YamlNode* n, const std::string& key, uint64_t& out) {
+    if (!scalar_or_problem(n, key, "a non-negative integer")) return false;
     uint64_t v = 0;
     const std::string& s = n->scalar;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (n->quoted || ec != std::errc() || p != s.data() + s.size()) {
       problem(n, key, "expected a non-negative integer");
-      return;
+      return false;
     }
     out = v;
+    return true;
   }
 
-  void read_double(const YamlNode* n, const std::string& key, double& out, double min_value, double max_value) {
-    if (!scalar_or_problem(n, key, "a number")) return;
+  bool read_double(const YamlNode* n, const std::string& key, double& out, double min_value, double max_value) {
+    if (!scalar_or_problem(n, key, "a number")) return false;
     double v = 0;
     std::string s = n->scalar;
     if (!s.empty() && s[0] == '+') s.erase(0, 1);
@@ -227,19 +265,20 @@ class Reader {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (n->quoted || ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) {
       problem(n, key, "expected a number");
-      return;
+      return false;
     }
     if (v < min_value || v > max_value) {
       std::ostringstream range;
       range << "must be between " << min_value << " and " << max_value;
       problem(n, key, range.str());
-      return;
+      return false;
     }
     out = v;
+    return true;
   }
 
-  void read_bool(const YamlNode* n, const std::string& key, bool& out) {
-    if (!scalar_or_problem(n, key, "true or false")) return;
+  bool read_bool(const YamlNode* n, const std::string& key, bool& out) {
+    if (!scalar_or_problem(n, key, "true or false")) return false;
     const std::string& s = n->scalar;
     if (!n->quoted && (s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on")) {
       out = true;
@@ -247,43 +286,27 @@ class Reader {
       out = false;
     } else {
       problem(n, key, "expected true or false");
+      return false;
     }
+    return true;
   }
 
-  void read_string(const YamlNode* n, const std::string& key, std::string& out, bool allow_empty) {
+  bool read_string(const YamlNode* n, const std::string& key, std::string& out, bool allow_empty) {
     note(n, key);
     if (!n->is_scalar()) {
       problem_plain(n, key + ": expected text, got " + describe(*n));
-      return;
+      return false;
     }
     if (!allow_empty && (n->is_null() || n->scalar.empty())) {  // `name:` and `name: ''`
       problem_plain(n, key + ": must not be empty");
-      return;
+      return false;
     }
     if (n->scalar.find('\0') != std::string::npos || n->scalar.find('\n') != std::string::npos) {
       problem_plain(n, key + ": must be one line of text");
-      return;
+      return false;
     }
     out = n->is_null() ? std::string() : n->scalar;
-  }
-
-  template <typename E, typename Parse>
-  void read_enum(const YamlNode* n, const std::string& key, E& out, Parse parse, const char* choices) {
-    if (!scalar_or_problem(n, key, choices)) return;
-    if (auto v = parse(n->scalar)) {
-      out = *v;
-    } else {
-      problem(n, key, std::string("expected ") + choices);
-    }
-  }
-
-  void read_cluster(const YamlNode& s, ClusterConfig& c) {
-    if (auto* n = s.find("nodes")) read_int(n, "cluster.nodes", c.nodes, 1, 1 << 17);  // validate() bounds nodes x gpus_per_node
-    if (auto* n = s.find("gpus_per_node")) read_int(n, "cluster.gpus_per_node", c.gpus_per_node, 1, 1024);
-    if (auto* n = s.find("device")) read_device(n, c);
-    if (auto* n = s.find("intra_node_gbps")) read_double(n, "cluster.intra_node_gbps", c.intra_node_gbps, 0.001, 1e6);
-    if (auto* n = s.find("inter_node_gbps")) read_double(n, "cluster.inter_node_gbps", c.inter_node_gbps, 0.001, 1e6);
-    if (auto* n = s.find("hosts")) read_hosts(n, s, c);
+    return true;
   }
 
   // `device: NAME`, or `device: {base: NAME, memory_gib: ...}`, or `device: {name: X, ...}` with
@@ -389,45 +412,6 @@ class Reader {
     c.hosts = std::move(hosts);
   }
 
-  void read_model(const YamlNode& s, ModelConfig& m) {
-    if (auto* n = s.find("arch")) {
-      read_string(n, "model.arch", m.arch, false);
-      if (m.arch != "gpt") problem(n, "model.arch", "the only architecture is gpt (decoder-only, GPT-2 family)");
-    }
-    if (auto* n = s.find("layers")) read_int(n, "model.layers", m.layers, 1, 1'000'000);
-    if (auto* n = s.find("hidden")) read_int(n, "model.hidden", m.hidden, 1, 1 << 20);
-    if (auto* n = s.find("heads")) read_int(n, "model.heads", m.heads, 1);
-    if (auto* n = s.find("ffn_hidden")) read_int(n, "model.ffn_hidden", m.ffn_hidden, 1);
-    if (auto* n = s.find("seq_len")) read_int(n, "model.seq_len", m.seq_len, 1);
-    if (auto* n = s.find("vocab")) read_int(n, "model.vocab", m.vocab, 1);
-    if (auto* n = s.find("tied_embeddings")) read_bool(n, "model.tied_embeddings", m.tied_embeddings);
-    if (auto* n = s.find("dropout")) read_double(n, "model.dropout", m.dropout, 0.0, 0.9);
-  }
-
-  void read_parallel(const YamlNode& s, ParallelConfig& p) {
-    if (auto* n = s.find("dp")) {
-      if (n->is_scalar() && !n->quoted && n->scalar == "auto") {
-        note(n, "parallel.dp");
-        p.dp = 0;
-      } else {
-        read_int(n, "parallel.dp", p.dp, 1, 1 << 20);
-      }
-    }
-    if (auto* n = s.find("tp")) read_int(n, "parallel.tp", p.tp, 1, 1 << 20);
-    if (auto* n = s.find("pp")) read_int(n, "parallel.pp", p.pp, 1, 1 << 20);
-    if (auto* n = s.find("tp_mode")) read_enum(n, "parallel.tp_mode", p.tp_mode, parse_tp_mode, "1d, 2d, 2.5d or 3d");
-    if (auto* n = s.find("tp_depth")) read_int(n, "parallel.tp_depth", p.tp_depth, 1, 1024);
-    if (auto* n = s.find("order")) read_order(n, p);
-    if (auto* n = s.find("sequence_parallel")) read_bool(n, "parallel.sequence_parallel", p.sequence_parallel);
-    if (auto* n = s.find("zero")) {
-      read_int(n, "parallel.zero", p.zero, 0);
-      if (p.zero > 1) {
-        problem(n, "parallel.zero", "must be 0 (no sharding) or 1 (optimizer state sharded over data parallel ranks)");
-        p.zero = 0;
-      }
-    }
-  }
-
   void read_order(const YamlNode* n, ParallelConfig& p) {
     if (!scalar_or_problem(n, "parallel.order", "axes innermost first, e.g. tp-dp-pp")) return;
     std::vector<Axis> order;
@@ -451,58 +435,30 @@ class Reader {
     p.order = order;
   }
 
-  void read_pipeline(const YamlNode& s, PipelineConfig& p) {
-    if (auto* n = s.find("schedule")) read_enum(n, "pipeline.schedule", p.schedule, parse_schedule, "gpipe, 1f1b or interleaved");
-    if (auto* n = s.find("virtual_stages")) read_int(n, "pipeline.virtual_stages", p.virtual_stages, 1, 1024);
-    if (auto* n = s.find("partition")) {
-      note(n, "pipeline.partition");
-      if (n->is_scalar() && !n->quoted && n->scalar == "uniform") {
-        p.partition = PartitionKind::kUniform;
-        p.stage_ids.clear();
-      } else if (n->is_scalar() && !n->quoted && n->scalar == "balanced") {
-        p.partition = PartitionKind::kBalanced;
-        p.stage_ids.clear();
-      } else if (n->is_sequence()) {
-        std::vector<int> ids;
-        bool ok = true;
-        for (size_t i = 0; i < n->items.size(); ++i) {
-          int v = 0;
-          const size_t before = problems_.size();
-          read_int(n->items[i].get(), "pipeline.partition[" + std::to_string(i) + "]", v, 0);
-          ok = ok && problems_.size() == before;
-          ids.push_back(v);
-        }
-        if (ok) {
-          p.partition = PartitionKind::kExplicit;
-          p.stage_ids = std::move(ids);
-        }
-        note(n, "pipeline.partition");
-      } else {
-        problem(n, "pipeline.partition", "expected uniform, balanced, or a list of one stage id per layer");
+  void read_partition(const YamlNode* n, PipelineConfig& p) {
+    note(n, "pipeline.partition");
+    if (n->is_scalar() && !n->quoted && n->scalar == "uniform") {
+      p.partition = PartitionKind::kUniform;
+      p.stage_ids.clear();
+    } else if (n->is_scalar() && !n->quoted && n->scalar == "balanced") {
+      p.partition = PartitionKind::kBalanced;
+      p.stage_ids.clear();
+    } else if (n->is_sequence()) {
+      std::vector<int> ids;
+      bool ok = true;
+      for (size_t i = 0; i < n->items.size(); ++i) {
+        int v = 0;
+        ok = read_int(n->items[i].get(), "pipeline.partition[" + std::to_string(i) + "]", v, 0, 1'000'000'000) && ok;
+        ids.push_back(v);
       }
+      if (ok) {
+        p.partition = PartitionKind::kExplicit;
+        p.stage_ids = std::move(ids);
+      }
+      note(n, "pipeline.partition");
+    } else {
+      problem(n, "pipeline.partition", "expected uniform, balanced, or a list of one stage id per layer");
     }
-  }
-
-  void read_train(const YamlNode& s, TrainConfig& t) {
-    if (auto* n = s.find("global_batch")) read_int(n, "train.global_batch", t.global_batch, 1);
-    if (auto* n = s.find("micro_batch")) read_int(n, "train.micro_batch", t.micro_batch, 1);
-    if (auto* n = s.find("steps")) read_int(n, "train.steps", t.steps, 1);
-    if (auto* n = s.find("lr")) read_double(n, "train.lr", t.lr, 0.0, 10.0);
-    if (auto* n = s.find("min_lr")) read_double(n, "train.min_lr", t.min_lr, 0.0, 10.0);
-    if (auto* n = s.find("warmup_steps")) read_int(n, "train.warmup_steps", t.warmup_steps, 0);
-    if (auto* n = s.find("weight_decay")) read_double(n, "train.weight_decay", t.weight_decay, 0.0, 10.0);
-    if (auto* n = s.find("beta1")) read_double(n, "train.beta1", t.beta1, 0.0, 0.999999);
-    if (auto* n = s.find("beta2")) read_double(n, "train.beta2", t.beta2, 0.0, 0.999999);
-    if (auto* n = s.find("grad_clip")) read_double(n, "train.grad_clip", t.grad_clip, 0.0, 1e9);
-    if (auto* n = s.find("precision")) read_enum(n, "train.precision", t.precision, parse_precision, "fp32, fp16 or bf16");
-    if (auto* n = s.find("recompute")) read_enum(n, "train.recompute", t.recompute, parse_recompute, "none, selective or full");
-    if (auto* n = s.find("attention")) read_enum(n, "train.attention", t.attention, parse_attention, "standard or flash");
-    if (auto* n = s.find("seed")) read_u64(n, "train.seed", t.seed);
-    if (auto* n = s.find("data")) read_string(n, "train.data", t.data, true);
-    if (auto* n = s.find("checkpoint_every")) read_int(n, "train.checkpoint_every", t.checkpoint_every, 0);
-    if (auto* n = s.find("checkpoint_dir")) read_string(n, "train.checkpoint_dir", t.checkpoint_dir, false);
-    if (auto* n = s.find("resume")) read_string(n, "train.resume", t.resume, true);
-    if (auto* n = s.find("hang_timeout_s")) read_double(n, "train.hang_timeout_s", t.hang_timeout_s, 1.0, 1e7);
   }
 
   std::string origin_;
@@ -563,7 +519,8 @@ Status apply_override(YamlNode& root, const std::string& text) {
       else cur->entries.emplace_back(parts[i], leaf);
       return Status::OK();
     }
-    if (slot && (*slot)->is_scalar() && !(*slot)->is_null() && i == 1 && parts[0] == "cluster" && parts[1] == "device") {
+    const KeySpec* spec = i == 1 ? find_key(parts[0] + "." + parts[1]) : nullptr;
+    if (slot && (*slot)->is_scalar() && !(*slot)->is_null() && spec && spec->type == KeyType::kDevice) {
       // cluster.device.memory_gib=40 on `device: A100-80GB` changes that device: {base: A100-80GB}.
       auto m = std::make_shared<YamlNode>();
       m->kind = YamlNode::Kind::kMapping;
@@ -664,19 +621,30 @@ std::string yaml_double(double v) {
   return s;
 }
 
+// cluster.device: the plain name, or the mapping when any figure is changed.
+void write_device(std::ostringstream& o, const ClusterConfig& c) {
+  if (c.device_fields.empty()) {
+    o << "  device: " << yaml_string(c.device) << "\n";
+    return;
+  }
+  const DeviceFields& f = c.device_fields;
+  o << "  device:\n";
+  if (!c.device.empty()) o << "    base: " << yaml_string(c.device) << "\n";
+  if (!f.name.empty()) o << "    name: " << yaml_string(f.name) << "\n";
+  const std::pair<const char*, const std::optional<double>*> fields[] = {
+      {"memory_gib", &f.memory_gib},   {"fp32_tflops", &f.fp32_tflops}, {"tf32_tflops", &f.tf32_tflops},
+      {"fp16_tflops", &f.fp16_tflops}, {"bf16_tflops", &f.bf16_tflops}, {"memory_gbps", &f.memory_gbps}};
+  for (const auto& [key, value] : fields) {
+    if (*value) o << "    " << key << ": " << yaml_double(**value) << "\n";
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& config_keys() {
   static const std::vector<std::string> kKeys = [] {
     std::vector<std::string> keys;
-    for (const auto& s : schema()) {
-      for (const char* k : s.keys) {
-        const std::string full = join_path(s.name, k);
-        bool is_section = false;
-        for (const auto& t : schema()) is_section = is_section || full == t.name;
-        if (!is_section) keys.push_back(full);
-      }
-    }
+    for (const KeySpec& k : config_schema()) keys.emplace_back(k.path);
     return keys;
   }();
   return kKeys;
@@ -720,87 +688,58 @@ Result<RunConfig> apply_overrides(const RunConfig& base, const std::vector<std::
 }
 
 std::string to_yaml(const RunConfig& c) {
+  static const RunConfig kDefaults;
   std::ostringstream o;
-  o << "name: " << yaml_string(c.name) << "\n";
-  o << "cluster:\n";
-  o << "  nodes: " << c.cluster.nodes << "\n";
-  o << "  gpus_per_node: " << c.cluster.gpus_per_node << "\n";
-  if (c.cluster.device_fields.empty()) {
-    o << "  device: " << yaml_string(c.cluster.device) << "\n";
-  } else {
-    const DeviceFields& f = c.cluster.device_fields;
-    o << "  device:\n";
-    if (!c.cluster.device.empty()) o << "    base: " << yaml_string(c.cluster.device) << "\n";
-    if (!f.name.empty()) o << "    name: " << yaml_string(f.name) << "\n";
-    const std::pair<const char*, const std::optional<double>*> fields[] = {
-        {"memory_gib", &f.memory_gib},   {"fp32_tflops", &f.fp32_tflops}, {"tf32_tflops", &f.tf32_tflops},
-        {"fp16_tflops", &f.fp16_tflops}, {"bf16_tflops", &f.bf16_tflops}, {"memory_gbps", &f.memory_gbps}};
-    for (const auto& [key, value] : fields) {
-      if (*value) o << "    " << key << ": " << yaml_double(**value) << "\n";
+  std::string_view section;
+  for (const KeySpec& k : config_schema()) {
+    if (k.section() != section) {
+      section = k.section();
+      if (!section.empty()) o << section << ":\n";
     }
+    const std::string indent = section.empty() ? "" : "  ";
+    const KeyValue v = k.access.get ? k.access.get(c) : KeyValue();
+    if (k.omit_default && k.access.get && v == k.access.get(kDefaults)) continue;
+    if (k.type == KeyType::kDevice) {
+      write_device(o, c.cluster);
+      continue;
+    }
+    if (k.type == KeyType::kHosts) {
+      if (c.cluster.hosts.empty()) continue;
+      o << indent << k.leaf() << ":\n";
+      for (const auto& h : c.cluster.hosts) o << indent << "  - {host: " << yaml_string(h.host) << ", slots: " << h.slots << "}\n";
+      continue;
+    }
+    if (k.type == KeyType::kInt && !k.zero_label.empty() && std::get<long long>(v) == 0) {
+      if (k.zero_label_is_yaml) {
+        o << indent << k.leaf() << ": " << k.zero_label << "\n";
+      } else {
+        o << indent << "# " << k.leaf() << ": " << k.derived(c) << " (" << k.zero_label << ", the default)\n";
+      }
+      continue;
+    }
+    o << indent << k.leaf() << ": ";
+    switch (k.type) {
+      case KeyType::kInt: o << std::get<long long>(v); break;
+      case KeyType::kUint64: o << std::get<uint64_t>(v); break;
+      case KeyType::kDouble: o << yaml_double(std::get<double>(v)); break;
+      case KeyType::kBool: o << (std::get<bool>(v) ? "true" : "false"); break;
+      case KeyType::kText: o << yaml_string(std::get<std::string>(v)); break;
+      case KeyType::kEnum:
+      case KeyType::kOrder: o << std::get<std::string>(v); break;
+      case KeyType::kPartition:
+        if (c.pipeline.partition == PartitionKind::kExplicit) {
+          o << "[";
+          for (size_t i = 0; i < c.pipeline.stage_ids.size(); ++i) o << (i ? ", " : "") << c.pipeline.stage_ids[i];
+          o << "]";
+        } else {
+          o << std::get<std::string>(v);
+        }
+        break;
+      case KeyType::kDevice:
+      case KeyType::kHosts: break;  // written above
+    }
+    o << "\n";
   }
-  if (c.cluster.intra_node_gbps > 0) o << "  intra_node_gbps: " << yaml_double(c.cluster.intra_node_gbps) << "\n";
-  if (c.cluster.inter_node_gbps > 0) o << "  inter_node_gbps: " << yaml_double(c.cluster.inter_node_gbps) << "\n";
-  if (!c.cluster.hosts.empty()) {
-    o << "  hosts:\n";
-    for (const auto& h : c.cluster.hosts) o << "    - {host: " << yaml_string(h.host) << ", slots: " << h.slots << "}\n";
-  }
-  o << "model:\n";
-  o << "  arch: " << yaml_string(c.model.arch) << "\n";
-  o << "  layers: " << c.model.layers << "\n";
-  o << "  hidden: " << c.model.hidden << "\n";
-  o << "  heads: " << c.model.heads << "\n";
-  if (c.model.ffn_hidden > 0) {
-    o << "  ffn_hidden: " << c.model.ffn_hidden << "\n";
-  } else {
-    o << "  # ffn_hidden: " << c.model.ffn() << " (4 x hidden, the default)\n";
-  }
-  o << "  seq_len: " << c.model.seq_len << "\n";
-  o << "  vocab: " << c.model.vocab << "\n";
-  o << "  tied_embeddings: " << (c.model.tied_embeddings ? "true" : "false") << "\n";
-  o << "  dropout: " << yaml_double(c.model.dropout) << "\n";
-  o << "parallel:\n";
-  o << "  dp: " << (c.parallel.dp_auto() ? std::string("auto") : std::to_string(c.parallel.dp)) << "\n";
-  o << "  tp: " << c.parallel.tp << "\n";
-  o << "  pp: " << c.parallel.pp << "\n";
-  o << "  tp_mode: " << to_string(c.parallel.tp_mode) << "\n";
-  o << "  tp_depth: " << c.parallel.tp_depth << "\n";
-  std::string order;
-  for (Axis a : c.parallel.order) order += (order.empty() ? "" : "-") + std::string(to_string(a));
-  o << "  order: " << order << "\n";
-  o << "  sequence_parallel: " << (c.parallel.sequence_parallel ? "true" : "false") << "\n";
-  o << "  zero: " << c.parallel.zero << "\n";
-  o << "pipeline:\n";
-  o << "  schedule: " << to_string(c.pipeline.schedule) << "\n";
-  o << "  virtual_stages: " << c.pipeline.virtual_stages << "\n";
-  if (c.pipeline.partition == PartitionKind::kExplicit) {
-    o << "  partition: [";
-    for (size_t i = 0; i < c.pipeline.stage_ids.size(); ++i) o << (i ? ", " : "") << c.pipeline.stage_ids[i];
-    o << "]\n";
-  } else {
-    o << "  partition: " << to_string(c.pipeline.partition) << "\n";
-  }
-  o << "train:\n";
-  o << "  global_batch: " << c.train.global_batch << "\n";
-  o << "  micro_batch: " << c.train.micro_batch << "\n";
-  o << "  steps: " << c.train.steps << "\n";
-  o << "  lr: " << yaml_double(c.train.lr) << "\n";
-  o << "  min_lr: " << yaml_double(c.train.min_lr) << "\n";
-  o << "  warmup_steps: " << c.train.warmup_steps << "\n";
-  o << "  weight_decay: " << yaml_double(c.train.weight_decay) << "\n";
-  o << "  beta1: " << yaml_double(c.train.beta1) << "\n";
-  o << "  beta2: " << yaml_double(c.train.beta2) << "\n";
-  o << "  grad_clip: " << yaml_double(c.train.grad_clip) << "\n";
-  o << "  precision: " << to_string(c.train.precision) << "\n";
-  o << "  recompute: " << to_string(c.train.recompute) << "\n";
-  o << "  attention: " << to_string(c.train.attention) << "\n";
-  o << "  seed: " << c.train.seed << "\n";
-  o << "  data: " << (c.train.data.empty() ? std::string("\"\"") : yaml_string(c.train.data)) << "\n";
-  o << "  checkpoint_every: " << c.train.checkpoint_every << "\n";
-  o << "  checkpoint_dir: " << yaml_string(c.train.checkpoint_dir) << "\n";
-  o << "  resume: " << (c.train.resume.empty() ? std::string("\"\"") : yaml_string(c.train.resume)) << "\n";
-  o << "  hang_timeout_s: " << yaml_double(c.train.hang_timeout_s) << "\n";
-  o << "backend: " << to_string(c.backend) << "\n";
   return o.str();
 }
 

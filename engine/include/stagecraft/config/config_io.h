@@ -39,7 +39,8 @@ Result<RunConfig> apply_overrides(const RunConfig& base, const std::vector<std::
 std::string to_yaml(const RunConfig& config);
 Status save_config_file(const std::string& path, const RunConfig& config);
 
-// Every key a configuration may hold, as its full dotted path, in document order.
+// Every key a configuration may hold, as its full dotted path, in document order: the paths of
+// config_schema() (config_schema.h), which describes each key.
 const std::vector<std::string>& config_keys();
 
 // The closest known key to `key` when one is close enough to be a likely typo, else "".

@@ -12,17 +12,35 @@
 #include <string_view>
 #include <vector>
 
+#include "stagecraft/core/enum_names.h"
+
 namespace stagecraft::config {
 
-enum class TpMode { k1d, k2d, k2p5d, k3d };                    // "1d" "2d" "2.5d" "3d"
-enum class Schedule { kGpipe, k1f1b, kInterleaved };           // "gpipe" "1f1b" "interleaved"
-enum class PartitionKind { kUniform, kBalanced, kExplicit };   // "uniform" "balanced" or a list
-enum class Recompute { kNone, kSelective, kFull };             // "none" "selective" "full"
-enum class Precision { kFp32, kFp16, kBf16 };                  // "fp32" "fp16" "bf16"
-enum class Attention { kStandard, kFlash };                    // "standard" "flash"
-enum class Backend { kCpu, kCuda };                            // "cpu" "cuda"
-enum class Axis { kTp, kDp, kPp };                             // "tp" "dp" "pp"
+enum class TpMode { k1d, k2d, k2p5d, k3d };
+enum class Schedule { kGpipe, k1f1b, kInterleaved };
+enum class PartitionKind { kUniform, kBalanced, kExplicit };   // YAML: "uniform", "balanced" or a list
+enum class Recompute { kNone, kSelective, kFull };
+enum class Precision { kFp32, kFp16, kBf16 };
+enum class Attention { kStandard, kFlash };
+enum class Backend { kCpu, kCuda };
+enum class Axis { kTp, kDp, kPp };
 
+// Every enum's YAML spelling, in the order choices are listed ("gpipe, 1f1b or interleaved").
+inline constexpr EnumName<TpMode> kTpModeNames[] = {
+    {TpMode::k1d, "1d"}, {TpMode::k2d, "2d"}, {TpMode::k2p5d, "2.5d"}, {TpMode::k3d, "3d"}};
+inline constexpr EnumName<Schedule> kScheduleNames[] = {
+    {Schedule::kGpipe, "gpipe"}, {Schedule::k1f1b, "1f1b"}, {Schedule::kInterleaved, "interleaved"}};
+inline constexpr EnumName<PartitionKind> kPartitionKindNames[] = {
+    {PartitionKind::kUniform, "uniform"}, {PartitionKind::kBalanced, "balanced"}, {PartitionKind::kExplicit, "explicit"}};
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}};
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"}, {Precision::kFp16, "fp16"}, {Precision::kBf16, "bf16"}};
+inline constexpr EnumName<Attention> kAttentionNames[] = {{Attention::kStandard, "standard"}, {Attention::kFlash, "flash"}};
+inline constexpr EnumName<Backend> kBackendNames[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}};
+inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kDp, "dp"}, {Axis::kPp, "pp"}};
+
+// The name of a value (from the tables above).
 std::string_view to_string(TpMode v);
 std::string_view to_string(Schedule v);
 std::string_view to_string(PartitionKind v);
@@ -31,6 +49,7 @@ std::string_view to_string(Precision v);
 std::string_view to_string(Attention v);
 std::string_view to_string(Backend v);
 std::string_view to_string(Axis v);
+// The value of a name, or nullopt for a name the table does not list.
 std::optional<TpMode> parse_tp_mode(std::string_view s);
 std::optional<Schedule> parse_schedule(std::string_view s);
 std::optional<Recompute> parse_recompute(std::string_view s);

@@ -1,0 +1,333 @@
+// The table of every configuration key (config_schema.h) and the lookups over it.
+#include "stagecraft/config/config_schema.h"
+
+#include <algorithm>
+#include <span>
+#include <type_traits>
+
+namespace stagecraft::config {
+
+namespace {
+
+constexpr std::span<const EnumName<TpMode>> names_of(TpMode) { return kTpModeNames; }
+constexpr std::span<const EnumName<Schedule>> names_of(Schedule) { return kScheduleNames; }
+constexpr std::span<const EnumName<Recompute>> names_of(Recompute) { return kRecomputeNames; }
+constexpr std::span<const EnumName<Precision>> names_of(Precision) { return kPrecisionNames; }
+constexpr std::span<const EnumName<Attention>> names_of(Attention) { return kAttentionNames; }
+constexpr std::span<const EnumName<Backend>> names_of(Backend) { return kBackendNames; }
+
+template <typename E>
+std::vector<std::string_view> choices_of() {
+  std::vector<std::string_view> out;
+  for (const auto& e : names_of(E{})) out.push_back(e.name);
+  return out;
+}
+
+// How a key's value is read from and written to the RunConfig member that `L` (a lambda
+// `[](auto& c) -> auto& { return c.section.member; }`) names. int, uint64_t, double, bool,
+// std::string and the enums with a names_of() table.
+template <typename L>
+KeyAccess field(L) {
+  return {
+      [](const RunConfig& c) -> KeyValue {
+        const auto& v = L{}(c);
+        using T = std::remove_cvref_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int>) {
+          return static_cast<long long>(v);
+        } else if constexpr (std::is_enum_v<T>) {
+          return std::string(enum_to_string(names_of(T{}), v));
+        } else {
+          return v;
+        }
+      },
+      [](RunConfig& c, const KeyValue& value) -> bool {
+        auto& out = L{}(c);
+        using T = std::remove_cvref_t<decltype(out)>;
+        if constexpr (std::is_same_v<T, int>) {
+          const auto* v = std::get_if<long long>(&value);
+          if (!v) return false;
+          out = static_cast<int>(*v);
+        } else if constexpr (std::is_enum_v<T>) {
+          const auto* v = std::get_if<std::string>(&value);
+          const auto e = v ? enum_parse(names_of(T{}), *v) : std::nullopt;
+          if (!e) return false;
+          out = *e;
+        } else {
+          const auto* v = std::get_if<T>(&value);
+          if (!v) return false;
+          out = *v;
+        }
+        return true;
+      }};
+}
+
+std::string order_text(const std::vector<Axis>& order) {
+  std::string out;
+  for (Axis a : order) out += (out.empty() ? "" : "-") + std::string(to_string(a));
+  return out;
+}
+
+// cluster.device as its name (the base of a mapping); setting a name keeps the mapping's figures.
+const KeyAccess kDeviceAccess = {
+    [](const RunConfig& c) -> KeyValue { return c.cluster.device; },
+    [](RunConfig& c, const KeyValue& v) -> bool {
+      const auto* s = std::get_if<std::string>(&v);
+      if (!s) return false;
+      c.cluster.device = *s;
+      return true;
+    }};
+
+// parallel.order as "tp-dp-pp"; a text that does not name each axis once changes nothing.
+const KeyAccess kOrderAccess = {
+    [](const RunConfig& c) -> KeyValue { return order_text(c.parallel.order); },
+    [](RunConfig& c, const KeyValue& v) -> bool {
+      const auto* s = std::get_if<std::string>(&v);
+      if (!s) return false;
+      std::vector<Axis> order;
+      std::string_view rest = *s;
+      while (!rest.empty()) {
+        const size_t dash = rest.find('-');
+        const auto a = enum_parse(kAxisNames, rest.substr(0, dash));
+        if (!a) return false;
+        order.push_back(*a);
+        rest = dash == std::string_view::npos ? std::string_view() : rest.substr(dash + 1);
+      }
+      for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) {
+        if (std::count(order.begin(), order.end(), a) != 1) return false;
+      }
+      if (order.size() != 3) return false;
+      c.parallel.order = order;
+      return true;
+    }};
+
+// pipeline.partition as uniform, balanced or explicit; setting uniform or balanced drops the
+// stage ids, setting explicit keeps them (the stage editor fills them).
+const KeyAccess kPartitionAccess = {
+    [](const RunConfig& c) -> KeyValue { return std::string(to_string(c.pipeline.partition)); },
+    [](RunConfig& c, const KeyValue& v) -> bool {
+      const auto* s = std::get_if<std::string>(&v);
+      const auto kind = s ? enum_parse(kPartitionKindNames, *s) : std::nullopt;
+      if (!kind) return false;
+      c.pipeline.partition = *kind;
+      if (*kind != PartitionKind::kExplicit) c.pipeline.stage_ids.clear();
+      return true;
+    }};
+
+std::string only_gpt(const KeyValue& v) {
+  const auto* s = std::get_if<std::string>(&v);
+  return s && *s == "gpt" ? std::string() : "the only architecture is gpt (decoder-only, GPT-2 family)";
+}
+
+std::string zero_stage(const KeyValue& v) {
+  const auto* z = std::get_if<long long>(&v);
+  return z && *z <= 1 ? std::string() : "must be 0 (no sharding) or 1 (optimizer state sharded over data parallel ranks)";
+}
+
+constexpr double kCount = 1e9;  // the upper bound of counts that have no tighter one
+
+// Entries name only the fields they set; the rest keep the defaults written in KeySpec. GCC warns
+// about designated initializers that leave fields out, which is the point here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+std::vector<KeySpec> make_schema() {
+  using T = KeyType;
+  return {
+      {.path = "name", .type = T::kText, .default_text = "run", .help = "the run's name",
+       .access = field([](auto& c) -> auto& { return c.name; })},
+
+      {.path = "cluster.nodes", .type = T::kInt, .default_text = "1", .help = "machines",
+       .min = 1, .max = 1 << 17, .label = "Nodes", .foreign = {"nnodes"},
+       .access = field([](auto& c) -> auto& { return c.cluster.nodes; })},
+      {.path = "cluster.gpus_per_node", .type = T::kInt, .default_text = "8", .help = "ranks per machine",
+       .min = 1, .max = 1024, .label = "GPUs per node", .foreign = {"gpus", "nproc_per_node"},
+       .access = field([](auto& c) -> auto& { return c.cluster.gpus_per_node; })},
+      {.path = "cluster.device", .type = T::kDevice, .default_text = "A100-80GB",
+       .help = "a name from `stagecraft-cli devices`, or {base: NAME, memory_gib: N}, or a new one {name: X, ...}",
+       .label = "Device", .access = kDeviceAccess},
+      {.path = "cluster.intra_node_gbps", .type = T::kDouble, .default_text = "0",
+       .help = "one GPU's link to its node peers, Gb/s; 0 = the device's", .min = 0.001, .max = 1e6,
+       .zero_label = "the device's", .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.cluster.intra_node_gbps; })},
+      {.path = "cluster.inter_node_gbps", .type = T::kDouble, .default_text = "0",
+       .help = "one node's network, Gb/s; 0 = the device's", .min = 0.001, .max = 1e6,
+       .zero_label = "the device's", .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.cluster.inter_node_gbps; })},
+      {.path = "cluster.hosts", .type = T::kHosts, .default_text = "[]",
+       .help = "[{host: node-a, slots: 8}, ...]; when given they set nodes and gpus_per_node", .omit_default = true},
+
+      {.path = "model.arch", .type = T::kText, .default_text = "gpt", .help = "decoder-only GPT-2 family",
+       .rule = only_gpt, .access = field([](auto& c) -> auto& { return c.model.arch; })},
+      {.path = "model.layers", .type = T::kInt, .default_text = "24", .help = "transformer blocks; required",
+       .min = 1, .max = 1'000'000, .label = "Layers", .foreign = {"num_layers", "n_layer", "pipeline_num_layers"},
+       .access = field([](auto& c) -> auto& { return c.model.layers; })},
+      {.path = "model.hidden", .type = T::kInt, .default_text = "1024", .help = "model width; required",
+       .min = 1, .max = 1 << 20, .label = "Hidden size", .foreign = {"hidden_size", "n_embd"},
+       .access = field([](auto& c) -> auto& { return c.model.hidden; })},
+      {.path = "model.heads", .type = T::kInt, .default_text = "16", .help = "attention heads; required; divides hidden",
+       .min = 1, .max = kCount, .label = "Attention heads", .foreign = {"num_attention_heads", "n_head"},
+       .access = field([](auto& c) -> auto& { return c.model.heads; })},
+      {.path = "model.ffn_hidden", .type = T::kInt, .default_text = "0", .help = "MLP width; 0 = 4 x hidden",
+       .min = 1, .max = kCount, .label = "FFN hidden", .zero_label = "4 x hidden", .foreign = {"ffn_hidden_size"},
+       .derived = [](const RunConfig& c) -> long long { return c.model.ffn(); },
+       .access = field([](auto& c) -> auto& { return c.model.ffn_hidden; })},
+      {.path = "model.seq_len", .type = T::kInt, .default_text = "1024", .help = "tokens per sample",
+       .min = 1, .max = kCount, .label = "Sequence length", .foreign = {"seq_length", "max_position_embeddings"},
+       .access = field([](auto& c) -> auto& { return c.model.seq_len; })},
+      {.path = "model.vocab", .type = T::kInt, .default_text = "50257", .help = "vocabulary size",
+       .min = 1, .max = kCount, .label = "Vocabulary", .foreign = {"vocab_size"},
+       .access = field([](auto& c) -> auto& { return c.model.vocab; })},
+      {.path = "model.tied_embeddings", .type = T::kBool, .default_text = "true", .help = "the LM head shares the token embedding",
+       .access = field([](auto& c) -> auto& { return c.model.tied_embeddings; })},
+      {.path = "model.dropout", .type = T::kDouble, .default_text = "0.0",
+       .help = "attention and hidden dropout (Megatron's 0.1); the engine trains without", .min = 0.0, .max = 0.9,
+       .access = field([](auto& c) -> auto& { return c.model.dropout; })},
+
+      {.path = "parallel.dp", .type = T::kInt, .default_text = "auto", .help = "data parallel size; auto = world / (tp x pp)",
+       .min = 1, .max = 1 << 20, .label = "Data parallel (dp)", .zero_label = "auto", .zero_label_is_yaml = true,
+       .foreign = {"data_parallel_size", "dp_degree"}, .access = field([](auto& c) -> auto& { return c.parallel.dp; })},
+      {.path = "parallel.tp", .type = T::kInt, .default_text = "1", .help = "tensor parallel size, the whole group in every mode",
+       .min = 1, .max = 1 << 20, .label = "Tensor parallel (tp)",
+       .foreign = {"tensor_parallel_size", "tensor_model_parallel_size", "mp_degree"},
+       .access = field([](auto& c) -> auto& { return c.parallel.tp; })},
+      {.path = "parallel.pp", .type = T::kInt, .default_text = "1", .help = "pipeline parallel size",
+       .min = 1, .max = 1 << 20, .label = "Pipeline parallel (pp)",
+       .foreign = {"pipeline_parallel_size", "pipeline_model_parallel_size", "pp_degree"},
+       .access = field([](auto& c) -> auto& { return c.parallel.pp; })},
+      {.path = "parallel.tp_mode", .type = T::kEnum, .default_text = "1d",
+       .help = "1d (Megatron), 2d (tp = N^2), 2.5d (tp = N^2 x tp_depth), 3d (tp = N^3)",
+       .choices = choices_of<TpMode>(), .label = "TP mode", .access = field([](auto& c) -> auto& { return c.parallel.tp_mode; })},
+      {.path = "parallel.tp_depth", .type = T::kInt, .default_text = "1", .help = "2.5d only: d in tp = N^2 x d",
+       .min = 1, .max = 1024, .label = "TP depth (2.5d)", .access = field([](auto& c) -> auto& { return c.parallel.tp_depth; })},
+      {.path = "parallel.order", .type = T::kOrder, .default_text = "tp-dp-pp", .help = "axes innermost first",
+       .choices = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"}, .label = "Rank order",
+       .access = kOrderAccess},
+      {.path = "parallel.sequence_parallel", .type = T::kBool, .default_text = "false",
+       .help = "Megatron sequence parallelism (tp > 1, 1d)", .label = "Sequence parallel",
+       .access = field([](auto& c) -> auto& { return c.parallel.sequence_parallel; })},
+      {.path = "parallel.zero", .type = T::kInt, .default_text = "0", .help = "1 shards optimizer state over DP",
+       .min = 0, .max = kCount, .label = "ZeRO", .foreign = {"zero_stage"}, .rule = zero_stage,
+       .access = field([](auto& c) -> auto& { return c.parallel.zero; })},
+
+      {.path = "pipeline.schedule", .type = T::kEnum, .default_text = "1f1b", .help = "the pipeline schedule",
+       .choices = choices_of<Schedule>(), .label = "Schedule", .access = field([](auto& c) -> auto& { return c.pipeline.schedule; })},
+      {.path = "pipeline.virtual_stages", .type = T::kInt, .default_text = "1", .help = "model chunks per pp rank, interleaved only",
+       .min = 1, .max = 1024, .label = "Virtual stages", .foreign = {"num_layers_per_virtual_pipeline_stage"},
+       .access = field([](auto& c) -> auto& { return c.pipeline.virtual_stages; })},
+      {.path = "pipeline.partition", .type = T::kPartition, .default_text = "uniform",
+       .help = "uniform, balanced, or one stage id per layer", .choices = {"uniform", "balanced", "explicit"},
+       .label = "Partition", .foreign = {"custom_pipeline_stage_id"}, .access = kPartitionAccess},
+
+      {.path = "train.global_batch", .type = T::kInt, .default_text = "8", .help = "samples per step; a multiple of dp x micro_batch",
+       .min = 1, .max = kCount, .label = "Global batch", .foreign = {"global_batch_size"},
+       .access = field([](auto& c) -> auto& { return c.train.global_batch; })},
+      {.path = "train.micro_batch", .type = T::kInt, .default_text = "1", .help = "samples per micro-batch per DP replica",
+       .min = 1, .max = kCount, .label = "Micro-batch", .foreign = {"micro_batch_size"},
+       .access = field([](auto& c) -> auto& { return c.train.micro_batch; })},
+      {.path = "train.steps", .type = T::kInt, .default_text = "100", .help = "optimizer steps",
+       .min = 1, .max = kCount, .label = "Steps", .foreign = {"train_iters"},
+       .access = field([](auto& c) -> auto& { return c.train.steps; })},
+      {.path = "train.lr", .type = T::kDouble, .default_text = "3.0e-4", .help = "peak learning rate (AdamW)", .min = 0, .max = 10,
+       .access = field([](auto& c) -> auto& { return c.train.lr; })},
+      {.path = "train.min_lr", .type = T::kDouble, .default_text = "0.0", .help = "floor of the cosine decay", .min = 0, .max = 10,
+       .access = field([](auto& c) -> auto& { return c.train.min_lr; })},
+      {.path = "train.warmup_steps", .type = T::kInt, .default_text = "0", .help = "linear warm-up steps", .min = 0, .max = kCount,
+       .access = field([](auto& c) -> auto& { return c.train.warmup_steps; })},
+      {.path = "train.weight_decay", .type = T::kDouble, .default_text = "0.0", .help = "AdamW decoupled weight decay",
+       .min = 0, .max = 10, .access = field([](auto& c) -> auto& { return c.train.weight_decay; })},
+      {.path = "train.beta1", .type = T::kDouble, .default_text = "0.9", .help = "AdamW", .min = 0, .max = 0.999999,
+       .access = field([](auto& c) -> auto& { return c.train.beta1; })},
+      {.path = "train.beta2", .type = T::kDouble, .default_text = "0.95", .help = "AdamW", .min = 0, .max = 0.999999,
+       .access = field([](auto& c) -> auto& { return c.train.beta2; })},
+      {.path = "train.grad_clip", .type = T::kDouble, .default_text = "1.0", .help = "clip by global gradient norm; 0 disables",
+       .min = 0, .max = 1e9, .access = field([](auto& c) -> auto& { return c.train.grad_clip; })},
+      {.path = "train.precision", .type = T::kEnum, .default_text = "fp32", .help = "arithmetic precision",
+       .choices = choices_of<Precision>(), .label = "Precision", .access = field([](auto& c) -> auto& { return c.train.precision; })},
+      {.path = "train.recompute", .type = T::kEnum, .default_text = "none", .help = "activation recomputation",
+       .choices = choices_of<Recompute>(), .label = "Recompute", .access = field([](auto& c) -> auto& { return c.train.recompute; })},
+      {.path = "train.attention", .type = T::kEnum, .default_text = "standard",
+       .help = "standard (scores materialised) or flash (FlashAttention), for the cost model",
+       .choices = choices_of<Attention>(), .label = "Attention", .access = field([](auto& c) -> auto& { return c.train.attention; })},
+      {.path = "train.seed", .type = T::kUint64, .default_text = "1234", .help = "parameters and batches are functions of it",
+       .access = field([](auto& c) -> auto& { return c.train.seed; })},
+      {.path = "train.data", .type = T::kText, .default_text = "\"\"", .help = "token file (.bin, uint16) or text (.txt, bytes)",
+       .allow_empty = true, .access = field([](auto& c) -> auto& { return c.train.data; })},
+      {.path = "train.checkpoint_every", .type = T::kInt, .default_text = "0", .help = "steps between checkpoints; 0 = only at the end",
+       .min = 0, .max = kCount, .access = field([](auto& c) -> auto& { return c.train.checkpoint_every; })},
+      {.path = "train.checkpoint_dir", .type = T::kText, .default_text = "checkpoints", .help = "where checkpoints go",
+       .access = field([](auto& c) -> auto& { return c.train.checkpoint_dir; })},
+      {.path = "train.resume", .type = T::kText, .default_text = "\"\"", .help = "checkpoint directory to continue from",
+       .allow_empty = true, .access = field([](auto& c) -> auto& { return c.train.resume; })},
+      {.path = "train.hang_timeout_s", .type = T::kDouble, .default_text = "300.0",
+       .help = "no step event for this long fails the run as hung", .min = 1, .max = 1e7,
+       .access = field([](auto& c) -> auto& { return c.train.hang_timeout_s; })},
+
+      {.path = "backend", .type = T::kEnum, .default_text = "cpu", .help = "where ranks run",
+       .choices = choices_of<Backend>(), .access = field([](auto& c) -> auto& { return c.backend; })},
+  };
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+std::string_view KeySpec::section() const {
+  const size_t dot = path.find('.');
+  return dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+}
+
+std::string_view KeySpec::leaf() const {
+  const size_t dot = path.find('.');
+  return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+const std::vector<KeySpec>& config_schema() {
+  static const std::vector<KeySpec> kSchema = make_schema();
+  return kSchema;
+}
+
+const KeySpec* find_key(std::string_view path) {
+  for (const auto& k : config_schema()) {
+    if (k.path == path) return &k;
+  }
+  return nullptr;
+}
+
+const std::vector<std::string>& root_names() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const auto& k : config_schema()) {
+      const std::string name(k.section().empty() ? k.path : k.section());
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    return names;
+  }();
+  return kNames;
+}
+
+std::vector<std::string> section_keys(std::string_view section) {
+  if (section.empty()) return root_names();
+  std::vector<std::string> keys;
+  for (const auto& k : config_schema()) {
+    if (k.section() == section) keys.emplace_back(k.leaf());
+  }
+  return keys;
+}
+
+std::string_view foreign_key(std::string_view name) {
+  for (const auto& k : config_schema()) {
+    for (std::string_view f : k.foreign) {
+      if (f == name) return k.path;
+    }
+  }
+  return {};
+}
+
+std::string choices_text(const KeySpec& key) {
+  std::string out;
+  for (size_t i = 0; i < key.choices.size(); ++i) {
+    if (i > 0) out += i + 1 == key.choices.size() ? " or " : ", ";
+    out += key.choices[i];
+  }
+  return out;
+}
+
+}  // namespace stagecraft::config
