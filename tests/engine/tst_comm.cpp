@@ -1,7 +1,7 @@
 // Gloo communicators over real TCP on 127.0.0.1, between real processes: this binary starts
 // copies of itself as workers (STAGECRAFT_COMM_TEST_WORKER names the scenario), each reading
-// the launcher's torchrun-style environment, reaching the test's store and creating the
-// communicators of its groups from the topology. Values are small integers, so every sum is
+// the launcher's torchrun-style environment, reaching the test's store and building its groups
+// from the topology as the worker does (build_process_groups over Gloo). Values are small integers, so every sum is
 // exact in float and results are compared exactly. Failure scenarios (a peer that never
 // arrives, dies, or skips a collective) must end in a clear error within the timeout.
 //
