@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/worker_env.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
-#include "stagecraft/runtime/comm_group.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
@@ -42,28 +42,6 @@ int fail(const Status& s) {
   emit(launch::ErrorEvent{.message = s.message()});
   return s.code() == Status::Code::kInvalidInput ? 2 : 1;
 }
-
-// The engine's view of a group over a comm::Communicator.
-class Group final : public runtime::CommGroup {
- public:
-  explicit Group(std::unique_ptr<comm::Communicator> c) : c_(std::move(c)) {}
-  int size() const override { return c_->size(); }
-  int rank() const override { return c_->rank(); }
-  Status all_reduce_sum(float* d, size_t n) override { return c_->all_reduce(std::span<float>(d, n)); }
-  Status all_reduce_sum(double* d, size_t n) override { return c_->all_reduce(std::span<double>(d, n)); }
-  Status reduce_scatter_sum(const float* in, float* out, size_t n) override {
-    return c_->reduce_scatter(std::span<const float>(in, n * static_cast<size_t>(size())), std::span<float>(out, n));
-  }
-  Status all_gather(const float* in, float* out, size_t n) override {
-    return c_->all_gather(std::span<const float>(in, n), std::span<float>(out, n * static_cast<size_t>(size())));
-  }
-  Status send(const float* d, size_t n, int peer, uint32_t tag) override { return c_->isend(std::span<const float>(d, n), peer, tag); }
-  Status recv(float* d, size_t n, int peer, uint32_t tag) override { return c_->recv(std::span<float>(d, n), peer, tag); }
-  Status wait_sends() override { return c_->wait_sends(); }
-
- private:
-  std::unique_ptr<comm::Communicator> c_;
-};
 
 int run() {
   auto env = launch::read_worker_env();
@@ -95,37 +73,13 @@ int run() {
   comm::GlooOptions opt;
   opt.timeout = std::chrono::milliseconds(static_cast<long long>(cfg->train.hang_timeout_s * 1000));
   const int r = env->rank;
-  std::vector<std::unique_ptr<Group>> groups;
-  auto make = [&](const char* name, const std::vector<int>& ranks) -> Result<Group*> {
-    opt.name = name;
-    auto c = comm::create_gloo_communicator(*store.value(), device.value(), r, ranks, opt);
-    if (!c.ok()) return c.status();
-    groups.push_back(std::make_unique<Group>(std::move(c).value()));
-    return groups.back().get();
-  };
-  std::vector<int> all(static_cast<size_t>(topo.world_size()));
-  for (int i = 0; i < topo.world_size(); ++i) all[static_cast<size_t>(i)] = i;
-  runtime::TrainerGroups g;
-  auto world = make("world", all);
-  if (!world.ok()) return fail(world.status());
-  g.world = world.value();
-  auto tp = make("tp", topo.group_of(r, config::Axis::kTp));
-  if (!tp.ok()) return fail(tp.status());
-  g.tp = tp.value();
-  auto dp = make("dp", topo.group_of(r, config::Axis::kDp));
-  if (!dp.ok()) return fail(dp.status());
-  g.dp = dp.value();
-  const auto pp_group = topo.group_of(r, config::Axis::kPp);
-  auto pp = make("pp", pp_group);
-  if (!pp.ok()) return fail(pp.status());
-  g.pp = pp.value();
-  if (cfg->model.tied_embeddings && plan->pp > 1 && (r == pp_group.front() || r == pp_group.back())) {
-    auto emb = make("embedding", {pp_group.front(), pp_group.back()});
-    if (!emb.ok()) return fail(emb.status());
-    g.embedding = emb.value();
-  }
+  auto groups = comm::build_process_groups(topo, r, cfg->model.tied_embeddings,
+                                           comm::gloo_communicator_factory(*store.value(), device.value(), r, opt));
+  if (!groups.ok()) return fail(groups.status());
+  auto layout = comm::rank_layout_of(plan.value(), r);
+  if (!layout.ok()) return fail(layout.status());
 
-  auto trainer = runtime::Trainer::create(cfg.value(), plan.value(), r, g, &data.value());
+  auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value());
   if (!trainer.ok()) return fail(trainer.status());
   if (Status s = trainer.value()->start(); !s) return fail(s);
   emit(launch::StartEvent{.world_size = topo.world_size(),

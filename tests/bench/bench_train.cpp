@@ -8,38 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/comm/communicator.h"
+#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
-#include "stagecraft/runtime/comm_group.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
 
 using namespace stagecraft;
-
-namespace {
-
-// The one-rank group: every collective is the identity.
-class Solo final : public runtime::CommGroup {
- public:
-  int size() const override { return 1; }
-  int rank() const override { return 0; }
-  Status all_reduce_sum(float*, size_t) override { return Status::OK(); }
-  Status all_reduce_sum(double*, size_t) override { return Status::OK(); }
-  Status reduce_scatter_sum(const float* in, float* out, size_t n) override {
-    std::copy(in, in + n, out);
-    return Status::OK();
-  }
-  Status all_gather(const float* in, float* out, size_t n) override {
-    std::copy(in, in + n, out);
-    return Status::OK();
-  }
-  Status send(const float*, size_t, int, uint32_t) override { return Status::internal("solo: no peers"); }
-  Status recv(float*, size_t, int, uint32_t) override { return Status::internal("solo: no peers"); }
-  Status wait_sends() override { return Status::OK(); }
-};
-
-}  // namespace
 
 int main() {
   auto cfg = config::parse_config(
@@ -52,16 +29,28 @@ int main() {
     return 1;
   }
   auto plan = plan::make_plan(cfg.value());
+  if (!plan.ok()) {
+    std::fprintf(stderr, "%s\n", plan.status().message().c_str());
+    return 1;
+  }
+  // One rank: every group is the rank alone, every collective the identity.
+  auto groups = comm::build_process_groups(plan->topology, 0, cfg->model.tied_embeddings,
+                                           [](const std::string& name, const std::vector<int>& ranks) {
+                                             return comm::make_single_rank_communicator(ranks.front(), name);
+                                           });
+  auto layout = comm::rank_layout_of(plan.value(), 0);
+  if (!groups.ok() || !layout.ok()) {
+    std::fprintf(stderr, "%s%s\n", groups.status().message().c_str(), layout.status().message().c_str());
+    return 1;
+  }
   std::vector<uint16_t> tokens(1 << 16);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) & 255);
   const auto data = runtime::TokenData::from_tokens(tokens);
-  Solo solo;
   std::printf("Stagecraft engine (GptStage + Trainer), 4 layers, C 256, NH 4, T 256, B 8, V 256, AdamW\n");
   std::printf("%7s %10s %10s\n", "threads", "ms/step", "tokens/s");
   for (int threads : {1, 2}) {
     runtime::cpu::set_num_threads(threads);
-    runtime::TrainerGroups g{&solo, &solo, &solo, &solo, nullptr};
-    auto t = runtime::Trainer::create(cfg.value(), plan.value(), 0, g, &data);
+    auto t = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data);
     if (!t.ok() || !t.value()->start()) return 1;
     for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up
     double best = 1e9;

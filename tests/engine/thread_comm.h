@@ -1,123 +1,177 @@
-// ThreadComm: CommGroup for ranks that are threads of one test process — collectives through
-// shared buffers and barriers, point-to-point through tagged mailboxes. Sums run in rank order,
-// so results are deterministic. For tests of the training loop without sockets.
+// ThreadComm: a comm::Communicator for ranks that are threads of one test process — collectives
+// through shared buffers and barriers, point-to-point through tagged mailboxes. Sums run in rank
+// order in double, so results are deterministic. ThreadHubs hands out one hub per group, and
+// thread_communicator_factory() plugs them into comm::build_process_groups, so tests build
+// their groups exactly as the worker does, without sockets.
+//
+// Not a transport to time anything with, and no timeouts: a test that mismatches collectives
+// hangs (ctest's timeout ends it).
 #pragma once
 
+#include <algorithm>
 #include <barrier>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
-#include "stagecraft/runtime/comm_group.h"
+#include "stagecraft/comm/communicator.h"
 
 namespace stagecraft::testing {
 
+// The shared state of one group: every member deposits its buffer, then reads all of them.
 class ThreadHub {
  public:
-  explicit ThreadHub(int n) : n_(n), barrier_(n), slots_(static_cast<size_t>(n)), slots_d_(static_cast<size_t>(n)) {}
+  explicit ThreadHub(int n) : n_(n), barrier_(n), slots_(static_cast<size_t>(n)) {}
   int size() const { return n_; }
 
-  template <typename T>
-  void deposit(int rank, const T* data, size_t count) {
-    auto& s = slot<T>(rank);
-    s.assign(data, data + count);
+  void deposit(int rank, const void* data, size_t bytes) {
+    auto& s = slots_[static_cast<size_t>(rank)];
+    s.resize(bytes);
+    if (bytes) std::memcpy(s.data(), data, bytes);
     barrier_.arrive_and_wait();
   }
   void done() { barrier_.arrive_and_wait(); }
   template <typename T>
-  const std::vector<T>& slot(int rank) const {
-    if constexpr (std::is_same_v<T, float>) {
-      return slots_[static_cast<size_t>(rank)];
-    } else {
-      return slots_d_[static_cast<size_t>(rank)];
-    }
-  }
-  template <typename T>
-  std::vector<T>& slot(int rank) {
-    if constexpr (std::is_same_v<T, float>) {
-      return slots_[static_cast<size_t>(rank)];
-    } else {
-      return slots_d_[static_cast<size_t>(rank)];
-    }
+  T at(int rank, size_t i) const {
+    T v;
+    std::memcpy(&v, slots_[static_cast<size_t>(rank)].data() + i * sizeof(T), sizeof(T));
+    return v;
   }
 
-  void post(int src, int dst, uint32_t tag, const float* data, size_t count) {
+  void post(int src, int dst, uint32_t tag, const void* data, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    mail_[{src, dst, tag}].emplace_back(data, data + count);
+    const char* p = static_cast<const char*>(data);
+    mail_[{src, dst, tag}].emplace_back(p, p + bytes);
     cv_.notify_all();
   }
-  void take(int src, int dst, uint32_t tag, float* data, size_t count) {
+  void take(int src, int dst, uint32_t tag, void* data, size_t bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     auto key = std::make_tuple(src, dst, tag);
     cv_.wait(lock, [&] { return !mail_[key].empty(); });
     auto msg = std::move(mail_[key].front());
     mail_[key].pop_front();
-    std::copy(msg.begin(), msg.begin() + static_cast<ptrdiff_t>(std::min(count, msg.size())), data);
+    std::memcpy(data, msg.data(), std::min(bytes, msg.size()));
   }
 
  private:
   int n_;
   std::barrier<> barrier_;
-  std::vector<std::vector<float>> slots_;
-  std::vector<std::vector<double>> slots_d_;
+  std::vector<std::vector<char>> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<float>>> mail_;
+  std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<char>>> mail_;
 };
 
-class ThreadComm final : public runtime::CommGroup {
+class ThreadComm final : public comm::Communicator {
  public:
-  ThreadComm(std::shared_ptr<ThreadHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
-  int size() const override { return hub_->size(); }
-  int rank() const override { return rank_; }
+  // `rank` is the group rank of this thread in `ranks`; errors name the group "label[ranks]".
+  ThreadComm(std::shared_ptr<ThreadHub> hub, const std::string& label, const std::vector<int>& ranks, int rank)
+      : Communicator(comm::group_name(ranks, label), ranks, rank), hub_(std::move(hub)) {}
 
-  Status all_reduce_sum(float* data, size_t count) override { return reduce(data, count); }
-  Status all_reduce_sum(double* data, size_t count) override { return reduce(data, count); }
-  Status reduce_scatter_sum(const float* in, float* out, size_t count) override {
-    hub_->deposit(rank_, in, count * static_cast<size_t>(size()));
-    for (size_t i = 0; i < count; ++i) {
-      double s = 0;
-      for (int r = 0; r < size(); ++r) s += hub_->slot<float>(r)[static_cast<size_t>(rank_) * count + i];
-      out[i] = static_cast<float>(s);
+ protected:
+  Status do_all_reduce(Buffer data, comm::ReduceOp op) override {
+    if (data.dtype == comm::DType::kF32) return reduce_into(static_cast<const float*>(data.data), static_cast<float*>(data.data), data.count, 0, op);
+    return reduce_into(static_cast<const double*>(data.data), static_cast<double*>(data.data), data.count, 0, op);
+  }
+  // in (size x count) -> out (count)
+  Status do_reduce_scatter(ConstBuffer in, Buffer out, comm::ReduceOp op) override {
+    const size_t offset = static_cast<size_t>(rank()) * out.count;
+    if (in.dtype == comm::DType::kF32) return reduce_into(static_cast<const float*>(in.data), static_cast<float*>(out.data), out.count, offset, op, in.count);
+    return reduce_into(static_cast<const double*>(in.data), static_cast<double*>(out.data), out.count, offset, op, in.count);
+  }
+  // in (count) -> out (size x count)
+  Status do_all_gather(ConstBuffer in, Buffer out) override {
+    const size_t bytes = in.count * comm::size_of(in.dtype);
+    hub_->deposit(rank(), in.data, bytes);
+    for (int r = 0; r < size(); ++r) {
+      for (size_t b = 0; b < bytes; ++b) static_cast<char*>(out.data)[static_cast<size_t>(r) * bytes + b] = hub_->at<char>(r, b);
     }
     hub_->done();
     return Status::OK();
   }
-  Status all_gather(const float* in, float* out, size_t count) override {
-    hub_->deposit(rank_, in, count);
-    for (int r = 0; r < size(); ++r) std::copy(hub_->slot<float>(r).begin(), hub_->slot<float>(r).end(), out + static_cast<size_t>(r) * count);
+  Status do_broadcast(Buffer data, int root) override {
+    const size_t bytes = data.count * comm::size_of(data.dtype);
+    hub_->deposit(rank(), data.data, bytes);
+    for (size_t b = 0; b < bytes; ++b) static_cast<char*>(data.data)[b] = hub_->at<char>(root, b);
     hub_->done();
     return Status::OK();
   }
-  Status send(const float* data, size_t count, int peer, uint32_t tag) override {
-    hub_->post(rank_, peer, tag, data, count);
+  Status do_send(ConstBuffer data, int peer, uint32_t tag) override {
+    hub_->post(rank(), peer, tag, data.data, data.count * comm::size_of(data.dtype));
     return Status::OK();
   }
-  Status recv(float* data, size_t count, int peer, uint32_t tag) override {
-    hub_->take(peer, rank_, tag, data, count);
+  Status do_isend(ConstBuffer data, int peer, uint32_t tag) override { return do_send(data, peer, tag); }
+  Status do_wait_sends() override { return Status::OK(); }
+  Status do_recv(Buffer data, int peer, uint32_t tag) override {
+    hub_->take(peer, rank(), tag, data.data, data.count * comm::size_of(data.dtype));
     return Status::OK();
   }
-  Status wait_sends() override { return Status::OK(); }
+  Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) override {
+    if (Status s = do_send(out, to, tag); !s) return s;
+    return do_recv(in, from, tag);
+  }
+  Status do_barrier() override {
+    hub_->done();
+    return Status::OK();
+  }
 
  private:
+  // out[i] = op over ranks r (in rank order, in double) of rank r's in[offset + i]; in_count is
+  // what each rank deposits.
   template <typename T>
-  Status reduce(T* data, size_t count) {
-    if (size() == 1) return Status::OK();
-    hub_->deposit(rank_, data, count);
+  Status reduce_into(const T* in, T* out, size_t count, size_t offset, comm::ReduceOp op, size_t in_count = 0) {
+    hub_->deposit(rank(), in, (in_count ? in_count : count) * sizeof(T));
+    std::vector<T> result(count);
     for (size_t i = 0; i < count; ++i) {
-      double s = 0;
-      for (int r = 0; r < size(); ++r) s += hub_->slot<T>(r)[i];
-      data[i] = static_cast<T>(s);
+      double s = op == comm::ReduceOp::kMax ? -std::numeric_limits<double>::infinity()
+                 : op == comm::ReduceOp::kMin ? std::numeric_limits<double>::infinity()
+                                              : 0.0;
+      for (int r = 0; r < size(); ++r) {
+        const double x = hub_->at<T>(r, offset + i);
+        if (op == comm::ReduceOp::kMax) s = std::max(s, x);
+        else if (op == comm::ReduceOp::kMin) s = std::min(s, x);
+        else s += x;
+      }
+      if (op == comm::ReduceOp::kAvg) s /= size();
+      result[i] = static_cast<T>(s);
     }
-    hub_->done();
+    hub_->done();  // everyone has read the deposits before anyone overwrites `in`
+    std::copy(result.begin(), result.end(), out);
     return Status::OK();
   }
+
   std::shared_ptr<ThreadHub> hub_;
-  int rank_;
 };
+
+// One hub per (group label, ranks), shared by the threads that are its members. Not
+// thread-safe: build every rank's groups before the rank threads start.
+class ThreadHubs {
+ public:
+  std::shared_ptr<ThreadHub> hub(const std::string& name, const std::vector<int>& ranks) {
+    auto& h = hubs_[{name, ranks}];
+    if (!h) h = std::make_shared<ThreadHub>(static_cast<int>(ranks.size()));
+    return h;
+  }
+
+ private:
+  std::map<std::pair<std::string, std::vector<int>>, std::shared_ptr<ThreadHub>> hubs_;
+};
+
+// The CommunicatorFactory of `global_rank` over ThreadComms from `hubs`, which must outlive it.
+inline comm::CommunicatorFactory thread_communicator_factory(ThreadHubs& hubs, int global_rank) {
+  return [&hubs, global_rank](const std::string& name, const std::vector<int>& ranks) -> Result<std::unique_ptr<comm::Communicator>> {
+    auto group_rank = comm::group_rank_in(ranks, global_rank);
+    if (!group_rank.ok()) return group_rank.status();
+    return std::unique_ptr<comm::Communicator>(new ThreadComm(hubs.hub(name, ranks), name, ranks, group_rank.value()));
+  };
+}
 
 }  // namespace stagecraft::testing

@@ -1,13 +1,14 @@
 // Gloo communicators over real TCP on 127.0.0.1, between real processes: this binary starts
 // copies of itself as workers (STAGECRAFT_COMM_TEST_WORKER names the scenario), each reading
-// the launcher's torchrun-style environment, reaching the test's store and creating the
-// communicators of its groups from the topology. Values are small integers, so every sum is
+// the launcher's torchrun-style environment, reaching the test's store and building its groups
+// from the topology as the worker does (build_process_groups over Gloo). Values are small integers, so every sum is
 // exact in float and results are compared exactly. Failure scenarios (a peer that never
 // arrives, dies, or skips a collective) must end in a clear error within the timeout.
 //
 // main() is written out instead of QTEST_APPLESS_MAIN because a worker must not run the suite.
 #include "stagecraft/comm/communicator.h"
 #include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
@@ -191,9 +192,9 @@ void check_argument_errors(Communicator& c) {
   EXPECT_OK(c.barrier());  // still usable after argument errors
 }
 
-// World, then the TP, DP and PP groups of this rank (in that order on every rank), each doing
-// every collective in f32 (and the world also in f64 and with a multi-segment size).
-int run_collectives(Worker& w) {
+// Every group of this rank, as the worker builds them (build_process_groups over Gloo), for the
+// topology in COMM_TEST_DP/TP/PP.
+comm::ProcessGroups build_groups(Worker& w) {
   plan::TopologySpec spec;
   spec.nodes = 1;
   spec.gpus_per_node = w.env.world_size;
@@ -202,24 +203,32 @@ int run_collectives(Worker& w) {
   spec.pp = env_int("COMM_TEST_PP", 1);
   auto topo = plan::Topology::create(spec);
   EXPECT(topo.ok(), "%s", topo.status().message().c_str());
-  auto world = join(w, iota(w.env.world_size), "world");
-  check_collectives<float>(*world, 33);
-  check_collectives<double>(*world, 5);
-  check_large_all_reduce(*world, 300001);  // 1.2 MB: several of Gloo's 1 MiB segments
-  check_argument_errors(*world);
+  auto groups = build_process_groups(topo.value(), w.env.rank, true, gloo_communicator_factory(*w.store, w.device, w.env.rank, w.options));
+  EXPECT(groups.ok(), "%s", groups.status().message().c_str());
+  EXPECT(groups->tp().size() == spec.tp && groups->dp().size() == spec.dp && groups->pp().size() == spec.pp,
+         "groups of %d, %d, %d ranks", groups->tp().size(), groups->dp().size(), groups->pp().size());
+  return std::move(groups).value();
+}
+
+// World, then the TP, DP and PP groups of this rank (built in that order on every rank), each
+// doing every collective in f32 (and the world also in f64 and with a multi-segment size).
+int run_collectives(Worker& w) {
+  comm::ProcessGroups groups = build_groups(w);
+  Communicator& world = groups.world();
+  check_collectives<float>(world, 33);
+  check_collectives<double>(world, 5);
+  check_large_all_reduce(world, 300001);  // 1.2 MB: several of Gloo's 1 MiB segments
+  check_argument_errors(world);
   // The same group created again rendezvouses afresh (a new generation of its keys), and both
   // communicators work side by side.
   auto again = join(w, iota(w.env.world_size), "world");
   check_collectives<float>(*again, 3);
-  EXPECT_OK(world->barrier());
-  const std::pair<config::Axis, const char*> axes[] = {
-      {config::Axis::kTp, "tp"}, {config::Axis::kDp, "dp"}, {config::Axis::kPp, "pp"}};
-  for (auto [axis, name] : axes) {
-    auto group = join(w, topo->group_of(w.env.rank, axis), name);
-    EXPECT(group->size() == topo->size(axis), "%s has %d ranks", group->name().c_str(), group->size());
+  EXPECT_OK(world.barrier());
+  for (Communicator* group : {&groups.tp(), &groups.dp(), &groups.pp()}) {
     check_collectives<float>(*group, 17);
     check_argument_errors(*group);
   }
+  if (Communicator* embedding = groups.embedding()) check_collectives<float>(*embedding, 9);
   return 0;
 }
 
@@ -227,15 +236,8 @@ int run_collectives(Worker& w) {
 // adding its stage number, and back (ping-pong); then every stage exchanges with both
 // neighbours at once with isend and with send_recv (which blocking sends alone would deadlock).
 int run_p2p(Worker& w) {
-  plan::TopologySpec spec;
-  spec.nodes = 1;
-  spec.gpus_per_node = w.env.world_size;
-  spec.dp = env_int("COMM_TEST_DP", 1);
-  spec.tp = env_int("COMM_TEST_TP", 1);
-  spec.pp = env_int("COMM_TEST_PP", 1);
-  auto topo = plan::Topology::create(spec);
-  EXPECT(topo.ok(), "%s", topo.status().message().c_str());
-  auto pp = join(w, topo->group_of(w.env.rank, config::Axis::kPp), "pp");
+  comm::ProcessGroups groups = build_groups(w);
+  Communicator* pp = &groups.pp();
   const int stage = pp->rank(), stages = pp->size();
   const int rounds = 10;
   const size_t n = 4099;
@@ -443,43 +445,30 @@ class TestComm : public QObject {
   Q_OBJECT
 
  private slots:
-  // Every collective over the world and over each TP, DP and PP group of the topology.
-  void collectivesOverWorldAndGroups_data() {
+  // Every rank's groups built by build_process_groups over Gloo, then either every collective
+  // over the world and each TP, DP, PP (and embedding) group ("collectives"), or pipeline
+  // traffic along each PP group ("p2p").
+  void groupsOverGloo_data() {
+    QTest::addColumn<QString>("role");
     QTest::addColumn<int>("dp");
     QTest::addColumn<int>("tp");
     QTest::addColumn<int>("pp");
-    QTest::newRow("2 ranks, dp=2") << 2 << 1 << 1;
-    QTest::newRow("3 ranks, tp=3 (not a power of two)") << 1 << 3 << 1;
-    QTest::newRow("4 ranks, dp=2 tp=2") << 2 << 2 << 1;
-    QTest::newRow("6 ranks, dp=3 pp=2") << 3 << 1 << 2;
-    QTest::newRow("8 ranks, dp=tp=pp=2 (DESIGN.md 4)") << 2 << 2 << 2;
+    QTest::newRow("collectives: 2 ranks, dp=2") << "collectives" << 2 << 1 << 1;
+    QTest::newRow("collectives: 3 ranks, tp=3 (not a power of two)") << "collectives" << 1 << 3 << 1;
+    QTest::newRow("collectives: 4 ranks, dp=2 tp=2") << "collectives" << 2 << 2 << 1;
+    QTest::newRow("collectives: 6 ranks, dp=3 pp=2") << "collectives" << 3 << 1 << 2;
+    QTest::newRow("collectives: 8 ranks, dp=tp=pp=2 (DESIGN.md 4)") << "collectives" << 2 << 2 << 2;
+    QTest::newRow("p2p: 2 stages") << "p2p" << 1 << 1 << 2;
+    QTest::newRow("p2p: 4 stages") << "p2p" << 1 << 1 << 4;
+    QTest::newRow("p2p: 8 ranks, dp=tp=pp=2: PP groups [0,4] [1,5] [2,6] [3,7]") << "p2p" << 2 << 2 << 2;
   }
-  void collectivesOverWorldAndGroups() {
+  void groupsOverGloo() {
+    QFETCH(QString, role);
     QFETCH(int, dp);
     QFETCH(int, tp);
     QFETCH(int, pp);
     const int world = dp * tp * pp;
-    const auto outs = run_ranks("collectives", world, world,
-                                {{"COMM_TEST_DP", std::to_string(dp)}, {"COMM_TEST_TP", std::to_string(tp)},
-                                 {"COMM_TEST_PP", std::to_string(pp)}},
-                                milliseconds(60000));
-    for (const auto& o : outs) QVERIFY2(o.exit.ok(), qPrintable(describe(outs)));
-  }
-
-  void pipelineSendRecv_data() {
-    QTest::addColumn<int>("dp");
-    QTest::addColumn<int>("tp");
-    QTest::addColumn<int>("pp");
-    QTest::newRow("2 stages") << 1 << 1 << 2;
-    QTest::newRow("4 stages") << 1 << 1 << 4;
-    QTest::newRow("8 ranks, dp=tp=pp=2: PP groups [0,4] [1,5] [2,6] [3,7]") << 2 << 2 << 2;
-  }
-  void pipelineSendRecv() {
-    QFETCH(int, dp);
-    QFETCH(int, tp);
-    QFETCH(int, pp);
-    const int world = dp * tp * pp;
-    const auto outs = run_ranks("p2p", world, world,
+    const auto outs = run_ranks(role.toStdString(), world, world,
                                 {{"COMM_TEST_DP", std::to_string(dp)}, {"COMM_TEST_TP", std::to_string(tp)},
                                  {"COMM_TEST_PP", std::to_string(pp)}},
                                 milliseconds(60000));

@@ -1,7 +1,9 @@
 // Trainer: the parallel equivalence of the training loop. The same seed, data and global batch
 // give the same loss at every step and the same final weights for every (dp, tp, pp), schedule,
 // micro-batch, ZeRO stage and recompute — ranks are threads here (ThreadComm), the loop is the
-// one the workers run over Gloo. Also checkpoints and resume across layouts.
+// one the workers run over Gloo, with the groups built by the same build_process_groups. Also
+// checkpoints and resume across layouts.
+#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/checkpoint.h"
@@ -54,40 +56,26 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
   }
   const auto& topo = plan->topology;
   const int world = topo.world_size();
-  std::map<std::vector<int>, std::shared_ptr<testing::ThreadHub>> hubs;
-  auto hub = [&](const std::vector<int>& members) {
-    auto& h = hubs[members];
-    if (!h) h = std::make_shared<testing::ThreadHub>(static_cast<int>(members.size()));
-    return h;
-  };
-  auto index_of = [](const std::vector<int>& g, int r) { return static_cast<int>(std::find(g.begin(), g.end(), r) - g.begin()); };
-  struct RankComms {
-    std::unique_ptr<testing::ThreadComm> world, tp, dp, pp, emb;
-  };
-  std::vector<RankComms> comms(static_cast<size_t>(world));
-  std::vector<int> all(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+  testing::ThreadHubs hubs;
+  std::vector<comm::ProcessGroups> groups;
+  std::vector<RankLayout> layouts;
   for (int r = 0; r < world; ++r) {
-    auto& c = comms[static_cast<size_t>(r)];
-    c.world = std::make_unique<testing::ThreadComm>(hub(all), r);
-    for (auto [axis, slot] : {std::pair{config::Axis::kTp, &c.tp}, std::pair{config::Axis::kDp, &c.dp}, std::pair{config::Axis::kPp, &c.pp}}) {
-      const auto g = topo.group_of(r, axis);
-      *slot = std::make_unique<testing::ThreadComm>(hub(g), index_of(g, r));
+    auto g = comm::build_process_groups(topo, r, cfg->model.tied_embeddings, testing::thread_communicator_factory(hubs, r));
+    auto l = comm::rank_layout_of(plan.value(), r);
+    if (!g.ok() || !l.ok()) {
+      out.error = g.status().message() + l.status().message();
+      return out;
     }
-    const auto pg = topo.group_of(r, config::Axis::kPp);
-    if (cfg->model.tied_embeddings && plan->pp > 1 && (r == pg.front() || r == pg.back())) {
-      const std::vector<int> pair = {pg.front(), pg.back()};
-      c.emb = std::make_unique<testing::ThreadComm>(hub(pair), index_of(pair, r));
-    }
+    groups.push_back(std::move(g).value());
+    layouts.push_back(std::move(l).value());
   }
   const TokenData data = make_data();
   std::mutex mu;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto& c = comms[static_cast<size_t>(r)];
-      TrainerGroups g{c.world.get(), c.tp.get(), c.dp.get(), c.pp.get(), c.emb.get()};
-      auto t = Trainer::create(cfg.value(), plan.value(), r, g, &data);
+      const auto i = static_cast<size_t>(r);
+      auto t = Trainer::create(cfg.value(), layouts[i], groups[i].trainer_groups(), &data);
       auto fail = [&](const Status& s) {
         std::lock_guard<std::mutex> lock(mu);
         if (out.error.empty()) out.error = "rank " + std::to_string(r) + ": " + s.message();

@@ -476,4 +476,14 @@ Result<std::unique_ptr<Communicator>> create_gloo_communicator(RendezvousClient&
       new GlooCommunicator(name, ranks, group_rank.value(), std::move(ctx), options.timeout));
 }
 
+CommunicatorFactory gloo_communicator_factory(RendezvousClient& store, std::shared_ptr<GlooDevice> device, int global_rank,
+                                              GlooOptions options) {
+  return [&store, device = std::move(device), global_rank, options](const std::string& name,
+                                                                    const std::vector<int>& ranks) {
+    GlooOptions o = options;
+    o.name = name;
+    return create_gloo_communicator(store, device, global_rank, ranks, o);
+  };
+}
+
 }  // namespace stagecraft::comm

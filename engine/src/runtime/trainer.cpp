@@ -67,40 +67,38 @@ StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
   spec.tp = tp_;
   spec.tp_rank = tp_rank;
   spec.pp = pp_;
-  spec.num_chunks = static_cast<int>(chunk_first_.size());
+  spec.num_chunks = static_cast<int>(chunks_.size());
   for (int c = pp_rank; c < spec.num_chunks; c += pp_) {  // chunk c runs on pp rank c mod pp
     spec.chunks.push_back(c);
-    spec.chunk_first_layer.push_back(chunk_first_[static_cast<size_t>(c)]);
-    spec.chunk_layers.push_back(chunk_count_[static_cast<size_t>(c)]);
+    spec.chunk_first_layer.push_back(chunks_[static_cast<size_t>(c)].first);
+    spec.chunk_layers.push_back(chunks_[static_cast<size_t>(c)].count);
   }
   return spec;
 }
 
-Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const plan::Plan& plan, int rank, TrainerGroups groups,
+Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const RankLayout& layout, TrainerGroups groups,
                                                  const TokenData* data) {
   if (!data) return Status::invalid_input("train.data: the run needs a data file");
   if (Status s = check(config, data); !s) return s;
+  if (Status s = check_rank_layout(layout); !s) return s;
+  if (!groups.world || !groups.tp || !groups.dp || !groups.pp) {
+    return Status::invalid_input("trainer of rank " + std::to_string(layout.rank) + ": the world, tp, dp and pp groups are all needed");
+  }
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
-  t->rank_ = rank;
-  t->dp_ = plan.dp;
-  t->tp_ = plan.tp;
-  t->pp_ = plan.pp;
-  t->v_ = plan.virtual_stages;
-  t->m_ = plan.micro_batches;
-  const auto coord = plan.topology.coord(rank);
-  t->dp_rank_ = coord.dp;
-  t->tp_rank_ = coord.tp;
-  t->pp_rank_ = coord.pp;
+  t->rank_ = layout.rank;
+  t->dp_ = layout.dp;
+  t->tp_ = layout.tp;
+  t->pp_ = layout.pp;
+  t->v_ = layout.virtual_stages;
+  t->m_ = layout.micro_batches;
+  t->dp_rank_ = layout.dp_rank;
+  t->tp_rank_ = layout.tp_rank;
+  t->pp_rank_ = layout.pp_rank;
   t->groups_ = groups;
   t->data_ = data;
-  for (const auto& s : plan.stages) {
-    t->chunk_first_.push_back(s.first_layer);
-    t->chunk_count_.push_back(s.num_layers);
-  }
-  for (int p = 0; p < t->pp_; ++p) {
-    for (int r = 0; r < t->tp_; ++r) t->replica0_ranks_.push_back(plan.topology.rank_of(0, r, p));
-  }
+  t->chunks_ = layout.chunks;
+  t->replica0_ranks_ = layout.replica0_ranks;
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
   auto stage = GptStage::create(spec, groups.tp);
   if (!stage.ok()) return stage.status();
@@ -309,7 +307,7 @@ Result<std::string> Trainer::save_checkpoint() {
     v_full = exp_avg_sq_;
   }
   // Every (tp, pp) rank of DP replica 0 sends its parameters and moments to world rank 0, which
-  // knows each one's layout from the plan.
+  // knows each one's layout from the rank layout.
   CommGroup* world = groups_.world;
   const uint32_t kTag = 0x7fff0000u;
   std::map<std::string, NamedTensor> model_full, opt_full;

@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -160,5 +161,13 @@ Result<int> group_rank_in(const std::vector<int>& ranks, int global_rank);
 
 // A communicator for a group of one rank (no transport): collectives are local.
 Result<std::unique_ptr<Communicator>> make_single_rank_communicator(int global_rank, std::string name = "");
+
+// Makes this rank's communicator for one group: `name` is the group's label ("world", "tp",
+// "dp", "pp", "embedding"), `ranks` its global ranks in group-rank order. It may block until
+// every member calls it for the same group (Gloo does). The communicator must have exactly
+// `ranks`, this rank among them. build_process_groups (process_groups.h) calls it for every
+// group of a rank; gloo_communicator_factory (gloo_communicator.h) makes one over Gloo.
+using CommunicatorFactory =
+    std::function<Result<std::unique_ptr<Communicator>>(const std::string& name, const std::vector<int>& ranks)>;
 
 }  // namespace stagecraft::comm

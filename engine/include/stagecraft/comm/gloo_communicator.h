@@ -17,10 +17,11 @@
 //   auto device = comm::GlooDevice::create(comm::gloo_device_options_from_env(*store)).value();
 //   comm::GlooOptions opt{.timeout = std::chrono::seconds(hang_timeout_s)};
 //   auto world = comm::create_gloo_communicator(*store, device, env.rank, all_ranks, opt).value();
-//   opt.name = "tp";  // groups are created in the same order on every rank
-//   auto tp = comm::create_gloo_communicator(*store, device, env.rank, topo.group_of(env.rank, Axis::kTp), opt).value();
+//   // or every group of the rank at once (process_groups.h):
+//   auto groups = comm::build_process_groups(topo, env.rank, tied,
+//                                            comm::gloo_communicator_factory(*store, device, env.rank, opt)).value();
 //   std::vector<float> grad(n);
-//   if (Status s = tp->all_reduce(grad); !s) return fail(s);  // "all_reduce of ... on tp[2,3] ..."
+//   if (Status s = groups.tp().all_reduce(grad); !s) return fail(s);  // "all_reduce of ... on tp[2,3] ..."
 #pragma once
 
 #include <chrono>
@@ -85,5 +86,11 @@ Result<std::unique_ptr<Communicator>> create_gloo_communicator(RendezvousClient&
                                                                const std::shared_ptr<GlooDevice>& device,
                                                                int global_rank, const std::vector<int>& ranks,
                                                                const GlooOptions& options = {});
+
+// The CommunicatorFactory of `global_rank` over Gloo, for build_process_groups: each group is
+// created with create_gloo_communicator and `options`, its name set to the group's label. The
+// store must outlive the factory.
+CommunicatorFactory gloo_communicator_factory(RendezvousClient& store, std::shared_ptr<GlooDevice> device, int global_rank,
+                                              GlooOptions options = {});
 
 }  // namespace stagecraft::comm

@@ -28,13 +28,15 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
-#include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/comm_group.h"
 #include "stagecraft/runtime/gpt_stage.h"
+#include "stagecraft/runtime/rank_layout.h"
 #include "stagecraft/runtime/token_data.h"
 
 namespace stagecraft::runtime {
 
+// The groups of one rank, borrowed: they must outlive the trainer. comm/process_groups.h builds
+// them (build_process_groups) and hands them over with trainer_groups().
 struct TrainerGroups {
   CommGroup* world = nullptr;
   CommGroup* tp = nullptr;
@@ -60,8 +62,10 @@ class Trainer {
   // starts any worker. `data` may be null to skip the data rules.
   static Status check(const config::RunConfig& config, const TokenData* data);
 
-  // `data` must outlive the trainer. Fails as check() does.
-  static Result<std::unique_ptr<Trainer>> create(const config::RunConfig& config, const plan::Plan& plan, int rank,
+  // `layout` is this rank's (comm::rank_layout_of derives it from a plan); `groups` and `data`
+  // must outlive the trainer. Fails as check() does, or kInvalidInput when the layout is not
+  // consistent (check_rank_layout) or a group that the layout needs is missing.
+  static Result<std::unique_ptr<Trainer>> create(const config::RunConfig& config, const RankLayout& layout,
                                                  TrainerGroups groups, const TokenData* data);
 
   // Fresh parameters from the seed, or train.resume's checkpoint (any layout wrote it).
@@ -86,8 +90,8 @@ class Trainer {
   config::RunConfig config_;
   int rank_ = 0, dp_ = 1, tp_ = 1, pp_ = 1, v_ = 1, m_ = 1;
   int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
-  std::vector<int> chunk_first_, chunk_count_;  // every chunk of the model
-  std::vector<int> replica0_ranks_;             // rank of (dp 0, tp, pp) at pp * tp_size + tp
+  std::vector<LayerRange> chunks_;   // every chunk of the model
+  std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp
   TrainerGroups groups_;
   const TokenData* data_ = nullptr;
   std::unique_ptr<GptStage> stage_;

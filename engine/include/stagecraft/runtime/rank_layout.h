@@ -1,0 +1,44 @@
+// RankLayout: what one rank's trainer must know about the run's layout — the parallel sizes, its
+// own (dp, tp, pp) coordinates, every pipeline chunk's layers, and which ranks hold DP replica 0.
+// A plain value that the runtime owns, so that the trainer needs no planner: comm/process_groups.h
+// derives it from a plan (rank_layout_of), tests may write one by hand.
+//
+// It is not the topology: no nodes, no axis order, no groups (comm/process_groups.h builds those).
+//
+// Worked example, 8 ranks dp = tp = pp = 2, order tp-dp-pp, 4 layers in 2 chunks, rank 5:
+//     dp_rank 0, tp_rank 1, pp_rank 1 (rank = tp_rank + 2 dp_rank + 4 pp_rank)
+//     chunks {{0, 2}, {2, 2}}: chunk c runs on pp rank c mod pp, so rank 5 holds chunk 1
+//     replica0_ranks [0, 1, 4, 5]: (dp 0, tp t, pp p) at index p * tp + t
+#pragma once
+
+#include <vector>
+
+#include "stagecraft/core/status.h"
+
+namespace stagecraft::runtime {
+
+// A contiguous run of transformer layers: [first, first + count).
+struct LayerRange {
+  int first = 0;
+  int count = 0;
+  bool operator==(const LayerRange&) const = default;
+};
+
+struct RankLayout {
+  int rank = 0;                 // global rank
+  int dp = 1, tp = 1, pp = 1;   // sizes of the three axes
+  int virtual_stages = 1;       // chunks per pipeline rank (interleaved schedules)
+  int micro_batches = 1;        // per step and DP replica
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  std::vector<LayerRange> chunks;   // every chunk of the model, pp x virtual_stages of them
+  std::vector<int> replica0_ranks;  // global rank of (dp 0, tp t, pp p) at index p * tp + t
+
+  bool operator==(const RankLayout&) const = default;
+};
+
+// OK when the layout is consistent: positive sizes, coordinates within them, pp x virtual_stages
+// chunks, dp x tp x pp > rank >= 0 and tp x pp replica-0 ranks. kInvalidInput naming the field
+// otherwise. Trainer::create asks.
+Status check_rank_layout(const RankLayout& layout);
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,33 @@
+// CommGroupAdapter: runtime::CommGroup over a Communicator. See comm_group_adapter.h.
+#include "stagecraft/comm/comm_group_adapter.h"
+
+#include <cassert>
+#include <span>
+
+namespace stagecraft::comm {
+
+CommGroupAdapter::CommGroupAdapter(std::unique_ptr<Communicator> communicator) : c_(std::move(communicator)) {
+  assert(c_ && "CommGroupAdapter needs a communicator");
+}
+
+Status CommGroupAdapter::all_reduce_sum(float* data, size_t count) { return c_->all_reduce(std::span<float>(data, count)); }
+
+Status CommGroupAdapter::all_reduce_sum(double* data, size_t count) { return c_->all_reduce(std::span<double>(data, count)); }
+
+Status CommGroupAdapter::reduce_scatter_sum(const float* in, float* out, size_t count) {
+  return c_->reduce_scatter(std::span<const float>(in, count * static_cast<size_t>(size())), std::span<float>(out, count));
+}
+
+Status CommGroupAdapter::all_gather(const float* in, float* out, size_t count) {
+  return c_->all_gather(std::span<const float>(in, count), std::span<float>(out, count * static_cast<size_t>(size())));
+}
+
+Status CommGroupAdapter::send(const float* data, size_t count, int peer, uint32_t tag) {
+  return c_->isend(std::span<const float>(data, count), peer, tag);
+}
+
+Status CommGroupAdapter::recv(float* data, size_t count, int peer, uint32_t tag) {
+  return c_->recv(std::span<float>(data, count), peer, tag);
+}
+
+}  // namespace stagecraft::comm
