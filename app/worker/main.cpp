@@ -3,7 +3,7 @@
 //
 // It fetches the run configuration from the run's store (key "config"), plans it exactly as
 // the launcher did, joins its groups over Gloo, trains, and reports on stdout one JSON object
-// per line (DESIGN.md §9), written by launch::encode_event (launch/worker_events.h, which gives
+// per line (docs/ARCHITECTURE.md §8), written by launch::encode_event (launch/worker_events.h, which gives
 // the format): start, step (every step), checkpoint (rank 0), done, and error, after which it
 // exits with status 1 (2: bad input).
 #include <cstdio>

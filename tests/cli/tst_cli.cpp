@@ -60,7 +60,7 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains(QRegularExpression(R"(\n\s+1\s+1\s+12-23\s+12\s.*head\+loss\s+\[4-7\])")));
   }
 
-  // DESIGN.md §4's worked example, 8 GPUs with dp = tp = pp = 2, field by field.
+  // docs/ARCHITECTURE.md §4's worked example, 8 GPUs with dp = tp = pp = 2, field by field.
   void planJsonHasTheWorkedExample() {
     const Run r = cli({"plan", config("bert-large-3d.yaml"), "--json"});
     QCOMPARE(r.code, 0);

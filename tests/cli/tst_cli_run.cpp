@@ -62,7 +62,7 @@ class TestCliRun : public QObject {
     f.write(yaml.toUtf8());
   }
 
-  // DESIGN.md §7's central test through the real launcher, workers and Gloo: the loss of every
+  // docs/ARCHITECTURE.md §5's central test through the real launcher, workers and Gloo: the loss of every
   // step matches the single-rank run for each layout (1e-5 relative: fp32 summation order).
   void layoutsTrainTheSameModel_data() {
     QTest::addColumn<QStringList>("args");

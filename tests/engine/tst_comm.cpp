@@ -457,7 +457,7 @@ class TestComm : public QObject {
     QTest::newRow("collectives: 3 ranks, tp=3 (not a power of two)") << "collectives" << 1 << 3 << 1;
     QTest::newRow("collectives: 4 ranks, dp=2 tp=2") << "collectives" << 2 << 2 << 1;
     QTest::newRow("collectives: 6 ranks, dp=3 pp=2") << "collectives" << 3 << 1 << 2;
-    QTest::newRow("collectives: 8 ranks, dp=tp=pp=2 (DESIGN.md 4)") << "collectives" << 2 << 2 << 2;
+    QTest::newRow("collectives: 8 ranks, dp=tp=pp=2 (docs/ARCHITECTURE.md §4)") << "collectives" << 2 << 2 << 2;
     QTest::newRow("p2p: 2 stages") << "p2p" << 1 << 1 << 2;
     QTest::newRow("p2p: 4 stages") << "p2p" << 1 << 1 << 4;
     QTest::newRow("p2p: 8 ranks, dp=tp=pp=2: PP groups [0,4] [1,5] [2,6] [3,7]") << "p2p" << 2 << 2 << 2;

@@ -1,4 +1,4 @@
-// Run configuration I/O: YAML loading of every key (DESIGN.md §3) and its default,
+// Run configuration I/O: YAML loading of every key (docs/ARCHITECTURE.md §3) and its default,
 // `key.path=value` overrides, wrong types and ranges, all errors of a file reported together,
 // YAML syntax errors, unknown and foreign keys, and the save/load round trip of configs/*.yaml.
 // The consistency rules themselves are tst_validate's.
@@ -114,7 +114,7 @@ QString field(const RunConfig& c, const QString& key) {
 // The smallest document the loader accepts: the model shape and nothing else.
 constexpr const char* kMinimal = "model: {layers: 8, hidden: 64, heads: 8}\n";
 
-// The documented default of every key (run_config.h, DESIGN.md §3).
+// The documented default of every key (run_config.h, docs/ARCHITECTURE.md §3).
 const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"name", "run"},
     {"cluster.nodes", "1"},

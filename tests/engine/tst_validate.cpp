@@ -1,4 +1,4 @@
-// Validation (validate.h, DESIGN.md §3): every consistency rule, each error naming the key, the
+// Validation (validate.h, docs/ARCHITECTURE.md §3): every consistency rule, each error naming the key, the
 // value and the rule, from a file, from the command line and from a config built in code; dp auto
 // and the micro-batch count; integer roots for the 2D/2.5D/3D grids.
 #include "stagecraft/config/config_io.h"
@@ -55,7 +55,7 @@ class TestValidate : public QObject {
   Q_OBJECT
 
  private slots:
-  // ---- validation rules (DESIGN.md §3): each names the key, the value and the rule ----
+  // ---- validation rules (docs/ARCHITECTURE.md §3): each names the key, the value and the rule ----
 
   void rules_data() {
     QTest::addColumn<QStringList>("overrides");

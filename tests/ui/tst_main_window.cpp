@@ -71,7 +71,7 @@ class TestMainWindow : public QObject {
     QTest::addColumn<int>("tp");
     QTest::addColumn<int>("pp");
     QTest::addColumn<QString>("order");
-    // DESIGN.md §4: 8 GPUs, rank = tp_rank + dp_rank * tp + pp_rank * tp * dp.
+    // docs/ARCHITECTURE.md §4: 8 GPUs, rank = tp_rank + dp_rank * tp + pp_rank * tp * dp.
     QTest::newRow("tp2 pp2 tp-dp-pp") << 2 << 2 << "tp-dp-pp";
     QTest::newRow("tp4 pp2 tp-dp-pp") << 4 << 2 << "tp-dp-pp";
     QTest::newRow("tp8 pp1") << 8 << 1 << "tp-dp-pp";

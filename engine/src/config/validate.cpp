@@ -1,4 +1,4 @@
-// The consistency rules of a run configuration. See validate.h; DESIGN.md §3 lists the rules.
+// The consistency rules of a run configuration. See validate.h; docs/ARCHITECTURE.md §3 lists the rules.
 #include "stagecraft/config/validate.h"
 
 #include <charconv>

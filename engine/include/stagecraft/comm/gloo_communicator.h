@@ -1,5 +1,5 @@
 // The Gloo backend of Communicator: CPU collectives over Gloo's TCP transport, rendezvousing
-// through the run's store (DESIGN.md §8).
+// through the run's store (docs/ARCHITECTURE.md §6).
 //
 // One GlooDevice per process (it owns Gloo's I/O thread and is shared by every group's
 // communicator); one communicator per group the rank belongs to. Creation publishes this

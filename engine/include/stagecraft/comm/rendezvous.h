@@ -1,5 +1,5 @@
 // The rendezvous store: a small TCP key-value service the launcher runs for one training run,
-// and the client every worker uses to reach it (DESIGN.md §8).
+// and the client every worker uses to reach it (docs/ARCHITECTURE.md §6).
 //
 // Workers meet through it: gloo publishes each rank's transport addresses under a key, rank 0 of
 // an NCCL group publishes the group's unique id, counters hand out generations. It is not a

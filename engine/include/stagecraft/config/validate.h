@@ -1,4 +1,4 @@
-// Consistency rules of a RunConfig (DESIGN.md §3), separate from parsing so that the GUI can
+// Consistency rules of a RunConfig (docs/ARCHITECTURE.md §3), separate from parsing so that the GUI can
 // check a config it edits in memory.
 //
 // validate() returns every rule the config breaks, each as the key it is about and a complete

@@ -1,4 +1,4 @@
-// The environment a worker rank starts with (DESIGN.md §9): torchrun-compatible, so the
+// The environment a worker rank starts with (docs/ARCHITECTURE.md §8): torchrun-compatible, so the
 // launcher can start any program, plus Stagecraft's run id and rendezvous token.
 //
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (node index),
