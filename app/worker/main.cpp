@@ -3,9 +3,9 @@
 //
 // It fetches the run configuration from the run's store (key "config"), plans it exactly as
 // the launcher did, joins its groups over Gloo, trains, and reports on stdout one JSON object
-// per line (docs/ARCHITECTURE.md §8), written by launch::encode_event (launch/worker_events.h, which gives
-// the format): start, step (every step), checkpoint (rank 0), done, and error, after which it
-// exits with status 1 (2: bad input).
+// per line (docs/ARCHITECTURE.md §8), written by launch::encode_event (launch/worker_events.h
+// gives the format): start, step (every step), checkpoint (rank 0), done, and error, after which
+// it exits with status 1 (2: bad input). Its groups come from comm::build_process_groups.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
