@@ -10,20 +10,15 @@
 
 #include "common/StageColors.h"
 #include "stagecraft/core/json.h"
+#include "stagecraft/core/overloaded.h"
 #include "stagecraft/launch/worker_events.h"
 
 namespace store = stagecraft::store;
 namespace launch = stagecraft::launch;
 using stagecraft::Json;
+using stagecraft::Overloaded;
 
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 constexpr int kTile = 46;         // tile edge, pixels
 constexpr int kGap = 4;           // between tiles

@@ -5,17 +5,11 @@
 #include <type_traits>
 
 #include "stagecraft/core/json.h"
+#include "stagecraft/core/overloaded.h"
 
 namespace stagecraft::launch {
 
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 void set_rank(Json::Object& o, int rank) {
   if (rank != kUnknownRank) o.emplace_back("rank", rank);
