@@ -53,6 +53,12 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Upper bounds on how long a call took only tell "returned for the expected reason" from "hung"
+// or "waited for a much later deadline"; a machine busy with a parallel build can delay a thread
+// by seconds, so they allow this much beyond the expected time. Where the status code already
+// tells the reasons apart (a wake-up is ok, a timeout kTimeout), no time is asserted at all.
+constexpr double kSlackMs = 10000;
+
 // A plain socket to the server, for speaking the protocol wrongly on purpose.
 int raw_connect(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -85,7 +91,7 @@ bool closed_by_server(int fd, int ms) {
 
 // Polls `pred` until it holds or `ms` pass; true when it held.
 template <typename F>
-bool eventually(F pred, int ms = 3000) {
+bool eventually(F pred, int ms = 10000) {  // returns as soon as pred holds; see kSlackMs
   const auto deadline = Clock::now() + milliseconds(ms);
   while (!pred()) {
     if (Clock::now() >= deadline) return false;
@@ -159,7 +165,7 @@ class TestRendezvous : public QObject {
     QCOMPARE(int(got.status().code()), code);
     QVERIFY2(got.status().message().find("'nobody/set/this'") != std::string::npos, got.status().message().c_str());
     QVERIFY(ms_since(t0) >= wait_ms);
-    QVERIFY(ms_since(t0) < wait_ms + 2000);
+    QVERIFY(ms_since(t0) < wait_ms + kSlackMs);
     QCOMPARE(c->check({"nobody/set/this"}).value(), false);
   }
 
@@ -175,7 +181,7 @@ class TestRendezvous : public QObject {
     QVERIFY2(m.find("127.0.0.1:" + std::to_string(server->port())) != std::string::npos, m.c_str());
     QVERIFY2(m.find("missing: 'absent'") != std::string::npos, m.c_str());
     QVERIFY2(m.find("200 ms") != std::string::npos, m.c_str());
-    QVERIFY(took >= 200 && took < 2000);
+    QVERIFY(took >= 200 && took < 200 + kSlackMs);
     // The connection is still good after a server-side timeout.
     QVERIFY(c->wait({"present"}, milliseconds(100)).ok());
   }
@@ -196,11 +202,10 @@ class TestRendezvous : public QObject {
       std::this_thread::sleep_for(milliseconds(100));
       for (int i = keys - 1; i >= 0; --i) (void)setter->set(names[i], "v");
     });
-    const auto t0 = Clock::now();
-    Status s = waiter->wait(names, milliseconds(5000));
+    // Woken by the sets, not by the deadline: a deadline would end in kTimeout, not ok.
+    Status s = waiter->wait(names, milliseconds(60000));
     t.join();
     QVERIFY2(s.ok(), s.message().c_str());
-    QVERIFY(ms_since(t0) < 2000);
   }
 
   // A waiter whose key was set, then deleted, must still wake when it is set again.
@@ -369,7 +374,8 @@ class TestRendezvous : public QObject {
     QVERIFY(!c.ok());
     QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
     QVERIFY2(c.status().message().find("wrong run token") != std::string::npos, c.status().message().c_str());
-    QVERIFY(ms_since(t0) < 1000);  // refused at once, not retried until the connect timeout
+    // Refused at once, not retried until the connect timeout (60 s): one refusal on the server.
+    QVERIFY(ms_since(t0) < kSlackMs);
     QCOMPARE(server->stats().refused_token, size_t(1));
     QCOMPARE(server->stats().authenticated, size_t(0));
   }
@@ -422,7 +428,7 @@ class TestRendezvous : public QObject {
     if (hang_up) {
       ::close(fd);
     } else {
-      QVERIFY2(closed_by_server(fd, 3000), "the server kept a bad connection open");
+      QVERIFY2(closed_by_server(fd, static_cast<int>(kSlackMs)), "the server kept a bad connection open");
       ::close(fd);
     }
     // The good client is served throughout, and the server forgets the bad connection.
@@ -518,7 +524,7 @@ class TestRendezvous : public QObject {
     QCOMPARE(c.status().code(), Status::Code::kUnavailable);
     QVERIFY2(c.status().message().find("127.0.0.1:" + std::to_string(port)) != std::string::npos,
              c.status().message().c_str());
-    QVERIFY(took >= 250 && took < 2000);
+    QVERIFY(took >= 250 && took < 300 + kSlackMs);
   }
 
   // A client blocked in wait() when the server goes away returns at once with an error.
@@ -529,12 +535,11 @@ class TestRendezvous : public QObject {
       std::this_thread::sleep_for(milliseconds(100));
       server->stop();
     });
-    const auto t0 = Clock::now();
-    Status s = c->wait({"never"}, milliseconds(10000));
+    // Ended by the server going away (kUnavailable), not by the deadline (kTimeout).
+    Status s = c->wait({"never"}, milliseconds(60000));
     t.join();
     QCOMPARE(s.code(), Status::Code::kUnavailable);
     QVERIFY2(s.message().find("'never'") != std::string::npos, s.message().c_str());
-    QVERIFY(ms_since(t0) < 2000);
   }
 
   // After the server restarts (same port, same token) the client reconnects on a later call.

@@ -6,19 +6,26 @@
 #include <cstring>
 #include <set>
 
+#include "stagecraft/core/enum_names.h"
+
 namespace stagecraft::comm {
 
+namespace {
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {
+    {ReduceOp::kSum, "sum"}, {ReduceOp::kAvg, "avg"}, {ReduceOp::kMax, "max"}, {ReduceOp::kMin, "min"}};
+constexpr EnumName<DType> kDTypeNames[] = {{DType::kF32, "f32"}, {DType::kF64, "f64"}};
+}  // namespace
+
+// The tables' names are literals, so their data() is NUL-terminated.
 const char* to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "?";
+  const std::string_view n = enum_to_string(kReduceOpNames, op);
+  return n.empty() ? "?" : n.data();
 }
 
-const char* to_string(DType t) { return t == DType::kF32 ? "f32" : "f64"; }
+const char* to_string(DType t) {
+  const std::string_view n = enum_to_string(kDTypeNames, t);
+  return n.empty() ? "?" : n.data();
+}
 
 size_t size_of(DType t) { return t == DType::kF32 ? sizeof(float) : sizeof(double); }
 

@@ -2,6 +2,8 @@
 // frameworks.h.
 #include "frameworks_common.h"
 
+#include "stagecraft/core/enum_names.h"
+
 #include <charconv>
 
 #include "stagecraft/config/validate.h"
@@ -11,7 +13,11 @@ namespace stagecraft::interop {
 
 namespace {
 
-constexpr Framework kAll[] = {Framework::kLibai, Framework::kPaddle, Framework::kColossalai, Framework::kMegatron, Framework::kDeepspeed};
+constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::kLibai, "libai"},
+                                                   {Framework::kPaddle, "paddle"},
+                                                   {Framework::kColossalai, "colossalai"},
+                                                   {Framework::kMegatron, "megatron"},
+                                                   {Framework::kDeepspeed, "deepspeed"}};
 
 Result<plan::Topology> topology_of(const RunConfig& c, const std::vector<Axis>& order) {
   plan::TopologySpec spec;
@@ -35,29 +41,15 @@ std::string groups_text(const std::vector<std::vector<int>>& groups) {
 
 }  // namespace
 
-std::string_view to_string(Framework f) {
-  switch (f) {
-    case Framework::kLibai: return "libai";
-    case Framework::kPaddle: return "paddle";
-    case Framework::kColossalai: return "colossalai";
-    case Framework::kMegatron: return "megatron";
-    case Framework::kDeepspeed: return "deepspeed";
-  }
-  return "libai";
-}
+std::string_view to_string(Framework f) { return enum_to_string(kFrameworkNames, f); }
 
-std::optional<Framework> parse_framework(std::string_view s) {
-  for (Framework f : kAll) {
-    if (s == to_string(f)) return f;
-  }
-  return std::nullopt;
-}
+std::optional<Framework> parse_framework(std::string_view s) { return enum_parse(kFrameworkNames, s); }
 
 std::string framework_choices(bool importable_only) {
   std::string s;
-  for (Framework f : kAll) {
+  for (const auto& [f, name] : kFrameworkNames) {
     if (importable_only && !can_import(f)) continue;
-    s += (s.empty() ? "" : "|") + std::string(to_string(f));
+    s += (s.empty() ? "" : "|") + std::string(name);
   }
   return s;
 }

@@ -10,18 +10,18 @@
 #include <unistd.h>
 
 #include "stagecraft/core/clock.h"
+#include "stagecraft/core/enum_names.h"
 
 namespace stagecraft::launch {
 
-std::string_view to_string(RunOutcome::State s) {
-  switch (s) {
-    case RunOutcome::State::kSucceeded: return "succeeded";
-    case RunOutcome::State::kFailed: return "failed";
-    case RunOutcome::State::kHung: return "hung";
-    case RunOutcome::State::kCancelled: return "cancelled";
-  }
-  return "failed";
-}
+namespace {
+constexpr EnumName<RunOutcome::State> kOutcomeNames[] = {{RunOutcome::State::kSucceeded, "succeeded"},
+                                                         {RunOutcome::State::kFailed, "failed"},
+                                                         {RunOutcome::State::kHung, "hung"},
+                                                         {RunOutcome::State::kCancelled, "cancelled"}};
+}  // namespace
+
+std::string_view to_string(RunOutcome::State s) { return enum_to_string(kOutcomeNames, s); }
 
 struct Supervisor::Rank {
   std::unique_ptr<RankProcess> process;

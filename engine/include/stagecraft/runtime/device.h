@@ -27,13 +27,14 @@
 #include <string>
 #include <utility>
 
+#include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
 
 namespace stagecraft::runtime {
 
-enum class Backend { kCpu, kCuda };
-
-const char* to_string(Backend b);  // "cpu", "cuda"
+// The run's `backend` key names the device: one enum, config::Backend ("cpu", "cuda";
+// config::to_string spells it).
+using config::Backend;
 
 class Device {
  public:

@@ -45,14 +45,6 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-const char* to_string(Backend b) {
-  switch (b) {
-    case Backend::kCpu: return "cpu";
-    case Backend::kCuda: return "cuda";
-  }
-  return "?";
-}
-
 Result<std::unique_ptr<Device>> make_device(Backend backend, int ordinal) {
   switch (backend) {
     case Backend::kCpu:
