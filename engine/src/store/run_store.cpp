@@ -10,6 +10,7 @@
 #include "schema.h"
 #include "sqlite_db.h"
 #include "stagecraft/core/clock.h"
+#include "stagecraft/core/enum_names.h"
 #include "stagecraft/core/json.h"
 
 namespace stagecraft::store {
@@ -66,25 +67,15 @@ RunRecord read_run(const SqliteStmt& st) {
 
 }  // namespace
 
-std::string_view to_string(RunState s) {
-  switch (s) {
-    case RunState::kQueued: return "queued";
-    case RunState::kRunning: return "running";
-    case RunState::kSucceeded: return "succeeded";
-    case RunState::kFailed: return "failed";
-    case RunState::kCancelled: return "cancelled";
-    case RunState::kLost: return "lost";
-  }
-  return "lost";
-}
+namespace {
+constexpr EnumName<RunState> kRunStateNames[] = {{RunState::kQueued, "queued"},     {RunState::kRunning, "running"},
+                                                 {RunState::kSucceeded, "succeeded"}, {RunState::kFailed, "failed"},
+                                                 {RunState::kCancelled, "cancelled"}, {RunState::kLost, "lost"}};
+}  // namespace
 
-std::optional<RunState> parse_run_state(std::string_view text) {
-  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kSucceeded, RunState::kFailed, RunState::kCancelled,
-                     RunState::kLost}) {
-    if (text == to_string(s)) return s;
-  }
-  return std::nullopt;
-}
+std::string_view to_string(RunState s) { return enum_to_string(kRunStateNames, s); }
+
+std::optional<RunState> parse_run_state(std::string_view text) { return enum_parse(kRunStateNames, text); }
 
 bool is_terminal(RunState s) { return s != RunState::kQueued && s != RunState::kRunning; }
 
@@ -100,14 +91,10 @@ struct RunStore::Impl {
   SqliteStmt insert_metric, insert_event, insert_log;
 
   Result<RunState> state_of(int64_t id) {
-    auto st = db.prepare("SELECT state FROM runs WHERE id = ?", SC_SQL_SITE);
-    if (!st.ok()) return st.status();
-    st->bind(1, id);
-    auto row = st->step(SC_SQL_SITE);
-    if (!row.ok()) return row.status();
-    if (!row.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + db.path());
-    auto s = parse_run_state(st->column_text(0));
-    st->reset();
+    auto text = db.first_row("SELECT state FROM runs WHERE id = ?", SC_SQL_SITE, [](const SqliteStmt& st) { return st.column_text(0); }, id);
+    if (!text.ok()) return text.status();
+    if (!text.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + db.path());
+    auto s = parse_run_state(**text);
     if (!s) return Status::internal(db.path() + ": run " + std::to_string(id) + " has an unknown state");
     return *s;
   }
@@ -122,42 +109,33 @@ struct RunStore::Impl {
                                    std::string(to_string(to)));
     }
     const double t = unix_seconds();
-    auto up = db.prepare(
-        "UPDATE runs SET state = ?1, reason = ?2, "
-        "started = CASE WHEN ?1 = 'running' THEN ?3 ELSE started END, "
-        "ended = CASE WHEN ?1 IN ('queued', 'running') THEN ended ELSE ?3 END WHERE id = ?4",
-        SC_SQL_SITE);
-    if (!up.ok()) return up.status();
-    up->bind(1, to_string(to)).bind(2, reason).bind(3, t).bind(4, id);
-    if (Status s = up->run(SC_SQL_SITE); !s) return s;
-    auto ins = db.prepare("INSERT INTO transitions(run_id, from_state, to_state, time, reason) VALUES (?, ?, ?, ?, ?)", SC_SQL_SITE);
-    if (!ins.ok()) return ins.status();
-    ins->bind(1, id).bind(2, to_string(from.value())).bind(3, to_string(to)).bind(4, t).bind(5, reason);
-    if (Status s = ins->run(SC_SQL_SITE); !s) return s;
+    if (Status s = db.run("UPDATE runs SET state = ?1, reason = ?2, "
+                          "started = CASE WHEN ?1 = 'running' THEN ?3 ELSE started END, "
+                          "ended = CASE WHEN ?1 IN ('queued', 'running') THEN ended ELSE ?3 END WHERE id = ?4",
+                          SC_SQL_SITE, to_string(to), reason, t, id);
+        !s) {
+      return s;
+    }
+    if (Status s = db.run("INSERT INTO transitions(run_id, from_state, to_state, time, reason) VALUES (?, ?, ?, ?, ?)", SC_SQL_SITE, id,
+                          to_string(from.value()), to_string(to), t, reason);
+        !s) {
+      return s;
+    }
     return tx->commit(SC_SQL_SITE);
   }
 
   Result<int> mark_lost_locked() {
-    auto st = db.prepare(
+    auto open_runs = db.rows(
         "SELECT id, supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host FROM runs "
         "WHERE state IN ('queued', 'running')",
-        SC_SQL_SITE);
-    if (!st.ok()) return st.status();
-    std::vector<std::pair<int64_t, std::string>> gone;
-    while (true) {
-      auto row = st->step(SC_SQL_SITE);
-      if (!row.ok()) return row.status();
-      if (!row.value()) break;
-      ProcessIdentity p;
-      p.pid = st->column_int(1);
-      p.start_ticks = st->column_int(2);
-      p.boot_id = st->column_text(3);
-      p.host = st->column_text(4);
-      std::string why;
-      if (check_liveness(p, &why) == Liveness::kGone) gone.emplace_back(st->column_int(0), why);
-    }
+        SC_SQL_SITE, [](const SqliteStmt& st) {
+          return std::pair(st.column_int(0), ProcessIdentity{st.column_int(1), st.column_int(2), st.column_text(3), st.column_text(4)});
+        });
+    if (!open_runs.ok()) return open_runs.status();
     int marked = 0;
-    for (const auto& [id, why] : gone) {
+    for (const auto& [id, supervisor] : open_runs.value()) {
+      std::string why;
+      if (check_liveness(supervisor, &why) != Liveness::kGone) continue;
       Status s = transition_locked(id, RunState::kLost, why);
       // A run that ended between the read and now is not lost: skip it.
       if (s) {
@@ -232,34 +210,32 @@ Result<int64_t> RunStore::create_run(const NewRun& run) {
   auto& db = impl_->db;
   auto tx = SqliteTransaction::begin(db, SC_SQL_SITE);
   if (!tx.ok()) return tx.status();
-  auto st = db.prepare(
-      "INSERT INTO runs(name, state, created, config_yaml, plan_json, hosts, world_size, total_steps, supervisor_pid, "
-      "supervisor_start_ticks, supervisor_boot_id, supervisor_host) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      SC_SQL_SITE);
-  if (!st.ok()) return st.status();
   const double t = unix_seconds();
-  st->bind(1, run.name).bind(2, t).bind(3, run.config_yaml).bind(4, run.plan_json).bind(5, hosts_to_json(run.hosts));
-  st->bind(6, run.world_size).bind(7, run.total_steps).bind(8, run.supervisor.pid).bind(9, run.supervisor.start_ticks);
-  st->bind(10, run.supervisor.boot_id).bind(11, run.supervisor.host);
-  if (Status s = st->run(SC_SQL_SITE); !s) return s;
+  if (Status s = db.run("INSERT INTO runs(name, state, created, config_yaml, plan_json, hosts, world_size, total_steps, supervisor_pid, "
+                        "supervisor_start_ticks, supervisor_boot_id, supervisor_host) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        SC_SQL_SITE, run.name, t, run.config_yaml, run.plan_json, hosts_to_json(run.hosts), run.world_size,
+                        run.total_steps, run.supervisor.pid, run.supervisor.start_ticks, run.supervisor.boot_id, run.supervisor.host);
+      !s) {
+    return s;
+  }
   const int64_t id = db.last_insert_rowid();
-  auto tr = db.prepare("INSERT INTO transitions(run_id, from_state, to_state, time, reason) VALUES (?, NULL, 'queued', ?, 'created')",
-                       SC_SQL_SITE);
-  if (!tr.ok()) return tr.status();
-  tr->bind(1, id).bind(2, t);
-  if (Status s = tr->run(SC_SQL_SITE); !s) return s;
+  if (Status s = db.run("INSERT INTO transitions(run_id, from_state, to_state, time, reason) VALUES (?, NULL, 'queued', ?, 'created')",
+                        SC_SQL_SITE, id, t);
+      !s) {
+    return s;
+  }
   if (Status s = tx->commit(SC_SQL_SITE); !s) return s;
   return id;
 }
 
 Status RunStore::set_supervisor(int64_t id, const ProcessIdentity& p) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare(
-      "UPDATE runs SET supervisor_pid = ?, supervisor_start_ticks = ?, supervisor_boot_id = ?, supervisor_host = ? WHERE id = ?",
-      SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, p.pid).bind(2, p.start_ticks).bind(3, p.boot_id).bind(4, p.host).bind(5, id);
-  if (Status s = st->run(SC_SQL_SITE); !s) return s;
+  if (Status s = impl_->db.run(
+          "UPDATE runs SET supervisor_pid = ?, supervisor_start_ticks = ?, supervisor_boot_id = ?, supervisor_host = ? WHERE id = ?",
+          SC_SQL_SITE, p.pid, p.start_ticks, p.boot_id, p.host, id);
+      !s) {
+    return s;
+  }
   if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
   return Status::OK();
 }
@@ -271,15 +247,10 @@ Status RunStore::transition(int64_t id, RunState to, const std::string& reason) 
 
 Result<RunRecord> RunStore::get_run(int64_t id) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?", SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id);
-  auto row = st->step(SC_SQL_SITE);
-  if (!row.ok()) return row.status();
-  if (!row.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path() + " (see `stagecraft-cli runs list`)");
-  RunRecord r = read_run(st.value());
-  st->reset();
-  return r;
+  auto r = impl_->db.first_row(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?", SC_SQL_SITE, read_run, id);
+  if (!r.ok()) return r.status();
+  if (!r.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path() + " (see `stagecraft-cli runs list`)");
+  return std::move(**r);
 }
 
 Result<std::vector<RunRecord>> RunStore::list_runs(const RunFilter& filter) {
@@ -287,130 +258,86 @@ Result<std::vector<RunRecord>> RunStore::list_runs(const RunFilter& filter) {
   auto lost = impl_->mark_lost_locked();
   if (!lost.ok()) return lost.status();
   const std::string columns = filter.documents ? std::string(kRunColumns) : summary_columns();
-  auto st = impl_->db.prepare("SELECT " + columns +
-                                  " FROM runs WHERE (?1 IS NULL OR state = ?1) AND (?2 = '' OR instr(name, ?2) > 0) ORDER BY id DESC",
-                              SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  if (filter.state) {
-    st->bind(1, to_string(*filter.state));
-  } else {
-    st->bind_null(1);
-  }
-  st->bind(2, filter.name_contains);
-  std::vector<RunRecord> out;
-  while (true) {
-    auto row = st->step(SC_SQL_SITE);
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    out.push_back(read_run(st.value()));
-  }
-  return out;
+  std::optional<std::string_view> state;
+  if (filter.state) state = to_string(*filter.state);
+  return impl_->db.rows("SELECT " + columns + " FROM runs WHERE (?1 IS NULL OR state = ?1) AND (?2 = '' OR instr(name, ?2) > 0) ORDER BY id DESC",
+                        SC_SQL_SITE, read_run, state, filter.name_contains);
 }
 
 Result<std::vector<TransitionRecord>> RunStore::transitions(int64_t id) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare("SELECT from_state, to_state, time, reason FROM transitions WHERE run_id = ? ORDER BY rowid", SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id);
-  std::vector<TransitionRecord> out;
-  while (true) {
-    auto row = st->step(SC_SQL_SITE);
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    TransitionRecord t;
-    if (!st->is_null(0)) t.from = parse_run_state(st->column_text(0));
-    t.to = parse_run_state(st->column_text(1)).value_or(RunState::kLost);
-    t.time = st->column_double(2);
-    t.reason = st->column_text(3);
-    out.push_back(std::move(t));
-  }
-  return out;
+  return impl_->db.rows(
+      "SELECT from_state, to_state, time, reason FROM transitions WHERE run_id = ? ORDER BY rowid", SC_SQL_SITE,
+      [](const SqliteStmt& st) {
+        TransitionRecord t;
+        if (!st.is_null(0)) t.from = parse_run_state(st.column_text(0));
+        t.to = parse_run_state(st.column_text(1)).value_or(RunState::kLost);
+        t.time = st.column_double(2);
+        t.reason = st.column_text(3);
+        return t;
+      },
+      id);
 }
 
 Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> rank, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare(
+  return impl_->db.rows(
       "SELECT rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time, rowid FROM metrics "
       "WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) AND rowid > ?3 ORDER BY step, rank, rowid",
-      SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id).bind(2, rank).bind(3, after_row);
-  std::vector<MetricRow> out;
-  while (true) {
-    auto row = st->step(SC_SQL_SITE);
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    MetricRow m;
-    m.rank = static_cast<int>(st->column_int(0));
-    m.step = st->column_int(1);
-    m.loss = st->column_double(2);
-    m.lr = st->column_double(3);
-    m.grad_norm = st->column_double(4);
-    m.tokens_per_s = st->column_double(5);
-    m.step_ms = st->column_double(6);
-    m.mem_bytes = st->is_null(7) ? -1 : st->column_int(7);
-    m.time = st->column_double(8);
-    m.row = st->column_int(9);
-    out.push_back(m);
-  }
-  return out;
+      SC_SQL_SITE,
+      [](const SqliteStmt& st) {
+        MetricRow m;
+        m.rank = static_cast<int>(st.column_int(0));
+        m.step = st.column_int(1);
+        m.loss = st.column_double(2);
+        m.lr = st.column_double(3);
+        m.grad_norm = st.column_double(4);
+        m.tokens_per_s = st.column_double(5);
+        m.step_ms = st.column_double(6);
+        m.mem_bytes = st.is_null(7) ? -1 : st.column_int(7);
+        m.time = st.column_double(8);
+        m.row = st.column_int(9);
+        return m;
+      },
+      id, rank, after_row);
 }
 
 Result<std::vector<EventRow>> RunStore::events(int64_t id, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare("SELECT rank, time, kind, json, rowid FROM events WHERE run_id = ?1 AND rowid > ?2 ORDER BY rowid",
-                              SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id).bind(2, after_row);
-  std::vector<EventRow> out;
-  while (true) {
-    auto row = st->step(SC_SQL_SITE);
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    out.push_back({static_cast<int>(st->column_int(0)), st->column_double(1), st->column_text(2), st->column_text(3), st->column_int(4)});
-  }
-  return out;
+  return impl_->db.rows(
+      "SELECT rank, time, kind, json, rowid FROM events WHERE run_id = ?1 AND rowid > ?2 ORDER BY rowid", SC_SQL_SITE,
+      [](const SqliteStmt& st) {
+        return EventRow{static_cast<int>(st.column_int(0)), st.column_double(1), st.column_text(2), st.column_text(3), st.column_int(4)};
+      },
+      id, after_row);
 }
 
 Result<std::vector<LogRow>> RunStore::logs(int64_t id, std::optional<int> rank, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare(
-      "SELECT rank, stream, time, line, rowid FROM logs WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) AND rowid > ?3 "
-      "ORDER BY rowid",
-      SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id).bind(2, rank).bind(3, after_row);
-  std::vector<LogRow> out;
-  while (true) {
-    auto row = st->step(SC_SQL_SITE);
-    if (!row.ok()) return row.status();
-    if (!row.value()) break;
-    out.push_back({static_cast<int>(st->column_int(0)), st->column_text(1) == "stderr", st->column_double(2), st->column_text(3),
-                   st->column_int(4)});
-  }
-  return out;
+  return impl_->db.rows(
+      "SELECT rank, stream, time, line, rowid FROM logs WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) AND rowid > ?3 ORDER BY rowid",
+      SC_SQL_SITE,
+      [](const SqliteStmt& st) {
+        return LogRow{static_cast<int>(st.column_int(0)), st.column_text(1) == "stderr", st.column_double(2), st.column_text(3),
+                      st.column_int(4)};
+      },
+      id, rank, after_row);
 }
 
 Status RunStore::request_cancel(int64_t id) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare("UPDATE runs SET cancel_requested = 1 WHERE id = ?", SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id);
-  auto row = st->step(SC_SQL_SITE);
-  if (!row.ok()) return row.status();
+  if (Status s = impl_->db.run("UPDATE runs SET cancel_requested = 1 WHERE id = ?", SC_SQL_SITE, id); !s) return s;
   if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
   return Status::OK();
 }
 
 Result<bool> RunStore::cancel_requested(int64_t id) {
   std::lock_guard lock(impl_->mu);
-  auto st = impl_->db.prepare("SELECT cancel_requested FROM runs WHERE id = ?", SC_SQL_SITE);
-  if (!st.ok()) return st.status();
-  st->bind(1, id);
-  auto row = st->step(SC_SQL_SITE);
-  if (!row.ok()) return row.status();
-  if (!row.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
-  return st->column_int(0) != 0;
+  auto flag = impl_->db.first_row("SELECT cancel_requested FROM runs WHERE id = ?", SC_SQL_SITE,
+                                  [](const SqliteStmt& st) { return st.column_int(0) != 0; }, id);
+  if (!flag.ok()) return flag.status();
+  if (!flag.value()) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
+  return **flag;
 }
 
 Status RunStore::append(int64_t id, const Batch& batch) {

@@ -10,6 +10,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "stagecraft/core/status.h"
 
@@ -42,6 +45,21 @@ class SqliteDb {
   // Runs one or more statements without results.
   Status exec(std::string_view sql, SqlSite site);
   Result<SqliteStmt> prepare(std::string_view sql, SqlSite site);
+  // One statement with its parameters bound in order (?1 = args[0], ...), ready to step. The
+  // three below are the store's queries written once: prepare, bind, step, read, reset.
+  template <typename... Args>
+  Result<SqliteStmt> prepare_bound(std::string_view sql, SqlSite site, const Args&... args);
+  // Runs a statement that returns no rows.
+  template <typename... Args>
+  Status run(std::string_view sql, SqlSite site, const Args&... args);
+  // Every result row, as read(stmt) returns it.
+  template <typename Read, typename... Args>
+  auto rows(std::string_view sql, SqlSite site, Read&& read, const Args&... args)
+      -> Result<std::vector<std::invoke_result_t<Read&, const SqliteStmt&>>>;
+  // The first result row as read(stmt) returns it; nullopt when there is none.
+  template <typename Read, typename... Args>
+  auto first_row(std::string_view sql, SqlSite site, Read&& read, const Args&... args)
+      -> Result<std::optional<std::invoke_result_t<Read&, const SqliteStmt&>>>;
   // The single integer result of a query such as PRAGMA user_version.
   Result<int64_t> query_int(std::string_view sql, SqlSite site);
   int64_t last_insert_rowid() const;
@@ -112,5 +130,48 @@ class SqliteTransaction {
   explicit SqliteTransaction(SqliteDb* db) : db_(db) {}
   SqliteDb* db_ = nullptr;
 };
+
+template <typename... Args>
+Result<SqliteStmt> SqliteDb::prepare_bound(std::string_view sql, SqlSite site, const Args&... args) {
+  auto st = prepare(sql, site);
+  if (!st.ok()) return st;
+  int pos = 0;
+  (st->bind(++pos, args), ...);
+  return st;
+}
+
+template <typename... Args>
+Status SqliteDb::run(std::string_view sql, SqlSite site, const Args&... args) {
+  auto st = prepare_bound(sql, site, args...);
+  if (!st.ok()) return st.status();
+  return st->run(site);
+}
+
+template <typename Read, typename... Args>
+auto SqliteDb::rows(std::string_view sql, SqlSite site, Read&& read, const Args&... args)
+    -> Result<std::vector<std::invoke_result_t<Read&, const SqliteStmt&>>> {
+  auto st = prepare_bound(sql, site, args...);
+  if (!st.ok()) return st.status();
+  std::vector<std::invoke_result_t<Read&, const SqliteStmt&>> out;
+  while (true) {
+    auto row = st->step(site);
+    if (!row.ok()) return row.status();
+    if (!row.value()) return out;
+    out.push_back(read(std::as_const(st.value())));
+  }
+}
+
+template <typename Read, typename... Args>
+auto SqliteDb::first_row(std::string_view sql, SqlSite site, Read&& read, const Args&... args)
+    -> Result<std::optional<std::invoke_result_t<Read&, const SqliteStmt&>>> {
+  auto st = prepare_bound(sql, site, args...);
+  if (!st.ok()) return st.status();
+  auto row = st->step(site);
+  if (!row.ok()) return row.status();
+  if (!row.value()) return std::optional<std::invoke_result_t<Read&, const SqliteStmt&>>();
+  auto value = read(std::as_const(st.value()));
+  st->reset();
+  return std::optional(std::move(value));
+}
 
 }  // namespace stagecraft::store

@@ -27,21 +27,8 @@ template <typename Real>
 [[gnu::always_inline]] inline void causal_softmax_rows(Real* p, int r0, int r1, int T) {
   for (int t = r0; t < r1; ++t) {
     Real* row = p + size_t(t) * T;
-    const int n = t + 1;
-    Real maxv = row[0];
-#pragma omp simd reduction(max : maxv)
-    for (int j = 0; j < n; ++j) maxv = std::max(maxv, row[j]);
-    Real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; ++j) {
-      const Real e = detail::exp_real(row[j] - maxv);
-      row[j] = e;
-      sum += e;
-    }
-    const Real inv = Real(1) / sum;
-#pragma omp simd
-    for (int j = 0; j < n; ++j) row[j] *= inv;
-    std::fill(row + n, row + T, Real(0));
+    detail::softmax_row(row, row, t + 1);
+    std::fill(row + t + 1, row + T, Real(0));
   }
 }
 

@@ -119,4 +119,25 @@ inline Real sigmoid_real(Real z) {
   }
 }
 
+// out[0, n) = softmax(in[0, n)), out may alias in; returns the row's log-sum-exp. The one row
+// softmax of the CPU kernels: attention's causal rows and the vocabulary's cross-entropy rows.
+// Always inlined, so it vectorises in each caller's SIMD clone (STAGECRAFT_SIMD_CLONES).
+template <typename Real>
+[[gnu::always_inline]] inline Real softmax_row(Real* out, const Real* in, int n) {
+  Real maxv = in[0];
+#pragma omp simd reduction(max : maxv)
+  for (int j = 0; j < n; ++j) maxv = std::max(maxv, in[j]);
+  Real sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < n; ++j) {
+    const Real e = exp_real(in[j] - maxv);
+    out[j] = e;
+    sum += e;
+  }
+  const Real inv = Real(1) / sum;
+#pragma omp simd
+  for (int j = 0; j < n; ++j) out[j] *= inv;
+  return std::log(sum) + maxv;
+}
+
 }  // namespace stagecraft::runtime::cpu::detail

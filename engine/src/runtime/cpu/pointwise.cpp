@@ -256,22 +256,8 @@ template <typename Real>
 [[gnu::always_inline]] inline void softmax_rows(Real* probs, const Real* logits, Real* lse_add,
                                                 size_t rows, int V) {
   for (size_t i = 0; i < rows; ++i) {
-    const Real* l = logits + i * V;
-    Real* p = probs + i * V;
-    Real maxv = l[0];
-#pragma omp simd reduction(max : maxv)
-    for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
-    Real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < V; ++j) {
-      const Real e = detail::exp_real(l[j] - maxv);
-      p[j] = e;
-      sum += e;
-    }
-    const Real inv = Real(1) / sum;
-#pragma omp simd
-    for (int j = 0; j < V; ++j) p[j] *= inv;
-    if (lse_add != nullptr) lse_add[i] += std::log(sum) + maxv;
+    const Real lse = detail::softmax_row(probs + i * V, logits + i * V, V);
+    if (lse_add != nullptr) lse_add[i] += lse;
   }
 }
 
