@@ -3,8 +3,9 @@
 
 #include <yaml.h>
 
-#include <cstdio>
 #include <map>
+
+#include "stagecraft/core/text.h"
 
 namespace stagecraft::config {
 
@@ -23,17 +24,7 @@ std::string one_line(std::string_view text, size_t max_chars) {
       out += "...";
       break;
     }
-    if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += ch;
-    }
+    append_visible(out, ch);
   }
   return out;
 }

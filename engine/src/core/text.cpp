@@ -2,6 +2,7 @@
 #include "stagecraft/core/text.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 namespace stagecraft {
@@ -17,6 +18,21 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+void append_visible(std::string& out, char ch) {
+  const auto u = static_cast<unsigned char>(ch);
+  if (ch == '\n') {
+    out += "\\n";
+  } else if (ch == '\t') {
+    out += "\\t";
+  } else if (u < 0x20 || u == 0x7f) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", u);
+    out += buf;
+  } else {
+    out += ch;
+  }
 }
 
 void append_utf8(std::string& out, uint32_t cp) {

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 #include "python_eval.h"
+#include "stagecraft/core/text.h"
 
 namespace stagecraft::interop {
 
@@ -482,21 +482,8 @@ void repr_to(std::string& out, const PyValue& v, size_t max_chars, int depth) {
       out += '\'';
       for (char ch : v.s) {
         if (out.size() > max_chars) break;
-        const auto u = static_cast<unsigned char>(ch);
-        if (ch == '\'' || ch == '\\') {
-          out += '\\';
-          out += ch;
-        } else if (ch == '\n') {
-          out += "\\n";
-        } else if (ch == '\t') {
-          out += "\\t";
-        } else if (u < 0x20 || u == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", u);
-          out += buf;
-        } else {
-          out += ch;
-        }
+        if (ch == '\'' || ch == '\\') out += '\\';
+        append_visible(out, ch);
       }
       out += '\'';
       return;
