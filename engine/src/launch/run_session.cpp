@@ -22,10 +22,6 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
       return Status::invalid_input("train.precision=" + std::string(config::to_string(config.train.precision)) +
                                    ": the CUDA backend trains in fp32 so far; set train.precision: fp32");
     }
-    if (config.train.attention != config::Attention::kStandard) {
-      return Status::invalid_input("train.attention=" + std::string(config::to_string(config.train.attention)) +
-                                   ": the CUDA backend runs standard attention so far; set train.attention: standard");
-    }
   }
   if (hosts.empty()) {
     if (config.cluster.nodes != 1) {
