@@ -14,6 +14,7 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <memory>
 
 #include "common/Text.h"
 #include "stagecraft/launch/run_session.h"
@@ -147,8 +148,13 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const stagecraft::p
   m_status->setText(tr("Running %1: %2 ranks, %3 steps").arg(qs(config.name)).arg(config.world_size()).arg(config.train.steps));
 
   launch::RunCallbacks callbacks;
-  callbacks.on_event = [this](int rank, const launch::WorkerEvent& e) {
-    if (const auto* step = std::get_if<launch::StepEvent>(&e); step && rank == 0) {
+  // The rank whose losses are drawn: rank 0 for Stagecraft's workers; for another program the
+  // first rank that reports a step (Megatron-LM prints them on the last rank).
+  auto chartRank = std::make_shared<int>(config.launch.foreign() ? -1 : 0);
+  callbacks.on_event = [this, chartRank](int rank, const launch::WorkerEvent& e) {
+    const auto* step = std::get_if<launch::StepEvent>(&e);
+    if (step && *chartRank < 0) *chartRank = rank;  // the callbacks run on one thread, the session's
+    if (step && rank == *chartRank) {
       // A diverged loss arrives as NaN (null on the wire): shown as such, never as 0.
       const int s = static_cast<int>(step->step);
       const double l = step->loss;
