@@ -260,7 +260,7 @@ std::vector<KeySpec> make_schema() {
       {.path = "train.resume", .type = T::kText, .default_text = "\"\"", .help = "checkpoint directory to continue from",
        .allow_empty = true, .access = field([](auto& c) -> auto& { return c.train.resume; })},
       {.path = "train.hang_timeout_s", .type = T::kDouble, .default_text = "300.0",
-       .help = "no step event (another program: no output line either) for this long fails the run as hung", .min = 1, .max = 1e7,
+       .help = "no step event (another program: no output and no metric) for this long fails the run as hung", .min = 1, .max = 1e7,
        .access = field([](auto& c) -> auto& { return c.train.hang_timeout_s; })},
 
       {.path = "backend", .type = T::kEnum, .default_text = "cpu", .help = "where ranks run",
