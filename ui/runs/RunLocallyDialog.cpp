@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "common/Text.h"
+#include "stagecraft/launch/program.h"
 #include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
@@ -103,7 +104,8 @@ cfg::RunConfig RunLocallyDialog::resolvePaths(cfg::RunConfig config, const QStri
 }
 
 QString RunLocallyDialog::refusal(const cfg::RunConfig& config, const stagecraft::plan::Plan& plan) {
-  const stagecraft::Status s = launch::check_runnable(config, plan, {});
+  stagecraft::Status s = launch::check_runnable(config, plan, {});
+  if (s.ok()) s = launch::check_program_here(config);  // another program (launch.program) must start here
   return s.ok() ? QString() : qs(s.message());
 }
 
@@ -127,7 +129,10 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const stagecraft::p
   request.config = resolvePaths(original, baseDir);
   request.plan = documentPlan;
   request.plan.config = request.config;
-  // Checked and recorded before it starts, as the CLI records its runs.
+  // Checked and recorded before it starts, as the CLI records its runs; another program
+  // (launch.program) must be there to start.
+  if (const stagecraft::Status s = launch::check_runnable(request.config, request.plan, {}); !s) return refuse(qs(s.message()), error);
+  if (const stagecraft::Status s = launch::check_program_here(request.config); !s) return refuse(qs(s.message()), error);
   auto session = launch::RunSession::record(m_db.toStdString(), std::move(request));
   if (!session.ok()) return refuse(qs(session.status().message()), error);
   if (stagecraft::Status opened = session.value()->open(); !opened) return refuse(qs(opened.message()), error);
