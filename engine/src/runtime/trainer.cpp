@@ -102,6 +102,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->chunks_ = layout.chunks;
   t->replica0_ranks_ = layout.replica0_ranks;
   t->dev_ = device ? device : &host_device();
+  // The CPU engine computes in fp32 whatever the plan's precision (the planner's key); a GPU
+  // computes what train.precision asks, or says it cannot.
+  if (!t->dev_->host_accessible()) {
+    if (Status s = t->dev_->set_precision(config.train.precision); !s) return s;
+  }
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
   auto stage = GptStage::create(spec, groups.tp, t->dev_);
   if (!stage.ok()) return stage.status();
