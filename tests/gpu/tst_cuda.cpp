@@ -17,6 +17,7 @@
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/evaluate.h"
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/trainer.h"
 #include "thread_comm.h"
@@ -416,6 +417,21 @@ class TestCuda : public QObject {
         QVERIFY2(close(b.losses[i], whole.losses[6 + i], 1e-4),
                  qPrintable(QString("%1 first, step %2: %3 vs %4").arg(first_gpu ? "gpu" : "cpu").arg(7 + i).arg(b.losses[i]).arg(whole.losses[6 + i])));
       }
+    }
+    // eval of the last checkpoint: the GPU's loss equals the CPU's.
+    {
+      const std::string bin = (dir + "/tokens.bin").toStdString();
+      std::vector<uint16_t> t;
+      for (int i = 0; i < 6000; ++i) t.push_back(static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96));
+      FILE* f = std::fopen(bin.c_str(), "wb");
+      QVERIFY(f && std::fwrite(t.data(), sizeof(uint16_t), t.size(), f) == t.size());
+      std::fclose(f);
+      auto cfg = config::parse_config(kBase, "test.yaml", {});
+      QVERIFY(cfg.ok());
+      auto on_cpu = evaluate_checkpoint(cfg->model, ck + "/step-6", bin, 20);
+      auto on_gpu = evaluate_checkpoint(cfg->model, ck + "/step-6", bin, 20, gpu_.get());
+      QVERIFY2(on_cpu.ok() && on_gpu.ok(), (on_cpu.status().message() + on_gpu.status().message()).c_str());
+      QVERIFY2(close(on_cpu->loss, on_gpu->loss, 1e-5), qPrintable(QString("eval %1 vs %2").arg(on_cpu->loss).arg(on_gpu->loss)));
     }
     std::filesystem::remove_all(dir.toStdString());
   }

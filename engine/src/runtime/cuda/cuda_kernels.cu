@@ -44,11 +44,7 @@ unsigned blocks_for(size_t n) {
   return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
 }
 
-// Records a kernel that failed to launch (a bad configuration, a context that faulted before).
-void launched(const char* kernel) {
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess) record_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(e));
-}
+
 
 __device__ __forceinline__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
