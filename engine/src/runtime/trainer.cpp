@@ -158,6 +158,10 @@ Status Trainer::run_schedule(double& local_loss) {
   std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
   std::vector<std::vector<float>> pending_sends;  // kept alive until wait_sends
   std::vector<float> in(n), dout(n);
+  // Bytes of the buffers above and of the sends in flight, at their most this step.
+  size_t pending_bytes = 0;
+  const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size()) + sizeof(float) * (in.size() + dout.size());
+  schedule_buffer_peak_ = fixed_bytes;
   local_loss = 0;
   for (const PipeOp& op : pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_)) {
     const bool first = op.chunk == 0, last = op.chunk == chunks - 1;
@@ -175,6 +179,8 @@ Status Trainer::run_schedule(double& local_loss) {
         local_loss += loss / m_;
       } else {
         if (Status s = groups_.pp->send(out.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk, chunks, false)); !s) return s;
+        pending_bytes += sizeof(float) * out.size();
+        schedule_buffer_peak_ = std::max(schedule_buffer_peak_, fixed_bytes + pending_bytes);
         pending_sends.push_back(std::move(out));
       }
     } else {
@@ -185,6 +191,8 @@ Status Trainer::run_schedule(double& local_loss) {
       if (Status s = stage_->backward(op.chunk, op.micro_batch, dout.data(), din.data()); !s) return s;
       if (!first) {
         if (Status s = groups_.pp->send(din.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk, chunks, true)); !s) return s;
+        pending_bytes += sizeof(float) * din.size();
+        schedule_buffer_peak_ = std::max(schedule_buffer_peak_, fixed_bytes + pending_bytes);
         pending_sends.push_back(std::move(din));
       }
     }
@@ -213,6 +221,9 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
   const bool zero = config_.parallel.zero >= 1 && dp_ > 1;
   std::vector<float> shard_grad;
   const float inv_dp = 1.0f / static_cast<float>(dp_);
+  // zero 1: the shard's gradient lives through the update, next to first the padded gradient
+  // (per x dp) and then the gathered parameters (per + per x dp).
+  update_buffer_peak_ = zero ? sizeof(float) * (2 * shard_per_ + shard_per_ * static_cast<size_t>(dp_)) : 0;
   if (dp_ > 1) {
     if (zero) {
       const size_t per = shard_per_;
@@ -284,7 +295,7 @@ Result<StepStats> Trainer::train_step() {
   stats.step = step_;
   stats.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stats.tokens_per_s = stats.step_ms > 0 ? tokens / (stats.step_ms / 1000.0) : 0.0;
-  stats.mem_bytes = state_bytes() + stage_->peak_activation_bytes();
+  stats.mem_bytes = state_bytes() + stage_->peak_activation_bytes() + std::max(schedule_buffer_peak_, update_buffer_peak_);
   return stats;
 }
 
