@@ -20,6 +20,7 @@
 #include "stagecraft/launch/worker_env.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
@@ -79,7 +80,22 @@ int run() {
   auto layout = comm::rank_layout_of(plan.value(), r);
   if (!layout.ok()) return fail(layout.status());
 
-  auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value());
+  // The device: the CPU, or the GPU of LOCAL_RANK among those CUDA_VISIBLE_DEVICES shows (ranks
+  // beyond the GPUs share them round-robin: several ranks on one GPU, for testing with comm gloo).
+  std::unique_ptr<runtime::Device> gpu;
+  runtime::Device* dev = &runtime::host_device();
+  if (cfg->backend == config::Backend::kCuda) {
+    const int count = runtime::cuda_device_count();
+    if (count == 0) {
+      return fail(Status::unavailable("backend=cuda: rank " + std::to_string(r) +
+                                      " sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES on its host)"));
+    }
+    auto made = runtime::make_device(config::Backend::kCuda, env->local_rank % count);
+    if (!made.ok()) return fail(made.status());
+    gpu = std::move(made).value();
+    dev = gpu.get();
+  }
+  auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value(), dev);
   if (!trainer.ok()) return fail(trainer.status());
   if (Status s = trainer.value()->start(); !s) return fail(s);
   emit(launch::StartEvent{.world_size = topo.world_size(),

@@ -166,7 +166,7 @@ class TestGptStage : public QObject {
   void initialisesLikeGpt2() {
     auto s = GptStage::create(whole(tiny_model(), 2), nullptr);
     QVERIFY(s.ok());
-    s.value()->init_parameters(1234);
+    QVERIFY(s.value()->init_parameters(1234).ok());
     double sum2 = 0;
     size_t n = 0;
     for (const auto& slot : s.value()->param_slots()) {
@@ -183,7 +183,7 @@ class TestGptStage : public QObject {
 
   void lossStartsNearLogVocab() {
     auto s = GptStage::create(whole(tiny_model(), 2), nullptr);
-    s.value()->init_parameters(1);
+    QVERIFY(s.value()->init_parameters(1).ok());
     const double loss = run_pipeline({s.value().get()}, 2, 1);
     QVERIFY2(std::abs(loss - std::log(64.0)) < 0.1, qPrintable(QString::number(loss)));
   }
@@ -197,7 +197,7 @@ class TestGptStage : public QObject {
     QFETCH(int, tp);
     const auto m = tiny_model();
     auto ref = GptStage::create(whole(m, 2), nullptr);
-    ref.value()->init_parameters(7);
+    QVERIFY(ref.value()->init_parameters(7).ok());
     const double ref_loss = run_pipeline({ref.value().get()}, 2, 2);
 
     ThreadReducer group(tp);
@@ -210,7 +210,7 @@ class TestGptStage : public QObject {
       spec.tp_rank = r;
       auto s = GptStage::create(spec, &reducers[static_cast<size_t>(r)]);
       QVERIFY(s.ok());
-      s.value()->init_parameters(7);
+      QVERIFY(s.value()->init_parameters(7).ok());
       ranks.push_back(std::move(s).value());
     }
     std::vector<double> losses(static_cast<size_t>(tp));
@@ -228,7 +228,7 @@ class TestGptStage : public QObject {
   void pipelineChunksMatchOneStage() {
     const auto m = tiny_model();
     auto ref = GptStage::create(whole(m, 2), nullptr);
-    ref.value()->init_parameters(3);
+    QVERIFY(ref.value()->init_parameters(3).ok());
     const double ref_loss = run_pipeline({ref.value().get()}, 2, 3);
     // Three stages of [1, 2, 1] layers: embedding on the first, a wte copy for the head on the last.
     std::vector<std::unique_ptr<GptStage>> stages;
@@ -244,7 +244,7 @@ class TestGptStage : public QObject {
       spec.chunk_layers = {count[static_cast<size_t>(s)]};
       auto st = GptStage::create(spec, nullptr);
       QVERIFY(st.ok());
-      st.value()->init_parameters(3);
+      QVERIFY(st.value()->init_parameters(3).ok());
       stages.push_back(std::move(st).value());
     }
     QVERIFY(stages[2]->param_slots().back().head_copy);
@@ -258,12 +258,12 @@ class TestGptStage : public QObject {
   void fullRecomputeMatchesAndHoldsLess() {
     const auto m = tiny_model();
     auto ref = GptStage::create(whole(m, 2), nullptr);
-    ref.value()->init_parameters(5);
+    QVERIFY(ref.value()->init_parameters(5).ok());
     const double ref_loss = run_pipeline({ref.value().get()}, 2, 2);
     StageSpec spec = whole(m, 2);
     spec.full_recompute = true;
     auto rc = GptStage::create(spec, nullptr);
-    rc.value()->init_parameters(5);
+    QVERIFY(rc.value()->init_parameters(5).ok());
     const double loss = run_pipeline({rc.value().get()}, 2, 2);
     QCOMPARE(loss, ref_loss);
     compare(full_grads({rc.value().get()}), full_grads({ref.value().get()}));
@@ -276,8 +276,8 @@ class TestGptStage : public QObject {
     const auto m = tiny_model();
     auto s = GptStage::create(whole(m, 1), nullptr);
     GptStage& st = *s.value();
-    st.init_parameters(11);
-    st.zero_grads();
+    QVERIFY(st.init_parameters(11).ok());
+    QVERIFY(st.zero_grads().ok());
     run_pipeline({&st}, 1, 1);
     for (const char* name : {"h.1.attn.c_attn.weight", "h.2.mlp.c_proj.weight", "wpe.weight", "h.0.ln_1.weight", "wte.weight"}) {
       const runtime::ParamSlot* slot = nullptr;
@@ -298,7 +298,7 @@ class TestGptStage : public QObject {
         const double lp = run_pipeline({up.value().get()}, 1, 1);
         st.params()[at] = saved - h;
         std::memcpy(up.value()->params(), st.params(), st.num_params() * sizeof(float));
-        up.value()->zero_grads();
+        QVERIFY(up.value()->zero_grads().ok());
         const double lm = run_pipeline({up.value().get()}, 1, 1);
         st.params()[at] = saved;
         const double numeric = (lp - lm) / (2 * h);

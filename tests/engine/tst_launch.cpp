@@ -6,6 +6,7 @@
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/supervisor.h"
+#include "stagecraft/runtime/device.h"
 #include "stagecraft/store/run_store.h"
 
 #include <QtTest>
@@ -117,7 +118,12 @@ class TestLaunch : public QObject {
     QTest::addColumn<int>("slotsPerHost");
     QTest::addColumn<QString>("says");  // "" = runnable
     QTest::newRow("tiny gpt runs here") << QStringList{} << 0 << 0 << "";
-    QTest::newRow("cuda backend") << QStringList{"backend=cuda"} << 0 << 0 << "backend=cuda: this build trains on the CPU only";
+    if (!runtime::cuda_built()) {
+      QTest::newRow("cuda backend") << QStringList{"backend=cuda"} << 0 << 0 << "backend=cuda: this build trains on the CPU only";
+    } else {
+      QTest::newRow("cuda bf16") << QStringList{"backend=cuda", "cluster.device=H100-SXM", "train.precision=bf16"} << 0 << 0
+                                 << "train.precision=bf16: the CUDA backend trains in fp32 so far";
+    }
     QTest::newRow("two nodes without hosts") << QStringList{"cluster.nodes=2", "parallel.dp=auto"} << 0 << 0
                                              << "cluster.nodes=2: a run without hosts starts every rank on this machine";
     QTest::newRow("no data") << QStringList{"train.data=\"\""} << 0 << 0 << "train.data: no data file";
@@ -192,11 +198,11 @@ class TestLaunch : public QObject {
     QTemporaryDir dir;
     const std::string db = dir.filePath("runs.sqlite").toStdString();
     RunRequest request;
-    request.config = tiny({"backend=cuda"});
+    request.config = tiny({"cluster.nodes=2", "parallel.dp=auto"});  // two nodes, no hosts
     request.plan = plan_of(request.config);
     auto session = RunSession::record(db, request);
     QVERIFY(!session.ok());
-    QVERIFY2(QString::fromStdString(session.status().message()).contains("backend=cuda"), session.status().message().c_str());
+    QVERIFY2(QString::fromStdString(session.status().message()).contains("cluster.nodes=2"), session.status().message().c_str());
     auto st = store::RunStore::open(db);
     QVERIFY(st.ok());
     auto runs = st.value()->list_runs();

@@ -6,15 +6,26 @@
 
 #include <unistd.h>
 
+#include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
 
 namespace stagecraft::launch {
 
 Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts) {
-  if (config.backend != config::Backend::kCpu) {
-    return Status::invalid_input("backend=" + std::string(config::to_string(config.backend)) +
-                                 ": this build trains on the CPU only; set backend: cpu");
+  if (config.backend == config::Backend::kCuda) {
+    if (!runtime::cuda_built()) {
+      return Status::invalid_input("backend=cuda: this build trains on the CPU only (built without CUDA); set backend: cpu, or "
+                                   "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
+    }
+    if (config.train.precision != config::Precision::kFp32) {
+      return Status::invalid_input("train.precision=" + std::string(config::to_string(config.train.precision)) +
+                                   ": the CUDA backend trains in fp32 so far; set train.precision: fp32");
+    }
+    if (config.train.attention != config::Attention::kStandard) {
+      return Status::invalid_input("train.attention=" + std::string(config::to_string(config.train.attention)) +
+                                   ": the CUDA backend runs standard attention so far; set train.attention: standard");
+    }
   }
   if (hosts.empty()) {
     if (config.cluster.nodes != 1) {

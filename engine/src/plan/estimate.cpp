@@ -227,8 +227,8 @@ PerParam per_param(const config::RunConfig& c, int dp) {
 //   schedule: token ids and targets 2 b s (int32), the received activation and gradient 2 b s h,
 //             and every send of the step, b s h each, kept until the step ends: m per chunk of the
 //             rank that has a next chunk (forward) and m per chunk that has a previous (backward);
-//   zero 1:   the shard's gradient, then the padded gradient or the gathered parameters:
-//             2 P/d + P (P the rank's parameters, per = ceil(P / d)).
+//   zero 1:   the padded gradient with its reduced shard, then the rank's parameter shard with
+//             every shard gathered: per (d + 1), per = ceil(P / d), P the rank's parameters.
 // Worked example, configs/tiny-gpt.yaml (b 4, s 64, h 128, pp 2, m 2): pp rank 0 holds one chunk
 // with a next one: 2 sends; 4 x (2 x 4 x 64 + 32768 x (2 + 2)) = 514 KiB. The process itself
 // (code, libraries, OpenBLAS and Gloo threads) is not counted, as the worker does not count it.
@@ -241,7 +241,7 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
   double update = 0;
   if (c.parallel.zero >= 1 && d > 1) {
     const double per = std::ceil(params / d);
-    update = 4.0 * (2 * per + per * d);
+    update = 4.0 * per * (d + 1);
   }
   return std::max(schedule, update);
 }

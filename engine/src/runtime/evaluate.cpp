@@ -5,6 +5,8 @@
 #include "stagecraft/runtime/gpt_stage.h"
 #include "stagecraft/runtime/token_data.h"
 
+#include <vector>
+
 namespace stagecraft::runtime {
 
 Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const std::string& checkpoint_dir,
@@ -33,7 +35,9 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
   auto stage = GptStage::create(spec, nullptr);
   if (!stage.ok()) return stage.status();
   GptStage& st = *stage.value();
-  if (Status s = load_shards(st, ckpt->model, "", st.params()); !s) return s.with_context("checkpoint " + checkpoint_dir);
+  std::vector<float> host(st.num_params());
+  if (Status s = load_shards(st, ckpt->model, "", host.data()); !s) return s.with_context("checkpoint " + checkpoint_dir);
+  if (Status s = st.upload_params(host.data()); !s) return s;
   std::vector<int32_t> inputs(T), targets(T);
   EvalResult r;
   double sum = 0;

@@ -8,35 +8,32 @@
 #include <algorithm>
 #include <cstring>
 
-#include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/rng.h"
 
 namespace stagecraft::runtime {
 
-namespace k = cpu;
-
 // What one layer's forward keeps for its backward, for one micro-batch.
 struct GptStage::LayerActs {
-  std::vector<float> ln1, ln1_mean, ln1_rstd;  // (BT, C), (BT), (BT)
-  std::vector<float> qkv;                      // (BT, 3 Cl)
-  std::vector<float> att;                      // (B, NHl, T, T)
-  std::vector<float> atty;                     // (BT, Cl)
-  std::vector<float> res2;                     // (BT, C): x + attention output
-  std::vector<float> ln2, ln2_mean, ln2_rstd;  // (BT, C), (BT), (BT)
-  std::vector<float> fch, fch_gelu;            // (BT, Fl) each
+  Buffer<float> ln1, ln1_mean, ln1_rstd;  // (BT, C), (BT), (BT)
+  Buffer<float> qkv;                      // (BT, 3 Cl)
+  Buffer<float> att;                      // (B, NHl, T, T)
+  Buffer<float> atty;                     // (BT, Cl)
+  Buffer<float> res2;                     // (BT, C): x + attention output
+  Buffer<float> ln2, ln2_mean, ln2_rstd;  // (BT, C), (BT), (BT)
+  Buffer<float> fch, fch_gelu;            // (BT, Fl) each
 
   size_t bytes() const {
-    return sizeof(float) * (ln1.size() + ln1_mean.size() + ln1_rstd.size() + qkv.size() + att.size() + atty.size() + res2.size() +
-                            ln2.size() + ln2_mean.size() + ln2_rstd.size() + fch.size() + fch_gelu.size());
+    return ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() + atty.bytes() + res2.bytes() + ln2.bytes() +
+           ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() + fch_gelu.bytes();
   }
 };
 
 // What forward(chunk, mb) keeps until backward(chunk, mb).
 struct GptStage::ChunkActs {
-  std::vector<std::vector<float>> inputs;            // per layer: its input x (BT, C)
-  std::vector<std::unique_ptr<LayerActs>> layers;    // per layer, unless recomputing
-  std::vector<int32_t> tokens;                       // (BT) for the embedding's backward
-  std::vector<float> dhead;                          // (BT, C): gradient at the head's input
+  std::vector<Buffer<float>> inputs;              // per layer: its input x (BT, C)
+  std::vector<std::unique_ptr<LayerActs>> layers;  // per layer, unless recomputing
+  Buffer<int32_t> tokens;                          // (BT) for the embedding's backward
+  Buffer<float> dhead;                             // (BT, C): gradient at the head's input
   size_t bytes = 0;
 };
 
@@ -44,9 +41,18 @@ namespace {
 
 size_t sz(long long v) { return static_cast<size_t>(v); }
 
+// buf = n elements on `dev` (zeroed when asked).
+template <typename T>
+Status make(Buffer<T>& buf, Device& dev, size_t n, bool zeroed = false) {
+  auto b = zeroed ? Buffer<T>::make_zeroed(dev, n) : Buffer<T>::make(dev, n);
+  if (!b.ok()) return b.status();
+  buf = std::move(b).value();
+  return Status::OK();
+}
+
 }  // namespace
 
-Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp) {
+Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device) {
   const auto& m = spec.model;
   if (spec.tp < 1 || m.heads % spec.tp != 0 || m.ffn() % spec.tp != 0) {
     return Status::invalid_input("gpt: tp=" + std::to_string(spec.tp) + " must divide heads and ffn_hidden");
@@ -58,6 +64,9 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   std::unique_ptr<GptStage> s(new GptStage());
   s->spec_ = spec;
   s->tp_ = tp;
+  s->dev_ = device ? device : &host_device();
+  s->k_ = &s->dev_->ops();
+  Device& dev = *s->dev_;
   const bool first = spec.chunks.front() == 0;
   const bool last = spec.chunks.back() == spec.num_chunks - 1;
   std::vector<bool> mine(static_cast<size_t>(m.layers), false);
@@ -82,18 +91,16 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     if (held) add(p, false);
   }
   if (last && m.tied_embeddings && !first) add(params.front(), true);  // wte for the head
-  s->params_.assign(offset, 0.0f);
-  s->grads_.assign(offset, 0.0f);
-
   const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, NHl = m.heads / spec.tp, Cl = C / spec.tp,
                   Fl = m.ffn() / spec.tp;
-  s->scratch_att_.resize(sz(B * NHl * T * T));
-  s->dres_a_.resize(sz(B * T * C));
-  s->dres_b_.resize(sz(B * T * C));
-  s->dtmp_c_.resize(sz(B * T * C));
-  s->dtmp_f_.resize(sz(B * T * Fl));
-  s->dtmp_3c_.resize(sz(B * T * 3 * Cl));
-  s->dtmp_cl_.resize(sz(B * T * Cl));
+  for (Status st : {make(s->params_, dev, offset, true), make(s->grads_, dev, offset, true),
+                    make(s->scratch_att_, dev, sz(B * NHl * T * T)), make(s->dres_a_, dev, sz(B * T * C)),
+                    make(s->dtmp_c_, dev, sz(B * T * C)), make(s->dtmp_f_, dev, sz(B * T * Fl)),
+                    make(s->dtmp_3c_, dev, sz(B * T * 3 * Cl)), make(s->dtmp_cl_, dev, sz(B * T * Cl)),
+                    make(s->out_, dev, sz(B * T * C)), make(s->grad_a_, dev, sz(B * T * C)), make(s->grad_b_, dev, sz(B * T * C)),
+                    make(s->targets_, dev, sz(B * T))}) {
+    if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
+  }
   return s;
 }
 
@@ -104,9 +111,10 @@ const ParamSlot* GptStage::slot(const std::string& name, bool head_copy) const {
   return it == slot_index_.end() ? nullptr : &slots_[it->second];
 }
 
-void GptStage::init_parameters(uint64_t seed) {
+Status GptStage::init_parameters(uint64_t seed) {
+  std::vector<float> host(params_.size());
   for (const auto& s : slots_) {
-    float* dst = params_.data() + s.offset;
+    float* dst = host.data() + s.offset;
     const auto& p = s.spec;
     const uint64_t stream = tensor_stream(p.name);
     for (size_t i = 0; i < s.count; ++i) {
@@ -118,9 +126,14 @@ void GptStage::init_parameters(uint64_t seed) {
       }
     }
   }
+  return upload_params(host.data());
 }
 
-void GptStage::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+Status GptStage::zero_grads() { return dev_->fill_zero(grads_.data(), grads_.bytes()); }
+
+Status GptStage::download_params(float* host) const { return dev_->copy_to_host(host, params_.data(), params_.bytes()); }
+Status GptStage::download_grads(float* host) const { return dev_->copy_to_host(host, grads_.data(), grads_.bytes()); }
+Status GptStage::upload_params(const float* host) { return dev_->copy_from_host(params_.data(), host, params_.bytes()); }
 
 int GptStage::chunk_index(int chunk) const {
   for (size_t i = 0; i < spec_.chunks.size(); ++i) {
@@ -129,29 +142,43 @@ int GptStage::chunk_index(int chunk) const {
   return -1;
 }
 
+Status GptStage::tp_all_reduce(float* data, size_t count) {
+  if (dev_->host_accessible()) return tp_->all_reduce_sum(data, count);
+  tp_host_.resize(count);
+  if (Status s = dev_->copy_to_host(tp_host_.data(), data, count * sizeof(float)); !s) return s;
+  if (Status s = tp_->all_reduce_sum(tp_host_.data(), count); !s) return s;
+  return dev_->copy_from_host(data, tp_host_.data(), count * sizeof(float));
+}
+
 void GptStage::account(ptrdiff_t bytes) {
   live_bytes_ = static_cast<size_t>(static_cast<ptrdiff_t>(live_bytes_) + bytes);
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
 }
 
-GptStage::LayerActs* GptStage::new_layer_acts() {
+Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
   const auto& m = spec_.model;
   const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), C = sz(m.hidden), NHl = sz(m.heads / spec_.tp),
                Cl = C / sz(spec_.tp), Fl = sz(m.ffn() / spec_.tp), BT = B * T;
-  auto* a = new LayerActs();
-  a->ln1.resize(BT * C);
-  a->ln1_mean.resize(BT);
-  a->ln1_rstd.resize(BT);
-  a->qkv.resize(BT * 3 * Cl);
-  a->att.resize(B * NHl * T * T);
-  a->atty.resize(BT * Cl);
-  a->res2.resize(BT * C);
-  a->ln2.resize(BT * C);
-  a->ln2_mean.resize(BT);
-  a->ln2_rstd.resize(BT);
-  a->fch.resize(BT * Fl);
-  a->fch_gelu.resize(BT * Fl);
+  auto a = std::make_unique<LayerActs>();
+  Device& d = *dev_;
+  for (Status st : {make(a->ln1, d, BT * C), make(a->ln1_mean, d, BT), make(a->ln1_rstd, d, BT), make(a->qkv, d, BT * 3 * Cl),
+                    make(a->att, d, B * NHl * T * T), make(a->atty, d, BT * Cl), make(a->res2, d, BT * C), make(a->ln2, d, BT * C),
+                    make(a->ln2_mean, d, BT), make(a->ln2_rstd, d, BT), make(a->fch, d, BT * Fl), make(a->fch_gelu, d, BT * Fl)}) {
+    if (!st) return st.with_context("activations of one layer");
+  }
   return a;
+}
+
+Status GptStage::head_scratch() {
+  if (logits_.size() != 0) return Status::OK();
+  const auto& m = spec_.model;
+  const size_t BT = sz(spec_.micro_batch) * sz(m.seq_len), C = sz(m.hidden), V = sz(m.vocab);
+  Device& d = *dev_;
+  for (Status st : {make(lnf_, d, BT * C), make(lnf_mean_, d, BT), make(lnf_rstd_, d, BT), make(logits_, d, BT * V), make(losses_, d, BT),
+                    make(dlnf_, d, BT * C)}) {
+    if (!st) return st.with_context("the head's logits");
+  }
+  return Status::OK();
 }
 
 Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs& a) {
@@ -160,22 +187,22 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
             Fl = m.ffn() / spec_.tp, BT = B * T;
   const std::string h = "h." + std::to_string(layer) + ".";
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
-  k::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
-  k::matmul_forward(a.qkv.data(), a.ln1.data(), p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
-  k::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
-  k::matmul_forward(a.res2.data(), a.atty.data(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
+  k_->layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
+  k_->matmul_forward(a.qkv.data(), a.ln1.data(), p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
+  k_->attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+  k_->matmul_forward(a.res2.data(), a.atty.data(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
   if (spec_.tp > 1) {
-    if (Status st = tp_->all_reduce_sum(a.res2.data(), a.res2.size()); !st) return st;
+    if (Status st = tp_all_reduce(a.res2.data(), a.res2.size()); !st) return st;
   }
-  k::residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
-  k::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
-  k::matmul_forward(a.fch.data(), a.ln2.data(), p(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
-  k::gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
-  k::matmul_forward(out, a.fch_gelu.data(), p(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
+  k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
+  k_->layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
+  k_->matmul_forward(a.fch.data(), a.ln2.data(), p(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
+  k_->gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
+  k_->matmul_forward(out, a.fch_gelu.data(), p(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
   if (spec_.tp > 1) {
-    if (Status st = tp_->all_reduce_sum(out, static_cast<size_t>(BT) * C); !st) return st;
+    if (Status st = tp_all_reduce(out, static_cast<size_t>(BT) * C); !st) return st;
   }
-  k::residual_forward(out, a.res2.data(), out, static_cast<size_t>(BT) * C);
+  k_->residual_forward(out, a.res2.data(), out, static_cast<size_t>(BT) * C);
   return Status::OK();
 }
 
@@ -189,30 +216,30 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   const std::string h = "h." + std::to_string(layer) + ".";
   float* dres2 = dres_out;  // first holds the gradient at res2, then becomes the one at x
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
-  std::memcpy(dres2, dres_in, n * sizeof(float));
-  k::matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.data(),
+  if (Status st = dev_->copy(dres2, dres_in, n * sizeof(float)); !st) return st;
+  k_->matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.data(),
                      p(h + "mlp.c_proj.weight"), BT, Fl, C);
-  k::gelu_backward(dtmp_f_.data(), a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
-  k::matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.data(),
+  k_->gelu_backward(dtmp_f_.data(), a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
+  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.data(),
                      p(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
-    if (Status st = tp_->all_reduce_sum(dtmp_c_.data(), n); !st) return st;
+    if (Status st = tp_all_reduce(dtmp_c_.data(), n); !st) return st;
   }
-  k::layernorm_backward(dres2, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
+  k_->layernorm_backward(dres2, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
                         a.ln2_mean.data(), a.ln2_rstd.data(), BT, C);
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))). The gradient at x starts as the one at
   // res2 (the residual path); dres2 is copied aside so dres_out can accumulate in place.
-  std::memcpy(dres_a_.data(), dres2, n * sizeof(float));
+  if (Status st = dev_->copy(dres_a_.data(), dres2, n * sizeof(float)); !st) return st;
   const float* dres2_copy = dres_a_.data();
-  k::matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.data(),
+  k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.data(),
                      p(h + "attn.c_proj.weight"), BT, Cl, C);
-  k::attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
-  k::matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.data(),
+  k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
+  k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.data(),
                      p(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
   if (spec_.tp > 1) {
-    if (Status st = tp_->all_reduce_sum(dtmp_c_.data(), n); !st) return st;
+    if (Status st = tp_all_reduce(dtmp_c_.data(), n); !st) return st;
   }
-  k::layernorm_backward(dres_out, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
+  k_->layernorm_backward(dres_out, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
                         a.ln1_rstd.data(), BT, C);
   return Status::OK();
 }
@@ -224,29 +251,34 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
   const auto& m = spec_.model;
   const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, V = m.vocab, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
+  Device& dev = *dev_;
   auto acts = std::make_unique<ChunkActs>();
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
   acts->inputs.resize(static_cast<size_t>(layers));
-  for (auto& v : acts->inputs) v.resize(n);
+  for (auto& v : acts->inputs) {
+    if (Status st = make(v, dev, n); !st) return st.with_context("activations of chunk " + std::to_string(chunk));
+  }
   acts->bytes = n * sizeof(float) * static_cast<size_t>(layers);
   // The chunk's input: embeddings, or what the previous chunk sent.
   if (layers > 0) {
     if (chunk == 0) {
-      acts->tokens.assign(tokens, tokens + BT);
-      acts->bytes += acts->tokens.size() * sizeof(int32_t);
-      k::encoder_forward(acts->inputs[0].data(), tokens, p("wte.weight"), p("wpe.weight"), B, T, C);
+      if (Status st = make(acts->tokens, dev, static_cast<size_t>(BT)); !st) return st;
+      if (Status st = dev.copy_from_host(acts->tokens.data(), tokens, acts->tokens.bytes()); !st) return st;
+      acts->bytes += acts->tokens.bytes();
+      k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
     } else {
-      std::memcpy(acts->inputs[0].data(), input, n * sizeof(float));
+      if (Status st = dev.copy(acts->inputs[0].data(), input, n * sizeof(float)); !st) return st;
     }
   }
-  std::vector<float> out(n);
   for (int i = 0; i < layers; ++i) {
     LayerActs* a;
     std::unique_ptr<LayerActs> own;
     if (spec_.full_recompute) {
-      if (!recompute_acts_) {
-        recompute_acts_.reset(new_layer_acts());  // the one layer rebuilt at a time, held for good
+      if (!recompute_acts_) {  // the one layer rebuilt at a time, held for good
+        auto fresh = new_layer_acts();
+        if (!fresh.ok()) return fresh.status();
+        recompute_acts_ = std::move(fresh).value();
         account(static_cast<ptrdiff_t>(recompute_acts_->bytes()));
       }
       a = recompute_acts_.get();
@@ -255,34 +287,37 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
         own = std::move(free_layer_acts_.back());
         free_layer_acts_.pop_back();
       } else {
-        own.reset(new_layer_acts());
+        auto fresh = new_layer_acts();
+        if (!fresh.ok()) return fresh.status();
+        own = std::move(fresh).value();
       }
       a = own.get();
       acts->bytes += a->bytes();
     }
-    float* dst = i + 1 < layers ? acts->inputs[static_cast<size_t>(i + 1)].data() : out.data();
+    float* dst = i + 1 < layers ? acts->inputs[static_cast<size_t>(i + 1)].data() : out_.data();
     if (Status st = layer_forward(first_layer + i, acts->inputs[static_cast<size_t>(i)].data(), dst, *a); !st) return st;
     if (own) acts->layers.push_back(std::move(own));
   }
   if (chunk == spec_.num_chunks - 1) {
     // Head: ln_f, logits against wte (tied) or lm_head, cross-entropy, and their backward now.
-    std::vector<float> lnf(n), mean(static_cast<size_t>(BT)), rstd(static_cast<size_t>(BT));
-    std::vector<float> logits(static_cast<size_t>(BT) * V), losses(static_cast<size_t>(BT)), dlnf(n);
-    const float* x = layers > 0 ? out.data() : input;
+    if (Status st = head_scratch(); !st) return st;
+    if (Status st = dev.copy_from_host(targets_.data(), targets, targets_.bytes()); !st) return st;
+    const float* x = layers > 0 ? out_.data() : input;
     const ParamSlot* head = m.tied_embeddings ? (slot("wte.weight", true) ? slot("wte.weight", true) : slot("wte.weight")) : slot("lm_head.weight");
-    k::layernorm_forward(lnf.data(), mean.data(), rstd.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
-    k::matmul_forward(logits.data(), lnf.data(), params_.data() + head->offset, static_cast<const float*>(nullptr), BT, C, V, k::Layout::kOutIn);
-    const double l = k::crossentropy_forward(losses.data(), logits.data(), logits.data(), targets, BT, V);
+    float* logits = logits_.data();
+    k_->layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
+    k_->matmul_forward(logits, lnf_.data(), params_.data() + head->offset, nullptr, BT, C, V, Layout::kOutIn);
+    const double l = k_->crossentropy_forward(losses_.data(), logits, logits, targets_.data(), BT, V);
     if (loss) *loss = l;
-    k::crossentropy_backward(logits.data(), logits.data(), targets, loss_scale, BT, V);
-    k::matmul_backward(dlnf.data(), grads_.data() + head->offset, static_cast<float*>(nullptr), logits.data(), lnf.data(), params_.data() + head->offset, BT, C, V,
-                       k::Layout::kOutIn);
-    acts->dhead.assign(n, 0.0f);
-    k::layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf.data(), x, p("ln_f.weight"), mean.data(), rstd.data(),
-                          BT, C);
+    k_->crossentropy_backward(logits, logits, targets_.data(), loss_scale, BT, V);
+    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_.data(), params_.data() + head->offset, BT, C, V,
+                        Layout::kOutIn);
+    if (Status st = make(acts->dhead, dev, n, true); !st) return st;
+    k_->layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf_.data(), x, p("ln_f.weight"), lnf_mean_.data(),
+                           lnf_rstd_.data(), BT, C);
     acts->bytes += n * sizeof(float);
   } else if (output) {
-    std::memcpy(output, layers > 0 ? out.data() : input, n * sizeof(float));
+    if (Status st = dev.copy(output, layers > 0 ? out_.data() : input, n * sizeof(float)); !st) return st;
   }
   account(static_cast<ptrdiff_t>(acts->bytes));
   acts_[{chunk, mb}] = std::move(acts);
@@ -304,31 +339,32 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput) {
   acts_.erase(it);
   const int ci = chunk_index(chunk);
   const auto& m = spec_.model;
-  const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, BT = B * T;
-  const size_t n = static_cast<size_t>(BT) * C;
+  const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden;
+  const size_t n = static_cast<size_t>(B) * T * C;
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
+  Device& dev = *dev_;
   // Gradients ping-pong between two buffers, layer by layer, from the output down.
-  std::vector<float> grad_out(chunk == spec_.num_chunks - 1 ? acts->dhead : std::vector<float>(dout, dout + n));
-  std::vector<float> grad_in(n);
+  float* grad_out = grad_a_.data();
+  float* grad_in = grad_b_.data();
+  if (Status st = dev.copy(grad_out, chunk == spec_.num_chunks - 1 ? acts->dhead.data() : dout, n * sizeof(float)); !st) return st;
   for (int i = layers - 1; i >= 0; --i) {
     const float* x = acts->inputs[static_cast<size_t>(i)].data();
     LayerActs* a;
     if (spec_.full_recompute) {
       a = recompute_acts_.get();
-      std::vector<float> scratch_out(n);
-      if (Status st = layer_forward(first_layer + i, x, scratch_out.data(), *a); !st) return st;
+      if (Status st = layer_forward(first_layer + i, x, out_.data(), *a); !st) return st;
     } else {
       a = acts->layers[static_cast<size_t>(i)].get();
     }
-    if (Status st = layer_backward(first_layer + i, x, *a, grad_in.data(), grad_out.data()); !st) return st;
+    if (Status st = layer_backward(first_layer + i, x, *a, grad_in, grad_out); !st) return st;
     std::swap(grad_in, grad_out);
   }
   // grad_out now holds the gradient at the chunk's input.
   if (chunk == 0) {
-    if (layers > 0) k::encoder_backward(g("wte.weight"), g("wpe.weight"), grad_out.data(), acts->tokens.data(), B, T, C);
+    if (layers > 0) k_->encoder_backward(g("wte.weight"), g("wpe.weight"), grad_out, acts->tokens.data(), B, T, C);
   } else if (dinput) {
-    std::memcpy(dinput, grad_out.data(), n * sizeof(float));
+    if (Status st = dev.copy(dinput, grad_out, n * sizeof(float)); !st) return st;
   }
   for (auto& l : acts->layers) free_layer_acts_.push_back(std::move(l));
   account(-static_cast<ptrdiff_t>(acts->bytes));

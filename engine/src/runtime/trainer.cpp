@@ -77,7 +77,7 @@ StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config, const RankLayout& layout, TrainerGroups groups,
-                                                 const TokenData* data) {
+                                                 const TokenData* data, Device* device) {
   if (!data) return Status::invalid_input("train.data: the run needs a data file");
   if (Status s = check(config, data); !s) return s;
   if (Status s = check_rank_layout(layout); !s) return s;
@@ -99,8 +99,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->data_ = data;
   t->chunks_ = layout.chunks;
   t->replica0_ranks_ = layout.replica0_ranks;
+  t->dev_ = device ? device : &host_device();
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
-  auto stage = GptStage::create(spec, groups.tp);
+  auto stage = GptStage::create(spec, groups.tp, t->dev_);
   if (!stage.ok()) return stage.status();
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
@@ -112,25 +113,37 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     t->shard_begin_ = 0;
     t->shard_end_ = n;
   }
-  t->exp_avg_.assign(t->shard_end_ - t->shard_begin_, 0.0f);
-  t->exp_avg_sq_.assign(t->shard_end_ - t->shard_begin_, 0.0f);
+  const size_t moments = t->shard_end_ - t->shard_begin_;
+  for (Buffer<float>* b : {&t->exp_avg_, &t->exp_avg_sq_}) {
+    auto z = Buffer<float>::make_zeroed(*t->dev_, moments);
+    if (!z.ok()) return z.status().with_context("AdamW state of rank " + std::to_string(layout.rank));
+    *b = std::move(z).value();
+  }
+  if (!t->dev_->host_accessible()) {
+    const size_t n = static_cast<size_t>(config.train.micro_batch) * config.model.seq_len * config.model.hidden;
+    for (Buffer<float>* b : {&t->io_in_, &t->io_out_}) {
+      auto z = Buffer<float>::make(*t->dev_, n);
+      if (!z.ok()) return z.status().with_context("pipeline buffers of rank " + std::to_string(layout.rank));
+      *b = std::move(z).value();
+    }
+  }
   return t;
 }
 
 Status Trainer::start() {
   if (config_.train.resume.empty()) {
-    stage_->init_parameters(config_.train.seed);
     step_ = 0;
-    return Status::OK();
+    return stage_->init_parameters(config_.train.seed);
   }
   auto ck = read_checkpoint(config_.train.resume, true);
   if (!ck.ok()) return ck.status().with_context("train.resume=" + config_.train.resume);
-  if (Status s = load_shards(*stage_, ck->model, "", stage_->params()); !s) return s.with_context("train.resume=" + config_.train.resume);
   std::vector<float> full(stage_->num_params());
+  if (Status s = load_shards(*stage_, ck->model, "", full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
+  if (Status s = stage_->upload_params(full.data()); !s) return s;
   for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
     if (Status s = load_shards(*stage_, ck->optimizer, prefix, full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
     auto& dst = std::string(prefix) == "exp_avg." ? exp_avg_ : exp_avg_sq_;
-    std::copy(full.begin() + static_cast<ptrdiff_t>(shard_begin_), full.begin() + static_cast<ptrdiff_t>(shard_end_), dst.begin());
+    if (Status s = dev_->copy_from_host(dst.data(), full.data() + shard_begin_, dst.bytes()); !s) return s;
   }
   step_ = ck->state.step;
   tokens_ = ck->state.tokens;
@@ -143,6 +156,14 @@ double Trainer::lr_at(int64_t step) const {
   const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
   const double progress = std::clamp(static_cast<double>(step - t.warmup_steps) / span, 0.0, 1.0);
   return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+Status Trainer::all_reduce_device(CommGroup* group, float* data, size_t count) {
+  if (dev_->host_accessible()) return group->all_reduce_sum(data, count);
+  staging_.resize(count);
+  if (Status s = dev_->copy_to_host(staging_.data(), data, count * sizeof(float)); !s) return s;
+  if (Status s = group->all_reduce_sum(staging_.data(), count); !s) return s;
+  return dev_->copy_from_host(data, staging_.data(), count * sizeof(float));
 }
 
 size_t Trainer::state_bytes() const {
@@ -158,7 +179,12 @@ Status Trainer::run_schedule(double& local_loss) {
   std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
   std::vector<std::vector<float>> pending_sends;  // kept alive until wait_sends
   std::vector<float> in(n), dout(n);
-  // Bytes of the buffers above and of the sends in flight, at their most this step.
+  // Activations cross ranks in host memory: on the CPU the stage reads and writes these host
+  // buffers directly; on another device they pass through io_in_ / io_out_.
+  const bool host = dev_->host_accessible();
+  float* in_dev = host ? in.data() : io_in_.data();
+  float* dout_dev = host ? dout.data() : io_in_.data();
+  // Bytes of the host buffers above and of the sends in flight, at their most this step.
   size_t pending_bytes = 0;
   const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size()) + sizeof(float) * (in.size() + dout.size());
   schedule_buffer_peak_ = fixed_bytes;
@@ -170,14 +196,23 @@ Status Trainer::run_schedule(double& local_loss) {
       if (first || last) data_->batch(config_.train.seed, step_, sample, B, T, tokens.data(), targets.data());
       if (!first) {
         if (Status s = groups_.pp->recv(in.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk - 1, chunks, false)); !s) return s;
+        if (!host) {
+          if (Status s = dev_->copy_from_host(in_dev, in.data(), n * sizeof(float)); !s) return s;
+        }
       }
       std::vector<float> out(last ? 0 : n);
+      float* out_dev = host ? out.data() : io_out_.data();
       double loss = 0;
       const float scale = 1.0f / (static_cast<float>(B) * T * m_);
-      if (Status s = stage_->forward(op.chunk, op.micro_batch, tokens.data(), in.data(), targets.data(), scale, out.data(), &loss); !s) return s;
+      if (Status s = stage_->forward(op.chunk, op.micro_batch, tokens.data(), in_dev, targets.data(), scale, last ? nullptr : out_dev, &loss); !s) {
+        return s;
+      }
       if (last) {
         local_loss += loss / m_;
       } else {
+        if (!host) {
+          if (Status s = dev_->copy_to_host(out.data(), out_dev, n * sizeof(float)); !s) return s;
+        }
         if (Status s = groups_.pp->send(out.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk, chunks, false)); !s) return s;
         pending_bytes += sizeof(float) * out.size();
         schedule_buffer_peak_ = std::max(schedule_buffer_peak_, fixed_bytes + pending_bytes);
@@ -186,10 +221,17 @@ Status Trainer::run_schedule(double& local_loss) {
     } else {
       if (!last) {
         if (Status s = groups_.pp->recv(dout.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk + 1, chunks, true)); !s) return s;
+        if (!host) {
+          if (Status s = dev_->copy_from_host(dout_dev, dout.data(), n * sizeof(float)); !s) return s;
+        }
       }
       std::vector<float> din(first ? 0 : n);
-      if (Status s = stage_->backward(op.chunk, op.micro_batch, dout.data(), din.data()); !s) return s;
+      float* din_dev = host ? din.data() : io_out_.data();
+      if (Status s = stage_->backward(op.chunk, op.micro_batch, dout_dev, first ? nullptr : din_dev); !s) return s;
       if (!first) {
+        if (!host) {
+          if (Status s = dev_->copy_to_host(din.data(), din_dev, n * sizeof(float)); !s) return s;
+        }
         if (Status s = groups_.pp->send(din.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk, chunks, true)); !s) return s;
         pending_bytes += sizeof(float) * din.size();
         schedule_buffer_peak_ = std::max(schedule_buffer_peak_, fixed_bytes + pending_bytes);
@@ -204,6 +246,7 @@ Status Trainer::run_schedule(double& local_loss) {
 }
 
 Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
+  const Ops& k = dev_->ops();
   float* grads = stage_->grads();
   float* params = stage_->params();
   const size_t n = stage_->num_params();
@@ -214,29 +257,27 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
       if (s.spec.name == "wte.weight") slot = &s;
     }
     if (slot) {
-      if (Status s = groups_.embedding->all_reduce_sum(grads + slot->offset, slot->count); !s) return s;
+      if (Status s = all_reduce_device(groups_.embedding, grads + slot->offset, slot->count); !s) return s;
     }
   }
   // DP: average gradients (zero 1: only this rank's shard).
   const bool zero = config_.parallel.zero >= 1 && dp_ > 1;
-  std::vector<float> shard_grad;
   const float inv_dp = 1.0f / static_cast<float>(dp_);
-  // zero 1: the shard's gradient lives through the update, next to first the padded gradient
-  // (per x dp) and then the gathered parameters (per + per x dp).
-  update_buffer_peak_ = zero ? sizeof(float) * (2 * shard_per_ + shard_per_ * static_cast<size_t>(dp_)) : 0;
+  // zero 1: first the padded gradient (per x dp) with the shard's (per), then this rank's shard of
+  // the parameters (per) with all of them gathered (per x dp).
+  update_buffer_peak_ = zero ? sizeof(float) * shard_per_ * (1 + static_cast<size_t>(dp_)) : 0;
   if (dp_ > 1) {
     if (zero) {
       const size_t per = shard_per_;
-      std::vector<float> padded(per * static_cast<size_t>(dp_), 0.0f);
-      std::copy(grads, grads + n, padded.begin());
-      shard_grad.assign(per, 0.0f);
+      std::vector<float> padded(per * static_cast<size_t>(dp_), 0.0f), shard_grad(per, 0.0f);
+      if (Status s = dev_->copy_to_host(padded.data(), grads, n * sizeof(float)); !s) return s;
       if (Status s = groups_.dp->reduce_scatter_sum(padded.data(), shard_grad.data(), per); !s) return s;
       cpu::scale(shard_grad.data(), shard_grad.size(), inv_dp);
       // Put the averaged shard back in place so the norm and update below read one buffer.
-      std::copy(shard_grad.begin(), shard_grad.begin() + static_cast<ptrdiff_t>(shard_end_ - shard_begin_), grads + shard_begin_);
+      if (Status s = dev_->copy_from_host(grads + shard_begin_, shard_grad.data(), (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
     } else {
-      if (Status s = groups_.dp->all_reduce_sum(grads, n); !s) return s;
-      cpu::scale(grads, n, inv_dp);
+      if (Status s = all_reduce_device(groups_.dp, grads, n); !s) return s;
+      k.scale(grads, n, inv_dp);
     }
   }
   // Global norm: each parameter once over the world. Without zero every DP replica holds the
@@ -246,7 +287,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
     for (const auto& s : stage_->param_slots()) {
       if (!counts_in_norm(s, tp_rank_)) continue;
       const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
-      if (b < e) sumsq += cpu::sum_of_squares(grads + b, e - b);
+      if (b < e) sumsq += k.sum_of_squares(grads + b, e - b);
     }
   }
   double reduce[2] = {sumsq, pp_rank_ == pp_ - 1 ? local_loss : 0.0};
@@ -260,7 +301,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
   const double clip = config_.train.grad_clip;
   const float grad_scale = clip > 0 && stats.grad_norm > clip ? static_cast<float>(clip / (stats.grad_norm + 1e-6)) : 1.0f;
   stats.lr = lr_at(step_);
-  cpu::AdamWOptions opt;
+  AdamWOptions opt;
   opt.lr = static_cast<float>(stats.lr);
   opt.beta1 = static_cast<float>(config_.train.beta1);
   opt.beta2 = static_cast<float>(config_.train.beta2);
@@ -268,23 +309,24 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
   for (const auto& s : stage_->param_slots()) {
     const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
     if (b >= e) continue;
-    cpu::adamw_update(params + b, exp_avg_.data() + (b - shard_begin_), exp_avg_sq_.data() + (b - shard_begin_), grads + b, e - b, opt,
-                      step_ + 1, s.spec.weight_decay, grad_scale);
+    k.adamw_update(params + b, exp_avg_.data() + (b - shard_begin_), exp_avg_sq_.data() + (b - shard_begin_), grads + b, e - b, opt,
+                   step_ + 1, s.spec.weight_decay, grad_scale);
   }
   if (zero) {
     const size_t per = shard_per_;
     std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
-    std::copy(params + shard_begin_, params + shard_end_, mine.begin());
+    if (Status s = dev_->copy_to_host(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
     if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
-    std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), params);
+    if (Status s = dev_->copy_from_host(params, all.data(), n * sizeof(float)); !s) return s;
   }
-  return Status::OK();
+  return dev_->synchronize();
 }
 
 Result<StepStats> Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
-  stage_->zero_grads();
+  if (Status s = stage_->zero_grads(); !s) return s;
   stage_->reset_peak();
+  dev_->reset_peak();
   double local_loss = 0;
   if (Status s = run_schedule(local_loss); !s) return s;
   StepStats stats;
@@ -295,27 +337,32 @@ Result<StepStats> Trainer::train_step() {
   stats.step = step_;
   stats.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stats.tokens_per_s = stats.step_ms > 0 ? tokens / (stats.step_ms / 1000.0) : 0.0;
-  stats.mem_bytes = state_bytes() + stage_->peak_activation_bytes() + std::max(schedule_buffer_peak_, update_buffer_peak_);
+  // A device that counts its allocations (CUDA) reports its high-water mark; on the CPU it is the
+  // state, the activations' peak and the larger of the step's two sets of buffers.
+  stats.mem_bytes = dev_->peak_bytes() > 0 ? dev_->peak_bytes()
+                                           : state_bytes() + stage_->peak_activation_bytes() +
+                                                 std::max(schedule_buffer_peak_, update_buffer_peak_);
   return stats;
 }
 
 Result<std::string> Trainer::save_checkpoint() {
   // Moments of the whole local parameter set (zero 1: gathered over DP first).
   const size_t n = stage_->num_params();
-  std::vector<float> m_full(n), v_full(n);
+  std::vector<float> m_full(n), v_full(n), params(n);
+  if (Status s = stage_->download_params(params.data()); !s) return s;
   if (config_.parallel.zero >= 1 && dp_ > 1) {
     const size_t per = shard_per_;
     std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
     for (int which = 0; which < 2; ++which) {
       const auto& src = which == 0 ? exp_avg_ : exp_avg_sq_;
       std::fill(mine.begin(), mine.end(), 0.0f);
-      std::copy(src.begin(), src.end(), mine.begin());
+      if (Status s = dev_->copy_to_host(mine.data(), src.data(), src.bytes()); !s) return s;
       if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
       std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), (which == 0 ? m_full : v_full).begin());
     }
   } else {
-    m_full = exp_avg_;
-    v_full = exp_avg_sq_;
+    if (Status s = dev_->copy_to_host(m_full.data(), exp_avg_.data(), exp_avg_.bytes()); !s) return s;
+    if (Status s = dev_->copy_to_host(v_full.data(), exp_avg_sq_.data(), exp_avg_sq_.bytes()); !s) return s;
   }
   // Every (tp, pp) rank of DP replica 0 sends its parameters and moments to world rank 0, which
   // knows each one's layout from the rank layout.
@@ -323,7 +370,7 @@ Result<std::string> Trainer::save_checkpoint() {
   const uint32_t kTag = 0x7fff0000u;
   std::map<std::string, NamedTensor> model_full, opt_full;
   if (rank_ == 0) {
-    add_shards(*stage_, stage_->params(), "", model_full);
+    add_shards(*stage_, params.data(), "", model_full);
     add_shards(*stage_, m_full.data(), "exp_avg.", opt_full);
     add_shards(*stage_, v_full.data(), "exp_avg_sq.", opt_full);
   }
@@ -333,7 +380,6 @@ Result<std::string> Trainer::save_checkpoint() {
       const int src = replica0_ranks_[static_cast<size_t>(pp_rank * tp_ + tp_rank)];
       if (src <= 0) continue;
       if (rank_ == src) {
-        std::vector<float> params(stage_->params(), stage_->params() + n);
         if (Status s = world->send(params.data(), n, 0, kTag + 0); !s) return s;
         if (Status s = world->send(m_full.data(), n, 0, kTag + 1); !s) return s;
         if (Status s = world->send(v_full.data(), n, 0, kTag + 2); !s) return s;

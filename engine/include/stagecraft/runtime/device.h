@@ -1,25 +1,22 @@
-// Device: where a backend's tensors live and how bytes move to and from it — the seam between
-// the layer code and a backend.
+// Device: where a backend's tensors live, how bytes move to and from it, and the backend's
+// kernels — the seam between the layer code and a backend.
 //
 // What this is: the one virtual interface of the runtime, for memory (allocate, release, copy,
-// zero) and ordering (synchronize), plus Buffer<T>, an owned allocation on a device. What it is
-// not: arithmetic. Kernels are free functions per backend, with the same names, argument order and
-// contracts in each:
+// zero), ordering (synchronize) and arithmetic (ops(): the backend's kernel table, ops.h), plus
+// Buffer<T>, an owned allocation on a device. Kernels are free functions per backend, with the
+// same names, argument order and contracts in each:
 //
-//   runtime::cpu::   kernels.h       host pointers, float/double, own threads + OpenBLAS (here)
-//   runtime::cuda::  cuda_kernels.h  device pointers, float/bf16, cuBLAS + own kernels (to come)
+//   runtime::cpu::   kernels.h                   host pointers, float/double, own threads + OpenBLAS
+//   runtime::cuda::  src/runtime/cuda/cuda_kernels.h   device pointers, float, cuBLAS + own kernels
 //
-// How a CUDA backend plugs in: (1) a CudaDevice implementing Device with cudaMalloc/cudaFree/
-// cudaMemcpyAsync on its own stream, every call wrapped once into a Status with file and line;
-// (2) make_device(Backend::kCuda, ordinal) returning it when built with STAGECRAFT_WITH_CUDA (until
-// then: unavailable); (3) runtime::cuda:: kernels, launched on the stream of the current device,
-// with the contracts of kernels.h (which gradients accumulate, what may alias, what scratch is).
-// The layer code stays one piece: a block is ~20 kernel calls, so it either switches on
-// Device::backend() per call or is a template over a small struct of the backend's kernels —
-// both cost nothing next to the kernels themselves. Buffers hold device memory on CUDA, so the
-// layer code never dereferences them; it only passes pointers to kernels and to Device copies.
+// The layer code (gpt_stage.cpp) and the trainer call them through Device::ops(), so they are one
+// piece over every backend; they never dereference a Buffer's memory unless the device is
+// host_accessible(), and otherwise move bytes with the Device's copies. The CUDA device
+// (src/runtime/cuda/cuda_device.cpp) runs everything on one stream per process; make_device
+// returns it in a build with STAGECRAFT_WITH_CUDA.
 //
-// Thread safety: a Device may be used from several threads (the CPU device is stateless).
+// Thread safety: a Device may be used from several threads (the CPU device is stateless; the
+// CUDA device orders everything on its stream).
 #pragma once
 
 #include <cstddef>
@@ -29,6 +26,7 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/runtime/ops.h"
 
 namespace stagecraft::runtime {
 
@@ -56,13 +54,33 @@ class Device {
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
   virtual Status fill_zero(void* dst, size_t bytes) = 0;
 
-  // Waits for every kernel and copy issued so far (a no-op on the CPU).
+  // Waits for every kernel and copy issued so far (a no-op on the CPU), and reports the first
+  // failure of one of them (a kernel that could not launch, a fault) as a Status.
   virtual Status synchronize() = 0;
+
+  // The backend's kernels, on this device's pointers.
+  virtual const Ops& ops() const = 0;
+  // Whether the host may read and write this device's memory directly (the CPU), so that host-
+  // side code such as a Gloo collective can work on a buffer in place instead of a staged copy.
+  virtual bool host_accessible() const = 0;
+  // The most bytes held at once through allocate() since the last reset_peak (0 where the device
+  // does not count).
+  virtual size_t peak_bytes() const { return 0; }
+  virtual void reset_peak() {}
 };
+
+// The process's CPU device: host memory, runtime::cpu's kernels.
+Device& host_device();
 
 // The device for `backend`; ordinal picks the GPU. kCpu always succeeds. kCuda is unavailable in
 // a build without CUDA, or when the ordinal does not exist.
 Result<std::unique_ptr<Device>> make_device(Backend backend, int ordinal = 0);
+
+// Whether this build has the CUDA backend (STAGECRAFT_WITH_CUDA).
+bool cuda_built();
+
+// The GPUs this process can see (CUDA_VISIBLE_DEVICES applies); 0 without CUDA, a driver or a GPU.
+int cuda_device_count();
 
 // N elements of T on a device, owned. Movable, not copyable. The device must outlive the buffer.
 template <typename T>

@@ -21,6 +21,10 @@
 // again in backward. The last chunk runs the head, the loss and the head's backward inside
 // forward (the loss gradient is known then) and keeps only the gradient at its input.
 //
+// Memory: parameters, gradients and activations live on the stage's Device (device.h) and every
+// kernel runs through its Ops table, so the same code trains on the CPU and on a GPU. tokens and
+// targets are host arrays (the data reader's); input, output, dout and dinput are the device's.
+//
 // Not thread-safe; one per rank.
 #pragma once
 
@@ -33,6 +37,7 @@
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
 #include "stagecraft/model/gpt_layout.h"
+#include "stagecraft/runtime/device.h"
 
 namespace stagecraft::runtime {
 
@@ -65,19 +70,27 @@ struct ParamSlot {
 
 class GptStage {
  public:
-  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp);
+  // `device` (default: the host's CPU device) must outlive the stage. `tp` reduces host memory:
+  // on a device that is not host_accessible the stage stages its TP all-reduces through the host.
+  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp, Device* device = nullptr);
   ~GptStage();
 
   const StageSpec& spec() const { return spec_; }
   const std::vector<ParamSlot>& param_slots() const { return slots_; }
+  Device& device() const { return *dev_; }
+  // The flat parameter and gradient buffers, on the device.
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
 
   // GPT-2 initialisation from (seed, name, full index) (gpt_layout.h), identical to the
   // unsharded model's values.
-  void init_parameters(uint64_t seed);
-  void zero_grads();
+  [[nodiscard]] Status init_parameters(uint64_t seed);
+  [[nodiscard]] Status zero_grads();
+  // Copies of the parameters (or gradients) to and from host memory of num_params() floats.
+  [[nodiscard]] Status download_params(float* host) const;
+  [[nodiscard]] Status download_grads(float* host) const;
+  [[nodiscard]] Status upload_params(const float* host);
 
   bool has_embedding() const { return spec_.chunks.front() == 0; }
   bool has_head() const { return spec_.chunks.back() == spec_.num_chunks - 1; }
@@ -87,11 +100,11 @@ class GptStage {
   //   last chunk: targets (B, T); runs the loss and its gradient scaled by loss_scale (1 / (B T m)
   //   for a mean over m micro-batches) and returns the mean loss over its B T tokens in *loss.
   //   other chunks: writes output (B, T, C).
-  Status forward(int chunk, int mb, const int32_t* tokens, const float* input, const int32_t* targets, float loss_scale,
+  [[nodiscard]] Status forward(int chunk, int mb, const int32_t* tokens, const float* input, const int32_t* targets, float loss_scale,
                  float* output, double* loss);
   // Backward of `chunk` for `mb`: dout (B, T, C) is the gradient of its output (ignored for the
   // last chunk); writes dinput (B, T, C) unless this is chunk 0. Parameter gradients accumulate.
-  Status backward(int chunk, int mb, const float* dout, float* dinput);
+  [[nodiscard]] Status backward(int chunk, int mb, const float* dout, float* dinput);
 
   // Drops what forward(chunk, mb) kept, without a backward (evaluation).
   void discard(int chunk, int mb);
@@ -108,21 +121,30 @@ class GptStage {
   int chunk_index(int chunk) const;
   Status layer_forward(int layer, const float* x, float* out, LayerActs& a);
   Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres_out, float* dres_in);
-  LayerActs* new_layer_acts();
+  Result<std::unique_ptr<LayerActs>> new_layer_acts();
+  Status head_scratch();
   const ParamSlot* slot(const std::string& name, bool head_copy = false) const;
   float* p(const std::string& name) { return params_.data() + slot(name)->offset; }
   float* g(const std::string& name) { return grads_.data() + slot(name)->offset; }
   void account(ptrdiff_t bytes);
+  Status tp_all_reduce(float* data, size_t count);
 
   StageSpec spec_;
   TpReducer* tp_ = nullptr;
+  Device* dev_ = nullptr;
+  const Ops* k_ = nullptr;
   std::vector<ParamSlot> slots_;
   std::map<std::string, size_t> slot_index_;
-  std::vector<float> params_, grads_;
+  Buffer<float> params_, grads_;
   std::map<std::pair<int, int>, std::unique_ptr<ChunkActs>> acts_;  // (chunk, mb)
   std::vector<std::unique_ptr<LayerActs>> free_layer_acts_;
   std::unique_ptr<LayerActs> recompute_acts_;
-  std::vector<float> scratch_att_, dres_a_, dres_b_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_;
+  // Scratch, held for the stage's life: backward's temporaries, the chunk output, the gradient
+  // ping-pong, the head (allocated at the first forward of the last chunk), the targets.
+  Buffer<float> scratch_att_, dres_a_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_, out_, grad_a_, grad_b_;
+  Buffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
+  Buffer<int32_t> targets_;
+  std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory
   size_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 

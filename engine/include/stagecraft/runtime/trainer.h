@@ -52,7 +52,8 @@ struct StepStats {
   double grad_norm = 0;     // before clipping
   double step_ms = 0;
   double tokens_per_s = 0;  // global batch tokens / step time
-  // This rank's engine memory: weights, grads, optimizer state, the activations at their peak,
+  // This rank's engine memory. On a device that counts its allocations (CUDA), its high-water
+  // mark. On the CPU: weights, grads, optimizer state, the activations at their peak,
   // and the larger of the step's two sets of buffers: the pipeline schedule's (token ids, the
   // received activation and gradient, the sends in flight until the step's end) and the ZeRO
   // update's (the padded gradient and the gathered shards). Activations and schedule buffers are
@@ -71,8 +72,10 @@ class Trainer {
   // `layout` is this rank's (comm::rank_layout_of derives it from a plan); `groups` and `data`
   // must outlive the trainer. Fails as check() does, or kInvalidInput when the layout is not
   // consistent (check_rank_layout) or a group that the layout needs is missing.
+  // `device` (default: the host's CPU device) holds the stage, its gradients and the AdamW state;
+  // the groups communicate host memory, staged through the host where the device needs it.
   static Result<std::unique_ptr<Trainer>> create(const config::RunConfig& config, const RankLayout& layout,
-                                                 TrainerGroups groups, const TokenData* data);
+                                                 TrainerGroups groups, const TokenData* data, Device* device = nullptr);
 
   // Fresh parameters from the seed, or train.resume's checkpoint (any layout wrote it).
   Status start();
@@ -91,6 +94,9 @@ class Trainer {
   Status exchange_and_update(double local_loss, StepStats& stats);
   Status run_schedule(double& local_loss);
   size_t state_bytes() const;
+  // In-place sums over a group of `count` floats of the device (staged through the host when the
+  // device's memory is not the host's).
+  Status all_reduce_device(CommGroup* group, float* data, size_t count);
   StageSpec stage_spec(int tp_rank, int pp_rank) const;  // the stage of those coordinates
 
   config::RunConfig config_;
@@ -100,10 +106,13 @@ class Trainer {
   std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp
   TrainerGroups groups_;
   const TokenData* data_ = nullptr;
+  Device* dev_ = nullptr;
   std::unique_ptr<GptStage> stage_;
-  std::vector<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
+  Buffer<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
   size_t shard_per_ = 0;                     // ceil(params / dp): a ZeRO shard's (padded) size
   size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
+  Buffer<float> io_in_, io_out_;   // a micro-batch's activations sent or received (device not host)
+  std::vector<float> staging_;      // host copy for a collective over device memory
   int64_t step_ = 0;
   double tokens_ = 0;
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes

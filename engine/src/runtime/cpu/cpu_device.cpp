@@ -41,17 +41,40 @@ class CpuDevice final : public Device {
     return Status::OK();
   }
   Status synchronize() override { return Status::OK(); }
+  const Ops& ops() const override { return cpu_ops(); }
+  bool host_accessible() const override { return true; }
 };
 
 }  // namespace
+
+Device& host_device() {
+  static CpuDevice device;
+  return device;
+}
+
+#if defined(STAGECRAFT_WITH_CUDA)
+namespace cuda {
+Result<std::unique_ptr<Device>> make_cuda_device(int ordinal);  // src/runtime/cuda/cuda_device.cpp
+int device_count();
+}  // namespace cuda
+bool cuda_built() { return true; }
+int cuda_device_count() { return cuda::device_count(); }
+#else
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
+#endif
 
 Result<std::unique_ptr<Device>> make_device(Backend backend, int ordinal) {
   switch (backend) {
     case Backend::kCpu:
       return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
     case Backend::kCuda:
+#if defined(STAGECRAFT_WITH_CUDA)
+      return cuda::make_cuda_device(ordinal);
+#else
       return Status::unavailable("cuda:" + std::to_string(ordinal) +
-                                 ": this build of Stagecraft has no CUDA backend");
+                                 ": this build of Stagecraft has no CUDA backend; rebuild with -DSTAGECRAFT_WITH_CUDA=ON");
+#endif
   }
   return Status::internal("make_device: unknown backend");
 }

@@ -13,6 +13,7 @@
 
 #include "runtime/cpu/cpu_math.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/element_math.h"
 #include "stagecraft/runtime/kernels.h"
 
 namespace stagecraft::runtime::cpu {
@@ -29,12 +30,6 @@ size_t rows_grain(int row_len) { return std::max<size_t>(1, kGrain / size_t(std:
 // Columns per piece of a cross-row reduction: 256 bytes of each row in float, so that the rows
 // stream (16 columns ran 2x slower), and still 4 pieces for C = 256.
 constexpr size_t kColumnGrain = 64;
-
-constexpr double kLayerNormEps = 1e-5;  // GPT-2's layer_norm_epsilon
-
-// GELU (tanh) written with the logistic function: 0.5 (1 + tanh(u)) = sigmoid(2 u).
-constexpr double kGeluK = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluA = 0.044715;
 
 }  // namespace
 
@@ -56,7 +51,7 @@ void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const
       Real v = 0;
 #pragma omp simd reduction(+ : v)
       for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-      const Real r = Real(1) / std::sqrt(v / C + Real(kLayerNormEps));
+      const Real r = element::layernorm_rstd(v / C);
 #pragma omp simd
       for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
       mean[i] = m;
@@ -89,7 +84,7 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
         a /= C;
         b /= C;
 #pragma omp simd
-        for (int c = 0; c < C; ++c) dx[c] += r * (dy[c] * weight[c] - a - (x[c] - m) * r * b);
+        for (int c = 0; c < C; ++c) dx[c] += element::layernorm_dx(dy[c], weight[c], (x[c] - m) * r, r, a, b);
       }
     });
   }
@@ -118,27 +113,20 @@ namespace {
 
 template <typename Real>
 [[gnu::always_inline]] inline void gelu_forward_range(Real* out, const Real* inp, size_t n) {
-  const Real k = Real(kGeluK), a = Real(kGeluA);
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) {
     const Real x = inp[i];
-    const Real u = k * (x + a * x * x * x);
-    out[i] = x * detail::sigmoid_real(Real(2) * u);
+    out[i] = element::gelu_value(x, detail::sigmoid_real(element::gelu_arg(x)));
   }
 }
 
 template <typename Real>
 [[gnu::always_inline]] inline void gelu_backward_range(Real* dinp, const Real* inp, const Real* dout,
                                                        size_t n) {
-  const Real k = Real(kGeluK), a = Real(kGeluA);
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) {
     const Real x = inp[i];
-    const Real u = k * (x + a * x * x * x);
-    const Real s = detail::sigmoid_real(Real(2) * u);
-    // d/dx [x s(2u)] = s + 2 x s (1 - s) u'
-    const Real du = k * (Real(1) + Real(3) * a * x * x);
-    dinp[i] = dout[i] * (s + Real(2) * x * s * (Real(1) - s) * du);
+    dinp[i] = dout[i] * element::gelu_slope(x, detail::sigmoid_real(element::gelu_arg(x)));
   }
 }
 
@@ -319,20 +307,17 @@ void adamw_update(Real* params, Real* m, Real* v, const Real* grads, size_t N,
                   const AdamWOptions& opt, int64_t step, bool decay, Real grad_scale) {
   // params (N), m (N), v (N), grads (N)
   assert(step >= 1);
-  const Real b1 = opt.beta1, b2 = opt.beta2, eps = opt.eps, lr = opt.lr;
-  const Real wd = decay ? Real(opt.weight_decay) : Real(0);
-  const Real bc1 = Real(1 - std::pow(double(opt.beta1), double(step)));
-  const Real bc2 = Real(1 - std::pow(double(opt.beta2), double(step)));
+  const element::AdamWStep<Real> st{Real(opt.lr),
+                                     Real(opt.beta1),
+                                     Real(opt.beta2),
+                                     Real(opt.eps),
+                                     decay ? Real(opt.weight_decay) : Real(0),
+                                     Real(1 - std::pow(double(opt.beta1), double(step))),
+                                     Real(1 - std::pow(double(opt.beta2), double(step))),
+                                     grad_scale};
   parallel_for(N, kGrain, threads_for(N * 4), [&](size_t first, size_t last) {
 #pragma omp simd
-    for (size_t i = first; i < last; ++i) {
-      const Real g = grad_scale * grads[i];
-      const Real mi = b1 * m[i] + (Real(1) - b1) * g;
-      const Real vi = b2 * v[i] + (Real(1) - b2) * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      params[i] -= lr * ((mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * params[i]);
-    }
+    for (size_t i = first; i < last; ++i) element::adamw(params[i], m[i], v[i], grads[i], st);
   });
 }
 

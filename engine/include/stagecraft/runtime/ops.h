@@ -1,0 +1,56 @@
+// Ops: a backend's float kernels as one table, so the layer code (gpt_stage.cpp) and the trainer
+// are one piece over every backend.
+//
+// What this is: the kernels of kernels.h, float only, as virtual functions on pointers of one
+// device (Device::ops() gives the table of a device). Each function has the contract of the
+// kernels.h function of the same name — which gradients accumulate, what may alias, what the
+// sizes are — on every backend. CPU: runtime::cpu's kernels. CUDA: runtime::cuda's, launched
+// in order on the device's stream, so a call returns before the GPU has finished (the host only
+// waits where a result comes back: crossentropy_forward and sum_of_squares).
+//
+// Token ids and targets are int32 on the same device as the floats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stagecraft/runtime/kernels.h"
+
+namespace stagecraft::runtime {
+
+using cpu::AdamWOptions;
+using cpu::Layout;
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
+                              Layout layout = Layout::kInOut) const = 0;
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                               int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
+                                 int C) const = 0;
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                                  const float* mean, const float* rstd, int N, int C) const = 0;
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const = 0;
+  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T,
+                                  int NH, int HS) const = 0;
+  virtual void gelu_forward(float* out, const float* inp, size_t N) const = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const = 0;
+  virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;
+  virtual void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const = 0;
+  virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const = 0;
+  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const = 0;
+  virtual double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const = 0;
+  virtual void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const = 0;
+  virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step,
+                            bool decay, float grad_scale = 1.0f) const = 0;
+  virtual double sum_of_squares(const float* x, size_t N) const = 0;
+  virtual void scale(float* x, size_t N, float s) const = 0;
+};
+
+// The CPU backend's table (runtime::cpu's kernels on host pointers).
+const Ops& cpu_ops();
+
+}  // namespace stagecraft::runtime

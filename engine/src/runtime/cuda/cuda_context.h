@@ -1,0 +1,54 @@
+// The CUDA backend's per-process state: the GPU this process drives, its one stream, the cuBLAS
+// handle and a little scratch for reductions — and the first failure of anything issued on them.
+//
+// One GPU per process (a rank's worker drives the GPU its LOCAL_RANK picks), so the state is
+// process-wide: the CudaDevice (cuda_device.cpp) opens it, and the kernels (cuda_kernels.cu) use
+// it. Kernels are launched in order on the stream; a failure to launch, a cuBLAS error or a fault
+// is recorded where it is seen and reported by the next Device::synchronize() as a Status, so
+// that no failure passes unseen and no exception leaves the engine.
+//
+// Not part of the engine's API; included by src/runtime/cuda only.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+
+#include "stagecraft/core/status.h"
+
+namespace stagecraft::runtime::cuda {
+
+struct Context {
+  int ordinal = -1;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  double* partials = nullptr;      // device: kMaxPartials doubles for two-pass reductions
+  double* host_result = nullptr;   // pinned host: where a reduction's result lands
+  static constexpr int kMaxPartials = 1024;
+
+  std::mutex error_mutex;
+  std::string first_error;  // empty while all is well
+};
+
+// The process's context; null before open_context succeeds.
+Context* context();
+
+// Opens the context on GPU `ordinal` (once per process; a second call with another ordinal fails).
+Status open_context(int ordinal);
+
+// Records a failure (the first one wins) for the next check().
+void record_error(const std::string& what);
+
+// Records a CUDA or cuBLAS error, naming the call and where it was made; returns whether it was OK.
+bool ok(cudaError_t e, const char* call, const char* file, int line);
+bool ok(cublasStatus_t s, const char* call, const char* file, int line);
+#define STAGECRAFT_CUDA_OK(call) ::stagecraft::runtime::cuda::ok((call), #call, __FILE__, __LINE__)
+
+// The first failure recorded so far, and the launch state of the stream, as a Status (the
+// recorded failure is kept: a CUDA context that faulted stays unusable).
+Status check();
+
+}  // namespace stagecraft::runtime::cuda

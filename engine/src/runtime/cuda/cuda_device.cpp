@@ -1,0 +1,197 @@
+// The CUDA device: one GPU per process, its memory through cudaMallocAsync on the context's
+// stream (the stream-ordered pool, so buffers come and go per micro-batch without a device-wide
+// synchronisation), copies on the same stream, and the process-wide context (cuda_context.h).
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <memory>
+#include <string>
+
+#include "runtime/cuda/cuda_context.h"
+#include "stagecraft/runtime/device.h"
+
+namespace stagecraft::runtime::cuda {
+
+const Ops& cuda_ops();  // cuda_kernels.cu
+
+namespace {
+
+Context* g_context = nullptr;
+std::mutex g_open_mutex;
+
+std::string mib(size_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) name_ = prop.name;
+    total_ = prop.totalGlobalMem;
+  }
+
+  Backend backend() const override { return Backend::kCuda; }
+  std::string name() const override { return "cuda:" + std::to_string(ordinal_) + " " + name_; }
+
+  Result<void*> allocate(size_t bytes) override {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocAsync(&p, bytes, context()->stream);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // an out-of-memory is not sticky: clear it so later calls work
+      size_t free_bytes = 0, total = 0;
+      cudaMemGetInfo(&free_bytes, &total);
+      return Status::unavailable("cuda:" + std::to_string(ordinal_) + ": out of memory allocating " + mib(bytes) + " (" +
+                                 mib(live_.load()) + " held by this rank, " + mib(free_bytes) + " free of " + mib(total) +
+                                 "): " + cudaGetErrorString(e));
+    }
+    sizes_add(p, bytes);
+    return p;
+  }
+  void release(void* ptr) override {
+    if (ptr == nullptr) return;
+    sizes_remove(ptr);
+    STAGECRAFT_CUDA_OK(cudaFreeAsync(ptr, context()->stream));
+  }
+
+  Status copy_from_host(void* dst, const void* src, size_t bytes) override {
+    return copy_kind(dst, src, bytes, cudaMemcpyHostToDevice, false);
+  }
+  Status copy_to_host(void* dst, const void* src, size_t bytes) override {
+    return copy_kind(dst, src, bytes, cudaMemcpyDeviceToHost, true);
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    return copy_kind(dst, src, bytes, cudaMemcpyDeviceToDevice, false);
+  }
+  Status fill_zero(void* dst, size_t bytes) override {
+    if (bytes != 0) STAGECRAFT_CUDA_OK(cudaMemsetAsync(dst, 0, bytes, context()->stream));
+    return check();
+  }
+  Status synchronize() override {
+    STAGECRAFT_CUDA_OK(cudaStreamSynchronize(context()->stream));
+    return check();
+  }
+  const Ops& ops() const override { return cuda_ops(); }
+  bool host_accessible() const override { return false; }
+  size_t peak_bytes() const override { return peak_.load(); }
+  void reset_peak() override { peak_.store(live_.load()); }
+
+ private:
+  Status copy_kind(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, bool wait) {
+    if (bytes == 0) return Status::OK();
+    // Host memory is pageable here: cudaMemcpyAsync from it returns once the source is staged,
+    // and to it once the bytes have landed, so the caller may reuse its buffer either way.
+    STAGECRAFT_CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, context()->stream));
+    if (wait) STAGECRAFT_CUDA_OK(cudaStreamSynchronize(context()->stream));
+    return check();
+  }
+  void sizes_add(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(sizes_mutex_);
+    sizes_[p] = bytes;
+    const size_t now = live_.fetch_add(bytes) + bytes;
+    if (now > peak_.load()) peak_.store(now);
+  }
+  void sizes_remove(void* p) {
+    std::lock_guard<std::mutex> lock(sizes_mutex_);
+    auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    live_.fetch_sub(it->second);
+    sizes_.erase(it);
+  }
+
+  int ordinal_;
+  std::string name_ = "GPU";
+  size_t total_ = 0;
+  std::mutex sizes_mutex_;
+  std::map<void*, size_t> sizes_;
+  std::atomic<size_t> live_{0}, peak_{0};
+};
+
+}  // namespace
+
+Context* context() { return g_context; }
+
+void record_error(const std::string& what) {
+  if (!g_context) return;
+  std::lock_guard<std::mutex> lock(g_context->error_mutex);
+  if (g_context->first_error.empty()) g_context->first_error = what;
+}
+
+bool ok(cudaError_t e, const char* call, const char* file, int line) {
+  if (e == cudaSuccess) return true;
+  record_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + cudaGetErrorString(e));
+  return false;
+}
+
+bool ok(cublasStatus_t s, const char* call, const char* file, int line) {
+  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  record_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + cublasGetStatusString(s));
+  return false;
+}
+
+Status check() {
+  if (!g_context) return Status::internal("cuda: the device is not open");
+  const cudaError_t e = cudaPeekAtLastError();
+  if (e != cudaSuccess) record_error(std::string("cuda: ") + cudaGetErrorString(e));
+  std::lock_guard<std::mutex> lock(g_context->error_mutex);
+  if (g_context->first_error.empty()) return Status::OK();
+  return Status::internal("cuda:" + std::to_string(g_context->ordinal) + ": " + g_context->first_error);
+}
+
+Status open_context(int ordinal) {
+  std::lock_guard<std::mutex> lock(g_open_mutex);
+  if (g_context) {
+    if (g_context->ordinal == ordinal) return Status::OK();
+    return Status::invalid_input("cuda:" + std::to_string(ordinal) + ": this process already drives cuda:" +
+                                 std::to_string(g_context->ordinal) + " (one GPU per worker process)");
+  }
+  int count = 0;
+  const cudaError_t ce = cudaGetDeviceCount(&count);
+  if (ce != cudaSuccess || count == 0) {
+    return Status::unavailable(std::string("cuda: no GPU is visible to this process (") +
+                               (ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices") +
+                               "); check the driver with nvidia-smi and CUDA_VISIBLE_DEVICES");
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    return Status::unavailable("cuda:" + std::to_string(ordinal) + ": only " + std::to_string(count) +
+                               " GPU(s) are visible (CUDA_VISIBLE_DEVICES picks them); run fewer ranks per node");
+  }
+  auto c = std::make_unique<Context>();
+  c->ordinal = ordinal;
+  auto fail = [&](const std::string& what, const char* why) {
+    return Status::unavailable("cuda:" + std::to_string(ordinal) + ": " + what + ": " + why);
+  };
+  if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) return fail("cudaSetDevice", cudaGetErrorString(e));
+  if (cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking); e != cudaSuccess) {
+    return fail("cudaStreamCreate", cudaGetErrorString(e));
+  }
+  if (cublasStatus_t s = cublasCreate(&c->cublas); s != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", cublasGetStatusString(s));
+  cublasSetStream(c->cublas, c->stream);
+  // fp32 GEMMs in fp32: no TF32 unless asked for (train.tf32, with the bf16 backend).
+  cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+  if (cudaError_t e = cudaMalloc(&c->partials, sizeof(double) * Context::kMaxPartials); e != cudaSuccess) {
+    return fail("cudaMalloc", cudaGetErrorString(e));
+  }
+  if (cudaError_t e = cudaMallocHost(&c->host_result, sizeof(double)); e != cudaSuccess) {
+    return fail("cudaMallocHost", cudaGetErrorString(e));
+  }
+  g_context = c.release();  // lives as long as the process: buffers may be released at exit
+  return Status::OK();
+}
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+Result<std::unique_ptr<Device>> make_cuda_device(int ordinal) {
+  if (Status s = open_context(ordinal); !s) return s;
+  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(ordinal));
+}
+
+}  // namespace stagecraft::runtime::cuda

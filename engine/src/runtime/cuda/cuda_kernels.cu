@@ -1,0 +1,524 @@
+// CUDA kernels: the float layer math of GPT-2 training on one GPU, with the contracts of
+// kernels.h (outputs first; parameter gradients accumulate; input gradients overwrite except
+// layernorm's and the residual's), behind the Ops table (ops.h).
+//
+// GEMMs are cuBLAS's in fp32 (no TF32: cuBLAS's default math mode), row-major buffers passed as
+// their column-major transposes: a row-major (R, K) matrix with leading dimension ld is the
+// column-major (K, R) matrix with the same ld, so C = A B (row-major) is C^T = B^T A^T
+// (column-major) with the operands swapped. Attention (`standard`) is per sequence: batched GEMMs
+// over the heads for the scores and the weighted values, a causal softmax kernel between them.
+// The per-element formulas (GELU, layernorm's gradient, AdamW) are element_math.h's, shared with
+// the CPU kernels. Reductions that come back to the host (the loss, the sum of squares) are two-
+// pass in a fixed order, so they do not depend on scheduling; the embedding, bias and layernorm
+// parameter gradients accumulate with atomics (order-dependent rounding, within float epsilon).
+//
+// Every launch goes to the context's stream (cuda_context.h); launch failures are recorded
+// there and reported by the next Device::synchronize().
+#include <cuda_runtime.h>
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/element_math.h"
+#include "stagecraft/runtime/ops.h"
+
+namespace stagecraft::runtime::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+
+Context& ctx() { return *context(); }
+cudaStream_t stream() { return ctx().stream; }
+
+// Blocks for n elements at kThreads each, capped (the kernels loop with a grid stride).
+unsigned blocks_for(size_t n) {
+  const size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+// Records a kernel that failed to launch (a bad configuration, a context that faulted before).
+void launched(const char* kernel) {
+  const cudaError_t e = cudaPeekAtLastError();
+  if (e != cudaSuccess) record_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(e));
+}
+
+__device__ __forceinline__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum (or max) over a block of kThreads threads; every thread gets the result.
+template <typename T, bool kMax>
+__device__ T block_reduce(T v) {
+  __shared__ T shared[kThreads / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = kMax ? static_cast<T>(warp_max(static_cast<float>(v))) : warp_sum(v);
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  T r = shared[0];
+  for (int w = 1; w < kThreads / kWarp; ++w) r = kMax ? (shared[w] > r ? shared[w] : r) : r + shared[w];
+  return r;
+}
+
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// ---- element-wise ------------------------------------------------------------------------------
+
+__global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
+  GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    out[i] = element::gelu_value(x, sigmoid(element::gelu_arg(x)));
+  }
+}
+
+__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    dinp[i] = dout[i] * element::gelu_slope(x, sigmoid(element::gelu_arg(x)));
+  }
+}
+
+__global__ void add_kernel(float* out, const float* a, const float* b, size_t n) {
+  GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void accumulate_kernel(float* acc, const float* x, size_t n) {
+  GRID_STRIDE(i, n) acc[i] += x[i];
+}
+
+__global__ void scale_kernel(float* x, size_t n, float s) {
+  GRID_STRIDE(i, n) x[i] *= s;
+}
+
+__global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, size_t n, element::AdamWStep<float> st) {
+  GRID_STRIDE(i, n) {
+    float p = params[i], mi = m[i], vi = v[i];
+    element::adamw(p, mi, vi, grads[i], st);
+    params[i] = p;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+// out (rows, OC) += bias broadcast over rows.
+__global__ void add_bias_kernel(float* out, const float* bias, size_t rows, int OC) {
+  GRID_STRIDE(i, rows * OC) out[i] += bias[i % OC];
+}
+
+// acc (cols) += column sums of x (rows, cols): blockIdx.y takes a band of rows, each thread a
+// column; one atomic per (band, column).
+constexpr int kRowBand = 64;
+__global__ void column_sums_kernel(float* acc, const float* x, int rows, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  const int r0 = blockIdx.y * kRowBand, r1 = min(rows, r0 + kRowBand);
+  float s = 0;
+  for (int r = r0; r < r1; ++r) s += x[size_t(r) * cols + c];
+  atomicAdd(acc + c, s);
+}
+
+void column_sums(float* acc, const float* x, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  dim3 grid((cols + kThreads - 1) / kThreads, (rows + kRowBand - 1) / kRowBand);
+  column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, x, rows, cols);
+  launched("column_sums");
+}
+
+// ---- embeddings --------------------------------------------------------------------------------
+
+__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe, int T, int C,
+                                       size_t n) {
+  GRID_STRIDE(i, n) {
+    const size_t row = i / C, c = i % C;
+    out[i] = wte[size_t(tokens[row]) * C + c] + wpe[(row % T) * C + c];
+  }
+}
+
+__global__ void encoder_backward_kernel(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int T, int C, size_t n) {
+  GRID_STRIDE(i, n) {
+    const size_t row = i / C, c = i % C;
+    if (dwte) atomicAdd(dwte + size_t(tokens[row]) * C + c, dout[i]);
+    if (dwpe) atomicAdd(dwpe + (row % T) * C + c, dout[i]);
+  }
+}
+
+// ---- layernorm: one warp per row ---------------------------------------------------------------
+
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                                         int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= N) return;
+  const float* x = inp + size_t(row) * C;
+  float s = 0;
+  for (int c = lane; c < C; c += kWarp) s += x[c];
+  const float m = warp_sum(s) / C;
+  float v = 0;
+  for (int c = lane; c < C; c += kWarp) v += (x[c] - m) * (x[c] - m);
+  const float r = element::layernorm_rstd(warp_sum(v) / C);
+  float* o = out + size_t(row) * C;
+  for (int c = lane; c < C; c += kWarp) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
+__global__ void layernorm_dinp_kernel(float* dinp, const float* dout, const float* inp, const float* weight, const float* mean,
+                                      const float* rstd, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= N) return;
+  const float* x = inp + size_t(row) * C;
+  const float* dy = dout + size_t(row) * C;
+  float* dx = dinp + size_t(row) * C;
+  const float m = mean[row], r = rstd[row];
+  float a = 0, b = 0;
+  for (int c = lane; c < C; c += kWarp) {
+    const float dn = dy[c] * weight[c];
+    a += dn;
+    b += dn * (x[c] - m) * r;
+  }
+  a = warp_sum(a) / C;
+  b = warp_sum(b) / C;
+  for (int c = lane; c < C; c += kWarp) dx[c] += element::layernorm_dx(dy[c], weight[c], (x[c] - m) * r, r, a, b);
+}
+
+// dweight (C) += sum over rows of dy * norm; dbias (C) += sum of dy: bands of rows, atomics.
+__global__ void layernorm_dparams_kernel(float* dweight, float* dbias, const float* dout, const float* inp, const float* mean,
+                                         const float* rstd, int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int r0 = blockIdx.y * kRowBand, r1 = min(N, r0 + kRowBand);
+  float sw = 0, sb = 0;
+  for (int r = r0; r < r1; ++r) {
+    const float dy = dout[size_t(r) * C + c];
+    sw += dy * (inp[size_t(r) * C + c] - mean[r]) * rstd[r];
+    sb += dy;
+  }
+  if (dweight) atomicAdd(dweight + c, sw);
+  if (dbias) atomicAdd(dbias + c, sb);
+}
+
+// ---- softmax rows ------------------------------------------------------------------------------
+
+// Causal attention rows: att (rows = B*NH*T, T) holds scale * q.k; row t of each (b, h) becomes
+// softmax over j <= t, and 0 above the diagonal. One warp per row.
+__global__ void causal_softmax_kernel(float* att, int rows, int T) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const int t = row % T;
+  float* a = att + size_t(row) * T;
+  float mx = -INFINITY;
+  for (int j = lane; j <= t; j += kWarp) mx = fmaxf(mx, a[j]);
+  mx = warp_max(mx);
+  float s = 0;
+  for (int j = lane; j <= t; j += kWarp) {
+    const float e = expf(a[j] - mx);
+    a[j] = e;
+    s += e;
+  }
+  const float inv = 1.0f / warp_sum(s);
+  for (int j = lane; j < T; j += kWarp) a[j] = j <= t ? a[j] * inv : 0.0f;
+}
+
+// ds (rows, T): on entry dP, on exit dS = scale P (dP - rowsum(P dP)), 0 above the diagonal.
+__global__ void causal_softmax_backward_kernel(float* ds, const float* p, int rows, int T, float scale) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const int t = row % T;
+  float* d = ds + size_t(row) * T;
+  const float* pr = p + size_t(row) * T;
+  float dot = 0;
+  for (int j = lane; j <= t; j += kWarp) dot += pr[j] * d[j];
+  dot = warp_sum(dot);
+  for (int j = lane; j < T; j += kWarp) d[j] = j <= t ? scale * pr[j] * (d[j] - dot) : 0.0f;
+}
+
+// Cross-entropy over the vocabulary, one block per row: losses[i] = lse - logit[target];
+// probs = softmax(logits) (may alias logits: every thread reads the target logit and the row's
+// statistics before any thread writes).
+__global__ void crossentropy_forward_kernel(float* losses, float* probs, const float* logits, const int32_t* targets, int V) {
+  const size_t row = blockIdx.x;
+  const float* x = logits + row * V;
+  float* p = probs + row * V;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, x[j]);
+  mx = block_reduce<float, true>(mx);
+  float s = 0;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(x[j] - mx);
+  s = block_reduce<float, false>(s);
+  const float target_logit = x[targets[row]];
+  __syncthreads();  // the target logit is read before probs (maybe logits) are written
+  const float lse = logf(s) + mx;
+  const float inv = 1.0f / s;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] = expf(x[j] - mx) * inv;
+  if (threadIdx.x == 0) losses[row] = lse - target_logit;
+}
+
+__global__ void crossentropy_backward_kernel(float* dlogits, const float* probs, const int32_t* targets, float dloss, int V, size_t n) {
+  GRID_STRIDE(i, n) {
+    const size_t row = i / V;
+    const int j = int(i % V);
+    dlogits[i] = dloss * probs[i] - (j == targets[row] ? dloss : 0.0f);
+  }
+}
+
+// ---- deterministic reductions to the host ------------------------------------------------------
+
+// partials[b] = sum over this block's grid-stride elements of f(x[i]) (x^2 or x), in double.
+template <bool kSquare>
+__global__ void partial_sums_kernel(double* partials, const float* x, size_t n) {
+  double s = 0;
+  GRID_STRIDE(i, n) {
+    const double v = x[i];
+    s += kSquare ? v * v : v;
+  }
+  s = block_reduce<double, false>(s);
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ void sum_partials_kernel(double* out, const double* partials, int count) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    double s = 0;
+    for (int i = 0; i < count; ++i) s += partials[i];
+    *out = s;
+  }
+}
+
+// sum of x (or x^2) over n, on the host: waits for the stream.
+// The scratch is the context's, so one reduction runs at a time (ranks that are threads of one
+// process may share the GPU).
+std::mutex g_reduce_mutex;
+
+template <bool kSquare>
+double reduce_to_host(const float* x, size_t n) {
+  Context& c = ctx();
+  if (n == 0) return 0.0;
+  std::lock_guard<std::mutex> lock(g_reduce_mutex);
+  const unsigned blocks = std::min<unsigned>(blocks_for(n), Context::kMaxPartials);
+  partial_sums_kernel<kSquare><<<blocks, kThreads, 0, c.stream>>>(c.partials, x, n);
+  sum_partials_kernel<<<1, 1, 0, c.stream>>>(c.partials + Context::kMaxPartials - 1, c.partials, static_cast<int>(blocks));
+  launched("reduce");
+  if (!STAGECRAFT_CUDA_OK(cudaMemcpyAsync(c.host_result, c.partials + Context::kMaxPartials - 1, sizeof(double),
+                                          cudaMemcpyDeviceToHost, c.stream)) ||
+      !STAGECRAFT_CUDA_OK(cudaStreamSynchronize(c.stream))) {
+    return NAN;
+  }
+  return *c.host_result;
+}
+
+// ---- GEMMs (cuBLAS, column-major views of row-major buffers) -----------------------------------
+
+void sgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B,
+           int ldb, float beta, float* C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  STAGECRAFT_CUDA_OK(cublasSgemm(ctx().cublas, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
+}
+
+void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const float* A, int lda,
+                   long long sa, const float* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int batch) {
+  if (m <= 0 || n <= 0 || batch <= 0) return;
+  STAGECRAFT_CUDA_OK(
+      cublasSgemmStridedBatched(ctx().cublas, ta, tb, m, n, k, &alpha, A, lda, sa, B, ldb, sb, &beta, C, ldc, sc, batch));
+}
+
+constexpr cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
+
+unsigned warp_rows_blocks(int rows) { return static_cast<unsigned>((rows + kThreads / kWarp - 1) / (kThreads / kWarp)); }
+
+class CudaOps final : public Ops {
+ public:
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
+                      Layout layout) const override {
+    // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
+    if (layout == Layout::kInOut) {
+      sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, 0.0f, out, OC);
+    } else {
+      sgemm(T_, N_, OC, BT, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
+    }
+    if (bias) {
+      add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias, size_t(BT), OC);
+      launched("add_bias");
+    }
+  }
+
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT,
+                       int C, int OC, Layout layout) const override {
+    if (dinp) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
+      if (layout == Layout::kInOut) {
+        sgemm(T_, N_, C, BT, OC, 1.0f, weight, OC, dout, OC, 0.0f, dinp, C);
+      } else {
+        sgemm(N_, N_, C, BT, OC, 1.0f, weight, C, dout, OC, 0.0f, dinp, C);
+      }
+    }
+    if (dweight) {  // += inp^T dout (C, OC), or dout^T inp (OC, C)
+      if (layout == Layout::kInOut) {
+        sgemm(N_, T_, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, OC);
+      } else {
+        sgemm(N_, T_, C, OC, BT, 1.0f, inp, C, dout, OC, 1.0f, dweight, C);
+      }
+    }
+    if (dbias) column_sums(dbias, dout, BT, OC);
+  }
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
+                         int C) const override {
+    if (N <= 0) return;
+    layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(out, mean, rstd, inp, weight, bias, N, C);
+    launched("layernorm_forward");
+  }
+
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                          const float* mean, const float* rstd, int N, int C) const override {
+    if (N <= 0) return;
+    if (dinp) {
+      layernorm_dinp_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+      launched("layernorm_backward");
+    }
+    if (dweight || dbias) {
+      dim3 grid((C + kThreads - 1) / kThreads, (N + kRowBand - 1) / kRowBand);
+      layernorm_dparams_kernel<<<grid, kThreads, 0, stream()>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+      launched("layernorm_backward");
+    }
+  }
+
+  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS).
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+    const int Cl = NH * HS, C3 = 3 * Cl;
+    const float scale = 1.0f / sqrtf(float(HS));
+    const long long TT = static_cast<long long>(T) * T;
+    for (int b = 0; b < B; ++b) {
+      const float* q = qkv + size_t(b) * T * C3;
+      const float* k = q + Cl;
+      const float* v = q + 2 * Cl;
+      float* a = att + size_t(b) * NH * TT;
+      // att_h (T, T) = scale q_h k_h^T: column-major att^T = k_h q_h^T.
+      sgemm_batched(T_, N_, T, T, HS, scale, k, C3, HS, q, C3, HS, 0.0f, a, T, TT, NH);
+      causal_softmax_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(a, NH * T, T);
+      launched("attention_forward");
+      // out_h (T, HS) = att_h v_h: column-major out^T = v^T att^T.
+      sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, a, T, TT, 0.0f, out + size_t(b) * T * Cl, Cl, HS, NH);
+    }
+  }
+
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+                          int HS) const override {
+    const int Cl = NH * HS, C3 = 3 * Cl;
+    const float scale = 1.0f / sqrtf(float(HS));
+    const long long TT = static_cast<long long>(T) * T;
+    for (int b = 0; b < B; ++b) {
+      const float* q = qkv + size_t(b) * T * C3;
+      const float* k = q + Cl;
+      const float* v = q + 2 * Cl;
+      float* dq = dqkv + size_t(b) * T * C3;
+      float* dk = dq + Cl;
+      float* dv = dq + 2 * Cl;
+      const float* a = att + size_t(b) * NH * TT;
+      const float* dy = dout + size_t(b) * T * Cl;
+      float* ds = scratch + size_t(b) * NH * TT;
+      // dP_h (T, T) = dy_h v_h^T;  dv_h (T, HS) = P_h^T dy_h.
+      sgemm_batched(T_, N_, T, T, HS, 1.0f, v, C3, HS, dy, Cl, HS, 0.0f, ds, T, TT, NH);
+      sgemm_batched(N_, T_, HS, T, T, 1.0f, dy, Cl, HS, a, T, TT, 0.0f, dv, C3, HS, NH);
+      causal_softmax_backward_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(ds, a, NH * T, T, scale);
+      launched("attention_backward");
+      // dq_h = dS_h k_h;  dk_h = dS_h^T q_h.
+      sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, ds, T, TT, 0.0f, dq, C3, HS, NH);
+      sgemm_batched(N_, T_, HS, T, T, 1.0f, q, C3, HS, ds, T, TT, 0.0f, dk, C3, HS, NH);
+    }
+  }
+
+  void gelu_forward(float* out, const float* inp, size_t N) const override {
+    if (N == 0) return;
+    gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out, inp, N);
+    launched("gelu_forward");
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {
+    if (N == 0) return;
+    gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp, inp, dout, N);
+    launched("gelu_backward");
+  }
+  void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {
+    if (N == 0) return;
+    add_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out, inp1, inp2, N);
+    launched("residual_forward");
+  }
+  void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const override {
+    if (N == 0) return;
+    if (dinp1) accumulate_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp1, dout, N);
+    if (dinp2) accumulate_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp2, dout, N);
+    launched("residual_backward");
+  }
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const override {
+    const size_t n = size_t(B) * T * C;
+    if (n == 0) return;
+    encoder_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out, tokens, wte, wpe, T, C, n);
+    launched("encoder_forward");
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const override {
+    const size_t n = size_t(B) * T * C;
+    if (n == 0 || (!dwte && !dwpe)) return;
+    encoder_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dwte, dwpe, dout, tokens, T, C, n);
+    launched("encoder_backward");
+  }
+  double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const override {
+    if (N <= 0) return 0.0;
+    crossentropy_forward_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(losses, probs, logits, targets, V);
+    launched("crossentropy_forward");
+    return reduce_to_host<false>(losses, size_t(N)) / N;
+  }
+  void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
+    const size_t n = size_t(N) * V;
+    if (n == 0) return;
+    crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dlogits, probs, targets, dloss, V, n);
+    launched("crossentropy_backward");
+  }
+  void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
+                    float grad_scale) const override {
+    if (N == 0) return;
+    const element::AdamWStep<float> st{opt.lr,
+                                       opt.beta1,
+                                       opt.beta2,
+                                       opt.eps,
+                                       decay ? opt.weight_decay : 0.0f,
+                                       float(1 - std::pow(double(opt.beta1), double(step))),
+                                       float(1 - std::pow(double(opt.beta2), double(step))),
+                                       grad_scale};
+    adamw_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(params, m, v, grads, N, st);
+    launched("adamw_update");
+  }
+  double sum_of_squares(const float* x, size_t N) const override { return reduce_to_host<true>(x, N); }
+  void scale(float* x, size_t N, float s) const override {
+    if (N == 0) return;
+    scale_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(x, N, s);
+    launched("scale");
+  }
+};
+
+}  // namespace
+
+const Ops& cuda_ops() {
+  static const CudaOps ops;
+  return ops;
+}
+
+}  // namespace stagecraft::runtime::cuda

@@ -1,0 +1,387 @@
+// The CUDA backend against the CPU engine, on a real GPU: every kernel of the Ops table (ops.h)
+// against the CPU kernel on random shapes with odd sizes (fp32 within 1e-5 of the tensor's scale),
+// a 20-step run on cuda against the CPU engine's losses (1e-4), dp 2 x tp 2 x pp 2 ranks sharing
+// one GPU through host-staged communication against the single rank, and checkpoints moving
+// between cpu and cuda.
+//
+// Without a GPU (or in a build without CUDA) the suite prints why and exits 77, which ctest
+// reports as skipped (tests/gpu/CMakeLists.txt), never as passed.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "stagecraft/comm/process_groups.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/rng.h"
+#include "stagecraft/runtime/trainer.h"
+#include "thread_comm.h"
+
+#include <QtTest>
+
+using namespace stagecraft;
+using namespace stagecraft::runtime;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t stream, double scale = 1.0) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(scale * rng_normal(77, stream, i));
+  return v;
+}
+
+std::vector<int32_t> tokens_of(size_t n, int V, uint64_t stream) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(rng_uniform(5, stream, i) * V) % V;
+  return t;
+}
+
+// max |a - b| / max(max |b|, 1e-12): the error relative to the tensor's scale.
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0, d = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    m = std::max(m, std::abs(double(b[i])));
+    d = std::max(d, std::abs(double(a[i]) - double(b[i])));
+  }
+  return d / std::max(m, 1e-12);
+}
+
+// A tensor on the GPU, with its host twin for the CPU kernel.
+struct Twin {
+  std::vector<float> host;
+  Buffer<float> dev;
+  Twin(Device& d, std::vector<float> init) : host(std::move(init)) {
+    dev = Buffer<float>::make(d, host.size()).value();
+    if (!d.copy_from_host(dev.data(), host.data(), host.size() * sizeof(float)).ok()) qFatal("copy to the GPU failed");
+  }
+  Twin(Device& d, size_t n) : Twin(d, std::vector<float>(n, 0.0f)) {}
+  float* h() { return host.data(); }
+  float* g() { return dev.data(); }
+  std::vector<float> back(Device& d) const {
+    std::vector<float> out(host.size());
+    if (!d.copy_to_host(out.data(), dev.data(), out.size() * sizeof(float)).ok()) qFatal("copy from the GPU failed");
+    return out;
+  }
+};
+
+struct Ints {
+  std::vector<int32_t> host;
+  Buffer<int32_t> dev;
+  Ints(Device& d, std::vector<int32_t> init) : host(std::move(init)) {
+    dev = Buffer<int32_t>::make(d, host.size()).value();
+    if (!d.copy_from_host(dev.data(), host.data(), host.size() * sizeof(int32_t)).ok()) qFatal("copy to the GPU failed");
+  }
+};
+
+const char* kBase =
+    "cluster: {nodes: 1, gpus_per_node: 1}\n"
+    "parallel: {dp: 1, tp: 1, pp: 1}\n"
+    "model: {layers: 4, hidden: 64, heads: 4, seq_len: 32, vocab: 96}\n"
+    "train: {global_batch: 8, micro_batch: 1, steps: 20, lr: 3.0e-3, warmup_steps: 3, weight_decay: 0.1, grad_clip: 1.0, seed: 9}\n"
+    "backend: cpu\n";
+
+TokenData make_data() {
+  std::vector<uint16_t> t;
+  for (int i = 0; i < 6000; ++i) t.push_back(static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96));
+  return TokenData::from_tokens(std::move(t));
+}
+
+struct RunOut {
+  std::vector<double> losses, norms;
+  std::string error;
+};
+
+// Trains `steps` steps of kBase + overrides with every rank a thread; `gpu` puts every rank's
+// stage on the GPU (ranks share it), else on the CPU.
+RunOut train(const std::vector<std::string>& overrides, int steps, bool gpu, bool save = false) {
+  RunOut out;
+  auto cfg = config::parse_config(kBase, "test.yaml", overrides);
+  if (!cfg.ok()) return {{}, {}, cfg.status().message()};
+  auto plan = plan::make_plan(cfg.value());
+  if (!plan.ok()) return {{}, {}, plan.status().message()};
+  const int world = plan->topology.world_size();
+  testing::ThreadHubs hubs;
+  std::vector<comm::ProcessGroups> groups;
+  std::vector<RankLayout> layouts;
+  for (int r = 0; r < world; ++r) {
+    auto g = comm::build_process_groups(plan->topology, r, cfg->model.tied_embeddings, testing::thread_communicator_factory(hubs, r));
+    auto l = comm::rank_layout_of(plan.value(), r);
+    if (!g.ok() || !l.ok()) return {{}, {}, g.status().message() + l.status().message()};
+    groups.push_back(std::move(g).value());
+    layouts.push_back(std::move(l).value());
+  }
+  const TokenData data = make_data();
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto fail = [&](const Status& s) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (out.error.empty()) out.error = "rank " + std::to_string(r) + ": " + s.message();
+      };
+      std::unique_ptr<Device> dev;
+      if (gpu) {
+        auto d = make_device(config::Backend::kCuda, 0);
+        if (!d.ok()) return fail(d.status());
+        dev = std::move(d).value();
+      }
+      auto t = Trainer::create(cfg.value(), layouts[static_cast<size_t>(r)], groups[static_cast<size_t>(r)].trainer_groups(), &data,
+                               dev.get());
+      if (!t.ok()) return fail(t.status());
+      if (Status s = t.value()->start(); !s) return fail(s);
+      for (int i = 0; i < steps; ++i) {
+        auto st = t.value()->train_step();
+        if (!st.ok()) return fail(st.status());
+        if (r == 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          out.losses.push_back(st->loss);
+          out.norms.push_back(st->grad_norm);
+        }
+      }
+      if (save) {
+        auto p = t.value()->save_checkpoint();
+        if (!p.ok()) return fail(p.status());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return out;
+}
+
+bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
+
+QString compare(const RunOut& a, const RunOut& b, double rel) {
+  if (!a.error.empty()) return QString::fromStdString(a.error);
+  if (!b.error.empty()) return QString::fromStdString(b.error);
+  if (a.losses.size() != b.losses.size()) return QString("%1 vs %2 steps").arg(a.losses.size()).arg(b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    if (!close(a.losses[i], b.losses[i], rel)) {
+      return QString("step %1: loss %2 vs %3").arg(i + 1).arg(a.losses[i], 0, 'g', 10).arg(b.losses[i], 0, 'g', 10);
+    }
+    if (!close(a.norms[i], b.norms[i], 10 * rel)) {
+      return QString("step %1: grad norm %2 vs %3").arg(i + 1).arg(a.norms[i], 0, 'g', 10).arg(b.norms[i], 0, 'g', 10);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+class TestCuda : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<Device> gpu_;
+
+ private slots:
+  void initTestCase() {
+    cpu::set_num_threads(1);
+    auto d = make_device(config::Backend::kCuda, 0);
+    QVERIFY2(d.ok(), qPrintable(QString::fromStdString(d.status().message())));
+    gpu_ = std::move(d).value();
+    std::printf("device: %s\n", gpu_->name().c_str());
+  }
+
+  void kernelsMatchTheCpu_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("C");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("OC");
+    QTest::addColumn<int>("V");
+    QTest::newRow("odd sizes") << 2 << 37 << 72 << 3 << 129 << 301;
+    QTest::newRow("tiny") << 3 << 5 << 24 << 2 << 7 << 11;
+    QTest::newRow("gpt-2 head size") << 1 << 128 << 256 << 4 << 1024 << 5000;
+  }
+  void kernelsMatchTheCpu() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, C);
+    QFETCH(int, NH);
+    QFETCH(int, OC);
+    QFETCH(int, V);
+    Device& d = *gpu_;
+    const Ops& cpu = cpu_ops();
+    const Ops& gk = d.ops();
+    const int BT = B * T, HS = C / NH;
+    const size_t n = size_t(BT) * C;
+    const double tol = 1e-5;
+    auto check = [&](const char* what, const Twin& t) {
+      QVERIFY2(d.synchronize().ok(), what);
+      const double e = rel_err(t.back(d), t.host);
+      QVERIFY2(e <= tol, qPrintable(QString("%1: relative error %2").arg(what).arg(e)));
+    };
+    // matmul, both layouts, bias, and backward with accumulation onto non-zero gradients.
+    for (Layout layout : {Layout::kInOut, Layout::kOutIn}) {
+      Twin inp(d, randn(n, 1)), w(d, randn(size_t(C) * OC, 2, 0.2)), bias(d, randn(size_t(OC), 3)), out(d, size_t(BT) * OC);
+      cpu.matmul_forward(out.h(), inp.h(), w.h(), bias.h(), BT, C, OC, layout);
+      gk.matmul_forward(out.g(), inp.g(), w.g(), bias.g(), BT, C, OC, layout);
+      check("matmul_forward", out);
+      Twin dout(d, randn(size_t(BT) * OC, 4)), dinp(d, n), dw(d, randn(size_t(C) * OC, 5)), db(d, randn(size_t(OC), 6));
+      cpu.matmul_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), BT, C, OC, layout);
+      gk.matmul_backward(dinp.g(), dw.g(), db.g(), dout.g(), inp.g(), w.g(), BT, C, OC, layout);
+      check("matmul_backward dinp", dinp);
+      check("matmul_backward dweight", dw);
+      check("matmul_backward dbias", db);
+    }
+    {  // layernorm
+      Twin inp(d, randn(n, 7, 2.0)), w(d, randn(size_t(C), 8)), b(d, randn(size_t(C), 9)), out(d, n), mean(d, size_t(BT)),
+          rstd(d, size_t(BT));
+      cpu.layernorm_forward(out.h(), mean.h(), rstd.h(), inp.h(), w.h(), b.h(), BT, C);
+      gk.layernorm_forward(out.g(), mean.g(), rstd.g(), inp.g(), w.g(), b.g(), BT, C);
+      check("layernorm_forward out", out);
+      check("layernorm_forward mean", mean);
+      check("layernorm_forward rstd", rstd);
+      Twin dout(d, randn(n, 10)), dinp(d, randn(n, 11)), dw(d, randn(size_t(C), 12)), db(d, randn(size_t(C), 13));
+      cpu.layernorm_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), mean.h(), rstd.h(), BT, C);
+      gk.layernorm_backward(dinp.g(), dw.g(), db.g(), dout.g(), inp.g(), w.g(), mean.g(), rstd.g(), BT, C);
+      check("layernorm_backward dinp", dinp);
+      check("layernorm_backward dweight", dw);
+      check("layernorm_backward dbias", db);
+    }
+    {  // attention
+      const size_t att = size_t(B) * NH * T * T;
+      Twin qkv(d, randn(size_t(BT) * 3 * C, 14)), out(d, n), a(d, att);
+      cpu.attention_forward(out.h(), a.h(), qkv.h(), B, T, NH, HS);
+      gk.attention_forward(out.g(), a.g(), qkv.g(), B, T, NH, HS);
+      check("attention_forward out", out);
+      check("attention_forward att", a);
+      Twin dout(d, randn(n, 15)), dqkv(d, size_t(BT) * 3 * C), cs(d, att), gs(d, att);
+      cpu.attention_backward(dqkv.h(), cs.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS);
+      gk.attention_backward(dqkv.g(), gs.g(), dout.g(), qkv.g(), a.g(), B, T, NH, HS);
+      check("attention_backward", dqkv);
+    }
+    {  // GELU, residual
+      Twin x(d, randn(n, 16, 3.0)), y(d, n), dy(d, randn(n, 17)), dx(d, n);
+      cpu.gelu_forward(y.h(), x.h(), n);
+      gk.gelu_forward(y.g(), x.g(), n);
+      check("gelu_forward", y);
+      cpu.gelu_backward(dx.h(), x.h(), dy.h(), n);
+      gk.gelu_backward(dx.g(), x.g(), dy.g(), n);
+      check("gelu_backward", dx);
+      Twin r(d, n), a1(d, randn(n, 18)), a2(d, randn(n, 19));
+      cpu.residual_forward(r.h(), x.h(), dy.h(), n);
+      gk.residual_forward(r.g(), x.g(), dy.g(), n);
+      check("residual_forward", r);
+      cpu.residual_backward(a1.h(), a2.h(), dy.h(), n);
+      gk.residual_backward(a1.g(), a2.g(), dy.g(), n);
+      check("residual_backward 1", a1);
+      check("residual_backward 2", a2);
+    }
+    {  // embeddings, with repeated tokens
+      Ints tok(d, tokens_of(size_t(BT), std::min(V, 7), 20));
+      Twin wte(d, randn(size_t(V) * C, 21)), wpe(d, randn(size_t(T) * C, 22)), out(d, n);
+      cpu.encoder_forward(out.h(), tok.host.data(), wte.h(), wpe.h(), B, T, C);
+      gk.encoder_forward(out.g(), tok.dev.data(), wte.g(), wpe.g(), B, T, C);
+      check("encoder_forward", out);
+      Twin dout(d, randn(n, 23)), dwte(d, randn(size_t(V) * C, 24)), dwpe(d, randn(size_t(T) * C, 25));
+      cpu.encoder_backward(dwte.h(), dwpe.h(), dout.h(), tok.host.data(), B, T, C);
+      gk.encoder_backward(dwte.g(), dwpe.g(), dout.g(), tok.dev.data(), B, T, C);
+      check("encoder_backward dwte", dwte);
+      check("encoder_backward dwpe", dwpe);
+    }
+    {  // cross-entropy, probs aliasing logits as the stage calls it
+      Ints tgt(d, tokens_of(size_t(BT), V, 26));
+      Twin logits(d, randn(size_t(BT) * V, 27, 4.0)), losses(d, size_t(BT));
+      const double lc = cpu.crossentropy_forward(losses.h(), logits.h(), logits.h(), tgt.host.data(), BT, V);
+      const double lg = gk.crossentropy_forward(losses.g(), logits.g(), logits.g(), tgt.dev.data(), BT, V);
+      QVERIFY2(close(lc, lg, tol), qPrintable(QString("mean loss %1 vs %2").arg(lc, 0, 'g', 10).arg(lg, 0, 'g', 10)));
+      check("crossentropy_forward losses", losses);
+      check("crossentropy_forward probs", logits);
+      const float dloss = 1.0f / float(BT);
+      cpu.crossentropy_backward(logits.h(), logits.h(), tgt.host.data(), dloss, BT, V);
+      gk.crossentropy_backward(logits.g(), logits.g(), tgt.dev.data(), dloss, BT, V);
+      check("crossentropy_backward", logits);
+    }
+    {  // AdamW, norm, scale
+      Twin p(d, randn(n, 28)), m(d, randn(n, 29, 0.1)), v(d, randn(n, 30, 0.0)), g(d, randn(n, 31));
+      for (auto& x : v.host) x = 0.01f;
+      QVERIFY(d.copy_from_host(v.g(), v.h(), n * sizeof(float)).ok());
+      AdamWOptions opt;
+      opt.lr = 1e-3f;
+      cpu.adamw_update(p.h(), m.h(), v.h(), g.h(), n, opt, 3, true, 0.7f);
+      gk.adamw_update(p.g(), m.g(), v.g(), g.g(), n, opt, 3, true, 0.7f);
+      check("adamw params", p);
+      check("adamw m", m);
+      check("adamw v", v);
+      const double sc = cpu.sum_of_squares(g.h(), n), sg = gk.sum_of_squares(g.g(), n);
+      QVERIFY2(close(sc, sg, 1e-12), qPrintable(QString("sum of squares %1 vs %2").arg(sc, 0, 'g', 17).arg(sg, 0, 'g', 17)));
+      cpu.scale(g.h(), n, 0.25f);
+      gk.scale(g.g(), n, 0.25f);
+      check("scale", g);
+    }
+  }
+
+  void deviceReportsFailuresAsStatus() {
+    auto huge = gpu_->allocate(size_t(1) << 50);  // a petabyte
+    QVERIFY(!huge.ok());
+    QVERIFY2(QString::fromStdString(huge.status().message()).contains("out of memory allocating"),
+             qPrintable(QString::fromStdString(huge.status().message())));
+    QVERIFY(gpu_->synchronize().ok());  // an out-of-memory leaves the device usable
+    auto small = gpu_->allocate(1024);
+    QVERIFY(small.ok());
+    gpu_->release(small.value());
+  }
+
+  void twentyStepsEqualTheCpuEngine() {
+    const RunOut c = train({}, 20, false), g = train({}, 20, true);
+    const QString diff = compare(g, c, 1e-4);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    QVERIFY2(g.losses.back() < g.losses.front() - 0.5, "the model should learn");
+    std::printf("cuda fp32 vs cpu: loss %.6f -> %.6f (cpu %.6f -> %.6f)\n", g.losses.front(), g.losses.back(), c.losses.front(),
+                c.losses.back());
+  }
+
+  void recomputeAndMicroBatchesEqualTheCpuEngine() {
+    const std::vector<std::string> o = {"train.recompute=full", "train.micro_batch=2", "cluster.gpus_per_node=2", "parallel.dp=2"};
+    const QString diff = compare(train(o, 8, true), train(o, 8, false), 1e-4);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+  }
+
+  void dp2Tp2Pp2OnOneGpuEqualsOneRank() {
+    const RunOut one = train({}, 10, true);
+    const RunOut par = train({"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "pipeline.schedule=1f1b",
+                              "parallel.zero=1"},
+                             10, true);
+    const QString diff = compare(par, one, 1e-4);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+  }
+
+  void checkpointsMoveBetweenCpuAndCuda() {
+    const QString dir = QDir::tempPath() + "/stagecraft-tst-cuda-" + QString::number(QCoreApplication::applicationPid());
+    const std::string ck = (dir + "/ck").toStdString();
+    const RunOut whole = train({"train.steps=12"}, 12, false);
+    // 6 steps on the CPU, the rest on the GPU; then 6 on the GPU, the rest on the CPU.
+    for (bool first_gpu : {false, true}) {
+      std::filesystem::remove_all(ck);
+      const RunOut a = train({"train.checkpoint_dir=" + ck, "train.steps=12"}, 6, first_gpu, true);
+      QVERIFY2(a.error.empty(), a.error.c_str());
+      const RunOut b = train({"train.checkpoint_dir=" + ck, "train.steps=12", "train.resume=" + ck + "/step-6"}, 6, !first_gpu);
+      QVERIFY2(b.error.empty(), b.error.c_str());
+      for (size_t i = 0; i < 6; ++i) {
+        QVERIFY2(close(b.losses[i], whole.losses[6 + i], 1e-4),
+                 qPrintable(QString("%1 first, step %2: %3 vs %4").arg(first_gpu ? "gpu" : "cpu").arg(7 + i).arg(b.losses[i]).arg(whole.losses[6 + i])));
+      }
+    }
+    std::filesystem::remove_all(dir.toStdString());
+  }
+};
+
+int main(int argc, char** argv) {
+  if (!runtime::cuda_built()) {
+    std::printf("SKIPPED: this build has no CUDA backend (configure with -DSTAGECRAFT_WITH_CUDA=ON)\n");
+    return 77;
+  }
+  if (runtime::cuda_device_count() == 0) {
+    std::printf("SKIPPED: no GPU is visible to this process (nvidia-smi, CUDA_VISIBLE_DEVICES)\n");
+    return 77;
+  }
+  TestCuda t;
+  return QTest::qExec(&t, argc, argv);
+}
+
+#include "tst_cuda.moc"
