@@ -2,12 +2,14 @@
 // host key known, authenticated, worker present with this version, enough slots), one line per
 // host and per problem. Also the host options shared with `run` (remote_hosts()).
 #include <cstdio>
+#include <filesystem>
 
 #include "args.h"
 #include "commands.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/preflight.h"
+#include "stagecraft/launch/program.h"
 
 namespace stagecraft::cli {
 
@@ -43,6 +45,11 @@ Result<RemoteHosts> remote_hosts(const Args& args, const config::RunConfig& conf
   r.ssh.known_hosts_file = args.option("--known-hosts").value_or("");
   r.worker = args.option("--worker").value_or("");
   return r;
+}
+
+bool is_own_worker(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return path.substr(slash == std::string::npos ? 0 : slash + 1) == "stagecraft-worker";
 }
 
 // Prints the checks; returns true when every host passed.
@@ -99,8 +106,19 @@ int cmd_preflight(const std::vector<std::string>& argv) {
   if (auto per_node = launch::slots_per_node(hosts->hosts); !per_node.ok()) return report(per_node.status());
   launch::PreflightOptions po;
   po.ssh = hosts->ssh;
-  po.worker_path = hosts->worker;
   po.cuda = cfg->backend == config::Backend::kCuda;
+  // --worker PROGRAM (not a stagecraft-worker) or launch.program: another program's run.
+  std::string program = cfg->launch.program;
+  if (!hosts->worker.empty() && !is_own_worker(hosts->worker)) program = hosts->worker;
+  if (program.empty()) {
+    po.worker_path = hosts->worker;
+  } else {
+    po.check_worker = false;
+    po.program = program;
+    if (launch::is_python_program(program)) po.python = cfg->launch.python;
+    std::error_code ec;
+    po.cwd = std::filesystem::current_path(ec).string();
+  }
   return print_preflight(launch::preflight(hosts->hosts, po), args->has("--json")) ? 0 : 1;
 }
 

@@ -1,10 +1,14 @@
-// stagecraft-cli run: train a configuration with Stagecraft's engine on this machine, one worker
-// process per rank, with a live progress line (or the workers' events as JSON lines).
+// stagecraft-cli run: train a configuration with Stagecraft's engine on this machine or on the
+// hosts of a hostfile, one worker process per rank, or run another program in its place
+// (--worker PROGRAM [-- ARGS], launch.program), with a live progress line (or the events as JSON
+// lines).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include <unistd.h>
 
@@ -13,6 +17,7 @@
 #include "history_file.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/preflight.h"
+#include "stagecraft/launch/program.h"
 #include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
@@ -49,19 +54,49 @@ std::string clock_text(double seconds) {
 
 }  // namespace
 
-int cmd_run(const std::vector<std::string>& argv) {
+int cmd_run(const std::vector<std::string>& argv_in) {
+  // Everything after `--` goes to another program as it is.
+  std::vector<std::string> argv = argv_in, program_args;
+  bool has_program_args = false;
+  if (auto dash = std::find(argv.begin(), argv.end(), "--"); dash != argv.end()) {
+    program_args.assign(dash + 1, argv.end());
+    argv.erase(dash, argv.end());
+    has_program_args = true;
+  }
   ArgSpec spec;
   spec.flags = {"--json", "--detach"};
-  spec.options = {"--db", "--master-addr"};
+  spec.options = {"--db", "--master-addr", "--framework"};
   spec.options.insert(host_options().begin(), host_options().end());
   spec.overrides = true;
   auto args = parse_args(argv, spec, "run");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--json] [--detach] [--db FILE])"));
+    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--worker PROGRAM [--framework megatron|deepspeed] [-- ARGS ...]] [--json] [--detach] [--db FILE])"));
   }
   auto cfg = config::load_config_file(args->positionals[0], args->overrides);
   if (!cfg.ok()) return report(cfg.status());
+  // --worker: Stagecraft's own worker at another path, or any other program (launch.program).
+  std::string own_worker;
+  if (auto worker = args->option("--worker")) {
+    if (worker->empty()) return report(Status::invalid_input("run: --worker: give a program"));
+    if (is_own_worker(*worker)) {
+      own_worker = *worker;
+    } else {
+      cfg->launch.program = *worker;
+    }
+  }
+  if (auto framework = args->option("--framework")) {
+    const auto f = enum_parse(config::kLaunchFrameworkNames, *framework);
+    if (!f || *f == config::LaunchFramework::kNone) {
+      return report(Status::invalid_input("run: --framework=" + *framework +
+                                          ": megatron or deepspeed (the others take their plan as a config file: export --to)"));
+    }
+    cfg->launch.framework = *f;
+  }
+  const bool foreign = cfg->launch.foreign();
+  if (has_program_args && !foreign) {
+    return report(Status::invalid_input("run: the arguments after -- go to another program; give --worker PROGRAM (or launch.program)"));
+  }
   // Hosts (--hosts FILE or cluster.hosts) make the run remote; they define the cluster.
   auto remote = remote_hosts(args.value(), cfg.value());
   if (!remote.ok()) return report(remote.status());
@@ -80,12 +115,32 @@ int cmd_run(const std::vector<std::string>& argv) {
   request.config = c;
   request.plan = std::move(plan).value();
   if (is_remote) request.hosts = remote->hosts;
+  request.program_args = program_args;
   if (Status s = launch::check_runnable(request.config, request.plan, request.hosts); !s) return report(s);
   const bool json = args->has("--json");
+  if (foreign) {
+    auto cmd = launch::program_command(request.config, program_args);
+    if (!cmd.ok()) return report(cmd.status());
+    if (!json) {
+      for (const auto& n : cmd->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+    }
+    if (!is_remote) {
+      if (Status s = launch::check_program_here(request.config); !s) return report(s);
+    }
+  } else if (!own_worker.empty() && !is_remote) {
+    request.local.worker = {own_worker};
+  }
   if (is_remote) {
     launch::PreflightOptions po;
     po.ssh = remote->ssh;
-    po.worker_path = remote->worker;
+    po.worker_path = own_worker;
+    po.check_worker = !foreign;
+    if (foreign) {
+      po.program = c.launch.program;
+      if (launch::is_python_program(c.launch.program)) po.python = c.launch.python;
+      std::error_code ec;
+      po.cwd = std::filesystem::current_path(ec).string();
+    }
     const auto checks = launch::preflight(remote->hosts, po);
     bool passed = true;
     for (const auto& ch : checks) {
@@ -97,7 +152,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (!json) passed = print_preflight(checks, false);
     if (!passed) return 1;
     request.remote.ssh = remote->ssh;
-    if (!remote->worker.empty()) request.remote.command = {remote->worker};
+    if (!own_worker.empty()) request.remote.command = {own_worker};
     request.remote.master_addr = args->option("--master-addr").value_or("");
   }
   // Every run is recorded in the history before it starts; its id is the first line printed.
@@ -121,6 +176,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   const bool tty = isatty(STDOUT_FILENO) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   double last_loss = NAN;
+  int64_t last_step = -1;
+  // Whose steps the progress line follows: rank 0's for Stagecraft's workers; for another
+  // program the first rank that reports one (Megatron-LM prints them on the last rank).
+  int progress_rank = foreign ? -1 : 0;
   launch::RunCallbacks cb;
   cb.on_event = [&](int rank, const launch::WorkerEvent& e) {
     if (json) {
@@ -129,7 +188,16 @@ int cmd_run(const std::vector<std::string>& argv) {
       std::fflush(stdout);
       return;
     }
-    if (const auto* st = std::get_if<launch::StepEvent>(&e); st && rank == 0) {
+    if (const auto* st = std::get_if<launch::StepEvent>(&e); st && progress_rank < 0) progress_rank = rank;
+    if (const auto* st = std::get_if<launch::StepEvent>(&e); st && foreign && rank == progress_rank) {
+      if (!std::isnan(st->loss)) last_loss = st->loss;
+      last_step = st->step;
+      std::printf("%sstep %lld  loss %.4f", tty ? "\r" : "", static_cast<long long>(st->step), st->loss);
+      if (!std::isnan(st->tokens_per_s)) std::printf("  %.0f tokens/s", st->tokens_per_s);
+      if (!std::isnan(st->step_ms)) std::printf("  %.1f ms/step", st->step_ms);
+      std::printf("%s", tty ? "   " : "\n");
+      std::fflush(stdout);
+    } else if (const auto* st = std::get_if<launch::StepEvent>(&e); st && rank == progress_rank) {
       last_loss = st->loss;
       const double tps = std::isnan(st->tokens_per_s) ? 0 : st->tokens_per_s;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -167,7 +235,14 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   if (!json) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("done: %d steps in %s, final loss %.4f\n", c.train.steps, clock_text(elapsed).c_str(), last_loss);
+    if (foreign && last_step < 0) {
+      std::printf("done: %s exited 0 on every rank in %s (no metric lines)\n", c.launch.program.c_str(), clock_text(elapsed).c_str());
+    } else if (foreign) {
+      std::printf("done: %s exited 0 on every rank in %s, last step %lld, loss %.4f\n", c.launch.program.c_str(),
+                  clock_text(elapsed).c_str(), static_cast<long long>(last_step), last_loss);
+    } else {
+      std::printf("done: %d steps in %s, final loss %.4f\n", c.train.steps, clock_text(elapsed).c_str(), last_loss);
+    }
   }
   return 0;
 }

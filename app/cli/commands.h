@@ -48,6 +48,9 @@ struct RemoteHosts {
   launch::SshOptions ssh;
   std::string worker;  // --worker PATH on the hosts; empty: this build's stagecraft-worker path
 };
+// Whether --worker names Stagecraft's own worker (a file named stagecraft-worker, at another
+// path), rather than another program to run in its place (launch.program).
+bool is_own_worker(const std::string& path);
 const std::set<std::string>& host_options();
 Result<RemoteHosts> remote_hosts(const Args& args, const config::RunConfig& config);
 // Prints preflight results (one line per host and problem, or JSON); true when all passed.

@@ -4,6 +4,7 @@
 // The consistency rules themselves are tst_validate's.
 // Engine headers before QtTest: Qt's `slots` keyword macro would rename HostSlots::slots.
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/config/config_schema.h"
 #include "stagecraft/config/validate.h"
 
 namespace {
@@ -102,6 +103,11 @@ const std::map<std::string, Field>& fields() {
       {"train.resume", [](const RunConfig& c) { return qs(c.train.resume); }},
       {"train.hang_timeout_s", [](const RunConfig& c) { return number(c.train.hang_timeout_s); }},
       {"backend", [](const RunConfig& c) { return qs(std::string(to_string(c.backend))); }},
+      {"launch.program", [](const RunConfig& c) { return qs(c.launch.program); }},
+      {"launch.python", [](const RunConfig& c) { return qs(c.launch.python); }},
+      {"launch.metrics", [](const RunConfig& c) { return qs(std::string(to_string(c.launch.metrics))); }},
+      {"launch.args", [](const RunConfig& c) { return qs(c.launch.args); }},
+      {"launch.framework", [](const RunConfig& c) { return qs(std::string(to_string(c.launch.framework))); }},
   };
   return kFields;
 }
@@ -163,6 +169,11 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"train.resume", ""},
     {"train.hang_timeout_s", "300"},
     {"backend", "cpu"},
+    {"launch.program", ""},
+    {"launch.python", "python3"},
+    {"launch.metrics", "auto"},
+    {"launch.args", ""},
+    {"launch.framework", "none"},
 };
 
 // One value for every key, written in a document: key, YAML value, companion keys that keep the
@@ -221,6 +232,11 @@ const std::vector<KeyRow> kKeyRows = {
     {"train.resume", "ckpt/step-100", {}, "ckpt/step-100"},
     {"train.hang_timeout_s", "60", {}, "60"},
     {"backend", "cuda", {}, "cuda"},
+    {"launch.program", "train/pretrain_gpt.py", {}, "train/pretrain_gpt.py"},
+    {"launch.python", "/usr/bin/python3", {}, "/usr/bin/python3"},
+    {"launch.metrics", "nanogpt", {}, "nanogpt"},
+    {"launch.args", "\"--data-path 'my data' --lr 1e-4\"", {}, "--data-path 'my data' --lr 1e-4"},
+    {"launch.framework", "deepspeed", {}, "deepspeed"},
 };
 
 // A block-style document from "section.key: value" entries (top-level keys have no dot). The base
@@ -579,7 +595,7 @@ class TestConfig : public QObject {
     auto c = parse_config(doc, "laughs.yaml");
     QVERIFY(!c.ok());
     QVERIFY2(t.elapsed() < 2000, "the aliases were expanded");
-    QVERIFY2(error_lines(c).contains("laughs.yaml:1: a0: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend"),
+    QVERIFY2(error_lines(c).contains("laughs.yaml:1: a0: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, launch"),
              c.status().message().c_str());
   }
 
@@ -600,12 +616,12 @@ class TestConfig : public QObject {
     QTest::newRow("model.hiden") << "model.hiden: 3" << "model.hiden: unknown key; did you mean model.hidden?";
     QTest::newRow("train.micro_bach") << "train.micro_bach: 1" << "train.micro_bach: unknown key; did you mean train.micro_batch?";
     QTest::newRow("cluster.gpus_per_nod") << "cluster.gpus_per_nod: 8" << "cluster.gpus_per_nod: unknown key; did you mean cluster.gpus_per_node?";
-    QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend";
+    QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, launch";
     QTest::newRow("key in the wrong section") << "train.tp: 2" << "train.tp: unknown key; did you mean parallel.tp?";
     QTest::newRow("nothing close in a section") << "parallel.banana: 1"
                                                 << "parallel.banana: unknown key; parallel keys are dp, tp, pp, tp_mode, tp_depth, order, sequence_parallel, zero";
     QTest::newRow("nothing close at the top") << "zzzzzzzzzz: 1"
-                                              << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend";
+                                              << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, launch";
     QTest::newRow("device key") << "cluster.device: {base: A100-80GB, memory_gb: 40}" << "cluster.device.memory_gb: unknown key; did you mean cluster.device.memory_gib?";
     QTest::newRow("host key") << "cluster.hosts: [{host: a, slot: 8}]" << "cluster.hosts[0].slot: unknown key; a host has host and slots";
   }
@@ -690,11 +706,16 @@ class TestConfig : public QObject {
     QVERIFY2(again.ok(), (again.status().message() + "\n" + yaml).c_str());
     QVERIFY2(again.value() == c.value(), yaml.c_str());
     QCOMPARE(to_yaml(again.value()), yaml);  // a fixed point
-    // Every key is written, defaults included, so that the saved file documents the whole run.
+    // Every key is written, defaults included, so that the saved file documents the whole run;
+    // only keys the schema marks omit_default are left out while they hold their default (the
+    // link speeds' "the device's", the launch.* keys of another program's run).
+    static const RunConfig kDefaults;
     for (const auto& key : config_keys()) {
       const std::string leaf = key.substr(key.rfind('.') + 1);
       if (key == "cluster.hosts" && c->cluster.hosts.empty()) continue;  // written only when given
-      if ((key == "cluster.intra_node_gbps" || key == "cluster.inter_node_gbps") && field(c.value(), qs(key)) == "0") continue;
+      const KeySpec* spec = find_key(key);
+      QVERIFY(spec);
+      if (spec->omit_default && field(c.value(), qs(key)) == field(kDefaults, qs(key))) continue;
       QVERIFY2(yaml.find(leaf + ":") != std::string::npos, key.c_str());
     }
     // Through a file as well.

@@ -205,7 +205,7 @@ class TestConfigSchema : public QObject {
   void keysAreUniqueAndInDocumentOrder() {
     std::set<std::string_view> seen;
     for (const KeySpec& k : config_schema()) QVERIFY2(seen.insert(k.path).second, std::string(k.path).c_str());
-    QCOMPARE(root_names(), (std::vector<std::string>{"name", "cluster", "model", "parallel", "pipeline", "train", "backend"}));
+    QCOMPARE(root_names(), (std::vector<std::string>{"name", "cluster", "model", "parallel", "pipeline", "train", "backend", "launch"}));
     QCOMPARE(config_keys().size(), config_schema().size());
     QCOMPARE(section_keys("pipeline"), (std::vector<std::string>{"schedule", "virtual_stages", "partition"}));
   }
@@ -278,6 +278,8 @@ class TestConfigSchema : public QObject {
     for (const auto& e : kBackendNames) QCOMPARE(to_string(*parse_backend(e.name)), e.name);
     for (const auto& e : kPartitionKindNames) QCOMPARE(to_string(e.value), e.name);
     for (const auto& e : kAxisNames) QCOMPARE(to_string(e.value), e.name);
+    for (const auto& e : kMetricsFormatNames) QCOMPARE(to_string(e.value), e.name);
+    for (const auto& e : kLaunchFrameworkNames) QCOMPARE(to_string(e.value), e.name);
     QCOMPARE(to_string(TpMode::k2p5d), std::string_view("2.5d"));
     QCOMPARE(to_string(Schedule::k1f1b), std::string_view("1f1b"));
     QVERIFY(!parse_tp_mode("2.5D"));

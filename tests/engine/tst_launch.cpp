@@ -11,10 +11,12 @@
 
 #include <QtTest>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include <fcntl.h>
 #include <thread>
@@ -131,6 +133,18 @@ class TestLaunch : public QObject {
                                      << "train.data=/nonexistent/tokens.bin: cannot read the file";
     QTest::newRow("hosts match the plan") << QStringList{"cluster.nodes=2", "cluster.gpus_per_node=2"} << 2 << 2 << "";
     QTest::newRow("hosts with too few slots") << QStringList{} << 2 << 1 << "hosts: 2 host(s) with 2 slots, but the plan has 4 ranks";
+    // Another program (launch.program): the engine's own rules do not apply, its checkpoints do not.
+    QTest::newRow("another program: cuda, no data, dropout")
+        << QStringList{"launch.program=train.py", "backend=cuda", "train.data=\"\"", "model.dropout=0.1"} << 0 << 0 << "";
+    QTest::newRow("another program: still one machine without hosts")
+        << QStringList{"launch.program=train.py", "cluster.nodes=2", "parallel.dp=auto"} << 0 << 0
+        << "cluster.nodes=2: a run without hosts starts every rank on this machine";
+    QTest::newRow("another program: the engine's resume") << QStringList{"launch.program=train.py", "train.resume=ckpt"} << 0 << 0
+                                                           << "train.resume=ckpt: resumes Stagecraft's own engine";
+    QTest::newRow("another program: arguments that do not split") << QStringList{"launch.program=train.py", "launch.args=a\\"} << 0 << 0
+                                                                  << "launch.args: trailing backslash";
+    QTest::newRow("launch keys without a program") << QStringList{"launch.metrics=jsonl"} << 0 << 0
+                                                   << "launch.metrics=jsonl: applies to another program's run";
   }
   void checkRunnableRefuses() {
     QFETCH(QStringList, overrides);
@@ -287,6 +301,63 @@ class TestLaunch : public QObject {
     QVERIFY(seconds_since(t0) < 4.0);
     QCOMPARE(o.state, RunOutcome::State::kHung);
     QVERIFY(QString::fromStdString(o.reason).contains("no progress"));
+  }
+
+  // Foreign mode (another program's ranks): metric lines become step events of their rank and
+  // stay logs; worker-event lines are not decoded; any output is progress for the hang timer.
+  void foreignModeReadsMetricLines() {
+    std::vector<std::unique_ptr<RankProcess>> ranks;
+    ranks.push_back(sh(0, "echo 'starting'; echo 'iter 1: loss 4.5000, time 10.00ms, mfu 1.00%'; "
+                          "echo '{\"event\":\"done\",\"step\":1}'; echo 'iter 2: loss 4.0000, time 9.00ms' >&2"));
+    ranks.push_back(sh(1, "echo '{\"step\": 7, \"lr\": 0.5}'"));
+    SuperviseOptions opt;
+    opt.foreign = true;
+    opt.metrics = config::MetricsFormat::kAuto;
+    std::vector<std::pair<int, StepEvent>> steps;
+    Recorder rec;
+    RunCallbacks cb = rec.callbacks();
+    cb.on_event = [&](int rank, const WorkerEvent& e) {
+      const auto* st = std::get_if<StepEvent>(&e);
+      QVERIFY(st);
+      steps.emplace_back(rank, *st);
+    };
+    Supervisor s(std::move(ranks), opt, cb);
+    const RunOutcome o = s.run();
+    QCOMPARE(o.state, RunOutcome::State::kSucceeded);
+    // Rank 0's two steps (stdout and stderr), rank 1's step without a loss when its output ends.
+    QCOMPARE(steps.size(), size_t{3});
+    std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return std::tie(a.first, a.second.step) < std::tie(b.first, b.second.step); });
+    QCOMPARE(steps[0].first, 0);
+    QCOMPARE(steps[0].second.step, int64_t{1});
+    QCOMPARE(steps[0].second.loss, 4.5);
+    QCOMPARE(steps[0].second.step_ms, 10.0);
+    QCOMPARE(steps[0].second.rank, 0);
+    QCOMPARE(steps[1].second.step, int64_t{2});
+    QCOMPARE(steps[2].first, 1);
+    QCOMPARE(steps[2].second.step, int64_t{7});
+    QCOMPARE(steps[2].second.lr, 0.5);
+    // Every line is a log line, the metric lines and the worker-event look-alike included.
+    std::set<std::string> logged;
+    for (const auto& [rank, line] : rec.logs) logged.insert(line);
+    QVERIFY(logged.count("starting") && logged.count("iter 1: loss 4.5000, time 10.00ms, mfu 1.00%"));
+    QVERIFY(logged.count("{\"event\":\"done\",\"step\":1}"));
+  }
+
+  void foreignModeCountsOutputAsProgress() {
+    // Output every 0.2 s and no metric for 1.5 s with a 0.8 s timeout: not a hang; then silence is.
+    std::vector<std::unique_ptr<RankProcess>> ranks;
+    ranks.push_back(sh(0, "for i in 1 2 3 4 5 6 7; do echo loading; sleep 0.2; done; printf 'partial'; sleep 0.5; echo ' line'; sleep 300"));
+    SuperviseOptions opt;
+    opt.foreign = true;
+    opt.hang_timeout_s = 0.8;
+    opt.grace_s = 0.5;
+    Supervisor s(std::move(ranks), opt, {});
+    const auto t0 = std::chrono::steady_clock::now();
+    const RunOutcome o = s.run();
+    const double took = seconds_since(t0);
+    QCOMPARE(o.state, RunOutcome::State::kHung);
+    QVERIFY2(took > 2.0 && took < 6.0, std::to_string(took).c_str());
+    QVERIFY2(QString::fromStdString(o.reason).contains("no output from any rank for 1 s (train.hang_timeout_s)"), o.reason.c_str());
   }
 
   void cancelFromAnotherThread() {

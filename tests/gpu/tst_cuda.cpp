@@ -196,6 +196,8 @@ class TestCuda : public QObject {
     QTest::newRow("odd sizes") << 2 << 37 << 72 << 3 << 129 << 301;
     QTest::newRow("tiny") << 3 << 5 << 24 << 2 << 7 << 11;
     QTest::newRow("gpt-2 head size") << 1 << 128 << 256 << 4 << 1024 << 5000;
+    QTest::newRow("head size 80, T above the tiles") << 2 << 161 << 240 << 3 << 64 << 50;
+    QTest::newRow("head size 128") << 1 << 70 << 256 << 2 << 33 << 17;
   }
   void kernelsMatchTheCpu() {
     QFETCH(int, B);
@@ -254,6 +256,15 @@ class TestCuda : public QObject {
       cpu.attention_backward(dqkv.h(), cs.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS);
       gk.attention_backward(dqkv.g(), gs.g(), dout.g(), qkv.g(), a.g(), B, T, NH, HS);
       check("attention_backward", dqkv);
+      // Fused: the same out and dqkv, with (B, NH, T) log-sum-exps instead of the probabilities.
+      QVERIFY(gk.has_flash_attention());
+      Twin fout(d, n), lse(d, size_t(B) * NH * T), fdqkv(d, size_t(BT) * 3 * C), delta(d, size_t(B) * NH * T);
+      gk.flash_attention_forward(fout.g(), lse.g(), qkv.g(), B, T, NH, HS);
+      fout.host = out.host;
+      check("flash_attention_forward", fout);
+      gk.flash_attention_backward(fdqkv.g(), delta.g(), dout.g(), qkv.g(), fout.g(), lse.g(), B, T, NH, HS);
+      fdqkv.host = dqkv.host;
+      check("flash_attention_backward", fdqkv);
     }
     {  // GELU, residual
       Twin x(d, randn(n, 16, 3.0)), y(d, n), dy(d, randn(n, 17)), dx(d, n);
@@ -334,6 +345,13 @@ class TestCuda : public QObject {
     QVERIFY2(g.losses.back() < g.losses.front() - 0.5, "the model should learn");
     std::printf("cuda fp32 vs cpu: loss %.6f -> %.6f (cpu %.6f -> %.6f)\n", g.losses.front(), g.losses.back(), c.losses.front(),
                 c.losses.back());
+  }
+
+  void flashAttentionEqualsTheCpuEngine() {
+    // The CPU runs the same math unfused; on the GPU the fused kernel replaces the probabilities.
+    const std::vector<std::string> o = {"train.attention=flash"};
+    const QString diff = compare(train(o, 20, true), train(o, 20, false), 1e-4);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
   }
 
   void recomputeAndMicroBatchesEqualTheCpuEngine() {

@@ -83,6 +83,39 @@ class TestRunLocally : public QObject {
     }
   }
 
+  // Another program (launch.program) runs from the window too: its metric lines, printed here by
+  // the last rank only as Megatron-LM does, are the chart's loss and the history's metrics.
+  void runsAnotherProgramAndDrawsItsLoss() {
+    const QString script = m_dir.filePath(QStringLiteral("last_rank.sh"));
+    QFile f(script);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("#!/bin/sh\n"
+            "echo \"rank $RANK of $WORLD_SIZE on port $MASTER_PORT\"\n"
+            "[ \"$RANK\" = $((WORLD_SIZE - 1)) ] || exit 0\n"
+            "for i in 1 2 3; do echo \"iter $i: loss $((5 - i)).5000, time 1.00ms, mfu 0.00%\"; done\n");
+    f.close();
+    QVERIFY(f.setPermissions(f.permissions() | QFileDevice::ExeUser));
+    MainWindow w;
+    QVERIFY(w.openFile(example("tiny-gpt.yaml")));
+    QVERIFY(edit(w, "launch.program", script));
+    const QString db = m_dir.filePath(QStringLiteral("foreign.sqlite"));
+    w.runDialog()->setDatabasePath(db);
+    QVERIFY2(w.runLocally(), qPrintable(w.lastError()));
+    RunLocallyDialog* run = w.runDialog();
+    QTRY_VERIFY_WITH_TIMEOUT(!run->isRunning(), kRunTimeoutMs);
+    QVERIFY2(run->outcome() == QLatin1String("succeeded"), qPrintable(run->outcome() + ": " + run->message() + "\n" + run->logText()));
+    QLineSeries* loss = run->lossSeries();
+    QCOMPARE(loss->count(), 3);
+    for (int i = 0; i < 3; ++i) QCOMPARE(loss->at(i), QPointF(i + 1, 4.5 - i));
+    QVERIFY2(run->logText().contains(QStringLiteral("rank 0 of 4 on port")), qPrintable(run->logText()));
+    auto st = stagecraft::store::RunStore::open(db.toStdString());
+    QVERIFY(st.ok());
+    auto last = st.value()->metrics(run->historyRunId(), 3);
+    QVERIFY(last.ok());
+    QCOMPARE(last->size(), size_t(3));
+    QCOMPARE((*last)[2].loss, 2.5);
+  }
+
   void cancelStopsARun() {
     MainWindow w;
     QVERIFY(w.openFile(example("tiny-gpt.yaml")));
@@ -132,6 +165,10 @@ class TestRunLocally : public QObject {
     QTest::newRow("missing data") << "train.data" << "/nonexistent/tokens.bin" << "train.data=/nonexistent/tokens.bin";
     QTest::newRow("cuda backend") << "backend" << "cuda" << "backend=cuda";
     QTest::newRow("two nodes") << "cluster.nodes" << "2" << "cluster.nodes=2";
+    QTest::newRow("another program that is not there")
+        << "launch.program" << "/nonexistent/train.sh" << "launch.program=/nonexistent/train.sh: no such file here";
+    QTest::newRow("the plan as arguments without a program")
+        << "launch.framework" << "megatron" << "launch.framework=megatron: passes the plan to another framework's program";
   }
   void refusesWhatCannotRunHere() {
     QFETCH(QString, key);

@@ -245,11 +245,35 @@ class TestSetupPanel : public QObject {
         "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
         "parallel.sequence_parallel", "parallel.zero",
         "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition",
-        "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.attention"};
+        "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.attention",
+        "launch.program", "launch.metrics", "launch.args", "launch.framework"};
     QCOMPARE(panel.keys(), expected);
     QStringList groups;
     for (const QGroupBox* box : panel.findChildren<QGroupBox*>()) groups << box->title();
-    QCOMPARE(groups, (QStringList{"Cluster", "Model", "Parallel", "Pipeline", "Training"}));
+    QCOMPARE(groups, (QStringList{"Cluster", "Model", "Parallel", "Pipeline", "Training", "Launch"}));
+  }
+
+  // Text keys (launch.program, launch.args) are line edits: typing edits the document, one undo
+  // step per keystroke as in the spin boxes, and the document's value shows in the field.
+  void textFieldEditsItsKey() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    auto* program = qobject_cast<QLineEdit*>(panel.field(QStringLiteral("launch.program")));
+    auto* args = qobject_cast<QLineEdit*>(panel.field(QStringLiteral("launch.args")));
+    QVERIFY(program && args);
+    QVERIFY(program->text().isEmpty());
+    QTest::keyClicks(program, "ddp.py");
+    QCOMPARE(doc.config().launch.program, std::string("ddp.py"));
+    QCOMPARE(doc.undoStack()->count() > 0, true);
+    QTest::keyClicks(args, "--format 'nano gpt'");
+    QCOMPARE(doc.config().launch.args, std::string("--format 'nano gpt'"));
+    doc.undoStack()->undo();
+    QCOMPARE(args->text().toStdString(), doc.config().launch.args);
+    QVERIFY(args->text() != QStringLiteral("--format 'nano gpt'"));
+    stagecraft::config::RunConfig c = doc.config();
+    c.launch.program = "other.sh";
+    doc.setConfig(c, QStringLiteral("set program"), QStringLiteral("launch.program"));
+    QCOMPARE(program->text(), QStringLiteral("other.sh"));
   }
 
   void fieldsFollowTheSchema_data() {

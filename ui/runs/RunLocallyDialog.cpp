@@ -14,8 +14,10 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <memory>
 
 #include "common/Text.h"
+#include "stagecraft/launch/program.h"
 #include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
@@ -102,7 +104,8 @@ cfg::RunConfig RunLocallyDialog::resolvePaths(cfg::RunConfig config, const QStri
 }
 
 QString RunLocallyDialog::refusal(const cfg::RunConfig& config, const stagecraft::plan::Plan& plan) {
-  const stagecraft::Status s = launch::check_runnable(config, plan, {});
+  stagecraft::Status s = launch::check_runnable(config, plan, {});
+  if (s.ok()) s = launch::check_program_here(config);  // another program (launch.program) must start here
   return s.ok() ? QString() : qs(s.message());
 }
 
@@ -126,7 +129,10 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const stagecraft::p
   request.config = resolvePaths(original, baseDir);
   request.plan = documentPlan;
   request.plan.config = request.config;
-  // Checked and recorded before it starts, as the CLI records its runs.
+  // Checked and recorded before it starts, as the CLI records its runs; another program
+  // (launch.program) must be there to start.
+  if (const stagecraft::Status s = launch::check_runnable(request.config, request.plan, {}); !s) return refuse(qs(s.message()), error);
+  if (const stagecraft::Status s = launch::check_program_here(request.config); !s) return refuse(qs(s.message()), error);
   auto session = launch::RunSession::record(m_db.toStdString(), std::move(request));
   if (!session.ok()) return refuse(qs(session.status().message()), error);
   if (stagecraft::Status opened = session.value()->open(); !opened) return refuse(qs(opened.message()), error);
@@ -147,8 +153,13 @@ bool RunLocallyDialog::start(const cfg::RunConfig& original, const stagecraft::p
   m_status->setText(tr("Running %1: %2 ranks, %3 steps").arg(qs(config.name)).arg(config.world_size()).arg(config.train.steps));
 
   launch::RunCallbacks callbacks;
-  callbacks.on_event = [this](int rank, const launch::WorkerEvent& e) {
-    if (const auto* step = std::get_if<launch::StepEvent>(&e); step && rank == 0) {
+  // The rank whose losses are drawn: rank 0 for Stagecraft's workers; for another program the
+  // first rank that reports a step (Megatron-LM prints them on the last rank).
+  auto chartRank = std::make_shared<int>(config.launch.foreign() ? -1 : 0);
+  callbacks.on_event = [this, chartRank](int rank, const launch::WorkerEvent& e) {
+    const auto* step = std::get_if<launch::StepEvent>(&e);
+    if (step && *chartRank < 0) *chartRank = rank;  // the callbacks run on one thread, the session's
+    if (step && rank == *chartRank) {
       // A diverged loss arrives as NaN (null on the wire): shown as such, never as 0.
       const int s = static_cast<int>(step->step);
       const double l = step->loss;

@@ -8,6 +8,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QScrollArea>
 #include <QSignalBlocker>
 #include <QSpinBox>
@@ -77,7 +78,7 @@ QFormLayout* SetupPanel::addSection(const QString& title) {
 void SetupPanel::buildForm() {
   const QHash<QString, QString> titles = {{QStringLiteral("cluster"), tr("Cluster")},   {QStringLiteral("model"), tr("Model")},
                                           {QStringLiteral("parallel"), tr("Parallel")}, {QStringLiteral("pipeline"), tr("Pipeline")},
-                                          {QStringLiteral("train"), tr("Training")}};
+                                          {QStringLiteral("train"), tr("Training")},   {QStringLiteral("launch"), tr("Launch")}};
   QFormLayout* form = nullptr;
   QString section;
   for (const cfg::KeySpec& k : cfg::config_schema()) {
@@ -153,9 +154,11 @@ void SetupPanel::addField(QFormLayout* form, const cfg::KeySpec& k) {
       addCheck(form, key, label, [access](const C& c) { return std::get<bool>(access.get(c)); },
                [access](C& c, bool v) { (void)access.set(c, v); });
       break;
+    case cfg::KeyType::kText:
+      addLine(form, key, label, getText, setText);
+      break;
     case cfg::KeyType::kUint64:
     case cfg::KeyType::kDouble:
-    case cfg::KeyType::kText:
     case cfg::KeyType::kHosts:
       Q_ASSERT_X(false, "SetupPanel", "the form has no editor for this key type");
       return;
@@ -228,6 +231,18 @@ void SetupPanel::addCheck(QFormLayout* form, const QString& key, const QString& 
     if (check->isChecked() != v) check->setChecked(v);
   });
   connect(check, &QCheckBox::toggled, this, [this, key, set](bool v) { edit(key, [&](cfg::RunConfig& c) { set(c, v); }); });
+}
+
+void SetupPanel::addLine(QFormLayout* form, const QString& key, const QString& label, std::function<QString(const cfg::RunConfig&)> get,
+                         std::function<void(cfg::RunConfig&, const QString&)> set) {
+  auto* line = new QLineEdit;
+  line->setClearButtonEnabled(true);
+  addRow(form, key, label, line, [this, line, get] {
+    const QString v = get(m_document->config());
+    if (line->text() != v) line->setText(v);
+  });
+  // Every keystroke is an edit, as in the spin boxes: checked as you type.
+  connect(line, &QLineEdit::textEdited, this, [this, key, set](const QString& v) { edit(key, [&](cfg::RunConfig& c) { set(c, v); }); });
 }
 
 void SetupPanel::edit(const QString& key, const Setter& change) {

@@ -30,7 +30,7 @@ class SetupPanel : public QWidget {
  public:
   explicit SetupPanel(PlanDocument* document, QWidget* parent = nullptr);
 
-  // The editor widget of a key (QSpinBox, QComboBox or QCheckBox), or nullptr.
+  // The editor widget of a key (QSpinBox, QComboBox, QCheckBox or QLineEdit), or nullptr.
   QWidget* field(const QString& key) const;
   // The keys the form has fields for, in form order.
   QStringList keys() const { return m_order; }
@@ -60,6 +60,9 @@ class SetupPanel : public QWidget {
   void addCheck(QFormLayout* form, const QString& key, const QString& label,
                 std::function<bool(const stagecraft::config::RunConfig&)> get,
                 std::function<void(stagecraft::config::RunConfig&, bool)> set);
+  void addLine(QFormLayout* form, const QString& key, const QString& label,
+               std::function<QString(const stagecraft::config::RunConfig&)> get,
+               std::function<void(stagecraft::config::RunConfig&, const QString&)> set);
   void addRow(QFormLayout* form, const QString& key, const QString& label, QWidget* editor, std::function<void()> refresh);
 
   void edit(const QString& key, const Setter& change);

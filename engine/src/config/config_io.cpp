@@ -691,14 +691,20 @@ std::string to_yaml(const RunConfig& c) {
   static const RunConfig kDefaults;
   std::ostringstream o;
   std::string_view section;
+  bool header_due = false;  // a section's line is written with its first key (none: no line)
   for (const KeySpec& k : config_schema()) {
     if (k.section() != section) {
       section = k.section();
-      if (!section.empty()) o << section << ":\n";
+      header_due = !section.empty();
     }
     const std::string indent = section.empty() ? "" : "  ";
     const KeyValue v = k.access.get ? k.access.get(c) : KeyValue();
     if (k.omit_default && k.access.get && v == k.access.get(kDefaults)) continue;
+    if (k.type == KeyType::kHosts && c.cluster.hosts.empty()) continue;
+    if (header_due) {
+      o << section << ":\n";
+      header_due = false;
+    }
     if (k.type == KeyType::kDevice) {
       write_device(o, c.cluster);
       continue;

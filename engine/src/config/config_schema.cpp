@@ -15,6 +15,8 @@ constexpr std::span<const EnumName<Recompute>> names_of(Recompute) { return kRec
 constexpr std::span<const EnumName<Precision>> names_of(Precision) { return kPrecisionNames; }
 constexpr std::span<const EnumName<Attention>> names_of(Attention) { return kAttentionNames; }
 constexpr std::span<const EnumName<Backend>> names_of(Backend) { return kBackendNames; }
+constexpr std::span<const EnumName<MetricsFormat>> names_of(MetricsFormat) { return kMetricsFormatNames; }
+constexpr std::span<const EnumName<LaunchFramework>> names_of(LaunchFramework) { return kLaunchFrameworkNames; }
 
 template <typename E>
 std::vector<std::string_view> choices_of() {
@@ -258,11 +260,27 @@ std::vector<KeySpec> make_schema() {
       {.path = "train.resume", .type = T::kText, .default_text = "\"\"", .help = "checkpoint directory to continue from",
        .allow_empty = true, .access = field([](auto& c) -> auto& { return c.train.resume; })},
       {.path = "train.hang_timeout_s", .type = T::kDouble, .default_text = "300.0",
-       .help = "no step event for this long fails the run as hung", .min = 1, .max = 1e7,
+       .help = "no step event (another program: no output and no metric) for this long fails the run as hung", .min = 1, .max = 1e7,
        .access = field([](auto& c) -> auto& { return c.train.hang_timeout_s; })},
 
       {.path = "backend", .type = T::kEnum, .default_text = "cpu", .help = "where ranks run",
        .choices = choices_of<Backend>(), .access = field([](auto& c) -> auto& { return c.backend; })},
+
+      {.path = "launch.program", .type = T::kText, .default_text = "\"\"",
+       .help = "another program to run once per rank with torchrun's environment; empty = Stagecraft's worker",
+       .label = "Program", .allow_empty = true, .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.launch.program; })},
+      {.path = "launch.python", .type = T::kText, .default_text = "python3", .help = "the interpreter of a .py program",
+       .omit_default = true, .access = field([](auto& c) -> auto& { return c.launch.python; })},
+      {.path = "launch.metrics", .type = T::kEnum, .default_text = "auto",
+       .help = "which output lines of the program are step events", .choices = choices_of<MetricsFormat>(),
+       .label = "Metrics from output", .omit_default = true, .access = field([](auto& c) -> auto& { return c.launch.metrics; })},
+      {.path = "launch.args", .type = T::kText, .default_text = "\"\"",
+       .help = "the program's arguments, split like a shell's (quotes, backslashes; nothing expanded)", .label = "Arguments",
+       .allow_empty = true, .omit_default = true, .access = field([](auto& c) -> auto& { return c.launch.args; })},
+      {.path = "launch.framework", .type = T::kEnum, .default_text = "none",
+       .help = "pass the plan to the program as Megatron-LM's or DeepSpeed's arguments", .choices = choices_of<LaunchFramework>(),
+       .label = "Plan as arguments", .omit_default = true, .access = field([](auto& c) -> auto& { return c.launch.framework; })},
   };
 }
 #pragma GCC diagnostic pop

@@ -12,6 +12,8 @@ std::string_view to_string(Precision v) { return enum_to_string(kPrecisionNames,
 std::string_view to_string(Attention v) { return enum_to_string(kAttentionNames, v); }
 std::string_view to_string(Backend v) { return enum_to_string(kBackendNames, v); }
 std::string_view to_string(Axis v) { return enum_to_string(kAxisNames, v); }
+std::string_view to_string(MetricsFormat v) { return enum_to_string(kMetricsFormatNames, v); }
+std::string_view to_string(LaunchFramework v) { return enum_to_string(kLaunchFrameworkNames, v); }
 
 std::optional<TpMode> parse_tp_mode(std::string_view s) { return enum_parse(kTpModeNames, s); }
 std::optional<Schedule> parse_schedule(std::string_view s) { return enum_parse(kScheduleNames, s); }

@@ -53,4 +53,66 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+Result<std::vector<std::string>> split_words(std::string_view line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;  // a word has begun (a quote begins one, even an empty one)
+  size_t i = 0;
+  auto unclosed = [&](char quote, size_t at) {
+    return Status::invalid_input(std::string("unclosed ") + (quote == '\'' ? "single" : "double") + " quote at column " +
+                                 std::to_string(at + 1) + "; close it or escape it with a backslash");
+  };
+  while (i < line.size()) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      ++i;
+    } else if (c == '\\') {
+      if (i + 1 >= line.size()) {
+        return Status::invalid_input("trailing backslash at column " + std::to_string(i + 1) + "; remove it or escape it as \\\\");
+      }
+      if (line[i + 1] != '\n') {
+        word += line[i + 1];
+        in_word = true;
+      }
+      i += 2;
+    } else if (c == '\'') {
+      const size_t close = line.find('\'', i + 1);
+      if (close == std::string_view::npos) return unclosed('\'', i);
+      word.append(line.substr(i + 1, close - i - 1));
+      in_word = true;
+      i = close + 1;
+    } else if (c == '"') {
+      const size_t open = i++;
+      bool closed = false;
+      while (i < line.size()) {
+        const char d = line[i];
+        if (d == '"') {
+          closed = true;
+          ++i;
+          break;
+        }
+        if (d == '\\' && i + 1 < line.size() &&
+            (line[i + 1] == '"' || line[i + 1] == '\\' || line[i + 1] == '$' || line[i + 1] == '`' || line[i + 1] == '\n')) {
+          if (line[i + 1] != '\n') word += line[i + 1];
+          i += 2;
+          continue;
+        }
+        word += d;
+        ++i;
+      }
+      if (!closed) return unclosed('"', open);
+      in_word = true;
+    } else {
+      word += c;
+      in_word = true;
+      ++i;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
 }  // namespace stagecraft

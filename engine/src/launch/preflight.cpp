@@ -9,15 +9,31 @@ namespace stagecraft::launch {
 
 namespace {
 
-// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE), gpus (cuda).
-// Arguments: WORKER_PATH CHECK_WORKER(0/1) CUDA(0/1).
+// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE), gpus (cuda),
+// program and python (OK, MISSING, NOT-EXECUTABLE, NOT-READABLE, NO-DIRECTORY).
+// Arguments: WORKER_PATH CHECK_WORKER(0/1) CUDA(0/1) PROGRAM PYTHON CWD (the last three may be
+// empty: PROGRAM empty is not checked; PYTHON set means PROGRAM is read, not run, by it).
 constexpr const char* kProbe = R"SH(printf 'nproc=%s\n' "$(nproc 2>/dev/null || echo -1)"
 if [ "$2" = 1 ]; then
   if [ ! -e "$1" ]; then echo 'worker=MISSING'
   elif [ ! -x "$1" ]; then echo 'worker=NOT-EXECUTABLE'
   else printf 'worker=%s\n' "$("$1" --version 2>&1 | head -n 1)"; fi
 fi
-if [ "$3" = 1 ]; then printf 'gpus=%s\n' "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"; fi)SH";
+if [ "$3" = 1 ]; then printf 'gpus=%s\n' "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"; fi
+if [ -n "$4" ]; then
+  if [ -n "$6" ] && ! cd -- "$6" 2>/dev/null; then echo 'program=NO-DIRECTORY'
+  else
+    case "$4" in
+      */*) if [ ! -e "$4" ]; then echo 'program=MISSING'
+           elif [ -n "$5" ] && [ ! -r "$4" ]; then echo 'program=NOT-READABLE'
+           elif [ -z "$5" ] && [ ! -x "$4" ]; then echo 'program=NOT-EXECUTABLE'
+           else echo 'program=OK'; fi;;
+      *) if [ -n "$5" ]; then if [ -r "$4" ]; then echo 'program=OK'; else echo 'program=MISSING'; fi
+         elif command -v -- "$4" >/dev/null 2>&1; then echo 'program=OK'; else echo 'program=MISSING'; fi;;
+    esac
+    if [ -n "$5" ]; then if command -v -- "$5" >/dev/null 2>&1; then echo 'python=OK'; else echo 'python=MISSING'; fi; fi
+  fi
+fi)SH";
 
 std::string field(const std::string& out, const std::string& key) {
   const std::string k = key + "=";
@@ -49,7 +65,8 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
     c.errors.push_back(session.status().message());
     return c;
   }
-  auto cmd = shell_command({"sh", "-c", kProbe, "stagecraft-preflight", worker, o.check_worker ? "1" : "0", o.cuda ? "1" : "0"});
+  auto cmd = shell_command({"sh", "-c", kProbe, "stagecraft-preflight", worker, o.check_worker ? "1" : "0", o.cuda ? "1" : "0",
+                            o.program, o.program.empty() ? "" : o.python, o.program.empty() ? "" : o.cwd});
   if (!cmd.ok()) {
     c.errors.push_back(h.host + ": " + cmd.status().message());
     return c;
@@ -70,6 +87,25 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
     } else if (c.worker_version != want) {
       c.errors.push_back(h.host + ": " + worker + " --version says `" + c.worker_version.substr(0, 100) + "`, expected `" + want +
                          "`; install the same Stagecraft version on every host");
+    }
+  }
+  if (!o.program.empty()) {
+    const std::string where = o.cwd.empty() ? "" : " in " + o.cwd;
+    const std::string program = field(r->out, "program");
+    if (program == "NO-DIRECTORY") {
+      c.errors.push_back(h.host + ": no directory " + o.cwd + " to run " + o.program + " in; nodes need this machine's directories");
+    } else if (program == "MISSING") {
+      c.errors.push_back(h.host + ": no program " + o.program + where + (o.program.find('/') == std::string::npos && o.python.empty() ? " or in PATH" : "") +
+                         "; copy it there or fix --worker / launch.program");
+    } else if (program == "NOT-EXECUTABLE") {
+      c.errors.push_back(h.host + ": " + o.program + where + " is not executable; chmod +x it");
+    } else if (program == "NOT-READABLE") {
+      c.errors.push_back(h.host + ": " + o.program + where + " cannot be read; fix its permissions");
+    } else if (program != "OK") {
+      c.errors.push_back(h.host + ": could not check " + o.program + " there");
+    }
+    if (!o.python.empty() && program != "NO-DIRECTORY" && field(r->out, "python") != "OK") {
+      c.errors.push_back(h.host + ": no " + o.python + " in PATH to run " + o.program + "; install it or set launch.python");
     }
   }
   if (o.cuda) {

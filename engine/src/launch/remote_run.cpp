@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -190,6 +192,30 @@ class RemoteRank final : public RankProcess {
   std::optional<ExitInfo> exit_;
 };
 
+// A TCP port no socket on the node uses now, for another program's MASTER_PORT: random ports
+// in 20000-59999 checked against the node's /proc/net/tcp and tcp6 (Linux nodes, as the wrapper
+// assumes), or, when the node cannot tell, a random one.
+constexpr const char* kFreePortProbe = R"SH(i=0
+while [ $i -lt 50 ]; do
+  p=$(( $(od -An -N2 -tu2 /dev/urandom) % 40000 + 20000 ))
+  h=$(printf ':%04X ' "$p")
+  if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q -- "$h"; then echo "port=$p"; exit 0; fi
+  i=$((i + 1))
+done
+exit 1)SH";
+
+int free_remote_port(SshSession& node0) {
+  auto cmd = shell_command({"sh", "-c", kFreePortProbe});
+  if (cmd.ok()) {
+    auto r = node0.run(cmd.value(), 10);
+    if (r.ok() && r->exit_status == 0 && r->out.rfind("port=", 0) == 0) {
+      const int port = std::atoi(r->out.c_str() + 5);
+      if (port >= 20000 && port < 60000) return port;
+    }
+  }
+  return 20000 + static_cast<int>(std::strtoul(random_token(2).c_str(), nullptr, 16) % 40000);
+}
+
 }  // namespace
 
 Result<std::string> remote_rank_command(const std::string& cwd, int local_world_size, double silence_kill_s,
@@ -282,11 +308,26 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
     hosts.push_back(n->host);
     locals.push_back(n->session->local_address());
   }
-  auto master = choose_master_addr(options.master_addr, hosts, locals);
-  if (!master.ok()) return master.status();
-
-  auto rendezvous = serve_rendezvous(master.value(), options.master_port, config, "remote run");
-  if (!rendezvous.ok()) return rendezvous.status();
+  // Stagecraft's workers meet at the run's store, served here; another program meets at its own
+  // MASTER_ADDR:MASTER_PORT on node 0 (its rank 0 serves it, as under torchrun).
+  const bool foreign = config.launch.foreign();
+  std::optional<Rendezvous> rendezvous;
+  std::string master_addr;
+  int master_port = 0;
+  if (foreign) {
+    if (options.command.empty()) return Status::internal("run_remote: launch.program is set but no command was prepared (program.h)");
+    master_addr = options.master_addr.empty() ? node_list.front()->session->peer_address() : options.master_addr;
+    if (master_addr.empty()) return Status::unavailable("remote run: cannot tell node 0's address for MASTER_ADDR; give --master-addr");
+    master_port = options.master_port > 0 ? options.master_port : free_remote_port(*node_list.front()->session);
+  } else {
+    auto master = choose_master_addr(options.master_addr, hosts, locals);
+    if (!master.ok()) return master.status();
+    auto served = serve_rendezvous(master.value(), options.master_port, config, "remote run");
+    if (!served.ok()) return served.status();
+    rendezvous = std::move(served).value();
+    master_addr = master.value();
+    master_port = rendezvous->port();
+  }
 
   std::vector<std::string> argv = options.command;
   if (argv.empty()) argv.push_back(default_worker_path());
@@ -308,13 +349,15 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
       e.local_rank = l;
       e.local_world_size = per_node.value();
       e.group_rank = n;
-      e.master_addr = master.value();
-      e.master_port = rendezvous->port();
+      e.master_addr = master_addr;
+      e.master_port = master_port;
       e.run_id = run_id;
-      e.token = rendezvous->token;
-      if (cuda) e.cuda_device = options.hosts[static_cast<size_t>(n)].slot_ids[static_cast<size_t>(l)];
+      if (rendezvous) e.token = rendezvous->token;
+      // Another program picks its GPU from LOCAL_RANK, as under torchrun.
+      if (cuda && !foreign) e.cuda_device = options.hosts[static_cast<size_t>(n)].slot_ids[static_cast<size_t>(l)];
       auto env = to_environment(e);
       env.erase("OMP_NUM_THREADS");  // the node's cores decide (the wrapper)
+      if (foreign) env["PYTHONUNBUFFERED"] = "1";  // lines as they are printed, for metrics and the hang timer
       auto cmd = remote_rank_command(cwd, per_node.value(), options.silence_kill_s, env, argv);
       if (!cmd.ok()) return cmd.status();
       auto ch = node->session->exec(cmd.value());
@@ -326,7 +369,7 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
   for (const auto& n : node_list) n->session->set_nonblocking();
 
   return supervise_run(std::move(ranks), config, options.grace_s, options.cancel, std::move(callbacks), supervisor_ready,
-                       rendezvous.value());
+                       rendezvous ? &*rendezvous : nullptr);
 }
 
 }  // namespace stagecraft::launch

@@ -3,6 +3,11 @@
 
 #include <chrono>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/worker_env.h"
 
@@ -28,14 +33,33 @@ Result<Rendezvous> serve_rendezvous(const std::string& host, int port, const con
 
 RunOutcome supervise_run(std::vector<std::unique_ptr<RankProcess>> ranks, const config::RunConfig& config, double grace_s,
                          const std::atomic<bool>* cancel, RunCallbacks callbacks,
-                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous& rendezvous) {
+                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous* rendezvous) {
   SuperviseOptions sup;
   sup.hang_timeout_s = config.train.hang_timeout_s;
   sup.grace_s = grace_s;
   sup.cancel_flag = cancel;
+  sup.foreign = config.launch.foreign();
+  sup.metrics = config.launch.metrics;
+  sup.tokens_per_sample = config.model.seq_len;
   RunOutcome outcome = supervise(std::move(ranks), sup, std::move(callbacks), supervisor_ready);
-  rendezvous.server->stop();
+  if (rendezvous) rendezvous->server->stop();
   return outcome;
+}
+
+int free_local_port(const std::string& host) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
 }
 
 }  // namespace stagecraft::launch

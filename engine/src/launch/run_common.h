@@ -1,6 +1,7 @@
 // What local and remote launches share around their ranks: the run's rendezvous store, served
 // with a fresh token and holding the run's config (every worker reads it under "config"), and
-// supervising the started ranks until the run ends. Private to launch/.
+// supervising the started ranks until the run ends; a free port for another program's
+// MASTER_PORT. Private to launch/.
 #pragma once
 
 #include <atomic>
@@ -26,10 +27,15 @@ struct Rendezvous {
 // `what` ("run", "remote run") and where it failed.
 Result<Rendezvous> serve_rendezvous(const std::string& host, int port, const config::RunConfig& config, const std::string& what);
 
-// Supervises `ranks` with the run's hang timeout, `grace_s` and `cancel` (launch options), then
-// stops the store.
+// Supervises `ranks` with the run's hang timeout, `grace_s` and `cancel` (launch options), in
+// foreign mode with the run's metrics format when config.launch names another program, then
+// stops the store (none for another program's run).
 RunOutcome supervise_run(std::vector<std::unique_ptr<RankProcess>> ranks, const config::RunConfig& config, double grace_s,
                          const std::atomic<bool>* cancel, RunCallbacks callbacks,
-                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous& rendezvous);
+                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous* rendezvous);
+
+// A TCP port nobody listens on at `host` now (a local address), for another program's
+// MASTER_PORT; 0 when none could be had.
+int free_local_port(const std::string& host);
 
 }  // namespace stagecraft::launch

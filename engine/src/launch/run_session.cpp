@@ -2,29 +2,69 @@
 #include "stagecraft/launch/run_session.h"
 
 #include <exception>
+#include <filesystem>
 #include <numeric>
 
 #include <unistd.h>
 
+#include "stagecraft/launch/program.h"
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
 
 namespace stagecraft::launch {
 
+namespace {
+
+// A launch.* key set while Stagecraft's own worker runs: refused, naming the key.
+Status check_no_launch_keys(const config::RunConfig& config) {
+  const config::LaunchConfig defaults;
+  const config::LaunchConfig& l = config.launch;
+  if (l.framework != defaults.framework) {
+    return Status::invalid_input("launch.framework=" + std::string(config::to_string(l.framework)) +
+                                 ": passes the plan to another framework's program; set launch.program (--worker PROGRAM) too");
+  }
+  std::string key, value;
+  if (!l.args.empty()) {
+    key = "args", value = l.args;
+  } else if (l.metrics != defaults.metrics) {
+    key = "metrics", value = std::string(config::to_string(l.metrics));
+  } else if (l.python != defaults.python) {
+    key = "python", value = l.python;
+  }
+  if (key.empty()) return Status::OK();
+  return Status::invalid_input("launch." + key + "=" + value +
+                               ": applies to another program's run; set launch.program (--worker PROGRAM) too, or remove it");
+}
+
+Status check_foreign(const config::RunConfig& config) {
+  if (!config.train.resume.empty()) {
+    return Status::invalid_input("train.resume=" + config.train.resume +
+                                 ": resumes Stagecraft's own engine; another program (launch.program) resumes through its own "
+                                 "arguments (launch.args)");
+  }
+  if (config.train.checkpoint_every != 0) {
+    return Status::invalid_input("train.checkpoint_every=" + std::to_string(config.train.checkpoint_every) +
+                                 ": checkpoints of Stagecraft's own engine; another program (launch.program) takes its own through "
+                                 "its arguments (launch.args); remove it");
+  }
+  auto cmd = program_command(config, {});
+  return cmd.ok() ? Status::OK() : cmd.status();
+}
+
+}  // namespace
+
 Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts) {
-  if (config.backend == config::Backend::kCuda) {
-    if (!runtime::cuda_built()) {
+  const bool foreign = config.launch.foreign();
+  if (!foreign) {
+    if (Status s = check_no_launch_keys(config); !s) return s;
+    if (config.backend == config::Backend::kCuda && !runtime::cuda_built()) {
       return Status::invalid_input("backend=cuda: this build trains on the CPU only (built without CUDA); set backend: cpu, or "
                                    "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
     }
-    if (config.train.precision != config::Precision::kFp32) {
+    if (config.backend == config::Backend::kCuda && config.train.precision != config::Precision::kFp32) {
       return Status::invalid_input("train.precision=" + std::string(config::to_string(config.train.precision)) +
                                    ": the CUDA backend trains in fp32 so far; set train.precision: fp32");
-    }
-    if (config.train.attention != config::Attention::kStandard) {
-      return Status::invalid_input("train.attention=" + std::string(config::to_string(config.train.attention)) +
-                                   ": the CUDA backend runs standard attention so far; set train.attention: standard");
     }
   }
   if (hosts.empty()) {
@@ -46,6 +86,7 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
                                    " ranks; plan the config for these hosts first");
     }
   }
+  if (foreign) return check_foreign(config);
   if (config.train.data.empty()) {
     return Status::invalid_input("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file");
   }
@@ -97,13 +138,27 @@ Result<RunOutcome> RunSession::run(RunCallbacks callbacks) {
   RunHistory* history = history_.get();
   auto ready = [history](Supervisor&) { history->running(); };
   Result<RunOutcome> outcome = Status::internal("the run did not start");
+  std::vector<std::string> program;  // another program's command line (program.h)
+  if (request_.config.launch.foreign()) {
+    std::error_code ec;
+    const std::string cwd = std::filesystem::current_path(ec).string();
+    auto cmd = ec ? Result<ProgramCommand>(Status::io_error("run: cannot tell the working directory: " + ec.message()))
+                  : prepare_program(request_.config, request_.program_args, cwd);
+    if (!cmd.ok()) {
+      history_status_ = history->finish(cmd.status());
+      return cmd.status();
+    }
+    program = std::move(cmd->argv);
+  }
   try {
     if (request_.hosts.empty()) {
       LocalRunOptions options = request_.local;
+      if (!program.empty()) options.worker = program;
       options.cancel = history->cancel_flag();
       outcome = run_local(request_.config, request_.plan, options, std::move(recorded), ready);
     } else {
       RemoteRunOptions options = request_.remote;
+      if (!program.empty()) options.command = program;
       options.hosts = request_.hosts;
       options.cancel = history->cancel_flag();
       outcome = run_remote(request_.config, request_.plan, options, std::move(recorded), ready);

@@ -11,6 +11,7 @@
 
 #include "stagecraft/core/clock.h"
 #include "stagecraft/core/enum_names.h"
+#include "stagecraft/launch/metric_lines.h"
 
 namespace stagecraft::launch {
 
@@ -30,12 +31,14 @@ struct Supervisor::Rank {
   bool streams_open = true;
   std::optional<ExitInfo> exit;
   bool exit_reported = false;
+  std::optional<MetricLineReader> metrics;  // foreign mode
 };
 
 Supervisor::Supervisor(std::vector<std::unique_ptr<RankProcess>> ranks, SuperviseOptions options, RunCallbacks callbacks)
     : options_(options), callbacks_(std::move(callbacks)) {
   for (auto& p : ranks) {
     auto r = std::make_unique<Rank>();
+    if (options_.foreign) r->metrics.emplace(p->rank(), options_.metrics, options_.tokens_per_sample);
     r->process = std::move(p);
     ranks_.push_back(std::move(r));
   }
@@ -76,6 +79,15 @@ void Supervisor::handle_output(Rank& r, std::string& buffer, bool is_stderr, boo
     }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const int rank = r.process->rank();
+    if (r.metrics) {
+      last_event_ = monotonic_seconds();  // any line is progress
+      if (is_stderr && !line.empty()) r.last_error = line;
+      for (const StepEvent& e : r.metrics->feed(line)) {
+        if (callbacks_.on_event) callbacks_.on_event(rank, e);
+      }
+      if (callbacks_.on_log) callbacks_.on_log(rank, is_stderr, line);
+      continue;
+    }
     bool handled = false;
     if (!is_stderr && !line.empty() && line.front() == '{') {
       auto event = decode_event(line);
@@ -92,6 +104,10 @@ void Supervisor::handle_output(Rank& r, std::string& buffer, bool is_stderr, boo
     }
   }
   buffer.erase(0, start);
+  // The rank's output has ended: a step its metric lines left open is complete.
+  if (flush && r.metrics && !is_stderr) {
+    if (auto e = r.metrics->finish(); e && callbacks_.on_event) callbacks_.on_event(r.process->rank(), *e);
+  }
 }
 
 void Supervisor::stop_all(double grace_s) {
@@ -149,7 +165,9 @@ RunOutcome Supervisor::run() {
     }
     bool all_exited = true;
     for (auto& r : ranks_) {
+      const size_t before = r->out.size() + r->err.size();
       if (r->streams_open) r->streams_open = r->process->read_available(r->out, r->err);
+      if (r->metrics && r->out.size() + r->err.size() != before) last_event_ = monotonic_seconds();  // output, even part of a line
       handle_output(*r, r->out, false, !r->streams_open);
       handle_output(*r, r->err, true, !r->streams_open);
       if (!r->exit) {
@@ -182,7 +200,9 @@ RunOutcome Supervisor::run() {
       failing = true;
       outcome.state = RunOutcome::State::kHung;
       char buf[160];
-      std::snprintf(buf, sizeof buf, "no progress from any rank for %.0f s (train.hang_timeout_s); every rank was stopped",
+      std::snprintf(buf, sizeof buf,
+                    options_.foreign ? "no output from any rank for %.0f s (train.hang_timeout_s); every rank was stopped"
+                                     : "no progress from any rank for %.0f s (train.hang_timeout_s); every rank was stopped",
                     options_.hang_timeout_s);
       outcome.reason = buf;
     }

@@ -23,6 +23,7 @@ std::map<std::string, std::string> to_environment(const WorkerEnv& e) {
       {"OMP_NUM_THREADS", std::to_string(e.threads)},
       {"OPENBLAS_NUM_THREADS", std::to_string(e.threads)},
   };
+  if (e.token.empty()) m.erase("STAGECRAFT_RUN_TOKEN");  // another program's run has no store
   if (e.cuda_device >= 0) m["CUDA_VISIBLE_DEVICES"] = std::to_string(e.cuda_device);
   return m;
 }

@@ -16,7 +16,7 @@ namespace stagecraft::runtime {
 struct GptStage::LayerActs {
   Buffer<float> ln1, ln1_mean, ln1_rstd;  // (BT, C), (BT), (BT)
   Buffer<float> qkv;                      // (BT, 3 Cl)
-  Buffer<float> att;                      // (B, NHl, T, T)
+  Buffer<float> att;                      // (B, NHl, T, T), or with flash attention (B, NHl, T)
   Buffer<float> atty;                     // (BT, Cl)
   Buffer<float> res2;                     // (BT, C): x + attention output
   Buffer<float> ln2, ln2_mean, ln2_rstd;  // (BT, C), (BT), (BT)
@@ -67,6 +67,15 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   s->dev_ = device ? device : &host_device();
   s->k_ = &s->dev_->ops();
   Device& dev = *s->dev_;
+  if (spec.flash_attention) {
+    if (!s->k_->has_flash_attention()) {
+      return Status::invalid_input("train.attention=flash: " + dev.name() + " has no fused attention; set train.attention: standard");
+    }
+    if (m.hidden / m.heads > s->k_->max_flash_head()) {
+      return Status::invalid_input("train.attention=flash: head size " + std::to_string(m.hidden / m.heads) + " is above the fused kernel's " +
+                                   std::to_string(s->k_->max_flash_head()) + "; set train.attention: standard");
+    }
+  }
   const bool first = spec.chunks.front() == 0;
   const bool last = spec.chunks.back() == spec.num_chunks - 1;
   std::vector<bool> mine(static_cast<size_t>(m.layers), false);
@@ -94,7 +103,7 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, NHl = m.heads / spec.tp, Cl = C / spec.tp,
                   Fl = m.ffn() / spec.tp;
   for (Status st : {make(s->params_, dev, offset, true), make(s->grads_, dev, offset, true),
-                    make(s->scratch_att_, dev, sz(B * NHl * T * T)), make(s->dres_a_, dev, sz(B * T * C)),
+                    make(s->scratch_att_, dev, sz(B * NHl * T * (spec.flash_attention ? 1 : T))), make(s->dres_a_, dev, sz(B * T * C)),
                     make(s->dtmp_c_, dev, sz(B * T * C)), make(s->dtmp_f_, dev, sz(B * T * Fl)),
                     make(s->dtmp_3c_, dev, sz(B * T * 3 * Cl)), make(s->dtmp_cl_, dev, sz(B * T * Cl)),
                     make(s->out_, dev, sz(B * T * C)), make(s->grad_a_, dev, sz(B * T * C)), make(s->grad_b_, dev, sz(B * T * C)),
@@ -162,7 +171,7 @@ Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
   auto a = std::make_unique<LayerActs>();
   Device& d = *dev_;
   for (Status st : {make(a->ln1, d, BT * C), make(a->ln1_mean, d, BT), make(a->ln1_rstd, d, BT), make(a->qkv, d, BT * 3 * Cl),
-                    make(a->att, d, B * NHl * T * T), make(a->atty, d, BT * Cl), make(a->res2, d, BT * C), make(a->ln2, d, BT * C),
+                    make(a->att, d, B * NHl * T * (spec_.flash_attention ? 1 : T)), make(a->atty, d, BT * Cl), make(a->res2, d, BT * C), make(a->ln2, d, BT * C),
                     make(a->ln2_mean, d, BT), make(a->ln2_rstd, d, BT), make(a->fch, d, BT * Fl), make(a->fch_gelu, d, BT * Fl)}) {
     if (!st) return st.with_context("activations of one layer");
   }
@@ -189,7 +198,11 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
   k_->layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
   k_->matmul_forward(a.qkv.data(), a.ln1.data(), p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
-  k_->attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+  if (spec_.flash_attention) {
+    k_->flash_attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+  } else {
+    k_->attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+  }
   k_->matmul_forward(a.res2.data(), a.atty.data(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
   if (spec_.tp > 1) {
     if (Status st = tp_all_reduce(a.res2.data(), a.res2.size()); !st) return st;
@@ -233,7 +246,12 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   const float* dres2_copy = dres_a_.data();
   k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.data(),
                      p(h + "attn.c_proj.weight"), BT, Cl, C);
-  k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
+  if (spec_.flash_attention) {
+    k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.atty.data(), a.att.data(), B, T,
+                                 NHl, HS);
+  } else {
+    k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
+  }
   k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.data(),
                      p(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
   if (spec_.tp > 1) {

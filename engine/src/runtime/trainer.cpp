@@ -64,6 +64,8 @@ StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
   spec.model = config_.model;
   spec.micro_batch = config_.train.micro_batch;
   spec.full_recompute = config_.train.recompute == config::Recompute::kFull;
+  // Fused attention where the backend has it (CUDA); the CPU computes the same math unfused.
+  spec.flash_attention = config_.train.attention == config::Attention::kFlash && dev_ && dev_->ops().has_flash_attention();
   spec.tp = tp_;
   spec.tp_rank = tp_rank;
   spec.pp = pp_;
@@ -386,7 +388,8 @@ Result<std::string> Trainer::save_checkpoint() {
         if (Status s = world->wait_sends(); !s) return s;
       } else if (rank_ == 0) {
         // The sender's layout: a stage of its (tp, pp) coordinates.
-        const StageSpec spec = stage_spec(tp_rank, pp_rank);
+        StageSpec spec = stage_spec(tp_rank, pp_rank);
+        spec.flash_attention = false;  // a host stage, for its parameter layout only
         auto other = GptStage::create(spec, nullptr);
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();

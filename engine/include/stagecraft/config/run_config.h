@@ -24,6 +24,8 @@ enum class Precision { kFp32, kFp16, kBf16 };
 enum class Attention { kStandard, kFlash };
 enum class Backend { kCpu, kCuda };
 enum class Axis { kTp, kDp, kPp };
+enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kNone };  // launch.metrics
+enum class LaunchFramework { kNone, kMegatron, kDeepspeed };                       // launch.framework
 
 // Every enum's YAML spelling, in the order choices are listed ("gpipe, 1f1b or interleaved").
 inline constexpr EnumName<TpMode> kTpModeNames[] = {
@@ -39,6 +41,11 @@ inline constexpr EnumName<Precision> kPrecisionNames[] = {
 inline constexpr EnumName<Attention> kAttentionNames[] = {{Attention::kStandard, "standard"}, {Attention::kFlash, "flash"}};
 inline constexpr EnumName<Backend> kBackendNames[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}};
 inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kDp, "dp"}, {Axis::kPp, "pp"}};
+inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
+    {MetricsFormat::kAuto, "auto"},       {MetricsFormat::kMegatron, "megatron"}, {MetricsFormat::kDeepspeed, "deepspeed"},
+    {MetricsFormat::kNanogpt, "nanogpt"}, {MetricsFormat::kJsonl, "jsonl"},       {MetricsFormat::kNone, "none"}};
+inline constexpr EnumName<LaunchFramework> kLaunchFrameworkNames[] = {
+    {LaunchFramework::kNone, "none"}, {LaunchFramework::kMegatron, "megatron"}, {LaunchFramework::kDeepspeed, "deepspeed"}};
 
 // The name of a value (from the tables above).
 std::string_view to_string(TpMode v);
@@ -49,6 +56,8 @@ std::string_view to_string(Precision v);
 std::string_view to_string(Attention v);
 std::string_view to_string(Backend v);
 std::string_view to_string(Axis v);
+std::string_view to_string(MetricsFormat v);
+std::string_view to_string(LaunchFramework v);
 // The value of a name, or nullopt for a name the table does not list.
 std::optional<TpMode> parse_tp_mode(std::string_view s);
 std::optional<Schedule> parse_schedule(std::string_view s);
@@ -152,6 +161,18 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
+// Another program launched instead of Stagecraft's worker (launch/program.h): one process per
+// rank with torchrun's environment, its output lines read for metrics.
+struct LaunchConfig {
+  std::string program;             // empty: Stagecraft's own worker; a .py file runs with `python`
+  std::string python = "python3";  // the interpreter of a .py program
+  MetricsFormat metrics = MetricsFormat::kAuto;  // how its output lines become step events
+  std::string args;                // its arguments, split like a shell's (no expansion)
+  LaunchFramework framework = LaunchFramework::kNone;  // pass the plan as that framework's arguments
+  bool foreign() const { return !program.empty(); }
+  bool operator==(const LaunchConfig&) const = default;
+};
+
 struct RunConfig {
   std::string name = "run";
   ClusterConfig cluster;
@@ -160,6 +181,7 @@ struct RunConfig {
   PipelineConfig pipeline;
   TrainConfig train;
   Backend backend = Backend::kCpu;
+  LaunchConfig launch;
 
   int world_size() const { return cluster.nodes * cluster.gpus_per_node; }
   bool operator==(const RunConfig&) const = default;

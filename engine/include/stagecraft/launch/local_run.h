@@ -6,6 +6,11 @@
 // torchrun-style environment (worker_env.h), and supervises them (supervisor.h): the first rank
 // that fails ends the run and names itself and its reason. Remote nodes slot in as other
 // RankProcess kinds under the same supervisor.
+//
+// With launch.program (another program, program.h) no store is served: `options.worker` holds
+// the program's prepared command line (RunSession sets it), MASTER_PORT is a free port on
+// 127.0.0.1 for the program's own rendezvous, PYTHONUNBUFFERED=1 is added, and the supervisor
+// runs in foreign mode (supervisor.h): output is progress, metric lines are step events.
 #pragma once
 
 #include <atomic>
@@ -20,7 +25,8 @@
 namespace stagecraft::launch {
 
 struct LocalRunOptions {
-  std::vector<std::string> worker;  // program and arguments; empty = stagecraft-worker beside this executable
+  std::vector<std::string> worker;  // program and arguments; empty = stagecraft-worker beside this executable;
+                                    // with launch.program, its command line (required)
   double grace_s = 5.0;             // SIGTERM to SIGKILL
   const std::atomic<bool>* cancel = nullptr;  // set to true (any thread, a signal handler): cancel
 };

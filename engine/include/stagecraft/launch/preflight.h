@@ -1,7 +1,8 @@
 // Preflight: one pass over every host of a remote run, in parallel, before anything starts.
 //
 // For each host: reachable (TCP + SSH handshake), host key known, authenticated, the worker at
-// the expected path with this build's version (`stagecraft-worker --version`), and enough
+// the expected path with this build's version (`stagecraft-worker --version`) or another
+// program (launch.program) and its Python interpreter present, and enough
 // slots: cuda needs `nvidia-smi -L` to list at least `slots` GPUs (an error otherwise); cpu
 // compares `nproc` with the slots (fewer cores than ranks is a warning: ranks share cores).
 // Each host's problems read as one line each, naming the host and what to fix.
@@ -20,6 +21,12 @@ struct PreflightOptions {
   std::string worker_path;   // empty: default_worker_path(); not checked when check_worker is false
   bool check_worker = true;  // false when the run launches another program
   bool cuda = false;         // count GPUs (nvidia-smi) rather than cores
+  // Another program (launch.program): checked present in `cwd` (empty: the SSH login's
+  // directory) or, without a '/', in PATH; runnable, or readable when it runs under `python`
+  // (a .py program), which is then checked in PATH. Empty: not checked.
+  std::string program;
+  std::string python;
+  std::string cwd;
   double command_timeout_s = 20;
 };
 

@@ -20,6 +20,12 @@
 // index and LOCAL_RANK = position on the node; OMP_NUM_THREADS is the node's cores / ranks per
 // node, computed on the node.
 //
+// With launch.program (another program, program.h) no store is served: `command` holds the
+// program's prepared command line (RunSession sets it), MASTER_ADDR is master_addr or else node
+// 0's address as this machine reaches it, MASTER_PORT master_port or else a port free on node 0
+// (read from its /proc/net/tcp), CUDA_VISIBLE_DEVICES is not set (the program picks its GPU from
+// LOCAL_RANK, as under torchrun), and the supervisor runs in foreign mode (supervisor.h).
+//
 // A lost SSH connection fails the run naming the node ("lost the SSH connection to node 1
 // (node-b)"); the node's sshd then closes the channels and the wrappers kill their groups.
 #pragma once
@@ -46,8 +52,9 @@ struct RemoteRunOptions {
   // runs stagecraft-worker at the same absolute path as here (default_worker_path()).
   std::vector<std::string> command;
   std::string remote_cwd;    // empty: this process's working directory
-  std::string master_addr;   // empty: the local address the SSH connections leave from
-  int master_port = 0;       // 0: the system picks one
+  std::string master_addr;   // empty: the local address the SSH connections leave from (another
+                             // program: node 0's address)
+  int master_port = 0;       // 0: the system picks one (another program: a free port on node 0)
   std::string run_id;        // empty: a random one (STAGECRAFT_RUN_ID)
   double grace_s = 5.0;      // TERM to KILL
   const std::atomic<bool>* cancel = nullptr;  // set to true (any thread, a signal handler): cancel

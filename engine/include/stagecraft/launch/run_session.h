@@ -39,11 +39,20 @@ namespace stagecraft::launch {
 // Whether `config`, planned as `plan`, can run with this build on `hosts` (empty: every rank on
 // this machine). OK, or invalid_input with the first refusal, one line naming the key and the
 // fix:
-//   - backend other than cpu ("this build trains on the CPU only");
 //   - no hosts, but cluster.nodes != 1 or cluster.hosts given ("starts every rank on this machine");
 //   - hosts whose slots differ from the plan's world size (plan for the hosts: with_hosts());
+// With Stagecraft's own worker (launch.program empty):
+//   - a launch.* key other than its default (they are about another program's run);
+//   - backend cuda in a build without CUDA ("this build trains on the CPU only"), or with a
+//     train.precision other than fp32 (the CUDA backend's one precision so far);
 //   - train.data missing or unreadable; a data file or model the trainer refuses
 //     (runtime::Trainer::check's message).
+// With another program (launch.program, program.h), the engine's own rules do not apply (the
+// program trains its own model on its own data and devices); instead:
+//   - train.resume or train.checkpoint_every set (the engine's checkpoints: the program takes
+//     its own through launch.args);
+//   - a command line program_command() refuses (launch.args that do not split, a plan the
+//     framework of launch.framework cannot run).
 Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts);
 
 struct RunRequest {
@@ -54,6 +63,10 @@ struct RunRequest {
   std::vector<SelectedHost> hosts;
   RemoteRunOptions remote;
   LocalRunOptions local;  // its cancel is set by the session
+  // With launch.program: the arguments after the framework's and launch.args (`run ... -- ARGS`).
+  // The session prepares the program's command line and files (program.h) in the working
+  // directory when the run starts, and sets local.worker / remote.command from them.
+  std::vector<std::string> program_args;
 };
 
 class RunSession {

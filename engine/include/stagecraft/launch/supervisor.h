@@ -7,6 +7,11 @@
 // (worker_events.h) is an event, anything else (including a malformed or unknown event) a log
 // line.
 //
+// Foreign mode (SuperviseOptions::foreign: another program's ranks, program.h): no line is read
+// as a worker event; every line, on either stream, is a log line, and the lines `metrics` reads
+// (metric_lines.h) are also step events of their rank; any output counts as progress for the
+// hang timeout, as any event does.
+//
 // run() blocks the calling thread; cancel() may be called from any thread.
 #pragma once
 
@@ -16,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/config/run_config.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_events.h"
 
@@ -30,6 +36,10 @@ struct SuperviseOptions {
   // least every 50 ms. The flag outlives the run, so a signal handler or another thread may set
   // it at any time, before the supervisor exists or after it is gone.
   const std::atomic<bool>* cancel_flag = nullptr;
+  // Another program's ranks (see above): how its lines become step events.
+  bool foreign = false;
+  config::MetricsFormat metrics = config::MetricsFormat::kAuto;
+  double tokens_per_sample = 0;  // samples/s to tokens/s (model.seq_len); 0: not converted
 };
 
 struct RunCallbacks {

@@ -2,7 +2,9 @@
 // launcher can start any program, plus Stagecraft's run id and rendezvous token.
 //
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (node index),
-//   MASTER_ADDR, MASTER_PORT (the rendezvous store), STAGECRAFT_RUN_ID, STAGECRAFT_RUN_TOKEN,
+//   MASTER_ADDR, MASTER_PORT (the rendezvous store; for another program, launch.program, node 0
+//   and a free port there, where its own rank 0 serves torch.distributed's store),
+//   STAGECRAFT_RUN_ID, STAGECRAFT_RUN_TOKEN (left out when no store is served),
 //   CUDA_VISIBLE_DEVICES (the rank's GPU, cuda backend), OMP_NUM_THREADS (cores per local rank).
 #pragma once
 

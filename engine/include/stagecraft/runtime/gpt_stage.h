@@ -52,6 +52,8 @@ struct StageSpec {
   config::ModelConfig model;
   int micro_batch = 1;               // B
   bool full_recompute = false;       // train.recompute == full
+  bool flash_attention = false;      // fused attention (Ops::has_flash_attention): keeps (B, NH, T)
+                                     // log-sum-exps instead of (B, NH, T, T) probabilities
   int tp = 1, tp_rank = 0;
   int pp = 1;                        // pipeline ranks
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)

@@ -36,6 +36,17 @@ class Ops {
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const = 0;
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T,
                                   int NH, int HS) const = 0;
+  // Fused causal attention (train.attention: flash), where has_flash_attention(): the same out as
+  // attention_forward, but instead of the probabilities (B, NH, T, T) it keeps lse (B, NH, T), each
+  // row's log-sum-exp of the scaled scores. Backward takes the forward's out and lse; dqkv is
+  // overwritten; scratch (B, NH, T) is clobbered. Only called where has_flash_attention().
+  virtual bool has_flash_attention() const { return false; }
+  virtual void flash_attention_forward(float* /*out*/, float* /*lse*/, const float* /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
+                                       int /*HS*/) const {}
+  virtual void flash_attention_backward(float* /*dqkv*/, float* /*scratch*/, const float* /*dout*/, const float* /*qkv*/,
+                                        const float* /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/) const {}
+  // The largest head size flash attention takes (0 without it).
+  virtual int max_flash_head() const { return 0; }
   virtual void gelu_forward(float* out, const float* inp, size_t N) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;

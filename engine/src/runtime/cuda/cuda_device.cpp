@@ -10,11 +10,11 @@
 #include <string>
 
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/cuda_kernels.h"
 #include "stagecraft/runtime/device.h"
 
 namespace stagecraft::runtime::cuda {
 
-const Ops& cuda_ops();  // cuda_kernels.cu
 
 namespace {
 

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/cuda_kernels.h"
 #include "runtime/element_math.h"
 #include "stagecraft/runtime/ops.h"
 
@@ -445,6 +446,16 @@ class CudaOps final : public Ops {
       sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, ds, T, TT, 0.0f, dq, C3, HS, NH);
       sgemm_batched(N_, T_, HS, T, T, 1.0f, q, C3, HS, ds, T, TT, 0.0f, dk, C3, HS, NH);
     }
+  }
+
+  bool has_flash_attention() const override { return true; }
+  int max_flash_head() const override { return kMaxHead; }
+  void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int HS) const override {
+    cuda::flash_attention_forward(out, lse, qkv, B, T, NH, HS);
+  }
+  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out, const float* lse, int B,
+                                int T, int NH, int HS) const override {
+    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
   }
 
   void gelu_forward(float* out, const float* inp, size_t N) const override {

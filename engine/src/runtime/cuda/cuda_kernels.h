@@ -1,0 +1,23 @@
+// The CUDA backend's kernels: runtime::cuda::cuda_ops() is the Ops table (ops.h) of the CUDA
+// device, with the contracts of kernels.h on device pointers (cuda_kernels.cu); the fused
+// attention of `train.attention: flash` is flash_attention.cu.
+//
+// Not part of the engine's API; included by src/runtime/cuda only.
+#pragma once
+
+#include "stagecraft/runtime/ops.h"
+
+namespace stagecraft::runtime::cuda {
+
+const Ops& cuda_ops();
+
+// The largest head size the fused attention takes.
+inline constexpr int kMaxHead = 128;
+
+// out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int HS);
+// dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch.
+void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, const float* out, const float* lse, int B,
+                              int T, int NH, int HS);
+
+}  // namespace stagecraft::runtime::cuda

@@ -1,0 +1,113 @@
+// bench_gpu_train: Stagecraft's training step on one GPU (backend cuda, one rank: GptStage +
+// Trainer, the path the workers run) for GPT-2 124M, 350M and 774M shapes at seq_len 1024,
+// next to the cost model's prediction for the same plan on the device catalog's GPU. Prints
+// per shape: ms a step, tokens/s, model TFLOP/s, MFU against the catalog's dense peak for the
+// precision, and the peak memory (the allocator's high-water mark) beside the prediction.
+//
+//   bench_gpu_train [standard|flash] [DEVICE]     (default: flash H100-SXM)
+//
+// Asserts nothing about time; exits 77 without a GPU.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "stagecraft/comm/communicator.h"
+#include "stagecraft/comm/process_groups.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+
+using namespace stagecraft;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int layers, hidden, heads, micro_batch;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string attention = argc > 1 ? argv[1] : "flash";
+  const std::string device_name = argc > 2 ? argv[2] : "H100-SXM";
+  if (runtime::cuda_device_count() == 0) {
+    std::printf("SKIPPED: %s\n", runtime::cuda_built() ? "no GPU visible" : "this build has no CUDA backend");
+    return 77;
+  }
+  auto gpu = runtime::make_device(config::Backend::kCuda, 0);
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "%s\n", gpu.status().message().c_str());
+    return 1;
+  }
+  runtime::Device& dev = *gpu.value();
+  std::printf("%s, fp32, attention %s, seq_len 1024, vocab 50304; predictions for %s\n", dev.name().c_str(), attention.c_str(),
+              device_name.c_str());
+  std::printf("%-6s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
+              "pred ms", "pred tok/s", "pred GiB");
+  std::vector<uint16_t> tokens(1 << 20);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) % 50257);
+  const auto data = runtime::TokenData::from_tokens(tokens);
+  double peak_tflops = 0;
+  for (const Shape& s : {Shape{"124M", 12, 768, 12, 8}, Shape{"350M", 24, 1024, 16, 8}, Shape{"774M", 36, 1280, 20, 4}}) {
+    const std::string yaml = "cluster: {nodes: 1, gpus_per_node: 1, device: " + device_name + "}\n" +
+                             "model: {layers: " + std::to_string(s.layers) + ", hidden: " + std::to_string(s.hidden) +
+                             ", heads: " + std::to_string(s.heads) + ", seq_len: 1024, vocab: 50304}\n" +
+                             "train: {global_batch: " + std::to_string(s.micro_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
+                             ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: fp32, attention: " + attention +
+                             "}\nbackend: cuda\n";
+    auto cfg = config::parse_config(yaml, "bench", {});
+    if (!cfg.ok()) {
+      std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
+      return 1;
+    }
+    auto plan = plan::make_plan(cfg.value());
+    if (!plan.ok()) {
+      std::fprintf(stderr, "%s\n", plan.status().message().c_str());
+      return 1;
+    }
+    auto groups = comm::build_process_groups(plan->topology, 0, cfg->model.tied_embeddings,
+                                             [](const std::string& name, const std::vector<int>& ranks) {
+                                               return comm::make_single_rank_communicator(ranks.front(), name);
+                                             });
+    auto layout = comm::rank_layout_of(plan.value(), 0);
+    if (!groups.ok() || !layout.ok()) return 1;
+    double best = 1e9;
+    size_t peak = 0;
+    {
+      auto t = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data, &dev);
+      if (!t.ok()) {
+        std::printf("%-6s %3d %s\n", s.name, s.micro_batch, t.status().message().c_str());
+        continue;
+      }
+      if (Status st = t.value()->start(); !st) {
+        std::fprintf(stderr, "%s\n", st.message().c_str());
+        return 1;
+      }
+      for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up: the allocator's pool, cuBLAS's heuristics
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto st = t.value()->train_step();  // ends with a synchronize
+        if (!st.ok()) {
+          std::fprintf(stderr, "%s\n", st.status().message().c_str());
+          return 1;
+        }
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        peak = std::max(peak, st->mem_bytes);
+      }
+    }
+    const auto& e = plan->estimate;
+    peak_tflops = e.peak_tflops;
+    const double tokens_per_step = double(s.micro_batch) * 1024;
+    const double tflops = e.model_flops / best / 1e12;
+    std::printf("%-6s %3d %9.1f %9.0f %9.1f %6.1f%% %9.2f | %9.1f %9.0f %9.2f\n", s.name, s.micro_batch, best * 1e3,
+                tokens_per_step / best, tflops, 100.0 * tflops / e.peak_tflops, peak / double(1ull << 30), e.step_time_s * 1e3,
+                e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
+    std::fflush(stdout);
+  }
+  std::printf("MFU against the catalog's dense fp32 peak of %s (%.1f TFLOP/s).\n", device_name.c_str(), peak_tflops);
+  return 0;
+}

@@ -1,0 +1,85 @@
+"""The same GPT-2 steps as bench_gpu_train in PyTorch on one GPU, for the ratio: fp32 with TF32
+off, scaled_dot_product_attention (causal), fused AdamW, optionally torch.compile.
+
+    python3 bench_gpu_train_torch.py [compile]
+
+Prints ms a step and tokens/s per shape; asserts nothing.
+"""
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+class Block(nn.Module):
+    def __init__(self, c, nh):
+        super().__init__()
+        self.nh = nh
+        self.ln_1 = nn.LayerNorm(c)
+        self.c_attn = nn.Linear(c, 3 * c)
+        self.c_proj = nn.Linear(c, c)
+        self.ln_2 = nn.LayerNorm(c)
+        self.c_fc = nn.Linear(c, 4 * c)
+        self.mlp_proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.nh, c // self.nh).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, layers, c, nh, vocab=50304, seq=1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, c)
+        self.wpe = nn.Embedding(seq, c)
+        self.h = nn.ModuleList(Block(c, nh) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(c)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for blk in self.h:
+            x = blk(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    use_compile = len(sys.argv) > 1 and sys.argv[1] == "compile"
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}, fp32 (TF32 off), sdpa, "
+          f"{'torch.compile' if use_compile else 'eager'}")
+    print(f"{'model':6} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
+    for name, layers, c, nh, b in (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4)):
+        torch.manual_seed(0)
+        model = Gpt(layers, c, nh).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+        step_fn = torch.compile(model) if use_compile else model
+        idx = torch.randint(0, 50257, (b, 1024), device="cuda")
+        tgt = torch.randint(0, 50257, (b, 1024), device="cuda")
+        best = math.inf
+        for rep in range(7):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            loss = step_fn(idx, tgt)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            if rep >= 2:
+                best = min(best, time.perf_counter() - t0)
+        print(f"{name:6} {b:3d} {best * 1e3:9.1f} {b * 1024 / best:9.0f}", flush=True)
+        del model, opt
+
+
+if __name__ == "__main__":
+    main()
