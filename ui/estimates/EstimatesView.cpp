@@ -7,11 +7,13 @@
 #include <cmath>
 
 #include "common/Text.h"
+#include "stagecraft/core/units.h"
 #include "estimates/EstimateCharts.h"
 
 namespace {
 
 QString bytes(double b) { return QString::fromStdString(stagecraft::plan::format_bytes(b)); }
+QString flopRate(double r) { return QString::fromStdString(stagecraft::format_flop_rate(r)); }
 
 // 1234567 -> "1.23 M"; keeps four significant figures.
 QString siNumber(double v) {
@@ -64,10 +66,9 @@ void EstimatesView::setPlan(const stagecraft::plan::Plan& plan) {
                       .arg(bytes(e.device_memory_bytes), QString::fromStdString(e.device))
                       .arg(e.fits ? tr("fits") : tr("does not fit")));
   m_peak->setStyleSheet(e.fits ? QString() : QStringLiteral("color: #d02020;"));
-  m_figures->setText(tr("%1 TFLOP/s per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
+  m_figures->setText(tr("%1 per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
                         "bubble %7 of the step (schedule formula %8) · m = %9 micro-batches")
-                         .arg(e.tflops_per_gpu, 0, 'f', 1)
-                         .arg(e.model_tflops_per_gpu, 0, 'f', 1)
+                         .arg(flopRate(e.tflops_per_gpu * 1e12), flopRate(e.model_tflops_per_gpu * 1e12))
                          .arg(percentText(e.mfu), siNumber(e.tokens_per_s), siNumber(e.params_total),
                               QString::fromStdString(stagecraft::plan::format_seconds(e.step_time_s)), percentText(e.bubble_fraction),
                               percentText(plan.bubble_fraction()))
