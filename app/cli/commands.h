@@ -32,6 +32,7 @@ int print_help(const std::string& command);
 
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_search(const std::vector<std::string>& args);
+int cmd_scale(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);

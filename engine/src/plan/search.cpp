@@ -85,6 +85,18 @@ std::string layout_string(const RunConfig& c) {
   return s;
 }
 
+std::vector<std::string> layout_overrides(const RunConfig& c) {
+  return {"parallel.dp=" + std::to_string(c.parallel.dp),
+          "parallel.tp=" + std::to_string(c.parallel.tp),
+          "parallel.pp=" + std::to_string(c.parallel.pp),
+          "pipeline.schedule=" + std::string(config::to_string(c.pipeline.schedule)),
+          "pipeline.virtual_stages=" + std::to_string(c.pipeline.virtual_stages),
+          "train.micro_batch=" + std::to_string(c.train.micro_batch),
+          "train.recompute=" + std::string(config::to_string(c.train.recompute)),
+          std::string("parallel.sequence_parallel=") + (c.parallel.sequence_parallel ? "true" : "false"),
+          "parallel.zero=" + std::to_string(c.parallel.zero)};
+}
+
 Result<SearchResult> search(const RunConfig& base, const SearchOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto device = resolve_device(base.cluster);
@@ -212,15 +224,7 @@ Json search_to_json(const SearchResult& r) {
     p.set("recompute", std::string(config::to_string(c.train.recompute)));
     p.set("sequence_parallel", c.parallel.sequence_parallel);
     p.set("zero", c.parallel.zero);
-    p.set("overrides", Json::array_of(std::vector<std::string>{
-                           "parallel.dp=" + std::to_string(c.parallel.dp), "parallel.tp=" + std::to_string(c.parallel.tp),
-                           "parallel.pp=" + std::to_string(c.parallel.pp),
-                           "pipeline.schedule=" + std::string(config::to_string(c.pipeline.schedule)),
-                           "pipeline.virtual_stages=" + std::to_string(c.pipeline.virtual_stages),
-                           "train.micro_batch=" + std::to_string(c.train.micro_batch),
-                           "train.recompute=" + std::string(config::to_string(c.train.recompute)),
-                           std::string("parallel.sequence_parallel=") + (c.parallel.sequence_parallel ? "true" : "false"),
-                           "parallel.zero=" + std::to_string(c.parallel.zero)}));
+    p.set("overrides", Json::array_of(layout_overrides(c)));
     p.set("estimate", estimate_to_json(cand.estimate));
     plans.push_back(std::move(p));
   }

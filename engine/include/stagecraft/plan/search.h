@@ -45,6 +45,10 @@ Result<SearchResult> search(const config::RunConfig& base, const SearchOptions& 
 
 // One line per layout: "dp=128 tp=8 pp=8 v=2 mb=1 interleaved recompute=selective sp zero=1".
 std::string layout_string(const config::RunConfig& c);
+// The `key=value` overrides that make a base config this layout, for `plan` (search --json's
+// "overrides"): parallel.dp/tp/pp, pipeline.schedule/virtual_stages, train.micro_batch/recompute,
+// parallel.sequence_parallel/zero.
+std::vector<std::string> layout_overrides(const config::RunConfig& c);
 
 Json search_to_json(const SearchResult& r);
 std::string search_to_text(const SearchResult& r);
