@@ -119,6 +119,29 @@ class TestCliCost : public QObject {
              best["estimate"].toObject()["step_time_s"].toDouble());
   }
 
+  // Constraint options: every ranked layout keeps them; --all also ranks layouts that do not fit.
+  void searchConstraints() {
+    const Run j = cli({"search", config("gpt3-175b-1024x8.yaml"), "--top", "50", "--pp", "16", "--schedules", "1f1b,gpipe",
+                       "--recompute", "selective", "--no-zero", "--max-micro-batch", "2", "--tp-in-node", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto plans = json(j.out).object()["plans"].toArray();
+    QVERIFY(plans.size() >= 5);
+    for (const auto& v : plans) {
+      const auto p = v.toObject();
+      QCOMPARE(p["pp"].toInt(), 16);
+      QVERIFY(p["schedule"].toString() == "1f1b" || p["schedule"].toString() == "gpipe");
+      QCOMPARE(p["recompute"].toString(), QString("selective"));
+      QCOMPARE(p["zero"].toInt(), 0);
+      QVERIFY(p["micro_batch"].toInt() <= 2);
+      QVERIFY(p["tp"].toInt() <= 8);
+      QVERIFY(p["estimate"].toObject()["fits"].toBool());
+    }
+    const Run all = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=8", "--all", "--top", "100000", "--json"});
+    QCOMPARE(all.code, 0);
+    const auto doc = json(all.out).object();
+    QVERIFY(doc["plans"].toArray().size() > doc["fitting"].toInt());
+  }
+
   // A base whose own layout is invalid is fine: search chooses the layout.
   void searchAcceptsAnyBaseLayout() {
     const Run r = cli({"search", config("bert-large-3d.yaml"), "parallel.tp=3", "--top", "1"});
@@ -190,6 +213,11 @@ class TestCliCost : public QObject {
     QTest::newRow("nothing fits") << QStringList{"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=1"} << 1
                                   << "none of";
     QTest::newRow("missing file") << QStringList{"search", "/nonexistent/x.yaml"} << 2 << "/nonexistent/x.yaml";
+    QTest::newRow("bad --schedules") << QStringList{"search", config("bert-large-3d.yaml"), "--schedules", "1f1b,zigzag"} << 2
+                                     << "'zigzag' is not one of gpipe, 1f1b, interleaved";
+    QTest::newRow("bad --tp") << QStringList{"search", config("bert-large-3d.yaml"), "--tp", "0"} << 2 << "--tp 0";
+    QTest::newRow("constraints leave nothing") << QStringList{"search", config("bert-large-3d.yaml"), "--tp", "3"} << 1
+                                               << "satisfies the constraints";
   }
   void searchErrors() {
     QFETCH(QStringList, args);

@@ -1,0 +1,233 @@
+// The layouts scatter: points by colour group, the device line, the Pareto front. See LayoutsChart.h.
+#include "layouts/LayoutsChart.h"
+
+#include <QChart>
+#include <QLegend>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QToolTip>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <map>
+
+#include "common/Text.h"
+#include "layouts/LayoutsModel.h"
+
+namespace plan = stagecraft::plan;
+namespace cfg = stagecraft::config;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr qreal kMarkerSize = 7.0;          // pixels
+constexpr qreal kSelectedMarkerSize = 13.0;  // pixels
+constexpr double kAxisMargin = 1.05;        // room above the largest value
+
+// Tableau 10: distinct on screen and in print.
+const QColor kPalette[] = {QColor(0x4e79a7), QColor(0xf28e2b), QColor(0xe15759), QColor(0x76b7b2), QColor(0x59a14f),
+                           QColor(0xedc948), QColor(0xb07aa1), QColor(0xff9da7), QColor(0x9c755f), QColor(0xbab0ac)};
+
+// The colour group of a layout: a sort key and its legend name.
+std::pair<int, QString> group(const cfg::RunConfig& c, LayoutsChart::ColourBy by) {
+  switch (by) {
+    case LayoutsChart::ColourBy::kPp: return {c.parallel.pp, QStringLiteral("pp %1").arg(c.parallel.pp)};
+    case LayoutsChart::ColourBy::kTp: return {c.parallel.tp, QStringLiteral("tp %1").arg(c.parallel.tp)};
+    case LayoutsChart::ColourBy::kSchedule:
+      if (c.parallel.pp == 1) return {-1, QStringLiteral("no pipeline")};
+      return {static_cast<int>(c.pipeline.schedule), qs(cfg::to_string(c.pipeline.schedule))};
+    case LayoutsChart::ColourBy::kRecompute:
+      return {static_cast<int>(c.train.recompute), QStringLiteral("recompute %1").arg(qs(cfg::to_string(c.train.recompute)))};
+  }
+  return {0, {}};
+}
+
+QPointF pointOf(const plan::Candidate& c) { return {c.estimate.peak_memory_bytes / kGiB, c.estimate.tokens_per_s}; }
+
+}  // namespace
+
+LayoutsChart::LayoutsChart(LayoutsModel* model, QWidget* parent) : QChartView(parent), m_model(model) {
+  auto* chart = new QChart;
+  chart->legend()->setAlignment(Qt::AlignRight);
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  m_x = new QValueAxis;
+  m_x->setTitleText(tr("peak memory per GPU (GiB)"));
+  m_y = new QValueAxis;
+  m_y->setTitleText(tr("tokens/s"));
+  m_y->setLabelFormat(QStringLiteral("%.3g"));
+  chart->addAxis(m_x, Qt::AlignBottom);
+  chart->addAxis(m_y, Qt::AlignLeft);
+  setChart(chart);
+  setRenderHint(QPainter::Antialiasing);
+  setMinimumHeight(220);
+}
+
+void LayoutsChart::setColourBy(ColourBy by) {
+  if (by == m_colourBy) return;
+  m_colourBy = by;
+  rebuild();
+}
+
+void LayoutsChart::rebuild() {
+  QChart* chart = this->chart();
+  chart->removeAllSeries();  // deletes them
+  m_series.clear();
+  m_seriesRows.clear();
+  m_selected = nullptr;
+  m_device = nullptr;
+  m_front = nullptr;
+  m_pareto.clear();
+  const int rows = m_model->rowCount();
+  double maxX = 0, maxY = 0;
+  const auto& all = m_model->allLayouts();
+  m_deviceGiB = all.empty() ? 0 : all.front().estimate.device_memory_bytes / kGiB;
+
+  // Colour groups in the order of their keys.
+  std::map<int, std::pair<QString, std::vector<int>>> groups;
+  for (int r = 0; r < rows; ++r) {
+    auto [key, name] = group(m_model->candidate(r).config, m_colourBy);
+    auto& g = groups[key];
+    g.first = name;
+    g.second.push_back(r);
+  }
+  int colour = 0;
+  for (auto& [key, g] : groups) {
+    auto* s = new QScatterSeries;
+    s->setName(g.first);
+    s->setMarkerSize(kMarkerSize);
+    s->setColor(kPalette[colour++ % std::size(kPalette)]);
+    s->setBorderColor(Qt::transparent);
+    QList<QPointF> points;
+    points.reserve(static_cast<qsizetype>(g.second.size()));
+    for (int r : g.second) {
+      const QPointF p = pointOf(m_model->candidate(r));
+      maxX = std::max(maxX, p.x());
+      maxY = std::max(maxY, p.y());
+      points.append(p);
+    }
+    s->replace(points);
+    chart->addSeries(s);
+    s->attachAxis(m_x);
+    s->attachAxis(m_y);
+    connect(s, &QScatterSeries::clicked, this, [this, s](const QPointF& p) {
+      const int row = rowAt(s, p);
+      if (row >= 0) Q_EMIT rowClicked(row);
+    });
+    connect(s, &QScatterSeries::doubleClicked, this, [this, s](const QPointF& p) {
+      const int row = rowAt(s, p);
+      if (row >= 0) Q_EMIT rowDoubleClicked(row);
+    });
+    connect(s, &QScatterSeries::hovered, this, [this, s](const QPointF& p, bool state) {
+      const int row = state ? rowAt(s, p) : -1;
+      if (row < 0) {
+        QToolTip::hideText();
+        return;
+      }
+      const auto& c = m_model->candidate(row);
+      QToolTip::showText(QCursor::pos(), tr("#%1 %2\n%3 peak, %4 tokens/s")
+                                             .arg(row + 1)
+                                             .arg(qs(plan::layout_string(c.config)))
+                                             .arg(qs(plan::format_bytes(c.estimate.peak_memory_bytes)))
+                                             .arg(c.estimate.tokens_per_s, 0, 'g', 4),
+                         this);
+    });
+    m_series.append(s);
+    m_seriesRows.push_back(std::move(g.second));
+  }
+
+  // The Pareto front over the fitting points: by memory, each point faster than all before it.
+  std::vector<int> byMemory;
+  for (int r = 0; r < rows; ++r) {
+    if (m_model->candidate(r).estimate.fits) byMemory.push_back(r);
+  }
+  std::stable_sort(byMemory.begin(), byMemory.end(), [this](int a, int b) {
+    return m_model->candidate(a).estimate.peak_memory_bytes < m_model->candidate(b).estimate.peak_memory_bytes;
+  });
+  double best = -1;
+  for (int r : byMemory) {
+    const double t = m_model->candidate(r).estimate.tokens_per_s;
+    if (t > best) {
+      best = t;
+      m_pareto.append(r);
+    }
+  }
+  m_front = new QLineSeries;
+  m_front->setName(tr("Pareto front"));
+  QList<QPointF> front;
+  for (int i = 0; i < m_pareto.size(); ++i) {
+    const QPointF p = pointOf(m_model->candidate(m_pareto[i]));
+    if (i > 0) front.append(QPointF(p.x(), front.back().y()));  // a staircase: memory first, then speed
+    front.append(p);
+  }
+  m_front->replace(front);
+  m_front->setPen(QPen(QColor(0x333333), 1.5, Qt::DashLine));
+  chart->addSeries(m_front);
+  m_front->attachAxis(m_x);
+  m_front->attachAxis(m_y);
+
+  maxX = std::max(maxX, m_deviceGiB) * kAxisMargin;
+  maxY = std::max(maxY, 1.0) * kAxisMargin;
+  m_device = new QLineSeries;
+  m_device->setName(tr("device memory"));
+  m_device->append(m_deviceGiB, 0);
+  m_device->append(m_deviceGiB, maxY);
+  m_device->setPen(QPen(QColor(0xd62728), 2));
+  chart->addSeries(m_device);
+  m_device->attachAxis(m_x);
+  m_device->attachAxis(m_y);
+
+  m_selected = new QScatterSeries;
+  m_selected->setName(tr("selected"));
+  m_selected->setMarkerSize(kSelectedMarkerSize);
+  m_selected->setColor(Qt::transparent);
+  m_selected->setBorderColor(Qt::black);
+  m_selected->setPen(QPen(Qt::black, 2));
+  chart->addSeries(m_selected);
+  m_selected->attachAxis(m_x);
+  m_selected->attachAxis(m_y);
+
+  m_x->setRange(0, maxX);
+  m_y->setRange(0, maxY);
+}
+
+int LayoutsChart::rowAt(const QScatterSeries* series, const QPointF& point) const {
+  const int s = static_cast<int>(m_series.indexOf(const_cast<QScatterSeries*>(series)));
+  if (s < 0) return -1;
+  // The nearest point on screen: the reported point is the click position in value coordinates.
+  const QPointF at = chart()->mapToPosition(point, const_cast<QScatterSeries*>(series));
+  int best = -1;
+  double bestDistance = 0;
+  const auto& rows = m_seriesRows[static_cast<size_t>(s)];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const QPointF p = chart()->mapToPosition(series->at(static_cast<int>(i)), const_cast<QScatterSeries*>(series));
+    const double d = (p.x() - at.x()) * (p.x() - at.x()) + (p.y() - at.y()) * (p.y() - at.y());
+    if (best < 0 || d < bestDistance) {
+      best = rows[i];
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+void LayoutsChart::setSelectedRows(const QList<int>& rows) {
+  if (!m_selected) return;
+  QList<QPointF> points;
+  for (int r : rows) {
+    if (r >= 0 && r < m_model->rowCount()) points.append(pointOf(m_model->candidate(r)));
+  }
+  m_selected->replace(points);
+}
+
+int LayoutsChart::pointCount() const {
+  int n = 0;
+  for (const auto* s : m_series) n += static_cast<int>(s->count());
+  return n;
+}
+
+QStringList LayoutsChart::seriesNames() const {
+  QStringList names;
+  for (const auto* s : m_series) names << s->name();
+  return names;
+}
+
+QPointF LayoutsChart::pointOfRow(int row) const { return pointOf(m_model->candidate(row)); }

@@ -1,0 +1,64 @@
+// LayoutsChart: every layout that passes the constraints as a point — x the peak memory per GPU
+// (GiB), y the predicted tokens/s — coloured by one axis of the layout (pp, tp, schedule or
+// recompute), the device's memory as a vertical line, and the Pareto front (no other layout
+// both needs less memory and runs faster) as a staircase. Hover names the layout in a tooltip;
+// a click or double-click reports the table row of the point.
+//
+// It draws LayoutsModel's rows and holds nothing else: rebuild() follows the model's filtered().
+#pragma once
+
+#include <QChartView>
+#include <QList>
+
+#include <vector>
+
+class LayoutsModel;
+class QLineSeries;
+class QScatterSeries;
+class QValueAxis;
+
+class LayoutsChart : public QChartView {
+  Q_OBJECT
+
+ public:
+  enum class ColourBy { kPp, kTp, kSchedule, kRecompute };
+
+  explicit LayoutsChart(LayoutsModel* model, QWidget* parent = nullptr);
+
+  void setColourBy(ColourBy by);
+  ColourBy colourBy() const { return m_colourBy; }
+  // Marks these model rows as selected (drawn on top, outlined).
+  void setSelectedRows(const QList<int>& rows);
+
+  // Points drawn for layouts (all colour series together): one per model row.
+  int pointCount() const;
+  // The colour series' names ("pp 8", "interleaved", ...), in legend order.
+  QStringList seriesNames() const;
+  // Model rows on the Pareto front, by increasing memory.
+  QList<int> paretoRows() const { return m_pareto; }
+  // Where row `row`'s point sits, in the chart's value coordinates (GiB, tokens/s).
+  QPointF pointOfRow(int row) const;
+  // The x of the device-memory line, GiB (0 before any layouts).
+  double deviceMemoryGiB() const { return m_deviceGiB; }
+
+  void rebuild();
+
+ Q_SIGNALS:
+  void rowClicked(int row);
+  void rowDoubleClicked(int row);
+
+ private:
+  int rowAt(const QScatterSeries* series, const QPointF& point) const;
+
+  LayoutsModel* m_model;
+  ColourBy m_colourBy = ColourBy::kPp;
+  QValueAxis* m_x = nullptr;
+  QValueAxis* m_y = nullptr;
+  QList<QScatterSeries*> m_series;
+  std::vector<std::vector<int>> m_seriesRows;  // model row of each point of each series
+  QScatterSeries* m_selected = nullptr;
+  QLineSeries* m_device = nullptr;
+  QLineSeries* m_front = nullptr;
+  QList<int> m_pareto;
+  double m_deviceGiB = 0;
+};
