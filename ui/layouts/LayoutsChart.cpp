@@ -20,7 +20,8 @@ namespace cfg = stagecraft::config;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr qreal kMarkerSize = 7.0;          // pixels
+constexpr qreal kMarkerRadius = 3.5;        // pixels
+constexpr double kPickPixels = 6.0;         // a click this close to a point picks it
 constexpr qreal kSelectedMarkerSize = 13.0;  // pixels
 constexpr double kAxisMargin = 1.05;        // room above the largest value
 
@@ -92,11 +93,20 @@ void LayoutsChart::rebuild() {
   }
   int colour = 0;
   for (auto& [key, g] : groups) {
-    auto* s = new QScatterSeries;
+    // By memory, so the (undrawn) line through the points is short and cheap to stroke.
+    std::stable_sort(g.second.begin(), g.second.end(), [this](int a, int b) {
+      return m_model->candidate(a).estimate.peak_memory_bytes < m_model->candidate(b).estimate.peak_memory_bytes;
+    });
+    auto* s = new QLineSeries;
     s->setName(g.first);
-    s->setMarkerSize(kMarkerSize);
-    s->setColor(kPalette[colour++ % std::size(kPalette)]);
-    s->setBorderColor(Qt::transparent);
+    chart->addSeries(s);
+    s->attachAxis(m_x);
+    s->attachAxis(m_y);
+    QPen pen(kPalette[colour++ % std::size(kPalette)]);  // its colour fills the points
+    pen.setStyle(Qt::NoPen);                              // no line between them
+    s->setPen(pen);
+    s->setPointsVisible(true);
+    s->setMarkerSize(kMarkerRadius);  // the radius the line item paints points with
     QList<QPointF> points;
     points.reserve(static_cast<qsizetype>(g.second.size()));
     for (int r : g.second) {
@@ -106,18 +116,15 @@ void LayoutsChart::rebuild() {
       points.append(p);
     }
     s->replace(points);
-    chart->addSeries(s);
-    s->attachAxis(m_x);
-    s->attachAxis(m_y);
-    connect(s, &QScatterSeries::clicked, this, [this, s](const QPointF& p) {
+    connect(s, &QLineSeries::clicked, this, [this, s](const QPointF& p) {
       const int row = rowAt(s, p);
       if (row >= 0) Q_EMIT rowClicked(row);
     });
-    connect(s, &QScatterSeries::doubleClicked, this, [this, s](const QPointF& p) {
+    connect(s, &QLineSeries::doubleClicked, this, [this, s](const QPointF& p) {
       const int row = rowAt(s, p);
       if (row >= 0) Q_EMIT rowDoubleClicked(row);
     });
-    connect(s, &QScatterSeries::hovered, this, [this, s](const QPointF& p, bool state) {
+    connect(s, &QLineSeries::hovered, this, [this, s](const QPointF& p, bool state) {
       const int row = state ? rowAt(s, p) : -1;
       if (row < 0) {
         QToolTip::hideText();
@@ -190,18 +197,17 @@ void LayoutsChart::rebuild() {
   m_y->setRange(0, maxY);
 }
 
-int LayoutsChart::rowAt(const QScatterSeries* series, const QPointF& point) const {
-  const int s = static_cast<int>(m_series.indexOf(const_cast<QScatterSeries*>(series)));
+int LayoutsChart::rowAt(QXYSeries* series, const QPointF& point) const {
+  const int s = static_cast<int>(m_series.indexOf(static_cast<QLineSeries*>(series)));
   if (s < 0) return -1;
-  // The nearest point on screen: the reported point is the click position in value coordinates.
-  const QPointF at = chart()->mapToPosition(point, const_cast<QScatterSeries*>(series));
+  const QPointF at = chart()->mapToPosition(point, series);
   int best = -1;
-  double bestDistance = 0;
+  double bestDistance = kPickPixels * kPickPixels;
   const auto& rows = m_seriesRows[static_cast<size_t>(s)];
   for (size_t i = 0; i < rows.size(); ++i) {
-    const QPointF p = chart()->mapToPosition(series->at(static_cast<int>(i)), const_cast<QScatterSeries*>(series));
+    const QPointF p = chart()->mapToPosition(series->at(static_cast<int>(i)), series);
     const double d = (p.x() - at.x()) * (p.x() - at.x()) + (p.y() - at.y()) * (p.y() - at.y());
-    if (best < 0 || d < bestDistance) {
+    if (d <= bestDistance) {
       best = rows[i];
       bestDistance = d;
     }

@@ -5,6 +5,9 @@
 // a click or double-click reports the table row of the point.
 //
 // It draws LayoutsModel's rows and holds nothing else: rebuild() follows the model's filtered().
+// Each colour group is one QLineSeries with its points shown and its line not drawn: Qt Charts
+// paints those points in one item, where a QScatterSeries makes a graphics item per point (about
+// 30 us each, so thousands of layouts would hold the event loop for hundreds of milliseconds).
 #pragma once
 
 #include <QChartView>
@@ -15,6 +18,7 @@
 class LayoutsModel;
 class QLineSeries;
 class QScatterSeries;
+class QXYSeries;
 class QValueAxis;
 
 class LayoutsChart : public QChartView {
@@ -48,13 +52,15 @@ class LayoutsChart : public QChartView {
   void rowDoubleClicked(int row);
 
  private:
-  int rowAt(const QScatterSeries* series, const QPointF& point) const;
+  // The model row of the point of `series` nearest to `point` (value coordinates) within a few
+  // pixels; -1 when none is that close.
+  int rowAt(QXYSeries* series, const QPointF& point) const;
 
   LayoutsModel* m_model;
   ColourBy m_colourBy = ColourBy::kPp;
   QValueAxis* m_x = nullptr;
   QValueAxis* m_y = nullptr;
-  QList<QScatterSeries*> m_series;
+  QList<QLineSeries*> m_series;
   std::vector<std::vector<int>> m_seriesRows;  // model row of each point of each series
   QScatterSeries* m_selected = nullptr;
   QLineSeries* m_device = nullptr;

@@ -96,10 +96,15 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->verticalHeader()->hide();
+  m_table->setWordWrap(false);
+  m_table->setTextElideMode(Qt::ElideMiddle);
+  m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
   m_table->horizontalHeader()->setSectionResizeMode(LayoutsModel::kLayout, QHeaderView::Stretch);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(m_chart);
   split->addWidget(m_table);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
   layout->addWidget(split, 1);
 
   m_why = new QLabel;
