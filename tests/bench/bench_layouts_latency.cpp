@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "layouts/LayoutSearch.h"
+#include "layouts/LayoutsChart.h"
 #include "layouts/LayoutsModel.h"
 #include "layouts/LayoutsView.h"
 #include "mainwindow/MainWindow.h"
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
     QElapsedTimer wall;
     wall.start();
     window.findLayouts();
-    while (!done) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
+    while (!done || view->chart()->isRebuildPending()) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
     // The shown result: let the chart and table paint once.
     const double until = msSince(clock) + 50;
     while (msSince(clock) < until) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
     QObject::disconnect(c);
     const Stats s = stats(lateness);
     maxima.push_back(s.max);
-    std::printf("%7d %12zu %12.1f %10.1f %10.2f %10.2f %10.2f\n", i + 1, view->search()->layouts().size(),
+    std::printf("%7d %12zu %12.1f %10.1f %10.2f %10.2f %10.2f\n", i + 1, view->search()->layouts()->size(),
                 view->search()->seconds() * 1e3, msSince(wall) - 50, s.median, s.p99, s.max);
   }
 
@@ -103,8 +104,8 @@ int main(int argc, char** argv) {
     t.start();
     if (i % 2 == 0) fits->setChecked(!fits->isChecked());
     else pp->setValue(pp->value() == 0 ? 16 : 0);
+    while (view->chart()->isRebuildPending()) QCoreApplication::processEvents();
     view->repaint();
-    QCoreApplication::processEvents();
     edits.push_back(msSince(t));
   }
   const Stats e = stats(edits);

@@ -31,15 +31,27 @@ constexpr int kSearchTimeoutMs = 120000;
 
 QString example(const char* name) { return QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/") + QLatin1String(name); }
 
-// Runs the dock's search to the end.
+// Until the chart has drawn the model's rows (it rebuilds in the next turn of the event loop).
+bool settled(LayoutsView& v) {
+  return QTest::qWaitFor([&] { return !v.chart()->isRebuildPending(); });
+}
+
+// Runs the dock's search to the end and lets the chart draw it.
 bool searchAndWait(LayoutsView& v) {
   QSignalSpy done(v.search(), &LayoutSearch::finished);
   v.findLayouts();
-  return done.wait(kSearchTimeoutMs);
+  return done.wait(kSearchTimeoutMs) && settled(v);
 }
 
-void setCheck(LayoutsView& v, const char* name, bool on) { qobject_cast<QCheckBox*>(v.field(QLatin1String(name)))->setChecked(on); }
-void setSpin(LayoutsView& v, const char* name, int value) { qobject_cast<QSpinBox*>(v.field(QLatin1String(name)))->setValue(value); }
+// A constraint field changed as a person would, then the chart followed.
+void setCheck(LayoutsView& v, const char* name, bool on) {
+  qobject_cast<QCheckBox*>(v.field(QLatin1String(name)))->setChecked(on);
+  QVERIFY(settled(v));
+}
+void setSpin(LayoutsView& v, const char* name, int value) {
+  qobject_cast<QSpinBox*>(v.field(QLatin1String(name)))->setValue(value);
+  QVERIFY(settled(v));
+}
 
 // The layout column of the table's first n rows, in the order the table shows them.
 QStringList tableLayouts(LayoutsView& v, int n) {
@@ -148,6 +160,7 @@ class TestLayoutsView : public QObject {
     QSignalSpy done(v->search(), &LayoutSearch::finished);
     w.findLayouts();
     QVERIFY(done.wait(kSearchTimeoutMs));
+    QVERIFY(settled(*v));
     QVERIFY(v->isVisible());
     PlanDocument* doc = w.document();
     const auto before = doc->config();

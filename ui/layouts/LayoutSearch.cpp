@@ -18,6 +18,7 @@ namespace plan = stagecraft::plan;
 struct LayoutSearch::Job {
   std::atomic<bool> cancel{false};
   std::optional<stagecraft::Result<plan::SearchResult>> result;
+  std::shared_ptr<const std::vector<plan::Candidate>> layouts;  // moved out of result on the worker
 };
 
 LayoutSearch::LayoutSearch(QObject* parent) : QObject(parent) {}
@@ -61,6 +62,7 @@ void LayoutSearch::start(const stagecraft::config::RunConfig& base) {
       return true;
     };
     job->result = plan::search(base, options);
+    if (job->result->ok()) job->layouts = std::make_shared<const std::vector<plan::Candidate>>(std::move((*job->result)->ranked));
   });
   QThread* thread = m_thread;
   connect(thread, &QThread::finished, this, [this, job] {
@@ -75,7 +77,7 @@ void LayoutSearch::start(const stagecraft::config::RunConfig& base) {
       Q_EMIT failed(qs(r.status().message()));
       return;
     }
-    m_layouts = std::move(r->ranked);
+    m_layouts = job->layouts;
     m_evaluated = r->evaluated;
     m_fitting = r->fitting;
     m_seconds = r->seconds;

@@ -32,8 +32,9 @@ class LayoutSearch : public QObject {
   void cancel();
   bool isRunning() const { return m_thread != nullptr; }
 
-  // The last finished search: every layout, fastest first (plan::search's order).
-  const std::vector<stagecraft::plan::Candidate>& layouts() const { return m_layouts; }
+  // The last finished search: every layout, fastest first (plan::search's order). Shared, never
+  // copied on the GUI thread; never null (empty before the first search).
+  std::shared_ptr<const std::vector<stagecraft::plan::Candidate>> layouts() const { return m_layouts; }
   // Layouts estimated, fitting, wall seconds of the last finished search.
   long long evaluated() const { return m_evaluated; }
   long long fitting() const { return m_fitting; }
@@ -54,7 +55,8 @@ class LayoutSearch : public QObject {
 
   QThread* m_thread = nullptr;
   std::shared_ptr<Job> m_job;
-  std::vector<stagecraft::plan::Candidate> m_layouts;
+  std::shared_ptr<const std::vector<stagecraft::plan::Candidate>> m_layouts =
+      std::make_shared<const std::vector<stagecraft::plan::Candidate>>();
   long long m_evaluated = 0;
   long long m_fitting = 0;
   double m_seconds = 0;

@@ -5,6 +5,7 @@
 #include <QLegend>
 #include <QLineSeries>
 #include <QScatterSeries>
+#include <QTimer>
 #include <QToolTip>
 #include <QValueAxis>
 
@@ -69,7 +70,16 @@ void LayoutsChart::setColourBy(ColourBy by) {
   rebuild();
 }
 
+void LayoutsChart::scheduleRebuild() {
+  if (m_pending) return;
+  m_pending = true;
+  QTimer::singleShot(0, this, [this] {
+    if (m_pending) rebuild();
+  });
+}
+
 void LayoutsChart::rebuild() {
+  m_pending = false;
   QChart* chart = this->chart();
   chart->removeAllSeries();  // deletes them
   m_series.clear();
@@ -195,6 +205,8 @@ void LayoutsChart::rebuild() {
 
   m_x->setRange(0, maxX);
   m_y->setRange(0, maxY);
+  setSelectedRows(m_selectedRows);
+  Q_EMIT rebuilt();
 }
 
 int LayoutsChart::rowAt(QXYSeries* series, const QPointF& point) const {
@@ -216,6 +228,7 @@ int LayoutsChart::rowAt(QXYSeries* series, const QPointF& point) const {
 }
 
 void LayoutsChart::setSelectedRows(const QList<int>& rows) {
+  m_selectedRows = rows;
   if (!m_selected) return;
   QList<QPointF> points;
   for (int r : rows) {

@@ -4,7 +4,9 @@
 // both needs less memory and runs faster) as a staircase. Hover names the layout in a tooltip;
 // a click or double-click reports the table row of the point.
 //
-// It draws LayoutsModel's rows and holds nothing else: rebuild() follows the model's filtered().
+// It draws LayoutsModel's rows and holds nothing else: the model's filtered() schedules a rebuild
+// in the next turn of the event loop (several changes in one turn rebuild once, and the table
+// and the chart update in separate turns, so neither holds the loop for both); rebuilt() follows.
 // Each colour group is one QLineSeries with its points shown and its line not drawn: Qt Charts
 // paints those points in one item, where a QScatterSeries makes a graphics item per point (about
 // 30 us each, so thousands of layouts would hold the event loop for hundreds of milliseconds).
@@ -45,9 +47,14 @@ class LayoutsChart : public QChartView {
   // The x of the device-memory line, GiB (0 before any layouts).
   double deviceMemoryGiB() const { return m_deviceGiB; }
 
+  // Draws the model's rows now.
   void rebuild();
+  // Rebuilds in the next turn of the event loop.
+  void scheduleRebuild();
+  bool isRebuildPending() const { return m_pending; }
 
  Q_SIGNALS:
+  void rebuilt();
   void rowClicked(int row);
   void rowDoubleClicked(int row);
 
@@ -66,5 +73,7 @@ class LayoutsChart : public QChartView {
   QLineSeries* m_device = nullptr;
   QLineSeries* m_front = nullptr;
   QList<int> m_pareto;
+  QList<int> m_selectedRows;
+  bool m_pending = false;
   double m_deviceGiB = 0;
 };

@@ -127,7 +127,7 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
     m_progress->setValue(0);
     setStatus(tr("Search cancelled."));
   });
-  connect(m_model, &LayoutsModel::filtered, m_chart, &LayoutsChart::rebuild);
+  connect(m_model, &LayoutsModel::filtered, m_chart, &LayoutsChart::scheduleRebuild);
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &LayoutsView::tableSelectionChanged);
   connect(m_chart, &LayoutsChart::rowClicked, this, [this](int row) {
     QList<int> rows;
@@ -246,7 +246,7 @@ void LayoutsView::searchFinished() {
   m_cancel->setEnabled(false);
   m_progress->setValue(kProgressSteps);
   m_model->setConstraints(constraints());
-  m_model->setLayouts(std::make_shared<const std::vector<plan::Candidate>>(m_search->layouts()));
+  m_model->setLayouts(m_search->layouts());
   m_table->sortByColumn(LayoutsModel::kRank, Qt::AscendingOrder);
   setStatus(statusText());
 }
