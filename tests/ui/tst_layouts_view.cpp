@@ -139,6 +139,12 @@ class TestLayoutsView : public QObject {
         QVERIFY(!(o.peak_memory_bytes < e.peak_memory_bytes && o.tokens_per_s > e.tokens_per_s));
       }
     }
+    // The last allowed schedule cannot be cleared: a group never allows nothing.
+    setCheck(v, "1f1b", false);
+    setCheck(v, "interleaved", false);
+    QVERIFY(qobject_cast<QCheckBox*>(v.field(QStringLiteral("interleaved")))->isChecked());
+    QCOMPARE(v.constraints().schedules, std::vector<stagecraft::config::Schedule>{stagecraft::config::Schedule::kInterleaved});
+    setCheck(v, "1f1b", true);
     // Colour by schedule: one series per schedule shown.
     auto* colour = qobject_cast<QComboBox*>(v.field(QStringLiteral("colourBy")));
     colour->setCurrentIndex(2);

@@ -99,6 +99,14 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
   m_table->setWordWrap(false);
   m_table->setTextElideMode(Qt::ElideMiddle);
   m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
+  // Numeric columns as wide as their widest text, the layout gets the rest (measuring 5,000 rows
+  // with ResizeToContents would cost more than the search).
+  const QFontMetrics fm = m_table->fontMetrics();
+  const int pad = 2 * fm.horizontalAdvance(QLatin1Char('0'));
+  const std::pair<int, const char*> widths[] = {{LayoutsModel::kRank, "00000"},     {LayoutsModel::kPeakMemory, "000.0 GiB"},
+                                                {LayoutsModel::kStep, "00.00 ms"},  {LayoutsModel::kTflops, "TFLOP/s"},
+                                                {LayoutsModel::kMfu, "00.0%"},      {LayoutsModel::kTokens, "0.000e+06"}};
+  for (auto [column, sample] : widths) m_table->horizontalHeader()->resizeSection(column, fm.horizontalAdvance(QLatin1String(sample)) + pad);
   m_table->horizontalHeader()->setSectionResizeMode(LayoutsModel::kLayout, QHeaderView::Stretch);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(m_chart);
@@ -201,8 +209,19 @@ void LayoutsView::buildFields(QFormLayout* form) {
   });
 
   for (QCheckBox* c : {m_fitsOnly, m_tpWithinNode, m_zero}) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
-  for (QCheckBox* c : m_schedules) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
-  for (QCheckBox* c : m_recomputes) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
+  // A group with every box cleared would allow nothing (the engine reads an empty list as
+  // "any"): the last box of a group cannot be cleared.
+  for (const QList<QCheckBox*>* group : {&m_schedules, &m_recomputes}) {
+    for (QCheckBox* c : *group) {
+      connect(c, &QCheckBox::toggled, this, [this, c, group](bool on) {
+        if (!on && std::none_of(group->begin(), group->end(), [](QCheckBox* b) { return b->isChecked(); })) {
+          c->setChecked(true);  // toggles again, which re-filters
+          return;
+        }
+        constraintsEdited();
+      });
+    }
+  }
   for (QSpinBox* s : {m_tp, m_pp, m_maxMicroBatch}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
 }
 
@@ -218,7 +237,7 @@ plan::LayoutConstraints LayoutsView::constraints() const {
   k.max_micro_batch = m_maxMicroBatch->value();
   const cfg::Schedule schedules[] = {cfg::Schedule::kGpipe, cfg::Schedule::k1f1b, cfg::Schedule::kInterleaved};
   const cfg::Recompute recomputes[] = {cfg::Recompute::kNone, cfg::Recompute::kSelective, cfg::Recompute::kFull};
-  // All checked means "any"; none checked allows none.
+  // All checked means "any"; at least one box of each group stays checked (buildFields).
   bool allSchedules = true, allRecomputes = true;
   for (int i = 0; i < 3; ++i) {
     if (m_schedules[i]->isChecked()) k.schedules.push_back(schedules[i]);
@@ -228,9 +247,6 @@ plan::LayoutConstraints LayoutsView::constraints() const {
   }
   if (allSchedules) k.schedules.clear();
   if (allRecomputes) k.recomputes.clear();
-  // An empty list means "any" to the engine: with every box cleared, allow a value no layout has.
-  if (!allSchedules && k.schedules.empty()) k.schedules.push_back(static_cast<cfg::Schedule>(-1));
-  if (!allRecomputes && k.recomputes.empty()) k.recomputes.push_back(static_cast<cfg::Recompute>(-1));
   return k;
 }
 
