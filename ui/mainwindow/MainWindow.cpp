@@ -19,6 +19,7 @@
 #include "document/PlanDocument.h"
 #include "estimates/EstimatesView.h"
 #include "layouts/LayoutsView.h"
+#include "scaling/ScalingView.h"
 #include "runs/RunLocallyDialog.h"
 #include "runs/RunManager.h"
 #include "runs/RunsView.h"
@@ -97,6 +98,9 @@ void MainWindow::createViews() {
   m_stagesDock = stages;
   QDockWidget* schedule = dock(m_schedule, tr("Schedule"), QStringLiteral("scheduleDock"), Qt::BottomDockWidgetArea);
   tabifyDockWidget(stages, schedule);
+  m_scaling = new ScalingView(m_document, this);
+  m_scalingDock = dock(m_scaling, tr("Scaling"), QStringLiteral("scalingDock"), Qt::BottomDockWidgetArea);
+  tabifyDockWidget(schedule, m_scalingDock);
   stages->raise();
   // The topology keeps most of the height; a saved layout (readSettings) replaces this.
   resizeDocks({stages}, {kBottomDockHeight}, Qt::Vertical);
@@ -153,6 +157,8 @@ void MainWindow::createMenus() {
   find->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
 
   menuBar()->addMenu(m_viewMenu);
+  m_viewMenu->addSeparator();
+  m_viewMenu->addAction(tr("How It &Scales"), this, &MainWindow::showScaling);
   m_viewMenu->addSeparator();
   QAction* fit = m_viewMenu->addAction(tr("Zoom to &Fit"), m_topology, &TopologyView::zoomToFit);
   fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
@@ -281,6 +287,12 @@ void MainWindow::showPreview(const stagecraft::plan::Plan& plan) {
                          .arg(plan.estimate.device_memory_bytes / kGiB, 0, 'f', 0)
                          .arg(plan.estimate.step_time_s, 0, 'g', 3)
                          .arg(plan.estimate.mfu * 100.0, 0, 'f', 1));
+}
+
+void MainWindow::showScaling() {
+  m_scalingDock->show();
+  m_scalingDock->raise();
+  m_scaling->compute();
 }
 
 void MainWindow::findLayouts() {

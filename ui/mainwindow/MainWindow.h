@@ -18,6 +18,7 @@
 
 class EstimatesView;
 class LayoutsView;
+class ScalingView;
 class PlanDocument;
 class QAction;
 class QLabel;
@@ -48,6 +49,7 @@ class MainWindow : public QMainWindow {
   EstimatesView* estimatesView() const { return m_estimates; }
   ScheduleView* scheduleView() const { return m_schedule; }
   LayoutsView* layoutsView() const { return m_layouts; }
+  ScalingView* scalingView() const { return m_scaling; }
   RunLocallyDialog* runDialog() const { return m_runDialog; }
   RunManager* runManager() const { return m_runs; }
   // The Run menu: Run locally, then the run manager's Launch and Hosts.
@@ -74,6 +76,8 @@ class MainWindow : public QMainWindow {
   bool runLocally();
   // Edit > Find Layouts (Ctrl+F): shows the Layouts dock and searches the current config.
   void findLayouts();
+  // View > How It Scales: shows the Scaling dock and computes it for the current config.
+  void showScaling();
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -106,6 +110,8 @@ class MainWindow : public QMainWindow {
   ScheduleView* m_schedule = nullptr;
   LayoutsView* m_layouts = nullptr;
   QDockWidget* m_layoutsDock = nullptr;
+  ScalingView* m_scaling = nullptr;
+  QDockWidget* m_scalingDock = nullptr;
   RunLocallyDialog* m_runDialog = nullptr;
   RunManager* m_runs = nullptr;
   QDockWidget* m_stagesDock = nullptr;
