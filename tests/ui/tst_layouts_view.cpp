@@ -15,11 +15,14 @@
 
 #include "../cli/cli_process.h"
 #include "document/PlanDocument.h"
+#include "estimates/EstimatesView.h"
 #include "layouts/LayoutSearch.h"
 #include "layouts/LayoutsChart.h"
 #include "layouts/LayoutsModel.h"
 #include "layouts/LayoutsView.h"
 #include "mainwindow/MainWindow.h"
+#include "topology/TopologyScene.h"
+#include "topology/TopologyView.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/search.h"
 
@@ -172,6 +175,10 @@ class TestLayoutsView : public QObject {
     const auto before = doc->config();
     const int undoCount = doc->undoStack()->count();
 
+    // Pin the document's plan to compare the preview with it.
+    QVERIFY(w.estimatesView()->pin());
+    QVERIFY(w.topologyView()->topologyScene()->hasPinnedPlan());
+
     // The fourth-ranked layout, clicked where the chart draws it.
     const int row = 3;
     const auto& cand = v->model()->candidate(row);
@@ -187,6 +194,13 @@ class TestLayoutsView : public QObject {
     QCOMPARE(preview.pp, cand.config.parallel.pp);
     QCOMPARE(preview.estimate.step_time_s, cand.estimate.step_time_s);
     QVERIFY2(w.summaryText().startsWith(QStringLiteral("Preview")), qPrintable(w.summaryText()));
+    // The estimates compare the preview with the pinned plan.
+    const QString cmp = w.estimatesView()->comparisonText();
+    QVERIFY2(cmp.contains(QStringLiteral("step %1 vs %2")
+                              .arg(qs(plan::format_seconds(cand.estimate.step_time_s)), qs(plan::format_seconds(doc->plan().estimate.step_time_s)))),
+             qPrintable(cmp));
+    w.estimatesView()->unpin();
+    QVERIFY(!w.topologyView()->topologyScene()->hasPinnedPlan());
     QVERIFY(doc->config() == before);
     QCOMPARE(doc->undoStack()->count(), undoCount);
     QVERIFY(!doc->isModified());

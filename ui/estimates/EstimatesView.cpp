@@ -138,16 +138,19 @@ bool EstimatesView::pin() {
   m_pin->setChecked(true);
   m_pin->setText(tr("Unpin"));
   showComparison();
+  Q_EMIT planPinned(*m_pinned);
   return true;
 }
 
 void EstimatesView::unpin() {
+  const bool was = m_pinned.has_value();
   m_pinned.reset();
   m_pinnedPanel->hide();
   m_compare->hide();
   m_compare->clear();
   m_pin->setChecked(false);
   m_pin->setText(tr("Pin"));
+  if (was) Q_EMIT planUnpinned();
 }
 
 QString EstimatesView::pinnedFiguresText() const { return m_pinned ? m_pinnedFigures->text() : QString(); }

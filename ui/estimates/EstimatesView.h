@@ -49,6 +49,10 @@ class EstimatesView : public QWidget {
   MemoryChart* pinnedMemoryChart() const { return m_pinnedMemory; }
   StepTimeChart* pinnedStepTimeChart() const { return m_pinnedStep; }
 
+ Q_SIGNALS:
+  void planPinned(const stagecraft::plan::Plan& plan);
+  void planUnpinned();
+
  private:
   void showComparison();
   MemoryChart* m_memory = nullptr;

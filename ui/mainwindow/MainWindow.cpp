@@ -26,6 +26,7 @@
 #include "schedule/ScheduleView.h"
 #include "setup/SetupPanel.h"
 #include "stages/StageEditor.h"
+#include "topology/TopologyScene.h"
 #include "topology/TopologyView.h"
 
 namespace cfg = stagecraft::config;
@@ -238,6 +239,10 @@ void MainWindow::createFileMenu() {
 void MainWindow::wireDocument() {
   connect(m_document, &PlanDocument::planChanged, this, &MainWindow::showPlan);
   connect(m_layouts, &LayoutsView::previewRequested, this, &MainWindow::showPreview);
+  // Pinned: the topology marks the ranks whose groups differ from the pinned plan's.
+  connect(m_estimates, &EstimatesView::planPinned, this,
+          [this](const stagecraft::plan::Plan& plan) { m_topology->topologyScene()->setPinnedPlan(&plan); });
+  connect(m_estimates, &EstimatesView::planUnpinned, this, [this] { m_topology->topologyScene()->setPinnedPlan(nullptr); });
   connect(m_layouts, &LayoutsView::previewEnded, this, [this] {
     if (m_document->hasPlan()) showPlan(m_document->plan());
   });
