@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableView>
+#include <QToolTip>
 #include <QUndoStack>
 #include <QtTest>
 
@@ -154,6 +155,30 @@ class TestLayoutsView : public QObject {
     QVERIFY(v.chart()->seriesNames().contains(QStringLiteral("interleaved")));
     QVERIFY(!v.chart()->seriesNames().contains(QStringLiteral("gpipe")));
     QCOMPARE(v.chart()->pointCount(), v.model()->rowCount());
+    // y = step time: the same points, at each layout's step time.
+    qobject_cast<QComboBox*>(v.field(QStringLiteral("yAxis")))->setCurrentIndex(1);
+    QCOMPARE(v.chart()->pointCount(), v.model()->rowCount());
+    QCOMPARE(v.chart()->pointOfRow(0).y(), v.model()->candidate(0).estimate.step_time_s);
+  }
+
+  // Hovering a point names its layout.
+  void hoverNamesTheLayout() {
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(example("bert-large-3d.yaml"), &error), qPrintable(error));
+    LayoutsView v(&doc);
+    v.resize(900, 900);
+    v.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    QVERIFY(searchAndWait(v));
+    QChart* chart = v.chart()->chart();
+    const int row = 0;
+    const QPointF scenePos = chart->mapToPosition(v.chart()->pointOfRow(row), chart->series().first());
+    const QPoint at = v.chart()->mapFromScene(chart->mapToScene(scenePos));
+    QTest::mouseMove(v.chart()->viewport(), at + QPoint(20, 20));
+    QTest::mouseMove(v.chart()->viewport(), at);
+    QTRY_VERIFY(QToolTip::isVisible());
+    QVERIFY2(QToolTip::text().contains(qs(plan::layout_string(v.model()->candidate(row).config))), qPrintable(QToolTip::text()));
   }
 
   // In the window: a click on a point previews the layout in the views; the document, its undo
@@ -239,6 +264,25 @@ class TestLayoutsView : public QObject {
     v.selectRows({5, 9});
     QCOMPARE(v.whyText(), qs(plan::why_faster(v.model()->candidate(5), v.model()->candidate(9))));
     QVERIFY(v.whyText().contains(QStringLiteral("faster than")));
+  }
+
+  // Layouts are of the config searched: a layout edit (Apply) keeps them, a change of the model
+  // (its sequence length) drops them.
+  void anotherModelDropsTheLayouts() {
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(example("bert-large-3d.yaml"), &error), qPrintable(error));
+    LayoutsView v(&doc);
+    QVERIFY(searchAndWait(v));
+    const int rows = v.model()->rowCount();
+    QVERIFY(rows > 10);
+    v.selectRows({2});
+    QVERIFY(v.applySelected());
+    QCOMPARE(v.model()->rowCount(), rows);
+    QVERIFY2(doc.applyEdit(QStringLiteral("model.seq_len"), QStringLiteral("256"), &error), qPrintable(error));
+    QCOMPARE(v.model()->rowCount(), 0);
+    QVERIFY2(v.statusText().contains(QStringLiteral("changed since the search")), qPrintable(v.statusText()));
+    QVERIFY(!v.applySelected());
   }
 
   // Cancel stops the search: no result arrives, the previous layouts stay.

@@ -4,6 +4,7 @@
 #include <QChart>
 #include <QLegend>
 #include <QLineSeries>
+#include <QMouseEvent>
 #include <QScatterSeries>
 #include <QTimer>
 #include <QToolTip>
@@ -44,9 +45,18 @@ std::pair<int, QString> group(const cfg::RunConfig& c, LayoutsChart::ColourBy by
   return {0, {}};
 }
 
-QPointF pointOf(const plan::Candidate& c) { return {c.estimate.peak_memory_bytes / kGiB, c.estimate.tokens_per_s}; }
-
 }  // namespace
+
+QPointF LayoutsChart::pointOf(const plan::Candidate& c) const {
+  return {c.estimate.peak_memory_bytes / kGiB, m_yAxis == YAxis::kStepTime ? c.estimate.step_time_s : c.estimate.tokens_per_s};
+}
+
+void LayoutsChart::setYAxis(YAxis y) {
+  if (y == m_yAxis) return;
+  m_yAxis = y;
+  m_y->setTitleText(y == YAxis::kStepTime ? tr("step time (s)") : tr("tokens/s"));
+  rebuild();
+}
 
 LayoutsChart::LayoutsChart(LayoutsModel* model, QWidget* parent) : QChartView(parent), m_model(model) {
   auto* chart = new QChart;
@@ -62,6 +72,8 @@ LayoutsChart::LayoutsChart(LayoutsModel* model, QWidget* parent) : QChartView(pa
   setChart(chart);
   setRenderHint(QPainter::Antialiasing);
   setMinimumHeight(220);
+  setMouseTracking(true);
+  viewport()->setMouseTracking(true);  // hover names the layout under the pointer
 }
 
 void LayoutsChart::setColourBy(ColourBy by) {
@@ -126,33 +138,12 @@ void LayoutsChart::rebuild() {
       points.append(p);
     }
     s->replace(points);
-    connect(s, &QLineSeries::clicked, this, [this, s](const QPointF& p) {
-      const int row = rowAt(s, p);
-      if (row >= 0) Q_EMIT rowClicked(row);
-    });
-    connect(s, &QLineSeries::doubleClicked, this, [this, s](const QPointF& p) {
-      const int row = rowAt(s, p);
-      if (row >= 0) Q_EMIT rowDoubleClicked(row);
-    });
-    connect(s, &QLineSeries::hovered, this, [this, s](const QPointF& p, bool state) {
-      const int row = state ? rowAt(s, p) : -1;
-      if (row < 0) {
-        QToolTip::hideText();
-        return;
-      }
-      const auto& c = m_model->candidate(row);
-      QToolTip::showText(QCursor::pos(), tr("#%1 %2\n%3 peak, %4 tokens/s")
-                                             .arg(row + 1)
-                                             .arg(qs(plan::layout_string(c.config)))
-                                             .arg(qs(plan::format_bytes(c.estimate.peak_memory_bytes)))
-                                             .arg(c.estimate.tokens_per_s, 0, 'g', 4),
-                         this);
-    });
     m_series.append(s);
     m_seriesRows.push_back(std::move(g.second));
   }
 
-  // The Pareto front over the fitting points: by memory, each point faster than all before it.
+  // The Pareto front over the fitting points: by memory, each point faster than all before it
+  // (more tokens/s, or a shorter step: the same order, as the batch is fixed).
   std::vector<int> byMemory;
   for (int r = 0; r < rows; ++r) {
     if (m_model->candidate(r).estimate.fits) byMemory.push_back(r);
@@ -162,7 +153,7 @@ void LayoutsChart::rebuild() {
   });
   double best = -1;
   for (int r : byMemory) {
-    const double t = m_model->candidate(r).estimate.tokens_per_s;
+    const double t = m_model->candidate(r).estimate.tokens_per_s;  // the ranking's speed
     if (t > best) {
       best = t;
       m_pareto.append(r);
@@ -209,22 +200,63 @@ void LayoutsChart::rebuild() {
   Q_EMIT rebuilt();
 }
 
-int LayoutsChart::rowAt(QXYSeries* series, const QPointF& point) const {
-  const int s = static_cast<int>(m_series.indexOf(static_cast<QLineSeries*>(series)));
-  if (s < 0) return -1;
-  const QPointF at = chart()->mapToPosition(point, series);
+int LayoutsChart::rowAt(const QPoint& viewPos) const {
+  const QPointF at = chart()->mapFromScene(mapToScene(viewPos));
   int best = -1;
   double bestDistance = kPickPixels * kPickPixels;
-  const auto& rows = m_seriesRows[static_cast<size_t>(s)];
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const QPointF p = chart()->mapToPosition(series->at(static_cast<int>(i)), series);
-    const double d = (p.x() - at.x()) * (p.x() - at.x()) + (p.y() - at.y()) * (p.y() - at.y());
-    if (d <= bestDistance) {
-      best = rows[i];
-      bestDistance = d;
+  for (qsizetype s = 0; s < m_series.size(); ++s) {
+    QLineSeries* series = m_series[s];
+    const auto& rows = m_seriesRows[static_cast<size_t>(s)];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const QPointF p = chart()->mapToPosition(series->at(static_cast<int>(i)), series);
+      const double d = (p.x() - at.x()) * (p.x() - at.x()) + (p.y() - at.y()) * (p.y() - at.y());
+      if (d <= bestDistance) {
+        best = rows[i];
+        bestDistance = d;
+      }
     }
   }
   return best;
+}
+
+void LayoutsChart::mousePressEvent(QMouseEvent* event) {
+  m_pressed = event->button() == Qt::LeftButton;
+  m_pressedAt = event->position().toPoint();
+  QChartView::mousePressEvent(event);
+}
+
+void LayoutsChart::mouseReleaseEvent(QMouseEvent* event) {
+  const QPoint at = event->position().toPoint();
+  if (m_pressed && event->button() == Qt::LeftButton && (at - m_pressedAt).manhattanLength() <= kPickPixels) {
+    const int row = rowAt(at);
+    if (row >= 0) Q_EMIT rowClicked(row);
+  }
+  m_pressed = false;
+  QChartView::mouseReleaseEvent(event);
+}
+
+void LayoutsChart::mouseDoubleClickEvent(QMouseEvent* event) {
+  const int row = event->button() == Qt::LeftButton ? rowAt(event->position().toPoint()) : -1;
+  if (row >= 0) Q_EMIT rowDoubleClicked(row);
+  QChartView::mouseDoubleClickEvent(event);
+}
+
+void LayoutsChart::mouseMoveEvent(QMouseEvent* event) {
+  const int row = rowAt(event->position().toPoint());
+  if (row < 0) {
+    QToolTip::hideText();
+  } else {
+    const auto& c = m_model->candidate(row);
+    QToolTip::showText(event->globalPosition().toPoint(),
+                       tr("#%1 %2\n%3 peak, %4 tokens/s, step %5")
+                           .arg(row + 1)
+                           .arg(qs(plan::layout_string(c.config)))
+                           .arg(qs(plan::format_bytes(c.estimate.peak_memory_bytes)))
+                           .arg(c.estimate.tokens_per_s, 0, 'g', 4)
+                           .arg(qs(plan::format_seconds(c.estimate.step_time_s))),
+                       this);
+  }
+  QChartView::mouseMoveEvent(event);
 }
 
 void LayoutsChart::setSelectedRows(const QList<int>& rows) {

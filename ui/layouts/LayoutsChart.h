@@ -1,5 +1,5 @@
 // LayoutsChart: every layout that passes the constraints as a point — x the peak memory per GPU
-// (GiB), y the predicted tokens/s — coloured by one axis of the layout (pp, tp, schedule or
+// (GiB), y the predicted tokens/s or step time (seconds) — coloured by one axis of the layout (pp, tp, schedule or
 // recompute), the device's memory as a vertical line, and the Pareto front (no other layout
 // both needs less memory and runs faster) as a staircase. Hover names the layout in a tooltip;
 // a click or double-click reports the table row of the point.
@@ -17,6 +17,8 @@
 
 #include <vector>
 
+#include "stagecraft/plan/search.h"
+
 class LayoutsModel;
 class QLineSeries;
 class QScatterSeries;
@@ -28,11 +30,14 @@ class LayoutsChart : public QChartView {
 
  public:
   enum class ColourBy { kPp, kTp, kSchedule, kRecompute };
+  enum class YAxis { kTokensPerS, kStepTime };
 
   explicit LayoutsChart(LayoutsModel* model, QWidget* parent = nullptr);
 
   void setColourBy(ColourBy by);
   ColourBy colourBy() const { return m_colourBy; }
+  void setYAxis(YAxis y);
+  YAxis yAxis() const { return m_yAxis; }
   // Marks these model rows as selected (drawn on top, outlined).
   void setSelectedRows(const QList<int>& rows);
 
@@ -42,7 +47,7 @@ class LayoutsChart : public QChartView {
   QStringList seriesNames() const;
   // Model rows on the Pareto front, by increasing memory.
   QList<int> paretoRows() const { return m_pareto; }
-  // Where row `row`'s point sits, in the chart's value coordinates (GiB, tokens/s).
+  // Where row `row`'s point sits, in the chart's value coordinates (GiB, tokens/s or seconds).
   QPointF pointOfRow(int row) const;
   // The x of the device-memory line, GiB (0 before any layouts).
   double deviceMemoryGiB() const { return m_deviceGiB; }
@@ -58,13 +63,22 @@ class LayoutsChart : public QChartView {
   void rowClicked(int row);
   void rowDoubleClicked(int row);
 
+ protected:
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+
  private:
-  // The model row of the point of `series` nearest to `point` (value coordinates) within a few
-  // pixels; -1 when none is that close.
-  int rowAt(QXYSeries* series, const QPointF& point) const;
+  // The model row of the point nearest to `viewPos` (viewport pixels) within a few pixels, over
+  // every colour group; -1 when none is that close. The series' own mouse signals are not used:
+  // a line series reports the whole (undrawn) line, so the topmost one would hide the others.
+  int rowAt(const QPoint& viewPos) const;
+  QPointF pointOf(const stagecraft::plan::Candidate& c) const;
 
   LayoutsModel* m_model;
   ColourBy m_colourBy = ColourBy::kPp;
+  YAxis m_yAxis = YAxis::kTokensPerS;
   QValueAxis* m_x = nullptr;
   QValueAxis* m_y = nullptr;
   QList<QLineSeries*> m_series;
@@ -74,6 +88,8 @@ class LayoutsChart : public QChartView {
   QLineSeries* m_front = nullptr;
   QList<int> m_pareto;
   QList<int> m_selectedRows;
+  QPoint m_pressedAt;
+  bool m_pressed = false;
   bool m_pending = false;
   double m_deviceGiB = 0;
 };

@@ -152,7 +152,34 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
     selectRows({m_proxy->mapToSource(index).row()});
     applySelected();
   });
+  connect(m_document, &PlanDocument::configChanged, this, &LayoutsView::documentChanged);
   setStatus(tr("Find layouts searches every layout of this cluster and model (Ctrl+F)."));
+}
+
+namespace {
+
+// The config without the keys search chooses (and the stage split that follows them).
+cfg::RunConfig withoutLayout(cfg::RunConfig c) {
+  c.parallel.dp = c.parallel.tp = c.parallel.pp = 0;
+  c.parallel.sequence_parallel = false;
+  c.parallel.zero = 0;
+  c.pipeline.schedule = cfg::Schedule::k1f1b;
+  c.pipeline.virtual_stages = 0;
+  c.pipeline.partition = cfg::PartitionKind::kUniform;
+  c.pipeline.stage_ids.clear();
+  c.train.micro_batch = 0;
+  c.train.recompute = cfg::Recompute::kNone;
+  return c;
+}
+
+}  // namespace
+
+void LayoutsView::documentChanged() {
+  if (!m_searched || withoutLayout(*m_searched) == withoutLayout(m_document->config())) return;
+  m_searched.reset();
+  selectRows({});
+  m_model->setLayouts(nullptr);
+  setStatus(tr("The configuration changed since the search: find layouts again (Ctrl+F)."));
 }
 
 LayoutsView::~LayoutsView() = default;
@@ -202,7 +229,18 @@ void LayoutsView::buildFields(QFormLayout* form) {
   m_colourBy->addItem(tr("tp"), static_cast<int>(LayoutsChart::ColourBy::kTp));
   m_colourBy->addItem(tr("schedule"), static_cast<int>(LayoutsChart::ColourBy::kSchedule));
   m_colourBy->addItem(tr("recompute"), static_cast<int>(LayoutsChart::ColourBy::kRecompute));
-  form->addRow(tr("Colour by"), m_colourBy);
+  auto* yAxis = new QComboBox;
+  yAxis->setObjectName(QStringLiteral("yAxis"));
+  yAxis->addItem(tr("tokens/s"), static_cast<int>(LayoutsChart::YAxis::kTokensPerS));
+  yAxis->addItem(tr("step time"), static_cast<int>(LayoutsChart::YAxis::kStepTime));
+  connect(yAxis, &QComboBox::currentIndexChanged, this,
+          [this, yAxis] { m_chart->setYAxis(static_cast<LayoutsChart::YAxis>(yAxis->currentData().toInt())); });
+  auto* plot = new QHBoxLayout;
+  plot->addWidget(new QLabel(tr("y")));
+  plot->addWidget(yAxis);
+  plot->addWidget(new QLabel(tr("colour by")));
+  plot->addWidget(m_colourBy, 1);
+  form->addRow(tr("Chart"), plot);
   connect(m_colourBy, &QComboBox::currentIndexChanged, this, [this] {
     m_chart->setColourBy(static_cast<LayoutsChart::ColourBy>(m_colourBy->currentData().toInt()));
     m_chart->setSelectedRows(selectedRows());
@@ -255,7 +293,8 @@ void LayoutsView::findLayouts() {
   m_progress->setValue(0);
   m_cancel->setEnabled(true);
   setStatus(tr("Searching the layouts of %1 GPUs...").arg(m_document->config().world_size()));
-  m_search->start(m_document->config());
+  m_searched = m_document->config();
+  m_search->start(*m_searched);
 }
 
 void LayoutsView::searchFinished() {
@@ -274,7 +313,7 @@ void LayoutsView::constraintsEdited() {
 }
 
 QString LayoutsView::statusText() const {
-  if (m_model->allLayouts().empty()) return m_status->text();
+  if (m_model->allLayouts().empty() || !m_searched) return m_status->text();
   return tr("%1 layouts estimated, %2 fit, %3 shown, in %4")
       .arg(m_search->evaluated())
       .arg(m_search->fitting())

@@ -10,6 +10,8 @@
 // explanation, plan::why_faster). Apply (or a double-click) makes the selected layout the
 // document's plan as one undoable edit: the document's config with the layout's keys set as
 // `plan` would take them from `search --json`'s overrides (an explicit stage split becomes uniform).
+// When the document changes in anything but the layout keys (another model, cluster, batch,
+// precision...), the layouts are dropped: they were estimated for the old config.
 #pragma once
 
 #include <QWidget>
@@ -51,7 +53,7 @@ class LayoutsView : public QWidget {
   QTableView* table() const { return m_table; }
   // A constraint field by name: "fitsOnly", "tpWithinNode", "zero" (QCheckBox); "tp", "pp",
   // "maxMicroBatch" (QSpinBox, 0 = any); "gpipe", "1f1b", "interleaved", "none", "selective",
-  // "full" (QCheckBox, allowed when checked); "colourBy" (QComboBox).
+  // "full" (QCheckBox, allowed when checked); "colourBy", "yAxis" (QComboBox).
   QWidget* field(const QString& name) const;
   // The constraints the fields say.
   stagecraft::plan::LayoutConstraints constraints() const;
@@ -81,6 +83,8 @@ class LayoutsView : public QWidget {
   void searchFinished();
   void tableSelectionChanged();
   void setStatus(const QString& text);
+  // The document's config changed: layouts of another model, cluster or batch are dropped.
+  void documentChanged();
   // The document's config with the layout of `candidate` applied; nullopt with the reason.
   std::optional<stagecraft::config::RunConfig> configWithLayout(const stagecraft::plan::Candidate& candidate, QString* error) const;
 
@@ -105,6 +109,7 @@ class LayoutsView : public QWidget {
   QSpinBox* m_maxMicroBatch = nullptr;
   QList<QCheckBox*> m_schedules;   // gpipe, 1f1b, interleaved
   QList<QCheckBox*> m_recomputes;  // none, selective, full
+  std::optional<stagecraft::config::RunConfig> m_searched;  // the config the layouts are of
   std::vector<int> m_selectedLayouts;  // full-list indices of the selection, in selection order
   bool m_selecting = false;            // selectRows() is updating the table
 };
