@@ -285,6 +285,24 @@ class TestLayoutsView : public QObject {
     QVERIFY(!v.applySelected());
   }
 
+  // A second search while one runs replaces it: one result, of the second config.
+  void aNewSearchSupersedesTheRunningOne() {
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(example("gpt3-175b-1024x8.yaml"), &error), qPrintable(error));
+    LayoutSearch search;
+    QSignalSpy finished(&search, &LayoutSearch::finished);
+    search.start(doc.config());
+    auto small = doc.config();
+    small.cluster.nodes = 64;
+    search.start(small);
+    QVERIFY(finished.wait(kSearchTimeoutMs));
+    QTest::qWait(300);
+    QCOMPARE(finished.count(), 1);
+    QVERIFY(!search.layouts()->empty());
+    QCOMPARE(search.layouts()->front().config.cluster.nodes, 64);
+  }
+
   // Cancel stops the search: no result arrives, the previous layouts stay.
   void cancelStopsTheSearch() {
     PlanDocument doc;
