@@ -140,6 +140,11 @@ class TestCliCost : public QObject {
     QCOMPARE(all.code, 0);
     const auto doc = json(all.out).object();
     QVERIFY(doc["plans"].toArray().size() > doc["fitting"].toInt());
+    const Run text = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=8", "--all", "--top", "100000"});
+    QCOMPARE(text.code, 0);
+    QVERIFY(text.out.contains("* over the device memory: does not fit"));
+    const Run fitting = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=8", "--top", "100000"});
+    QVERIFY(!fitting.out.contains("does not fit"));
   }
 
   // A base whose own layout is invalid is fine: search chooses the layout.

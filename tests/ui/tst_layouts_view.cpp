@@ -285,6 +285,26 @@ class TestLayoutsView : public QObject {
     QVERIFY(!v.applySelected());
   }
 
+  // A double-click on a table row applies that layout as one edit.
+  void doubleClickAppliesARow() {
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(example("bert-large-3d.yaml"), &error), qPrintable(error));
+    LayoutsView v(&doc);
+    v.resize(900, 900);
+    v.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    QVERIFY(searchAndWait(v));
+    const int undoCount = doc.undoStack()->count();
+    const QModelIndex index = v.table()->model()->index(1, LayoutsModel::kLayout);
+    const QString layout = index.data().toString();
+    const QPoint at = v.table()->visualRect(index).center();
+    QTest::mouseClick(v.table()->viewport(), Qt::LeftButton, {}, at);
+    QTest::mouseDClick(v.table()->viewport(), Qt::LeftButton, {}, at);
+    QTRY_COMPARE(doc.undoStack()->count(), undoCount + 1);
+    QCOMPARE(qs(plan::layout_string(doc.config())), layout);
+  }
+
   // A second search while one runs replaces it: one result, of the second config.
   void aNewSearchSupersedesTheRunningOne() {
     PlanDocument doc;

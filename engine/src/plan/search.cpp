@@ -277,13 +277,17 @@ std::string search_to_text(const SearchResult& r) {
   std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %8s %6s %11s\n", "layout", "peak mem", "step", "TFLOP/s", "MFU", "tokens/s");
   o << line;
   int i = 1;
+  bool unfit = false;
   for (const auto& c : r.ranked) {
     const auto& e = c.estimate;
-    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %8.1f %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(),
-                  format_bytes(e.peak_memory_bytes).c_str(), format_seconds(e.step_time_s).c_str(), e.tflops_per_gpu, e.mfu * 100,
-                  e.tokens_per_s);
+    // A layout over the device memory (listed with --all) has its peak starred.
+    const std::string peak = format_bytes(e.peak_memory_bytes) + (e.fits ? "" : "*");
+    unfit = unfit || !e.fits;
+    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %8.1f %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
+                  format_seconds(e.step_time_s).c_str(), e.tflops_per_gpu, e.mfu * 100, e.tokens_per_s);
     o << line;
   }
+  if (unfit) o << "\n* over the device memory: does not fit\n";
   if (!r.why.empty()) o << "\nWhy #1: " << r.why << "\n";
   return o.str();
 }
