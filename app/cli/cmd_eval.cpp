@@ -1,10 +1,14 @@
-// stagecraft-cli eval: mean next-token cross-entropy of a checkpoint on a token file.
+// stagecraft-cli eval: mean next-token cross-entropy of a checkpoint on a token file, on the CPU
+// or (backend: cuda) the first visible GPU.
 #include <charconv>
 #include <cstdio>
+
+#include <memory>
 
 #include "args.h"
 #include "commands.h"
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/evaluate.h"
 
 namespace stagecraft::cli {
@@ -31,7 +35,14 @@ int cmd_eval(const std::vector<std::string>& argv) {
   }
   auto cfg = config::load_config_file(args->positionals[0], args->overrides, config::Rules::kExceptLayout);
   if (!cfg.ok()) return report(cfg.status());
-  auto r = runtime::evaluate_checkpoint(cfg->model, *ckpt, *data, windows);
+  // backend: cuda evaluates on the first visible GPU.
+  std::unique_ptr<runtime::Device> gpu;
+  if (cfg->backend == config::Backend::kCuda) {
+    auto d = runtime::make_device(config::Backend::kCuda, 0);
+    if (!d.ok()) return report(d.status().with_context("eval with backend=cuda"));
+    gpu = std::move(d).value();
+  }
+  auto r = runtime::evaluate_checkpoint(cfg->model, *ckpt, *data, windows, gpu.get());
   if (!r.ok()) return report(r.status());
   if (args->has("--json")) {
     std::printf("{\"loss\": %.9g, \"windows\": %d, \"tokens\": %lld}\n", r->loss, r->windows, r->tokens);

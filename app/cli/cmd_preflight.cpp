@@ -69,6 +69,16 @@ bool print_preflight(const std::vector<launch::HostCheck>& checks, bool json) {
       j.set("address", c.connect.address);
       j.set("cpus", c.cpus);
       j.set("gpus", c.gpus);
+      Json gpus = Json::array();
+      for (const auto& g : c.gpu_list) {
+        Json gj = Json::object();
+        gj.set("name", g.name);
+        gj.set("memory_mib", g.memory_mib);
+        gj.set("driver", g.driver);
+        gpus.push_back(std::move(gj));
+      }
+      j.set("gpu_list", std::move(gpus));
+      j.set("cuda_version", c.cuda_version);
       j.set("worker_version", c.worker_version);
       j.set("errors", Json::array_of(c.errors));
       j.set("warnings", Json::array_of(c.warnings));
@@ -76,8 +86,9 @@ bool print_preflight(const std::vector<launch::HostCheck>& checks, bool json) {
       continue;
     }
     if (c.ok()) {
+      const std::string gpus = launch::describe_gpus(c);
       std::printf("%s: ok (%s, %d cores%s%s)\n", c.host.c_str(), c.connect.address.c_str(), c.cpus,
-                  c.gpus >= 0 ? (", " + std::to_string(c.gpus) + " GPUs").c_str() : "",
+                  !gpus.empty() ? (", " + gpus).c_str() : c.gpus >= 0 ? (", " + std::to_string(c.gpus) + " GPUs").c_str() : "",
                   c.worker_version.empty() ? "" : (", " + c.worker_version).c_str());
     }
     for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());

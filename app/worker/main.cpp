@@ -44,6 +44,20 @@ int fail(const Status& s) {
   return s.code() == Status::Code::kInvalidInput ? 2 : 1;
 }
 
+// An out-of-memory on a GPU, with what the plan expected of this rank, so the person can tell a
+// wrong estimate from a plan that does not fit.
+Status with_memory_estimate(const Status& s, const plan::Plan& plan, int pp_rank, int rank) {
+  if (s.code() != Status::Code::kUnavailable || s.message().find("out of memory") == std::string::npos) return s;
+  for (const auto& m : plan.estimate.memory) {
+    if (m.pp_rank != pp_rank) continue;
+    char est[160];
+    std::snprintf(est, sizeof est, "; the plan estimates %.2f GiB for rank %d (pp rank %d) on %s: see stagecraft-cli plan", m.total() / 1073741824.0,
+                  rank, pp_rank, plan.estimate.device.c_str());
+    return Status::unavailable(s.message() + est);
+  }
+  return s;
+}
+
 int run() {
   auto env = launch::read_worker_env();
   if (!env.ok()) return fail(env.status());
@@ -96,7 +110,7 @@ int run() {
     dev = gpu.get();
   }
   auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value(), dev);
-  if (!trainer.ok()) return fail(trainer.status());
+  if (!trainer.ok()) return fail(with_memory_estimate(trainer.status(), plan.value(), layout->pp_rank, r));
   if (Status s = trainer.value()->start(); !s) return fail(s);
   emit(launch::StartEvent{.world_size = topo.world_size(),
                           .dp = plan->dp,
@@ -108,7 +122,7 @@ int run() {
   const int every = cfg->train.checkpoint_every;
   while (trainer.value()->step() < cfg->train.steps) {
     auto st = trainer.value()->train_step();
-    if (!st.ok()) return fail(st.status());
+    if (!st.ok()) return fail(with_memory_estimate(st.status(), plan.value(), layout->pp_rank, r));
     last_loss = st->loss;
     emit(launch::StepEvent{.step = static_cast<int64_t>(st->step),
                            .loss = st->loss,

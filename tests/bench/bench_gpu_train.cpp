@@ -4,7 +4,7 @@
 // per shape: ms a step, tokens/s, model TFLOP/s, MFU against the catalog's dense peak for the
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
-//   bench_gpu_train [standard|flash] [DEVICE]     (default: flash H100-SXM)
+//   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE]     (default: flash fp32 H100-SXM)
 //
 // Asserts nothing about time; exits 77 without a GPU.
 #include <chrono>
@@ -33,7 +33,8 @@ struct Shape {
 
 int main(int argc, char** argv) {
   const std::string attention = argc > 1 ? argv[1] : "flash";
-  const std::string device_name = argc > 2 ? argv[2] : "H100-SXM";
+  const std::string precision = argc > 2 ? argv[2] : "fp32";
+  const std::string device_name = argc > 3 ? argv[3] : "H100-SXM";
   if (runtime::cuda_device_count() == 0) {
     std::printf("SKIPPED: %s\n", runtime::cuda_built() ? "no GPU visible" : "this build has no CUDA backend");
     return 77;
@@ -44,8 +45,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   runtime::Device& dev = *gpu.value();
-  std::printf("%s, fp32, attention %s, seq_len 1024, vocab 50304; predictions for %s\n", dev.name().c_str(), attention.c_str(),
-              device_name.c_str());
+  std::printf("%s, %s, attention %s, seq_len 1024, vocab 50304; predictions for %s\n", dev.name().c_str(), precision.c_str(),
+              attention.c_str(), device_name.c_str());
   std::printf("%-6s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
               "pred ms", "pred tok/s", "pred GiB");
   std::vector<uint16_t> tokens(1 << 20);
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
                              "model: {layers: " + std::to_string(s.layers) + ", hidden: " + std::to_string(s.hidden) +
                              ", heads: " + std::to_string(s.heads) + ", seq_len: 1024, vocab: 50304}\n" +
                              "train: {global_batch: " + std::to_string(s.micro_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
-                             ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: fp32, attention: " + attention +
+                             ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
                              "}\nbackend: cuda\n";
     auto cfg = config::parse_config(yaml, "bench", {});
     if (!cfg.ok()) {
@@ -108,6 +109,6 @@ int main(int argc, char** argv) {
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::fflush(stdout);
   }
-  std::printf("MFU against the catalog's dense fp32 peak of %s (%.1f TFLOP/s).\n", device_name.c_str(), peak_tflops);
+  std::printf("MFU against the catalog's dense %s peak of %s (%.1f TFLOP/s).\n", precision.c_str(), device_name.c_str(), peak_tflops);
   return 0;
 }

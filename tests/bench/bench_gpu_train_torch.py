@@ -1,7 +1,8 @@
 """The same GPT-2 steps as bench_gpu_train in PyTorch on one GPU, for the ratio: fp32 with TF32
-off, scaled_dot_product_attention (causal), fused AdamW, optionally torch.compile.
+off (or bf16 autocast), scaled_dot_product_attention (causal), fused AdamW, optionally
+torch.compile.
 
-    python3 bench_gpu_train_torch.py [compile]
+    python3 bench_gpu_train_torch.py [compile] [bf16]
 
 Prints ms a step and tokens/s per shape; asserts nothing.
 """
@@ -54,9 +55,10 @@ class Gpt(nn.Module):
 
 
 def main():
-    use_compile = len(sys.argv) > 1 and sys.argv[1] == "compile"
-    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}, fp32 (TF32 off), sdpa, "
-          f"{'torch.compile' if use_compile else 'eager'}")
+    use_compile = "compile" in sys.argv[1:]
+    bf16 = "bf16" in sys.argv[1:]
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}, {'bf16 autocast' if bf16 else 'fp32 (TF32 off)'}, "
+          f"sdpa, {'torch.compile' if use_compile else 'eager'}")
     print(f"{'model':6} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
     for name, layers, c, nh, b in (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4)):
         torch.manual_seed(0)
@@ -69,7 +71,8 @@ def main():
         for rep in range(7):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            loss = step_fn(idx, tgt)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                loss = step_fn(idx, tgt)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()

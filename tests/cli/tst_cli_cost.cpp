@@ -4,6 +4,11 @@
 
 #include "cli_process.h"
 
+#include <algorithm>
+#include <thread>
+
+#include "stagecraft/core/units.h"
+
 namespace {
 
 using Run = stagecraft::testing::CliRun;
@@ -33,6 +38,15 @@ class TestCliCost : public QObject {
     for (const char* name : {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX-4090", "cpu"}) {
       QVERIFY2(r.out.contains(QString(name) + " "), name);
     }
+    // Peaks carry their unit by magnitude: a GPU in TFLOP/s, the cpu device (80 GFLOP/s a core)
+    // in GFLOP/s up to 12 cores, never as "0.2 TFLOP/s".
+    const QStringList lines = r.out.split('\n');
+    const QString a100 = lines.filter(QRegularExpression("^A100-80GB ")).value(0);
+    QVERIFY2(a100.contains("19.5 TFLOP/s") && a100.contains("312.0 TFLOP/s"), qPrintable(a100));
+    const QString cpu = lines.filter(QRegularExpression("^cpu ")).value(0);
+    const double cpuPeak = 80e9 * std::max(1u, std::thread::hardware_concurrency());
+    QVERIFY2(cpu.contains(QString::fromStdString(stagecraft::format_flop_rate(cpuPeak))), qPrintable(cpu));
+    if (cpuPeak < 1e12) QVERIFY2(cpu.contains("GFLOP/s") && !cpu.contains("TFLOP/s"), qPrintable(cpu));
     const Run j = cli({"devices", "--json"});
     QCOMPARE(j.code, 0);
     const auto arr = json(j.out).array();

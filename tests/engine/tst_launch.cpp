@@ -3,6 +3,7 @@
 // the descriptors a child inherits and the PATH search.
 // Real child processes (/bin/sh) stand in for workers.
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/preflight.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/supervisor.h"
@@ -123,8 +124,8 @@ class TestLaunch : public QObject {
     if (!runtime::cuda_built()) {
       QTest::newRow("cuda backend") << QStringList{"backend=cuda"} << 0 << 0 << "backend=cuda: this build trains on the CPU only";
     } else {
-      QTest::newRow("cuda bf16") << QStringList{"backend=cuda", "cluster.device=H100-SXM", "train.precision=bf16"} << 0 << 0
-                                 << "train.precision=bf16: the CUDA backend trains in fp32 so far";
+      QTest::newRow("cuda fp16") << QStringList{"backend=cuda", "cluster.device=H100-SXM", "train.precision=fp16"} << 0 << 0
+                                 << "train.precision=fp16: the CUDA backend trains fp32 or bf16 so far";
     }
     QTest::newRow("two nodes without hosts") << QStringList{"cluster.nodes=2", "parallel.dp=auto"} << 0 << 0
                                              << "cluster.nodes=2: a run without hosts starts every rank on this machine";
@@ -206,6 +207,31 @@ class TestLaunch : public QObject {
     QVERIFY(logs.ok());
     QCOMPARE(logs->size(), size_t(1));
     QCOMPARE(QString::fromStdString(logs->front().line), QString("a log line"));
+  }
+
+  // nvidia-smi's lines as the preflight probe prints them (recorded on an H100 host).
+  void preflightReadsTheGpus() {
+    const std::string out =
+        "nproc=16\ngpus=2\n"
+        "gpu=NVIDIA H100 80GB HBM3, 81559, 580.159.04\n"
+        "gpu=NVIDIA H100 80GB HBM3, 81559, 580.159.04\n"
+        "gpu=broken line without fields\n"
+        "gpu=Vendor, Model, With Commas, 40960, 535.1\n"
+        "cuda=13.0\n";
+    const auto gpus = launch::parse_gpu_lines(out);
+    QCOMPARE(gpus.size(), size_t(3));
+    QCOMPARE(QString::fromStdString(gpus[0].name), QString("NVIDIA H100 80GB HBM3"));
+    QCOMPARE(gpus[0].memory_mib, 81559);
+    QCOMPARE(QString::fromStdString(gpus[0].driver), QString("580.159.04"));
+    QCOMPARE(QString::fromStdString(gpus[2].name), QString("Vendor, Model, With Commas"));
+    QCOMPARE(gpus[2].memory_mib, 40960);
+    launch::HostCheck c;
+    c.gpu_list = {gpus[0], gpus[1]};
+    c.cuda_version = "13.0";
+    QCOMPARE(QString::fromStdString(launch::describe_gpus(c)),
+             QString("2 x NVIDIA H100 80GB HBM3 (81559 MiB), driver 580.159.04, CUDA 13.0"));
+    QVERIFY(launch::parse_gpu_lines("nproc=4\ngpus=0\ncuda=\n").empty());
+    QCOMPARE(QString::fromStdString(launch::describe_gpus(launch::HostCheck{})), QString());
   }
 
   void refusedSessionRecordsNothing() {

@@ -17,6 +17,7 @@
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/evaluate.h"
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/trainer.h"
 #include "thread_comm.h"
@@ -229,6 +230,23 @@ class TestCuda : public QObject {
       check("matmul_backward dinp", dinp);
       check("matmul_backward dweight", dw);
       check("matmul_backward dbias", db);
+      // bf16 GEMM inputs, fp32 accumulation: within 1e-2 of the tensor's scale.
+      QVERIFY(d.set_precision(config::Precision::kBf16).ok());
+      const Ops& bk = d.ops();
+      Twin out16(d, size_t(BT) * OC), dinp16(d, n), dw16(d, dw.host);
+      std::vector<float> dw_before = randn(size_t(C) * OC, 5);
+      QVERIFY(d.copy_from_host(dw16.g(), dw_before.data(), dw_before.size() * sizeof(float)).ok());
+      bk.matmul_forward(out16.g(), inp.g(), w.g(), bias.g(), BT, C, OC, layout);
+      bk.matmul_backward(dinp16.g(), dw16.g(), nullptr, dout.g(), inp.g(), w.g(), BT, C, OC, layout);
+      QVERIFY(d.set_precision(config::Precision::kFp32).ok());
+      QVERIFY(d.synchronize().ok());
+      out16.host = out.host;
+      dinp16.host = dinp.host;
+      dw16.host = dw.host;
+      for (const Twin* t : {&out16, &dinp16, &dw16}) {
+        const double e = rel_err(t->back(d), t->host);
+        QVERIFY2(e <= 1e-2 && e > 0, qPrintable(QString("bf16 matmul: relative error %1").arg(e)));
+      }
     }
     {  // layernorm
       Twin inp(d, randn(n, 7, 2.0)), w(d, randn(size_t(C), 8)), b(d, randn(size_t(C), 9)), out(d, n), mean(d, size_t(BT)),
@@ -354,6 +372,21 @@ class TestCuda : public QObject {
     QVERIFY2(diff.isEmpty(), qPrintable(diff));
   }
 
+  void bf16StaysWithinTwoPercentOfFp32() {
+    const RunOut c = train({"train.steps=200"}, 200, false), g = train({"train.steps=200", "train.precision=bf16"}, 200, true);
+    QVERIFY2(c.error.empty() && g.error.empty(), (c.error + g.error).c_str());
+    double worst = 0;
+    for (size_t i = 0; i < c.losses.size(); ++i) worst = std::max(worst, std::abs(g.losses[i] - c.losses[i]) / c.losses[i]);
+    std::printf("bf16 vs fp32 over 200 steps: final %.4f vs %.4f, worst step %.2f%%\n", g.losses.back(), c.losses.back(), 100 * worst);
+    QVERIFY2(worst <= 0.02, qPrintable(QString("bf16 differs by %1% from fp32").arg(100 * worst)));
+    QVERIFY2(worst > 0, "bf16 should round differently from fp32");
+  }
+
+  void fp16IsRefusedWithOneLine() {
+    const RunOut g = train({"train.precision=fp16", "cluster.device=H100-SXM"}, 1, true);
+    QVERIFY2(QString::fromStdString(g.error).contains("train.precision=fp16: the CUDA backend trains fp32 or bf16"), g.error.c_str());
+  }
+
   void recomputeAndMicroBatchesEqualTheCpuEngine() {
     const std::vector<std::string> o = {"train.recompute=full", "train.micro_batch=2", "cluster.gpus_per_node=2", "parallel.dp=2"};
     const QString diff = compare(train(o, 8, true), train(o, 8, false), 1e-4);
@@ -384,6 +417,21 @@ class TestCuda : public QObject {
         QVERIFY2(close(b.losses[i], whole.losses[6 + i], 1e-4),
                  qPrintable(QString("%1 first, step %2: %3 vs %4").arg(first_gpu ? "gpu" : "cpu").arg(7 + i).arg(b.losses[i]).arg(whole.losses[6 + i])));
       }
+    }
+    // eval of the last checkpoint: the GPU's loss equals the CPU's.
+    {
+      const std::string bin = (dir + "/tokens.bin").toStdString();
+      std::vector<uint16_t> t;
+      for (int i = 0; i < 6000; ++i) t.push_back(static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96));
+      FILE* f = std::fopen(bin.c_str(), "wb");
+      QVERIFY(f && std::fwrite(t.data(), sizeof(uint16_t), t.size(), f) == t.size());
+      std::fclose(f);
+      auto cfg = config::parse_config(kBase, "test.yaml", {});
+      QVERIFY(cfg.ok());
+      auto on_cpu = evaluate_checkpoint(cfg->model, ck + "/step-6", bin, 20);
+      auto on_gpu = evaluate_checkpoint(cfg->model, ck + "/step-6", bin, 20, gpu_.get());
+      QVERIFY2(on_cpu.ok() && on_gpu.ok(), (on_cpu.status().message() + on_gpu.status().message()).c_str());
+      QVERIFY2(close(on_cpu->loss, on_gpu->loss, 1e-5), qPrintable(QString("eval %1 vs %2").arg(on_cpu->loss).arg(on_gpu->loss)));
     }
     std::filesystem::remove_all(dir.toStdString());
   }

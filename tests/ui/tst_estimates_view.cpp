@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QtTest>
 
+#include <cmath>
 #include <numeric>
 
 #include "estimates/EstimateCharts.h"
@@ -21,6 +22,10 @@ class TestEstimatesView : public QObject {
   void peakMemoryText();
   void chartsHoldTheEstimate();
   void figuresAndWarnings();
+  void memoryAxisFitsTheBars_data();
+  void memoryAxisFitsTheBars();
+  void stepLegendRowsAllShow_data();
+  void stepLegendRowsAllShow();
   void setPlanIsCheap();
   void pinComparesTwoPlans();
 };
@@ -102,13 +107,108 @@ void TestEstimatesView::figuresAndWarnings() {
   EstimatesView view;
   view.setPlan(plan);
   const QString fig = view.figuresText();
-  QVERIFY2(fig.contains(QString::number(plan.estimate.tflops_per_gpu, 'f', 1) + " TFLOP/s per GPU"), qPrintable(fig));
+  // The unit follows the magnitude (core/units.h): this small model runs under 1 TFLOP/s per
+  // GPU, BERT-Large on 8 A100s above it.
+  QVERIFY(plan.estimate.tflops_per_gpu < 1.0);
+  QVERIFY2(fig.contains(QString::number(plan.estimate.tflops_per_gpu * 1e3, 'f', 1) + " GFLOP/s per GPU"), qPrintable(fig));
+  const auto bert = views_test::examplePlan("bert-large-3d", {}, &ok);
+  QVERIFY(ok);
+  QVERIFY(bert.estimate.tflops_per_gpu >= 1.0 && bert.estimate.tflops_per_gpu < 1000.0);
+  EstimatesView bertView;
+  bertView.setPlan(bert);
+  QVERIFY2(bertView.figuresText().contains(QString::number(bert.estimate.tflops_per_gpu, 'f', 1) + " TFLOP/s per GPU"),
+           qPrintable(bertView.figuresText()));
+  // The tiny GPT on CPU ranks runs at tens of GFLOP/s: shown in GFLOP/s, never as "0.0 TFLOP/s".
+  const auto tiny = views_test::examplePlan("tiny-gpt", {}, &ok);
+  QVERIFY(ok);
+  QVERIFY(tiny.estimate.tflops_per_gpu > 1e-3 && tiny.estimate.tflops_per_gpu < 1.0);
+  EstimatesView tinyView;
+  tinyView.setPlan(tiny);
+  const QString tinyFig = tinyView.figuresText();
+  QVERIFY2(tinyFig.contains(QString::number(tiny.estimate.tflops_per_gpu * 1e3, 'f', 1) + " GFLOP/s per GPU"), qPrintable(tinyFig));
+  QVERIFY2(!tinyFig.contains("TFLOP/s"), qPrintable(tinyFig));
   QVERIFY2(fig.contains("MFU " + QString::number(100 * plan.estimate.mfu, 'f', 1) + "%"), qPrintable(fig));
   QVERIFY2(fig.contains("schedule formula 75.0%"), qPrintable(fig));
   QVERIFY2(fig.contains("m = 4 micro-batches"), qPrintable(fig));
   const QString warn = view.warningsText();
   for (const auto& w : plan.warnings) QVERIFY2(warn.contains(QString::fromStdString(w)), qPrintable(warn));
   QCOMPARE(warn.count('\n'), static_cast<int>(plan.warnings.size()) - 1);
+}
+
+void TestEstimatesView::memoryAxisFitsTheBars_data() {
+  QTest::addColumn<QString>("example");  // a configs/ example, or "" for the views' test plan
+  QTest::addColumn<QStringList>("overrides");
+  QTest::addColumn<bool>("deviceOnAxis");
+  QTest::addColumn<QString>("unit");
+  QTest::newRow("BERT-Large 3.7 GiB on 80 GiB: device above a break") << "bert-large-3d" << QStringList{} << false << "GiB";
+  QTest::newRow("tiny GPT on the cpu device: MiB, device above a break") << "tiny-gpt" << QStringList{} << false << "MiB";
+  QTest::newRow("BERT-Large on a 5 GiB device: near, on the axis")
+      << "bert-large-3d" << QStringList{"cluster.device={base: A100-80GB, memory_gib: 5}"} << true << "GiB";
+  QTest::newRow("6.4B parameters over 80 GiB: on the axis") << "" << QStringList{"model.hidden=8192", "model.heads=64"} << true << "GiB";
+}
+
+void TestEstimatesView::memoryAxisFitsTheBars() {
+  QFETCH(QString, example);
+  QFETCH(QStringList, overrides);
+  QFETCH(bool, deviceOnAxis);
+  QFETCH(QString, unit);
+  std::vector<std::string> extra;
+  for (const auto& o : overrides) extra.push_back(o.toStdString());
+  bool ok = false;
+  const auto plan = example.isEmpty() ? views_test::makePlan(1, 8, 8, 1, 1, "tp-dp-pp", extra, &ok)
+                                      : views_test::examplePlan(example.toStdString(), extra, &ok);
+  QVERIFY(ok);
+  EstimatesView view;
+  view.setPlan(plan);
+  const MemoryChart* chart = view.memoryChart();
+  const double device = plan.estimate.device_memory_bytes;
+  const double tallest = plan.estimate.peak_memory_bytes;
+  QCOMPARE(chart->deviceOnAxis(), deviceOnAxis);
+  QCOMPARE(chart->deviceOnAxis(), tallest >= MemoryChart::kNearDevice * device);
+  QCOMPARE(chart->axisUnit(), unit);
+  QVERIFY(chart->axisMaxBytes() >= tallest);
+  // Whole ticks: the top is a multiple of the tick, about four of them.
+  const double ticks = chart->axisMaxBytes() / chart->axisTickBytes();
+  QVERIFY2(std::abs(ticks - std::round(ticks)) < 1e-6 && ticks >= 2 && ticks <= 10, qPrintable(QString::number(ticks)));
+  if (deviceOnAxis) {
+    QVERIFY(chart->axisMaxBytes() >= device);
+  } else {
+    // The bars fill the plot: the tallest reaches at least half the axis (at 80 GiB it was 5%).
+    QVERIFY2(tallest >= 0.5 * chart->axisMaxBytes(), qPrintable(QString("%1 of %2").arg(tallest).arg(chart->axisMaxBytes())));
+  }
+  view.resize(420, 600);
+  QImage img(view.size(), QImage::Format_RGB32);
+  view.render(&img);
+}
+
+// Every legend entry of the step-time chart shows whole at any width: its columns are as wide as
+// the widest entry, and the chart's height holds every row (it clipped below about 436 px).
+void TestEstimatesView::stepLegendRowsAllShow_data() {
+  QTest::addColumn<int>("width");
+  for (int w : {240, 320, 380, 436, 520, 700, 1000}) QTest::newRow(qPrintable(QString("%1 px").arg(w))) << w;
+}
+
+void TestEstimatesView::stepLegendRowsAllShow() {
+  QFETCH(int, width);
+  bool ok = false;
+  const auto plan = views_test::makePlan(1, 8, 2, 2, 2, "tp-dp-pp", {}, &ok);
+  QVERIFY(ok);
+  EstimatesView view;
+  view.setPlan(plan);
+  view.resize(width, 700);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  QCoreApplication::processEvents();
+  const StepTimeChart* chart = view.stepTimeChart();
+  const int columns = chart->legendColumns(chart->width());
+  const int rows = (StepTimeChart::kParts + columns - 1) / columns;
+  QVERIFY(columns >= 1);
+  // The chart got the height its legend needs from the view's layout.
+  QVERIFY2(chart->height() >= chart->heightForWidth(chart->width()),
+           qPrintable(QString("height %1 < %2 at width %3").arg(chart->height()).arg(chart->heightForWidth(chart->width())).arg(chart->width())));
+  QVERIFY(chart->heightForWidth(chart->width()) >= rows * 16);
+  // More width never needs more rows.
+  QVERIFY(chart->legendColumns(chart->width() + 200) >= columns);
 }
 
 // Pin keeps a plan beside the next one: both plans' charts and figures, and a line of differences

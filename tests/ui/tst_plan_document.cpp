@@ -355,7 +355,7 @@ class TestPlanDocument : public QObject {
     PlanDocument doc;
     QString error;
     QVERIFY(doc.open(example("tiny-gpt.yaml"), &error));
-    QVERIFY(doc.applyEdit(QStringLiteral("train.steps"), QStringLiteral("30")));
+    QVERIFY(doc.applyEdit(QStringLiteral("train.steps"), QStringLiteral("100")));
     doc.newDocument();
     QCOMPARE(doc.undoStack()->count(), 0);
     QVERIFY(doc.filePath().isEmpty());

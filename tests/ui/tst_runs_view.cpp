@@ -2,9 +2,14 @@
 // API — rows, sorting, filters by state and name, a run added by another connection appearing
 // after a poll, the selected run's loss / throughput / memory curves holding exactly its metric
 // points, two runs' losses overlaid, per-rank state from events, log search and filters, and
-// the cancel path's refusals (ended run, supervisor gone, supervisor on another host).
+// the cancel path's refusals (ended run, supervisor gone, supervisor on another host), and the
+// charts' legends and axis labels whole (not elided) in the window at its default size.
 #include <QAction>
 #include <QChart>
+#include <QChartView>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
 #include <QComboBox>
 #include <QSignalSpy>
 #include <QDockWidget>
@@ -571,6 +576,76 @@ class TestRunsView : public QObject {
     QCOMPARE(v.model()->rowCount(), 0);
     QVERIFY2(v.model()->lastError().contains(path), qPrintable(v.model()->lastError()));
     QVERIFY(v.lastError().contains(path));
+  }
+
+  // The window at its first-start size (1400 x 900) with the runs dock raised and a 4-rank run
+  // of 80 steps selected: no text the charts draw (titles, axis labels and titles, legend
+  // entries) is elided by Qt Charts ("...") or reaches past its chart. The memory legend and the
+  // narrow charts' step labels used to read "r..." and "...".
+  void chartTextIsWholeAtTheDefaultWindowSize() {
+    store::Batch b;
+    for (int step = 1; step <= 80; ++step) {
+      for (int rank = 0; rank < 4; ++rank) {
+        store::MetricRow m;
+        m.rank = rank;
+        m.step = step + 3;
+        m.loss = rank >= 2 ? 5.5 - 3.0 * step / 80 : NAN;
+        m.tokens_per_s = 8000.0 + 37.0 * (step % 11);
+        m.mem_bytes = (rank < 2 ? 16 : 12) * 1024 * 1024 + 512 * 1024;
+        b.metrics.push_back(m);
+      }
+    }
+    QVERIFY(m_store->append(2, b));
+    QTemporaryDir settings;
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
+    qputenv("STAGECRAFT_DB", m_db.toUtf8());
+    MainWindow w;
+    qunsetenv("STAGECRAFT_DB");
+    QCOMPARE(w.size(), QSize(1400, 900));
+    auto* dock = w.findChild<QDockWidget*>(QStringLiteral("runsDock"));
+    QVERIFY(dock);
+    auto* view = qobject_cast<RunsView*>(dock->widget());
+    QVERIFY(view);
+    w.show();
+    dock->show();
+    dock->raise();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(view->selectRun(2));
+    QCOMPARE(view->charts()->memorySeries().size(), 4);
+    QTest::qWait(200);  // Qt Charts lays out its items on the event loop
+    if (const QString dir = qEnvironmentVariable("STAGECRAFT_TEST_GRAB_DIR"); !dir.isEmpty()) {
+      QVERIFY(w.grab().save(dir + QStringLiteral("/runs-default-size.png")));
+    }
+    const auto views = view->charts()->findChildren<QChartView*>();
+    QCOMPARE(views.size(), 3);
+    int checked = 0;
+    for (QChartView* cv : views) {
+      QVERIFY2(cv->isVisible() && cv->width() > 100, qPrintable(cv->objectName()));
+      const QRectF area = cv->chart()->rect();
+      for (QGraphicsItem* item : cv->scene()->items()) {
+        if (!item->isVisible()) continue;
+        QString text;
+        if (auto* t = dynamic_cast<QGraphicsTextItem*>(item)) text = t->toPlainText();
+        if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item)) text = t->text();
+        if (text.isEmpty()) continue;
+        ++checked;
+        const QString where = cv->objectName() + QStringLiteral(": \"") + text + QStringLiteral("\"");
+        QVERIFY2(!text.contains(QStringLiteral("...")) && !text.contains(QChar(0x2026)), qPrintable(where + " is elided"));
+        const QRectF r = item->sceneBoundingRect();
+        QVERIFY2(area.adjusted(-1, -1, 1, 1).contains(r),
+                 qPrintable(where + QString(" at (%1, %2, %3 x %4) leaves its chart (%5 x %6)")
+                                        .arg(r.x()).arg(r.y()).arg(r.width()).arg(r.height()).arg(area.width()).arg(area.height())));
+      }
+    }
+    // Titles, tick labels and the memory legend's four ranks were all looked at.
+    QVERIFY2(checked >= 20, qPrintable(QString::number(checked)));
+    QStringList legend;
+    for (QGraphicsItem* item : view->charts()->findChild<QChartView*>(QStringLiteral("memoryChart"))->scene()->items()) {
+      auto* t = dynamic_cast<QGraphicsTextItem*>(item);
+      if (t && item->isVisible() && t->toPlainText().startsWith(QStringLiteral("rank "))) legend << t->toPlainText();
+    }
+    legend.sort();
+    QCOMPARE(legend, (QStringList{"rank 0", "rank 1", "rank 2", "rank 3"}));
   }
 
   void mainWindowHasTheRunsDockAndMenus() {

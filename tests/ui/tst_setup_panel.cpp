@@ -139,10 +139,10 @@ class TestSetupPanel : public QObject {
     PlanDocument doc;
     SetupPanel panel(&doc);
     QString error;
-    QVERIFY(doc.open(example("tiny-gpt.yaml"), &error));  // warmup_steps: 10
+    QVERIFY(doc.open(example("tiny-gpt.yaml"), &error));  // warmup_steps: 50
     spin(panel, "train.steps")->setValue(5);
-    QVERIFY2(panel.otherErrors().contains(QLatin1String("train.warmup_steps=10")), qPrintable(panel.otherErrors()));
-    spin(panel, "train.steps")->setValue(50);
+    QVERIFY2(panel.otherErrors().contains(QLatin1String("train.warmup_steps=50")), qPrintable(panel.otherErrors()));
+    spin(panel, "train.steps")->setValue(100);
     QVERIFY(panel.otherErrors().isEmpty());
   }
 

@@ -4,6 +4,7 @@
 #include <QPainter>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace {
@@ -17,10 +18,11 @@ constexpr int kValueHeight = 14;
 constexpr int kAxisLabelHeight = 14;
 constexpr double kBarFill = 0.7;
 constexpr int kStepBarHeight = 26;
-constexpr int kLegendColumnWidth = 210;
+constexpr int kLegendGap = 12;  // between legend columns
 const QColor kOver(0xD0, 0x20, 0x20);
 const QColor kLine(0x20, 0x20, 0x20);
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
 
 // Paul Tol's "bright" scheme for the parts (distinct from the stage palette's order).
 const std::array<QColor, MemoryChart::kParts> kMemoryColors = {
@@ -55,6 +57,7 @@ void MemoryChart::setEstimate(const stagecraft::plan::Estimate& e) {
   m_bars.reserve(e.memory.size());
   for (const auto& r : e.memory) m_bars.push_back({r.weights, r.grads, r.optimizer, r.activations, r.workspace});
   m_device = e.device_memory_bytes;
+  fitAxis();
   update();
 }
 
@@ -64,37 +67,78 @@ bool MemoryChart::isOver(int ppRank) const {
   return std::accumulate(b.begin(), b.end(), 0.0) > m_device;
 }
 
+QString MemoryChart::axisUnit() const { return m_axisMax >= kGiB ? QStringLiteral("GiB") : QStringLiteral("MiB"); }
+
+void MemoryChart::fitAxis() {
+  double dataMax = 0;
+  for (const auto& b : m_bars) dataMax = std::max(dataMax, std::accumulate(b.begin(), b.end(), 0.0));
+  m_deviceOnAxis = m_device > 0 && dataMax >= kNearDevice * m_device;
+  const double top = m_deviceOnAxis ? std::max(dataMax, m_device) : dataMax;
+  if (top <= 0) {
+    m_axisMax = m_axisTick = 0;
+    return;
+  }
+  // About four ticks of 1, 2 or 5 x 10^k bytes in the axis unit, the top rounded up to a tick.
+  const double unit = top >= kGiB ? kGiB : kMiB;
+  const double raw = top / unit / 4.0;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / mag <= 1.0 ? mag : raw / mag <= 2.0 ? 2 * mag : raw / mag <= 5.0 ? 5 * mag : 10 * mag;
+  m_axisTick = step * unit;
+  m_axisMax = std::ceil(top / m_axisTick - 1e-9) * m_axisTick;
+}
+
 void MemoryChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setFont(smallFont(font()));
+  const QFontMetrics fm = p.fontMetrics();
   const QColor text = palette().windowText().color();
   p.setPen(text);
   p.drawText(QRect(kMargin, 0, width() - 2 * kMargin, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
-             m_device > 0 ? tr("Memory per GPU by pp rank, GiB (dashed: device %1 GiB)").arg(m_device / kGiB, 0, 'f', 1)
-                          : tr("Memory per GPU by pp rank, GiB"));
+             m_bars.empty() ? tr("Memory per GPU by pp rank") : tr("Memory per GPU by pp rank, %1").arg(axisUnit()));
   // Legend on one line under the title.
   int x = kMargin;
   for (int i = 0; i < kParts; ++i) {
     p.fillRect(QRect(x, kTitleHeight + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));
     const QString name = partName(i);
-    p.drawText(QRect(x + kSwatch + 3, kTitleHeight, 100, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter, name);
-    x += kSwatch + 3 + p.fontMetrics().horizontalAdvance(name) + 12;
+    p.drawText(QRect(x + kSwatch + 3, kTitleHeight, fm.horizontalAdvance(name) + 2, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter, name);
+    x += kSwatch + 3 + fm.horizontalAdvance(name) + 12;
   }
-  if (m_bars.empty()) return;
+  if (m_bars.empty() || m_axisMax <= 0) return;
 
-  const int top = kTitleHeight + kLegendRow + kValueHeight;
+  const double unit = axisUnit() == QLatin1String("GiB") ? kGiB : kMiB;
+  const int decimals = m_axisTick / unit < 1.0 ? 1 : 0;
+  auto label = [&](double bytes, int d) { return QString::number(bytes / unit, 'f', d); };
+  // Above the plot: the device line's own band when it sits beyond an axis break.
+  const bool breakAxis = m_device > 0 && !m_deviceOnAxis;
+  const int deviceBand = breakAxis ? kValueHeight + 8 : 0;
+  const int top = kTitleHeight + kLegendRow + kValueHeight + deviceBand;
   const int bottom = height() - kAxisLabelHeight;
   const double plotHeight = std::max(1, bottom - top);
-  double maxTotal = m_device;
-  for (const auto& b : m_bars) maxTotal = std::max(maxTotal, std::accumulate(b.begin(), b.end(), 0.0));
-  if (maxTotal <= 0) return;
-  const double slot = static_cast<double>(width() - 2 * kMargin) / m_bars.size();
+  const int gutter = fm.horizontalAdvance(label(m_axisMax, decimals)) + 6;
+  const int plotLeft = kMargin + gutter;
+  const int plotRight = width() - kMargin;
+  auto yOf = [&](double bytes) { return bottom - bytes / m_axisMax * plotHeight; };
+
+  // Ticks and faint grid lines.
+  const QColor grid = QColor(text.red(), text.green(), text.blue(), 40);
+  for (double v = 0; v <= m_axisMax * (1 + 1e-9); v += m_axisTick) {
+    const double y = yOf(v);
+    p.setPen(grid);
+    p.drawLine(QPointF(plotLeft, y), QPointF(plotRight, y));
+    p.setPen(text);
+    p.drawText(QRectF(kMargin, y - kValueHeight / 2.0, gutter - 4, kValueHeight), Qt::AlignRight | Qt::AlignVCenter, label(v, decimals));
+  }
+  p.setPen(text);
+  p.drawLine(QPointF(plotLeft, top), QPointF(plotLeft, bottom));
+
+  const double slot = static_cast<double>(plotRight - plotLeft) / m_bars.size();
+  const int valueDecimals = m_axisMax / unit < 10 ? 2 : 1;
   for (size_t i = 0; i < m_bars.size(); ++i) {
-    const double left = kMargin + i * slot + slot * (1 - kBarFill) / 2;
+    const double left = plotLeft + i * slot + slot * (1 - kBarFill) / 2;
     double y = bottom;
     double total = 0;
     for (int part = 0; part < kParts; ++part) {
-      const double h = m_bars[i][static_cast<size_t>(part)] / maxTotal * plotHeight;
+      const double h = std::min(m_bars[i][static_cast<size_t>(part)] / m_axisMax * plotHeight, y - (top - deviceBand));
       p.fillRect(QRectF(left, y - h, slot * kBarFill, h), partColor(part));
       y -= h;
       total += m_bars[i][static_cast<size_t>(part)];
@@ -108,21 +152,37 @@ void MemoryChart::paintEvent(QPaintEvent*) {
     p.setPen(over ? kOver : text);
     if (slot >= 30) {
       p.drawText(QRectF(left - slot, y - kValueHeight, slot * kBarFill + 2 * slot, kValueHeight), Qt::AlignCenter,
-                 QString::number(total / kGiB, 'f', 1));
+                 QString::number(total / unit, 'f', valueDecimals));
     }
     p.setPen(text);
-    if (slot >= 12) p.drawText(QRectF(kMargin + i * slot, bottom, slot, kAxisLabelHeight), Qt::AlignCenter, QString::number(i));
+    if (slot >= 12) p.drawText(QRectF(plotLeft + i * slot, bottom, slot, kAxisLabelHeight), Qt::AlignCenter, QString::number(i));
   }
-  if (m_device > 0) {
-    const double y = bottom - m_device / maxTotal * plotHeight;
-    p.setPen(QPen(kLine, 1.5, Qt::DashLine));
-    p.drawLine(QPointF(kMargin, y), QPointF(width() - kMargin, y));
+  if (m_device <= 0) return;
+  const QString deviceText = tr("device %1").arg(QString::fromStdString(stagecraft::plan::format_bytes(m_device)));
+  double y = 0;
+  if (m_deviceOnAxis) {
+    y = yOf(m_device);
+  } else {
+    // The axis stops at its top tick; two slanted strokes mark the break, the device line above.
+    y = top - deviceBand + 4;
+    const double by = top - 3;
+    p.setPen(QPen(text, 1));
+    p.fillRect(QRectF(plotLeft - 5, by - 3, 10, 6), palette().window());
+    p.drawLine(QPointF(plotLeft - 5, by + 1), QPointF(plotLeft + 5, by - 3));
+    p.drawLine(QPointF(plotLeft - 5, by + 4), QPointF(plotLeft + 5, by));
   }
+  p.setPen(QPen(kLine, 1.5, Qt::DashLine));
+  p.drawLine(QPointF(plotLeft, y), QPointF(plotRight, y));
+  p.setPen(text);
+  p.drawText(QRectF(plotLeft, y - kValueHeight - 1, plotRight - plotLeft, kValueHeight), Qt::AlignRight | Qt::AlignBottom,
+             m_deviceOnAxis ? deviceText : tr("%1 (off scale)").arg(deviceText));
 }
 
-StepTimeChart::StepTimeChart(QWidget* parent) : QWidget(parent) { setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed); }
-
-QSize StepTimeChart::sizeHint() const { return {480, kTitleHeight + kStepBarHeight + 4 + 4 * kLegendRow + kMargin}; }
+StepTimeChart::StepTimeChart(QWidget* parent) : QWidget(parent) {
+  QSizePolicy policy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  policy.setHeightForWidth(true);
+  setSizePolicy(policy);
+}
 
 QString StepTimeChart::partName(int part) {
   static const char* names[kParts] = {"compute", "recompute", "TP comm", "PP comm", "DP comm", "bubble", "optimizer"};
@@ -136,7 +196,43 @@ double StepTimeChart::total() const { return std::accumulate(m_seconds.begin(), 
 void StepTimeChart::setEstimate(const stagecraft::plan::Estimate& e) {
   const auto& b = e.breakdown;
   m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s};
+  updateGeometry();
+  setMinimumHeight(heightForWidth(width()));
   update();
+}
+
+QString StepTimeChart::legendText(int part) const {
+  const double sum = total();
+  const double s = m_seconds[static_cast<size_t>(part)];
+  return tr("%1 %2 (%3%)").arg(partName(part), formatSeconds(s)).arg(sum > 0 ? 100.0 * s / sum : 0.0, 0, 'f', 1);
+}
+
+// The widest legend entry (swatch, gap, text) plus the space between columns.
+int StepTimeChart::legendColumnWidth() const {
+  const QFontMetrics fm(smallFont(font()));
+  int widest = 0;
+  for (int i = 0; i < kParts; ++i) widest = std::max(widest, fm.horizontalAdvance(legendText(i)));
+  return kSwatch + 4 + widest + kLegendGap;
+}
+
+int StepTimeChart::legendColumns(int w) const {
+  return std::clamp((w - 2 * kMargin + kLegendGap) / std::max(1, legendColumnWidth()), 1, static_cast<int>(kParts));
+}
+
+int StepTimeChart::heightForWidth(int w) const {
+  const int columns = legendColumns(w);
+  const int rows = (kParts + columns - 1) / columns;
+  return kTitleHeight + kStepBarHeight + 4 + rows * kLegendRow + kMargin;
+}
+
+QSize StepTimeChart::sizeHint() const { return {480, heightForWidth(480)}; }
+
+QSize StepTimeChart::minimumSizeHint() const { return {160, heightForWidth(160)}; }
+
+void StepTimeChart::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  // Layouts that ask only for the minimum still leave room for every legend row.
+  setMinimumHeight(heightForWidth(width()));
 }
 
 void StepTimeChart::paintEvent(QPaintEvent*) {
@@ -155,18 +251,15 @@ void StepTimeChart::paintEvent(QPaintEvent*) {
     p.fillRect(QRectF(x, kTitleHeight, w, kStepBarHeight), partColor(i));
     x += w;
   }
-  // Legend: name, seconds, share; in as many columns as fit.
-  const int columns = std::max(1, static_cast<int>(barWidth) / kLegendColumnWidth);
+  // Legend: name, seconds, share; in as many columns of the widest entry as fit.
+  const int columns = legendColumns(width());
+  const int columnWidth = legendColumnWidth();
   const int top = kTitleHeight + kStepBarHeight + 4;
   for (int i = 0; i < kParts; ++i) {
-    const int col = i % columns;
-    const int row = i / columns;
-    const int lx = kMargin + col * kLegendColumnWidth;
-    const int ly = top + row * kLegendRow;
+    const int lx = kMargin + (i % columns) * columnWidth;
+    const int ly = top + (i / columns) * kLegendRow;
     p.fillRect(QRect(lx, ly + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));
-    const double s = m_seconds[static_cast<size_t>(i)];
     p.setPen(text);
-    p.drawText(QRect(lx + kSwatch + 4, ly, kLegendColumnWidth - kSwatch - 4, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
-               tr("%1 %2 (%3%)").arg(partName(i), formatSeconds(s)).arg(100.0 * s / sum, 0, 'f', 1));
+    p.drawText(QRect(lx + kSwatch + 4, ly, columnWidth - kSwatch - 4, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter, legendText(i));
   }
 }

@@ -1,7 +1,12 @@
-// The estimates view's two painted charts. MemoryChart: one stacked bar per pp rank (weights,
-// grads, optimizer, activations, workspace) against a dashed line at the device's memory; a bar
-// over it is framed and labelled in red. StepTimeChart: one horizontal bar of the step time split
-// into its parts, with a legend of seconds and shares. Both keep copied numbers only.
+// The estimates view's two painted charts (the window's only memory chart: the Stages dock
+// shows stage costs, not memory). MemoryChart: one stacked bar per pp rank (weights, grads,
+// optimizer, activations, workspace) on a value axis scaled to the bars, in MiB or GiB by
+// magnitude. The device's memory is a dashed line: on the axis when the tallest bar reaches
+// kNearDevice of it (the axis then extends to hold it), otherwise above a break in the axis, so
+// a 3.7 GiB stack on an 80 GiB GPU fills the plot instead of lying flat. A bar over the device is
+// framed and labelled in red. StepTimeChart: one horizontal bar of the step time split into its
+// parts, with a legend of seconds and shares in as many columns as the width holds; its height
+// follows its width (heightForWidth) so no legend row is cut. Both keep copied numbers only.
 #pragma once
 
 #include <QColor>
@@ -30,14 +35,30 @@ class MemoryChart : public QWidget {
   // Whether the bar of pp rank r is drawn as over the device's memory.
   bool isOver(int ppRank) const;
 
+  // The device line sits on the axis when the tallest bar is at least this share of it.
+  static constexpr double kNearDevice = 0.6;
+  // The value axis: 0 .. axisMaxBytes() in ticks of axisTickBytes() (1-2-5 steps); the tallest
+  // bar fills at least half of it.
+  double axisMaxBytes() const { return m_axisMax; }
+  double axisTickBytes() const { return m_axisTick; }
+  // True: the device line is drawn at its value on the axis; false: above an axis break.
+  bool deviceOnAxis() const { return m_deviceOnAxis; }
+  // "MiB" or "GiB": the axis unit, chosen by axisMaxBytes().
+  QString axisUnit() const;
+
   QSize sizeHint() const override;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
 
  private:
+  void fitAxis();
+
   std::vector<std::array<double, kParts>> m_bars;
   double m_device = 0;
+  double m_axisMax = 0;
+  double m_axisTick = 0;
+  bool m_deviceOnAxis = false;
 };
 
 class StepTimeChart : public QWidget {
@@ -53,11 +74,20 @@ class StepTimeChart : public QWidget {
   const std::array<double, kParts>& seconds() const { return m_seconds; }
   double total() const;
 
+  // Legend columns that the width w holds, and the height that shows every legend row.
+  int legendColumns(int w) const;
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int w) const override;
   QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
+  QString legendText(int part) const;
+  int legendColumnWidth() const;
+
   std::array<double, kParts> m_seconds{};
 };

@@ -9,12 +9,14 @@
 #include <cmath>
 
 #include "common/Text.h"
+#include "stagecraft/core/units.h"
 #include "estimates/EstimateCharts.h"
 #include "stagecraft/plan/search.h"
 
 namespace {
 
 QString bytes(double b) { return QString::fromStdString(stagecraft::plan::format_bytes(b)); }
+QString flopRate(double r) { return QString::fromStdString(stagecraft::format_flop_rate(r)); }
 
 // 1234567 -> "1.23 M"; keeps four significant figures.
 QString siNumber(double v) {
@@ -29,10 +31,9 @@ QString siNumber(double v) {
 
 QString figuresOf(const stagecraft::plan::Plan& plan) {
   const auto& e = plan.estimate;
-  return QObject::tr("%1 TFLOP/s per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
+  return QObject::tr("%1 per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
                      "bubble %7 of the step (schedule formula %8) · m = %9 micro-batches")
-      .arg(e.tflops_per_gpu, 0, 'f', 1)
-      .arg(e.model_tflops_per_gpu, 0, 'f', 1)
+      .arg(flopRate(e.tflops_per_gpu * 1e12), flopRate(e.model_tflops_per_gpu * 1e12))
       .arg(percentText(e.mfu), siNumber(e.tokens_per_s), siNumber(e.params_total),
            QString::fromStdString(stagecraft::plan::format_seconds(e.step_time_s)), percentText(e.bubble_fraction),
            percentText(plan.bubble_fraction()))
@@ -161,11 +162,10 @@ void EstimatesView::showComparison() {
   if (!m_pinned || !m_current) return;
   const auto& now = m_current->estimate;
   const auto& then = m_pinned->estimate;
-  QString text = tr("Current vs pinned: step %1 vs %2 (%3) · tokens/s %4 vs %5 (%6) · TFLOP/s %7 vs %8 · MFU %9 vs %10")
+  QString text = tr("Current vs pinned: step %1 vs %2 (%3) · tokens/s %4 vs %5 (%6) · per GPU %7 vs %8 · MFU %9 vs %10")
                      .arg(seconds(now.step_time_s), seconds(then.step_time_s), change(now.step_time_s, then.step_time_s),
-                          siNumber(now.tokens_per_s), siNumber(then.tokens_per_s), change(now.tokens_per_s, then.tokens_per_s))
-                     .arg(now.tflops_per_gpu, 0, 'f', 1)
-                     .arg(then.tflops_per_gpu, 0, 'f', 1)
+                          siNumber(now.tokens_per_s), siNumber(then.tokens_per_s), change(now.tokens_per_s, then.tokens_per_s),
+                          flopRate(now.tflops_per_gpu * 1e12), flopRate(then.tflops_per_gpu * 1e12))
                      .arg(percentText(now.mfu), percentText(then.mfu));
   text += tr(" · bubble %1 vs %2 · peak %3 vs %4 (%5)")
               .arg(percentText(now.bubble_fraction), percentText(then.bubble_fraction), bytes(now.peak_memory_bytes),

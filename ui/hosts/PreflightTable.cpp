@@ -53,7 +53,9 @@ void PreflightTable::setChecks(const std::vector<launch::HostCheck>& checks, con
     }
     QString slotText;
     const int asked = r < static_cast<int>(slotCounts.size()) ? slotCounts[static_cast<size_t>(r)] : -1;
-    if (c.gpus >= 0) {
+    if (!c.gpu_list.empty()) {
+      slotText = qs(launch::describe_gpus(c));
+    } else if (c.gpus >= 0) {
       slotText = tr("%1 GPUs").arg(c.gpus);
     } else if (c.cpus >= 0) {
       slotText = tr("%1 cores").arg(c.cpus);

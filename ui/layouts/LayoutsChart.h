@@ -22,7 +22,6 @@
 class LayoutsModel;
 class QLineSeries;
 class QScatterSeries;
-class QXYSeries;
 class QValueAxis;
 
 class LayoutsChart : public QChartView {

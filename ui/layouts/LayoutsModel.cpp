@@ -2,6 +2,7 @@
 #include "layouts/LayoutsModel.h"
 
 #include "common/Text.h"
+#include "stagecraft/core/units.h"
 
 namespace plan = stagecraft::plan;
 
@@ -71,7 +72,7 @@ QVariant LayoutsModel::data(const QModelIndex& index, int role) const {
       case kLayout: return qs(plan::layout_string(c.config));
       case kPeakMemory: return qs(plan::format_bytes(e.peak_memory_bytes)) + (e.fits ? QString() : tr(" (does not fit)"));
       case kStep: return qs(plan::format_seconds(e.step_time_s));
-      case kTflops: return QString::number(e.tflops_per_gpu, 'f', 1);
+      case kTflops: return qs(stagecraft::format_flop_rate(e.tflops_per_gpu * 1e12));
       case kMfu: return percentText(e.mfu);
       case kTokens: return QString::number(e.tokens_per_s, 'g', 4);
       default: return {};
@@ -88,7 +89,7 @@ QVariant LayoutsModel::headerData(int section, Qt::Orientation orientation, int 
     case kLayout: return tr("layout");
     case kPeakMemory: return tr("peak mem");
     case kStep: return tr("step");
-    case kTflops: return tr("TFLOP/s");
+    case kTflops: return tr("per GPU");
     case kMfu: return tr("MFU");
     case kTokens: return tr("tokens/s");
     default: return {};

@@ -1,6 +1,6 @@
 // LayoutsModel: the table adapter over a search's layouts — those that pass the constraints, in
 // the search's order (fastest first), with the CLI's columns: rank, layout, peak memory, step
-// time, TFLOP/s, MFU, tokens/s. Qt::DisplayRole is the text; kSortRole the number a column sorts
+// time, FLOP/s per GPU, MFU, tokens/s. Qt::DisplayRole is the text; kSortRole the number a column sorts
 // by, so a QSortFilterProxyModel sorts it numerically.
 //
 // The layouts are shared, not copied: setLayouts() takes the full list and setConstraints()

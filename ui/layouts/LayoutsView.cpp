@@ -104,7 +104,7 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
   const QFontMetrics fm = m_table->fontMetrics();
   const int pad = 2 * fm.horizontalAdvance(QLatin1Char('0'));
   const std::pair<int, const char*> widths[] = {{LayoutsModel::kRank, "00000"},     {LayoutsModel::kPeakMemory, "000.0 GiB"},
-                                                {LayoutsModel::kStep, "00.00 ms"},  {LayoutsModel::kTflops, "TFLOP/s"},
+                                                {LayoutsModel::kStep, "00.00 ms"},  {LayoutsModel::kTflops, "000.0 TFLOP/s"},
                                                 {LayoutsModel::kMfu, "00.0%"},      {LayoutsModel::kTokens, "0.000e+06"}};
   for (auto [column, sample] : widths) m_table->horizontalHeader()->resizeSection(column, fm.horizontalAdvance(QLatin1String(sample)) + pad);
   m_table->horizontalHeader()->setSectionResizeMode(LayoutsModel::kLayout, QHeaderView::Stretch);

@@ -23,11 +23,15 @@ struct Axes {
   QValueAxis* y;
 };
 
-constexpr int kChartFontPt = 8;    // titles, labels and legends of the small charts
-constexpr int kAxisTicks = 5;
+constexpr int kChartFontPt = 8;  // titles, labels and legends of the small charts
+constexpr int kYTicks = 5;
+constexpr int kWideXTicks = 5;    // the loss chart, half the row
+constexpr int kNarrowXTicks = 3;  // throughput and memory, a quarter each: "1 40 80" fits, five labels do not
 
-// A compact chart for a low dock: small fonts, thin margins, the legend above the plot.
-QChartView* makeChart(const QString& title, const QString& yTitle, const QString& yFormat, QWidget* parent, Axes* axes) {
+// A compact chart for a low dock: small fonts, thin margins, the unit in the title rather than
+// on the value axis (an axis title costs the narrow charts a column of their width), the legend
+// above the plot.
+QChartView* makeChart(const QString& title, const QString& yFormat, int xTicks, QWidget* parent, Axes* axes) {
   auto* chart = new QChart;
   QFont font = chart->titleFont();
   font.setPointSize(kChartFontPt);
@@ -42,13 +46,13 @@ QChartView* makeChart(const QString& title, const QString& yTitle, const QString
   axes->x = new QValueAxis;
   axes->x->setTitleText(QObject::tr("step"));
   axes->x->setLabelFormat(QStringLiteral("%d"));
+  axes->x->setTickCount(xTicks);
   axes->y = new QValueAxis;
-  axes->y->setTitleText(yTitle);
   axes->y->setLabelFormat(yFormat);
+  axes->y->setTickCount(kYTicks);
   for (QValueAxis* a : {axes->x, axes->y}) {
     a->setLabelsFont(font);
     a->setTitleFont(font);
-    a->setTickCount(kAxisTicks);
   }
   chart->addAxis(axes->x, Qt::AlignBottom);
   chart->addAxis(axes->y, Qt::AlignLeft);
@@ -110,9 +114,12 @@ RunCharts::RunCharts(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);  // side by side: the runs view sits in a wide, low dock
   layout->setContentsMargins(0, 0, 0, 0);
   Axes loss{}, tput{}, mem{};
-  m_lossView = makeChart(tr("Loss"), tr("loss"), QStringLiteral("%.2f"), this, &loss);
-  m_throughputView = makeChart(tr("Throughput"), tr("tokens/s"), QStringLiteral("%.0f"), this, &tput);
-  m_memoryView = makeChart(tr("Memory per rank"), tr("MiB"), QStringLiteral("%.0f"), this, &mem);
+  m_lossView = makeChart(tr("Loss"), QStringLiteral("%.2f"), kWideXTicks, this, &loss);
+  m_throughputView = makeChart(tr("Throughput, tokens/s"), QStringLiteral("%.0f"), kNarrowXTicks, this, &tput);
+  m_memoryView = makeChart(tr("Memory per rank, MiB"), QStringLiteral("%.0f"), kNarrowXTicks, this, &mem);
+  // The ranks' names stacked right of the plot: in a row above it four of them need more than
+  // the chart's width at the window's default size.
+  m_memoryView->chart()->legend()->setAlignment(Qt::AlignRight);
   m_lossX = loss.x;
   m_lossY = loss.y;
   m_throughputX = tput.x;
@@ -125,9 +132,9 @@ RunCharts::RunCharts(QWidget* parent) : QWidget(parent) {
   m_lossView->setObjectName(QStringLiteral("lossChart"));
   m_throughputView->setObjectName(QStringLiteral("throughputChart"));
   m_memoryView->setObjectName(QStringLiteral("memoryChart"));
-  layout->addWidget(m_lossView, 2);
-  layout->addWidget(m_throughputView, 1);
-  layout->addWidget(m_memoryView, 1);
+  layout->addWidget(m_lossView, 3);
+  layout->addWidget(m_throughputView, 2);
+  layout->addWidget(m_memoryView, 2);
   clear();
 }
 

@@ -1,6 +1,7 @@
-// StageBars: two small bar charts under the stage strip — each stage's (chunk's) relative cost,
-// forward + backward work over the average stage's (1.0 = balanced), and each pp rank's
-// estimated memory against the device's (bars past it in red). Painted from copied numbers.
+// StageBars: a small bar chart under the stage strip — each stage's (chunk's) relative cost,
+// forward + backward work over the average stage's (1.0 = balanced, a dashed line). Memory per pp
+// rank is the Estimates dock's chart (estimates/EstimateCharts.h), shown once in the window.
+// Painted from copied numbers.
 #pragma once
 
 #include <QWidget>
@@ -18,8 +19,6 @@ class StageBars : public QWidget {
   void setPlan(const stagecraft::plan::Plan& plan);
 
   const std::vector<double>& relativeCosts() const { return m_cost; }
-  const std::vector<double>& memoryBytes() const { return m_memory; }
-  double deviceBytes() const { return m_device; }
 
   QSize sizeHint() const override;
 
@@ -27,8 +26,6 @@ class StageBars : public QWidget {
   void paintEvent(QPaintEvent* event) override;
 
  private:
-  std::vector<double> m_cost;    // per chunk
-  std::vector<double> m_memory;  // per pp rank, total bytes
-  double m_device = 0;
+  std::vector<double> m_cost;  // per chunk
   int m_pp = 1;
 };

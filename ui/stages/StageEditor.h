@@ -1,6 +1,6 @@
-// StageEditor: the plan's layers as a strip coloured by stage, with per-stage cost and memory
-// bars and the Balance / Uniform buttons. Dragging a boundary in the strip moves layers between
-// neighbouring stages (chunks, when interleaved); releasing emits the new stage id of every
+// StageEditor: the plan's layers as a strip coloured by stage, with per-stage cost bars and the
+// Balance / Uniform buttons. Dragging a boundary in the strip moves layers between neighbouring
+// stages (chunks, when interleaved); releasing emits the new stage id of every
 // layer, which the document turns into an explicit partition.
 #pragma once
 

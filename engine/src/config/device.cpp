@@ -5,6 +5,7 @@
 // Dense peaks only: the sparse figures of the datasheets are twice these.
 #include "stagecraft/config/device.h"
 #include "stagecraft/core/text.h"
+#include "stagecraft/core/units.h"
 
 #include <algorithm>
 #include <cctype>
@@ -199,11 +200,13 @@ Json device_to_json(const DeviceSpec& d) {
 std::string devices_to_text(const std::vector<DeviceSpec>& devices) {
   std::ostringstream o;
   char line[320];
-  std::snprintf(line, sizeof line, "%-10s %8s %8s %8s %8s %8s %9s  %-22s %-7s  %s\n", "device", "memory", "fp32", "tf32", "fp16",
+  // Peaks with their unit by magnitude (core/units.h): the cpu device's 160 GFLOP/s next to a
+  // GPU's 156 TFLOP/s.
+  std::snprintf(line, sizeof line, "%-10s %8s %13s %13s %13s %13s %9s  %-22s %-7s  %s\n", "device", "memory", "fp32", "tf32", "fp16",
                 "bf16", "mem bw", "intra-node link", "Gb/s", "network (per node)");
   o << line;
-  std::snprintf(line, sizeof line, "%-10s %8s %8s %8s %8s %8s %9s  %-22s %-7s  %s\n", "", "GiB", "TFLOP/s", "TFLOP/s", "TFLOP/s",
-                "TFLOP/s", "GB/s", "", "", "");
+  std::snprintf(line, sizeof line, "%-10s %8s %13s %13s %13s %13s %9s  %-22s %-7s  %s\n", "", "GiB", "peak", "peak", "peak", "peak",
+                "GB/s", "", "", "");
   o << line;
   auto num = [](double v) {
     char b[32];
@@ -211,10 +214,11 @@ std::string devices_to_text(const std::vector<DeviceSpec>& devices) {
     std::snprintf(b, sizeof b, v < 100 ? "%.1f" : "%.0f", v);
     return std::string(b);
   };
+  auto peak = [](double tflops) { return tflops > 0 ? format_flop_rate(tflops * 1e12) : std::string("-"); };
   for (const auto& d : devices) {
-    std::snprintf(line, sizeof line, "%-10s %8s %8s %8s %8s %8s %9s  %-22s %-7s  %s (%s Gb/s)\n", d.name.c_str(),
-                  num(d.memory_gib).c_str(), num(d.fp32_tflops).c_str(), num(d.tf32_tflops).c_str(), num(d.fp16_tflops).c_str(),
-                  num(d.bf16_tflops).c_str(), num(d.memory_gbps).c_str(), d.intra_link.c_str(), num(d.intra_node_gbps).c_str(),
+    std::snprintf(line, sizeof line, "%-10s %8s %13s %13s %13s %13s %9s  %-22s %-7s  %s (%s Gb/s)\n", d.name.c_str(),
+                  num(d.memory_gib).c_str(), peak(d.fp32_tflops).c_str(), peak(d.tf32_tflops).c_str(), peak(d.fp16_tflops).c_str(),
+                  peak(d.bf16_tflops).c_str(), num(d.memory_gbps).c_str(), d.intra_link.c_str(), num(d.intra_node_gbps).c_str(),
                   d.network.c_str(), num(d.inter_node_gbps).c_str());
     o << line;
   }

@@ -19,7 +19,11 @@ if [ "$2" = 1 ]; then
   elif [ ! -x "$1" ]; then echo 'worker=NOT-EXECUTABLE'
   else printf 'worker=%s\n' "$("$1" --version 2>&1 | head -n 1)"; fi
 fi
-if [ "$3" = 1 ]; then printf 'gpus=%s\n' "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"; fi
+if [ "$3" = 1 ]; then
+  printf 'gpus=%s\n' "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'
+  printf 'cuda=%s\n' "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
+fi
 if [ -n "$4" ]; then
   if [ -n "$6" ] && ! cd -- "$6" 2>/dev/null; then echo 'program=NO-DIRECTORY'
   else
@@ -110,6 +114,8 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
   }
   if (o.cuda) {
     c.gpus = to_int(field(r->out, "gpus"));
+    c.gpu_list = parse_gpu_lines(r->out);
+    c.cuda_version = field(r->out, "cuda");
     if (c.gpus < slots) {
       c.errors.push_back(h.host + ": slots=" + std::to_string(slots) + " but nvidia-smi -L lists " + std::to_string(std::max(0, c.gpus)) +
                          " GPUs; lower slots in the hostfile");
@@ -122,6 +128,51 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
 }
 
 }  // namespace
+
+std::vector<GpuInfo> parse_gpu_lines(const std::string& out) {
+  std::vector<GpuInfo> gpus;
+  size_t at = 0;
+  while (at < out.size()) {
+    const size_t nl = out.find('\n', at);
+    const std::string line = out.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? out.size() : nl + 1;
+    if (line.rfind("gpu=", 0) != 0) continue;
+    // "gpu=NAME, MEMORY_MIB, DRIVER": the name may hold commas, the last two fields do not.
+    const std::string rest = line.substr(4);
+    const size_t c2 = rest.rfind(',');
+    const size_t c1 = c2 == std::string::npos || c2 == 0 ? std::string::npos : rest.rfind(',', c2 - 1);
+    if (c1 == std::string::npos) continue;
+    auto trim = [](std::string v) {
+      const size_t b = v.find_first_not_of(" \t\r"), e = v.find_last_not_of(" \t\r");
+      return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+    };
+    GpuInfo g;
+    g.name = trim(rest.substr(0, c1));
+    g.memory_mib = to_int(trim(rest.substr(c1 + 1, c2 - c1 - 1)));
+    g.driver = trim(rest.substr(c2 + 1));
+    if (!g.name.empty()) gpus.push_back(std::move(g));
+  }
+  return gpus;
+}
+
+std::string describe_gpus(const HostCheck& c) {
+  if (c.gpu_list.empty()) return "";
+  // "8 x NVIDIA H100 80GB HBM3 (81559 MiB), driver 580.159.04, CUDA 13.0"; mixed models listed.
+  std::vector<std::pair<std::string, int>> kinds;  // name (memory), count
+  for (const auto& g : c.gpu_list) {
+    const std::string k = g.name + " (" + std::to_string(g.memory_mib) + " MiB)";
+    if (!kinds.empty() && kinds.back().first == k) {
+      ++kinds.back().second;
+    } else {
+      kinds.emplace_back(k, 1);
+    }
+  }
+  std::string s;
+  for (const auto& [k, n] : kinds) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + k;
+  s += ", driver " + c.gpu_list.front().driver;
+  if (!c.cuda_version.empty()) s += ", CUDA " + c.cuda_version;
+  return s;
+}
 
 std::string expected_worker_version() { return std::string("stagecraft-worker ") + STAGECRAFT_VERSION; }
 

@@ -62,9 +62,8 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
       return Status::invalid_input("backend=cuda: this build trains on the CPU only (built without CUDA); set backend: cpu, or "
                                    "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
     }
-    if (config.backend == config::Backend::kCuda && config.train.precision != config::Precision::kFp32) {
-      return Status::invalid_input("train.precision=" + std::string(config::to_string(config.train.precision)) +
-                                   ": the CUDA backend trains in fp32 so far; set train.precision: fp32");
+    if (config.backend == config::Backend::kCuda && config.train.precision == config::Precision::kFp16) {
+      return Status::invalid_input("train.precision=fp16: the CUDA backend trains fp32 or bf16 so far; set train.precision: bf16");
     }
   }
   if (hosts.empty()) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "stagecraft/core/units.h"
 #include "stagecraft/model/gpt_shape.h"
 
 namespace stagecraft::plan {
@@ -36,7 +37,6 @@ struct Calibration {
   double kernel_s = 4e-6;            // fixed cost of one kernel launch
   double attention_efficiency = 0.6; // fraction of peak FlashAttention-2 sustains (Dao 2023: 50-73% on A100)
   double gpu_workspace_gib = 1.0;    // CUDA context, cuBLAS workspace, NCCL buffers
-  double cpu_workspace_gib = 0.0625; // the CPU worker: process, OpenBLAS and Gloo buffers
 };
 constexpr Calibration kCal;
 
@@ -222,6 +222,30 @@ PerParam per_param(const config::RunConfig& c, int dp) {
   return pp;
 }
 
+// The CPU engine's buffers beyond weights, gradients, optimizer state and activations on pp rank
+// r (runtime/trainer.h, StepStats::mem_bytes), the larger of two sets, fp32:
+//   schedule: token ids and targets 2 b s (int32), the received activation and gradient 2 b s h,
+//             and every send of the step, b s h each, kept until the step ends: m per chunk of the
+//             rank that has a next chunk (forward) and m per chunk that has a previous (backward);
+//   zero 1:   the padded gradient with its reduced shard, then the rank's parameter shard with
+//             every shard gathered: per (d + 1), per = ceil(P / d), P the rank's parameters.
+// Worked example, configs/tiny-gpt.yaml (b 4, s 64, h 128, pp 2, m 2): pp rank 0 holds one chunk
+// with a next one: 2 sends; 4 x (2 x 4 x 64 + 32768 x (2 + 2)) = 514 KiB. The process itself
+// (code, libraries, OpenBLAS and Gloo threads) is not counted, as the worker does not count it.
+double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m, int d, double params) {
+  const double bs = static_cast<double>(c.train.micro_batch) * c.model.seq_len;
+  const int chunks = p * v;
+  double sends = 0;
+  for (int ch = r; ch < chunks; ch += p) sends += (ch + 1 < chunks ? m : 0) + (ch > 0 ? m : 0);
+  const double schedule = 4.0 * (2 * bs + bs * c.model.hidden * (2 + sends));
+  double update = 0;
+  if (c.parallel.zero >= 1 && d > 1) {
+    const double per = std::ceil(params / d);
+    update = 4.0 * per * (d + 1);
+  }
+  return std::max(schedule, update);
+}
+
 }  // namespace
 
 // Activation bytes of one layer for one micro-batch (Korthikanti et al. 2022, Table 2,
@@ -346,7 +370,7 @@ Estimate estimate(const EstimateInput& in) {
   const StageMemoryModel mem = memory_model(c, d, t, p, v, m);
   const PerParam bpp = per_param(c, d);
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
-  const double workspace = (in.device.is_cpu ? kCal.cpu_workspace_gib : kCal.gpu_workspace_gib) * 1024.0 * 1024.0 * 1024.0;
+  const double gpu_workspace = kCal.gpu_workspace_gib * 1024.0 * 1024.0 * 1024.0;
   // Working set of full recompute: one layer's activations rebuilt at a time.
   config::RunConfig no_recompute = c;
   no_recompute.train.recompute = Recompute::kNone;
@@ -382,7 +406,7 @@ Estimate estimate(const EstimateInput& in) {
     rm.grads = rm.params * bpp.grads;
     rm.optimizer = rm.params * bpp.optimizer;
     rm.activations += rank_layers[static_cast<size_t>(r)] > 0 ? recompute_working : 0.0;
-    rm.workspace = workspace;
+    rm.workspace = in.device.is_cpu ? cpu_engine_buffers(c, r, p, v, m, d, rm.params) : gpu_workspace;
     if (rm.total() > e.peak_memory_bytes) {
       e.peak_memory_bytes = rm.total();
       e.peak_pp_rank = r;
@@ -573,8 +597,9 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
                 format_seconds(b.tp_comm_s).c_str(), format_seconds(b.pp_comm_s).c_str(), format_seconds(b.dp_comm_s).c_str(),
                 format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
   o << line;
-  std::snprintf(line, sizeof line, "  %.1f TFLOP/s per GPU (%.1f model), MFU %.1f%% of %.0f TFLOP/s, %.3g tokens/s\n", e.tflops_per_gpu,
-                e.model_tflops_per_gpu, e.mfu * 100, e.peak_tflops, e.tokens_per_s);
+  std::snprintf(line, sizeof line, "  %s per GPU (%s model), MFU %.1f%% of %s, %.3g tokens/s\n", format_flop_rate(e.tflops_per_gpu * 1e12).c_str(),
+                format_flop_rate(e.model_tflops_per_gpu * 1e12).c_str(), e.mfu * 100, format_flop_rate(e.peak_tflops * 1e12).c_str(),
+                e.tokens_per_s);
   o << line;
   if (e.tokens_per_s > 0) {
     // "3.2 days", "5.1 hours", "12 minutes".

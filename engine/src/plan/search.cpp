@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "stagecraft/config/validate.h"
+#include "stagecraft/core/units.h"
 #include "stagecraft/config/device.h"
 #include "stagecraft/plan/partition.h"
 
@@ -274,7 +275,7 @@ std::string search_to_text(const SearchResult& r) {
   std::snprintf(line, sizeof line, "Search: %lld layouts estimated, %lld fit, %lld broke a rule, in %s\n\n", r.evaluated, r.fitting,
                 r.rejected, format_seconds(r.seconds).c_str());
   o << line;
-  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %8s %6s %11s\n", "layout", "peak mem", "step", "TFLOP/s", "MFU", "tokens/s");
+  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %14s %6s %11s\n", "layout", "peak mem", "step", "per GPU", "MFU", "tokens/s");
   o << line;
   int i = 1;
   bool unfit = false;
@@ -283,8 +284,8 @@ std::string search_to_text(const SearchResult& r) {
     // A layout over the device memory (listed with --all) has its peak starred.
     const std::string peak = format_bytes(e.peak_memory_bytes) + (e.fits ? "" : "*");
     unfit = unfit || !e.fits;
-    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %8.1f %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
-                  format_seconds(e.step_time_s).c_str(), e.tflops_per_gpu, e.mfu * 100, e.tokens_per_s);
+    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
+                  format_seconds(e.step_time_s).c_str(), format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100, e.tokens_per_s);
     o << line;
   }
   if (unfit) o << "\n* over the device memory: does not fit\n";

@@ -10,7 +10,7 @@
 namespace stagecraft::runtime {
 
 Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const std::string& checkpoint_dir,
-                                       const std::string& data_path, int windows) {
+                                       const std::string& data_path, int windows, Device* device) {
   if (windows < 1) return Status::invalid_input("eval: --windows must be at least 1");
   auto data = TokenData::open(data_path, static_cast<size_t>(model.seq_len) + 1);
   if (!data.ok()) return data.status();
@@ -32,7 +32,7 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
   spec.chunks = {0};
   spec.chunk_first_layer = {0};
   spec.chunk_layers = {model.layers};
-  auto stage = GptStage::create(spec, nullptr);
+  auto stage = GptStage::create(spec, nullptr, device);
   if (!stage.ok()) return stage.status();
   GptStage& st = *stage.value();
   std::vector<float> host(st.num_params());

@@ -102,6 +102,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->chunks_ = layout.chunks;
   t->replica0_ranks_ = layout.replica0_ranks;
   t->dev_ = device ? device : &host_device();
+  // The CPU engine computes in fp32 whatever the plan's precision (the planner's key); a GPU
+  // computes what train.precision asks, or says it cannot.
+  if (!t->dev_->host_accessible()) {
+    if (Status s = t->dev_->set_precision(config.train.precision); !s) return s;
+  }
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
   auto stage = GptStage::create(spec, groups.tp, t->dev_);
   if (!stage.ok()) return stage.status();
@@ -186,6 +191,10 @@ Status Trainer::run_schedule(double& local_loss) {
   const bool host = dev_->host_accessible();
   float* in_dev = host ? in.data() : io_in_.data();
   float* dout_dev = host ? dout.data() : io_in_.data();
+  // Bytes of the host buffers above and of the sends in flight, at their most this step.
+  size_t pending_bytes = 0;
+  const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size()) + sizeof(float) * (in.size() + dout.size());
+  schedule_buffer_peak_ = fixed_bytes;
   local_loss = 0;
   for (const PipeOp& op : pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_)) {
     const bool first = op.chunk == 0, last = op.chunk == chunks - 1;
@@ -212,6 +221,8 @@ Status Trainer::run_schedule(double& local_loss) {
           if (Status s = dev_->copy_to_host(out.data(), out_dev, n * sizeof(float)); !s) return s;
         }
         if (Status s = groups_.pp->send(out.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk, chunks, false)); !s) return s;
+        pending_bytes += sizeof(float) * out.size();
+        schedule_buffer_peak_ = std::max(schedule_buffer_peak_, fixed_bytes + pending_bytes);
         pending_sends.push_back(std::move(out));
       }
     } else {
@@ -229,6 +240,8 @@ Status Trainer::run_schedule(double& local_loss) {
           if (Status s = dev_->copy_to_host(din.data(), din_dev, n * sizeof(float)); !s) return s;
         }
         if (Status s = groups_.pp->send(din.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk, chunks, true)); !s) return s;
+        pending_bytes += sizeof(float) * din.size();
+        schedule_buffer_peak_ = std::max(schedule_buffer_peak_, fixed_bytes + pending_bytes);
         pending_sends.push_back(std::move(din));
       }
     }
@@ -257,6 +270,9 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
   // DP: average gradients (zero 1: only this rank's shard).
   const bool zero = config_.parallel.zero >= 1 && dp_ > 1;
   const float inv_dp = 1.0f / static_cast<float>(dp_);
+  // zero 1: first the padded gradient (per x dp) with the shard's (per), then this rank's shard of
+  // the parameters (per) with all of them gathered (per x dp).
+  update_buffer_peak_ = zero ? sizeof(float) * shard_per_ * (1 + static_cast<size_t>(dp_)) : 0;
   if (dp_ > 1) {
     if (zero) {
       const size_t per = shard_per_;
@@ -329,8 +345,10 @@ Result<StepStats> Trainer::train_step() {
   stats.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stats.tokens_per_s = stats.step_ms > 0 ? tokens / (stats.step_ms / 1000.0) : 0.0;
   // A device that counts its allocations (CUDA) reports its high-water mark; on the CPU it is the
-  // state plus the activations' peak.
-  stats.mem_bytes = dev_->peak_bytes() > 0 ? dev_->peak_bytes() : state_bytes() + stage_->peak_activation_bytes();
+  // state, the activations' peak and the larger of the step's two sets of buffers.
+  stats.mem_bytes = dev_->peak_bytes() > 0 ? dev_->peak_bytes()
+                                           : state_bytes() + stage_->peak_activation_bytes() +
+                                                 std::max(schedule_buffer_peak_, update_buffer_peak_);
   return stats;
 }
 

@@ -30,11 +30,19 @@ struct PreflightOptions {
   double command_timeout_s = 20;
 };
 
+struct GpuInfo {
+  std::string name;     // "NVIDIA H100 80GB HBM3"
+  int memory_mib = -1;
+  std::string driver;   // "580.159.04"
+};
+
 struct HostCheck {
   std::string host;
   ConnectReport connect;
   int cpus = -1;                 // nproc; -1 when not known
   int gpus = -1;                 // nvidia-smi -L count (cuda only)
+  std::vector<GpuInfo> gpu_list;  // nvidia-smi --query-gpu, one per GPU (cuda only)
+  std::string cuda_version;       // the driver's CUDA version, as nvidia-smi prints it
   std::string worker_version;    // what --version printed
   std::vector<std::string> errors;    // one line each, starting with the host
   std::vector<std::string> warnings;  // likewise
@@ -43,6 +51,12 @@ struct HostCheck {
 
 // Every host at once; the result is in the order of `hosts`. Never fails as a whole.
 std::vector<HostCheck> preflight(const std::vector<SelectedHost>& hosts, const PreflightOptions& options);
+
+// The GPUs of the probe's `gpu=NAME, MEMORY_MIB, DRIVER` lines (nvidia-smi --query-gpu=name,
+// memory.total,driver_version --format=csv,noheader,nounits); lines that do not parse are skipped.
+std::vector<GpuInfo> parse_gpu_lines(const std::string& probe_output);
+// "2 x NVIDIA H100 80GB HBM3 (81559 MiB), driver 580.159.04, CUDA 13.0", or "" without GPUs.
+std::string describe_gpus(const HostCheck& check);
 
 // "stagecraft-worker 0.1.0": what a worker of this build prints for --version.
 std::string expected_worker_version();

@@ -44,7 +44,7 @@ namespace stagecraft::launch {
 // With Stagecraft's own worker (launch.program empty):
 //   - a launch.* key other than its default (they are about another program's run);
 //   - backend cuda in a build without CUDA ("this build trains on the CPU only"), or with a
-//     train.precision other than fp32 (the CUDA backend's one precision so far);
+//     train.precision fp16 (the CUDA backend computes fp32 or bf16 so far);
 //   - train.data missing or unreadable; a data file or model the trainer refuses
 //     (runtime::Trainer::check's message).
 // With another program (launch.program, program.h), the engine's own rules do not apply (the

@@ -5,7 +5,8 @@
 //  - memory: weights, gradients and optimizer state by precision and ZeRO stage; activations per
 //    layer from Korthikanti et al. 2022 (Table 2) by tensor/sequence parallelism and recompute,
 //    times the micro-batches a stage holds under its schedule; the logits of the last stage;
-//    a fixed framework workspace (CUDA context, cuBLAS and NCCL buffers).
+//    a fixed framework workspace on a GPU (CUDA context, cuBLAS and NCCL buffers); on the cpu
+//    device, the CPU engine's pipeline and ZeRO buffers (what its workers count in mem_bytes).
 //  - time: every GEMM of a layer at its own shape on one rank, as the slower of its math at the
 //    device's GEMM efficiency and its memory traffic (thin TP slices and small widths run
 //    memory-bound); element-wise work (norms, GELU, softmax, residuals) by memory traffic;

@@ -58,8 +58,15 @@ class Device {
   // failure of one of them (a kernel that could not launch, a fault) as a Status.
   virtual Status synchronize() = 0;
 
-  // The backend's kernels, on this device's pointers.
+  // The backend's kernels, on this device's pointers, for the precision set last.
   virtual const Ops& ops() const = 0;
+  // train.precision: which kernels ops() returns. fp32 always works; a backend refuses what it
+  // cannot compute with a line naming the key (the CUDA device: bf16 GEMMs; the CPU: fp32 only).
+  virtual Status set_precision(config::Precision precision) {
+    if (precision == config::Precision::kFp32) return Status::OK();
+    return Status::invalid_input("train.precision=" + std::string(config::to_string(precision)) + ": " + name() +
+                                 " computes in fp32 only; set train.precision: fp32");
+  }
   // Whether the host may read and write this device's memory directly (the CPU), so that host-
   // side code such as a Gloo collective can work on a buffer in place instead of a staged copy.
   virtual bool host_accessible() const = 0;

@@ -9,6 +9,7 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/runtime/device.h"
 
 namespace stagecraft::runtime {
 
@@ -19,8 +20,8 @@ struct EvalResult {
 };
 
 // Fails (invalid input) for a checkpoint of another shape, unreadable data, or more windows than
-// the data holds (naming how many it holds).
+// the data holds (naming how many it holds). `device` (default: the CPU) runs the model.
 Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const std::string& checkpoint_dir,
-                                       const std::string& data_path, int windows);
+                                       const std::string& data_path, int windows, Device* device = nullptr);
 
 }  // namespace stagecraft::runtime

@@ -52,7 +52,14 @@ struct StepStats {
   double grad_norm = 0;     // before clipping
   double step_ms = 0;
   double tokens_per_s = 0;  // global batch tokens / step time
-  size_t mem_bytes = 0;     // this rank: weights, grads, optimizer state, peak activations
+  // This rank's engine memory. On a device that counts its allocations (CUDA), its high-water
+  // mark. On the CPU: weights, grads, optimizer state, the activations at their peak,
+  // and the larger of the step's two sets of buffers: the pipeline schedule's (token ids, the
+  // received activation and gradient, the sends in flight until the step's end) and the ZeRO
+  // update's (the padded gradient and the gathered shards). Activations and schedule buffers are
+  // added at their peaks, an upper bound on their sum at any one moment. Not counted: the
+  // process itself (code, libraries, thread stacks), the same for every config.
+  size_t mem_bytes = 0;
 };
 
 class Trainer {
@@ -108,6 +115,8 @@ class Trainer {
   std::vector<float> staging_;      // host copy for a collective over device memory
   int64_t step_ = 0;
   double tokens_ = 0;
+  size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes
+  size_t update_buffer_peak_ = 0;
 };
 
 }  // namespace stagecraft::runtime

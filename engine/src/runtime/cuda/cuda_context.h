@@ -47,6 +47,13 @@ bool ok(cudaError_t e, const char* call, const char* file, int line);
 bool ok(cublasStatus_t s, const char* call, const char* file, int line);
 #define STAGECRAFT_CUDA_OK(call) ::stagecraft::runtime::cuda::ok((call), #call, __FILE__, __LINE__)
 
+// Records a kernel that failed to launch (a bad configuration, a context that faulted before);
+// called after each launch.
+inline void launched(const char* kernel) {
+  const cudaError_t e = cudaPeekAtLastError();
+  if (e != cudaSuccess) record_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(e));
+}
+
 // The first failure recorded so far, and the launch state of the stream, as a Status (the
 // recorded failure is kept: a CUDA context that faulted stays unusable).
 Status check();

@@ -72,7 +72,14 @@ class CudaDevice final : public Device {
     STAGECRAFT_CUDA_OK(cudaStreamSynchronize(context()->stream));
     return check();
   }
-  const Ops& ops() const override { return cuda_ops(); }
+  const Ops& ops() const override { return cuda_ops(bf16_); }
+  Status set_precision(config::Precision precision) override {
+    if (precision == config::Precision::kFp16) {
+      return Status::invalid_input("train.precision=fp16: the CUDA backend trains fp32 or bf16 so far; set train.precision: bf16");
+    }
+    bf16_ = precision == config::Precision::kBf16;
+    return Status::OK();
+  }
   bool host_accessible() const override { return false; }
   size_t peak_bytes() const override { return peak_.load(); }
   void reset_peak() override { peak_.store(live_.load()); }
@@ -101,6 +108,7 @@ class CudaDevice final : public Device {
   }
 
   int ordinal_;
+  bool bf16_ = false;
   std::string name_ = "GPU";
   size_t total_ = 0;
   std::mutex sizes_mutex_;

@@ -14,6 +14,7 @@
 //
 // Every launch goes to the context's stream (cuda_context.h); launch failures are recorded
 // there and reported by the next Device::synchronize().
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cassert>
@@ -43,11 +44,7 @@ unsigned blocks_for(size_t n) {
   return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
 }
 
-// Records a kernel that failed to launch (a bad configuration, a context that faulted before).
-void launched(const char* kernel) {
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess) record_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(e));
-}
+
 
 __device__ __forceinline__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
@@ -345,26 +342,105 @@ void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int
 
 constexpr cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
 
+// ---- bf16 GEMMs (train.precision: bf16): bf16 inputs, fp32 accumulation and output ----------------
+
+__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, size_t n) {
+  GRID_STRIDE(i, n) out[i] = __float2bfloat16(in[i]);
+}
+
+// Three growing bf16 copies of a GEMM's operands. One GEMM at a time holds them (ranks that are
+// threads of one process share the stream): the lock keeps each GEMM's casts and its call
+// adjacent on the stream.
+struct Bf16Scratch {
+  std::mutex mutex;
+  __nv_bfloat16* p[3] = {nullptr, nullptr, nullptr};
+  size_t cap[3] = {0, 0, 0};
+};
+Bf16Scratch g_bf16;
+
+// The bf16 copy of x (n floats) in slot k, or nullptr when the scratch could not grow (recorded).
+const __nv_bfloat16* as_bf16(int k, const float* x, size_t n) {
+  if (g_bf16.cap[k] < n) {
+    if (g_bf16.p[k]) STAGECRAFT_CUDA_OK(cudaFreeAsync(g_bf16.p[k], stream()));
+    g_bf16.p[k] = nullptr;
+    g_bf16.cap[k] = 0;
+    if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&g_bf16.p[k]), n * sizeof(__nv_bfloat16), stream()))) return nullptr;
+    g_bf16.cap[k] = n;
+  }
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g_bf16.p[k], x, n);
+  launched("to_bf16");
+  return g_bf16.p[k];
+}
+
+void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B,
+               int ldb, float beta, float* C, int ldc) {
+  if (m <= 0 || n <= 0 || !A || !B) return;
+  const float alpha = 1.0f;
+  STAGECRAFT_CUDA_OK(cublasGemmEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F,
+                                  ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 unsigned warp_rows_blocks(int rows) { return static_cast<unsigned>((rows + kThreads / kWarp - 1) / (kThreads / kWarp)); }
 
 class CudaOps final : public Ops {
  public:
+  explicit CudaOps(bool bf16) : bf16_(bf16) {}
+
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
                       Layout layout) const override {
+    if (bf16_) {
+      {
+        std::lock_guard<std::mutex> lock(g_bf16.mutex);
+        const auto* w = as_bf16(0, weight, size_t(C) * OC);
+        const auto* x = as_bf16(1, inp, size_t(BT) * C);
+        if (layout == Layout::kInOut) {
+          gemm_bf16(N_, N_, OC, BT, C, w, OC, x, C, 0.0f, out, OC);
+        } else {
+          gemm_bf16(T_, N_, OC, BT, C, w, C, x, C, 0.0f, out, OC);
+        }
+      }
+      add_bias(out, bias, BT, OC);
+      return;
+    }
     // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
     if (layout == Layout::kInOut) {
       sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, 0.0f, out, OC);
     } else {
       sgemm(T_, N_, OC, BT, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
     }
-    if (bias) {
-      add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias, size_t(BT), OC);
-      launched("add_bias");
-    }
+    add_bias(out, bias, BT, OC);
+  }
+
+  static void add_bias(float* out, const float* bias, int BT, int OC) {
+    if (!bias) return;
+    add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias, size_t(BT), OC);
+    launched("add_bias");
   }
 
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT,
                        int C, int OC, Layout layout) const override {
+    if (bf16_) {
+      std::lock_guard<std::mutex> lock(g_bf16.mutex);
+      const auto* dy = as_bf16(0, dout, size_t(BT) * OC);
+      if (dinp) {
+        const auto* w = as_bf16(1, weight, size_t(C) * OC);
+        if (layout == Layout::kInOut) {
+          gemm_bf16(T_, N_, C, BT, OC, w, OC, dy, OC, 0.0f, dinp, C);
+        } else {
+          gemm_bf16(N_, N_, C, BT, OC, w, C, dy, OC, 0.0f, dinp, C);
+        }
+      }
+      if (dweight) {
+        const auto* x = as_bf16(2, inp, size_t(BT) * C);
+        if (layout == Layout::kInOut) {
+          gemm_bf16(N_, T_, OC, C, BT, dy, OC, x, C, 1.0f, dweight, OC);
+        } else {
+          gemm_bf16(N_, T_, C, OC, BT, x, C, dy, OC, 1.0f, dweight, C);
+        }
+      }
+      if (dbias) column_sums(dbias, dout, BT, OC);
+      return;
+    }
     if (dinp) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
       if (layout == Layout::kInOut) {
         sgemm(T_, N_, C, BT, OC, 1.0f, weight, OC, dout, OC, 0.0f, dinp, C);
@@ -523,13 +599,16 @@ class CudaOps final : public Ops {
     scale_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(x, N, s);
     launched("scale");
   }
+
+ private:
+  bool bf16_;
 };
 
 }  // namespace
 
-const Ops& cuda_ops() {
-  static const CudaOps ops;
-  return ops;
+const Ops& cuda_ops(bool bf16) {
+  static const CudaOps fp32(false), bf16_gemms(true);
+  return bf16 ? bf16_gemms : fp32;
 }
 
 }  // namespace stagecraft::runtime::cuda

@@ -9,7 +9,9 @@
 
 namespace stagecraft::runtime::cuda {
 
-const Ops& cuda_ops();
+// bf16: the GEMMs take bf16 copies of their inputs and accumulate and write fp32
+// (train.precision: bf16); every other kernel is the same fp32 one.
+const Ops& cuda_ops(bool bf16 = false);
 
 // The largest head size the fused attention takes.
 inline constexpr int kMaxHead = 128;

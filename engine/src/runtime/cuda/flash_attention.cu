@@ -30,6 +30,19 @@ namespace {
 constexpr int kRows = 64;   // threads per block: query (or key) rows per block
 constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a time
 
+// The block's threads copy key and value rows j0 .. j0 + kTile - 1 of head h (zeros past T and
+// past the head size) from the sequence's qkv rows into shared memory.
+template <int D>
+__device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], const float* base, int j0, int T, int Cl, int h, int hs) {
+  const int C3 = 3 * Cl;
+  for (int e = threadIdx.x; e < kTile * D; e += kRows) {
+    const int j = e / D, d = e % D;
+    const bool in = j0 + j < T && d < hs;
+    ks[j][d] = in ? base[size_t(j0 + j) * C3 + Cl + h * hs + d] : 0.0f;
+    vs[j][d] = in ? base[size_t(j0 + j) * C3 + 2 * Cl + h * hs + d] : 0.0f;
+  }
+}
+
 template <int D>
 __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int hs, float scale) {
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -47,12 +60,7 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, i
   float m = -INFINITY, l = 0.0f;
   const int last_row = min(T - 1, blockIdx.x * kRows + kRows - 1);  // causal: no key beyond it
   for (int j0 = 0; j0 <= last_row; j0 += kTile) {
-    for (int e = threadIdx.x; e < kTile * D; e += kRows) {
-      const int j = e / D, d = e % D;
-      const bool in = j0 + j < T && d < hs;
-      ks[j][d] = in ? base[size_t(j0 + j) * C3 + Cl + h * hs + d] : 0.0f;
-      vs[j][d] = in ? base[size_t(j0 + j) * C3 + 2 * Cl + h * hs + d] : 0.0f;
-    }
+    stage_kv_tile<D>(ks, vs, base, j0, T, Cl, h, hs);
     __syncthreads();
     if (row < T && j0 <= row) {
       float s[kTile];
@@ -193,12 +201,7 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const float* qkv, const fl
   const float Di = row < T ? delta[size_t(bh) * T + row] : 0.0f;
   const int last_row = min(T - 1, blockIdx.x * kRows + kRows - 1);
   for (int j0 = 0; j0 <= last_row; j0 += kTile) {
-    for (int e = threadIdx.x; e < kTile * D; e += kRows) {
-      const int j = e / D, d = e % D;
-      const bool in = j0 + j < T && d < hs;
-      ks[j][d] = in ? base[size_t(j0 + j) * C3 + Cl + h * hs + d] : 0.0f;
-      vs[j][d] = in ? base[size_t(j0 + j) * C3 + 2 * Cl + h * hs + d] : 0.0f;
-    }
+    stage_kv_tile<D>(ks, vs, base, j0, T, Cl, h, hs);
     __syncthreads();
     if (row < T) {
 #pragma unroll 4
@@ -224,11 +227,6 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const float* qkv, const fl
       if (d < hs) g[d] = dq[d];
     }
   }
-}
-
-void launched(const char* kernel) {
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess) record_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(e));
 }
 
 // Calls f.template operator()<D>() with the smallest supported D >= hs.

@@ -1,0 +1,158 @@
+"""Independent reference for `stagecraft-cli run`: continues a Stagecraft checkpoint's training in
+PyTorch, float64, and prints what every step computed.
+
+From checkpoint step k (model.safetensors, optimizer.safetensors, trainer.json, run.yaml) it runs
+steps k+1 .. LAST of the same run with nothing of Stagecraft's but its documented contracts:
+  - the model is GPT-2 as Hugging Face defines it (pre-LN, tanh GELU, learned positions, tied
+    head), written with torch.nn.functional, gradients by autograd;
+  - the batch of optimizer step s (0-based) is sample j = 0 .. global_batch-1 at token
+    splitmix64-hash(seed, s, j) mod (tokens - seq_len), a window of seq_len + 1 tokens
+    (runtime/token_data.h); the loss is the mean cross-entropy over every token of the batch;
+  - the gradients are clipped by torch.nn.utils.clip_grad_norm_ (global norm, train.grad_clip);
+  - torch.optim.AdamW (eps 1e-8, train.beta1 / beta2) with train.weight_decay on matrices (2-D
+    tensors: wte, wpe and the Conv1D weights), none on biases and LayerNorm, its moments and step
+    taken from optimizer.safetensors and trainer.json;
+  - the lr of step s is linear warm-up lr (s + 1) / warmup_steps for s < warmup_steps, then cosine
+    from lr to min_lr over the remaining steps - warmup_steps (train.* in run.yaml).
+
+usage: gpt2_train.py START_CHECKPOINT DATA_FILE LAST_STEP [CHECKPOINT ...]
+prints one JSON object: {"steps": [{step, loss, grad_norm, lr}] for steps k+1 .. LAST (1-based, as
+the engine's step events count them), "weights": [{step, max_abs_diff, max_abs_moved,
+rel_l2_diff}] for every CHECKPOINT given (the engine's weights after that many steps): the largest
+difference from the reference, how far the weights moved since step k, and the L2 norm of the
+difference over the L2 norm of that movement}.
+"""
+import json
+import math
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+import yaml  # python3-yaml: a dependency of python3-torch
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        blob = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", e["dtype"]
+        b, end = e["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(blob[b:end]), dtype=torch.float32).reshape(e["shape"]).double()
+    return out
+
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def batch(tokens, seed, step, samples, T):
+    span = len(tokens) - T
+    idx, tgt = [], []
+    for j in range(samples):
+        start = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ j) % span
+        idx.append(tokens[start:start + T])
+        tgt.append(tokens[start + 1:start + T + 1])
+    return torch.tensor(idx), torch.tensor(tgt)
+
+
+def forward(w, idx, tgt, L, C, nh):
+    B, T = idx.shape
+    hs = C // nh
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    x = w["wte.weight"][idx] + w["wpe.weight"][:T]
+    for i in range(L):
+        p = lambda n: w["h.%d.%s" % (i, n)]
+        h = F.layer_norm(x, (C,), p("ln_1.weight"), p("ln_1.bias"), 1e-5)
+        qkv = h @ p("attn.c_attn.weight") + p("attn.c_attn.bias")
+        q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in qkv.split(C, dim=-1))
+        att = ((q @ k.transpose(-2, -1)) / math.sqrt(hs)).masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ p("attn.c_proj.weight") + p("attn.c_proj.bias")
+        h = F.layer_norm(x, (C,), p("ln_2.weight"), p("ln_2.bias"), 1e-5)
+        h = F.gelu(h @ p("mlp.c_fc.weight") + p("mlp.c_fc.bias"), approximate="tanh")
+        x = x + h @ p("mlp.c_proj.weight") + p("mlp.c_proj.bias")
+    x = F.layer_norm(x, (C,), w["ln_f.weight"], w["ln_f.bias"], 1e-5)
+    head = w["lm_head.weight"] if "lm_head.weight" in w else w["wte.weight"]
+    logits = x @ head.T
+    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T))
+
+
+def lr_at(s, t):
+    if t["warmup_steps"] > 0 and s < t["warmup_steps"]:
+        return t["lr"] * (s + 1) / t["warmup_steps"]
+    span = max(1, t["steps"] - t["warmup_steps"])
+    progress = min(1.0, max(0.0, (s - t["warmup_steps"]) / span))
+    return t["min_lr"] + 0.5 * (t["lr"] - t["min_lr"]) * (1 + math.cos(math.pi * progress))
+
+
+def main():
+    start_dir, data_path, last = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    checks = sys.argv[4:]
+    run = yaml.safe_load(open(start_dir + "/run.yaml"))
+    cfg = json.load(open(start_dir + "/config.json"))
+    t = run["train"]
+    # YAML 1.1 (PyYAML) reads "3e-04" as a string: the numbers are taken as floats explicitly.
+    for k in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip"):
+        t[k] = float(t[k])
+    L, C, nh, T = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], run["model"]["seq_len"]
+    first = json.load(open(start_dir + "/trainer.json"))["step"]
+    raw = open(data_path, "rb").read()
+    tokens = list(raw) if data_path.endswith(".txt") else list(struct.unpack("<%dH" % (len(raw) // 2), raw))
+
+    w = read_safetensors(start_dir + "/model.safetensors")
+    start = {n: x.clone() for n, x in w.items()}
+    moments = read_safetensors(start_dir + "/optimizer.safetensors")
+    for x in w.values():
+        x.requires_grad_(True)
+    names = sorted(w)
+    decay = [w[n] for n in names if w[n].dim() >= 2]
+    no_decay = [w[n] for n in names if w[n].dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=1e-8)
+    for n in names:
+        opt.state[w[n]] = {"step": torch.tensor(float(first)), "exp_avg": moments["exp_avg." + n].clone(),
+                           "exp_avg_sq": moments["exp_avg_sq." + n].clone()}
+
+    steps, weights = [], []
+    for s in range(first, last):
+        idx, tgt = batch(tokens, t["seed"], s, t["global_batch"], T)
+        opt.zero_grad(set_to_none=True)
+        loss = forward(w, idx, tgt, L, C, nh)
+        loss.backward()
+        max_norm = t["grad_clip"] if t["grad_clip"] > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_([w[n] for n in names], max_norm)
+        lr = lr_at(s, t)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.step()
+        steps.append({"step": s + 1, "loss": loss.item(), "grad_norm": norm.item(), "lr": lr})
+        for d in checks:
+            if json.load(open(d + "/trainer.json"))["step"] == s + 1:
+                eng = read_safetensors(d + "/model.safetensors")
+                diff = moved = dmax = mmax = 0.0
+                for n in names:
+                    ref = w[n].detach()
+                    diff += float(((ref - eng[n]) ** 2).sum())
+                    moved += float(((ref - start[n]) ** 2).sum())
+                    dmax = max(dmax, float((ref - eng[n]).abs().max()))
+                    mmax = max(mmax, float((ref - start[n]).abs().max()))
+                weights.append({"step": s + 1, "max_abs_diff": dmax, "max_abs_moved": mmax,
+                                "rel_l2_diff": math.sqrt(diff) / max(math.sqrt(moved), 1e-300)})
+    print(json.dumps({"steps": steps, "weights": weights}))
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    main()
