@@ -19,8 +19,10 @@ STAGECRAFT_PACKAGES=(
 
 # For the tests only: Python 3 (the layering check, tests/arch); Debian's PyTorch, the independent
 # reference some suites compare against (they skip with a message where it is missing); a real
-# sshd, ssh-keygen and ip netns for the remote-launch suites; Xvfb for screenshots of the window.
-STAGECRAFT_TEST_PACKAGES=(python3 python3-torch openssh-server openssh-client iproute2 procps xvfb xauth)
+# sshd, ssh-keygen and ip netns for the remote-launch suites; Xvfb for screenshots of the window;
+# dpkg-dev, file, lintian and desktop-file-utils for the package suite (tests/package).
+STAGECRAFT_TEST_PACKAGES=(python3 python3-torch openssh-server openssh-client iproute2 procps xvfb xauth
+  dpkg-dev file lintian desktop-file-utils)
 
 # stagecraft_install_packages [EXTRA_PACKAGE ...]: installs what is missing.
 stagecraft_install_packages() {

@@ -29,6 +29,10 @@ const std::vector<Command>& commands();
 int report(const Status& st);
 // "usage: stagecraft-cli USAGE" plus the summary, for --help.
 int print_help(const std::string& command);
+// The man page of stagecraft-cli (command empty) or of one command, in roff (cmd_docs.cpp).
+int print_man(const std::string& command);
+// A bash completion script for stagecraft-cli's commands and their options.
+int print_bash_completion();
 
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_search(const std::vector<std::string>& args);

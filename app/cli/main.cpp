@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
   using namespace stagecraft::cli;
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() >= 2 && args[0] == "help" && args[1] == "--man") return print_man(args.size() > 2 ? args[2] : "");
+    if (args.size() == 2 && args[0] == "help" && args[1] == "--bash-completion") return print_bash_completion();
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
       return print_help(args.size() > 1 ? args[1] : "");
     }
