@@ -36,6 +36,7 @@ int print_bash_completion();
 
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_search(const std::vector<std::string>& args);
+int cmd_scale(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);

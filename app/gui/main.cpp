@@ -22,7 +22,11 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <functional>
 
+#include "layouts/LayoutSearch.h"
+#include "layouts/LayoutsView.h"
+#include "scaling/ScalingView.h"
 #include "mainwindow/MainWindow.h"
 #include "topology/TopologyScene.h"
 #include "topology/TopologyView.h"
@@ -64,7 +68,7 @@ int main(int argc, char** argv) {
   parser.addOption(screenshot);
   const QCommandLineOption select(QStringLiteral("select"), QStringLiteral("select RANK in the topology"), QStringLiteral("RANK"));
   parser.addOption(select);
-  const QCommandLineOption show(QStringLiteral("show"), QStringLiteral("raise the dock named DOCK (setup, estimates, stages, schedule, runs)"),
+  const QCommandLineOption show(QStringLiteral("show"), QStringLiteral("raise the dock named DOCK (setup, estimates, stages, schedule, runs; layouts and scaling compute first)"),
                                 QStringLiteral("DOCK"));
   parser.addOption(show);
   parser.addPositionalArgument(QStringLiteral("CONFIG"), QStringLiteral("a Stagecraft YAML configuration to open"), QStringLiteral("[CONFIG]"));
@@ -100,21 +104,29 @@ int main(int argc, char** argv) {
   if (parser.isSet(show)) {
     auto* dock = window.findChild<QDockWidget*>(parser.value(show).toLower() + QStringLiteral("Dock"));
     if (!dock) {
-      std::fprintf(stderr, "stagecraft: --show %s: no such view; use setup, estimates, stages, schedule or runs\n",
+      std::fprintf(stderr, "stagecraft: --show %s: no such view; use setup, estimates, stages, schedule, runs, layouts or scaling\n",
                    qPrintable(parser.value(show)));
       return 2;
     }
     dock->show();
     dock->raise();
+    if (dock == window.findChild<QDockWidget*>(QStringLiteral("layoutsDock"))) window.findLayouts();
+    if (dock == window.findChild<QDockWidget*>(QStringLiteral("scalingDock"))) window.showScaling();
   }
+  std::function<void()> grab;  // lives until exec() returns: it reschedules itself
   if (parser.isSet(screenshot)) {
     const QString path = parser.value(screenshot);
-    // After the event loop has laid out and painted the window once.
-    QTimer::singleShot(500, &window, [&window, path] {
+    // After the event loop has laid out and painted the window once, and a layouts search ended.
+    grab = [&window, path, &grab] {
+      if (window.layoutsView()->search()->isRunning() || window.scalingView()->isComputing()) {
+        QTimer::singleShot(100, &window, grab);
+        return;
+      }
       const bool ok = window.grab().save(path);
       if (!ok) std::fprintf(stderr, "stagecraft: cannot write the screenshot %s\n", qPrintable(path));
       QCoreApplication::exit(ok ? 0 : 1);
-    });
+    };
+    QTimer::singleShot(500, &window, grab);
   }
   return QApplication::exec();
 }

@@ -133,10 +133,92 @@ class TestCliCost : public QObject {
              best["estimate"].toObject()["step_time_s"].toDouble());
   }
 
+  // Constraint options: every ranked layout keeps them; --all also ranks layouts that do not fit.
+  void searchConstraints() {
+    const Run j = cli({"search", config("gpt3-175b-1024x8.yaml"), "--top", "50", "--pp", "16", "--schedules", "1f1b,gpipe",
+                       "--recompute", "selective", "--no-zero", "--max-micro-batch", "2", "--tp-in-node", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto plans = json(j.out).object()["plans"].toArray();
+    QVERIFY(plans.size() >= 5);
+    for (const auto& v : plans) {
+      const auto p = v.toObject();
+      QCOMPARE(p["pp"].toInt(), 16);
+      QVERIFY(p["schedule"].toString() == "1f1b" || p["schedule"].toString() == "gpipe");
+      QCOMPARE(p["recompute"].toString(), QString("selective"));
+      QCOMPARE(p["zero"].toInt(), 0);
+      QVERIFY(p["micro_batch"].toInt() <= 2);
+      QVERIFY(p["tp"].toInt() <= 8);
+      QVERIFY(p["estimate"].toObject()["fits"].toBool());
+    }
+    const Run all = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=8", "--all", "--top", "100000", "--json"});
+    QCOMPARE(all.code, 0);
+    const auto doc = json(all.out).object();
+    QVERIFY(doc["plans"].toArray().size() > doc["fitting"].toInt());
+    const Run text = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=8", "--all", "--top", "100000"});
+    QCOMPARE(text.code, 0);
+    QVERIFY(text.out.contains("* over the device memory: does not fit"));
+    const Run fitting = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=8", "--top", "100000"});
+    QVERIFY(!fitting.out.contains("does not fit"));
+  }
+
   // A base whose own layout is invalid is fine: search chooses the layout.
   void searchAcceptsAnyBaseLayout() {
     const Run r = cli({"search", config("bert-large-3d.yaml"), "parallel.tp=3", "--top", "1"});
     QCOMPARE(r.code, 0);
+  }
+
+  // scale --json: one point per size, each the layout `search --top 1` ranks first on a cluster of
+  // that size; --csv the same rows; sizes where nothing fits carry search's reason.
+  void scaleGivesSearchsBestPerSize() {
+    const Run j = cli({"scale", config("gpt3-175b-1024x8.yaml"), "--max-nodes", "16", "--tokens", "300e9", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto doc = json(j.out).object();
+    QCOMPARE(doc["tokens"].toDouble(), 300e9);
+    const auto points = doc["points"].toArray();
+    QCOMPARE(points.size(), 5);
+    QVERIFY(!points[0].toObject()["found"].toBool());
+    QVERIFY(points[0].toObject()["reason"].toString().contains("none of"));
+    for (const auto& v : points) {
+      const auto p = v.toObject();
+      if (!p["found"].toBool()) continue;
+      const Run s = cli({"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=" + QString::number(p["nodes"].toInt()), "--top", "1",
+                         "--json"});
+      QCOMPARE(s.code, 0);
+      const auto best = json(s.out).object()["plans"].toArray()[0].toObject();
+      QCOMPARE(p["layout"].toString(), best["layout"].toString());
+      QCOMPARE(p["tokens_per_s"].toDouble(), best["estimate"].toObject()["tokens_per_s"].toDouble());
+      QCOMPARE(p["days"].toDouble(), 300e9 / p["tokens_per_s"].toDouble() / 86400.0);
+    }
+    QVERIFY(points[4].toObject()["found"].toBool());
+    const Run c = cli({"scale", config("gpt3-175b-1024x8.yaml"), "--max-nodes", "16", "--tokens", "300e9", "--csv"});
+    QCOMPARE(c.code, 0);
+    const auto rows = c.out.trimmed().split('\n');
+    QCOMPARE(rows.size(), 6);
+    QCOMPARE(rows[5].split(',')[2], points[4].toObject()["layout"].toString());
+    const Run t = cli({"scale", config("gpt3-175b-1024x8.yaml"), "--max-nodes", "16"});
+    QCOMPARE(t.code, 0);
+    QVERIFY2(t.out.contains("Nothing fits at"), qPrintable(t.out));
+  }
+
+  void scaleErrors_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("code");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("bad --max-nodes") << QStringList{"scale", config("bert-large-3d.yaml"), "--max-nodes", "0"} << 2 << "--max-nodes 0";
+    QTest::newRow("bad --tokens") << QStringList{"scale", config("bert-large-3d.yaml"), "--tokens", "x"} << 2 << "--tokens x";
+    QTest::newRow("json and csv") << QStringList{"scale", config("bert-large-3d.yaml"), "--json", "--csv"} << 2 << "choose one";
+    QTest::newRow("nothing fits anywhere") << QStringList{"scale", config("gpt3-175b-1024x8.yaml"), "--max-nodes", "2"} << 1
+                                           << "no layout fits at any size up to 2 nodes";
+  }
+  void scaleErrors() {
+    QFETCH(QStringList, args);
+    QFETCH(int, code);
+    QFETCH(QString, message);
+    const Run r = cli(args);
+    QCOMPARE(r.code, code);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
+    QVERIFY(r.out.isEmpty());
   }
 
   void searchErrors_data() {
@@ -150,6 +232,11 @@ class TestCliCost : public QObject {
     QTest::newRow("nothing fits") << QStringList{"search", config("gpt3-175b-1024x8.yaml"), "cluster.nodes=1"} << 1
                                   << "none of";
     QTest::newRow("missing file") << QStringList{"search", "/nonexistent/x.yaml"} << 2 << "/nonexistent/x.yaml";
+    QTest::newRow("bad --schedules") << QStringList{"search", config("bert-large-3d.yaml"), "--schedules", "1f1b,zigzag"} << 2
+                                     << "'zigzag' is not one of gpipe, 1f1b, interleaved";
+    QTest::newRow("bad --tp") << QStringList{"search", config("bert-large-3d.yaml"), "--tp", "0"} << 2 << "--tp 0";
+    QTest::newRow("constraints leave nothing") << QStringList{"search", config("bert-large-3d.yaml"), "--tp", "3"} << 1
+                                               << "satisfies the constraints";
   }
   void searchErrors() {
     QFETCH(QStringList, args);

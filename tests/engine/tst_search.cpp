@@ -6,6 +6,8 @@
 
 #include <QtTest>
 
+#include <algorithm>
+#include <functional>
 #include <set>
 
 using namespace stagecraft;
@@ -106,6 +108,102 @@ class TestSearch : public QObject {
     QVERIFY(best.parallel.pp > 1);
     QVERIFY(r->ranked.front().estimate.mfu > 0.3 && r->ranked.front().estimate.mfu < 0.7);
     QVERIFY(r->evaluated > 1000);
+  }
+
+  // A constrained search keeps exactly the layouts that pass the constraints, in the order of the
+  // unconstrained ranking: filtering one full result (as the window does) equals searching again.
+  // Each row's check reads the layout directly, so a wrong allows() fails too.
+  void constraintsEqualFilteringTheFullRanking_data() {
+    QTest::addColumn<int>("row");
+    QTest::newRow("fits only") << 0;
+    QTest::newRow("fixed tp") << 1;
+    QTest::newRow("fixed pp") << 2;
+    QTest::newRow("interleaved only") << 3;
+    QTest::newRow("no recompute or full only") << 4;
+    QTest::newRow("no ZeRO") << 5;
+    QTest::newRow("micro-batch at most 2") << 6;
+    QTest::newRow("TP within a node") << 7;
+  }
+  void constraintsEqualFilteringTheFullRanking() {
+    QFETCH(int, row);
+    // 4 nodes of 4 GPUs: tp 8 and 16 span nodes; a model big enough that some layouts do not fit.
+    auto base = parse("model: {layers: 16, hidden: 4096, heads: 32, seq_len: 2048}\n"
+                      "cluster: {nodes: 4, gpus_per_node: 4, device: A100-40GB}\ntrain: {global_batch: 64, precision: bf16}\n");
+    plan::LayoutConstraints k;
+    std::function<bool(const config::RunConfig&, const plan::Estimate&)> check;
+    switch (row) {
+      case 0: check = [](const auto&, const auto& e) { return e.fits; }; break;
+      case 1: k.tp = 2; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.tp == 2; }; break;
+      case 2: k.pp = 4; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.pp == 4; }; break;
+      case 3:
+        k.schedules = {config::Schedule::kInterleaved};
+        check = [](const auto& c, const auto& e) { return e.fits && (c.parallel.pp == 1 || c.pipeline.schedule == config::Schedule::kInterleaved); };
+        break;
+      case 4:
+        k.recomputes = {config::Recompute::kNone, config::Recompute::kFull};
+        check = [](const auto& c, const auto& e) { return e.fits && c.train.recompute != config::Recompute::kSelective; };
+        break;
+      case 5: k.zero = false; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.zero == 0; }; break;
+      case 6: k.max_micro_batch = 2; check = [](const auto& c, const auto& e) { return e.fits && c.train.micro_batch <= 2; }; break;
+      case 7: k.tp_within_node = true; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.tp <= 4; }; break;
+    }
+    plan::SearchOptions all;
+    all.top = 1 << 30;
+    all.constraints.fits_only = false;
+    auto full = plan::search(base, all);
+    QVERIFY2(full.ok(), full.status().message().c_str());
+    QVERIFY(full->fitting < static_cast<long long>(full->ranked.size()));  // the full ranking holds layouts that do not fit
+    std::vector<std::string> expected;
+    for (const auto& cand : full->ranked) {
+      if (check(cand.config, cand.estimate)) expected.push_back(plan::layout_string(cand.config));
+      QCOMPARE(plan::allows(k, cand), check(cand.config, cand.estimate));
+    }
+    plan::SearchOptions constrained;
+    constrained.top = 1 << 30;
+    constrained.constraints = k;
+    auto r = plan::search(base, constrained);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    std::vector<std::string> got;
+    for (const auto& cand : r->ranked) got.push_back(plan::layout_string(cand.config));
+    QVERIFY(!got.empty());
+    QVERIFY(got.size() < full->ranked.size());
+    QCOMPARE(got, expected);
+    QCOMPARE(r->evaluated, full->evaluated);
+    QCOMPARE(r->fitting, full->fitting);
+    QCOMPARE(r->why, plan::why_faster(r->ranked[0], r->ranked[1]));
+  }
+
+  void constraintsThatLeaveNothingSaySo() {
+    auto base = parse("model: {layers: 8, hidden: 512, heads: 8}\ncluster: {nodes: 1, gpus_per_node: 4}\ntrain: {global_batch: 16}\n");
+    plan::SearchOptions o;
+    o.constraints.tp = 3;
+    auto r = plan::search(base, o);
+    QVERIFY(!r.ok());
+    QVERIFY2(QString::fromStdString(r.status().message()).contains("satisfies the constraints"), r.status().message().c_str());
+  }
+
+  // Progress runs from 0 to 1 in order; returning false stops the search.
+  void progressAndCancel() {
+    auto base = parse("model: {layers: 24, hidden: 1024, heads: 16, seq_len: 1024}\n"
+                      "cluster: {nodes: 2, gpus_per_node: 8}\ntrain: {global_batch: 64, precision: bf16}\n");
+    std::vector<double> seen;
+    plan::SearchOptions o;
+    o.progress = [&](double f) {
+      seen.push_back(f);
+      return true;
+    };
+    auto r = plan::search(base, o);
+    QVERIFY(r.ok());
+    QVERIFY(seen.size() > 5);
+    QCOMPARE(seen.front(), 0.0);
+    QCOMPARE(seen.back(), 1.0);
+    QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    int calls = 0;
+    o.progress = [&](double) { return ++calls < 3; };
+    auto cancelled = plan::search(base, o);
+    QVERIFY(!cancelled.ok());
+    QCOMPARE(QString::fromStdString(cancelled.status().message()), QString("search: cancelled"));
+    QCOMPARE(calls, 3);
   }
 
   void jsonAndTextAgree() {

@@ -1,5 +1,6 @@
 // EstimatesView: the peak memory line, the memory bars and step-time parts are the estimate's
-// numbers; a plan over the device's memory is flagged; figures and warnings are shown.
+// numbers; a plan over the device's memory is flagged; figures and warnings are shown; a pinned
+// plan stands beside the current one with the differences.
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QtTest>
@@ -26,6 +27,7 @@ class TestEstimatesView : public QObject {
   void stepLegendRowsAllShow_data();
   void stepLegendRowsAllShow();
   void setPlanIsCheap();
+  void pinComparesTwoPlans();
 };
 
 void TestEstimatesView::peakMemoryText_data() {
@@ -207,6 +209,44 @@ void TestEstimatesView::stepLegendRowsAllShow() {
   QVERIFY(chart->heightForWidth(chart->width()) >= rows * 16);
   // More width never needs more rows.
   QVERIFY(chart->legendColumns(chart->width() + 200) >= columns);
+}
+
+// Pin keeps a plan beside the next one: both plans' charts and figures, and a line of differences
+// in both plans' numbers; unpin returns to one plan.
+void TestEstimatesView::pinComparesTwoPlans() {
+  bool ok = false;
+  const auto pinned = views_test::makePlan(1, 8, 2, 2, 2, "tp-dp-pp", {}, &ok);
+  QVERIFY(ok);
+  const auto current = views_test::makePlan(1, 8, 8, 1, 1, "tp-dp-pp", {}, &ok);
+  QVERIFY(ok);
+  QVERIFY(pinned.estimate.step_time_s != current.estimate.step_time_s);
+  EstimatesView view;
+  QVERIFY(!view.pin());  // nothing shown yet
+  view.setPlan(pinned);
+  QVERIFY(view.pin());
+  QVERIFY(view.isPinned());
+  view.setPlan(current);
+  // Each side holds its own plan.
+  QCOMPARE(static_cast<int>(view.pinnedMemoryChart()->bars().size()), 2);
+  QCOMPARE(static_cast<int>(view.memoryChart()->bars().size()), 1);
+  QVERIFY(std::abs(view.pinnedStepTimeChart()->total() - pinned.estimate.step_time_s) < 1e-9 * pinned.estimate.step_time_s + 1e-12);
+  QVERIFY(std::abs(view.stepTimeChart()->total() - current.estimate.step_time_s) < 1e-9 * current.estimate.step_time_s + 1e-12);
+  QVERIFY2(view.pinnedFiguresText().contains("MFU " + QString::number(100 * pinned.estimate.mfu, 'f', 1) + "%"),
+           qPrintable(view.pinnedFiguresText()));
+  QVERIFY2(view.figuresText().contains("MFU " + QString::number(100 * current.estimate.mfu, 'f', 1) + "%"), qPrintable(view.figuresText()));
+  const QString cmp = view.comparisonText();
+  const QString nowStep = QString::fromStdString(stagecraft::plan::format_seconds(current.estimate.step_time_s));
+  const QString thenStep = QString::fromStdString(stagecraft::plan::format_seconds(pinned.estimate.step_time_s));
+  QVERIFY2(cmp.contains("step " + nowStep + " vs " + thenStep), qPrintable(cmp));
+  QVERIFY2(cmp.contains(QString::fromStdString(format_bytes(current.estimate.peak_memory_bytes)) + " vs " +
+                        QString::fromStdString(format_bytes(pinned.estimate.peak_memory_bytes))),
+           qPrintable(cmp));
+  // pp 2 against pp 1: the bubble is a part that differs.
+  QVERIFY2(cmp.contains("Step parts that differ:"), qPrintable(cmp));
+  view.unpin();
+  QVERIFY(!view.isPinned());
+  QVERIFY(view.comparisonText().isEmpty());
+  QVERIFY(view.pinnedFiguresText().isEmpty());
 }
 
 void TestEstimatesView::setPlanIsCheap() {

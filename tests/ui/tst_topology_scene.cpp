@@ -60,6 +60,8 @@ class TestTopologyScene : public QObject {
   void exportWritesFiles();
   void exportRefusesUnknownSuffix();
   void largeClusterSetPlan();
+  void changedGroupsAgainstPinned_data();
+  void changedGroupsAgainstPinned();
 };
 
 void TestTopologyScene::outlinedTpGroups_data() {
@@ -446,6 +448,55 @@ void TestTopologyScene::exportRefusesUnknownSuffix() {
   QVERIFY(!QFile::exists(dir.filePath("topology.bmp")));
   QVERIFY(!view.exportImage(dir.filePath("missing/folder/topology.png"), &error));
   QVERIFY2(error.contains("topology.png"), qPrintable(error));
+}
+
+// Pinned against current: the axes on which every rank's group changed (the same for every rank
+// in these layouts), and the orange corner drawn on changed tiles only.
+void TestTopologyScene::changedGroupsAgainstPinned_data() {
+  QTest::addColumn<QList<int>>("pinned");   // nodes, gpus, dp, tp, pp
+  QTest::addColumn<QString>("pinnedOrder");
+  QTest::addColumn<QList<int>>("current");
+  QTest::addColumn<QString>("currentOrder");
+  QTest::addColumn<int>("changed");         // TopologyScene::kInTp | kInDp | kInPp of every rank
+  QTest::newRow("the same plan") << QList<int>{1, 8, 2, 2, 2} << "tp-dp-pp" << QList<int>{1, 8, 2, 2, 2} << "tp-dp-pp" << 0;
+  // tp-pp-dp: DP [0,4] [1,5] ... instead of [0,2] [1,3] ...; PP [0,2] ... instead of [0,4] ...
+  QTest::newRow("order tp-dp-pp to tp-pp-dp") << QList<int>{1, 8, 2, 2, 2} << "tp-dp-pp" << QList<int>{1, 8, 2, 2, 2} << "tp-pp-dp"
+                                              << int(TopologyScene::kInDp | TopologyScene::kInPp);
+  // tp 2 -> 4 on 16 GPUs, pp 2 both: TP and DP groups change, PP stays [r, r+8].
+  QTest::newRow("tp 2 to 4, pp kept") << QList<int>{2, 8, 4, 2, 2} << "tp-dp-pp" << QList<int>{2, 8, 2, 4, 2} << "tp-dp-pp"
+                                      << int(TopologyScene::kInTp | TopologyScene::kInDp);
+  QTest::newRow("another world size") << QList<int>{1, 8, 2, 2, 2} << "tp-dp-pp" << QList<int>{2, 8, 4, 2, 2} << "tp-dp-pp"
+                                      << int(TopologyScene::kInTp | TopologyScene::kInDp | TopologyScene::kInPp);
+}
+
+void TestTopologyScene::changedGroupsAgainstPinned() {
+  QFETCH(QList<int>, pinned);
+  QFETCH(QString, pinnedOrder);
+  QFETCH(QList<int>, current);
+  QFETCH(QString, currentOrder);
+  QFETCH(int, changed);
+  bool ok = false;
+  const auto then = views_test::makePlan(pinned[0], pinned[1], pinned[2], pinned[3], pinned[4], pinnedOrder.toStdString(), {}, &ok);
+  QVERIFY(ok);
+  const auto now = views_test::makePlan(current[0], current[1], current[2], current[3], current[4], currentOrder.toStdString(), {}, &ok);
+  QVERIFY(ok);
+  TopologyScene scene;
+  scene.setPlan(now);
+  QCOMPARE(scene.changedRankCount(), 0);  // nothing pinned
+  scene.setPinnedPlan(&then);
+  const int world = now.topology.world_size();
+  for (int r = 0; r < world; ++r) QCOMPARE(int(scene.changedGroups(r)), changed);
+  QCOMPARE(scene.changedRankCount(), changed ? world : 0);
+  // The mark: the tile's top-right corner is orange exactly when the rank changed.
+  const QImage image = renderScene(&scene, scene.sceneRect(), 1.0);
+  const QRectF t = scene.tileRect(0);
+  const QColor corner(image.pixel((QPointF(t.right() - 2, t.top() + 2) - scene.sceneRect().topLeft()).toPoint()));
+  QCOMPARE(corner == QColor(0xFF, 0x8C, 0x00), changed != 0);
+  // A re-plan keeps the comparison; unpinning ends it.
+  scene.setPlan(then);
+  QCOMPARE(scene.changedRankCount(), 0);
+  scene.setPinnedPlan(nullptr);
+  QVERIFY(!scene.hasPinnedPlan());
 }
 
 void TestTopologyScene::largeClusterSetPlan() {

@@ -18,12 +18,15 @@
 #include "common/Text.h"
 #include "document/PlanDocument.h"
 #include "estimates/EstimatesView.h"
+#include "layouts/LayoutsView.h"
+#include "scaling/ScalingView.h"
 #include "runs/RunLocallyDialog.h"
 #include "runs/RunManager.h"
 #include "runs/RunsView.h"
 #include "schedule/ScheduleView.h"
 #include "setup/SetupPanel.h"
 #include "stages/StageEditor.h"
+#include "topology/TopologyScene.h"
 #include "topology/TopologyView.h"
 
 namespace cfg = stagecraft::config;
@@ -86,12 +89,19 @@ void MainWindow::createViews() {
     addViewDock(d, area);
     return d;
   };
-  dock(m_setup, tr("Setup"), QStringLiteral("setupDock"), Qt::LeftDockWidgetArea);
+  QDockWidget* setup = dock(m_setup, tr("Setup"), QStringLiteral("setupDock"), Qt::LeftDockWidgetArea);
+  m_layouts = new LayoutsView(m_document, this);
+  m_layoutsDock = dock(m_layouts, tr("Layouts"), QStringLiteral("layoutsDock"), Qt::LeftDockWidgetArea);
+  tabifyDockWidget(setup, m_layoutsDock);
+  setup->raise();
   dock(m_estimates, tr("Estimates"), QStringLiteral("estimatesDock"), Qt::RightDockWidgetArea);
   QDockWidget* stages = dock(m_stages, tr("Stages"), QStringLiteral("stagesDock"), Qt::BottomDockWidgetArea);
   m_stagesDock = stages;
   QDockWidget* schedule = dock(m_schedule, tr("Schedule"), QStringLiteral("scheduleDock"), Qt::BottomDockWidgetArea);
   tabifyDockWidget(stages, schedule);
+  m_scaling = new ScalingView(m_document, this);
+  m_scalingDock = dock(m_scaling, tr("Scaling"), QStringLiteral("scalingDock"), Qt::BottomDockWidgetArea);
+  tabifyDockWidget(schedule, m_scalingDock);
   stages->raise();
   // The topology keeps most of the height; a saved layout (readSettings) replaces this.
   resizeDocks({stages}, {kBottomDockHeight}, Qt::Vertical);
@@ -143,8 +153,13 @@ void MainWindow::createMenus() {
   redo->setShortcuts(QKeySequence::Redo);
   edit->addAction(undo);
   edit->addAction(redo);
+  edit->addSeparator();
+  QAction* find = edit->addAction(tr("Find &Layouts"), this, &MainWindow::findLayouts);
+  find->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
 
   menuBar()->addMenu(m_viewMenu);
+  m_viewMenu->addSeparator();
+  m_viewMenu->addAction(tr("How It &Scales"), this, &MainWindow::showScaling);
   m_viewMenu->addSeparator();
   QAction* fit = m_viewMenu->addAction(tr("Zoom to &Fit"), m_topology, &TopologyView::zoomToFit);
   fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
@@ -223,6 +238,14 @@ void MainWindow::createFileMenu() {
 
 void MainWindow::wireDocument() {
   connect(m_document, &PlanDocument::planChanged, this, &MainWindow::showPlan);
+  connect(m_layouts, &LayoutsView::previewRequested, this, &MainWindow::showPreview);
+  // Pinned: the topology marks the ranks whose groups differ from the pinned plan's.
+  connect(m_estimates, &EstimatesView::planPinned, this,
+          [this](const stagecraft::plan::Plan& plan) { m_topology->topologyScene()->setPinnedPlan(&plan); });
+  connect(m_estimates, &EstimatesView::planUnpinned, this, [this] { m_topology->topologyScene()->setPinnedPlan(nullptr); });
+  connect(m_layouts, &LayoutsView::previewEnded, this, [this] {
+    if (m_document->hasPlan()) showPlan(m_document->plan());
+  });
   connect(m_document, &PlanDocument::problemsChanged, this, &MainWindow::showProblems);
   connect(m_document, &PlanDocument::filePathChanged, this, &MainWindow::updateTitle);
   connect(m_document, &PlanDocument::modifiedChanged, this, &MainWindow::updateTitle);
@@ -254,6 +277,33 @@ void MainWindow::showPlan(const stagecraft::plan::Plan& plan) {
   for (const auto& w : plan.warnings) warnings << qs(w);
   m_warnings->setText(warnings.isEmpty() ? QString() : tr("%n warning(s)", nullptr, static_cast<int>(warnings.size())));
   m_warnings->setToolTip(warnings.join(QLatin1Char('\n')));
+}
+
+void MainWindow::showPreview(const stagecraft::plan::Plan& plan) {
+  m_topology->setPlan(plan);
+  m_stages->setPlan(plan);
+  m_estimates->setPlan(plan);
+  m_schedule->setPlan(plan);
+  m_summary->setText(tr("Preview (not applied): dp %1 · tp %2 · pp %3  ·  peak %4 of %5 GiB  ·  %6 s/step · MFU %7%")
+                         .arg(plan.dp)
+                         .arg(plan.tp)
+                         .arg(plan.pp)
+                         .arg(plan.estimate.peak_memory_bytes / kGiB, 0, 'f', 1)
+                         .arg(plan.estimate.device_memory_bytes / kGiB, 0, 'f', 0)
+                         .arg(plan.estimate.step_time_s, 0, 'g', 3)
+                         .arg(plan.estimate.mfu * 100.0, 0, 'f', 1));
+}
+
+void MainWindow::showScaling() {
+  m_scalingDock->show();
+  m_scalingDock->raise();
+  m_scaling->compute();
+}
+
+void MainWindow::findLayouts() {
+  m_layoutsDock->show();
+  m_layoutsDock->raise();
+  m_layouts->findLayouts();
 }
 
 void MainWindow::showProblems(const QList<ConfigProblem>& problems) {

@@ -1,6 +1,7 @@
 // MainWindow: the desktop application's window. It owns the PlanDocument and only wires: the
 // topology view in the centre; the setup form, stage editor, estimates and schedule in docks;
-// the plan's summary and warnings in the status bar; menus for files, import/export, undo/redo,
+// the plan's summary and warnings in the status bar; the Layouts dock (find layouts), whose
+// previews it draws in the views without touching the document; menus for files, import/export, undo/redo,
 // views, Run (Run locally; the run manager's runs view as a dock, Launch and Hosts) and About.
 // Geometry, dock layout and recent files persist in QSettings.
 //
@@ -16,6 +17,8 @@
 #include "stagecraft/interop/frameworks.h"
 
 class EstimatesView;
+class LayoutsView;
+class ScalingView;
 class PlanDocument;
 class QAction;
 class QLabel;
@@ -45,6 +48,8 @@ class MainWindow : public QMainWindow {
   StageEditor* stageEditor() const { return m_stages; }
   EstimatesView* estimatesView() const { return m_estimates; }
   ScheduleView* scheduleView() const { return m_schedule; }
+  LayoutsView* layoutsView() const { return m_layouts; }
+  ScalingView* scalingView() const { return m_scaling; }
   RunLocallyDialog* runDialog() const { return m_runDialog; }
   RunManager* runManager() const { return m_runs; }
   // The Run menu: Run locally, then the run manager's Launch and Hosts.
@@ -69,6 +74,10 @@ class MainWindow : public QMainWindow {
   bool exportScheduleImage(const QString& path);
   // Run > Run locally on the current config; false (message shown) when it cannot run.
   bool runLocally();
+  // Edit > Find Layouts (Ctrl+F): shows the Layouts dock and searches the current config.
+  void findLayouts();
+  // View > How It Scales: shows the Scaling dock and computes it for the current config.
+  void showScaling();
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -80,6 +89,8 @@ class MainWindow : public QMainWindow {
   void createFileMenu();
   void wireDocument();
   void showPlan(const stagecraft::plan::Plan& plan);
+  // Draws `plan` in the views (a layout's preview); the document keeps its own.
+  void showPreview(const stagecraft::plan::Plan& plan);
   void showProblems(const QList<ConfigProblem>& problems);
   void updateTitle();
   void addRecent(const QString& path);
@@ -97,6 +108,10 @@ class MainWindow : public QMainWindow {
   StageEditor* m_stages = nullptr;
   EstimatesView* m_estimates = nullptr;
   ScheduleView* m_schedule = nullptr;
+  LayoutsView* m_layouts = nullptr;
+  QDockWidget* m_layoutsDock = nullptr;
+  ScalingView* m_scaling = nullptr;
+  QDockWidget* m_scalingDock = nullptr;
   RunLocallyDialog* m_runDialog = nullptr;
   RunManager* m_runs = nullptr;
   QDockWidget* m_stagesDock = nullptr;

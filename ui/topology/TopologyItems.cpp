@@ -25,6 +25,8 @@ constexpr double kOutlineInset = 0.35;   // of the tile gap: outlines of neighbo
 const QColor kSelectedFrame(0xE0, 0x10, 0x10);
 constexpr double kSelectedPen = 4.0;
 const QColor kHoverFrame(Qt::white);
+const QColor kChangedMark(0xFF, 0x8C, 0x00);   // a rank whose group differs from the pinned plan's
+constexpr double kChangedMarkSize = 12.0;     // the corner triangle's side, scene units
 constexpr double kHoverPen = 2.0;
 constexpr double kRankFontPx = 15.0;
 constexpr double kSmallFontPx = 10.0;
@@ -136,6 +138,18 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
       const double in = kSubgroupPen * (f + 1);
       painter->setPen(QPen(subgroupColor(f), kSubgroupPen));
       painter->drawRect(t.adjusted(in, in, -in, -in));
+    }
+  }
+
+  // Compared with a pinned plan: an orange corner on every rank whose TP, DP or PP group changed.
+  if (m_scene->hasPinnedPlan()) {
+    painter->setPen(Qt::NoPen);
+    painter->setBrush(kChangedMark);
+    for (int r = first; r < last; ++r) {
+      if (!m_scene->changedGroups(r)) continue;
+      const QRectF t = m_scene->tileRect(r).translated(-origin);
+      const QPointF corner[3] = {t.topRight(), t.topRight() - QPointF(kChangedMarkSize, 0), t.topRight() + QPointF(0, kChangedMarkSize)};
+      painter->drawPolygon(corner, 3);
     }
   }
 

@@ -102,7 +102,55 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
     Q_EMIT rankSelected(-1);
   }
   if (m_hoveredRank >= m_worldSize) m_hoveredRank = -1;
+  updateChanged();
   updateHighlight();
+}
+
+void TopologyScene::setPinnedPlan(const stagecraft::plan::Plan* pinned) {
+  if (pinned) {
+    m_pinned = *pinned;
+  } else {
+    m_pinned.reset();
+  }
+  updateChanged();
+  for (auto* item : m_nodeItems) item->update();
+}
+
+void TopologyScene::updateChanged() {
+  m_changed.assign(static_cast<size_t>(m_worldSize), 0);
+  if (!m_pinned || m_worldSize == 0) return;
+  const auto& now = m_plan.topology;
+  const auto& then = m_pinned->topology;
+  const Axis axes[3] = {Axis::kTp, Axis::kDp, Axis::kPp};
+  const uint8_t bits[3] = {kInTp, kInDp, kInPp};
+  if (then.world_size() != m_worldSize) {
+    std::fill(m_changed.begin(), m_changed.end(), uint8_t{kInTp | kInDp | kInPp});
+    return;
+  }
+  for (int a = 0; a < 3; ++a) {
+    // The group of every rank under the pinned plan, as its index in groups(); a rank changed
+    // when its group now is not exactly one of those (the same members).
+    std::vector<int> groupOf(static_cast<size_t>(m_worldSize), -1);
+    const auto old = then.groups(axes[a]);
+    for (size_t g = 0; g < old.size(); ++g) {
+      for (int r : old[g]) groupOf[static_cast<size_t>(r)] = static_cast<int>(g);
+    }
+    for (const auto& group : now.groups(axes[a])) {
+      const int g = groupOf[static_cast<size_t>(group.front())];
+      const bool same = g >= 0 && old[static_cast<size_t>(g)].size() == group.size() &&
+                        std::all_of(group.begin(), group.end(), [&](int r) { return groupOf[static_cast<size_t>(r)] == g; });
+      if (same) continue;
+      for (int r : group) m_changed[static_cast<size_t>(r)] |= bits[a];
+    }
+  }
+}
+
+uint8_t TopologyScene::changedGroups(int rank) const {
+  return rank >= 0 && static_cast<size_t>(rank) < m_changed.size() ? m_changed[static_cast<size_t>(rank)] : 0;
+}
+
+int TopologyScene::changedRankCount() const {
+  return static_cast<int>(std::count_if(m_changed.begin(), m_changed.end(), [](uint8_t c) { return c != 0; }));
 }
 
 void TopologyScene::rebuildItems() {

@@ -18,6 +18,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "stagecraft/plan/plan.h"
@@ -73,6 +74,16 @@ class TopologyScene : public QGraphicsScene {
   QString rankToolTip(int rank) const;
   // The TP group id (lowest rank of its TP group) a tile is outlined with.
   int tpGroupId(int rank) const;
+  // Compare with a pinned plan: a rank "changed group" on an axis when the ranks it shares its TP,
+  // DP or PP group with differ between the pinned plan and this one (a plan of another world size
+  // changes every rank). Changed ranks get a corner mark. nullptr clears the comparison.
+  void setPinnedPlan(const stagecraft::plan::Plan* pinned);
+  bool hasPinnedPlan() const { return m_pinned.has_value(); }
+  // Bits kInTp / kInDp / kInPp: the axes on which `rank`'s group changed; 0 without a pinned plan.
+  uint8_t changedGroups(int rank) const;
+  // How many ranks changed a group on any axis.
+  int changedRankCount() const;
+
   // Bit flags of how a rank relates to the selection (kInTp | kInDp | kInPp | kIsSelected).
   enum Highlight : uint8_t { kInTp = 1, kInDp = 2, kInPp = 4, kIsSelected = 8 };
   uint8_t highlight(int rank) const;
@@ -103,6 +114,7 @@ class TopologyScene : public QGraphicsScene {
  private:
   void rebuildItems();
   void updateHighlight();
+  void updateChanged();
   void updateInfoText();
   void placeAnnotations();
   void updateSubgroups();
@@ -117,6 +129,8 @@ class TopologyScene : public QGraphicsScene {
   // Per rank, from the topology (index = rank).
   std::vector<int> m_pp, m_dp, m_tp, m_tpGroup;
   std::vector<uint8_t> m_highlight;
+  std::optional<stagecraft::plan::Plan> m_pinned;
+  std::vector<uint8_t> m_changed;  // changedGroups() of every rank
   int m_selectedRank = -1;
   int m_hoveredRank = -1;
   QList<QList<int>> m_selectedGroups;  // [TP, DP, PP] of the selected rank

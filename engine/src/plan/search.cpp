@@ -42,7 +42,9 @@ constexpr Part kParts[] = {
 
 std::string seconds(double s) { return format_seconds(s); }
 
-std::string explain(const Candidate& best, const Candidate& next) {
+}  // namespace
+
+std::string why_faster(const Candidate& best, const Candidate& next) {
   const auto& a = best.estimate;
   const auto& b = next.estimate;
   char head[160];
@@ -71,7 +73,25 @@ std::string explain(const Candidate& best, const Candidate& next) {
   return why;
 }
 
-}  // namespace
+bool allows(const LayoutConstraints& k, const RunConfig& c, const Estimate& e) {
+  if (k.fits_only && !e.fits) return false;
+  if (k.tp > 0 && c.parallel.tp != k.tp) return false;
+  if (k.pp > 0 && c.parallel.pp != k.pp) return false;
+  if (!k.zero && c.parallel.zero != 0) return false;
+  if (k.max_micro_batch > 0 && c.train.micro_batch > k.max_micro_batch) return false;
+  if (c.parallel.pp > 1 && !k.schedules.empty() &&
+      std::find(k.schedules.begin(), k.schedules.end(), c.pipeline.schedule) == k.schedules.end()) {
+    return false;
+  }
+  if (!k.recomputes.empty() && std::find(k.recomputes.begin(), k.recomputes.end(), c.train.recompute) == k.recomputes.end()) {
+    return false;
+  }
+  if (k.tp_within_node && axis_group_nodes(c.parallel.order, c.parallel.dp, c.parallel.tp, c.parallel.pp, c.cluster.gpus_per_node,
+                                           config::Axis::kTp) > 1) {
+    return false;
+  }
+  return true;
+}
 
 std::string layout_string(const RunConfig& c) {
   std::string s = "dp=" + std::to_string(c.parallel.dp) + " tp=" + std::to_string(c.parallel.tp) + " pp=" + std::to_string(c.parallel.pp);
@@ -86,6 +106,18 @@ std::string layout_string(const RunConfig& c) {
   return s;
 }
 
+std::vector<std::string> layout_overrides(const RunConfig& c) {
+  return {"parallel.dp=" + std::to_string(c.parallel.dp),
+          "parallel.tp=" + std::to_string(c.parallel.tp),
+          "parallel.pp=" + std::to_string(c.parallel.pp),
+          "pipeline.schedule=" + std::string(config::to_string(c.pipeline.schedule)),
+          "pipeline.virtual_stages=" + std::to_string(c.pipeline.virtual_stages),
+          "train.micro_batch=" + std::to_string(c.train.micro_batch),
+          "train.recompute=" + std::string(config::to_string(c.train.recompute)),
+          std::string("parallel.sequence_parallel=") + (c.parallel.sequence_parallel ? "true" : "false"),
+          "parallel.zero=" + std::to_string(c.parallel.zero)};
+}
+
 Result<SearchResult> search(const RunConfig& base, const SearchOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto device = resolve_device(base.cluster);
@@ -97,7 +129,7 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
   const int world = base.world_size();
   const int gpn = base.cluster.gpus_per_node;
   SearchResult result;
-  std::vector<Candidate> fitting;
+  std::vector<Candidate> kept;  // the layouts the constraints allow
   double smallest_peak = -1;
   std::string smallest_layout;
 
@@ -108,9 +140,18 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
 
   EstimateInput in;
   in.device = device.value();
+  // The (tp, pp) splits the model allows; progress is reported per split.
+  std::vector<std::pair<int, int>> splits;
   for (int tp : divisors(world, 1 << 12)) {
     if (m.heads % tp != 0 || m.ffn() % tp != 0) continue;
-    for (int pp : divisors(world / tp, m.layers)) {
+    for (int pp : divisors(world / tp, m.layers)) splits.emplace_back(tp, pp);
+  }
+  for (size_t split = 0; split < splits.size(); ++split) {
+    if (options.progress && !options.progress(static_cast<double>(split) / static_cast<double>(splits.size()))) {
+      return Status::unavailable("search: cancelled");
+    }
+    const auto [tp, pp] = splits[split];
+    {
       const int dp = world / (tp * pp);
       if (base.train.global_batch % dp != 0) continue;
       const int per_replica = base.train.global_batch / dp;
@@ -163,9 +204,9 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                   smallest_peak = e.peak_memory_bytes;
                   smallest_layout = layout_string(c);
                 }
-                if (!e.fits) continue;
-                ++result.fitting;
-                fitting.push_back({c, std::move(e)});
+                if (e.fits) ++result.fitting;
+                if (!allows(options.constraints, c, e)) continue;
+                kept.push_back({c, std::move(e)});
               }
             }
           }
@@ -173,22 +214,28 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
       }
     }
   }
-  if (fitting.empty()) {
+  if (options.progress) options.progress(1.0);
+  if (kept.empty()) {
     if (result.evaluated == 0) {
       return Status::unavailable("search: no layout of " + std::to_string(world) + " GPUs satisfies the configuration rules for this model "
                                  "(heads, ffn_hidden, layers and train.global_batch must divide by the parallel sizes)");
     }
-    return Status::unavailable("search: none of " + std::to_string(result.evaluated) + " layouts fits " + device.value().name + "'s " +
-                               format_bytes(device.value().memory_bytes()) + "; the smallest peak is " + format_bytes(smallest_peak) +
-                               " (" + smallest_layout + "): add GPUs, or pick a device with more memory");
+    if (result.fitting == 0 && options.constraints.fits_only) {
+      return Status::unavailable("search: none of " + std::to_string(result.evaluated) + " layouts fits " + device.value().name + "'s " +
+                                 format_bytes(device.value().memory_bytes()) + "; the smallest peak is " + format_bytes(smallest_peak) +
+                                 " (" + smallest_layout + "): add GPUs, or pick a device with more memory");
+    }
+    return Status::unavailable("search: none of " + std::to_string(result.evaluated) + " layouts (" + std::to_string(result.fitting) +
+                               " fit) satisfies the constraints (fixed tp or pp, schedules, recompute, ZeRO, micro-batch, TP "
+                               "within a node): loosen them");
   }
-  std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
+  std::stable_sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) {
     if (a.estimate.step_time_s != b.estimate.step_time_s) return a.estimate.step_time_s < b.estimate.step_time_s;
     return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
   });
-  if (fitting.size() > 1) result.why = explain(fitting[0], fitting[1]);
-  if (static_cast<int>(fitting.size()) > options.top) fitting.resize(static_cast<size_t>(std::max(1, options.top)));
-  result.ranked = std::move(fitting);
+  if (kept.size() > 1) result.why = why_faster(kept[0], kept[1]);
+  if (static_cast<int>(kept.size()) > options.top) kept.resize(static_cast<size_t>(std::max(1, options.top)));
+  result.ranked = std::move(kept);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
@@ -213,15 +260,7 @@ Json search_to_json(const SearchResult& r) {
     p.set("recompute", std::string(config::to_string(c.train.recompute)));
     p.set("sequence_parallel", c.parallel.sequence_parallel);
     p.set("zero", c.parallel.zero);
-    p.set("overrides", Json::array_of(std::vector<std::string>{
-                           "parallel.dp=" + std::to_string(c.parallel.dp), "parallel.tp=" + std::to_string(c.parallel.tp),
-                           "parallel.pp=" + std::to_string(c.parallel.pp),
-                           "pipeline.schedule=" + std::string(config::to_string(c.pipeline.schedule)),
-                           "pipeline.virtual_stages=" + std::to_string(c.pipeline.virtual_stages),
-                           "train.micro_batch=" + std::to_string(c.train.micro_batch),
-                           "train.recompute=" + std::string(config::to_string(c.train.recompute)),
-                           std::string("parallel.sequence_parallel=") + (c.parallel.sequence_parallel ? "true" : "false"),
-                           "parallel.zero=" + std::to_string(c.parallel.zero)}));
+    p.set("overrides", Json::array_of(layout_overrides(c)));
     p.set("estimate", estimate_to_json(cand.estimate));
     plans.push_back(std::move(p));
   }
@@ -239,13 +278,17 @@ std::string search_to_text(const SearchResult& r) {
   std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %14s %6s %11s\n", "layout", "peak mem", "step", "per GPU", "MFU", "tokens/s");
   o << line;
   int i = 1;
+  bool unfit = false;
   for (const auto& c : r.ranked) {
     const auto& e = c.estimate;
-    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(),
-                  format_bytes(e.peak_memory_bytes).c_str(), format_seconds(e.step_time_s).c_str(),
-                  format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100, e.tokens_per_s);
+    // A layout over the device memory (listed with --all) has its peak starred.
+    const std::string peak = format_bytes(e.peak_memory_bytes) + (e.fits ? "" : "*");
+    unfit = unfit || !e.fits;
+    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
+                  format_seconds(e.step_time_s).c_str(), format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100, e.tokens_per_s);
     o << line;
   }
+  if (unfit) o << "\n* over the device memory: does not fit\n";
   if (!r.why.empty()) o << "\nWhy #1: " << r.why << "\n";
   return o.str();
 }

@@ -9,6 +9,7 @@
 // Pure; a 175B GPT on 1024 x 8 GPUs takes well under a second.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,15 +20,38 @@
 
 namespace stagecraft::plan {
 
+struct Candidate {
+  config::RunConfig config;  // the base with this layout applied (dp explicit)
+  Estimate estimate;
+};
+
+// Which layouts a person allows. search() keeps only the layouts allows() accepts; a front end
+// holding an unconstrained result (fits_only off, nothing pinned) that filters it with allows()
+// gets the same layouts in the same order, since the ranking is a stable sort.
+struct LayoutConstraints {
+  bool fits_only = true;                      // drop layouts whose peak exceeds the device memory
+  bool tp_within_node = false;                // every TP group on one node
+  int tp = 0;                                 // a fixed tensor-parallel size; 0: any
+  int pp = 0;                                 // a fixed pipeline size; 0: any
+  std::vector<config::Schedule> schedules;    // allowed schedules; empty: all. pp = 1 has no pipeline and passes
+  std::vector<config::Recompute> recomputes;  // allowed recompute modes; empty: all
+  bool zero = true;                           // ZeRO-1 (distributed optimizer) allowed
+  int max_micro_batch = 0;                    // the largest micro-batch; 0: any
+};
+
+// Whether a layout (a candidate's config and estimate) passes `k`. Pure.
+bool allows(const LayoutConstraints& k, const config::RunConfig& layout, const Estimate& estimate);
+inline bool allows(const LayoutConstraints& k, const Candidate& cand) { return allows(k, cand.config, cand.estimate); }
+
 struct SearchOptions {
   int top = 10;             // how many ranked layouts to keep
   int max_micro_batch = 64; // largest micro-batch tried
   int max_virtual_stages = 8;
-};
-
-struct Candidate {
-  config::RunConfig config;  // the base with this layout applied (dp explicit)
-  Estimate estimate;
+  LayoutConstraints constraints;
+  // Called on the searching thread with the fraction of (tp, pp) splits done, from 0 to 1, about
+  // once per split; returning false stops the search, which then fails (unavailable) with
+  // "search: cancelled". Empty: no reports.
+  std::function<bool(double)> progress;
 };
 
 struct SearchResult {
@@ -39,12 +63,23 @@ struct SearchResult {
   std::string why;                // why the best beats the next, one line
 };
 
-// Fails (invalid input) when the base config is unusable (no model shape, unknown device) and
-// (unavailable) when no layout fits, naming the smallest peak memory found.
+// Ranked fastest first, ties by the smaller peak, then in enumeration order (stable).
+// Fails (invalid input) when the base config is unusable (no model shape, unknown device),
+// (unavailable) when no layout fits, naming the smallest peak memory found, when the
+// constraints leave none, or when `progress` cancelled it.
 Result<SearchResult> search(const config::RunConfig& base, const SearchOptions& options = {});
 
 // One line per layout: "dp=128 tp=8 pp=8 v=2 mb=1 interleaved recompute=selective sp zero=1".
 std::string layout_string(const config::RunConfig& c);
+// The `key=value` overrides that make a base config this layout, for `plan` (search --json's
+// "overrides"): parallel.dp/tp/pp, pipeline.schedule/virtual_stages, train.micro_batch/recompute,
+// parallel.sequence_parallel/zero.
+std::vector<std::string> layout_overrides(const config::RunConfig& c);
+
+// Why `faster` beats `slower`, one line: how much faster, the two parts of the step that differ
+// most in its favour, the part that favours the other, and the peak memories when they differ.
+// search() fills SearchResult::why with it for #1 and #2.
+std::string why_faster(const Candidate& faster, const Candidate& slower);
 
 Json search_to_json(const SearchResult& r);
 std::string search_to_text(const SearchResult& r);
