@@ -55,7 +55,12 @@ for page in stagecraft stagecraft-worker stagecraft-cli stagecraft-cli-run stage
   [ -f "$f" ] || fail "no man page $f"
   zcat "$f" | grep -q '^\.TH' || fail "$f is not a man page"
 done
-zcat /usr/share/man/man1/stagecraft-cli.1.gz | grep -q 'preflight' || fail "stagecraft-cli(1) misses a command"
+names=$(/usr/bin/stagecraft-cli help --bash-completion | sed -n 's/.*compgen -W "\(.*\) help --help --version".*/\1/p')
+[ -n "$names" ] || fail "no command names in the completion"
+for c in $names; do
+  [ -f "/usr/share/man/man1/stagecraft-cli-$c.1.gz" ] || fail "no man page for stagecraft-cli $c (app/CMakeLists.txt lists the commands)"
+  zcat /usr/share/man/man1/stagecraft-cli.1.gz | grep -q "^\.B $c\$" || fail "stagecraft-cli(1) misses $c"
+done
 words=$(bash -c 'source /usr/share/bash-completion/completions/stagecraft-cli; COMP_WORDS=(stagecraft-cli ru); COMP_CWORD=1; _stagecraft_cli; echo "${COMPREPLY[*]}"')
 [ "$words" = "run runs" ] || fail "completion of 'ru': '$words'"
 words=$(bash -c 'source /usr/share/bash-completion/completions/stagecraft-cli; COMP_WORDS=(stagecraft-cli run --ho); COMP_CWORD=2; _stagecraft_cli; echo "${COMPREPLY[*]}"')
