@@ -274,6 +274,17 @@ class TestCuda : public QObject {
       cpu.attention_backward(dqkv.h(), cs.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS);
       gk.attention_backward(dqkv.g(), gs.g(), dout.g(), qkv.g(), a.g(), B, T, NH, HS);
       check("attention_backward", dqkv);
+      // bf16 operands of the batched GEMMs (softmax in fp32): within a few bf16 roundings.
+      {
+        QVERIFY(d.set_precision(config::Precision::kBf16).ok());
+        Twin bout(d, n), ba(d, att), bdqkv(d, size_t(BT) * 3 * C), bs(d, att);
+        d.ops().attention_forward(bout.g(), ba.g(), qkv.g(), B, T, NH, HS);
+        d.ops().attention_backward(bdqkv.g(), bs.g(), dout.g(), qkv.g(), ba.g(), B, T, NH, HS);
+        QVERIFY(d.set_precision(config::Precision::kFp32).ok());
+        QVERIFY(d.synchronize().ok());
+        const double eo = rel_err(bout.back(d), out.host), eg = rel_err(bdqkv.back(d), dqkv.host);
+        QVERIFY2(eo > 0 && eo <= 3e-2 && eg > 0 && eg <= 5e-2, qPrintable(QString("bf16 attention: out %1, dqkv %2").arg(eo).arg(eg)));
+      }
       // Fused: the same out and dqkv, with (B, NH, T) log-sum-exps instead of the probabilities.
       QVERIFY(gk.has_flash_attention());
       Twin fout(d, n), lse(d, size_t(B) * NH * T), fdqkv(d, size_t(BT) * 3 * C), delta(d, size_t(B) * NH * T);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
@@ -380,6 +381,25 @@ void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
                                   ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
+                   long long sa, const __nv_bfloat16* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int batch) {
+  if (m <= 0 || n <= 0 || batch <= 0 || !A || !B) return;
+  STAGECRAFT_CUDA_OK(cublasGemmStridedBatchedEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, sa, B, CUDA_R_16BF, ldb, sb,
+                                                &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// A GEMM operand of type In: the fp32 buffer itself, or its bf16 copy in scratch slot `slot`.
+template <typename In>
+const In* operand(int slot, const float* x, size_t n) {
+  if constexpr (std::is_same_v<In, float>) {
+    (void)slot;
+    (void)n;
+    return x;
+  } else {
+    return as_bf16(slot, x, n);
+  }
+}
+
 unsigned warp_rows_blocks(int rows) { return static_cast<unsigned>((rows + kThreads / kWarp - 1) / (kThreads / kWarp)); }
 
 class CudaOps final : public Ops {
@@ -479,48 +499,76 @@ class CudaOps final : public Ops {
     }
   }
 
-  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS).
+  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16,
+  // the batched GEMMs take bf16 copies of q, k, v, the probabilities and the gradients; the
+  // softmax and its backward stay fp32.
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+    if (bf16_) {
+      std::lock_guard<std::mutex> lock(g_bf16.mutex);
+      attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS);
+    } else {
+      attention_forward_as<float>(out, att, qkv, B, T, NH, HS);
+    }
+  }
+
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+                          int HS) const override {
+    if (bf16_) {
+      std::lock_guard<std::mutex> lock(g_bf16.mutex);
+      attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    } else {
+      attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    }
+  }
+
+  template <typename In>
+  static void attention_forward_as(float* out, float* att, const float* qkv_f, int B, int T, int NH, int HS) {
     const int Cl = NH * HS, C3 = 3 * Cl;
     const float scale = 1.0f / sqrtf(float(HS));
     const long long TT = static_cast<long long>(T) * T;
+    const In* qkv = operand<In>(0, qkv_f, size_t(B) * T * C3);
     for (int b = 0; b < B; ++b) {
-      const float* q = qkv + size_t(b) * T * C3;
-      const float* k = q + Cl;
-      const float* v = q + 2 * Cl;
+      const In* q = qkv + size_t(b) * T * C3;
+      const In* k = q + Cl;
+      const In* v = q + 2 * Cl;
       float* a = att + size_t(b) * NH * TT;
       // att_h (T, T) = scale q_h k_h^T: column-major att^T = k_h q_h^T.
       sgemm_batched(T_, N_, T, T, HS, scale, k, C3, HS, q, C3, HS, 0.0f, a, T, TT, NH);
       causal_softmax_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(a, NH * T, T);
       launched("attention_forward");
       // out_h (T, HS) = att_h v_h: column-major out^T = v^T att^T.
-      sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, a, T, TT, 0.0f, out + size_t(b) * T * Cl, Cl, HS, NH);
+      sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, operand<In>(1, a, size_t(NH) * TT), T, TT, 0.0f, out + size_t(b) * T * Cl, Cl,
+                    HS, NH);
     }
   }
 
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
-                          int HS) const override {
+  template <typename In>
+  static void attention_backward_as(float* dqkv, float* scratch, const float* dout_f, const float* qkv_f, const float* att, int B, int T,
+                                    int NH, int HS) {
     const int Cl = NH * HS, C3 = 3 * Cl;
     const float scale = 1.0f / sqrtf(float(HS));
     const long long TT = static_cast<long long>(T) * T;
+    const In* qkv = operand<In>(0, qkv_f, size_t(B) * T * C3);
+    const In* dout = operand<In>(2, dout_f, size_t(B) * T * Cl);
     for (int b = 0; b < B; ++b) {
-      const float* q = qkv + size_t(b) * T * C3;
-      const float* k = q + Cl;
-      const float* v = q + 2 * Cl;
+      const In* q = qkv + size_t(b) * T * C3;
+      const In* k = q + Cl;
+      const In* v = q + 2 * Cl;
       float* dq = dqkv + size_t(b) * T * C3;
       float* dk = dq + Cl;
       float* dv = dq + 2 * Cl;
       const float* a = att + size_t(b) * NH * TT;
-      const float* dy = dout + size_t(b) * T * Cl;
+      const In* dy = dout + size_t(b) * T * Cl;
       float* ds = scratch + size_t(b) * NH * TT;
       // dP_h (T, T) = dy_h v_h^T;  dv_h (T, HS) = P_h^T dy_h.
       sgemm_batched(T_, N_, T, T, HS, 1.0f, v, C3, HS, dy, Cl, HS, 0.0f, ds, T, TT, NH);
-      sgemm_batched(N_, T_, HS, T, T, 1.0f, dy, Cl, HS, a, T, TT, 0.0f, dv, C3, HS, NH);
+      sgemm_batched(N_, T_, HS, T, T, 1.0f, dy, Cl, HS, operand<In>(1, a, size_t(NH) * TT), T, TT, 0.0f, dv, C3, HS, NH);
       causal_softmax_backward_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(ds, a, NH * T, T, scale);
       launched("attention_backward");
       // dq_h = dS_h k_h;  dk_h = dS_h^T q_h.
-      sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, ds, T, TT, 0.0f, dq, C3, HS, NH);
-      sgemm_batched(N_, T_, HS, T, T, 1.0f, q, C3, HS, ds, T, TT, 0.0f, dk, C3, HS, NH);
+      const In* dS = operand<In>(1, ds, size_t(NH) * TT);
+      sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, dS, T, TT, 0.0f, dq, C3, HS, NH);
+      sgemm_batched(N_, T_, HS, T, T, 1.0f, q, C3, HS, dS, T, TT, 0.0f, dk, C3, HS, NH);
     }
   }
 
