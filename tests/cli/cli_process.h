@@ -12,10 +12,12 @@ struct CliRun {
   QString out, err;
 };
 
+// `working_dir` empty: this process's.
 inline CliRun run_cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(),
-                      int timeout_ms = 120000) {
+                      int timeout_ms = 120000, const QString& working_dir = QString()) {
   QProcess p;
   p.setProgram(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"));
+  if (!working_dir.isEmpty()) p.setWorkingDirectory(working_dir);
   p.setArguments(args);
   p.setProcessEnvironment(env);
   p.start();

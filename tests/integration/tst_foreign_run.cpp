@@ -17,6 +17,7 @@
 
 #include <cmath>
 
+#include "../cli/cli_process.h"
 #include "ssh_lab.h"
 
 namespace {
@@ -24,10 +25,7 @@ namespace {
 constexpr const char* kPython = "/usr/bin/python3";
 const QString kScript = QStringLiteral(STAGECRAFT_SOURCE_DIR "/tests/integration/ddp_train.py");
 
-struct Cli {
-  int code = -1;
-  QString out, err;
-};
+using Cli = stagecraft::testing::CliRun;
 
 // Process ids whose command line holds `tag` (the ranks of one test run and, remote, their
 // wrappers), this process excluded.
@@ -70,20 +68,7 @@ class TestForeignRun : public QObject {
   int tags_ = 0;
 
   Cli cli(const QStringList& args, int timeout_ms = 180000) {
-    QProcess p;
-    p.setWorkingDirectory(dir_.path());
-    p.start(QStringLiteral(STAGECRAFT_BIN_DIR "/stagecraft-cli"), args);
-    Cli r;
-    if (!p.waitForFinished(timeout_ms)) {
-      p.kill();
-      p.waitForFinished();
-      r.err = "timed out";
-      return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
+    return stagecraft::testing::run_cli(args, QProcessEnvironment::systemEnvironment(), timeout_ms, dir_.path());
   }
   QString newTag() { return QString("sc-foreign-%1-%2").arg(QCoreApplication::applicationPid()).arg(++tags_); }
   QString outDir(const QString& tag) {

@@ -9,8 +9,8 @@ namespace stagecraft::launch {
 
 namespace {
 
-// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE), gpus (cuda),
-// program and python (OK, MISSING, NOT-EXECUTABLE, NOT-READABLE, NO-DIRECTORY).
+// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE), with cuda one
+// gpu=NAME, MEMORY_MIB, DRIVER per GPU and cuda (the driver's CUDA version), program and python (OK, MISSING, NOT-EXECUTABLE, NOT-READABLE, NO-DIRECTORY).
 // Arguments: WORKER_PATH CHECK_WORKER(0/1) CUDA(0/1) PROGRAM PYTHON CWD (the last three may be
 // empty: PROGRAM empty is not checked; PYTHON set means PROGRAM is read, not run, by it).
 constexpr const char* kProbe = R"SH(printf 'nproc=%s\n' "$(nproc 2>/dev/null || echo -1)"
@@ -20,7 +20,6 @@ if [ "$2" = 1 ]; then
   else printf 'worker=%s\n' "$("$1" --version 2>&1 | head -n 1)"; fi
 fi
 if [ "$3" = 1 ]; then
-  printf 'gpus=%s\n' "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'
   printf 'cuda=%s\n' "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
 fi
@@ -113,11 +112,11 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
     }
   }
   if (o.cuda) {
-    c.gpus = to_int(field(r->out, "gpus"));
     c.gpu_list = parse_gpu_lines(r->out);
+    c.gpus = static_cast<int>(c.gpu_list.size());
     c.cuda_version = field(r->out, "cuda");
     if (c.gpus < slots) {
-      c.errors.push_back(h.host + ": slots=" + std::to_string(slots) + " but nvidia-smi -L lists " + std::to_string(std::max(0, c.gpus)) +
+      c.errors.push_back(h.host + ": slots=" + std::to_string(slots) + " but nvidia-smi lists " + std::to_string(c.gpus) +
                          " GPUs; lower slots in the hostfile");
     }
   } else if (c.cpus >= 0 && c.cpus < slots) {

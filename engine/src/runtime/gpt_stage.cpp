@@ -41,16 +41,21 @@ namespace {
 
 size_t sz(long long v) { return static_cast<size_t>(v); }
 
-// buf = n elements on `dev` (zeroed when asked).
-template <typename T>
-Status make(Buffer<T>& buf, Device& dev, size_t n, bool zeroed = false) {
-  auto b = zeroed ? Buffer<T>::make_zeroed(dev, n) : Buffer<T>::make(dev, n);
-  if (!b.ok()) return b.status();
-  buf = std::move(b).value();
-  return Status::OK();
+}  // namespace
+
+size_t GptStage::attention_state_elems() const {
+  const auto& m = spec_.model;
+  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), NHl = sz(m.heads / spec_.tp);
+  return B * NHl * T * (spec_.flash_attention ? 1 : T);
 }
 
-}  // namespace
+Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_t count, std::vector<float>& staging) {
+  if (device.host_accessible()) return group.all_reduce_sum(data, count);
+  staging.resize(count);
+  if (Status s = device.copy_to_host(staging.data(), data, count * sizeof(float)); !s) return s;
+  if (Status s = group.all_reduce_sum(staging.data(), count); !s) return s;
+  return device.copy_from_host(data, staging.data(), count * sizeof(float));
+}
 
 Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device) {
   const auto& m = spec.model;
@@ -100,14 +105,20 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     if (held) add(p, false);
   }
   if (last && m.tied_embeddings && !first) add(params.front(), true);  // wte for the head
-  const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, NHl = m.heads / spec.tp, Cl = C / spec.tp,
+  const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, Cl = C / spec.tp,
                   Fl = m.ffn() / spec.tp;
-  for (Status st : {make(s->params_, dev, offset, true), make(s->grads_, dev, offset, true),
-                    make(s->scratch_att_, dev, sz(B * NHl * T * (spec.flash_attention ? 1 : T))), make(s->dres_a_, dev, sz(B * T * C)),
-                    make(s->dtmp_c_, dev, sz(B * T * C)), make(s->dtmp_f_, dev, sz(B * T * Fl)),
-                    make(s->dtmp_3c_, dev, sz(B * T * 3 * Cl)), make(s->dtmp_cl_, dev, sz(B * T * Cl)),
-                    make(s->out_, dev, sz(B * T * C)), make(s->grad_a_, dev, sz(B * T * C)), make(s->grad_b_, dev, sz(B * T * C)),
-                    make(s->targets_, dev, sz(B * T))}) {
+  for (Status st : {allocate_buffer(s->params_, dev, offset, true),
+                    allocate_buffer(s->grads_, dev, offset, true),
+                    allocate_buffer(s->scratch_att_, dev, s->attention_state_elems()),
+                    allocate_buffer(s->dres_a_, dev, sz(B * T * C)),
+                    allocate_buffer(s->dtmp_c_, dev, sz(B * T * C)),
+                    allocate_buffer(s->dtmp_f_, dev, sz(B * T * Fl)),
+                    allocate_buffer(s->dtmp_3c_, dev, sz(B * T * 3 * Cl)),
+                    allocate_buffer(s->dtmp_cl_, dev, sz(B * T * Cl)),
+                    allocate_buffer(s->out_, dev, sz(B * T * C)),
+                    allocate_buffer(s->grad_a_, dev, sz(B * T * C)),
+                    allocate_buffer(s->grad_b_, dev, sz(B * T * C)),
+                    allocate_buffer(s->targets_, dev, sz(B * T))}) {
     if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
   }
   return s;
@@ -141,7 +152,6 @@ Status GptStage::init_parameters(uint64_t seed) {
 Status GptStage::zero_grads() { return dev_->fill_zero(grads_.data(), grads_.bytes()); }
 
 Status GptStage::download_params(float* host) const { return dev_->copy_to_host(host, params_.data(), params_.bytes()); }
-Status GptStage::download_grads(float* host) const { return dev_->copy_to_host(host, grads_.data(), grads_.bytes()); }
 Status GptStage::upload_params(const float* host) { return dev_->copy_from_host(params_.data(), host, params_.bytes()); }
 
 int GptStage::chunk_index(int chunk) const {
@@ -151,14 +161,6 @@ int GptStage::chunk_index(int chunk) const {
   return -1;
 }
 
-Status GptStage::tp_all_reduce(float* data, size_t count) {
-  if (dev_->host_accessible()) return tp_->all_reduce_sum(data, count);
-  tp_host_.resize(count);
-  if (Status s = dev_->copy_to_host(tp_host_.data(), data, count * sizeof(float)); !s) return s;
-  if (Status s = tp_->all_reduce_sum(tp_host_.data(), count); !s) return s;
-  return dev_->copy_from_host(data, tp_host_.data(), count * sizeof(float));
-}
-
 void GptStage::account(ptrdiff_t bytes) {
   live_bytes_ = static_cast<size_t>(static_cast<ptrdiff_t>(live_bytes_) + bytes);
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
@@ -166,13 +168,22 @@ void GptStage::account(ptrdiff_t bytes) {
 
 Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
   const auto& m = spec_.model;
-  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), C = sz(m.hidden), NHl = sz(m.heads / spec_.tp),
+  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), C = sz(m.hidden),
                Cl = C / sz(spec_.tp), Fl = sz(m.ffn() / spec_.tp), BT = B * T;
   auto a = std::make_unique<LayerActs>();
   Device& d = *dev_;
-  for (Status st : {make(a->ln1, d, BT * C), make(a->ln1_mean, d, BT), make(a->ln1_rstd, d, BT), make(a->qkv, d, BT * 3 * Cl),
-                    make(a->att, d, B * NHl * T * (spec_.flash_attention ? 1 : T)), make(a->atty, d, BT * Cl), make(a->res2, d, BT * C), make(a->ln2, d, BT * C),
-                    make(a->ln2_mean, d, BT), make(a->ln2_rstd, d, BT), make(a->fch, d, BT * Fl), make(a->fch_gelu, d, BT * Fl)}) {
+  for (Status st : {allocate_buffer(a->ln1, d, BT * C),
+                    allocate_buffer(a->ln1_mean, d, BT),
+                    allocate_buffer(a->ln1_rstd, d, BT),
+                    allocate_buffer(a->qkv, d, BT * 3 * Cl),
+                    allocate_buffer(a->att, d, attention_state_elems()),
+                    allocate_buffer(a->atty, d, BT * Cl),
+                    allocate_buffer(a->res2, d, BT * C),
+                    allocate_buffer(a->ln2, d, BT * C),
+                    allocate_buffer(a->ln2_mean, d, BT),
+                    allocate_buffer(a->ln2_rstd, d, BT),
+                    allocate_buffer(a->fch, d, BT * Fl),
+                    allocate_buffer(a->fch_gelu, d, BT * Fl)}) {
     if (!st) return st.with_context("activations of one layer");
   }
   return a;
@@ -183,8 +194,12 @@ Status GptStage::head_scratch() {
   const auto& m = spec_.model;
   const size_t BT = sz(spec_.micro_batch) * sz(m.seq_len), C = sz(m.hidden), V = sz(m.vocab);
   Device& d = *dev_;
-  for (Status st : {make(lnf_, d, BT * C), make(lnf_mean_, d, BT), make(lnf_rstd_, d, BT), make(logits_, d, BT * V), make(losses_, d, BT),
-                    make(dlnf_, d, BT * C)}) {
+  for (Status st : {allocate_buffer(lnf_, d, BT * C),
+                    allocate_buffer(lnf_mean_, d, BT),
+                    allocate_buffer(lnf_rstd_, d, BT),
+                    allocate_buffer(logits_, d, BT * V),
+                    allocate_buffer(losses_, d, BT),
+                    allocate_buffer(dlnf_, d, BT * C)}) {
     if (!st) return st.with_context("the head's logits");
   }
   return Status::OK();
@@ -205,7 +220,7 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   }
   k_->matmul_forward(a.res2.data(), a.atty.data(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
   if (spec_.tp > 1) {
-    if (Status st = tp_all_reduce(a.res2.data(), a.res2.size()); !st) return st;
+    if (Status st = all_reduce_on_device(*tp_, *dev_, a.res2.data(), a.res2.size(), tp_host_); !st) return st;
   }
   k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
   k_->layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
@@ -213,7 +228,7 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   k_->gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
   k_->matmul_forward(out, a.fch_gelu.data(), p(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
   if (spec_.tp > 1) {
-    if (Status st = tp_all_reduce(out, static_cast<size_t>(BT) * C); !st) return st;
+    if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;
   }
   k_->residual_forward(out, a.res2.data(), out, static_cast<size_t>(BT) * C);
   return Status::OK();
@@ -236,7 +251,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.data(),
                      p(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
-    if (Status st = tp_all_reduce(dtmp_c_.data(), n); !st) return st;
+    if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
   k_->layernorm_backward(dres2, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
                         a.ln2_mean.data(), a.ln2_rstd.data(), BT, C);
@@ -255,7 +270,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.data(),
                      p(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
   if (spec_.tp > 1) {
-    if (Status st = tp_all_reduce(dtmp_c_.data(), n); !st) return st;
+    if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
   k_->layernorm_backward(dres_out, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
                         a.ln1_rstd.data(), BT, C);
@@ -275,13 +290,13 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
   acts->inputs.resize(static_cast<size_t>(layers));
   for (auto& v : acts->inputs) {
-    if (Status st = make(v, dev, n); !st) return st.with_context("activations of chunk " + std::to_string(chunk));
+    if (Status st = allocate_buffer(v, dev, n); !st) return st.with_context("activations of chunk " + std::to_string(chunk));
   }
   acts->bytes = n * sizeof(float) * static_cast<size_t>(layers);
   // The chunk's input: embeddings, or what the previous chunk sent.
   if (layers > 0) {
     if (chunk == 0) {
-      if (Status st = make(acts->tokens, dev, static_cast<size_t>(BT)); !st) return st;
+      if (Status st = allocate_buffer(acts->tokens, dev, static_cast<size_t>(BT)); !st) return st;
       if (Status st = dev.copy_from_host(acts->tokens.data(), tokens, acts->tokens.bytes()); !st) return st;
       acts->bytes += acts->tokens.bytes();
       k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
@@ -330,7 +345,7 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     k_->crossentropy_backward(logits, logits, targets_.data(), loss_scale, BT, V);
     k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_.data(), params_.data() + head->offset, BT, C, V,
                         Layout::kOutIn);
-    if (Status st = make(acts->dhead, dev, n, true); !st) return st;
+    if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;
     k_->layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf_.data(), x, p("ln_f.weight"), lnf_mean_.data(),
                            lnf_rstd_.data(), BT, C);
     acts->bytes += n * sizeof(float);

@@ -122,16 +122,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   }
   const size_t moments = t->shard_end_ - t->shard_begin_;
   for (Buffer<float>* b : {&t->exp_avg_, &t->exp_avg_sq_}) {
-    auto z = Buffer<float>::make_zeroed(*t->dev_, moments);
-    if (!z.ok()) return z.status().with_context("AdamW state of rank " + std::to_string(layout.rank));
-    *b = std::move(z).value();
+    if (Status s = allocate_buffer(*b, *t->dev_, moments, true); !s) return s.with_context("AdamW state of rank " + std::to_string(layout.rank));
   }
   if (!t->dev_->host_accessible()) {
     const size_t n = static_cast<size_t>(config.train.micro_batch) * config.model.seq_len * config.model.hidden;
     for (Buffer<float>* b : {&t->io_in_, &t->io_out_}) {
-      auto z = Buffer<float>::make(*t->dev_, n);
-      if (!z.ok()) return z.status().with_context("pipeline buffers of rank " + std::to_string(layout.rank));
-      *b = std::move(z).value();
+      if (Status s = allocate_buffer(*b, *t->dev_, n); !s) return s.with_context("pipeline buffers of rank " + std::to_string(layout.rank));
     }
   }
   return t;
@@ -163,14 +159,6 @@ double Trainer::lr_at(int64_t step) const {
   const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
   const double progress = std::clamp(static_cast<double>(step - t.warmup_steps) / span, 0.0, 1.0);
   return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
-}
-
-Status Trainer::all_reduce_device(CommGroup* group, float* data, size_t count) {
-  if (dev_->host_accessible()) return group->all_reduce_sum(data, count);
-  staging_.resize(count);
-  if (Status s = dev_->copy_to_host(staging_.data(), data, count * sizeof(float)); !s) return s;
-  if (Status s = group->all_reduce_sum(staging_.data(), count); !s) return s;
-  return dev_->copy_from_host(data, staging_.data(), count * sizeof(float));
 }
 
 size_t Trainer::state_bytes() const {
@@ -264,7 +252,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
       if (s.spec.name == "wte.weight") slot = &s;
     }
     if (slot) {
-      if (Status s = all_reduce_device(groups_.embedding, grads + slot->offset, slot->count); !s) return s;
+      if (Status s = all_reduce_on_device(*groups_.embedding, *dev_, grads + slot->offset, slot->count, staging_); !s) return s;
     }
   }
   // DP: average gradients (zero 1: only this rank's shard).
@@ -283,7 +271,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
       // Put the averaged shard back in place so the norm and update below read one buffer.
       if (Status s = dev_->copy_from_host(grads + shard_begin_, shard_grad.data(), (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
     } else {
-      if (Status s = all_reduce_device(groups_.dp, grads, n); !s) return s;
+      if (Status s = all_reduce_on_device(*groups_.dp, *dev_, grads, n, staging_); !s) return s;
       k.scale(grads, n, inv_dp);
     }
   }

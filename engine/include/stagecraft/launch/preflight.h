@@ -3,7 +3,7 @@
 // For each host: reachable (TCP + SSH handshake), host key known, authenticated, the worker at
 // the expected path with this build's version (`stagecraft-worker --version`) or another
 // program (launch.program) and its Python interpreter present, and enough
-// slots: cuda needs `nvidia-smi -L` to list at least `slots` GPUs (an error otherwise); cpu
+// slots: cuda needs `nvidia-smi` to list at least `slots` GPUs (an error otherwise); cpu
 // compares `nproc` with the slots (fewer cores than ranks is a warning: ranks share cores).
 // Each host's problems read as one line each, naming the host and what to fix.
 #pragma once
@@ -40,7 +40,7 @@ struct HostCheck {
   std::string host;
   ConnectReport connect;
   int cpus = -1;                 // nproc; -1 when not known
-  int gpus = -1;                 // nvidia-smi -L count (cuda only)
+  int gpus = -1;                 // gpu_list's size (cuda only)
   std::vector<GpuInfo> gpu_list;  // nvidia-smi --query-gpu, one per GPU (cuda only)
   std::string cuda_version;       // the driver's CUDA version, as nvidia-smi prints it
   std::string worker_version;    // what --version printed

@@ -141,4 +141,13 @@ class Buffer {
   size_t size_ = 0;
 };
 
+// buf = n elements of T on `device` (zeroed when asked); on failure buf is left as it was.
+template <typename T>
+Status allocate_buffer(Buffer<T>& buf, Device& device, size_t n, bool zeroed = false) {
+  auto b = zeroed ? Buffer<T>::make_zeroed(device, n) : Buffer<T>::make(device, n);
+  if (!b.ok()) return b.status();
+  buf = std::move(b).value();
+  return Status::OK();
+}
+
 }  // namespace stagecraft::runtime

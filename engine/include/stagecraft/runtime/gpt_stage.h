@@ -48,6 +48,10 @@ class TpReducer {
   virtual Status all_reduce_sum(float* data, size_t count) = 0;
 };
 
+// In-place sum over `group` of `count` floats in `device`'s memory: directly where the host can
+// reach it, else through `staging` (host memory, grown as needed). Groups reduce host memory.
+Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_t count, std::vector<float>& staging);
+
 struct StageSpec {
   config::ModelConfig model;
   int micro_batch = 1;               // B
@@ -91,7 +95,6 @@ class GptStage {
   [[nodiscard]] Status zero_grads();
   // Copies of the parameters (or gradients) to and from host memory of num_params() floats.
   [[nodiscard]] Status download_params(float* host) const;
-  [[nodiscard]] Status download_grads(float* host) const;
   [[nodiscard]] Status upload_params(const float* host);
 
   bool has_embedding() const { return spec_.chunks.front() == 0; }
@@ -129,7 +132,7 @@ class GptStage {
   float* p(const std::string& name) { return params_.data() + slot(name)->offset; }
   float* g(const std::string& name) { return grads_.data() + slot(name)->offset; }
   void account(ptrdiff_t bytes);
-  Status tp_all_reduce(float* data, size_t count);
+  size_t attention_state_elems() const;  // what attention keeps per layer: probabilities or lse
 
   StageSpec spec_;
   TpReducer* tp_ = nullptr;

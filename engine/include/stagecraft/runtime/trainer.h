@@ -94,9 +94,6 @@ class Trainer {
   Status exchange_and_update(double local_loss, StepStats& stats);
   Status run_schedule(double& local_loss);
   size_t state_bytes() const;
-  // In-place sums over a group of `count` floats of the device (staged through the host when the
-  // device's memory is not the host's).
-  Status all_reduce_device(CommGroup* group, float* data, size_t count);
   StageSpec stage_spec(int tp_rank, int pp_rank) const;  // the stage of those coordinates
 
   config::RunConfig config_;

@@ -28,7 +28,6 @@ class CudaDevice final : public Device {
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) name_ = prop.name;
-    total_ = prop.totalGlobalMem;
   }
 
   Backend backend() const override { return Backend::kCuda; }
@@ -110,7 +109,6 @@ class CudaDevice final : public Device {
   int ordinal_;
   bool bf16_ = false;
   std::string name_ = "GPU";
-  size_t total_ = 0;
   std::mutex sizes_mutex_;
   std::map<void*, size_t> sizes_;
   std::atomic<size_t> live_{0}, peak_{0};
