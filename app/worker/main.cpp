@@ -4,7 +4,7 @@
 // It fetches the run configuration from the run's store (key "config"), plans it exactly as
 // the launcher did, joins its groups over Gloo, trains, and reports on stdout one JSON object
 // per line (docs/ARCHITECTURE.md §8), written by launch::encode_event (launch/worker_events.h
-// gives the format): start, step (every step), checkpoint (rank 0), done, and error, after which
+// gives the format): start, step and timing (every step), checkpoint (rank 0), done, and error, after which
 // it exits with status 1 (2: bad input). Its groups come from comm::build_process_groups.
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +56,30 @@ Status with_memory_estimate(const Status& s, const plan::Plan& plan, int pp_rank
     return Status::unavailable(s.message() + est);
   }
   return s;
+}
+
+// Where the step went (docs/ARCHITECTURE.md §8): its parts every step, its forwards and
+// backwards on the steps launch::has_timeline picks.
+launch::TimingEvent timing_event(const runtime::StepStats& st, int64_t steps) {
+  const runtime::StepTiming& t = st.timing;
+  launch::TimingEvent e{.step = st.step,
+                        .start = t.start_unix_s,
+                        .step_ms = st.step_ms,
+                        .forward_ms = t.forward_ms,
+                        .backward_ms = t.backward_ms,
+                        .recompute_ms = t.recompute_ms,
+                        .tp_ms = t.tp_ms,
+                        .pp_wait_ms = t.pp_wait_ms,
+                        .pp_send_ms = t.pp_send_ms,
+                        .dp_ms = t.dp_ms,
+                        .optimizer_ms = t.optimizer_ms,
+                        .sync_ms = t.sync_ms,
+                        .ops = {}};
+  if (launch::has_timeline(st.step, steps)) {
+    e.ops.reserve(t.ops.size());
+    for (const auto& op : t.ops) e.ops.push_back({op.backward, op.chunk, op.micro_batch, op.start_ms, op.end_ms});
+  }
+  return e;
 }
 
 int run() {
@@ -131,6 +155,7 @@ int run() {
                            .tokens_per_s = st->tokens_per_s,
                            .step_ms = st->step_ms,
                            .mem_bytes = static_cast<int64_t>(st->mem_bytes)});
+    emit(timing_event(st.value(), cfg->train.steps));
     const bool last = trainer.value()->step() == cfg->train.steps;
     if (last || (every > 0 && st->step % every == 0)) {
       auto path = trainer.value()->save_checkpoint();

@@ -201,7 +201,7 @@ void TestEstimatesView::stepLegendRowsAllShow() {
   QCoreApplication::processEvents();
   const StepTimeChart* chart = view.stepTimeChart();
   const int columns = chart->legendColumns(chart->width());
-  const int rows = (StepTimeChart::kParts + columns - 1) / columns;
+  const int rows = (chart->legendParts() + columns - 1) / columns;
   QVERIFY(columns >= 1);
   // The chart got the height its legend needs from the view's layout.
   QVERIFY2(chart->height() >= chart->heightForWidth(chart->width()),

@@ -29,7 +29,7 @@ const std::array<QColor, MemoryChart::kParts> kMemoryColors = {
     QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0x22, 0x88, 0x33), QColor(0xCC, 0xBB, 0x44), QColor(0xBB, 0xBB, 0xBB)};
 const std::array<QColor, StepTimeChart::kParts> kStepColors = {
     QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0xAA, 0x33, 0x77), QColor(0xCC, 0xBB, 0x44),
-    QColor(0x22, 0x88, 0x33), QColor(0xBB, 0xBB, 0xBB), QColor(0xEE, 0x66, 0x77)};
+    QColor(0x22, 0x88, 0x33), QColor(0xBB, 0xBB, 0xBB), QColor(0xEE, 0x66, 0x77), QColor(0x77, 0x77, 0x77)};
 
 QFont smallFont(const QFont& base) {
   QFont f = base;
@@ -185,7 +185,7 @@ StepTimeChart::StepTimeChart(QWidget* parent) : QWidget(parent) {
 }
 
 QString StepTimeChart::partName(int part) {
-  static const char* names[kParts] = {"compute", "recompute", "TP comm", "PP comm", "DP comm", "bubble", "optimizer"};
+  static const char* names[kParts] = {"compute", "recompute", "TP comm", "PP comm", "DP comm", "bubble", "optimizer", "overhead"};
   return QString::fromLatin1(names[part]);
 }
 
@@ -195,7 +195,7 @@ double StepTimeChart::total() const { return std::accumulate(m_seconds.begin(), 
 
 void StepTimeChart::setEstimate(const stagecraft::plan::Estimate& e) {
   const auto& b = e.breakdown;
-  m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s};
+  m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, b.overhead_s};
   updateGeometry();
   setMinimumHeight(heightForWidth(width()));
   update();
@@ -211,17 +211,17 @@ QString StepTimeChart::legendText(int part) const {
 int StepTimeChart::legendColumnWidth() const {
   const QFontMetrics fm(smallFont(font()));
   int widest = 0;
-  for (int i = 0; i < kParts; ++i) widest = std::max(widest, fm.horizontalAdvance(legendText(i)));
+  for (int i = 0; i < legendParts(); ++i) widest = std::max(widest, fm.horizontalAdvance(legendText(i)));
   return kSwatch + 4 + widest + kLegendGap;
 }
 
 int StepTimeChart::legendColumns(int w) const {
-  return std::clamp((w - 2 * kMargin + kLegendGap) / std::max(1, legendColumnWidth()), 1, static_cast<int>(kParts));
+  return std::clamp((w - 2 * kMargin + kLegendGap) / std::max(1, legendColumnWidth()), 1, legendParts());
 }
 
 int StepTimeChart::heightForWidth(int w) const {
   const int columns = legendColumns(w);
-  const int rows = (kParts + columns - 1) / columns;
+  const int rows = (legendParts() + columns - 1) / columns;
   return kTitleHeight + kStepBarHeight + 4 + rows * kLegendRow + kMargin;
 }
 
@@ -255,7 +255,7 @@ void StepTimeChart::paintEvent(QPaintEvent*) {
   const int columns = legendColumns(width());
   const int columnWidth = legendColumnWidth();
   const int top = kTitleHeight + kStepBarHeight + 4;
-  for (int i = 0; i < kParts; ++i) {
+  for (int i = 0; i < legendParts(); ++i) {
     const int lx = kMargin + (i % columns) * columnWidth;
     const int ly = top + (i / columns) * kLegendRow;
     p.fillRect(QRect(lx, ly + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));

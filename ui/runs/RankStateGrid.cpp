@@ -122,6 +122,7 @@ void RankStateGrid::applyEvents(const std::vector<store::EventRow>& rows) {
                      advance(x.step);
                      training();
                    },
+                   [&](const launch::TimingEvent&) {},  // the step event says as much
                    [&](const launch::CheckpointEvent& x) {
                      advance(x.step);
                      training();

@@ -317,7 +317,7 @@ class Reader {
       return;
     }
     note(n, "cluster.device");
-    static const char* kKeys[] = {"base", "name", "memory_gib", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "memory_gbps"};
+    static const char* kKeys[] = {"base", "name", "profile", "memory_gib", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "memory_gbps"};
     for (const auto& [key, value] : n->entries) {
       bool known = false;
       for (const char* k : kKeys) known = known || key == k;
@@ -330,13 +330,14 @@ class Reader {
           hint = std::string("; did you mean cluster.device.") + k + "?";
         }
       }
-      if (hint.empty()) hint = "; device keys are base, name, memory_gib, fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, memory_gbps";
+      if (hint.empty()) hint = "; device keys are base, name, profile, memory_gib, fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, memory_gbps";
       problem_plain(value.get(), "cluster.device." + one_line(key) + ": unknown key" + hint);
     }
     c.device.clear();
     if (auto* b = n->find("base")) read_string(b, "cluster.device.base", c.device, false);
     DeviceFields& f = c.device_fields;
     if (auto* v = n->find("name")) read_string(v, "cluster.device.name", f.name, false);
+    if (auto* v = n->find("profile")) read_string(v, "cluster.device.profile", f.profile, false);
     auto number = [&](const char* key, std::optional<double>& out, double lo, double hi) {
       if (auto* v = n->find(key)) {
         double x = 0;
@@ -578,49 +579,6 @@ Result<RunConfig> read_tree(YamlNode& root, const std::string& origin, const std
   return c;
 }
 
-// YAML text for a string: plain when it reads back as the same string, else double-quoted.
-std::string yaml_string(const std::string& s) {
-  bool plain = !s.empty();
-  for (char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    plain = plain && (std::isalnum(u) || ch == '-' || ch == '_' || ch == '.' || ch == '/' || u >= 0x80);
-  }
-  static const char* kReserved[] = {"true", "false", "yes", "no", "on", "off", "null", "True", "False", "Null",
-                                    "TRUE", "FALSE", "NULL", "auto", "uniform", "balanced", "~"};
-  for (const char* r : kReserved) plain = plain && s != r;
-  if (plain) {
-    // Anything that parses as a number must be quoted to stay a string.
-    double d;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
-    if (ec == std::errc() && p == s.data() + s.size()) plain = false;
-    if (s[0] == '-' || s[0] == '.') plain = false;
-  }
-  if (plain) return s;
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-std::string yaml_double(double v) {
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, end);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-
 // cluster.device: the plain name, or the mapping when any figure is changed.
 void write_device(std::ostringstream& o, const ClusterConfig& c) {
   if (c.device_fields.empty()) {
@@ -631,6 +589,7 @@ void write_device(std::ostringstream& o, const ClusterConfig& c) {
   o << "  device:\n";
   if (!c.device.empty()) o << "    base: " << yaml_string(c.device) << "\n";
   if (!f.name.empty()) o << "    name: " << yaml_string(f.name) << "\n";
+  if (!f.profile.empty()) o << "    profile: " << yaml_string(f.profile) << "\n";
   const std::pair<const char*, const std::optional<double>*> fields[] = {
       {"memory_gib", &f.memory_gib},   {"fp32_tflops", &f.fp32_tflops}, {"tf32_tflops", &f.tf32_tflops},
       {"fp16_tflops", &f.fp16_tflops}, {"bf16_tflops", &f.bf16_tflops}, {"memory_gbps", &f.memory_gbps}};

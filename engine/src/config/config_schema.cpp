@@ -144,7 +144,7 @@ std::vector<KeySpec> make_schema() {
        .min = 1, .max = 1024, .label = "GPUs per node", .foreign = {"gpus", "nproc_per_node"},
        .access = field([](auto& c) -> auto& { return c.cluster.gpus_per_node; })},
       {.path = "cluster.device", .type = T::kDevice, .default_text = "A100-80GB",
-       .help = "a name from `stagecraft-cli devices`, or {base: NAME, memory_gib: N}, or a new one {name: X, ...}",
+       .help = "a name from `stagecraft-cli devices`, or {base: NAME, memory_gib: N}, or {base: NAME, profile: FILE} (calibrated), or a new one {name: X, ...}",
        .label = "Device", .access = kDeviceAccess},
       {.path = "cluster.intra_node_gbps", .type = T::kDouble, .default_text = "0",
        .help = "one GPU's link to its node peers, Gb/s; 0 = the device's", .min = 0.001, .max = 1e6,

@@ -4,12 +4,16 @@
 // RTX 4090 / Ada whitepaper), DGX-1 / DGX A100 / DGX H100 system guides for the networks.
 // Dense peaks only: the sparse figures of the datasheets are twice these.
 #include "stagecraft/config/device.h"
+
+#include "stagecraft/config/device_profile.h"
 #include "stagecraft/core/text.h"
 #include "stagecraft/core/units.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -37,6 +41,7 @@ DeviceSpec cpu_device() {
   const long page = sysconf(_SC_PAGE_SIZE);
   d.memory_gib = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / (1024.0 * 1024.0 * 1024.0) : 16.0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  d.cores = static_cast<int>(cores);
   d.fp32_tflops = cores * 2.5e9 * 32 / 1e12;
   d.tf32_tflops = d.fp32_tflops;
   d.memory_gbps = 50;
@@ -103,9 +108,71 @@ const std::vector<DeviceSpec>& device_catalog() {
   return kCatalog;
 }
 
-const DeviceSpec* find_device(std::string_view name) {
+const DeviceSpec* find_builtin_device(std::string_view name) {
   const std::string key = lower(name);
   for (const auto& d : device_catalog()) {
+    if (lower(d.name) == key) return &d;
+  }
+  return nullptr;
+}
+
+std::string user_devices_dir() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/stagecraft/devices";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.config/stagecraft/devices";
+}
+
+namespace {
+
+struct UserCatalog {
+  std::vector<DeviceSpec> devices;
+  std::vector<std::string> problems;
+};
+
+// Every *.yaml of the user's folder, by file name; a built-in or earlier name is not replaced.
+const UserCatalog& user_catalog() {
+  static const UserCatalog kCatalog = [] {
+    UserCatalog c;
+    std::error_code ec;
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(user_devices_dir(), ec)) {
+      if (entry.path().extension() == ".yaml" || entry.path().extension() == ".yml") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto profile = read_device_profile(f.string());
+      if (!profile.ok()) {
+        c.problems.push_back(profile.status().message());
+        continue;
+      }
+      auto d = profile_device(profile.value(), f.string());
+      if (!d.ok()) {
+        c.problems.push_back(d.status().message());
+        continue;
+      }
+      bool taken = find_builtin_device(d->name) != nullptr;
+      for (const auto& other : c.devices) taken = taken || lower(other.name) == lower(d->name);
+      if (taken) {
+        c.problems.push_back(f.string() + ": name=" + d->name + ": another device has that name; rename it");
+        continue;
+      }
+      c.devices.push_back(std::move(d).value());
+    }
+    return c;
+  }();
+  return kCatalog;
+}
+
+}  // namespace
+
+const std::vector<DeviceSpec>& user_devices() { return user_catalog().devices; }
+const std::vector<std::string>& user_device_problems() { return user_catalog().problems; }
+
+const DeviceSpec* find_device(std::string_view name) {
+  if (const DeviceSpec* d = find_builtin_device(name)) return d;
+  const std::string key = lower(name);
+  for (const auto& d : user_devices()) {
     if (lower(d.name) == key) return &d;
   }
   return nullptr;
@@ -139,8 +206,20 @@ Result<DeviceSpec> resolve_device(const config::ClusterConfig& cluster) {
                                    " (stagecraft-cli devices lists them; a mapping with name and figures defines a new one)");
     }
     d = *base;
+    if (!f.profile.empty()) {
+      auto profile = read_device_profile(f.profile);
+      if (!profile.ok()) return Status::invalid_input("cluster.device.profile: " + profile.status().message());
+      if (!base->profile.empty() || lower(profile->base) != lower(base->name)) {
+        return Status::invalid_input("cluster.device.profile: " + f.profile + " calibrates " + profile->base + ", not " + cluster.device +
+                                     "; set cluster.device.base: " + profile->base);
+      }
+      auto pd = profile_device(profile.value(), f.profile);
+      if (!pd.ok()) return Status::invalid_input("cluster.device.profile: " + pd.status().message());
+      d = std::move(pd).value();
+    }
     if (!f.name.empty()) d.name = f.name;
   } else {
+    if (!f.profile.empty()) return Status::invalid_input("cluster.device.profile: a profile calibrates a catalog device; give cluster.device.base");
     std::string missing;
     if (f.name.empty()) missing += " name";
     if (!f.memory_gib) missing += " memory_gib";

@@ -1,6 +1,9 @@
 // YAML text -> YamlNode tree, over libyaml's event API. See yaml_tree.h.
 #include "yaml_tree.h"
 
+#include <cstdio>
+#include <cctype>
+#include <charconv>
 #include <yaml.h>
 
 #include <map>
@@ -178,6 +181,49 @@ Result<YamlNode::Ptr> parse_yaml(std::string_view text) {
     return Status::invalid_input(at(r.event().start_mark) + ": more than one YAML document; a run configuration is one document");
   }
   return root;
+}
+
+// YAML text for a string: plain when it reads back as the same string, else double-quoted.
+std::string yaml_string(const std::string& s) {
+  bool plain = !s.empty();
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    plain = plain && (std::isalnum(u) || ch == '-' || ch == '_' || ch == '.' || ch == '/' || u >= 0x80);
+  }
+  static const char* kReserved[] = {"true", "false", "yes", "no", "on", "off", "null", "True", "False", "Null",
+                                    "TRUE", "FALSE", "NULL", "auto", "uniform", "balanced", "~"};
+  for (const char* r : kReserved) plain = plain && s != r;
+  if (plain) {
+    // Anything that parses as a number must be quoted to stay a string.
+    double d;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+    if (ec == std::errc() && p == s.data() + s.size()) plain = false;
+    if (s[0] == '-' || s[0] == '.') plain = false;
+  }
+  if (plain) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string yaml_double(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, end);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
 }
 
 }  // namespace stagecraft::config

@@ -49,4 +49,9 @@ std::string one_line(std::string_view text, size_t max_chars = 60);
 // column as libyaml reports them: "line 3, column 7: mapping values are not allowed here".
 Result<YamlNode::Ptr> parse_yaml(std::string_view text);
 
+// YAML text for a string: plain when it reads back as the same string, else double-quoted.
+std::string yaml_string(const std::string& s);
+// YAML text for a number that reads back as the same double ("2.0", "1.5e-06").
+std::string yaml_double(double v);
+
 }  // namespace stagecraft::config

@@ -98,7 +98,54 @@ Result<WorkerEvent> finish(const Reader& r, E event) {
 
 bool same_number(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
+// The timing event's numbers, in wire order.
+struct TimingField {
+  const char* key;
+  double TimingEvent::*field;
+};
+constexpr TimingField kTimingFields[] = {
+    {"start", &TimingEvent::start},           {"step_ms", &TimingEvent::step_ms},       {"forward_ms", &TimingEvent::forward_ms},
+    {"backward_ms", &TimingEvent::backward_ms}, {"recompute_ms", &TimingEvent::recompute_ms}, {"tp_ms", &TimingEvent::tp_ms},
+    {"pp_wait_ms", &TimingEvent::pp_wait_ms}, {"pp_send_ms", &TimingEvent::pp_send_ms}, {"dp_ms", &TimingEvent::dp_ms},
+    {"optimizer_ms", &TimingEvent::optimizer_ms}, {"sync_ms", &TimingEvent::sync_ms},
+};
+
+// Milliseconds to the microsecond (seconds to the microsecond for "start"): shorter lines, and
+// nothing a clock read can resolve is lost.
+double to_us(double ms) { return std::round(ms * 1e3) / 1e3; }
+
+// "ops": [["f"|"b", chunk, micro_batch, start_ms, end_ms], ...]
+Status read_ops(const Json& j, std::vector<TimingEvent::Op>& out) {
+  const Json* ops = j.find("ops");
+  if (!ops || ops->is_null()) return Status::OK();
+  const auto bad = [](const std::string& what) {
+    return Status::invalid_input("worker event \"timing\": \"ops\" " + what + "; each op is [\"f\" or \"b\", chunk, micro-batch, start_ms, end_ms]");
+  };
+  if (!ops->is_array()) return bad("must be an array");
+  for (const Json& item : ops->as_array()) {
+    if (!item.is_array() || item.as_array().size() != 5) return bad("holds an entry that is not a 5-element array");
+    const auto& a = item.as_array();
+    if (!a[0].is_string() || (a[0].as_string() != "f" && a[0].as_string() != "b")) return bad("holds an entry whose kind is not \"f\" or \"b\"");
+    for (size_t i = 1; i < 5; ++i) {
+      if (!a[i].is_number()) return bad("holds an entry with a non-number");
+    }
+    if (!a[1].is_int() || !a[2].is_int() || a[1].as_int() < 0 || a[2].as_int() < 0 || a[1].as_int() > (1 << 30) || a[2].as_int() > (1 << 30)) {
+      return bad("holds a chunk or micro-batch that is not a small integer >= 0");
+    }
+    TimingEvent::Op op;
+    op.backward = a[0].as_string() == "b";
+    op.chunk = static_cast<int>(a[1].as_int());
+    op.micro_batch = static_cast<int>(a[2].as_int());
+    op.start_ms = a[3].as_double();
+    op.end_ms = a[4].as_double();
+    out.push_back(op);
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+bool has_timeline(int64_t step, int64_t steps) { return step <= 3 || step % 10 == 0 || step == steps; }
 
 std::string encode_event(const WorkerEvent& event) {
   Json::Object o;
@@ -122,6 +169,23 @@ std::string encode_event(const WorkerEvent& event) {
                    o.emplace_back("tokens_per_s", e.tokens_per_s);
                    o.emplace_back("step_ms", e.step_ms);
                    if (e.mem_bytes >= 0) o.emplace_back("mem_bytes", static_cast<long long>(e.mem_bytes));
+                 },
+                 [&](const TimingEvent& e) {
+                   set_rank(o, e.rank);
+                   o.emplace_back("step", static_cast<long long>(e.step));
+                   o.emplace_back("start", std::round(e.start * 1e6) / 1e6);
+                   for (const auto& f : kTimingFields) {
+                     if (f.field != &TimingEvent::start) o.emplace_back(f.key, to_us(e.*(f.field)));
+                   }
+                   if (!e.ops.empty()) {
+                     Json::Array ops;
+                     ops.reserve(e.ops.size());
+                     for (const auto& op : e.ops) {
+                       ops.push_back(Json(Json::Array{Json(std::string(op.backward ? "b" : "f")), Json(op.chunk), Json(op.micro_batch),
+                                                      Json(to_us(op.start_ms)), Json(to_us(op.end_ms))}));
+                     }
+                     o.emplace_back("ops", Json(std::move(ops)));
+                   }
                  },
                  [&](const CheckpointEvent& e) {
                    set_rank(o, e.rank);
@@ -176,6 +240,15 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     r.integer("mem_bytes", e.mem_bytes, false);
     return finish(r, e);
   }
+  if (k == "timing") {
+    TimingEvent e;
+    r.rank(e.rank);
+    r.integer("step", e.step, true);
+    for (const auto& f : kTimingFields) r.number(f.key, e.*(f.field));
+    if (!r.status().ok()) return r.status();
+    if (Status s = read_ops(j, e.ops); !s) return s;
+    return WorkerEvent{std::move(e)};
+  }
   if (k == "checkpoint") {
     CheckpointEvent e;
     r.rank(e.rank);
@@ -197,13 +270,14 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     return finish(r, std::move(e));
   }
   return Status::invalid_input("worker event: unknown kind " + json_quote(k) +
-                               "; expected start, step, checkpoint, done or error");
+                               "; expected start, step, timing, checkpoint, done or error");
 }
 
 std::string_view event_name(const WorkerEvent& event) {
   return std::visit(Overloaded{
                         [](const StartEvent&) { return std::string_view("start"); },
                         [](const StepEvent&) { return std::string_view("step"); },
+                        [](const TimingEvent&) { return std::string_view("timing"); },
                         [](const CheckpointEvent&) { return std::string_view("checkpoint"); },
                         [](const DoneEvent&) { return std::string_view("done"); },
                         [](const ErrorEvent&) { return std::string_view("error"); },

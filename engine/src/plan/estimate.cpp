@@ -23,24 +23,15 @@ using config::TpMode;
 
 namespace {
 
-// Calibration: physical constants, gemm_efficiency fitted once against the Megatron-LM SC21
-// runs (Narayanan et al. 2021, Table 1: all ten within +2..+9%), the others set from their
-// sources; held against runs they were not fitted on (Korthikanti et al. 2022, SC21 Table 2,
-// Llama 3 on H100) in tests/engine/tst_estimate.cpp.
-struct Calibration {
-  double gemm_efficiency = 0.76;     // fraction of the dense peak a large GEMM sustains (cuBLAS)
-  double gemm_half_dim = 48.0;       // a GEMM dimension of this size halves the efficiency (tiles)
-  double memory_efficiency = 0.80;   // fraction of datasheet bandwidth a streaming kernel gets
-  double link_efficiency = 0.80;     // NCCL bus bandwidth over NVLink / PCIe link bandwidth
-  double network_efficiency = 0.85;  // NCCL bus bandwidth over the NICs' line rate
-  double collective_step_s = 8e-6;   // latency of one ring step (launch + handshake)
-  double kernel_s = 4e-6;            // fixed cost of one kernel launch
-  double attention_efficiency = 0.6; // fraction of peak FlashAttention-2 sustains (Dao 2023: 50-73% on A100)
-  double gpu_workspace_gib = 1.0;    // CUDA context, cuBLAS workspace, NCCL buffers
-};
-constexpr Calibration kCal;
+// Calibration: config::CostCalibration (config/device.h), the device's. Its defaults are physical
+// constants, gemm_efficiency fitted once against the Megatron-LM SC21 runs (Narayanan et al. 2021,
+// Table 1: all ten within +2..+9%), the others set from their sources; held against runs they were
+// not fitted on (Korthikanti et al. 2022, SC21 Table 2, Llama 3 on H100) in
+// tests/engine/tst_estimate.cpp. A device profile replaces them with constants fitted to the
+// user's own runs (plan/calibrate.h).
 
 struct Hw {
+  config::CostCalibration cal;
   double peak;      // FLOP/s for the training precision
   double mem_bw;    // bytes/s achieved by streaming kernels
   double intra_bw;  // bytes/s per GPU to node peers, achieved
@@ -50,12 +41,25 @@ struct Hw {
 
 Hw hardware(const EstimateInput& in) {
   Hw hw;
+  hw.cal = in.device.calibration;
   hw.peak = in.device.peak_tflops(in.config.train.precision) * 1e12;
   if (hw.peak <= 0) hw.peak = in.device.fp32_tflops * 1e12;
-  hw.mem_bw = in.device.memory_gbps * 1e9 * kCal.memory_efficiency;
-  hw.intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * kCal.link_efficiency;
-  hw.net_bw = in.device.inter_node_gbps / 8.0 * 1e9 / std::max(1, in.config.cluster.gpus_per_node) * kCal.network_efficiency;
+  hw.mem_bw = in.device.memory_gbps * 1e9 * hw.cal.memory_efficiency;
+  hw.intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * hw.cal.link_efficiency;
+  hw.net_bw = in.device.inter_node_gbps / 8.0 * 1e9 / std::max(1, in.config.cluster.gpus_per_node) * hw.cal.network_efficiency;
   hw.e = in.config.train.precision == Precision::kFp32 ? 4.0 : 2.0;
+  // The CPU engine: the machine's cores and memory bandwidth are shared by the ranks of a node.
+  // Each rank runs cores / ranks threads (launch/worker_env.h threads_per_rank: at least one, so
+  // ranks beyond the cores time-share them): its share of the peak and the bandwidth is the
+  // cores its threads get. Worked example, configs/tiny-gpt.yaml on 2 cores: 4 ranks of one
+  // thread each get half a core each, 1/4 of the machine.
+  if (in.device.is_cpu && in.device.cores > 0) {
+    const double cores = in.device.cores;
+    const double ranks = std::max(1, in.config.cluster.gpus_per_node);
+    const double rank_cores = ranks <= cores ? std::floor(cores / ranks) : cores / ranks;
+    hw.peak *= rank_cores / cores;
+    hw.mem_bw *= rank_cores / cores;
+  }
   return hw;
 }
 
@@ -64,22 +68,23 @@ Hw hardware(const EstimateInput& in) {
 // eff = gemm_efficiency x prod over M, N, K of dim / (dim + gemm_half_dim).
 double gemm_time(double M, double N, double K, double batch, const Hw& hw) {
   if (M <= 0 || N <= 0 || K <= 0) return 0.0;
-  const double eff = kCal.gemm_efficiency * (M / (M + kCal.gemm_half_dim)) * (N / (N + kCal.gemm_half_dim)) *
-                     (K / (K + kCal.gemm_half_dim));
+  const double eff = hw.cal.gemm_efficiency * (M / (M + hw.cal.gemm_half_dim)) * (N / (N + hw.cal.gemm_half_dim)) *
+                     (K / (K + hw.cal.gemm_half_dim));
   const double flops = 2.0 * M * N * K * batch;
   const double bytes = hw.e * (M * K + K * N + M * N) * batch;
-  return std::max(flops / (hw.peak * eff), bytes / hw.mem_bw) + kCal.kernel_s;
+  return std::max(flops / (hw.peak * eff), bytes / hw.mem_bw) + hw.cal.kernel_s;
 }
 
 // Ring collectives over n ranks at bandwidth bw (bytes/s): all-reduce moves 2 (n-1)/n x bytes
 // per rank, all-gather and reduce-scatter (n-1)/n (nccl-tests' bus bandwidth convention).
-double all_reduce_time(double bytes, int n, double bw) {
+// `step_s` is the latency of one ring step.
+double all_reduce_time(double bytes, int n, double bw, double step_s) {
   if (n <= 1 || bytes <= 0) return 0.0;
-  return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * kCal.collective_step_s;
+  return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * step_s;
 }
-double gather_time(double bytes, int n, double bw) {
+double gather_time(double bytes, int n, double bw, double step_s) {
   if (n <= 1 || bytes <= 0) return 0.0;
-  return static_cast<double>(n - 1) / n * bytes / bw + (n - 1) * kCal.collective_step_s;
+  return static_cast<double>(n - 1) / n * bytes / bw + (n - 1) * step_s;
 }
 
 // How the TP group shards a layer: 1d splits the big matrices t ways and replicates biases of
@@ -141,13 +146,13 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
   const double replicated = one_d && !sp ? 1.0 : 1.0 / t;
   const double elem = (10 * T * h * replicated + 6 * T * h / t + 2 * T * f / t) * hw.e + (dropout ? 2 * T * h * replicated : 0.0);
   const double softmax = flash ? 0.0 : a * s * s * b / t * (2 * hw.e + (dropout ? 2 * hw.e + 1 : 0.0));
-  const double softmax_time = softmax / hw.mem_bw + kCal.kernel_s;
+  const double softmax_time = softmax / hw.mem_bw + hw.cal.kernel_s;
   double attn_fwd = attn_gemm + softmax_time, attn_bwd = 2 * attn_gemm + 2 * softmax_time;
   if (flash) {
-    attn_fwd = 2 * b * s * s * h / t / (hw.peak * kCal.attention_efficiency) + kCal.kernel_s;
+    attn_fwd = 2 * b * s * s * h / t / (hw.peak * hw.cal.attention_efficiency) + hw.cal.kernel_s;
     attn_bwd = 2.5 * attn_fwd;
   }
-  const double other_elem_time = elem / hw.mem_bw + 11 * kCal.kernel_s;
+  const double other_elem_time = elem / hw.mem_bw + 11 * hw.cal.kernel_s;
   lt.fwd = gemm + attn_fwd + other_elem_time;
   lt.bwd = 2 * gemm + attn_bwd + 2 * other_elem_time;  // dgrad and wgrad; gradients of each element-wise op
   switch (c.train.recompute) {
@@ -168,13 +173,13 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
     double per_layer = 0;
     if (one_d) {
       const int passes = 4 + (c.train.recompute == Recompute::kFull ? 2 : 0);
-      per_layer = passes * all_reduce_time(act, tp, tp_bw);
+      per_layer = passes * all_reduce_time(act, tp, tp_bw, hw.cal.collective_step_s);
     } else {
       // SUMMA-style broadcasts (Colossal-AI 2D/2.5D/3D): each of the 4 GEMMs gathers its input
       // and weight blocks along a row and a column of the grid, forward and twice in backward.
       const double q = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : std::sqrt(weight_shard(c, tp));
       const double blocks = (T * h + 4 * h * h + T * f + 2 * h * f) / (q * q) * hw.e;
-      per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw);
+      per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw, hw.cal.collective_step_s);
     }
     lt.tp_comm = per_layer;
   }
@@ -194,11 +199,11 @@ EndTimes end_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& h
   EndTimes et;
   // Embedding: lookup and position add (read 2 Th, write Th), its gradient scatter, and with
   // TP the vocabulary-parallel embedding's all-reduce of (T, h).
-  et.first = 6 * T * h * hw.e / hw.mem_bw + 4 * kCal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw) : 0.0);
+  et.first = 6 * T * h * hw.e / hw.mem_bw + 4 * hw.cal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw, hw.cal.collective_step_s) : 0.0);
   // Head: logits GEMM (T, h) x (h, V/t) forward, two of its size backward; fp32 cross-entropy
   // over the (T, V/t) logits (about four passes).
   const double logits = gemm_time(T, V / t, h, 1, hw);
-  et.last = 3 * logits + 4 * T * V / t * 4.0 / hw.mem_bw + 4 * T * h * hw.e / hw.mem_bw + 8 * kCal.kernel_s;
+  et.last = 3 * logits + 4 * T * V / t * 4.0 / hw.mem_bw + 4 * T * h * hw.e / hw.mem_bw + 8 * hw.cal.kernel_s;
   et.last_flops = 2 * T * h * V / t;
   return et;
 }
@@ -370,7 +375,7 @@ Estimate estimate(const EstimateInput& in) {
   const StageMemoryModel mem = memory_model(c, d, t, p, v, m);
   const PerParam bpp = per_param(c, d);
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
-  const double gpu_workspace = kCal.gpu_workspace_gib * 1024.0 * 1024.0 * 1024.0;
+  const double gpu_workspace = hw.cal.gpu_workspace_gib * 1024.0 * 1024.0 * 1024.0;
   // Working set of full recompute: one layer's activations rebuilt at a time.
   config::RunConfig no_recompute = c;
   no_recompute.train.recompute = Recompute::kNone;
@@ -452,7 +457,7 @@ Estimate estimate(const EstimateInput& in) {
   if (p > 1) {
     const double bytes = T * g.hidden * hw.e / t;
     const double bw = in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw;
-    const double one = bytes / bw + kCal.collective_step_s;
+    const double one = bytes / bw + hw.cal.collective_step_s;
     br.pp_comm_s = 2.0 * one * (static_cast<double>(m) * v + (p - 1));
   }
   // DP: gradients of every rank's parameters reduced across its DP group (all-reduce; with the
@@ -465,13 +470,15 @@ Estimate estimate(const EstimateInput& in) {
     const double params = e.memory[static_cast<size_t>(r)].params;
     double tr = 0;
     if (d > 1) {
-      tr = c.parallel.zero >= 1 ? gather_time(params * bpp.grads, d, dp_bw) + gather_time(params * bpp.weights, d, dp_bw)
-                                : all_reduce_time(params * bpp.grads, d, dp_bw);
+      tr = c.parallel.zero >= 1 ? gather_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s) + gather_time(params * bpp.weights, d, dp_bw, hw.cal.collective_step_s)
+                                : all_reduce_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s);
     }
     if (c.model.tied_embeddings && chunks > 1 && (r == 0 || r == p - 1)) {
-      tr += all_reduce_time(g.vocab * g.hidden / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw);
+      tr += all_reduce_time(g.vocab * g.hidden / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
+                            hw.cal.collective_step_s);
     }
-    const double hidden = rt[static_cast<size_t>(r)].bwd_last_chunk;
+    // The CPU engine reduces after the whole backward, hiding nothing.
+    const double hidden = in.device.is_cpu ? 0.0 : rt[static_cast<size_t>(r)].bwd_last_chunk;
     dp_time = std::max(dp_time, std::max(0.0, tr - hidden));
   }
   br.dp_comm_s = dp_time;
@@ -480,9 +487,10 @@ Estimate estimate(const EstimateInput& in) {
   double max_params = 0;
   for (const auto& rm : e.memory) max_params = std::max(max_params, rm.params);
   const double updated = c.parallel.zero >= 1 ? max_params / d : max_params;
-  br.optimizer_s = updated * 32.0 / hw.mem_bw + 10 * kCal.kernel_s;
+  br.optimizer_s = updated * 32.0 / hw.mem_bw + 10 * hw.cal.kernel_s;
 
-  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s + br.optimizer_s;
+  br.overhead_s = hw.cal.step_overhead_s;
+  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s + br.optimizer_s + br.overhead_s;
   e.bubble_fraction = e.step_time_s > 0 ? br.bubble_s / e.step_time_s : 0.0;
 
   // FLOPs per step, whole cluster: every sample's forward (3x with backward), plus recompute.
@@ -545,6 +553,7 @@ Json estimate_to_json(const Estimate& e) {
   b.set("dp_comm_s", e.breakdown.dp_comm_s);
   b.set("bubble_s", e.breakdown.bubble_s);
   b.set("optimizer_s", e.breakdown.optimizer_s);
+  b.set("overhead_s", e.breakdown.overhead_s);
   j.set("breakdown", std::move(b));
   j.set("model_flops_per_step", e.model_flops);
   j.set("hardware_flops_per_step", e.hardware_flops);
@@ -597,6 +606,10 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
                 format_seconds(b.tp_comm_s).c_str(), format_seconds(b.pp_comm_s).c_str(), format_seconds(b.dp_comm_s).c_str(),
                 format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
   o << line;
+  if (b.overhead_s > 0) {
+    std::snprintf(line, sizeof line, "       + per-step overhead %s (the device profile's)\n", format_seconds(b.overhead_s).c_str());
+    o << line;
+  }
   std::snprintf(line, sizeof line, "  %s per GPU (%s model), MFU %.1f%% of %s, %.3g tokens/s\n", format_flop_rate(e.tflops_per_gpu * 1e12).c_str(),
                 format_flop_rate(e.model_tflops_per_gpu * 1e12).c_str(), e.mfu * 100, format_flop_rate(e.peak_tflops * 1e12).c_str(),
                 e.tokens_per_s);

@@ -37,7 +37,7 @@ constexpr Part kParts[] = {
     {"compute", &StepBreakdown::compute_s},     {"recompute", &StepBreakdown::recompute_s},
     {"TP communication", &StepBreakdown::tp_comm_s}, {"PP send/recv", &StepBreakdown::pp_comm_s},
     {"DP gradient reduction", &StepBreakdown::dp_comm_s}, {"pipeline bubble", &StepBreakdown::bubble_s},
-    {"optimizer", &StepBreakdown::optimizer_s},
+    {"optimizer", &StepBreakdown::optimizer_s},     {"per-step overhead", &StepBreakdown::overhead_s},
 };
 
 std::string seconds(double s) { return format_seconds(s); }

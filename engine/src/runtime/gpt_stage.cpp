@@ -6,6 +6,7 @@
 #include "stagecraft/runtime/gpt_stage.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "stagecraft/runtime/rng.h"
@@ -386,7 +387,9 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput) {
     LayerActs* a;
     if (spec_.full_recompute) {
       a = recompute_acts_.get();
+      const auto t0 = std::chrono::steady_clock::now();
       if (Status st = layer_forward(first_layer + i, x, out_.data(), *a); !st) return st;
+      recompute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       a = acts->layers[static_cast<size_t>(i)].get();
     }

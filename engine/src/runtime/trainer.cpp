@@ -28,7 +28,58 @@ bool counts_in_norm(const ParamSlot& s, int tp_rank) {
   return s.spec.split != model::Split::kReplicated || tp_rank == 0;
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
+
+// A group that adds the time its calls take to the step's timing: collectives to `collective_ms`,
+// receives to `recv_ms`, sends and wait_sends to `send_ms` (all into the trainer's StepTiming).
+class Trainer::TimedGroup final : public CommGroup {
+ public:
+  TimedGroup(CommGroup* inner, const bool* on, double* collective_ms, double* recv_ms = nullptr, double* send_ms = nullptr)
+      : inner_(inner), on_(on), collective_ms_(collective_ms), recv_ms_(recv_ms), send_ms_(send_ms) {}
+  int size() const override { return inner_->size(); }
+  int rank() const override { return inner_->rank(); }
+  Status all_reduce_sum(float* data, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_reduce_sum(data, count); });
+  }
+  Status all_reduce_sum(double* data, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_reduce_sum(data, count); });
+  }
+  Status reduce_scatter_sum(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->reduce_scatter_sum(in, out, count); });
+  }
+  Status all_gather(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_gather(in, out, count); });
+  }
+  Status send(const float* data, size_t count, int peer, uint32_t tag) override {
+    return timed(send_ms_, [&] { return inner_->send(data, count, peer, tag); });
+  }
+  Status recv(float* data, size_t count, int peer, uint32_t tag) override {
+    return timed(recv_ms_, [&] { return inner_->recv(data, count, peer, tag); });
+  }
+  Status wait_sends() override {
+    return timed(send_ms_, [&] { return inner_->wait_sends(); });
+  }
+
+ private:
+  template <typename F>
+  Status timed(double* into, F&& call) {
+    if (!*on_ || !into) return call();
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = call();
+    *into += ms_since(t0);
+    return s;
+  }
+  CommGroup* inner_;
+  const bool* on_;
+  double *collective_ms_, *recv_ms_, *send_ms_;
+};
+
+Trainer::Trainer() = default;
+Trainer::~Trainer() = default;
 
 Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
   if (config.model.dropout > 0) {
@@ -97,7 +148,19 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->dp_rank_ = layout.dp_rank;
   t->tp_rank_ = layout.tp_rank;
   t->pp_rank_ = layout.pp_rank;
-  t->groups_ = groups;
+  // Every group through a timed wrapper, so the step's timing sees where its time went.
+  StepTiming& tm = t->timing_;
+  const bool* on = &t->record_timing_;
+  auto wrap = [&](CommGroup* g, double* collective, double* recv = nullptr, double* send = nullptr) -> CommGroup* {
+    if (!g) return nullptr;
+    t->timed_.push_back(std::make_unique<TimedGroup>(g, on, collective, recv, send));
+    return t->timed_.back().get();
+  };
+  t->groups_.world = wrap(groups.world, &tm.sync_ms, &tm.sync_ms, &tm.sync_ms);
+  t->groups_.tp = wrap(groups.tp, &tm.tp_ms);
+  t->groups_.dp = wrap(groups.dp, &tm.dp_ms);
+  t->groups_.pp = wrap(groups.pp, &tm.dp_ms, &tm.pp_wait_ms, &tm.pp_send_ms);
+  t->groups_.embedding = wrap(groups.embedding, &tm.dp_ms);
   t->data_ = data;
   t->chunks_ = layout.chunks;
   t->replica0_ranks_ = layout.replica0_ranks;
@@ -108,7 +171,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     if (Status s = t->dev_->set_precision(config.train.precision); !s) return s;
   }
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
-  auto stage = GptStage::create(spec, groups.tp, t->dev_);
+  auto stage = GptStage::create(spec, t->groups_.tp, t->dev_);
   if (!stage.ok()) return stage.status();
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
@@ -184,6 +247,19 @@ Status Trainer::run_schedule(double& local_loss) {
   const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size()) + sizeof(float) * (in.size() + dout.size());
   schedule_buffer_peak_ = fixed_bytes;
   local_loss = 0;
+  const auto step_start = std::chrono::steady_clock::now();
+  // The op's time, without the receive before it and the send after it.
+  auto record_op = [&](const PipeOp& op, std::chrono::steady_clock::time_point t0) {
+    if (!record_timing_) return;
+    PipeOpTime t;
+    t.backward = op.kind == PipeOp::Kind::kBackward;
+    t.chunk = op.chunk;
+    t.micro_batch = op.micro_batch;
+    t.start_ms = std::chrono::duration<double, std::milli>(t0 - step_start).count();
+    t.end_ms = ms_since(step_start);
+    (t.backward ? timing_.backward_ms : timing_.forward_ms) += t.end_ms - t.start_ms;
+    timing_.ops.push_back(t);
+  };
   for (const PipeOp& op : pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_)) {
     const bool first = op.chunk == 0, last = op.chunk == chunks - 1;
     const int64_t sample = dp_rank_ * samples_per_replica + static_cast<int64_t>(op.micro_batch) * B;
@@ -199,9 +275,11 @@ Status Trainer::run_schedule(double& local_loss) {
       float* out_dev = host ? out.data() : io_out_.data();
       double loss = 0;
       const float scale = 1.0f / (static_cast<float>(B) * T * m_);
+      const auto t0 = std::chrono::steady_clock::now();
       if (Status s = stage_->forward(op.chunk, op.micro_batch, tokens.data(), in_dev, targets.data(), scale, last ? nullptr : out_dev, &loss); !s) {
         return s;
       }
+      record_op(op, t0);
       if (last) {
         local_loss += loss / m_;
       } else {
@@ -222,7 +300,9 @@ Status Trainer::run_schedule(double& local_loss) {
       }
       std::vector<float> din(first ? 0 : n);
       float* din_dev = host ? din.data() : io_out_.data();
+      const auto t0 = std::chrono::steady_clock::now();
       if (Status s = stage_->backward(op.chunk, op.micro_batch, dout_dev, first ? nullptr : din_dev); !s) return s;
+      record_op(op, t0);
       if (!first) {
         if (!host) {
           if (Status s = dev_->copy_to_host(din.data(), din_dev, n * sizeof(float)); !s) return s;
@@ -241,6 +321,14 @@ Status Trainer::run_schedule(double& local_loss) {
 }
 
 Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double comm_before = timing_.dp_ms + timing_.sync_ms;
+  Status s = exchange_and_update_untimed(local_loss, stats);
+  if (record_timing_) timing_.optimizer_ms = std::max(0.0, ms_since(t0) - (timing_.dp_ms + timing_.sync_ms - comm_before));
+  return s;
+}
+
+Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats) {
   const Ops& k = dev_->ops();
   float* grads = stage_->grads();
   float* params = stage_->params();
@@ -319,6 +407,11 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
 
 Result<StepStats> Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
+  timing_ = StepTiming{};
+  if (record_timing_) {
+    timing_.start_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  (void)stage_->take_recompute_seconds();
   if (Status s = stage_->zero_grads(); !s) return s;
   stage_->reset_peak();
   dev_->reset_peak();
@@ -337,6 +430,11 @@ Result<StepStats> Trainer::train_step() {
   stats.mem_bytes = dev_->peak_bytes() > 0 ? dev_->peak_bytes()
                                            : state_bytes() + stage_->peak_activation_bytes() +
                                                  std::max(schedule_buffer_peak_, update_buffer_peak_);
+  if (record_timing_) {
+    timing_.recompute_ms = stage_->take_recompute_seconds() * 1e3;
+    stats.timing = std::move(timing_);
+  }
+  timing_ = StepTiming{};
   return stats;
 }
 

@@ -13,7 +13,14 @@
 // (`cluster.device: {base: A100-80GB, memory_gib: 40}`), or defines one
 // (`cluster.device: {name: MI-X, memory_gib: 64, fp32_tflops: 40, bf16_tflops: 400, memory_gbps: 3000}`);
 // `cluster.intra_node_gbps` / `cluster.inter_node_gbps` replace the link figures.
-// resolve_device() applies all of that. Pure; the catalog is immutable and thread-safe.
+// resolve_device() applies all of that.
+//
+// Calibrated devices: a device profile (`stagecraft-cli calibrate` writes one; format in
+// config/device_profile.h) names a base device and the cost model's constants fitted to the
+// user's own runs. A config uses one as `cluster.device: {base: cpu, profile: PROFILE.yaml}`, or
+// by name when the profile lies in the user catalog ($XDG_CONFIG_HOME/stagecraft/devices/*.yaml,
+// listed by `stagecraft-cli devices` after the built-in devices).
+// The built-in catalog is immutable; the user catalog is read once per process. Thread-safe.
 #pragma once
 
 #include <string>
@@ -26,6 +33,22 @@
 
 namespace stagecraft::config {
 
+// The cost model's few physical constants (plan/estimate.h uses them; every device starts from
+// these defaults, fitted once against published Megatron-LM runs; a profile replaces them).
+struct CostCalibration {
+  double gemm_efficiency = 0.76;      // fraction of the dense peak a large GEMM sustains
+  double gemm_half_dim = 48.0;        // a GEMM dimension of this size halves the efficiency (tiles)
+  double memory_efficiency = 0.80;    // fraction of datasheet bandwidth a streaming kernel gets
+  double link_efficiency = 0.80;      // collective bus bandwidth over the node-local link's
+  double network_efficiency = 0.85;   // collective bus bandwidth over the NICs' line rate
+  double collective_step_s = 8e-6;    // latency of one ring step of a collective (launch + handshake)
+  double kernel_s = 4e-6;             // fixed cost of one kernel launch
+  double attention_efficiency = 0.6;  // fraction of peak a fused (flash) attention sustains
+  double gpu_workspace_gib = 1.0;     // CUDA context, cuBLAS workspace, NCCL buffers
+  double step_overhead_s = 0.0;       // per step outside the parts: data, zeroing, host gaps
+  bool operator==(const CostCalibration&) const = default;
+};
+
 struct DeviceSpec {
   std::string name;
   std::string description;
@@ -37,6 +60,10 @@ struct DeviceSpec {
   std::string network;          // e.g. "8 x 200 Gb/s HDR InfiniBand"
   double inter_node_gbps = 0;
   bool is_cpu = false;          // the CPU engine's processes, not an accelerator
+  int cores = 0;                // is_cpu: the machine's cores, shared by the ranks of a node;
+                                // the peak and bandwidth above are the whole machine's
+  CostCalibration calibration;  // the cost model's constants for this device
+  std::string profile;          // the profile file they came from; empty: the defaults
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
   // Peak for the math the engine does in that precision: fp32 training uses tf32 tensor cores
@@ -49,14 +76,25 @@ struct DeviceSpec {
 // RTX-4090, cpu. The cpu entry describes this machine (memory and cores read at first use).
 const std::vector<DeviceSpec>& device_catalog();
 
-// nullptr when no device has that name (names compare case-insensitively).
+// The user catalog: one device per readable profile in user_devices_dir(), by file name, read at
+// first use. A profile that cannot be read is left out and named in user_device_problems().
+const std::vector<DeviceSpec>& user_devices();
+const std::vector<std::string>& user_device_problems();
+// $XDG_CONFIG_HOME/stagecraft/devices (~/.config/stagecraft/devices when unset).
+std::string user_devices_dir();
+
+// nullptr when no built-in device has that name (case-insensitive).
+const DeviceSpec* find_builtin_device(std::string_view name);
+// nullptr when no device of the built-in or the user catalog has that name (names compare
+// case-insensitively; a built-in name wins).
 const DeviceSpec* find_device(std::string_view name);
 
 // The closest catalog name to a misspelt one ("A100" -> "A100-80GB"), or empty.
 std::string suggest_device(std::string_view name);
 
-// The device of a cluster with every override applied. Fails (invalid input, naming the key)
-// on an unknown name or an incomplete definition.
+// The device of a cluster with every override applied, a profile's constants included. Fails
+// (invalid input, naming the key) on an unknown name, an incomplete definition, or a profile that
+// cannot be read or whose base is another device.
 Result<DeviceSpec> resolve_device(const config::ClusterConfig& cluster);
 
 Json device_to_json(const DeviceSpec& d);

@@ -78,9 +78,10 @@ struct HostSlots {
 struct DeviceFields {
   std::string name;  // a new device's name (no base), or a label for the changed base device
   std::optional<double> memory_gib, fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, memory_gbps;
+  std::string profile;  // a device profile file (config/device_profile.h): the cost model's constants
 
   bool empty() const {
-    return name.empty() && !memory_gib && !fp32_tflops && !tf32_tflops && !fp16_tflops && !bf16_tflops && !memory_gbps;
+    return name.empty() && profile.empty() && !memory_gib && !fp32_tflops && !tf32_tflops && !fp16_tflops && !bf16_tflops && !memory_gbps;
   }
   bool operator==(const DeviceFields&) const = default;
 };

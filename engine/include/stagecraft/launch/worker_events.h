@@ -6,13 +6,16 @@
 //   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S,"steps":N}
 //   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..}
 //   {"event":"checkpoint","rank":R,"step":N,"path":"..."}
+//   {"event":"timing","rank":R,"step":N,"start":UNIX_S,"step_ms":..,"forward_ms":..,"backward_ms":..,
+//    "recompute_ms":..,"tp_ms":..,"pp_wait_ms":..,"pp_send_ms":..,"dp_ms":..,"optimizer_ms":..,"sync_ms":..,
+//    "ops":[["f",CHUNK,MB,START_MS,END_MS],["b",...],...]}   (ops only on timeline steps)
 //   {"event":"done","rank":R,"step":N,"loss":..}
 //   {"event":"error","rank":R,"message":"..."}
 // A number that is not finite (a diverged loss) is written as null, since JSON has no NaN, and
 // read back as NaN.
 //
 // Decoding contract:
-//   - Required: "event" (a string naming one of the five kinds); "step" for step, checkpoint;
+//   - Required: "event" (a string naming one of the six kinds); "step" for step, timing, checkpoint;
 //     "path" for checkpoint; "message" for error. Every other field is optional and takes the
 //     default written beside it below when absent or null.
 //   - A field present with the wrong JSON type ("step":"7", "loss":"x", a fractional "rank") is
@@ -30,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "stagecraft/core/status.h"
 
@@ -53,6 +57,29 @@ struct StepEvent {
   int64_t mem_bytes = -1;  // -1 when absent
 };
 
+// Where a rank's step went (runtime/trainer.h StepTiming says what each part holds). Every step
+// has one; `ops`, the step's forwards and backwards, only the steps the worker keeps a timeline
+// of (has_timeline). Absent numbers are 0.
+struct TimingEvent {
+  struct Op {
+    bool backward = false;
+    int chunk = 0, micro_batch = 0;
+    double start_ms = 0, end_ms = 0;
+    bool operator==(const Op&) const = default;
+  };
+  int rank = kUnknownRank;
+  int64_t step = 0;  // required
+  double start = 0;  // Unix seconds at the step's start
+  double step_ms = 0, forward_ms = 0, backward_ms = 0, recompute_ms = 0, tp_ms = 0, pp_wait_ms = 0, pp_send_ms = 0, dp_ms = 0,
+         optimizer_ms = 0, sync_ms = 0;
+  std::vector<Op> ops;
+  bool operator==(const TimingEvent&) const = default;
+};
+
+// The steps whose timing event carries the ops: the first three, every tenth and the last, so a
+// long run's history holds a few timelines, not one per step.
+bool has_timeline(int64_t step, int64_t steps);
+
 struct CheckpointEvent {
   int rank = kUnknownRank;
   int64_t step = 0;  // required
@@ -72,7 +99,7 @@ struct ErrorEvent {
   bool operator==(const ErrorEvent&) const = default;
 };
 
-using WorkerEvent = std::variant<StartEvent, StepEvent, CheckpointEvent, DoneEvent, ErrorEvent>;
+using WorkerEvent = std::variant<StartEvent, StepEvent, TimingEvent, CheckpointEvent, DoneEvent, ErrorEvent>;
 
 // One JSON line, ending in '\n', in the format above. Never fails.
 std::string encode_event(const WorkerEvent& event);
@@ -81,7 +108,7 @@ std::string encode_event(const WorkerEvent& event);
 // naming what is wrong: `worker event: "step" must be an integer, got "7"`.
 Result<WorkerEvent> decode_event(std::string_view line);
 
-// "start" "step" "checkpoint" "done" "error": the "event" field of the kind held.
+// "start" "step" "timing" "checkpoint" "done" "error": the "event" field of the kind held.
 std::string_view event_name(const WorkerEvent& event);
 // The rank the event names (kUnknownRank when it names none).
 int event_rank(const WorkerEvent& event);

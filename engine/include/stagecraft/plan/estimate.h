@@ -12,10 +12,13 @@
 //    memory-bound); element-wise work (norms, GELU, softmax, residuals) by memory traffic;
 //    ring collectives for TP (intra- or inter-node by where the group sits), DP gradients (the
 //    part not hidden behind the last micro-batch's backward) and PP send/recv; the pipeline
-//    bubble of the schedule; the optimizer step.
+//    bubble of the schedule; the optimizer step; a calibrated device's fixed per-step overhead.
+//    On the cpu device the ranks of a node share its cores (estimate.cpp, hardware()) and DP
+//    reduction is not overlapped with the backward, as the CPU engine runs.
 // The calibration constants are few and physical (GEMM and memory efficiency, link efficiency,
-// collective latency, kernel overhead) and are fitted once, not per configuration; the tests
-// hold the predictions against published runs.
+// collective latency, kernel overhead: config::CostCalibration, the device's) and are fitted once,
+// not per configuration; the tests hold the defaults against published runs, and
+// plan/calibrate.h fits them to a user's own runs.
 //
 // Pure and fast (microseconds: `search` evaluates tens of thousands of layouts); thread-safe.
 #pragma once
@@ -62,6 +65,7 @@ struct StepBreakdown {
   double dp_comm_s = 0;    // data-parallel gradient reduction not hidden behind backward
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // the optimizer step (memory-bound)
+  double overhead_s = 0;   // per step outside the parts (a calibrated device's step_overhead_s)
 };
 
 struct Estimate {

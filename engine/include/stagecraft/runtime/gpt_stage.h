@@ -119,6 +119,14 @@ class GptStage {
   size_t peak_activation_bytes() const { return peak_bytes_; }
   void reset_peak() { peak_bytes_ = live_bytes_; }
 
+  // Seconds spent repeating forwards inside backward() (full recompute) since the last call; the
+  // host's clock, so on a GPU it counts queueing, not the kernels' own time.
+  double take_recompute_seconds() {
+    const double s = recompute_s_;
+    recompute_s_ = 0;
+    return s;
+  }
+
  private:
   struct LayerActs;
   struct ChunkActs;
@@ -151,6 +159,7 @@ class GptStage {
   Buffer<int32_t> targets_;
   std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory
   size_t live_bytes_ = 0, peak_bytes_ = 0;
+  double recompute_s_ = 0;
 };
 
 }  // namespace stagecraft::runtime

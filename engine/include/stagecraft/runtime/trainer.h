@@ -45,6 +45,35 @@ struct TrainerGroups {
   CommGroup* embedding = nullptr;  // first and last pipeline rank of this (dp, tp); null if not tied across stages
 };
 
+// One forward or backward of the pipeline schedule on this rank, in milliseconds from the
+// step's start.
+struct PipeOpTime {
+  bool backward = false;
+  int chunk = 0;
+  int micro_batch = 0;
+  double start_ms = 0, end_ms = 0;
+};
+
+// Where one rank's step went, in milliseconds by the host's clock (on a GPU, work still queued
+// shows where the host next waits for it). Recorded on every step: a clock read around each
+// operation, measured by tests/bench/bench_train.cpp at well under 1% of a step.
+//   step = forward + backward + pp_wait + pp_send + dp + optimizer + sync + the rest (data
+//   batches, zeroing gradients, copies), where forward and backward include their TP
+//   collectives (tp) and backward includes full recompute's repeated forwards (recompute).
+struct StepTiming {
+  double start_unix_s = 0;   // the wall clock at the step's start, to align ranks on one timeline
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double recompute_ms = 0;   // part of backward_ms
+  double tp_ms = 0;          // part of forward_ms and backward_ms
+  double pp_wait_ms = 0;     // blocked receiving from a neighbour stage: its bubble and transfers
+  double pp_send_ms = 0;     // sending to neighbours, and waiting for the sends at the step's end
+  double dp_ms = 0;          // DP gradient reduction (ZeRO's all-gather too), the tied embedding's sum
+  double optimizer_ms = 0;   // gradient norm, clipping and AdamW
+  double sync_ms = 0;        // the step's closing all-reduce of loss and norm: waiting for the slowest rank
+  std::vector<PipeOpTime> ops;  // every forward and backward of the step, in order
+};
+
 struct StepStats {
   int64_t step = 0;         // 1-based: the optimizer step just taken
   double loss = 0;          // mean over the global batch
@@ -60,10 +89,12 @@ struct StepStats {
   // added at their peaks, an upper bound on their sum at any one moment. Not counted: the
   // process itself (code, libraries, thread stacks), the same for every config.
   size_t mem_bytes = 0;
+  StepTiming timing;
 };
 
 class Trainer {
  public:
+  ~Trainer();
   // Whether the engine can train this config on this data (no dropout, tp_mode 1d, no sequence
   // parallelism yet, a vocabulary that holds the data's tokens); the launcher asks before it
   // starts any worker. `data` may be null to skip the data rules.
@@ -89,9 +120,14 @@ class Trainer {
 
   double lr_at(int64_t step) const;  // the lr of optimizer step `step` (0-based)
 
+  // Whether steps record their StepTiming (default on); off only to measure what it costs.
+  void set_record_timing(bool on) { record_timing_ = on; }
+
  private:
-  Trainer() = default;
-  Status exchange_and_update(double local_loss, StepStats& stats);
+  class TimedGroup;
+  Trainer();
+  Status exchange_and_update(double local_loss, StepStats& stats);  // times the one below
+  Status exchange_and_update_untimed(double local_loss, StepStats& stats);
   Status run_schedule(double& local_loss);
   size_t state_bytes() const;
   StageSpec stage_spec(int tp_rank, int pp_rank) const;  // the stage of those coordinates
@@ -101,7 +137,10 @@ class Trainer {
   int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
   std::vector<LayerRange> chunks_;   // every chunk of the model
   std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp
-  TrainerGroups groups_;
+  TrainerGroups groups_;  // the timed wrappers below where timing is recorded
+  std::vector<std::unique_ptr<TimedGroup>> timed_;  // tp, pp, dp, embedding, world
+  bool record_timing_ = true;
+  StepTiming timing_;  // of the step under way
   const TokenData* data_ = nullptr;
   Device* dev_ = nullptr;
   std::unique_ptr<GptStage> stage_;
