@@ -1,5 +1,6 @@
 // stagecraft-cli runs: the run history (engine store/) — list runs, show one, its logs and
-// metrics, and cancel one that is running (its supervisor is asked to stop every rank).
+// metrics, its prediction against its measurements (compare), and cancel one that is running (its
+// supervisor is asked to stop every rank).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -15,6 +16,8 @@
 #include "commands.h"
 #include "history_file.h"
 #include "stagecraft/core/json.h"
+#include "stagecraft/launch/run_measurement.h"
+#include "stagecraft/plan/calibrate.h"
 #include "stagecraft/store/run_store.h"
 
 namespace stagecraft::cli {
@@ -22,7 +25,7 @@ namespace stagecraft::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "runs list [--state S] [--name SUBSTR] | show ID | logs ID [--rank R] | metrics ID [--csv] | cancel ID"
+    "runs list [--state S] [--name SUBSTR] | show ID | logs ID [--rank R] | metrics ID [--csv] | compare ID | cancel ID"
     "  [--json] [--db FILE]";
 
 std::string iso_time(double unix_s) {
@@ -87,18 +90,9 @@ Result<int64_t> parse_id(const std::string& sub, const std::vector<std::string>&
   return id;
 }
 
-// The history for reading: never created by a read. Null (with ok) when the file does not exist.
 Result<std::unique_ptr<store::RunStore>> open_history(const Args& args) {
   const auto db = args.option("--db");
-  const std::string path = history_path(db ? &*db : nullptr);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    if (db) return Status::not_found("--db " + path + ": no such file; give the run history `stagecraft-cli run --db` wrote");
-    return std::unique_ptr<store::RunStore>();
-  }
-  store::StoreOptions o;
-  o.create = false;
-  return store::RunStore::open(path, o);
+  return open_history_to_read(db ? &*db : nullptr);
 }
 
 Status no_such_run(int64_t id, const Args& args) {
@@ -306,6 +300,50 @@ int runs_cancel(const Args& args, store::RunStore& st, int64_t id) {
                                 std::to_string(r->supervisor.pid) + " still runs"));
 }
 
+// Predicted against measured, part by part (plan/calibrate.h), of the run's steady steps.
+int runs_compare(const Args& args, store::RunStore& st, int64_t id) {
+  auto m = launch::measure_run(st, id);
+  if (!m.ok()) return report(m.status().with_context("runs compare"));
+  const auto rows = plan::compare(m->plan.estimate, m->step);
+  if (args.has("--json")) {
+    Json j = Json::object();
+    j.set("id", static_cast<long long>(id));
+    j.set("device", m->plan.device.name);
+    j.set("profile", m->plan.device.profile);
+    j.set("steps", Json::array_of(std::vector<long long>{static_cast<long long>(m->first_step), static_cast<long long>(m->last_step)}));
+    j.set("bottleneck_rank", m->bottleneck_rank);
+    j.set("parts", plan::comparison_to_json(rows));
+    Json ranks = Json::array();
+    for (const auto& r : m->ranks) {
+      Json x = Json::object();
+      x.set("rank", r.rank);
+      x.set("pp_rank", r.pp_rank);
+      x.set("step_s", r.step_s);
+      x.set("forward_s", r.forward_s);
+      x.set("backward_s", r.backward_s);
+      x.set("recompute_s", r.recompute_s);
+      x.set("tp_s", r.tp_s);
+      x.set("pp_wait_s", r.pp_wait_s);
+      x.set("pp_send_s", r.pp_send_s);
+      x.set("dp_s", r.dp_s);
+      x.set("optimizer_s", r.optimizer_s);
+      x.set("sync_s", r.sync_s);
+      x.set("mem_bytes", r.mem_bytes);
+      ranks.push_back(std::move(x));
+    }
+    j.set("ranks", std::move(ranks));
+    print_json(j);
+    return 0;
+  }
+  std::printf("run %lld: predicted (%s%s) vs measured, medians of steps %lld-%lld, bottleneck rank %d (pp rank %d)\n",
+              static_cast<long long>(id), m->plan.device.name.c_str(), m->plan.device.profile.empty() ? ", default constants" : ", calibrated",
+              static_cast<long long>(m->first_step), static_cast<long long>(m->last_step), m->bottleneck_rank,
+              m->ranks[static_cast<size_t>(m->bottleneck_rank)].pp_rank);
+  std::printf("%s", plan::comparison_to_text(rows).c_str());
+  std::printf("  (PP + bubble: pipeline waits and sends and the step's closing sync, against the predicted PP send/recv + bubble)\n");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_runs(const std::vector<std::string>& argv) {
@@ -337,8 +375,10 @@ int cmd_runs(const std::vector<std::string>& argv) {
     fits = only({"--rank"});
   } else if (sub == "metrics") {
     fits = only({"--csv"});
+  } else if (sub == "compare") {
+    fits = only({});
   } else {
-    return report(Status::invalid_input("runs: unknown subcommand '" + sub + "'; use list, show, logs, metrics or cancel"));
+    return report(Status::invalid_input("runs: unknown subcommand '" + sub + "'; use list, show, logs, metrics, compare or cancel"));
   }
   if (!fits) return report(fits);
   int64_t id = 0;
@@ -355,6 +395,7 @@ int cmd_runs(const std::vector<std::string>& argv) {
   if (sub == "show") return runs_show(a, s, id);
   if (sub == "logs") return runs_logs(a, s, id);
   if (sub == "metrics") return runs_metrics(a, s, id);
+  if (sub == "compare") return runs_compare(a, s, id);
   return runs_cancel(a, s, id);
 }
 

@@ -40,6 +40,7 @@ int cmd_scale(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_runs(const std::vector<std::string>& args);
+int cmd_calibrate(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_import(const std::vector<std::string>& args);

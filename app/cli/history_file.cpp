@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,6 +16,18 @@ namespace stagecraft::cli {
 
 std::string history_path(const std::string* db_option) {
   return db_option ? *db_option : store::RunStore::default_path();
+}
+
+Result<std::unique_ptr<store::RunStore>> open_history_to_read(const std::string* db_option) {
+  const std::string path = history_path(db_option);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (db_option) return Status::not_found("--db " + path + ": no such file; give the run history `stagecraft-cli run --db` wrote");
+    return std::unique_ptr<store::RunStore>();
+  }
+  store::StoreOptions o;
+  o.create = false;
+  return store::RunStore::open(path, o);
 }
 
 int detach_supervisor(const std::string& db, int64_t id) {

@@ -3,12 +3,20 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "stagecraft/core/status.h"
+#include "stagecraft/store/run_store.h"
 
 namespace stagecraft::cli {
 
 // The history file for a command: --db's value when given, else RunStore::default_path().
 std::string history_path(const std::string* db_option);
+
+// The history for reading: never created by a read. Null (with ok) when the default file does not
+// exist yet; not_found when --db names a missing file.
+Result<std::unique_ptr<store::RunStore>> open_history_to_read(const std::string* db_option);
 
 // `run --detach`: forks; the child leaves the session (setsid), puts its stdin, stdout and
 // stderr on /dev/null and returns -1 to go on supervising run `id`. The parent records the child

@@ -36,13 +36,14 @@ TokenData make_data() {
 
 struct RunOut {
   std::vector<size_t> mem_bytes;  // per rank, at the last step
+  std::vector<StepStats> last;    // per rank, the last step's
   std::vector<double> losses;
   std::vector<double> norms;
   std::map<std::string, NamedTensor> weights;
   std::string error;
 };
 
-RunOut train(const std::vector<std::string>& overrides, int steps, bool save = false) {
+RunOut train(const std::vector<std::string>& overrides, int steps, bool save = false, bool timing = true) {
   RunOut out;
   auto cfg = config::parse_config(kBase, "test.yaml", overrides);
   if (!cfg.ok()) {
@@ -81,6 +82,7 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         if (out.error.empty()) out.error = "rank " + std::to_string(r) + ": " + s.message();
       };
       if (!t.ok()) return fail(t.status());
+      t.value()->set_record_timing(timing);
       if (Status s = t.value()->start(); !s) return fail(s);
       for (int i = 0; i < steps; ++i) {
         auto st = t.value()->train_step();
@@ -88,6 +90,8 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         std::lock_guard<std::mutex> lock(mu);
         if (out.mem_bytes.size() < static_cast<size_t>(world)) out.mem_bytes.resize(static_cast<size_t>(world));
         out.mem_bytes[static_cast<size_t>(r)] = st->mem_bytes;
+        if (out.last.size() < static_cast<size_t>(world)) out.last.resize(static_cast<size_t>(world));
+        out.last[static_cast<size_t>(r)] = st.value();
         if (r == 0) {
           out.losses.push_back(st->loss);
           out.norms.push_back(st->grad_norm);
@@ -216,6 +220,62 @@ class TestTrainer : public QObject {
       // fp32 sums in another order (split GEMMs, all-reduces) move the loss by ~1e-7 relative.
       QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));
       QVERIFY2(close(r.norms[i], ref.norms[i], 1e-4), qPrintable(QString("step %1 norm: %2 vs %3").arg(i + 1).arg(r.norms[i]).arg(ref.norms[i])));
+    }
+  }
+
+  // Each rank's step timing adds up: its forwards and backwards are the ops it ran, in order and
+  // not overlapping; the parts never exceed the step; the part a layout has is seen.
+  void stepTimingAccountsForTheStep_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<QString>("seen");  // the part each rank must have spent time in
+    QTest::newRow("pp 2") << QStringList{"parallel.pp=2"} << "pp";
+    QTest::newRow("tp 2, full recompute") << QStringList{"parallel.tp=2", "train.recompute=full"} << "tp recompute";
+    QTest::newRow("dp 2, zero 1") << QStringList{"parallel.dp=2", "parallel.zero=1"} << "dp";
+  }
+  void stepTimingAccountsForTheStep() {
+    QFETCH(QStringList, overrides);
+    QFETCH(QString, seen);
+    std::vector<std::string> o{"cluster.gpus_per_node=2", "cluster.device=cpu"};
+    for (const auto& x : overrides) o.push_back(x.toStdString());
+    const RunOut out = train(o, 2);
+    QVERIFY2(out.error.empty(), out.error.c_str());
+    const int dp = seen == "dp" ? 2 : 1, pp = seen == "pp" ? 2 : 1;
+    const size_t m = static_cast<size_t>(8 / dp);  // global batch 8, micro-batch 1
+    for (size_t r = 0; r < out.last.size(); ++r) {
+      const StepStats& st = out.last[r];
+      const StepTiming& t = st.timing;
+      QCOMPARE(t.ops.size(), 2 * m);  // one chunk per rank: a forward and a backward per micro-batch
+      double fwd = 0, bwd = 0, prev_end = 0;
+      for (const auto& op : t.ops) {
+        QVERIFY(op.start_ms <= op.end_ms);
+        QVERIFY(op.start_ms >= prev_end - 1e-9);
+        prev_end = op.end_ms;
+        (op.backward ? bwd : fwd) += op.end_ms - op.start_ms;
+      }
+      QVERIFY(std::fabs(fwd - t.forward_ms) < 1e-6 && std::fabs(bwd - t.backward_ms) < 1e-6);
+      const double parts = t.forward_ms + t.backward_ms + t.pp_wait_ms + t.pp_send_ms + t.dp_ms + t.optimizer_ms + t.sync_ms;
+      QVERIFY2(parts <= st.step_ms * (1 + 1e-9), qPrintable(QString("parts %1 ms > step %2 ms").arg(parts).arg(st.step_ms)));
+      QVERIFY(t.forward_ms > 0 && t.backward_ms > 0 && t.optimizer_ms > 0);
+      QVERIFY(t.tp_ms <= t.forward_ms + t.backward_ms);
+      QVERIFY(t.recompute_ms <= t.backward_ms);
+      QVERIFY(t.start_unix_s > 1.7e9);
+      if (seen.contains("tp")) QVERIFY(t.tp_ms > 0);
+      else QCOMPARE(t.tp_ms, 0.0);
+      if (seen.contains("recompute")) QVERIFY(t.recompute_ms > 0);
+      else QCOMPARE(t.recompute_ms, 0.0);
+      if (seen == "dp") QVERIFY(t.dp_ms > 0);
+      if (pp == 1) QCOMPARE(t.pp_wait_ms, 0.0);
+    }
+    // The last stage cannot start before the first stage's first forward arrives.
+    if (pp == 2) QVERIFY(out.last[1].timing.pp_wait_ms > 0);
+  }
+
+  void stepTimingCanBeTurnedOff() {
+    const RunOut out = train({"parallel.pp=2", "cluster.gpus_per_node=2", "cluster.device=cpu"}, 1, false, false);
+    QVERIFY2(out.error.empty(), out.error.c_str());
+    for (const auto& st : out.last) {
+      QVERIFY(st.timing.ops.empty());
+      QCOMPARE(st.timing.forward_ms + st.timing.pp_wait_ms + st.timing.optimizer_ms, 0.0);
     }
   }
 };

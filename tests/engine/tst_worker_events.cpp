@@ -27,6 +27,10 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("done") << WorkerEvent{DoneEvent{.rank = 2, .step = 100, .loss = 1.125}};
     QTest::newRow("error with rank") << WorkerEvent{ErrorEvent{.rank = 5, .message = "train.data=x.bin: cannot open"}};
     QTest::newRow("error before the rank is known") << WorkerEvent{ErrorEvent{.message = "RANK: not set"}};
+    QTest::newRow("timing") << WorkerEvent{TimingEvent{.rank = 2, .step = 4, .start = 1764000000.25, .step_ms = 58.5, .forward_ms = 10.25,
+                                                       .backward_ms = 20.5, .recompute_ms = 1, .tp_ms = 2, .pp_wait_ms = 3, .pp_send_ms = 0.5,
+                                                       .dp_ms = 4, .optimizer_ms = 0.75, .sync_ms = 0.125, .ops = {}}};
+    QTest::newRow("timing with ops") << WorkerEvent{TimingEvent{.rank = 0, .step = 3, .step_ms = 5, .ops = {{false, 0, 1, 0.5, 1.5}, {true, 1, 1, 2, 4.25}}}};
   }
   void roundTrip() {
     QFETCH(WorkerEvent, event);
@@ -56,6 +60,12 @@ class TestWorkerEvents : public QObject {
                                         << "{\"event\":\"error\",\"message\":\"no RANK\"}";
     QTest::newRow("checkpoint") << WorkerEvent{CheckpointEvent{.rank = 0, .step = 2, .path = "/c"}}
                                 << "{\"event\":\"checkpoint\",\"rank\":0,\"step\":2,\"path\":\"/c\"}";
+    // Times to the microsecond: a clock read resolves no finer, and lines stay short.
+    QTest::newRow("timing") << WorkerEvent{TimingEvent{.rank = 1, .step = 3, .start = 1764000000.1234567, .step_ms = 12.3456789, .forward_ms = 4,
+                                                       .ops = {{true, 1, 0, 0.0004, 2.0005}}}}
+                            << "{\"event\":\"timing\",\"rank\":1,\"step\":3,\"start\":1764000000.123457,\"step_ms\":12.346,\"forward_ms\":4.0,"
+                               "\"backward_ms\":0.0,\"recompute_ms\":0.0,\"tp_ms\":0.0,\"pp_wait_ms\":0.0,\"pp_send_ms\":0.0,\"dp_ms\":0.0,"
+                               "\"optimizer_ms\":0.0,\"sync_ms\":0.0,\"ops\":[[\"b\",1,0,0.0,2.001]]}";
   }
   void wireFormat() {
     QFETCH(WorkerEvent, event);
@@ -107,6 +117,13 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("error without message") << "{\"event\":\"error\",\"rank\":1}" << "worker event \"error\": no \"message\" field";
     QTest::newRow("error message null") << "{\"event\":\"error\",\"message\":null}" << "no \"message\" field";
     QTest::newRow("start dp as bool") << "{\"event\":\"start\",\"dp\":true}" << "\"dp\" must be an integer, got true";
+    QTest::newRow("timing without step") << "{\"event\":\"timing\",\"forward_ms\":1}" << "worker event \"timing\": no \"step\" field";
+    QTest::newRow("timing part as a string") << "{\"event\":\"timing\",\"step\":1,\"dp_ms\":\"x\"}" << "\"dp_ms\" must be a number";
+    QTest::newRow("timing ops not an array") << "{\"event\":\"timing\",\"step\":1,\"ops\":{}}" << "\"ops\" must be an array";
+    QTest::newRow("timing op too short") << "{\"event\":\"timing\",\"step\":1,\"ops\":[[\"f\",0,0,1]]}" << "not a 5-element array";
+    QTest::newRow("timing op kind") << "{\"event\":\"timing\",\"step\":1,\"ops\":[[\"x\",0,0,1,2]]}" << "whose kind is not";
+    QTest::newRow("timing op chunk") << "{\"event\":\"timing\",\"step\":1,\"ops\":[[\"f\",-1,0,1,2]]}" << "chunk or micro-batch";
+    QTest::newRow("timing op time") << "{\"event\":\"timing\",\"step\":1,\"ops\":[[\"f\",0,0,\"a\",2]]}" << "non-number";
   }
   void errors() {
     QFETCH(QString, line);
@@ -122,11 +139,21 @@ class TestWorkerEvents : public QObject {
   void names() {
     QCOMPARE(event_name(StartEvent{}), std::string_view("start"));
     QCOMPARE(event_name(StepEvent{}), std::string_view("step"));
+    QCOMPARE(event_name(TimingEvent{}), std::string_view("timing"));
     QCOMPARE(event_name(CheckpointEvent{}), std::string_view("checkpoint"));
     QCOMPARE(event_name(DoneEvent{}), std::string_view("done"));
     QCOMPARE(event_name(ErrorEvent{}), std::string_view("error"));
     QVERIFY(!same_event(StepEvent{.step = 1}, StepEvent{.step = 2}));
     QVERIFY(!same_event(StepEvent{.step = 1}, DoneEvent{.step = 1}));
+  }
+
+  // The steps whose timing carries a timeline: the first three, every tenth, the last.
+  void timelineSteps() {
+    std::vector<int64_t> kept;
+    for (int64_t s = 1; s <= 25; ++s) {
+      if (has_timeline(s, 25)) kept.push_back(s);
+    }
+    QCOMPARE(kept, (std::vector<int64_t>{1, 2, 3, 10, 20, 25}));
   }
 };
 

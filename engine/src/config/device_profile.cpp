@@ -65,9 +65,9 @@ Result<DeviceProfile> parse_device_profile(std::string_view yaml, const std::str
         if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x)) {
           return Status::invalid_input(at + ": expected a number, got " + one_line(text));
         }
-        if (x < 0 || (is_efficiency(ck) && (x <= 0 || x > 1.5))) {
+        if (x < 0 || (is_efficiency(ck) && (x <= 0 || x > 4.0))) {
           return Status::invalid_input(at + "=" + one_line(text) + ": out of range (" +
-                                       (is_efficiency(ck) ? "an efficiency in (0, 1.5]" : "at least 0") + ")");
+                                       (is_efficiency(ck) ? "an efficiency in (0, 4]" : "at least 0") + ")");
         }
         p.calibration.*(f->field) = x;
       }

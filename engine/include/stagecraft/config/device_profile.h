@@ -9,9 +9,10 @@
 //     gemm_efficiency: 0.41
 //     memory_efficiency: 0.33
 //     step_overhead_s: 0.0012
-// Unknown keys, a base that is not a built-in device, and constants out of their physical range
-// (efficiencies in (0, 1.5], times and sizes >= 0) are refused with one line naming the file and
-// the key.
+// Unknown keys, a base that is not a built-in device, and constants out of their range are refused
+// with one line naming the file and the key. Efficiencies lie in (0, 4]: above 1 where the
+// device's nominal figures undercount what its ranks get (a CPU whose ranks take turns on the
+// cores: an idle pipeline stage leaves its core to the others); times and sizes are >= 0.
 //
 // A config uses a profile as `cluster.device: {base: cpu, profile: FILE}` (the base must match),
 // or by its name when the file lies in config::user_devices_dir(). Pure functions over files;

@@ -11,8 +11,8 @@
 // rank's ops are relative to its own step start, placed at that start's wall-clock time (exact for
 // ranks on one host; across hosts, as good as their clocks agree).
 //
-// Reads only; thread-safe as RunStore is. Errors name the run and what is missing ("run 7 has
-// no timing events: it was recorded by a Stagecraft before 0.9, or by another program").
+// Reads only; thread-safe as RunStore is. Errors name the run and what is missing ("run 7 has no
+// timing events (a run of another program, or one that stopped before its first step)").
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,289 @@
+// Comparison and calibration. See calibrate.h.
+#include "stagecraft/plan/calibrate.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "stagecraft/core/units.h"
+
+namespace stagecraft::plan {
+
+namespace {
+
+double rel_error(double predicted, double measured) {
+  if (measured > 0) return (predicted - measured) / measured;
+  return predicted == 0 ? 0.0 : NAN;
+}
+
+// The parts both sides have, in the estimate's order: predicted from a breakdown, measured.
+struct Part {
+  const char* name;
+  double (*predicted)(const StepBreakdown&);
+  double MeasuredStep::*measured;
+};
+constexpr Part kParts[] = {
+    {"compute", [](const StepBreakdown& b) { return b.compute_s; }, &MeasuredStep::compute_s},
+    {"recompute", [](const StepBreakdown& b) { return b.recompute_s; }, &MeasuredStep::recompute_s},
+    {"TP", [](const StepBreakdown& b) { return b.tp_comm_s; }, &MeasuredStep::tp_s},
+    {"PP + bubble", [](const StepBreakdown& b) { return b.pp_comm_s + b.bubble_s; }, &MeasuredStep::pp_bubble_s},
+    {"DP", [](const StepBreakdown& b) { return b.dp_comm_s; }, &MeasuredStep::dp_s},
+    {"optimizer", [](const StepBreakdown& b) { return b.optimizer_s; }, &MeasuredStep::optimizer_s},
+    {"overhead", [](const StepBreakdown& b) { return b.overhead_s; }, &MeasuredStep::overhead_s},
+};
+
+// A constant the fit moves, in log space; `used` says whether the samples can tell it apart.
+struct Free {
+  double config::CostCalibration::*field;
+  const char* key;
+};
+
+// Which constants the samples exercise: links only with communication, the network only across
+// nodes, fused attention only when a sample uses it.
+std::vector<Free> free_constants(const std::vector<CalibrationSample>& samples) {
+  bool comm = false, network = false, flash = false;
+  for (const auto& s : samples) {
+    const auto& in = s.input;
+    comm = comm || in.tp > 1 || in.dp > 1 || in.pp > 1;
+    network = network || in.tp_nodes > 1 || in.dp_nodes > 1 || in.pp_crosses_nodes;
+    flash = flash || in.config.train.attention == config::Attention::kFlash;
+  }
+  using C = config::CostCalibration;
+  std::vector<Free> f = {{&C::gemm_efficiency, "gemm_efficiency"},
+                         {&C::gemm_half_dim, "gemm_half_dim"},
+                         {&C::memory_efficiency, "memory_efficiency"},
+                         {&C::kernel_s, "kernel_s"},
+                         {&C::step_overhead_s, "step_overhead_s"}};
+  if (comm) {
+    f.push_back({&C::link_efficiency, "link_efficiency"});
+    f.push_back({&C::collective_step_s, "collective_step_s"});
+  }
+  if (network) f.push_back({&C::network_efficiency, "network_efficiency"});
+  if (flash) f.push_back({&C::attention_efficiency, "attention_efficiency"});
+  return f;
+}
+
+// Sum of squared errors of every part and (twice weighted) of the step, each relative to the
+// measured step time, so a part's error counts by the share of the step it misjudges.
+double misfit(const std::vector<CalibrationSample>& samples, const config::CostCalibration& cal, std::vector<double>* step_errors,
+              double* rms) {
+  double sum = 0;
+  int terms = 0;
+  if (step_errors) step_errors->clear();
+  for (const auto& s : samples) {
+    EstimateInput in = s.input;
+    in.device.calibration = cal;
+    const Estimate e = estimate(in);
+    const double step = s.measured.step_s;
+    for (const Part& p : kParts) {
+      const double d = (p.predicted(e.breakdown) - s.measured.*(p.measured)) / step;
+      sum += d * d;
+      ++terms;
+    }
+    const double ds = (e.step_time_s - step) / step;
+    sum += 2 * ds * ds;
+    terms += 2;
+    if (step_errors) step_errors->push_back(ds);
+  }
+  if (rms) *rms = terms > 0 ? std::sqrt(sum / terms) : 0.0;
+  return sum;
+}
+
+// Nelder-Mead (Lagarias et al. 1998's standard coefficients) on f over R^n from x0 with initial
+// steps `step`; returns the best point after `max_evals` evaluations or when the simplex's
+// values agree to `tol`.
+template <typename F>
+std::vector<double> nelder_mead(F&& f, std::vector<double> x0, double step, int max_evals, double tol) {
+  const size_t n = x0.size();
+  std::vector<std::vector<double>> x(n + 1, x0);
+  for (size_t i = 0; i < n; ++i) x[i + 1][i] += step;
+  std::vector<double> fx(n + 1);
+  for (size_t i = 0; i <= n; ++i) fx[i] = f(x[i]);
+  int evals = static_cast<int>(n + 1);
+  std::vector<size_t> order(n + 1);
+  auto point = [&](const std::vector<double>& c, const std::vector<double>& w, double t) {
+    std::vector<double> p(n);
+    for (size_t i = 0; i < n; ++i) p[i] = c[i] + t * (w[i] - c[i]);
+    return p;
+  };
+  while (evals < max_evals) {
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return fx[a] < fx[b]; });
+    const size_t best = order.front(), worst = order.back(), second = order[n - 1];
+    if (std::fabs(fx[worst] - fx[best]) <= tol * (std::fabs(fx[best]) + 1e-30)) break;
+    std::vector<double> c(n, 0.0);  // centroid of all but the worst
+    for (size_t k = 0; k < n; ++k) {
+      for (size_t i = 0; i < n; ++i) c[i] += x[order[k]][i] / static_cast<double>(n);
+    }
+    const auto r = point(c, x[worst], -1.0);
+    const double fr = f(r);
+    ++evals;
+    if (fr < fx[best]) {
+      const auto e = point(c, x[worst], -2.0);
+      const double fe = f(e);
+      ++evals;
+      if (fe < fr) {
+        x[worst] = e;
+        fx[worst] = fe;
+      } else {
+        x[worst] = r;
+        fx[worst] = fr;
+      }
+    } else if (fr < fx[second]) {
+      x[worst] = r;
+      fx[worst] = fr;
+    } else {
+      const bool outside = fr < fx[worst];
+      const auto k = point(c, outside ? r : x[worst], 0.5);
+      const double fk = f(k);
+      ++evals;
+      if (fk < (outside ? fr : fx[worst])) {
+        x[worst] = k;
+        fx[worst] = fk;
+      } else {  // shrink towards the best
+        for (size_t j = 0; j <= n; ++j) {
+          if (j == best) continue;
+          x[j] = point(x[best], x[j], 0.5);
+          fx[j] = f(x[j]);
+          ++evals;
+        }
+      }
+    }
+  }
+  size_t best = 0;
+  for (size_t i = 1; i <= n; ++i) {
+    if (fx[i] < fx[best]) best = i;
+  }
+  return x[best];
+}
+
+}  // namespace
+
+std::vector<ComparisonRow> compare(const Estimate& predicted, const MeasuredStep& measured) {
+  std::vector<ComparisonRow> rows;
+  for (const Part& p : kParts) {
+    const double pr = p.predicted(predicted.breakdown), me = measured.*(p.measured);
+    rows.push_back({p.name, pr, me, rel_error(pr, me), true});
+  }
+  rows.push_back({"step", predicted.step_time_s, measured.step_s, rel_error(predicted.step_time_s, measured.step_s), true});
+  rows.push_back({"tokens/s", predicted.tokens_per_s, measured.tokens_per_s, rel_error(predicted.tokens_per_s, measured.tokens_per_s), false});
+  for (const auto& m : predicted.memory) {
+    const size_t r = static_cast<size_t>(m.pp_rank);
+    const double me = r < measured.memory_bytes.size() ? measured.memory_bytes[r] : 0.0;
+    rows.push_back({"memory pp " + std::to_string(m.pp_rank), m.total(), me, me > 0 ? rel_error(m.total(), me) : NAN, false});
+  }
+  return rows;
+}
+
+Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, const config::CostCalibration& start) {
+  if (samples.empty()) return Status::invalid_input("calibrate: no runs to fit");
+  for (const auto& s : samples) {
+    if (!(s.measured.step_s > 0)) return Status::invalid_input("calibrate: " + s.label + " has no measured step time");
+  }
+  CalibrationFit fit;
+  (void)misfit(samples, start, &fit.step_error_before, &fit.rms_before);
+  const std::vector<Free> free = free_constants(samples);
+  config::CostCalibration from = start;
+  // The overhead starts at the measured one (the others at the device's constants): it may be 0,
+  // which log space cannot hold.
+  std::vector<double> overheads;
+  for (const auto& s : samples) overheads.push_back(s.measured.overhead_s);
+  std::sort(overheads.begin(), overheads.end());
+  from.step_overhead_s = std::max(1e-7, std::max(from.step_overhead_s, overheads[overheads.size() / 2]));
+  // Coordinates: an efficiency e in (0, kMaxEfficiency) as x = logit(e / kMaxEfficiency), so the
+  // bound is smooth; every other constant as its logarithm.
+  constexpr double kMaxEfficiency = 4.0;  // device_profile.h's range
+  auto is_eff = [&](size_t i) { return std::string(free[i].key).find("efficiency") != std::string::npos; };
+  std::vector<double> x0;
+  for (size_t i = 0; i < free.size(); ++i) {
+    const double v = std::max(1e-12, from.*(free[i].field));
+    if (is_eff(i)) {
+      const double q = std::clamp(v / kMaxEfficiency, 1e-6, 1 - 1e-6);
+      x0.push_back(std::log(q / (1 - q)));
+    } else {
+      x0.push_back(std::log(v));
+    }
+  }
+  auto at = [&](const std::vector<double>& x) {
+    config::CostCalibration c = from;
+    for (size_t i = 0; i < free.size(); ++i) c.*(free[i].field) = is_eff(i) ? kMaxEfficiency / (1 + std::exp(-x[i])) : std::exp(x[i]);
+    return c;
+  };
+  // A light pull towards the starting constants keeps the ones the runs barely see where they were.
+  auto objective = [&](const std::vector<double>& x) {
+    double pull = 0;
+    for (size_t i = 0; i < x.size(); ++i) pull += (x[i] - x0[i]) * (x[i] - x0[i]);
+    return misfit(samples, at(x), nullptr, nullptr) + 1e-6 * pull;
+  };
+  // Nelder-Mead from the device's constants, then restarts from points spread around the best so
+  // far (a fixed sequence: the fit is deterministic), each polished; the best wins.
+  std::vector<double> best = nelder_mead(objective, x0, 1.0, 6000, 1e-14);
+  double best_f = objective(best);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next_unit = [&] {  // splitmix64 -> [-1, 1)
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) / static_cast<double>(1ull << 52) - 1.0;
+  };
+  for (int restart = 0; restart < 12; ++restart) {
+    std::vector<double> start_x = best;
+    for (double& v : start_x) v += 2.0 * next_unit();
+    std::vector<double> x = nelder_mead(objective, start_x, 1.0, 4000, 1e-14);
+    x = nelder_mead(objective, x, 0.1, 2000, 1e-14);
+    const double fx = objective(x);
+    if (fx < best_f) {
+      best_f = fx;
+      best = x;
+    }
+  }
+  const std::vector<double> x = nelder_mead(objective, best, 0.05, 2000, 1e-15);
+  fit.calibration = at(x);
+  (void)misfit(samples, fit.calibration, &fit.step_error_after, &fit.rms_after);
+  for (const auto& f : free) fit.fitted.emplace_back(f.key);
+  return fit;
+}
+
+std::string comparison_to_text(const std::vector<ComparisonRow>& rows) {
+  std::ostringstream o;
+  char line[200];
+  std::snprintf(line, sizeof line, "  %-12s %12s %12s %8s\n", "part", "predicted", "measured", "error");
+  o << line;
+  for (const auto& r : rows) {
+    auto value = [&](double v) {
+      if (r.seconds) return format_seconds(v);
+      if (r.part == "tokens/s") {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.4g", v);
+        return std::string(b);
+      }
+      return v > 0 ? format_bytes(v) : std::string("-");
+    };
+    char err[16] = "-";
+    if (std::isfinite(r.error)) std::snprintf(err, sizeof err, "%+.0f%%", r.error * 100);
+    std::snprintf(line, sizeof line, "  %-12s %12s %12s %8s\n", r.part.c_str(), value(r.predicted).c_str(), value(r.measured).c_str(), err);
+    o << line;
+  }
+  return o.str();
+}
+
+Json comparison_to_json(const std::vector<ComparisonRow>& rows) {
+  Json::Array a;
+  for (const auto& r : rows) {
+    Json j = Json::object();
+    j.set("part", r.part);
+    j.set("predicted", r.predicted);
+    j.set("measured", r.measured);
+    j.set("error", std::isfinite(r.error) ? Json(r.error) : Json());
+    j.set("unit", r.seconds ? "s" : r.part == "tokens/s" ? "tokens/s" : "bytes");
+    a.push_back(std::move(j));
+  }
+  return Json(std::move(a));
+}
+
+}  // namespace stagecraft::plan

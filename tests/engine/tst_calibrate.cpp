@@ -1,0 +1,361 @@
+// Predictions against measurements (plan/calibrate.h), device profiles (config/device_profile.h),
+// and what a recorded run measured (launch/run_measurement.h) from a real SQLite history.
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/config/device_profile.h"
+#include "stagecraft/launch/run_measurement.h"
+#include "stagecraft/launch/worker_events.h"
+#include "stagecraft/plan/calibrate.h"
+#include "stagecraft/plan/plan.h"
+#include "stagecraft/store/run_store.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <fstream>
+
+using namespace stagecraft;
+
+namespace {
+
+config::RunConfig parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  auto c = config::parse_config(yaml, "test.yaml", overrides);
+  if (!c.ok()) qFatal("%s", c.status().message().c_str());
+  return c.value();
+}
+
+plan::Plan make(const config::RunConfig& c) {
+  auto p = plan::make_plan(c);
+  if (!p.ok()) qFatal("%s", p.status().message().c_str());
+  return p.value();
+}
+
+// What a run on a device with constants `truth` would measure: the estimate's parts.
+plan::MeasuredStep measured_by(const plan::EstimateInput& in, const config::CostCalibration& truth) {
+  plan::EstimateInput x = in;
+  x.device.calibration = truth;
+  const plan::Estimate e = plan::estimate(x);
+  const auto& b = e.breakdown;
+  plan::MeasuredStep m;
+  m.step_s = e.step_time_s;
+  m.compute_s = b.compute_s;
+  m.recompute_s = b.recompute_s;
+  m.tp_s = b.tp_comm_s;
+  m.pp_bubble_s = b.pp_comm_s + b.bubble_s;
+  m.dp_s = b.dp_comm_s;
+  m.optimizer_s = b.optimizer_s;
+  m.overhead_s = b.overhead_s;
+  m.tokens_per_s = e.tokens_per_s;
+  return m;
+}
+
+// GPT layouts on H100s that between them exercise every constant the fit moves: wide and narrow
+// GEMMs, element-wise traffic, TP and DP collectives large and small, pipelines.
+std::vector<plan::CalibrationSample> gpu_samples(const config::CostCalibration& truth) {
+  const char* shapes[] = {
+      "model: {layers: 24, hidden: 1024, heads: 16, seq_len: 1024, vocab: 50304}\nparallel: {dp: 8, tp: 1, pp: 1}\ntrain: {global_batch: 64, micro_batch: 8, precision: bf16}\n",
+      "model: {layers: 24, hidden: 2048, heads: 16, seq_len: 2048, vocab: 50304}\nparallel: {dp: 4, tp: 2, pp: 1}\ntrain: {global_batch: 32, micro_batch: 2, precision: bf16}\n",
+      "model: {layers: 32, hidden: 2560, heads: 32, seq_len: 2048, vocab: 50304}\nparallel: {dp: 1, tp: 4, pp: 2}\ntrain: {global_batch: 16, micro_batch: 1, precision: bf16}\n",
+      "model: {layers: 32, hidden: 4096, heads: 32, seq_len: 2048, vocab: 50304}\nparallel: {dp: 1, tp: 8, pp: 1}\ntrain: {global_batch: 8, micro_batch: 1, precision: bf16}\n",
+      "model: {layers: 12, hidden: 512, heads: 8, seq_len: 512, vocab: 32000}\nparallel: {dp: 8, tp: 1, pp: 1}\ntrain: {global_batch: 64, micro_batch: 8, precision: bf16}\n",
+      "model: {layers: 24, hidden: 2048, heads: 16, seq_len: 2048, vocab: 50304}\nparallel: {dp: 2, tp: 1, pp: 4}\ntrain: {global_batch: 64, micro_batch: 2, precision: bf16}\n",
+  };
+  std::vector<plan::CalibrationSample> out;
+  for (const char* shape : shapes) {
+    const auto p = make(parse(std::string("cluster: {nodes: 1, gpus_per_node: 8, device: H100-SXM}\n") + shape));
+    plan::CalibrationSample s;
+    s.label = shape;
+    s.input = plan::estimate_input(p);
+    s.measured = measured_by(s.input, truth);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string write_file(const QTemporaryDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.filePath(QString::fromStdString(name)).toStdString();
+  std::ofstream(path) << text;
+  return path;
+}
+
+launch::TimingEvent timing(int rank, int64_t step, double start, double fwd, double bwd, double wait, double dp, double opt,
+                           double step_ms) {
+  launch::TimingEvent t;
+  t.rank = rank;
+  t.step = step;
+  t.start = start;
+  t.step_ms = step_ms;
+  t.forward_ms = fwd;
+  t.backward_ms = bwd;
+  t.pp_wait_ms = wait;
+  t.dp_ms = dp;
+  t.optimizer_ms = opt;
+  return t;
+}
+
+const char* kTinyRun =
+    "name: timed\ncluster: {nodes: 1, gpus_per_node: 2, device: cpu}\n"
+    "model: {layers: 2, hidden: 64, heads: 2, seq_len: 16, vocab: 256}\n"
+    "parallel: {dp: 1, tp: 1, pp: 2}\ntrain: {global_batch: 4, micro_batch: 2, steps: 10}\nbackend: cpu\n";
+
+}  // namespace
+
+class TestCalibrate : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void compareRowsPairThePartsAndTheirErrors() {
+    plan::Estimate e;
+    e.breakdown.compute_s = 0.010;
+    e.breakdown.pp_comm_s = 0.001;
+    e.breakdown.bubble_s = 0.004;
+    e.breakdown.dp_comm_s = 0.002;
+    e.step_time_s = 0.017;
+    e.tokens_per_s = 1000;
+    plan::RankMemory r0;
+    r0.pp_rank = 0;
+    r0.weights = 100;
+    e.memory = {r0};
+    plan::MeasuredStep m;
+    m.compute_s = 0.008;
+    m.pp_bubble_s = 0.010;
+    m.step_s = 0.020;
+    m.tokens_per_s = 850;
+    m.memory_bytes = {80};
+    const auto rows = plan::compare(e, m);
+    auto row = [&](const std::string& part) {
+      for (const auto& r : rows) {
+        if (r.part == part) return r;
+      }
+      qFatal("no row %s", part.c_str());
+    };
+    QCOMPARE(row("compute").error, (0.010 - 0.008) / 0.008);
+    QCOMPARE(row("PP + bubble").predicted, 0.005);
+    QCOMPARE(row("PP + bubble").error, -0.5);
+    QVERIFY(std::isnan(row("DP").error));  // predicted, nothing measured: no ratio
+    QCOMPARE(row("recompute").error, 0.0);  // neither
+    QCOMPARE(row("step").error, -0.15);
+    QCOMPARE(row("tokens/s").measured, 850.0);
+    QCOMPARE(row("memory pp 0").error, 0.25);
+    QVERIFY(!row("memory pp 0").seconds);
+    QVERIFY(plan::comparison_to_text(rows).find("PP + bubble") != std::string::npos);
+  }
+
+  // Figures made with known constants on GPU-like layouts: the fit starts from the defaults and
+  // must find constants that predict every part again, and the constants themselves where the
+  // layouts tell them apart.
+  void calibrationRecoversTheConstantsGpuFiguresWereMadeWith() {
+    config::CostCalibration truth;
+    truth.gemm_efficiency = 0.55;
+    truth.gemm_half_dim = 96;
+    truth.memory_efficiency = 0.62;
+    truth.link_efficiency = 0.55;
+    truth.collective_step_s = 20e-6;
+    truth.kernel_s = 7e-6;
+    truth.step_overhead_s = 4e-3;
+    const auto samples = gpu_samples(truth);
+    auto fit = plan::calibrate(samples, config::CostCalibration{});
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      QVERIFY2(std::fabs(fit->step_error_before[i]) > 0.05, "the defaults must be off for the test to mean anything");
+      QVERIFY2(std::fabs(fit->step_error_after[i]) < 0.005, qPrintable(QString("sample %1: step error %2 after the fit").arg(i).arg(fit->step_error_after[i])));
+    }
+    QVERIFY(fit->rms_after < 0.01 * fit->rms_before);
+    const auto& c = fit->calibration;
+    auto near = [](double got, double want, double tol) { return std::fabs(got - want) <= tol * want; };
+    QVERIFY2(near(c.gemm_efficiency, truth.gemm_efficiency, 0.05), qPrintable(QString::number(c.gemm_efficiency)));
+    QVERIFY2(near(c.gemm_half_dim, truth.gemm_half_dim, 0.15), qPrintable(QString::number(c.gemm_half_dim)));
+    QVERIFY2(near(c.memory_efficiency, truth.memory_efficiency, 0.05), qPrintable(QString::number(c.memory_efficiency)));
+    QVERIFY2(near(c.link_efficiency, truth.link_efficiency, 0.05), qPrintable(QString::number(c.link_efficiency)));
+    QVERIFY2(near(c.step_overhead_s, truth.step_overhead_s, 0.05), qPrintable(QString::number(c.step_overhead_s)));
+    // Constants no sample exercises stay as they were.
+    QCOMPARE(c.network_efficiency, config::CostCalibration{}.network_efficiency);
+    QCOMPARE(c.attention_efficiency, config::CostCalibration{}.attention_efficiency);
+    QVERIFY(std::find(fit->fitted.begin(), fit->fitted.end(), "network_efficiency") == fit->fitted.end());
+  }
+
+  void calibrationRefusesRunsWithoutAStepTime() {
+    plan::CalibrationSample s;
+    s.label = "run 9";
+    auto fit = plan::calibrate({s}, {});
+    QVERIFY(!fit.ok());
+    QVERIFY(fit.status().message().find("run 9 has no measured step time") != std::string::npos);
+    QVERIFY(!plan::calibrate({}, {}).ok());
+  }
+
+  void profileRoundTripsAndPlansUseIt() {
+    QTemporaryDir dir;
+    config::DeviceProfile p;
+    p.name = "lab-cpu";
+    p.base = "cpu";
+    p.calibration.gemm_efficiency = 1.7;
+    p.calibration.step_overhead_s = 0.0025;
+    p.comments = {"fitted to runs 1 and 2"};
+    const std::string path = dir.filePath("lab.yaml").toStdString();
+    QVERIFY(config::write_device_profile(path, p).ok());
+    auto back = config::read_device_profile(path);
+    QVERIFY2(back.ok(), back.status().message().c_str());
+    QCOMPARE(back->name, std::string("lab-cpu"));
+    QVERIFY(back->calibration == p.calibration);
+
+    // A config that names it: the plan's device carries the constants and the overhead shows.
+    const std::string yaml = std::string(kTinyRun) + "";
+    auto plain = make(parse(kTinyRun));
+    auto with = make(parse(kTinyRun, {"cluster.device.profile=" + path}));
+    QCOMPARE(with.device.name, std::string("lab-cpu"));
+    QCOMPARE(with.device.profile, path);
+    QCOMPARE(with.estimate.breakdown.overhead_s, 0.0025);
+    QVERIFY(with.estimate.step_time_s < plain.estimate.step_time_s + 0.0025);  // faster GEMMs, plus the overhead
+    // It survives the YAML round trip.
+    auto again = config::parse_config(config::to_yaml(parse(kTinyRun, {"cluster.device.profile=" + path})), "again", {});
+    QVERIFY(again.ok());
+    QCOMPARE(again->cluster.device_fields.profile, path);
+  }
+
+  void badProfilesAreRefusedInOneLine_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("unknown constant") << "base: cpu\ncalibration: {gem_efficiency: 0.5}\n" << "calibration.gem_efficiency: unknown constant";
+    QTest::newRow("not a number") << "base: cpu\ncalibration: {kernel_s: fast}\n" << "calibration.kernel_s: expected a number, got fast";
+    QTest::newRow("efficiency out of range") << "base: cpu\ncalibration: {memory_efficiency: 9}\n" << "out of range (an efficiency in (0, 4])";
+    QTest::newRow("negative time") << "base: cpu\ncalibration: {step_overhead_s: -1}\n" << "out of range (at least 0)";
+    QTest::newRow("no base") << "calibration: {kernel_s: 1e-6}\n" << "base is missing";
+    QTest::newRow("unknown base") << "base: Z80\n" << "base=Z80: not a built-in device";
+    QTest::newRow("unknown key") << "base: cpu\nfitted: yes\n" << "fitted: unknown key";
+    QTest::newRow("not yaml") << "base: [cpu\n" << "bad.yaml: line 2";
+  }
+  void badProfilesAreRefusedInOneLine() {
+    QFETCH(QString, text);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const std::string path = write_file(dir, "bad.yaml", text.toStdString());
+    auto p = config::read_device_profile(path);
+    QVERIFY(!p.ok());
+    QVERIFY2(p.status().message().find(message.toStdString()) != std::string::npos, p.status().message().c_str());
+    QVERIFY(p.status().message().find('\n') == std::string::npos);
+    // And as a config's profile: the config is refused naming the key.
+    auto cfg = config::parse_config(kTinyRun, "test.yaml", {"cluster.device.profile=" + path});
+    QVERIFY(!cfg.ok());
+    QVERIFY2(cfg.status().message().find("cluster.device.profile") != std::string::npos, cfg.status().message().c_str());
+  }
+
+  void profileOfAnotherBaseIsRefused() {
+    QTemporaryDir dir;
+    const std::string path = write_file(dir, "h100.yaml", "base: H100-SXM\ncalibration: {gemm_efficiency: 0.6}\n");
+    auto cfg = config::parse_config(kTinyRun, "test.yaml", {"cluster.device.profile=" + path});
+    QVERIFY(!cfg.ok());
+    QVERIFY2(cfg.status().message().find("calibrates H100-SXM, not cpu; set cluster.device.base: H100-SXM") != std::string::npos,
+             cfg.status().message().c_str());
+  }
+
+  // The cpu device: ranks beyond the cores share them by how busy the schedule keeps them.
+  void cpuRanksShareTheCores() {
+    auto one = make(parse(kTinyRun, {"cluster.gpus_per_node=1", "parallel.pp=1"}));
+    const auto& cpu = one.device;
+    QVERIFY(cpu.is_cpu && cpu.cores >= 1);
+    // More ranks than cores slow each rank's compute; fewer leave it as many cores as it has threads.
+    const int many = 4 * cpu.cores;
+    auto crowded = make(parse(kTinyRun, {"cluster.gpus_per_node=" + std::to_string(many), "parallel.pp=1", "parallel.dp=" + std::to_string(many),
+                                         "train.global_batch=" + std::to_string(2 * many)}));
+    // Same micro-batch work per rank; each gets cores / ranks of the machine instead of all of it.
+    QVERIFY2(crowded.estimate.breakdown.compute_s > 2 * one.estimate.breakdown.compute_s,
+             qPrintable(QString("%1 vs %2").arg(crowded.estimate.breakdown.compute_s).arg(one.estimate.breakdown.compute_s)));
+  }
+
+  // A real history with the timing events a pp 2 run writes: medians of the steady steps, the
+  // bottleneck rank, memory by pp rank, a timeline on one clock.
+  void measureRunReadsTheTimingEventsOfAHistory() {
+    QTemporaryDir dir;
+    auto st = store::RunStore::open(dir.filePath("runs.sqlite").toStdString());
+    QVERIFY(st.ok());
+    store::NewRun nr;
+    nr.name = "timed";
+    nr.config_yaml = kTinyRun;
+    nr.world_size = 2;
+    nr.total_steps = 10;
+    nr.supervisor = store::this_process_identity();
+    auto id = st.value()->create_run(nr);
+    QVERIFY(id.ok());
+    store::Batch b;
+    for (int step = 1; step <= 10; ++step) {
+      // Step 1 is slow (warm-up) and must be left out; rank 1 computes more (the head).
+      const double slow = step == 1 ? 5.0 : 1.0;
+      auto t0 = timing(0, step, 1000.0 + step, 3 * slow, 6 * slow, 1.0, 0.5, 0.25, 12 * slow);
+      auto t1 = timing(1, step, 1000.0 + step + 0.002, 4 * slow, 7 * slow, 0.5, 0.0, 0.25, 12.5 * slow);
+      t1.sync_ms = 0.25;
+      if (step == 3) {
+        t0.ops = {{false, 0, 0, 0.0, 1.5}, {false, 0, 1, 1.5, 3.0}, {true, 0, 0, 5.0, 8.0}, {true, 0, 1, 8.0, 11.0}};
+        t1.ops = {{false, 1, 0, 0.0, 2.0}, {true, 1, 0, 2.0, 5.5}, {false, 1, 1, 5.5, 7.5}, {true, 1, 1, 7.5, 11.0}};
+      }
+      for (const auto& t : {t0, t1}) {
+        store::EventRow row;
+        row.rank = t.rank;
+        row.kind = "timing";
+        row.json = launch::encode_event(t);
+        row.json.pop_back();
+        b.events.push_back(row);
+        store::MetricRow m;
+        m.rank = t.rank;
+        m.step = step;
+        m.step_ms = t.step_ms;
+        m.mem_bytes = t.rank == 0 ? 1000 + step : 2000;
+        b.metrics.push_back(m);
+      }
+    }
+    QVERIFY(st.value()->append(id.value(), b).ok());
+    auto m = launch::measure_run(*st.value(), id.value());
+    QVERIFY2(m.ok(), m.status().message().c_str());
+    QCOMPARE(m->steps_used, 8);  // 10 steps, the first 10/5 = 2 left out
+    QCOMPARE(m->first_step, int64_t{3});
+    QCOMPARE(m->bottleneck_rank, 1);
+    QCOMPARE(m->ranks[0].forward_s, 0.003);
+    QCOMPARE(m->step.step_s, 0.0125);
+    QCOMPARE(m->step.compute_s, 0.011);
+    QCOMPARE(m->step.pp_bubble_s, 0.00075);   // wait 0.5 + sync 0.25
+    QCOMPARE(m->step.optimizer_s, 0.00025);
+    QVERIFY(std::fabs(m->step.overhead_s - 0.0005) < 1e-12);  // 12.5 - (4 + 7 + 0.5 + 0.25 + 0.25)
+    QCOMPARE(m->step.memory_bytes.size(), size_t{2});
+    QCOMPARE(m->step.memory_bytes[0], 1010.0);
+    QCOMPARE(m->step.memory_bytes[1], 2000.0);
+    QCOMPARE(m->step.tokens_per_s, 4.0 * 16 / 0.0125);
+    QCOMPARE(m->timeline_steps, std::vector<int64_t>{3});
+
+    auto tl = launch::measured_timeline(*st.value(), id.value(), 3);
+    QVERIFY2(tl.ok(), tl.status().message().c_str());
+    QCOMPARE(tl->ops.size(), size_t{8});
+    QCOMPARE(tl->ranks, 2);
+    // Rank 1 started 2 ms after rank 0: its ops sit 2 ms later on the common clock.
+    double rank1_first = 1e9;
+    for (const auto& op : tl->ops) {
+      if (op.rank == 1) rank1_first = std::min(rank1_first, op.start_s);
+    }
+    QVERIFY(std::fabs(rank1_first - 0.002) < 1e-9);
+    QVERIFY(std::fabs(tl->makespan_s - 0.013) < 1e-9);
+    QVERIFY(tl->idle_fraction() > 0 && tl->idle_fraction() < 0.5);
+    auto none = launch::measured_timeline(*st.value(), id.value(), 4);
+    QVERIFY(!none.ok());
+    QVERIFY(none.status().message().find("no timeline of step 4") != std::string::npos);
+
+    auto samples = launch::calibration_samples(*st.value(), {id.value(), id.value()});
+    QVERIFY(samples.ok());
+    QCOMPARE(samples->size(), size_t{1});  // the same run once
+    QVERIFY(samples->front().label.find("pp 2") != std::string::npos);
+  }
+
+  void runsWithoutTimingSayWhy() {
+    QTemporaryDir dir;
+    auto st = store::RunStore::open(dir.filePath("runs.sqlite").toStdString());
+    QVERIFY(st.ok());
+    store::NewRun nr;
+    nr.name = "foreign";
+    nr.config_yaml = kTinyRun;
+    nr.supervisor = store::this_process_identity();
+    auto id = st.value()->create_run(nr);
+    auto m = launch::measure_run(*st.value(), id.value());
+    QVERIFY(!m.ok());
+    QVERIFY2(m.status().message().find("has no timing events") != std::string::npos, m.status().message().c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCalibrate)
+#include "tst_calibrate.moc"
