@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "history_file.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/interop/frameworks.h"
 
@@ -45,7 +46,7 @@ int cmd_export(const std::vector<std::string>& argv) {
   const auto out = args->option("-o");
   if (out && out->empty()) return report(Status::invalid_input("export: -o needs a file name"));
 
-  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  auto cfg = load_run_config(args->positionals[0], args->overrides, nullptr);
   if (!cfg.ok()) return report(cfg.status());
   stagecraft::interop::ExportOptions options;
   if (out && *framework == stagecraft::interop::Framework::kLibai) options.config_path = *out;

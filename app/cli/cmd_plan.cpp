@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "history_file.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 
@@ -26,7 +27,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input("plan: expected one CONFIG file (usage: stagecraft-cli plan CONFIG [key=value ...] [--tokens N] [--json])"));
   }
-  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  auto cfg = load_run_config(args->positionals[0], args->overrides, nullptr);
   if (!cfg.ok()) return report(cfg.status());
   auto plan = plan::make_plan(cfg.value());
   if (!plan.ok()) return report(plan.status());

@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "history_file.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/preflight.h"
@@ -109,7 +110,7 @@ int cmd_preflight(const std::vector<std::string>& argv) {
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input("preflight: expected one CONFIG file (usage: stagecraft-cli preflight CONFIG --hosts FILE ...)"));
   }
-  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  auto cfg = load_run_config(args->positionals[0], args->overrides, nullptr);
   if (!cfg.ok()) return report(cfg.status());
   auto hosts = remote_hosts(args.value(), cfg.value());
   if (!hosts.ok()) return report(hosts.status());

@@ -73,7 +73,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--worker PROGRAM [--framework megatron|deepspeed] [-- ARGS ...]] [--json] [--detach] [--db FILE])"));
   }
-  auto cfg = config::load_config_file(args->positionals[0], args->overrides);
+  const auto db_option = args->option("--db");
+  auto cfg = load_run_config(args->positionals[0], args->overrides, db_option ? &*db_option : nullptr);
   if (!cfg.ok()) return report(cfg.status());
   // --worker: Stagecraft's own worker at another path, or any other program (launch.program).
   std::string own_worker;
@@ -156,7 +157,6 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     request.remote.master_addr = args->option("--master-addr").value_or("");
   }
   // Every run is recorded in the history before it starts; its id is the first line printed.
-  const auto db_option = args->option("--db");
   const std::string db = history_path(db_option ? &*db_option : nullptr);
   auto session = launch::RunSession::record(db, std::move(request));
   if (!session.ok()) return report(session.status());

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/run_measurement.h"
 #include "stagecraft/store/run_store.h"
 
 namespace stagecraft::cli {
@@ -28,6 +30,16 @@ Result<std::unique_ptr<store::RunStore>> open_history_to_read(const std::string*
   store::StoreOptions o;
   o.create = false;
   return store::RunStore::open(path, o);
+}
+
+Result<config::RunConfig> load_run_config(const std::string& path, const std::vector<std::string>& overrides, const std::string* db_option) {
+  auto cfg = config::load_config_file(path, overrides);
+  if (!cfg.ok()) return cfg.status();
+  if (config::pipeline_costs_run(cfg->pipeline) <= 0) return cfg;
+  auto st = open_history_to_read(db_option);
+  if (!st.ok()) return st.status();
+  if (Status s = launch::resolve_pipeline_costs(cfg.value(), st.value().get()); !s) return s.with_context(path);
+  return cfg;
 }
 
 int detach_supervisor(const std::string& db, int64_t id) {

@@ -340,6 +340,28 @@ class TestCalibrate : public QObject {
     QVERIFY(samples.ok());
     QCOMPARE(samples->size(), size_t{1});  // the same run once
     QVERIFY(samples->front().label.find("pp 2") != std::string::npos);
+
+    // pipeline.costs: run:ID — each stage's layers and end weigh what that stage measured per
+    // micro-batch: 1.5 + 3 ms on stage 0, 2 + 3.5 ms on stage 1.
+    const config::RunConfig same = parse(kTinyRun);
+    auto costs = launch::measured_layer_costs(*st.value(), id.value(), same);
+    QVERIFY2(costs.ok(), costs.status().message().c_str());
+    QCOMPARE(costs->layer.size(), size_t{2});
+    QVERIFY(std::fabs(costs->layer[0] + costs->first - 0.0045) < 1e-12);
+    QVERIFY(std::fabs(costs->layer[1] + costs->last - 0.0055) < 1e-12);
+    auto other = launch::measured_layer_costs(*st.value(), id.value(), parse(kTinyRun, {"model.layers=4"}));
+    QVERIFY(!other.ok());
+    QVERIFY2(other.status().message().find("trained another model (layers 2") != std::string::npos, other.status().message().c_str());
+
+    const std::string by_run = "pipeline.costs=run:" + std::to_string(id.value());
+    config::RunConfig balanced = parse(kTinyRun, {"pipeline.partition=balanced", by_run});
+    QVERIFY(!plan::make_plan(balanced).ok());  // without the history it says where to plan
+    QVERIFY(launch::resolve_pipeline_costs(balanced, st.value().get()).ok());
+    QCOMPARE(balanced.pipeline.partition, config::PartitionKind::kExplicit);
+    QCOMPARE(balanced.pipeline.stage_ids, (std::vector<int>{0, 1}));
+    QVERIFY(plan::make_plan(balanced).ok());
+    config::RunConfig nothing = parse(kTinyRun, {"pipeline.partition=balanced", by_run});
+    QVERIFY(!launch::resolve_pipeline_costs(nothing, nullptr).ok());
   }
 
   void runsWithoutTimingSayWhy() {

@@ -83,6 +83,7 @@ const std::map<std::string, Field>& fields() {
          for (int id : c.pipeline.stage_ids) ids << QString::number(id);
          return "[" + ids.join(",") + "]";
        }},
+      {"pipeline.costs", [](const RunConfig& c) { return qs(c.pipeline.costs); }},
       {"train.global_batch", [](const RunConfig& c) { return QString::number(c.train.global_batch); }},
       {"train.micro_batch", [](const RunConfig& c) { return QString::number(c.train.micro_batch); }},
       {"train.steps", [](const RunConfig& c) { return QString::number(c.train.steps); }},
@@ -149,6 +150,7 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"pipeline.schedule", "1f1b"},
     {"pipeline.virtual_stages", "1"},
     {"pipeline.partition", "uniform"},
+    {"pipeline.costs", "model"},
     {"train.global_batch", "8"},
     {"train.micro_batch", "1"},
     {"train.steps", "100"},
@@ -212,6 +214,7 @@ const std::vector<KeyRow> kKeyRows = {
     {"pipeline.schedule", "gpipe", {}, "gpipe"},
     {"pipeline.virtual_stages", "2", {"parallel.pp: 2", "pipeline.schedule: interleaved"}, "2"},
     {"pipeline.partition", "[0, 0, 0, 1, 1, 1, 1, 1]", {"parallel.pp: 2"}, "[0,0,0,1,1,1,1,1]"},
+    {"pipeline.costs", "run:12", {}, "run:12"},
     {"train.global_batch", "128", {}, "128"},
     {"train.micro_batch", "2", {}, "2"},
     {"train.steps", "500", {}, "500"},

@@ -244,7 +244,7 @@ class TestSetupPanel : public QObject {
         "model.layers", "model.hidden", "model.heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
         "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
         "parallel.sequence_parallel", "parallel.zero",
-        "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition",
+        "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition", "pipeline.costs",
         "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.attention",
         "launch.program", "launch.metrics", "launch.args", "launch.framework"};
     QCOMPARE(panel.keys(), expected);

@@ -11,6 +11,8 @@
 #include "common/Text.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/validate.h"
+#include "stagecraft/launch/run_measurement.h"
+#include "stagecraft/store/run_store.h"
 
 namespace cfg = stagecraft::config;
 namespace pl = stagecraft::plan;
@@ -141,6 +143,18 @@ std::optional<stagecraft::plan::Plan> PlanDocument::planForHosts(const std::vect
     *error = qs(config.status().message());
     return std::nullopt;
   }
+  // Workers plan from the config alone: a split by a run's measured times goes to them explicit.
+  if (stagecraft::config::pipeline_costs_run(config->pipeline) > 0) {
+    auto st = stagecraft::store::RunStore::open(stagecraft::store::RunStore::default_path());
+    if (!st.ok()) {
+      *error = qs(st.status().message());
+      return std::nullopt;
+    }
+    if (auto s = stagecraft::launch::resolve_pipeline_costs(config.value(), st.value().get()); !s) {
+      *error = qs(s.message());
+      return std::nullopt;
+    }
+  }
   auto plan = stagecraft::plan::make_plan(config.value());
   if (!plan.ok()) {
     *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
@@ -150,6 +164,25 @@ std::optional<stagecraft::plan::Plan> PlanDocument::planForHosts(const std::vect
   return std::move(plan).value();
 }
 
+stagecraft::Result<pl::Plan> PlanDocument::planOf(const cfg::RunConfig& config) const {
+  const int64_t run = cfg::pipeline_costs_run(config.pipeline);
+  if (run <= 0 || config.pipeline.partition != cfg::PartitionKind::kBalanced) return pl::make_plan(config);
+  const auto& m = config.model;
+  const std::string key = std::to_string(run) + ":" + std::to_string(m.layers) + ":" + std::to_string(m.hidden) + ":" +
+                          std::to_string(m.heads) + ":" + std::to_string(m.seq_len) + ":" + std::to_string(m.vocab);
+  auto it = m_measuredCosts.find(key);
+  if (it == m_measuredCosts.end()) {
+    stagecraft::store::StoreOptions o;
+    o.create = false;
+    auto st = stagecraft::store::RunStore::open(stagecraft::store::RunStore::default_path(), o);
+    if (!st.ok()) return st.status().with_context("pipeline.costs=" + config.pipeline.costs);
+    auto costs = stagecraft::launch::measured_layer_costs(*st.value(), run, config);
+    if (!costs.ok()) return costs.status();
+    it = m_measuredCosts.emplace(key, std::move(costs).value()).first;
+  }
+  return pl::make_plan(config, &it->second);
+}
+
 bool PlanDocument::isModified() const { return m_forcedModified || !m_undo.isClean(); }
 
 void PlanDocument::assign(const cfg::RunConfig& config) {
@@ -157,7 +190,7 @@ void PlanDocument::assign(const cfg::RunConfig& config) {
   QList<ConfigProblem> problems = problemsOf(cfg::validate(config));
   bool planned = false;
   if (problems.isEmpty()) {
-    auto plan = pl::make_plan(config);
+    auto plan = planOf(config);
     if (plan.ok()) {
       m_plan = std::move(plan).value();
       planned = true;

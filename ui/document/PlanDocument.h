@@ -21,7 +21,9 @@
 #include <QStringList>
 #include <QUndoStack>
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "stagecraft/interop/frameworks.h"
@@ -119,6 +121,9 @@ class PlanDocument : public QObject {
   void setFilePath(const QString& path);
   // Emits modifiedChanged when isModified() differs from what was last announced.
   void updateModified();
+  // make_plan, with the measured layer times `pipeline.costs: run:ID` names read from the run
+  // history (launch/run_measurement.h), kept per run and model shape.
+  stagecraft::Result<stagecraft::plan::Plan> planOf(const stagecraft::config::RunConfig& config) const;
 
   stagecraft::config::RunConfig m_config;
   std::optional<stagecraft::plan::Plan> m_plan;
@@ -127,4 +132,5 @@ class PlanDocument : public QObject {
   bool m_forcedModified = false;  // an import: modified although the history is clean
   bool m_lastModified = false;
   QUndoStack m_undo;
+  mutable std::map<std::string, stagecraft::plan::StageCostModel> m_measuredCosts;
 };

@@ -218,6 +218,9 @@ std::vector<KeySpec> make_schema() {
       {.path = "pipeline.partition", .type = T::kPartition, .default_text = "uniform",
        .help = "uniform, balanced, or one stage id per layer", .choices = {"uniform", "balanced", "explicit"},
        .label = "Partition", .foreign = {"custom_pipeline_stage_id"}, .access = kPartitionAccess},
+      {.path = "pipeline.costs", .type = T::kText, .default_text = "model",
+       .help = "what balanced splits by: model (the cost model's times) or run:ID (a recorded run's measured times)",
+       .label = "Balance by", .omit_default = true, .access = field([](auto& c) -> auto& { return c.pipeline.costs; })},
 
       {.path = "train.global_batch", .type = T::kInt, .default_text = "8", .help = "samples per step; a multiple of dp x micro_batch",
        .min = 1, .max = kCount, .label = "Global batch", .foreign = {"global_batch_size"},

@@ -178,6 +178,9 @@ class Checker {
       }
       return;  // a stage-id list cannot fill more stages than layers; nor count them (up to 2^30)
     }
+    if (pl.costs != "model" && config::pipeline_costs_run(pl) <= 0) {
+      fail("pipeline.costs", pl.costs, "must be model (the cost model's times) or run:ID (a recorded run's, e.g. run:7)");
+    }
     if (pl.partition != PartitionKind::kExplicit || layers <= 0) return;
     const auto& ids = pl.stage_ids;
     const std::string listed = "a list of " + str(static_cast<int>(ids.size())) + " stage ids";

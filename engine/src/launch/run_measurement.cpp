@@ -2,6 +2,7 @@
 #include "stagecraft/launch/run_measurement.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <set>
@@ -212,6 +213,68 @@ Result<std::vector<plan::CalibrationSample>> calibration_samples(store::RunStore
   }
   if (out.empty()) return Status::invalid_input("calibrate: name at least one run");
   return out;
+}
+
+Result<plan::StageCostModel> measured_layer_costs(store::RunStore& store, int64_t run_id, const config::RunConfig& config) {
+  auto rec = read_recorded(store, run_id);
+  if (!rec.ok()) return rec.status().with_context("pipeline.costs=run:" + std::to_string(run_id));
+  const auto& rm = rec->config.model;
+  const auto& cm = config.model;
+  if (rm.layers != cm.layers || rm.hidden != cm.hidden || rm.heads != cm.heads || rm.seq_len != cm.seq_len || rm.vocab != cm.vocab) {
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "layers %d, hidden %d, heads %d, seq_len %d, vocab %d", rm.layers, rm.hidden, rm.heads, rm.seq_len,
+                  rm.vocab);
+    return Status::invalid_input("pipeline.costs=run:" + std::to_string(run_id) + ": that run trained another model (" + shape +
+                                 "); measured layer times fit the same model only");
+  }
+  const plan::Plan& run_plan = rec->plan;
+  const int chunks = run_plan.num_stages();
+  // Measured forward + backward per micro-batch of each chunk, over the timeline steps of DP
+  // replica 0, TP rank 0.
+  std::vector<std::vector<double>> per_chunk(static_cast<size_t>(chunks));
+  for (const auto& [step, ranks] : rec->timing) {
+    for (int p = 0; p < run_plan.pp; ++p) {
+      auto it = ranks.find(run_plan.topology.rank_of(0, 0, p));
+      if (it == ranks.end()) continue;
+      std::map<std::pair<int, int>, double> op_time;  // (chunk, micro-batch) -> fwd + bwd
+      for (const auto& op : it->second.ops) op_time[{op.chunk, op.micro_batch}] += op.end_ms - op.start_ms;
+      for (const auto& [key, ms] : op_time) {
+        if (key.first >= 0 && key.first < chunks) per_chunk[static_cast<size_t>(key.first)].push_back(ms / 1e3);
+      }
+    }
+  }
+  const int tp_nodes = static_cast<int>(run_plan.topology.nodes_of(run_plan.topology.group_of(0, config::Axis::kTp)).size());
+  const plan::StageCostModel model = plan::time_cost_model(rec->config, run_plan.device, run_plan.tp, tp_nodes);
+  plan::StageCostModel out = model;
+  for (int c = 0; c < chunks; ++c) {
+    const auto& st = run_plan.stages[static_cast<size_t>(c)];
+    if (per_chunk[static_cast<size_t>(c)].empty()) {
+      return Status::not_found("pipeline.costs=run:" + std::to_string(run_id) + ": its timelines hold no forward or backward of stage " +
+                               std::to_string(c));
+    }
+    double predicted = 0;
+    for (int l = st.first_layer; l < st.first_layer + st.num_layers; ++l) predicted += model.layer[static_cast<size_t>(l)];
+    if (st.has_embedding) predicted += model.first;
+    if (st.has_head) predicted += model.last;
+    const double ratio = predicted > 0 ? median(per_chunk[static_cast<size_t>(c)]) / predicted : 1.0;
+    for (int l = st.first_layer; l < st.first_layer + st.num_layers; ++l) out.layer[static_cast<size_t>(l)] *= ratio;
+    if (st.has_embedding) out.first *= ratio;
+    if (st.has_head) out.last *= ratio;
+  }
+  return out;
+}
+
+Status resolve_pipeline_costs(config::RunConfig& config, store::RunStore* store) {
+  const int64_t run = config::pipeline_costs_run(config.pipeline);
+  if (run <= 0 || config.pipeline.partition != config::PartitionKind::kBalanced) return Status::OK();
+  if (!store) return Status::not_found("pipeline.costs=" + config.pipeline.costs + ": there is no run history yet to read it from");
+  auto costs = measured_layer_costs(*store, run, config);
+  if (!costs.ok()) return costs.status();
+  auto plan = plan::make_plan(config, &costs.value());
+  if (!plan.ok()) return plan.status();
+  config.pipeline.partition = config::PartitionKind::kExplicit;
+  config.pipeline.stage_ids = plan->layer_stage;
+  return Status::OK();
 }
 
 }  // namespace stagecraft::launch

@@ -131,7 +131,9 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
 
 }  // namespace
 
-Result<Plan> make_plan(const RunConfig& config) {
+Result<Plan> make_plan(const RunConfig& config) { return make_plan(config, nullptr); }
+
+Result<Plan> make_plan(const RunConfig& config, const StageCostModel* measured_costs) {
   const auto issues = config::validate(config);
   if (!issues.empty()) {
     std::string msg;
@@ -166,7 +168,16 @@ Result<Plan> make_plan(const RunConfig& config) {
   const int layers = config.model.layers;
   const int chunks = p.pp * p.virtual_stages;
   const int tp_nodes = static_cast<int>(p.topology.nodes_of(p.topology.group_of(0, config::Axis::kTp)).size());
-  const StageCostModel cost = time_cost_model(config, p.device, p.tp, tp_nodes);
+  const int64_t costs_run = config::pipeline_costs_run(config.pipeline);
+  if (costs_run > 0 && config.pipeline.partition == PartitionKind::kBalanced && !measured_costs) {
+    return Status::invalid_input("pipeline.costs=" + config.pipeline.costs + ": measured times come from the run history; plan with " +
+                                 "stagecraft-cli (plan, run, export) or the window, which read it");
+  }
+  if (measured_costs && static_cast<int>(measured_costs->layer.size()) != config.model.layers) {
+    return Status::invalid_input("pipeline.costs=" + config.pipeline.costs + ": " + std::to_string(measured_costs->layer.size()) +
+                                 " measured layers for a model of " + std::to_string(config.model.layers));
+  }
+  const StageCostModel cost = measured_costs ? *measured_costs : time_cost_model(config, p.device, p.tp, tp_nodes);
   std::vector<int> counts;
   switch (config.pipeline.partition) {
     case PartitionKind::kUniform: counts = uniform_counts(layers, chunks); break;

@@ -135,8 +135,24 @@ struct PipelineConfig {
   PartitionKind partition = PartitionKind::kUniform;
   std::vector<int> stage_ids;          // kExplicit: one chunk id per layer (LiBai's
                                        // custom_pipeline_stage_id); empty otherwise
+  std::string costs = "model";         // what `balanced` splits by: the cost model's per-layer times
+                                       // (a calibrated device's when cluster.device has a profile), or
+                                       // "run:ID", the times a recorded run measured
+                                       // (launch/run_measurement.h measured_layer_costs)
   bool operator==(const PipelineConfig&) const = default;
 };
+
+// The run id of pipeline.costs = "run:ID"; 0 for "model" or anything else.
+inline int64_t pipeline_costs_run(const PipelineConfig& p) {
+  if (p.costs.rfind("run:", 0) != 0) return 0;
+  int64_t id = 0;
+  for (size_t i = 4; i < p.costs.size(); ++i) {
+    const char ch = p.costs[i];
+    if (ch < '0' || ch > '9' || id > (int64_t{1} << 50)) return 0;
+    id = id * 10 + (ch - '0');
+  }
+  return id;
+}
 
 struct TrainConfig {
   int global_batch = 8;           // samples per optimizer step, over all DP replicas

@@ -75,4 +75,18 @@ Result<MeasuredTimeline> measured_timeline(store::RunStore& store, int64_t run_i
 // The calibration samples of runs (their layouts and measurements), for plan::calibrate.
 Result<std::vector<plan::CalibrationSample>> calibration_samples(store::RunStore& store, const std::vector<int64_t>& run_ids);
 
+// pipeline.costs: run:ID — the per-layer times a run measured, for `balanced` splits of the same
+// model in `config`: each layer's cost-model time scaled by measured / predicted of the chunk that
+// ran it (that chunk's forward + backward per micro-batch, the median over the run's timeline
+// steps, DP replica 0), the embedding's and the head's by their chunks likewise. So a layer, or
+// the head, that ran slower than the model said weighs more. Fails (invalid input) when the run
+// trained another model shape, and as measure_run does.
+Result<plan::StageCostModel> measured_layer_costs(store::RunStore& store, int64_t run_id, const config::RunConfig& config);
+
+// When config.pipeline.costs names a run and the partition is balanced: the balanced split by the
+// run's measured times, written into `config` as an explicit partition (pipeline.costs stays, as
+// the record of where the split came from). Otherwise leaves `config` as it is. `store` may be
+// null (no history yet): then a run's costs fail naming the missing history.
+Status resolve_pipeline_costs(config::RunConfig& config, store::RunStore* store);
+
 }  // namespace stagecraft::launch

@@ -64,6 +64,12 @@ StageCostModel flops_cost_model(const config::RunConfig& config);
 StageMemoryModel simple_memory_model(const config::RunConfig& config, int stages);
 
 Result<Plan> make_plan(const config::RunConfig& config);
+// The same with the per-layer costs that `pipeline.costs: run:ID` stands for (a run's measured
+// times: launch/run_measurement.h measured_layer_costs reads them from the history). make_plan
+// without them refuses a balanced partition by a run's costs, naming where to resolve it;
+// launch::resolve_pipeline_costs writes the split into the config as an explicit partition, so
+// workers and exports plan the same stages without the history.
+Result<Plan> make_plan(const config::RunConfig& config, const StageCostModel* measured_costs);
 
 // The JSON document of `stagecraft-cli plan --json` (keys in the CLI's documentation).
 Json plan_to_json(const Plan& plan);
