@@ -36,6 +36,8 @@
 #include "runs/RunLogView.h"
 #include "runs/RunsModel.h"
 #include "runs/RunsView.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_store.h"
 
 namespace store = stagecraft::store;
@@ -269,6 +271,62 @@ class TestRunsView : public QObject {
     // Another run selected: its own points only.
     QVERIFY(v->selectRun(1));
     QCOMPARE(pointsOf(v->charts()->lossSeries()), (QList<QPointF>{{3, 2.5}}));
+  }
+
+  // The plan of the run's recorded config predicts tokens/s and each pp rank's peak: dashed lines
+  // named "predicted" at the estimate's values across the run's steps, in the colour of each pp
+  // rank's lowest rank. A run without a recorded config has none, and the charts say why.
+  void predictedLinesAreTheEstimate() {
+    auto config = stagecraft::config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml");
+    QVERIFY(config.ok());
+    auto plan = stagecraft::plan::make_plan(config.value());
+    QVERIFY(plan.ok());
+    const auto& e = plan->estimate;
+    QCOMPARE(int(e.memory.size()), 2);
+    store::NewRun n;
+    n.name = "tiny-gpt";
+    n.config_yaml = stagecraft::config::to_yaml(config.value());
+    n.world_size = 4;
+    n.supervisor = store::this_process_identity();
+    auto id = m_store->create_run(n);
+    QVERIFY(id.ok());
+    store::Batch b;
+    for (int step = 2; step <= 6; ++step) {
+      for (int rank = 0; rank < 4; ++rank) {
+        store::MetricRow m;
+        m.rank = rank;
+        m.step = step;
+        m.tokens_per_s = 12000.0 + step;
+        m.mem_bytes = 8 * 1024 * 1024;
+        b.metrics.push_back(m);
+      }
+    }
+    QVERIFY(m_store->append(id.value(), b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(id.value()));
+    RunCharts* charts = v->charts();
+    QLineSeries* tput = charts->predictedThroughputSeries();
+    QVERIFY(tput);
+    QCOMPARE(tput->name(), QStringLiteral("predicted"));
+    QCOMPARE(tput->pen().style(), Qt::DashLine);
+    QCOMPARE(pointsOf(tput), (QList<QPointF>{{2, e.tokens_per_s}, {6, e.tokens_per_s}}));
+    QVERIFY(charts->findChild<QChartView*>(QStringLiteral("throughputChart"))->chart()->legend()->isVisible());
+    const auto memory = charts->predictedMemorySeries();
+    QCOMPARE(memory.size(), 2);
+    for (int pp = 0; pp < 2; ++pp) {
+      const double mib = e.memory[size_t(pp)].total() / (1024.0 * 1024.0);
+      QCOMPARE(memory[pp]->name(), QStringLiteral("predicted pp %1").arg(pp));
+      QCOMPARE(memory[pp]->pen().style(), Qt::DashLine);
+      QCOMPARE(pointsOf(memory[pp]), (QList<QPointF>{{2, mib}, {6, mib}}));
+      // Ranks 0 and 1 are pp 0, ranks 2 and 3 pp 1 (tp-dp-pp order).
+      QCOMPARE(memory[pp]->color(), charts->memorySeries()[2 * pp]->color());
+    }
+    QVERIFY(charts->predictionNote().isEmpty());
+
+    QVERIFY(v->selectRun(1));  // recorded without a config
+    QVERIFY(!charts->predictedThroughputSeries());
+    QVERIFY(charts->predictedMemorySeries().isEmpty());
+    QVERIFY2(charts->predictionNote().contains(QStringLiteral("recorded no config")), qPrintable(charts->predictionNote()));
   }
 
   void liveMetricsOfTheSelectedRunArriveWithThePoll() {
