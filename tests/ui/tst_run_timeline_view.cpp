@@ -167,6 +167,10 @@ class TestRunTimelineView : public QObject {
     QCOMPARE(t->comparisonTable()->item(stepRow, 0)->text(), QStringLiteral("step"));
     QVERIFY2(t->comparisonTable()->item(stepRow, 2)->text().startsWith(QStringLiteral("50")),
              qPrintable(t->comparisonTable()->item(stepRow, 2)->text()));
+    if (const QString dir = qEnvironmentVariable("STAGECRAFT_TEST_GRAB_DIR"); !dir.isEmpty()) {
+      QTest::qWait(100);
+      QVERIFY(v->grab().save(dir + QStringLiteral("/runs-timeline.png")));
+    }
   }
 
   void choosingAStepOrReplicaChangesIt() {

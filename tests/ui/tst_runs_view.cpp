@@ -15,6 +15,8 @@
 #include <QDockWidget>
 #include <QMenu>
 #include <QSettings>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QPushButton>
 #include <QTableView>
@@ -315,7 +317,7 @@ class TestRunsView : public QObject {
     QCOMPARE(memory.size(), 2);
     for (int pp = 0; pp < 2; ++pp) {
       const double mib = e.memory[size_t(pp)].total() / (1024.0 * 1024.0);
-      QCOMPARE(memory[pp]->name(), QStringLiteral("predicted pp %1").arg(pp));
+      QCOMPARE(memory[pp]->name(), pp == 0 ? QStringLiteral("predicted") : QStringLiteral("predicted pp 1"));
       QCOMPARE(memory[pp]->pen().style(), Qt::DashLine);
       QCOMPARE(pointsOf(memory[pp]), (QList<QPointF>{{2, mib}, {6, mib}}));
       // Ranks 0 and 1 are pp 0, ranks 2 and 3 pp 1 (tp-dp-pp order).
@@ -323,10 +325,39 @@ class TestRunsView : public QObject {
     }
     QVERIFY(charts->predictionNote().isEmpty());
 
-    QVERIFY(v->selectRun(1));  // recorded without a config
+    // Each legend has one "predicted" entry; the memory legend keeps the ranks' names. (Markers
+    // are laid out, and so visible, once the charts are shown.)
+    v->resize(1400, 400);
+    v->show();
+    QVERIFY(QTest::qWaitForWindowExposed(v.get()));
+    QTest::qWait(100);
+    QStringList legends;
+    for (const char* name : {"throughputChart", "memoryChart"}) {
+      QChart* chart = charts->findChild<QChartView*>(QString::fromLatin1(name))->chart();
+      QVERIFY(chart->legend()->isVisible());
+      for (QLegendMarker* marker : chart->legend()->markers()) {
+        if (marker->isVisible()) legends << QString::fromLatin1(name) + QLatin1Char(':') + marker->label();
+      }
+    }
+    QCOMPARE(legends, (QStringList{"throughputChart:predicted", "memoryChart:rank 0", "memoryChart:rank 1", "memoryChart:rank 2",
+                                   "memoryChart:rank 3", "memoryChart:predicted"}));
+
+    QVERIFY(v->selectRun(1));  // recorded without a config: nothing to predict
     QVERIFY(!charts->predictedThroughputSeries());
     QVERIFY(charts->predictedMemorySeries().isEmpty());
-    QVERIFY2(charts->predictionNote().contains(QStringLiteral("recorded no config")), qPrintable(charts->predictionNote()));
+    QVERIFY(charts->predictionNote().isEmpty());
+
+    // A config that no longer plans (its device profile is gone) says why.
+    auto gone = config.value();
+    gone.cluster.device_fields.profile = m_dir.filePath(QStringLiteral("no-such-profile.yaml")).toStdString();
+    n.name = "profile-gone";
+    n.config_yaml = stagecraft::config::to_yaml(gone);
+    auto goneId = m_store->create_run(n);
+    QVERIFY(goneId.ok());
+    v->refresh();
+    QVERIFY(v->selectRun(goneId.value()));
+    QVERIFY(!charts->predictedThroughputSeries());
+    QVERIFY2(charts->predictionNote().contains(QStringLiteral("no-such-profile.yaml")), qPrintable(charts->predictionNote()));
   }
 
   void liveMetricsOfTheSelectedRunArriveWithThePoll() {
@@ -641,6 +672,16 @@ class TestRunsView : public QObject {
   // entries) is elided by Qt Charts ("...") or reaches past its chart. The memory legend and the
   // narrow charts' step labels used to read "r..." and "...".
   void chartTextIsWholeAtTheDefaultWindowSize() {
+    // A 4-rank tiny GPT whose config plans: the dashed predicted lines and their legends too.
+    auto config = stagecraft::config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml");
+    QVERIFY(config.ok());
+    store::NewRun n;
+    n.name = "tiny-gpt";
+    n.config_yaml = stagecraft::config::to_yaml(config.value());
+    n.world_size = 4;
+    n.supervisor = store::this_process_identity();
+    auto id = m_store->create_run(n);
+    QVERIFY(id.ok());
     store::Batch b;
     for (int step = 1; step <= 80; ++step) {
       for (int rank = 0; rank < 4; ++rank) {
@@ -653,7 +694,7 @@ class TestRunsView : public QObject {
         b.metrics.push_back(m);
       }
     }
-    QVERIFY(m_store->append(2, b));
+    QVERIFY(m_store->append(id.value(), b));
     QTemporaryDir settings;
     QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
     qputenv("STAGECRAFT_DB", m_db.toUtf8());
@@ -668,8 +709,9 @@ class TestRunsView : public QObject {
     dock->show();
     dock->raise();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
-    QVERIFY(view->selectRun(2));
+    QVERIFY(view->selectRun(id.value()));
     QCOMPARE(view->charts()->memorySeries().size(), 4);
+    QVERIFY(view->charts()->predictedThroughputSeries());
     QTest::qWait(200);  // Qt Charts lays out its items on the event loop
     if (const QString dir = qEnvironmentVariable("STAGECRAFT_TEST_GRAB_DIR"); !dir.isEmpty()) {
       QVERIFY(w.grab().save(dir + QStringLiteral("/runs-default-size.png")));
@@ -704,6 +746,15 @@ class TestRunsView : public QObject {
     }
     legend.sort();
     QCOMPARE(legend, (QStringList{"rank 0", "rank 1", "rank 2", "rank 3"}));
+    // And "predicted" beside each of the two charts' curves.
+    for (const char* name : {"throughputChart", "memoryChart"}) {
+      int predicted = 0;
+      for (QGraphicsItem* item : view->charts()->findChild<QChartView*>(QString::fromLatin1(name))->scene()->items()) {
+        auto* t = dynamic_cast<QGraphicsTextItem*>(item);
+        if (t && item->isVisible() && t->toPlainText() == QStringLiteral("predicted")) ++predicted;
+      }
+      QVERIFY2(predicted == 1, name);
+    }
   }
 
   void mainWindowHasTheRunsDockAndMenus() {

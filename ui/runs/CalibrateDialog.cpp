@@ -33,6 +33,9 @@ namespace {
 enum ConstantColumn { ConstantName, ConstantBefore, ConstantAfter, ConstantFitted, ConstantColumns };
 enum RunColumn { RunLabel, RunBefore, RunAfter, RunColumns };
 constexpr int kMaxIdsInName = 4;  // more runs name the profile by the first and the last
+constexpr int kRowPadding = 4;     // pixels above and below a table row's text
+constexpr int kWidth = 920;        // the dialog's first size: both tables whole side by side
+constexpr int kHeight = 480;
 
 QString signedPercent(double fraction) {
   if (!std::isfinite(fraction)) return QStringLiteral("–");
@@ -53,6 +56,7 @@ QTableWidget* makeTable(const QStringList& headers, QWidget* parent, const char*
   t->setEditTriggers(QAbstractItemView::NoEditTriggers);
   t->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   t->horizontalHeader()->setStretchLastSection(true);
+  t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + kRowPadding);
   return t;
 }
 
@@ -82,8 +86,8 @@ CalibrateDialog::CalibrateDialog(QWidget* parent) : QDialog(parent) {
   m_constants = makeTable({tr("constant"), tr("before"), tr("after"), tr("fitted")}, this, "calibrationConstants");
   m_runs = makeTable({tr("run"), tr("step error before"), tr("after")}, this, "calibrationRuns");
   auto* tables = new QHBoxLayout;
-  tables->addWidget(m_constants, 3);
-  tables->addWidget(m_runs, 2);
+  tables->addWidget(m_constants, 1);
+  tables->addWidget(m_runs, 1);
   layout->addLayout(tables, 1);
 
   auto* form = new QFormLayout;
@@ -111,7 +115,7 @@ CalibrateDialog::CalibrateDialog(QWidget* parent) : QDialog(parent) {
   m_save = buttons->addButton(tr("Save Profile"), QDialogButtonBox::AcceptRole);
   m_save->setObjectName(QStringLiteral("saveProfile"));
   layout->addWidget(buttons);
-  resize(760, 480);
+  resize(kWidth, kHeight);
 
   connect(m_name, &QLineEdit::textEdited, this, [this](const QString& name) { setProfileName(name); });
   connect(m_path, &QLineEdit::textEdited, this, [this](const QString& path) { m_pathChosen = !path.isEmpty(); });

@@ -8,6 +8,7 @@
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_store.h"
 
-// Fails with one line naming the run: no recorded config (a run made by hand, or an old history),
-// a config that no longer reads, or one that no longer plans (a device profile gone).
+// Fails with one line naming the run: not found when it recorded no config (a run made by hand, or
+// an old history); invalid input when its config no longer reads or no longer plans (a device
+// profile gone).
 stagecraft::Result<stagecraft::plan::Plan> recordedRunPlan(const stagecraft::store::RunRecord& run);

@@ -35,6 +35,7 @@ constexpr int kWideXTicks = 5;    // the loss chart, half the row
 constexpr int kNarrowXTicks = 3;  // throughput and memory, a quarter each: "1 40 80" fits, five labels do not
 constexpr int kMaxLegendRanks = 8;  // more ranks' names do not fit beside the memory chart
 constexpr double kPredictedPenWidth = 1.5;
+constexpr int kFloatingLegendAlpha = 210;  // the curves stay visible through it
 
 // A compact chart for a low dock: small fonts, thin margins, the unit in the title rather than
 // on the value axis (an axis title costs the narrow charts a column of their width), the legend
@@ -173,13 +174,26 @@ RunCharts::RunCharts(QWidget* parent) : QWidget(parent) {
   m_memoryY = mem.y;
   m_loss = addSeries(m_lossView, loss, tr("loss"));
   m_throughput = addSeries(m_throughputView, tput, tr("tokens/s"));
-  m_throughputView->chart()->legend()->setVisible(false);
+  // Its one legend entry ("predicted") floats in the plot's top-right corner: a row of its own
+  // would cost the low chart its step labels.
+  QLegend* tl = m_throughputView->chart()->legend();
+  tl->detachFromChart();
+  tl->setBackgroundVisible(true);
+  tl->setBrush(QColor(255, 255, 255, kFloatingLegendAlpha));
+  tl->setPen(QPen(Qt::NoPen));
+  tl->setVisible(false);
+  // Legend entries drawn as their lines, so "predicted" shows dashed.
+  tl->setMarkerShape(QLegend::MarkerShapeFromSeries);
+  m_memoryView->chart()->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries);
+  connect(m_throughputView->chart(), &QChart::plotAreaChanged, this, &RunCharts::placeThroughputLegend);
   m_lossView->setObjectName(QStringLiteral("lossChart"));
   m_throughputView->setObjectName(QStringLiteral("throughputChart"));
   m_memoryView->setObjectName(QStringLiteral("memoryChart"));
+  // Qt Charts gives a side legend at most 40% of its chart's width: the memory chart is the wider
+  // of the two narrow ones so that "predicted" fits beside the plot.
   layout->addWidget(m_lossView, 3);
   layout->addWidget(m_throughputView, 2);
-  layout->addWidget(m_memoryView, 2);
+  layout->addWidget(m_memoryView, 3);
   clear();
 }
 
@@ -244,8 +258,11 @@ void RunCharts::drawPrediction() {
     delete m_predictedThroughput;
     m_predictedThroughput = nullptr;
   }
-  m_throughputView->chart()->legend()->setVisible(m_predictedThroughput != nullptr);
+  QLegend* tl = m_throughputView->chart()->legend();
+  for (QLegendMarker* marker : tl->markers(m_throughput)) marker->setVisible(false);  // the solid curve is the run
+  tl->setVisible(m_predictedThroughput != nullptr);
   fitAxes(m_throughputX, m_throughputY, {m_throughput, m_predictedThroughput});
+  placeThroughputLegend();
 
   // One line per pp rank beside per-rank curves; the largest beside the largest rank's curve.
   const int ranks = static_cast<int>(p.rankPpRank.size());
@@ -267,7 +284,8 @@ void RunCharts::drawPrediction() {
       lowestRank = 0;
     } else {
       bytes = p.memoryBytes[static_cast<size_t>(i)];
-      s->setName(tr("predicted pp %1").arg(i));
+      // The legend shows the first only, as "predicted": the colours say which ranks each is for.
+      s->setName(i == 0 ? tr("predicted") : tr("predicted pp %1").arg(i));
       for (int r = 0; r < ranks && lowestRank < 0; ++r) {
         if (p.rankPpRank[static_cast<size_t>(r)] == i) lowestRank = r;
       }
@@ -280,7 +298,8 @@ void RunCharts::drawPrediction() {
   fitAxes(m_memoryX, m_memoryY, m_memory + m_predictedMemory);
 }
 
-// Ranks' names while they fit (kMaxLegendRanks), the predicted lines' always.
+// Ranks' names while they fit (kMaxLegendRanks), and one "predicted" for the dashed lines (their
+// colours say which ranks each is for).
 void RunCharts::updateMemoryLegend() {
   QLegend* legend = m_memoryView->chart()->legend();
   const bool ranksShown = m_memory.size() > 1 && m_memory.size() <= kMaxLegendRanks;
@@ -289,6 +308,19 @@ void RunCharts::updateMemoryLegend() {
   for (QLineSeries* s : std::as_const(m_memory)) {
     for (QLegendMarker* marker : legend->markers(s)) marker->setVisible(namesFit);
   }
+  for (int i = 1; i < m_predictedMemory.size(); ++i) {
+    for (QLegendMarker* marker : legend->markers(m_predictedMemory[i])) marker->setVisible(false);
+  }
+}
+
+void RunCharts::placeThroughputLegend() {
+  QChart* chart = m_throughputView->chart();
+  QLegend* legend = chart->legend();
+  if (!legend->isVisible()) return;
+  const QRectF plot = chart->plotArea();
+  const QSizeF size = legend->effectiveSizeHint(Qt::PreferredSize);
+  legend->setGeometry(QRectF(plot.right() - size.width(), plot.top(), size.width(), size.height()));
+  legend->update();
 }
 
 void RunCharts::setComparison(qint64 id, const std::vector<store::MetricRow>& metrics) {
@@ -327,6 +359,15 @@ void RunCharts::setMemory(const std::vector<store::MetricRow>& metrics) {
     QLineSeries* s = m_memory.takeLast();
     m_memoryView->chart()->removeSeries(s);
     delete s;
+  }
+  if (m_memory.size() != wanted) {
+    // The predicted lines are added again after the ranks' curves, so the legend lists the ranks
+    // first whatever order they arrived in.
+    for (QLineSeries* s : std::as_const(m_predictedMemory)) {
+      m_memoryView->chart()->removeSeries(s);
+      delete s;
+    }
+    m_predictedMemory.clear();
   }
   while (m_memory.size() < wanted) m_memory.append(addSeries(m_memoryView, {m_memoryX, m_memoryY}, QString()));
   std::vector<QList<QPointF>> points(static_cast<size_t>(wanted));

@@ -13,7 +13,7 @@
 // What the run's plan predicts (setPrediction) is drawn dashed across the steps shown, named
 // "predicted": the estimate's tokens/s on the throughput chart, and on the memory chart the
 // estimate's peak of each pp rank (one line per pp rank, in the colour of its lowest rank; the
-// largest of them beside the largest rank's curve).
+// largest of them beside the largest rank's curve), with one "predicted" entry in each legend.
 // The widget draws values it is given; it reads no file.
 #pragma once
 
@@ -81,6 +81,7 @@ class RunCharts : public QWidget {
   void setMemory(const std::vector<stagecraft::store::MetricRow>& metrics);
   void drawPrediction();
   void updateMemoryLegend();
+  void placeThroughputLegend();
 
   Prediction m_prediction;
   QLabel* m_note = nullptr;

@@ -3,12 +3,14 @@
 #include "runs/RunTimelineView.h"
 
 #include <QComboBox>
+#include <QEvent>
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
 #include <QGraphicsView>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -36,6 +38,9 @@ constexpr double kMinDrawnWidth = 360.0;  // scene units the longer timeline get
 constexpr double kTitleGap = 4.0;         // between a title and its timeline
 constexpr double kTimelineGap = 14.0;     // between the predicted timeline and the measured title
 constexpr int kTitleFontPx = 12;
+constexpr int kRowPadding = 4;            // pixels above and below a comparison row's text
+constexpr int kTimelineShare = 500;       // first split of the width: timelines, comparison table
+constexpr int kTableShare = 200;
 // The estimate's one figure for a micro-batch's forward + backward is split as their FLOPs:
 // a backward computes two products (the input's and the weights' gradients) per forward one.
 constexpr double kForwardShare = 1.0 / 3.0;
@@ -116,14 +121,17 @@ RunTimelineView::RunTimelineView(QWidget* parent) : QWidget(parent), m_measuredI
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + kRowPadding);
   sl->addWidget(m_tableCaption);
   sl->addWidget(m_table, 1);
   split->addWidget(m_view);
   split->addWidget(side);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 1);
+  split->setStretchFactor(0, 5);
+  split->setStretchFactor(1, 2);
+  split->setSizes({kTimelineShare, kTableShare});
   layout->addWidget(split, 1);
+
+  m_view->viewport()->installEventFilter(this);  // the timelines fit the viewport's width
 
   m_reloadLater = new QTimer(this);
   m_reloadLater->setSingleShot(true);
@@ -191,9 +199,9 @@ void RunTimelineView::showEvent(QShowEvent* event) {
   if (m_stale) reload();
 }
 
-void RunTimelineView::resizeEvent(QResizeEvent* event) {
-  QWidget::resizeEvent(event);
-  layoutScene();
+bool RunTimelineView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == m_view->viewport() && event->type() == QEvent::Resize) layoutScene();
+  return QWidget::eventFilter(watched, event);
 }
 
 void RunTimelineView::reload() {
@@ -344,10 +352,14 @@ void RunTimelineView::drawPredicted() {
   m_predicted->setTimeline(t);
   m_predicted->setVisible(true);
   const auto [forward, backward] = predictedMicroBatchTimes(*m_plan);
-  m_predictedText->setText(tr("Predicted: forward %1, backward %2 a micro-batch (bottleneck stage); makespan %3 ms, idle %4 of the ranks' time")
+  m_predictedText->setText(tr("Predicted: forward %1, backward %2 a micro-batch; %3 ms, idle %4")
                                .arg(qs(plan::format_seconds(forward)), qs(plan::format_seconds(backward)))
-                               .arg(t.makespan, 0, 'f', 2)
+                               .arg(t.makespan, 0, 'f', 1)
                                .arg(percentText(t.idleFraction())));
+  m_predictedText->setToolTip(tr("The %1 schedule simulated with the cost model's forward and backward of one micro-batch on the "
+                                 "bottleneck stage (pipeline transfers not drawn); idle: the share of the ranks' time outside "
+                                 "forwards and backwards")
+                                  .arg(qs(stagecraft::config::to_string(m_plan->config.pipeline.schedule))));
   layoutScene();
 }
 
@@ -361,11 +373,15 @@ void RunTimelineView::drawMeasured() {
       const int v = m_plan && m_plan->config.pipeline.schedule == Schedule::kInterleaved ? m_plan->virtual_stages : 1;
       t = toScheduleTimeline(measured.value(), m_plan ? m_plan->pp : measured->ranks, v);
       m_measuredIdle = measured->idle_fraction();
-      m_measuredText->setText(tr("Measured: step %1, replica dp %2: makespan %3 ms, idle %4 of the ranks' time (bubble and waits)")
+      m_measuredText->setText(tr("Measured: step %1, dp %2; %3 ms, idle %4 (bubble and waits)")
                                   .arg(m_step)
                                   .arg(m_replica)
-                                  .arg(measured->makespan_s * kMs, 0, 'f', 2)
+                                  .arg(measured->makespan_s * kMs, 0, 'f', 1)
                                   .arg(percentText(m_measuredIdle)));
+      m_measuredText->setToolTip(tr("The forwards and backwards of step %1 on the ranks of replica dp %2 (tp rank 0), from their "
+                                    "recorded start and end; idle: the share of the ranks' time outside them")
+                                     .arg(m_step)
+                                     .arg(m_replica));
     } else {
       m_stepMessage = qs(measured.status().message());
     }
@@ -408,10 +424,13 @@ void RunTimelineView::fillComparison() {
       m_table->setItem(r, c, item);
     }
   }
+  // The table as wide as its columns: the timelines take the rest.
+  m_table->resizeColumnsToContents();
+  m_table->setMinimumWidth(m_table->horizontalHeader()->length() + 2 * m_table->frameWidth() + m_table->verticalScrollBar()->sizeHint().width());
   if (m_measurement) {
     const auto& m = *m_measurement;
     const auto rank = std::find_if(m.ranks.begin(), m.ranks.end(), [&](const launch::MeasuredRank& x) { return x.rank == m.bottleneck_rank; });
-    m_tableCaption->setText(tr("Predicted vs measured: medians of steps %1–%2 (%3 steps) of rank %4 (pp %5), the bottleneck")
+    m_tableCaption->setText(tr("Predicted vs measured: medians of steps %1–%2 (%3) of rank %4 (pp %5), the bottleneck")
                                 .arg(m.first_step)
                                 .arg(m.last_step)
                                 .arg(m.steps_used)

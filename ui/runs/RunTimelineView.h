@@ -95,7 +95,7 @@ class RunTimelineView : public QWidget {
 
  protected:
   void showEvent(QShowEvent* event) override;
-  void resizeEvent(QResizeEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void drawMeasured();

@@ -255,9 +255,12 @@ void RunsView::loadRun(bool full) {
   if (full) {
     auto withPlan = st->get_run(m_selected);  // the listing leaves plans out
     if (!withPlan.ok()) return showError(qs(withPlan.status().message()));
+    // The plan's prediction beside the curves; a config that no longer plans says why (a run
+    // that recorded none, made by hand or by an old history, simply has no prediction).
     auto predicted = recordedRunPlan(withPlan.value());
+    const bool why = !predicted.ok() && predicted.status().code() != stagecraft::Status::Code::kNotFound;
     m_charts->setPrediction(predicted.ok() ? RunCharts::predictionOf(predicted.value()) : RunCharts::Prediction{},
-                            predicted.ok() ? QString() : tr("No prediction: %1").arg(qs(predicted.status().message())));
+                            why ? tr("No prediction: %1").arg(qs(predicted.status().message())) : QString());
     m_timeline->setRun(st, m_selected);
     store::RunRecord record = *r;  // the listing's state, with the plan the run started with
     record.plan_json = std::move(withPlan->plan_json);
