@@ -62,10 +62,8 @@ inline Parts partsOf(const plan::Estimate& e) {
   return p;
 }
 
-// Records a succeeded run of `c` with steps 1..steps; every rank reports every step, with
-// `memBytes` of its pp rank. Step k of every rank starts at startUnix + k seconds. Returns its id.
-inline qint64 recordRun(store::RunStore& st, const config::RunConfig& c, int64_t steps, const PartsOf& parts, const OpsOf& ops,
-                        const std::vector<int64_t>& memBytes = {}) {
+// A run of `c` recorded as a launch records it (config, plan, world size), running.
+inline qint64 createRun(store::RunStore& st, const config::RunConfig& c, int64_t steps) {
   const plan::Plan p = planOf(c);
   store::NewRun n;
   n.name = c.name;
@@ -78,11 +76,19 @@ inline qint64 recordRun(store::RunStore& st, const config::RunConfig& c, int64_t
   auto id = st.create_run(n);
   if (!id.ok()) qFatal("%s", id.status().message().c_str());
   if (!st.transition(id.value(), store::RunState::kRunning, "started")) qFatal("transition");
+  return id.value();
+}
+
+// Steps [from, to] of run `id` (of `steps` in all): every rank reports every step, with
+// `memBytes` of its pp rank. Step k of every rank starts at kStartUnix + k seconds.
+inline void appendSteps(store::RunStore& st, qint64 id, const config::RunConfig& c, int64_t from, int64_t to, int64_t steps,
+                        const PartsOf& parts, const OpsOf& ops, const std::vector<int64_t>& memBytes = {}) {
   constexpr double kStartUnix = 1.7e9;
+  const plan::Plan p = planOf(c);
   const double tokens = double(c.train.global_batch) * c.model.seq_len;
   store::Batch b;
-  for (int64_t step = 1; step <= steps; ++step) {
-    for (int rank = 0; rank < n.world_size; ++rank) {
+  for (int64_t step = from; step <= to; ++step) {
+    for (int rank = 0; rank < p.topology.world_size(); ++rank) {
       const int ppRank = p.topology.coord(rank).pp;
       const Parts x = parts(rank, ppRank, step);
       launch::TimingEvent t;
@@ -114,9 +120,16 @@ inline qint64 recordRun(store::RunStore& st, const config::RunConfig& c, int64_t
       b.metrics.push_back(m);
     }
   }
-  if (!st.append(id.value(), b)) qFatal("append");
-  if (!st.transition(id.value(), store::RunState::kSucceeded, "every rank finished")) qFatal("transition");
-  return id.value();
+  if (!st.append(id, b)) qFatal("append");
+}
+
+// A succeeded run of `c` with steps 1..steps, as above. Returns its id.
+inline qint64 recordRun(store::RunStore& st, const config::RunConfig& c, int64_t steps, const PartsOf& parts, const OpsOf& ops,
+                        const std::vector<int64_t>& memBytes = {}) {
+  const qint64 id = createRun(st, c, steps);
+  appendSteps(st, id, c, 1, steps, steps, parts, ops, memBytes);
+  if (!st.transition(id, store::RunState::kSucceeded, "every rank finished")) qFatal("transition");
+  return id;
 }
 
 }  // namespace timing_test

@@ -194,6 +194,36 @@ class TestRunTimelineView : public QObject {
     QCOMPARE(t->step(), 2);
   }
 
+  // A run still training: steps written later are read again while the tab is shown, at most
+  // every reloadInterval(), and the step shown stays the person's choice.
+  void aLiveRunIsReadAgain() {
+    const plan::Plan p = timing_test::planOf(m_config);
+    const timing_test::OpsOf ops = [&p](int rank, int ppRank, int64_t step) {
+      std::vector<launch::TimingEvent::Op> out;
+      const double u = unitMs(p.topology.coord(rank).dp, step);
+      for (const Block& b : ppRank == 0 ? kPp0 : kPp1) out.push_back({b.backward, ppRank, b.mb, b.start * u, b.end * u});
+      return out;
+    };
+    const qint64 id = timing_test::createRun(*m_store, m_config, 10);
+    timing_test::appendSteps(*m_store, id, m_config, 1, 3, 10, steadyParts, ops);
+    auto v = makeView();
+    RunTimelineView* t = showTimeline(*v, id);
+    QVERIFY(t);
+    t->setReloadInterval(300);
+    QCOMPARE(t->stepChoices(), (QList<qint64>{1, 2, 3}));
+    QVERIFY(t->setStep(2));
+    // Another connection writes steps 4..10, as the run's recorder would.
+    auto other = store::RunStore::open(m_db.toStdString());
+    QVERIFY(other.ok());
+    timing_test::appendSteps(*other.value(), id, m_config, 4, 10, 10, steadyParts, ops);
+    v->refresh();
+    QTRY_COMPARE_WITH_TIMEOUT(t->stepChoices(), (QList<qint64>{1, 2, 3, 10}), 5000);
+    QCOMPARE(t->step(), 2);
+    checkBlocks(t->measuredTimeline(), 2.0);
+    QVERIFY(t->setStep(10));
+    checkBlocks(t->measuredTimeline(), 10.0);
+  }
+
   // A run without timing events (an older Stagecraft's, another program's) shows the engine's
   // reason and still the prediction; a run without a recorded config says that too.
   void aRunWithoutTimingEventsSaysWhy() {

@@ -186,11 +186,11 @@ void RunTimelineView::runUpdated() {
   if (m_runId == 0) return;
   m_stale = true;
   if (!isVisible()) return;  // read when shown
-  const qint64 since = m_lastLoad.isValid() ? m_lastLoad.elapsed() : kReloadMs;
-  if (since >= kReloadMs) {
+  const qint64 since = m_lastLoad.isValid() ? m_lastLoad.elapsed() : m_reloadMs;
+  if (since >= m_reloadMs) {
     reload();
   } else if (!m_reloadLater->isActive()) {
-    m_reloadLater->start(static_cast<int>(kReloadMs - since));
+    m_reloadLater->start(static_cast<int>(m_reloadMs - since));
   }
 }
 

@@ -15,7 +15,7 @@
 // predicted, measured, error.
 //
 // Reads the history when shown (measure_run reads every timing event of the run) and, for a run
-// still writing, again at most every kReloadMs while shown. A run without timing events (an
+// still writing, again at most every reloadInterval() ms (kReloadMs) while shown. A run without timing events (an
 // older Stagecraft's, another program's, or one not yet past its first step) shows the engine's
 // reason and still draws the prediction when its config plans.
 #pragma once
@@ -24,6 +24,7 @@
 #include <QString>
 #include <QWidget>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -58,8 +59,11 @@ class RunTimelineView : public QWidget {
   // the view is visible, else when it is next shown. A null store or id 0 shows nothing.
   void setRun(stagecraft::store::RunStore* store, qint64 id);
   void clear();
-  // New rows of the shown run were written: read it again (at most every kReloadMs) while shown.
+  // New rows of the shown run were written: read it again (at most every reloadInterval() ms)
+  // while shown.
   void runUpdated();
+  void setReloadInterval(int ms) { m_reloadMs = std::max(0, ms); }
+  int reloadInterval() const { return m_reloadMs; }
   // Reads the run now.
   void reload();
 
@@ -109,6 +113,7 @@ class RunTimelineView : public QWidget {
   qint64 m_step = 0;
   int m_replica = 0;
   bool m_stale = false;
+  int m_reloadMs = kReloadMs;
   QElapsedTimer m_lastLoad;
   QTimer* m_reloadLater = nullptr;
   std::optional<stagecraft::launch::RunMeasurement> m_measurement;
