@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 
 #include "args.h"
 #include "commands.h"
@@ -47,6 +48,9 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
       return report(Status::invalid_input("calibrate: " + p + ": not a run id (a positive number from `stagecraft-cli runs list`)"));
     }
     ids.push_back(id);
+  }
+  if (const auto out = a.option("-o"); out && std::filesystem::is_directory(*out)) {
+    return report(Status::invalid_input("calibrate: -o " + *out + ": is a folder; give the profile's file name (e.g. " + *out + "/lab.yaml)"));
   }
   const auto db = a.option("--db");
   auto st = open_history_to_read(db ? &*db : nullptr);

@@ -242,6 +242,65 @@ class TestCliRuns : public QObject {
     QVERIFY(text.out.contains("lost"));
   }
 
+  // Two recorded layouts: compare each with its prediction, calibrate the cpu device on both, and
+  // plan with the profile, from a file and from the user catalog.
+  void compareAndCalibrate() {
+    const QString dp2 = config("dp2", 12);
+    const Run a = cli({"run", dp2, "--json", "--db", db_});
+    QVERIFY2(a.code == 0, qPrintable(a.err));
+    const Run b = cli({"run", dp2, "parallel.dp=1", "parallel.pp=2", "--json", "--db", db_});
+    QVERIFY2(b.code == 0, qPrintable(b.err));
+    auto id_of = [](const Run& r) {
+      return QJsonDocument::fromJson(r.out.split('\n').value(0).toUtf8()).object()["run_id"].toInteger();
+    };
+    const qint64 first = id_of(a), second = id_of(b);
+    QVERIFY(first > 0 && second == first + 1);
+
+    const Run text = cli({"runs", "compare", QString::number(second), "--db", db_});
+    QVERIFY2(text.code == 0, qPrintable(text.err));
+    for (const char* part : {"compute", "PP + bubble", "DP", "optimizer", "step", "tokens/s", "memory pp 1"}) {
+      QVERIFY2(text.out.contains(part), qPrintable(text.out));
+    }
+    const Run json = cli({"runs", "compare", QString::number(second), "--json", "--db", db_});
+    QVERIFY2(json.code == 0, qPrintable(json.err));
+    const QJsonObject cmp = QJsonDocument::fromJson(json.out.toUtf8()).object();
+    QCOMPARE(cmp["ranks"].toArray().size(), 2);
+    bool step_row = false;
+    for (const auto& v : cmp["parts"].toArray()) {
+      const QJsonObject row = v.toObject();
+      if (row["part"].toString() != "step") continue;
+      step_row = true;
+      QVERIFY(row["measured"].toDouble() > 0 && row["predicted"].toDouble() > 0);
+      QCOMPARE(row["error"].toDouble(), (row["predicted"].toDouble() - row["measured"].toDouble()) / row["measured"].toDouble());
+    }
+    QVERIFY(step_row);
+    // The second rank waited for the first one's forwards.
+    QVERIFY(cmp["ranks"].toArray()[1].toObject()["pp_wait_s"].toDouble() > 0);
+
+    const QString profile = dir_.filePath("lab.yaml");
+    const Run cal = cli({"calibrate", QString::number(first), QString::number(second), "-o", profile, "--json", "--db", db_});
+    QVERIFY2(cal.code == 0, qPrintable(cal.err));
+    const QJsonObject fit = QJsonDocument::fromJson(cal.out.toUtf8()).object();
+    QCOMPARE(fit["base"].toString(), QString("cpu"));
+    QCOMPARE(fit["runs"].toArray().size(), 2);
+    QVERIFY2(fit["rms_after"].toDouble() < fit["rms_before"].toDouble(), qPrintable(cal.out));
+    QVERIFY(QFile::exists(profile));
+    const Run planned = cli({"plan", dp2, "cluster.device.profile=" + profile, "--json"});
+    QVERIFY2(planned.code == 0, qPrintable(planned.err));
+    QVERIFY(planned.out.contains("cpu-calibrated"));
+
+    // Without -o: into the user catalog, where plans find it by name.
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", dir_.filePath("xdg"));
+    const Run into = stagecraft::testing::run_cli({"calibrate", QString::number(first), "--name", "lab-cpu", "--db", db_}, env);
+    QVERIFY2(into.code == 0, qPrintable(into.err));
+    QVERIFY(QFile::exists(dir_.filePath("xdg/stagecraft/devices/lab-cpu.yaml")));
+    const Run listed = stagecraft::testing::run_cli({"devices"}, env);
+    QVERIFY(listed.out.contains("lab-cpu"));
+    const Run by_name = stagecraft::testing::run_cli({"plan", dp2, "cluster.device=lab-cpu"}, env);
+    QVERIFY2(by_name.code == 0, qPrintable(by_name.err));
+  }
+
   void badInput_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("message");
@@ -260,6 +319,11 @@ class TestCliRuns : public QObject {
     QTest::newRow("missing history file") << QStringList{"runs", "list", "--db", "MISSING"} << "no such file";
     QTest::newRow("not a database") << QStringList{"runs", "list", "--db", "TEXT"} << "not an SQLite database";
     QTest::newRow("run with a non-database history") << QStringList{"run", "CONFIG", "--db", "TEXT"} << "not an SQLite database";
+    QTest::newRow("compare an unknown run") << QStringList{"runs", "compare", "9999", "--db", "DB"} << "run 9999";
+    QTest::newRow("calibrate without runs") << QStringList{"calibrate", "--db", "DB"} << "name one or more recorded runs";
+    QTest::newRow("calibrate a word") << QStringList{"calibrate", "first", "--db", "DB"} << "first: not a run id";
+    QTest::newRow("calibrate an unknown run") << QStringList{"calibrate", "9999", "--db", "DB"} << "run 9999";
+    QTest::newRow("calibrate into a folder") << QStringList{"calibrate", "1", "-o", "/", "--db", "DB"} << "/";
   }
   void badInput() {
     QFETCH(QStringList, args);

@@ -273,6 +273,12 @@ Json device_to_json(const DeviceSpec& d) {
   j.set("intra_node_gbps", d.intra_node_gbps);
   j.set("network", d.network);
   j.set("inter_node_gbps", d.inter_node_gbps);
+  if (!d.profile.empty()) {
+    j.set("profile", d.profile);
+    Json c = Json::object();
+    for (const auto& f : calibration_fields()) c.set(f.key, d.calibration.*(f.field));
+    j.set("calibration", std::move(c));
+  }
   return j;
 }
 

@@ -1,4 +1,4 @@
-// RunStore: the run history, one SQLite file (docs/ARCHITECTURE.md §9).
+// RunStore: the run history, one SQLite file (docs/ARCHITECTURE.md §10).
 //
 // Where: default_path() is $STAGECRAFT_DB when set, else $XDG_DATA_HOME/stagecraft/runs.sqlite
 // (~/.local/share/stagecraft/runs.sqlite when XDG_DATA_HOME is unset); front ends pass --db FILE.
