@@ -352,11 +352,11 @@ void RunTimelineView::drawPredicted() {
   m_predicted->setTimeline(t);
   m_predicted->setVisible(true);
   const auto [forward, backward] = predictedMicroBatchTimes(*m_plan);
-  m_predictedText->setText(tr("Predicted: forward %1, backward %2 a micro-batch; %3 ms, idle %4")
+  m_predictedText->setText(tr("Predicted: forward %1, backward %2; %3 ms, idle %4")
                                .arg(qs(plan::format_seconds(forward)), qs(plan::format_seconds(backward)))
                                .arg(t.makespan, 0, 'f', 1)
                                .arg(percentText(t.idleFraction())));
-  m_predictedText->setToolTip(tr("The %1 schedule simulated with the cost model's forward and backward of one micro-batch on the "
+  m_predictedText->setToolTip(tr("The %1 schedule simulated with the cost model's forward and backward of a micro-batch on the "
                                  "bottleneck stage (pipeline transfers not drawn); idle: the share of the ranks' time outside "
                                  "forwards and backwards")
                                   .arg(qs(stagecraft::config::to_string(m_plan->config.pipeline.schedule))));
