@@ -15,6 +15,8 @@
 #include <QDockWidget>
 #include <QMenu>
 #include <QSettings>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QPushButton>
 #include <QTableView>
@@ -36,6 +38,8 @@
 #include "runs/RunLogView.h"
 #include "runs/RunsModel.h"
 #include "runs/RunsView.h"
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_store.h"
 
 namespace store = stagecraft::store;
@@ -269,6 +273,91 @@ class TestRunsView : public QObject {
     // Another run selected: its own points only.
     QVERIFY(v->selectRun(1));
     QCOMPARE(pointsOf(v->charts()->lossSeries()), (QList<QPointF>{{3, 2.5}}));
+  }
+
+  // The plan of the run's recorded config predicts tokens/s and each pp rank's peak: dashed lines
+  // named "predicted" at the estimate's values across the run's steps, in the colour of each pp
+  // rank's lowest rank. A run without a recorded config has none, and the charts say why.
+  void predictedLinesAreTheEstimate() {
+    auto config = stagecraft::config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml");
+    QVERIFY(config.ok());
+    auto plan = stagecraft::plan::make_plan(config.value());
+    QVERIFY(plan.ok());
+    const auto& e = plan->estimate;
+    QCOMPARE(int(e.memory.size()), 2);
+    store::NewRun n;
+    n.name = "tiny-gpt";
+    n.config_yaml = stagecraft::config::to_yaml(config.value());
+    n.world_size = 4;
+    n.supervisor = store::this_process_identity();
+    auto id = m_store->create_run(n);
+    QVERIFY(id.ok());
+    store::Batch b;
+    for (int step = 2; step <= 6; ++step) {
+      for (int rank = 0; rank < 4; ++rank) {
+        store::MetricRow m;
+        m.rank = rank;
+        m.step = step;
+        m.tokens_per_s = 12000.0 + step;
+        m.mem_bytes = 8 * 1024 * 1024;
+        b.metrics.push_back(m);
+      }
+    }
+    QVERIFY(m_store->append(id.value(), b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(id.value()));
+    RunCharts* charts = v->charts();
+    QLineSeries* tput = charts->predictedThroughputSeries();
+    QVERIFY(tput);
+    QCOMPARE(tput->name(), QStringLiteral("predicted"));
+    QCOMPARE(tput->pen().style(), Qt::DashLine);
+    QCOMPARE(pointsOf(tput), (QList<QPointF>{{2, e.tokens_per_s}, {6, e.tokens_per_s}}));
+    QVERIFY(charts->findChild<QChartView*>(QStringLiteral("throughputChart"))->chart()->legend()->isVisible());
+    const auto memory = charts->predictedMemorySeries();
+    QCOMPARE(memory.size(), 2);
+    for (int pp = 0; pp < 2; ++pp) {
+      const double mib = e.memory[size_t(pp)].total() / (1024.0 * 1024.0);
+      QCOMPARE(memory[pp]->name(), pp == 0 ? QStringLiteral("predicted") : QStringLiteral("predicted pp 1"));
+      QCOMPARE(memory[pp]->pen().style(), Qt::DashLine);
+      QCOMPARE(pointsOf(memory[pp]), (QList<QPointF>{{2, mib}, {6, mib}}));
+      // Ranks 0 and 1 are pp 0, ranks 2 and 3 pp 1 (tp-dp-pp order).
+      QCOMPARE(memory[pp]->color(), charts->memorySeries()[2 * pp]->color());
+    }
+    QVERIFY(charts->predictionNote().isEmpty());
+
+    // Each legend has one "predicted" entry; the memory legend keeps the ranks' names. (Markers
+    // are laid out, and so visible, once the charts are shown.)
+    v->resize(1400, 400);
+    v->show();
+    QVERIFY(QTest::qWaitForWindowExposed(v.get()));
+    QTest::qWait(100);
+    QStringList legends;
+    for (const char* name : {"throughputChart", "memoryChart"}) {
+      QChart* chart = charts->findChild<QChartView*>(QString::fromLatin1(name))->chart();
+      QVERIFY(chart->legend()->isVisible());
+      for (QLegendMarker* marker : chart->legend()->markers()) {
+        if (marker->isVisible()) legends << QString::fromLatin1(name) + QLatin1Char(':') + marker->label();
+      }
+    }
+    QCOMPARE(legends, (QStringList{"throughputChart:predicted", "memoryChart:rank 0", "memoryChart:rank 1", "memoryChart:rank 2",
+                                   "memoryChart:rank 3", "memoryChart:predicted"}));
+
+    QVERIFY(v->selectRun(1));  // recorded without a config: nothing to predict
+    QVERIFY(!charts->predictedThroughputSeries());
+    QVERIFY(charts->predictedMemorySeries().isEmpty());
+    QVERIFY(charts->predictionNote().isEmpty());
+
+    // A config that no longer plans (its device profile is gone) says why.
+    auto gone = config.value();
+    gone.cluster.device_fields.profile = m_dir.filePath(QStringLiteral("no-such-profile.yaml")).toStdString();
+    n.name = "profile-gone";
+    n.config_yaml = stagecraft::config::to_yaml(gone);
+    auto goneId = m_store->create_run(n);
+    QVERIFY(goneId.ok());
+    v->refresh();
+    QVERIFY(v->selectRun(goneId.value()));
+    QVERIFY(!charts->predictedThroughputSeries());
+    QVERIFY2(charts->predictionNote().contains(QStringLiteral("no-such-profile.yaml")), qPrintable(charts->predictionNote()));
   }
 
   void liveMetricsOfTheSelectedRunArriveWithThePoll() {
@@ -583,6 +672,16 @@ class TestRunsView : public QObject {
   // entries) is elided by Qt Charts ("...") or reaches past its chart. The memory legend and the
   // narrow charts' step labels used to read "r..." and "...".
   void chartTextIsWholeAtTheDefaultWindowSize() {
+    // A 4-rank tiny GPT whose config plans: the dashed predicted lines and their legends too.
+    auto config = stagecraft::config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml");
+    QVERIFY(config.ok());
+    store::NewRun n;
+    n.name = "tiny-gpt";
+    n.config_yaml = stagecraft::config::to_yaml(config.value());
+    n.world_size = 4;
+    n.supervisor = store::this_process_identity();
+    auto id = m_store->create_run(n);
+    QVERIFY(id.ok());
     store::Batch b;
     for (int step = 1; step <= 80; ++step) {
       for (int rank = 0; rank < 4; ++rank) {
@@ -595,7 +694,7 @@ class TestRunsView : public QObject {
         b.metrics.push_back(m);
       }
     }
-    QVERIFY(m_store->append(2, b));
+    QVERIFY(m_store->append(id.value(), b));
     QTemporaryDir settings;
     QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
     qputenv("STAGECRAFT_DB", m_db.toUtf8());
@@ -610,8 +709,9 @@ class TestRunsView : public QObject {
     dock->show();
     dock->raise();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
-    QVERIFY(view->selectRun(2));
+    QVERIFY(view->selectRun(id.value()));
     QCOMPARE(view->charts()->memorySeries().size(), 4);
+    QVERIFY(view->charts()->predictedThroughputSeries());
     QTest::qWait(200);  // Qt Charts lays out its items on the event loop
     if (const QString dir = qEnvironmentVariable("STAGECRAFT_TEST_GRAB_DIR"); !dir.isEmpty()) {
       QVERIFY(w.grab().save(dir + QStringLiteral("/runs-default-size.png")));
@@ -646,6 +746,15 @@ class TestRunsView : public QObject {
     }
     legend.sort();
     QCOMPARE(legend, (QStringList{"rank 0", "rank 1", "rank 2", "rank 3"}));
+    // And "predicted" beside each of the two charts' curves.
+    for (const char* name : {"throughputChart", "memoryChart"}) {
+      int predicted = 0;
+      for (QGraphicsItem* item : view->charts()->findChild<QChartView*>(QString::fromLatin1(name))->scene()->items()) {
+        auto* t = dynamic_cast<QGraphicsTextItem*>(item);
+        if (t && item->isVisible() && t->toPlainText() == QStringLiteral("predicted")) ++predicted;
+      }
+      QVERIFY2(predicted == 1, name);
+    }
   }
 
   void mainWindowHasTheRunsDockAndMenus() {

@@ -1,5 +1,6 @@
-// ScheduleView and simulateSchedule(): block times of the dependency-driven simulation, the
-// bubble (idle share) against the closed forms, capping of huge m, export.
+// ScheduleView, ScheduleTimelineItem and simulateSchedule(): block times of the dependency-driven
+// simulation, the item's time scale and shared span, the bubble (idle share) against the closed
+// forms, capping of huge m, export.
 //
 // What the bubble rows compare, and why: with forward 1 and backward 2 time units per full
 // stage and no communication, GPipe and 1F1B both finish in (m + p - 1)(f + b) — the last
@@ -36,6 +37,7 @@ class TestScheduleView : public QObject {
   void bubbleMatchesClosedForm_data();
   void bubbleMatchesClosedForm();
   void workedExampleBlockTimes();
+  void timeScaleAndSharedSpan();
   void dependenciesHold_data();
   void dependenciesHold();
   void viewFollowsPlan();
@@ -98,6 +100,27 @@ void TestScheduleView::workedExampleBlockTimes() {
     QCOMPARE(b.end, want[i].end);
   }
   QCOMPARE(t.makespan, 9.0);
+}
+
+// The Runs view draws milliseconds: its own scale, and one span for two timelines stacked on one
+// axis. The default stays one forward pass per kUnit.
+void TestScheduleView::timeScaleAndSharedSpan() {
+  ScheduleTimelineItem item;
+  item.setTimeline(simulateSchedule(Schedule::k1f1b, 2, 1, 2));  // makespan 9
+  const ScheduleBlock& b0 = item.timeline().blocks[2];           // pp 0's B0 [4, 6]
+  QCOMPARE(item.blockRect(b0).left(), ScheduleTimelineItem::kLabelWidth + 4 * ScheduleTimelineItem::kUnit);
+  QCOMPARE(item.boundingRect().width(), ScheduleTimelineItem::kLabelWidth + 10 * ScheduleTimelineItem::kUnit);
+  item.setTimeScale(10.0);
+  QCOMPARE(item.blockRect(b0).left(), ScheduleTimelineItem::kLabelWidth + 40.0);
+  QCOMPARE(item.blockRect(b0).width(), 20.0);
+  QCOMPARE(item.span(), 9.0);
+  item.setSpan(25.0);  // a longer timeline drawn beside it
+  QCOMPARE(item.span(), 25.0);
+  QCOMPARE(item.boundingRect().width(), ScheduleTimelineItem::kLabelWidth + 250.0 + ScheduleTimelineItem::kUnit);
+  item.setSpan(3.0);  // never shorter than its own makespan
+  QCOMPARE(item.span(), 9.0);
+  item.setTimeScale(0.0);  // refused
+  QCOMPARE(item.timeScale(), 10.0);
 }
 
 void TestScheduleView::dependenciesHold_data() {

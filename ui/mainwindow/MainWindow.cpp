@@ -20,6 +20,7 @@
 #include "estimates/EstimatesView.h"
 #include "layouts/LayoutsView.h"
 #include "scaling/ScalingView.h"
+#include "runs/CalibrateDialog.h"
 #include "runs/RunLocallyDialog.h"
 #include "runs/RunManager.h"
 #include "runs/RunsView.h"
@@ -135,6 +136,14 @@ void MainWindow::createRunViews() {
   connect(m_runs, &RunManager::runStarted, this, [this] {
     m_runsDock->show();
     m_runsDock->raise();
+  });
+  // A profile calibrated from runs becomes the plan's device: one undoable edit of the cluster.
+  connect(m_runs->runsView()->calibrateDialog(), &CalibrateDialog::useProfileRequested, this, [this](const QString& path, const QString& base) {
+    cfg::RunConfig config = m_document->config();
+    if (QString::compare(qs(config.cluster.device), base, Qt::CaseInsensitive) != 0) config.cluster.device_fields = {};
+    config.cluster.device = base.toStdString();
+    config.cluster.device_fields.profile = path.toStdString();
+    m_document->setConfig(config, tr("Use device profile %1").arg(QFileInfo(path).fileName()));
   });
 }
 

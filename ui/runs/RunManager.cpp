@@ -32,6 +32,7 @@ void RunManager::addRunActions(QMenu* menu) {
   QAction* launch = menu->addAction(tr("&Launch..."), this, &RunManager::openLaunchDialog);
   launch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
   menu->addAction(tr("&Hosts..."), this, &RunManager::openHostsEditor);
+  menu->addAction(tr("&Calibrate from Selected Runs..."), m_runs, &RunsView::calibrateSelectedRuns);
 }
 
 bool RunManager::openLaunchDialog() {

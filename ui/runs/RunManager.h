@@ -26,7 +26,7 @@ class RunManager : public QObject {
   LaunchDialog* launchDialog() const { return m_launch; }
   // The launch dialog's hosts editor: Run > Hosts opens this one.
   HostsEditor* hostsEditor() const;
-  // Adds Launch... and Hosts... to `menu`.
+  // Adds Launch..., Hosts... and Calibrate from Selected Runs... (the runs view's) to `menu`.
   void addRunActions(QMenu* menu);
 
   // Run > Launch: false (message shown) when the document's config is invalid.

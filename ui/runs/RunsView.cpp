@@ -20,9 +20,12 @@
 #include <QVBoxLayout>
 
 #include "common/Text.h"
+#include "runs/CalibrateDialog.h"
 #include "runs/RankStateGrid.h"
+#include "runs/RecordedRunPlan.h"
 #include "runs/RunCharts.h"
 #include "runs/RunLogView.h"
+#include "runs/RunTimelineView.h"
 #include "runs/RunsModel.h"
 #include "stagecraft/store/process_identity.h"
 #include "stagecraft/store/run_store.h"
@@ -69,6 +72,12 @@ void RunsView::buildUi() {
   bar->addWidget(new QLabel(tr("State:"), this));
   bar->addWidget(m_stateFilter);
   bar->addWidget(m_nameFilter, 1);
+  m_calibrateButton = new QPushButton(tr("Calibrate..."), this);
+  m_calibrateButton->setObjectName(QStringLiteral("calibrateRuns"));
+  m_calibrateButton->setToolTip(tr("Fit the device's cost-model constants to the selected runs and save them as a device profile"));
+  m_calibrateButton->setEnabled(false);
+  m_calibrate = new CalibrateDialog(this);
+  bar->addWidget(m_calibrateButton);
   bar->addWidget(m_cancel);
   layout->addLayout(bar);
 
@@ -80,7 +89,7 @@ void RunsView::buildUi() {
   m_table->setSortingEnabled(true);
   m_table->sortByColumn(RunsModel::IdColumn, Qt::DescendingOrder);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);  // several to calibrate from
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->verticalHeader()->hide();
   m_table->horizontalHeader()->setStretchLastSection(true);
@@ -118,6 +127,8 @@ void RunsView::buildUi() {
 
   m_logs = new RunLogView(m_tabs);
   m_tabs->addTab(m_logs, tr("Logs"));
+  m_timeline = new RunTimelineView(m_tabs);
+  m_tabs->addTab(m_timeline, tr("Timeline"));
   dl->addWidget(m_tabs, 1);
   split->addWidget(m_table);
   split->addWidget(details);
@@ -139,6 +150,9 @@ void RunsView::buildUi() {
   });
   connect(m_compare, &QComboBox::activated, this, [this] { setComparisonRun(m_compare->currentData().toLongLong()); });
   connect(m_cancel, &QPushButton::clicked, this, &RunsView::askCancel);
+  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { m_calibrateButton->setEnabled(!selectedRunIds().isEmpty()); });
+  connect(m_calibrateButton, &QPushButton::clicked, this, &RunsView::calibrateSelectedRuns);
 }
 
 void RunsView::setDatabasePath(const QString& path) {
@@ -209,6 +223,7 @@ void RunsView::showRun(qint64 id) {
     m_charts->clear();
     m_rankGrid->clear();
     m_logs->clear();
+    m_timeline->clear();
   } else {
     const qint64 compare = comparisonRunId();
     loadRun(true);
@@ -233,12 +248,20 @@ void RunsView::loadRun(bool full) {
     m_lastMetricRow = m_lastEventRow = m_lastLogRow = 0;
     m_charts->setRun(m_selected, {});  // keeps the comparison curve
     m_rankGrid->clear();
+    m_timeline->clear();
     m_logs->setLogs(m_selected, r ? r->world_size : 0, {});
   }
   if (!st || !r) return;
   if (full) {
     auto withPlan = st->get_run(m_selected);  // the listing leaves plans out
     if (!withPlan.ok()) return showError(qs(withPlan.status().message()));
+    // The plan's prediction beside the curves; a config that no longer plans says why (a run
+    // that recorded none, made by hand or by an old history, simply has no prediction).
+    auto predicted = recordedRunPlan(withPlan.value());
+    const bool why = !predicted.ok() && predicted.status().code() != stagecraft::Status::Code::kNotFound;
+    m_charts->setPrediction(predicted.ok() ? RunCharts::predictionOf(predicted.value()) : RunCharts::Prediction{},
+                            why ? tr("No prediction: %1").arg(qs(predicted.status().message())) : QString());
+    m_timeline->setRun(st, m_selected);
     store::RunRecord record = *r;  // the listing's state, with the plan the run started with
     record.plan_json = std::move(withPlan->plan_json);
     m_rankGrid->setRun(record);
@@ -259,7 +282,10 @@ void RunsView::loadRun(bool full) {
   }
   auto events = st->events(m_selected, m_lastEventRow);
   if (!events.ok()) return showError(qs(events.status().message()));
-  if (!events->empty()) m_lastEventRow = events->back().row;
+  if (!events->empty()) {
+    m_lastEventRow = events->back().row;
+    if (!full) m_timeline->runUpdated();
+  }
   m_rankGrid->applyEvents(events.value());
   if (r->state != m_gridState) {
     m_rankGrid->setRunState(r->state);
@@ -275,6 +301,28 @@ void RunsView::loadRun(bool full) {
     m_logs->appendLogs(logs.value());
   }
   updateHeader();
+}
+
+QList<qint64> RunsView::selectedRunIds() const {
+  QList<qint64> ids;
+  for (const QModelIndex& row : m_table->selectionModel()->selectedRows()) ids << row.data(RunsModel::IdRole).toLongLong();
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+bool RunsView::calibrateSelectedRuns() {
+  QList<qint64> ids = selectedRunIds();
+  if (ids.isEmpty() && m_selected != 0) ids << m_selected;
+  store::RunStore* st = m_model->store();
+  bool ok = false;
+  if (!st) {
+    showError(tr("Calibrate: the run history is not open"));
+  } else {
+    ok = m_calibrate->calibrate(*st, ids);
+    m_calibrate->show();
+    m_calibrate->raise();
+  }
+  return ok;
 }
 
 bool RunsView::setComparisonRun(qint64 id) {

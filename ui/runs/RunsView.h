@@ -1,7 +1,10 @@
 // RunsView: the run manager's view of the run history — the table of runs (sort by any column,
 // filter by state and name) and, for the selected run, its live loss / throughput / memory
-// charts with another run's loss overlaid to compare, its ranks as tiles coloured by state, and
-// its logs with search. A Cancel button stops a queued or running run.
+// charts with another run's loss overlaid to compare and its plan's prediction dashed beside
+// them, its ranks as tiles coloured by state, its logs with search, and its measured pipeline
+// timeline beside the predicted one (RunTimelineView). A Cancel button stops a queued or running
+// run. Several runs can be selected (the current row is the one shown); Calibrate fits the
+// device's constants to the selected runs (CalibrateDialog).
 //
 // Where the data comes from: the SQLite history (store::RunStore), read again every
 // pollInterval() ms (default 1000). The history is the one place every run is written, by the
@@ -29,6 +32,7 @@
 
 #include "stagecraft/store/run_store.h"
 
+class CalibrateDialog;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -39,6 +43,7 @@ class QTimer;
 class RankStateGrid;
 class RunCharts;
 class RunLogView;
+class RunTimelineView;
 class RunsFilterModel;
 class RunsModel;
 namespace stagecraft::store {
@@ -65,10 +70,17 @@ class RunsView : public QWidget {
   RunCharts* charts() const { return m_charts; }
   RankStateGrid* rankGrid() const { return m_rankGrid; }
   RunLogView* logView() const { return m_logs; }
+  RunTimelineView* timelineView() const { return m_timeline; }
+  CalibrateDialog* calibrateDialog() const { return m_calibrate; }
+  QTabWidget* tabs() const { return m_tabs; }
 
   // Selects run `id` in the table; false when no shown row has that id (filtered out or absent).
   bool selectRun(qint64 id);
   qint64 selectedRunId() const { return m_selected; }
+  // Every selected run, ascending (the shown run is one of them).
+  QList<qint64> selectedRunIds() const;
+  // Opens the calibrate dialog on the selected runs; false when the fit failed (the dialog says why).
+  bool calibrateSelectedRuns();
   // Overlays run `id`'s loss on the selected run's; 0 removes it. False for an unknown run.
   bool setComparisonRun(qint64 id);
   qint64 comparisonRunId() const;
@@ -113,6 +125,9 @@ class RunsView : public QWidget {
   QLabel* m_header = nullptr;
   QLabel* m_status = nullptr;
   QPushButton* m_cancel = nullptr;
+  QPushButton* m_calibrateButton = nullptr;
+  CalibrateDialog* m_calibrate = nullptr;
+  RunTimelineView* m_timeline = nullptr;
   QComboBox* m_compare = nullptr;
   QTabWidget* m_tabs = nullptr;
   RunCharts* m_charts = nullptr;

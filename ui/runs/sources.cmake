@@ -16,4 +16,10 @@ target_sources(stagecraft_ui PRIVATE
   runs/RunLocallyDialog.cpp
   runs/RunManager.h
   runs/RunManager.cpp
+  runs/RecordedRunPlan.h
+  runs/RecordedRunPlan.cpp
+  runs/RunTimelineView.h
+  runs/RunTimelineView.cpp
+  runs/CalibrateDialog.h
+  runs/CalibrateDialog.cpp
 )

@@ -27,17 +27,40 @@ constexpr double kLodText = 0.5;          // below this scale no text is drawn
 ScheduleTimelineItem::ScheduleTimelineItem() { setFlag(ItemUsesExtendedStyleOption, true); }
 
 void ScheduleTimelineItem::setTimeline(const ScheduleTimeline& timeline) {
-  prepareGeometryChange();
   m_timeline = timeline;
-  m_bounds = QRectF(0, 0, kLabelWidth + std::max(1.0, m_timeline.makespan) * kUnit + kUnit,
-                    kAxisHeight + m_timeline.pp * (kRowHeight + kRowGap));
+  updateBounds();
+}
+
+void ScheduleTimelineItem::setTimeScale(double sceneUnitsPerTime) {
+  if (sceneUnitsPerTime > 0) m_scale = sceneUnitsPerTime;
+  updateBounds();
+}
+
+void ScheduleTimelineItem::setSpan(double span) {
+  m_span = std::max(0.0, span);
+  updateBounds();
+}
+
+double ScheduleTimelineItem::span() const { return std::max(m_span, m_timeline.makespan); }
+
+void ScheduleTimelineItem::setAxisUnit(const QString& unit) {
+  m_unit = unit;
+  update();
+}
+
+// At least one forward pass wide at the default scale, and room for the axis's last number past
+// the span.
+void ScheduleTimelineItem::updateBounds() {
+  prepareGeometryChange();
+  const double width = std::max(kUnit, span() * m_scale);
+  m_bounds = QRectF(0, 0, kLabelWidth + width + kUnit, kAxisHeight + m_timeline.pp * (kRowHeight + kRowGap));
   update();
 }
 
 QRectF ScheduleTimelineItem::boundingRect() const { return m_bounds; }
 
 QRectF ScheduleTimelineItem::blockRect(const ScheduleBlock& b) const {
-  return QRectF(kLabelWidth + b.start * kUnit, kAxisHeight + b.ppRank * (kRowHeight + kRowGap), (b.end - b.start) * kUnit, kRowHeight);
+  return QRectF(kLabelWidth + b.start * m_scale, kAxisHeight + b.ppRank * (kRowHeight + kRowGap), (b.end - b.start) * m_scale, kRowHeight);
 }
 
 QColor ScheduleTimelineItem::blockColor(const ScheduleBlock& b, int pp) {
@@ -54,13 +77,14 @@ void ScheduleTimelineItem::paint(QPainter* painter, const QStyleOptionGraphicsIt
   f.setPixelSize(kFontPx);
   painter->setFont(f);
   const int p = m_timeline.pp;
-  const double span = m_timeline.makespan * kUnit;
+  const double end = span();
+  const double spanWidth = end * m_scale;
   const bool vector = painter->paintEngine() && painter->paintEngine()->type() == QPaintEngine::SVG;
 
   // Rows: label and the whole span hatched; blocks cover the busy part, the rest reads as idle.
   for (int r = 0; r < p; ++r) {
     const double y = kAxisHeight + r * (kRowHeight + kRowGap);
-    const QRectF row(kLabelWidth, y, span, kRowHeight);
+    const QRectF row(kLabelWidth, y, spanWidth, kRowHeight);
     painter->fillRect(row, kIdle);
     // SVG files cannot carry Qt's pattern brushes (renderers drop them): plain grey there.
     if (!vector) painter->fillRect(row, QBrush(kIdleHatch, Qt::BDiagPattern));
@@ -86,9 +110,9 @@ void ScheduleTimelineItem::paint(QPainter* painter, const QStyleOptionGraphicsIt
     }
   }
 
-  // Time axis in forward-pass units, ticks at 1, 2, 5 x 10^k spacing that stays readable.
-  if (lod >= kLodText && m_timeline.makespan > 0) {
-    const double minUnits = kMinTickSpacing / (kUnit * std::max(lod, 1e-6));
+  // Time axis in the timeline's unit, ticks at 1, 2, 5 x 10^k spacing that stays readable.
+  if (lod >= kLodText && end > 0) {
+    const double minUnits = kMinTickSpacing / (m_scale * std::max(lod, 1e-6));
     const double pow10 = std::pow(10.0, std::floor(std::log10(std::max(minUnits, 1e-9))));
     double step = pow10;
     for (double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -98,11 +122,14 @@ void ScheduleTimelineItem::paint(QPainter* painter, const QStyleOptionGraphicsIt
       }
     }
     painter->setPen(Qt::black);
-    painter->drawLine(QPointF(kLabelWidth, kAxisHeight - 2), QPointF(kLabelWidth + span, kAxisHeight - 2));
-    for (double t = 0; t <= m_timeline.makespan + 1e-9; t += step) {
-      const double x = kLabelWidth + t * kUnit;
+    painter->drawLine(QPointF(kLabelWidth, kAxisHeight - 2), QPointF(kLabelWidth + spanWidth, kAxisHeight - 2));
+    for (double t = 0; t <= end + 1e-9 * std::max(1.0, end); t += step) {
+      const double x = kLabelWidth + t * m_scale;
       painter->drawLine(QPointF(x, kAxisHeight - 2 - kTickLength), QPointF(x, kAxisHeight - 2));
       painter->drawText(QRectF(x - 30, 0, 60, kAxisHeight - 2 - kTickLength), Qt::AlignCenter, QString::number(t, 'g', 4));
+    }
+    if (!m_unit.isEmpty()) {
+      painter->drawText(QRectF(0, 0, kLabelWidth - 6, kAxisHeight - 2 - kTickLength), Qt::AlignRight | Qt::AlignVCenter, m_unit);
     }
   }
 }
