@@ -453,6 +453,39 @@ class TestTrainer : public QObject {
     QVERIFY(std::isfinite(three.norms[2]) && three.norms[2] > 0);
   }
 
+  // The scaler's state and the skipped steps live in the checkpoint: resuming after a skipped
+  // step continues with the halved scale and with AdamW's count of applied updates, so the
+  // resumed step writes the same weights and moments as the uninterrupted run.
+  void fp16ResumeKeepsTheScaler() {
+    QTemporaryDir dir;
+    const std::vector<std::string> o = {"cluster.gpus_per_node=1", "cluster.device=H100-SXM", "train.precision=fp16"};
+    auto with = [&](std::initializer_list<std::string> extra) {
+      auto x = o;
+      x.insert(x.end(), extra);
+      return x;
+    };
+    const int per_step = 8;
+    PoisonDevice two_dev(per_step, 2 * per_step), three_dev(per_step, 2 * per_step), clean(0, 0);
+    const RunOut two = train(with({"train.checkpoint_dir=" + dir.filePath("a").toStdString()}), 2, true, Memory::kHost, &two_dev);
+    const RunOut three = train(with({"train.checkpoint_dir=" + dir.filePath("b").toStdString()}), 3, true, Memory::kHost, &three_dev);
+    const RunOut resumed = train(with({"train.checkpoint_dir=" + dir.filePath("c").toStdString(),
+                                       "train.resume=" + dir.filePath("a/step-2").toStdString()}),
+                                 1, true, Memory::kHost, &clean);
+    QVERIFY2(two.error.empty() && three.error.empty() && resumed.error.empty(), (two.error + three.error + resumed.error).c_str());
+    QCOMPARE(resumed.loss_scales, (std::vector<double>{32768}));
+    QCOMPARE(resumed.losses.front(), three.losses.back());
+    QCOMPARE(resumed.norms.front(), three.norms.back());
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      auto a = read_safetensors(dir.filePath(QString("b/step-3/") + file).toStdString());
+      auto b = read_safetensors(dir.filePath(QString("c/step-3/") + file).toStdString());
+      QVERIFY(a.ok() && b.ok());
+      for (const auto& t : a->tensors) {
+        const NamedTensor* u = b->find(t.name);
+        QVERIFY2(u && u->data == t.data, qPrintable(QString("%1: %2").arg(file, t.name.c_str())));
+      }
+    }
+  }
+
   // The test groups above can fail: a host pointer given to a device-memory group, a device
   // pointer given to a host-memory group, and a recv posted out of the sender's order on a
   // device-memory group (which NCCL would fill with the wrong message) are errors.

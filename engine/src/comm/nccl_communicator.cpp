@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -22,6 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
+
+// The most a communicator's destructor waits for ncclCommFinalize.
+constexpr Millis kTeardown{10000};
 
 const char* base_name(const char* path) {
   const char* slash = std::strrchr(path, '/');
@@ -103,13 +107,14 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     if (comm_) {
-      // Finalize flushes what is still in flight and may wait for peers; a peer that is gone
-      // must not hold up teardown, so it is bounded like any call and ends in an abort.
+      // Finalize flushes what the proxy may still be sending; a peer that is gone must not hold
+      // up teardown (a failing rank exits through here), so it gets kTeardown at most and then
+      // the communicator is aborted.
       bool clean = broken_.ok() && pending_.empty();
       if (clean) {
+        const Millis limit = std::min(timeout_, kTeardown);
         const ncclResult_t r = ncclCommFinalize(comm_);
-        clean = (r == ncclSuccess || r == ncclInProgress) &&
-                wait_ready(comm_, Clock::now() + timeout_, "finalize", timeout_).ok();
+        clean = (r == ncclSuccess || r == ncclInProgress) && wait_ready(comm_, Clock::now() + limit, "finalize", limit).ok();
       }
       if (clean) {
         ncclCommDestroy(comm_);

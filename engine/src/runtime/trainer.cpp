@@ -153,6 +153,8 @@ Status Trainer::start() {
   }
   step_ = ck->state.step;
   tokens_ = ck->state.tokens;
+  skipped_ = ck->state.skipped_steps;
+  if (scaler_) scaler_->restore(ck->state.loss_scale, ck->state.loss_scale_clean_steps);
   return Status::OK();
 }
 
@@ -337,6 +339,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
     stats.loss_scale = scaler_->scale();
     if (stats.skipped) {
       stats.grad_norm = 0;
+      ++skipped_;
       return dev_->synchronize();
     }
   }
@@ -354,7 +357,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
     const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
     if (b >= e) continue;
     k.adamw_update(params + b, exp_avg_.data() + (b - shard_begin_), exp_avg_sq_.data() + (b - shard_begin_), grads + b, e - b, opt,
-                   step_ + 1, s.spec.weight_decay, grad_scale);
+                   step_ + 1 - skipped_, s.spec.weight_decay, grad_scale);
   }
   if (zero) {
     const size_t per = shard_per_;
@@ -462,6 +465,11 @@ Result<std::string> Trainer::save_checkpoint() {
     state.step = step_;
     state.seed = config_.train.seed;
     state.tokens = tokens_;
+    if (scaler_) {
+      state.loss_scale = scaler_->scale();
+      state.loss_scale_clean_steps = scaler_->clean_steps();
+      state.skipped_steps = skipped_;
+    }
     config::RunConfig saved = config_;
     saved.train.resume.clear();
     if (Status s = write_checkpoint(path, config_.model, config::to_yaml(saved), model_tensors, opt_tensors, state); !s) return s;

@@ -35,6 +35,13 @@ class LossScaler {
   double scale() const { return scale_; }
   int64_t clean_steps() const { return clean_; }  // since the scale last changed
 
+  // Continues from a saved state (a checkpoint's); a scale of 0 or less keeps the current one.
+  void restore(double scale, int64_t clean_steps) {
+    if (scale <= 0) return;
+    scale_ = scale;
+    clean_ = clean_steps;
+  }
+
   // Records a step whose gradients were `finite` or not; returns whether to apply its update.
   bool update(bool finite) {
     if (!finite) {

@@ -122,6 +122,7 @@ class Trainer {
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes
   size_t update_buffer_peak_ = 0;
   std::optional<LossScaler> scaler_;  // train.precision fp16 only
+  int64_t skipped_ = 0;               // steps skipped by the scaler: AdamW's count leaves them out
 };
 
 }  // namespace stagecraft::runtime
