@@ -269,7 +269,9 @@ class NcclCommunicator final : public Communicator {
     // The group is closed whatever happened inside it, so NCCL's group state stays balanced.
     const ncclResult_t end = ncclGroupEnd();
     pending_.clear();
-    if (first != ncclSuccess) return fail(nccl_status(first, what + ": ncclSend/ncclRecv: " + nccl_text(first, comm_) + where(__FILE__, __LINE__)));
+    if (first != ncclSuccess) {
+      return fail(nccl_status(first, what + ": ncclSend/ncclRecv: " + nccl_text(first, comm_) + where(__FILE__, __LINE__)));
+    }
     NCCL_CALL(what, end);
     return finish(what, start);
   }
