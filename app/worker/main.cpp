@@ -2,7 +2,8 @@
 // launcher) with the environment of launch/worker_env.h; links the engine only, never Qt.
 //
 // It fetches the run configuration from the run's store (key "config"), plans it exactly as
-// the launcher did, joins its groups over Gloo, trains, and reports on stdout one JSON object
+// the launcher did, opens its device, joins its groups over the run's communicator (`comm`: NCCL
+// on the GPU's memory, or Gloo through host memory), trains, and reports on stdout one JSON object
 // per line (docs/ARCHITECTURE.md §8), written by launch::encode_event (launch/worker_events.h
 // gives the format): start, step and timing (every step), checkpoint (rank 0), done, and error, after which
 // it exits with status 1 (2: bad input). Its groups come from comm::build_process_groups.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/nccl_communicator.h"
 #include "stagecraft/comm/process_groups.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
@@ -107,19 +109,16 @@ int run() {
   auto data = runtime::TokenData::open(cfg->train.data, static_cast<size_t>(cfg->model.seq_len) + 1);
   if (!data.ok()) return fail(data.status());
 
-  auto device = comm::GlooDevice::create(comm::gloo_device_options_from_env(*store.value()));
-  if (!device.ok()) return fail(device.status());
-  comm::GlooOptions opt;
-  opt.timeout = std::chrono::milliseconds(static_cast<long long>(cfg->train.hang_timeout_s * 1000));
   const int r = env->rank;
-  auto groups = comm::build_process_groups(topo, r, cfg->model.tied_embeddings,
-                                           comm::gloo_communicator_factory(*store.value(), device.value(), r, opt));
-  if (!groups.ok()) return fail(groups.status());
-  auto layout = comm::rank_layout_of(plan.value(), r);
-  if (!layout.ok()) return fail(layout.status());
+  const config::Comm comm_kind = config::comm_of(cfg.value());
+  if (comm_kind == config::Comm::kNccl && !comm::nccl_built()) {
+    return fail(Status::invalid_input("comm=nccl: this worker was built without NCCL (no CUDA); set comm: gloo, or rebuild with "
+                                      "-DSTAGECRAFT_WITH_CUDA=ON"));
+  }
 
   // The device: the CPU, or the GPU of LOCAL_RANK among those CUDA_VISIBLE_DEVICES shows (ranks
   // beyond the GPUs share them round-robin: several ranks on one GPU, for testing with comm gloo).
+  // Opened before the groups, which NCCL makes on its GPU; declared before them, so it outlives them.
   std::unique_ptr<runtime::Device> gpu;
   runtime::Device* dev = &runtime::host_device();
   if (cfg->backend == config::Backend::kCuda) {
@@ -133,6 +132,26 @@ int run() {
     gpu = std::move(made).value();
     dev = gpu.get();
   }
+
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(cfg->train.hang_timeout_s * 1000));
+  comm::CommunicatorFactory factory;
+  std::shared_ptr<comm::GlooDevice> gloo;
+  if (comm_kind == config::Comm::kNccl) {
+    comm::NcclOptions o;
+    o.timeout = timeout;
+    factory = comm::nccl_communicator_factory(*store.value(), *dev, r, o);
+  } else {
+    auto device = comm::GlooDevice::create(comm::gloo_device_options_from_env(*store.value()));
+    if (!device.ok()) return fail(device.status());
+    gloo = device.value();
+    comm::GlooOptions o;
+    o.timeout = timeout;
+    factory = comm::gloo_communicator_factory(*store.value(), gloo, r, o);
+  }
+  auto groups = comm::build_process_groups(topo, r, cfg->model.tied_embeddings, factory);
+  if (!groups.ok()) return fail(groups.status());
+  auto layout = comm::rank_layout_of(plan.value(), r);
+  if (!layout.ok()) return fail(layout.status());
   auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value(), dev);
   if (!trainer.ok()) return fail(with_memory_estimate(trainer.status(), plan.value(), layout->pp_rank, r));
   if (Status s = trainer.value()->start(); !s) return fail(s);
@@ -154,7 +173,9 @@ int run() {
                            .grad_norm = st->grad_norm,
                            .tokens_per_s = st->tokens_per_s,
                            .step_ms = st->step_ms,
-                           .mem_bytes = static_cast<int64_t>(st->mem_bytes)});
+                           .mem_bytes = static_cast<int64_t>(st->mem_bytes),
+                           .loss_scale = st->loss_scale > 0 ? st->loss_scale : NAN,
+                           .skipped = st->skipped});
     emit(timing_event(st.value(), cfg->train.steps));
     const bool last = trainer.value()->step() == cfg->train.steps;
     if (last || (every > 0 && st->step % every == 0)) {

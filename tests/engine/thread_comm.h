@@ -4,6 +4,12 @@
 // thread_communicator_factory() plugs them into comm::build_process_groups, so tests build
 // their groups exactly as the worker does, without sockets.
 //
+// With a ThreadMemory that names a MemoryMap (off_host_device.h), a ThreadComm also checks the
+// memory of every buffer it is given: a device-memory group (as NCCL) refuses a pointer outside
+// the test devices' allocations, a host-memory group (as Gloo) one inside them; and a
+// device-memory group matches the messages between two ranks by order, as NCCL does, and fails
+// a recv whose tag or size differs from the message that arrives first.
+//
 // Not a transport to time anything with, and no timeouts: a test that mismatches collectives
 // hangs (ctest's timeout ends it).
 #pragma once
@@ -22,9 +28,17 @@
 #include <utility>
 #include <vector>
 
+#include "off_host_device.h"
 #include "stagecraft/comm/communicator.h"
 
 namespace stagecraft::testing {
+
+// Which memory a ThreadComm's buffers must be in: unchecked (map null), the test devices'
+// (device true), or anywhere else.
+struct ThreadMemory {
+  const MemoryMap* map = nullptr;
+  bool device = false;
+};
 
 // The shared state of one group: every member deposits its buffer, then reads all of them.
 class ThreadHub {
@@ -52,6 +66,24 @@ class ThreadHub {
     mail_[{src, dst, tag}].emplace_back(p, p + bytes);
     cv_.notify_all();
   }
+  // By order between two ranks, whatever the tag: the first message src sent dst, with its tag
+  // and size, for the caller to compare.
+  void take_first(int src, int dst, void* data, size_t bytes, uint32_t& tag, size_t& size) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& q = ordered_[{src, dst}];
+    cv_.wait(lock, [&] { return !q.empty(); });
+    auto msg = std::move(q.front());
+    q.pop_front();
+    tag = msg.first;
+    size = msg.second.size();
+    std::memcpy(data, msg.second.data(), std::min(bytes, msg.second.size()));
+  }
+  void post_ordered(int src, int dst, uint32_t tag, const void* data, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const char* p = static_cast<const char*>(data);
+    ordered_[{src, dst}].emplace_back(tag, std::vector<char>(p, p + bytes));
+    cv_.notify_all();
+  }
   void take(int src, int dst, uint32_t tag, void* data, size_t bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     auto key = std::make_tuple(src, dst, tag);
@@ -68,21 +100,28 @@ class ThreadHub {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<char>>> mail_;
+  std::map<std::pair<int, int>, std::deque<std::pair<uint32_t, std::vector<char>>>> ordered_;
 };
 
 class ThreadComm final : public comm::Communicator {
  public:
   // `rank` is the group rank of this thread in `ranks`; errors name the group "label[ranks]".
-  ThreadComm(std::shared_ptr<ThreadHub> hub, const std::string& label, const std::vector<int>& ranks, int rank)
-      : Communicator(comm::group_name(ranks, label), ranks, rank), hub_(std::move(hub)) {}
+  ThreadComm(std::shared_ptr<ThreadHub> hub, const std::string& label, const std::vector<int>& ranks, int rank,
+             ThreadMemory memory = {})
+      : Communicator(comm::group_name(ranks, label), ranks, rank), hub_(std::move(hub)), memory_(memory) {}
+
+  bool device_memory() const override { return memory_.device; }
 
  protected:
   Status do_all_reduce(Buffer data, comm::ReduceOp op) override {
+    if (Status s = check_memory("all_reduce", data.data, data.count * comm::size_of(data.dtype)); !s) return s;
     if (data.dtype == comm::DType::kF32) return reduce_into(static_cast<const float*>(data.data), static_cast<float*>(data.data), data.count, 0, op);
     return reduce_into(static_cast<const double*>(data.data), static_cast<double*>(data.data), data.count, 0, op);
   }
   // in (size x count) -> out (count)
   Status do_reduce_scatter(ConstBuffer in, Buffer out, comm::ReduceOp op) override {
+    if (Status s = check_memory("reduce_scatter in", in.data, in.count * comm::size_of(in.dtype)); !s) return s;
+    if (Status s = check_memory("reduce_scatter out", out.data, out.count * comm::size_of(out.dtype)); !s) return s;
     const size_t offset = static_cast<size_t>(rank()) * out.count;
     if (in.dtype == comm::DType::kF32) return reduce_into(static_cast<const float*>(in.data), static_cast<float*>(out.data), out.count, offset, op, in.count);
     return reduce_into(static_cast<const double*>(in.data), static_cast<double*>(out.data), out.count, offset, op, in.count);
@@ -90,6 +129,8 @@ class ThreadComm final : public comm::Communicator {
   // in (count) -> out (size x count)
   Status do_all_gather(ConstBuffer in, Buffer out) override {
     const size_t bytes = in.count * comm::size_of(in.dtype);
+    if (Status s = check_memory("all_gather in", in.data, bytes); !s) return s;
+    if (Status s = check_memory("all_gather out", out.data, bytes * static_cast<size_t>(size())); !s) return s;
     hub_->deposit(rank(), in.data, bytes);
     for (int r = 0; r < size(); ++r) {
       for (size_t b = 0; b < bytes; ++b) static_cast<char*>(out.data)[static_cast<size_t>(r) * bytes + b] = hub_->at<char>(r, b);
@@ -99,19 +140,39 @@ class ThreadComm final : public comm::Communicator {
   }
   Status do_broadcast(Buffer data, int root) override {
     const size_t bytes = data.count * comm::size_of(data.dtype);
+    if (Status s = check_memory("broadcast", data.data, bytes); !s) return s;
     hub_->deposit(rank(), data.data, bytes);
     for (size_t b = 0; b < bytes; ++b) static_cast<char*>(data.data)[b] = hub_->at<char>(root, b);
     hub_->done();
     return Status::OK();
   }
   Status do_send(ConstBuffer data, int peer, uint32_t tag) override {
-    hub_->post(rank(), peer, tag, data.data, data.count * comm::size_of(data.dtype));
+    const size_t bytes = data.count * comm::size_of(data.dtype);
+    if (Status s = check_memory("send", data.data, bytes); !s) return s;
+    if (memory_.device) {
+      hub_->post_ordered(rank(), peer, tag, data.data, bytes);
+    } else {
+      hub_->post(rank(), peer, tag, data.data, bytes);
+    }
     return Status::OK();
   }
   Status do_isend(ConstBuffer data, int peer, uint32_t tag) override { return do_send(data, peer, tag); }
   Status do_wait_sends() override { return Status::OK(); }
   Status do_recv(Buffer data, int peer, uint32_t tag) override {
-    hub_->take(peer, rank(), tag, data.data, data.count * comm::size_of(data.dtype));
+    const size_t bytes = data.count * comm::size_of(data.dtype);
+    if (Status s = check_memory("recv", data.data, bytes); !s) return s;
+    if (!memory_.device) {
+      hub_->take(peer, rank(), tag, data.data, bytes);
+      return Status::OK();
+    }
+    uint32_t got_tag = 0;
+    size_t got_bytes = 0;
+    hub_->take_first(peer, rank(), data.data, bytes, got_tag, got_bytes);
+    if (got_tag != tag || got_bytes != bytes) {
+      return Status::internal(describe("recv", data.count, data.dtype) + ": expected tag " + std::to_string(tag) + " (" +
+                              std::to_string(bytes) + " bytes) but the first message from " + describe_peer(peer) + " has tag " +
+                              std::to_string(got_tag) + " (" + std::to_string(got_bytes) + " bytes): NCCL would deliver it here");
+    }
     return Status::OK();
   }
   Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) override {
@@ -148,7 +209,18 @@ class ThreadComm final : public comm::Communicator {
     return Status::OK();
   }
 
+  // Fails a buffer in the wrong memory for this group (ThreadMemory).
+  Status check_memory(const char* what, const void* p, size_t bytes) const {
+    if (!memory_.map || bytes == 0) return Status::OK();
+    const bool on_device = memory_.map->contains(p, bytes);
+    if (on_device == memory_.device) return Status::OK();
+    return Status::internal(name() + ": " + what + " of " + std::to_string(bytes) + " bytes in " +
+                            (on_device ? "device memory, but this group takes host memory"
+                                       : "host memory, but this group takes device memory"));
+  }
+
   std::shared_ptr<ThreadHub> hub_;
+  ThreadMemory memory_;
 };
 
 // One hub per (group label, ranks), shared by the threads that are its members. Not
@@ -166,11 +238,12 @@ class ThreadHubs {
 };
 
 // The CommunicatorFactory of `global_rank` over ThreadComms from `hubs`, which must outlive it.
-inline comm::CommunicatorFactory thread_communicator_factory(ThreadHubs& hubs, int global_rank) {
-  return [&hubs, global_rank](const std::string& name, const std::vector<int>& ranks) -> Result<std::unique_ptr<comm::Communicator>> {
+inline comm::CommunicatorFactory thread_communicator_factory(ThreadHubs& hubs, int global_rank, ThreadMemory memory = {}) {
+  return [&hubs, global_rank, memory](const std::string& name,
+                                      const std::vector<int>& ranks) -> Result<std::unique_ptr<comm::Communicator>> {
     auto group_rank = comm::group_rank_in(ranks, global_rank);
     if (!group_rank.ok()) return group_rank.status();
-    return std::unique_ptr<comm::Communicator>(new ThreadComm(hubs.hub(name, ranks), name, ranks, group_rank.value()));
+    return std::unique_ptr<comm::Communicator>(new ThreadComm(hubs.hub(name, ranks), name, ranks, group_rank.value(), memory));
   };
 }
 

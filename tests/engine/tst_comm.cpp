@@ -8,6 +8,7 @@
 // main() is written out instead of QTEST_APPLESS_MAIN because a worker must not run the suite.
 #include "stagecraft/comm/communicator.h"
 #include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/nccl_communicator.h"
 #include "stagecraft/comm/process_groups.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/launch/process.h"
@@ -536,6 +537,51 @@ class TestComm : public QObject {
     QCOMPARE(comm.global_rank(), 5);
     QCOMPARE(comm.group_rank_of(5), 0);
     QCOMPARE(comm.group_rank_of(4), -1);
+  }
+
+  // What NCCL refuses before it touches a GPU, so the CPU suites check it: a device that is not
+  // a GPU (in a CUDA build), or any call in a build without NCCL, each with one line; and the
+  // refusal comes before any store traffic, so nothing waits.
+  void ncclRefusesWithoutAGpu() {
+    RendezvousServerOptions so;
+    so.host = "127.0.0.1";
+    so.token = "t";
+    auto server = RendezvousServer::start(so);
+    QVERIFY(server.ok());
+    RendezvousClientOptions co;
+    co.port = server.value()->port();
+    co.token = "t";
+    auto store = RendezvousClient::connect(co);
+    QVERIFY(store.ok());
+    NcclOptions o;
+    o.name = "dp";
+    o.timeout = std::chrono::milliseconds(200);
+    auto c = create_nccl_communicator(*store.value(), stagecraft::runtime::host_device(), 1, {0, 1}, o);
+    QVERIFY(!c.ok());
+    QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
+    const QString msg = QString::fromStdString(c.status().message());
+    QVERIFY2(!msg.contains('\n'), qPrintable(msg));
+    if (nccl_built()) {
+      QVERIFY2(msg.contains("dp[0,1]") && msg.contains("NCCL needs a CUDA device") && msg.contains("comm: gloo"), qPrintable(msg));
+    } else {
+      QVERIFY2(msg.contains("comm=nccl: this build has no NCCL"), qPrintable(msg));
+    }
+    auto keys = store.value()->check({"nccl/" + group_key({0, 1}) + "/joined"});
+    QVERIFY(keys.ok());
+    QVERIFY2(!keys.value(), "a refused creation must not join the group in the store");
+    // A member outside its group is refused like Gloo's.
+    auto outside = create_nccl_communicator(*store.value(), stagecraft::runtime::host_device(), 3, {0, 1}, o);
+    QCOMPARE(outside.status().code(), Status::Code::kInvalidInput);
+  }
+
+  // Store keys name a group by its size and a hash of its ranks: equal for equal lists, different
+  // for another order or another member.
+  void groupKeys() {
+    QCOMPARE(QString::fromStdString(group_key({0, 1})).left(2), QString("2-"));
+    QCOMPARE(group_key({0, 1}).size(), size_t(2 + 16));
+    QCOMPARE(group_key({4, 5, 6}), group_key({4, 5, 6}));
+    QVERIFY(group_key({0, 1}) != group_key({1, 0}));
+    QVERIFY(group_key({0, 1}) != group_key({0, 2}));
   }
 
   void malformedGroupsRefused_data() {

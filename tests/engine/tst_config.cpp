@@ -104,6 +104,7 @@ const std::map<std::string, Field>& fields() {
       {"train.resume", [](const RunConfig& c) { return qs(c.train.resume); }},
       {"train.hang_timeout_s", [](const RunConfig& c) { return number(c.train.hang_timeout_s); }},
       {"backend", [](const RunConfig& c) { return qs(std::string(to_string(c.backend))); }},
+      {"comm", [](const RunConfig& c) { return qs(std::string(to_string(c.comm))); }},
       {"launch.program", [](const RunConfig& c) { return qs(c.launch.program); }},
       {"launch.python", [](const RunConfig& c) { return qs(c.launch.python); }},
       {"launch.metrics", [](const RunConfig& c) { return qs(std::string(to_string(c.launch.metrics))); }},
@@ -171,6 +172,7 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"train.resume", ""},
     {"train.hang_timeout_s", "300"},
     {"backend", "cpu"},
+    {"comm", "auto"},
     {"launch.program", ""},
     {"launch.python", "python3"},
     {"launch.metrics", "auto"},
@@ -235,6 +237,7 @@ const std::vector<KeyRow> kKeyRows = {
     {"train.resume", "ckpt/step-100", {}, "ckpt/step-100"},
     {"train.hang_timeout_s", "60", {}, "60"},
     {"backend", "cuda", {}, "cuda"},
+    {"comm", "gloo", {}, "gloo"},
     {"launch.program", "train/pretrain_gpt.py", {}, "train/pretrain_gpt.py"},
     {"launch.python", "/usr/bin/python3", {}, "/usr/bin/python3"},
     {"launch.metrics", "nanogpt", {}, "nanogpt"},
@@ -598,7 +601,7 @@ class TestConfig : public QObject {
     auto c = parse_config(doc, "laughs.yaml");
     QVERIFY(!c.ok());
     QVERIFY2(t.elapsed() < 2000, "the aliases were expanded");
-    QVERIFY2(error_lines(c).contains("laughs.yaml:1: a0: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, launch"),
+    QVERIFY2(error_lines(c).contains("laughs.yaml:1: a0: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch"),
              c.status().message().c_str());
   }
 
@@ -619,12 +622,12 @@ class TestConfig : public QObject {
     QTest::newRow("model.hiden") << "model.hiden: 3" << "model.hiden: unknown key; did you mean model.hidden?";
     QTest::newRow("train.micro_bach") << "train.micro_bach: 1" << "train.micro_bach: unknown key; did you mean train.micro_batch?";
     QTest::newRow("cluster.gpus_per_nod") << "cluster.gpus_per_nod: 8" << "cluster.gpus_per_nod: unknown key; did you mean cluster.gpus_per_node?";
-    QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, launch";
+    QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("key in the wrong section") << "train.tp: 2" << "train.tp: unknown key; did you mean parallel.tp?";
     QTest::newRow("nothing close in a section") << "parallel.banana: 1"
                                                 << "parallel.banana: unknown key; parallel keys are dp, tp, pp, tp_mode, tp_depth, order, sequence_parallel, zero";
     QTest::newRow("nothing close at the top") << "zzzzzzzzzz: 1"
-                                              << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, launch";
+                                              << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("device key") << "cluster.device: {base: A100-80GB, memory_gb: 40}" << "cluster.device.memory_gb: unknown key; did you mean cluster.device.memory_gib?";
     QTest::newRow("host key") << "cluster.hosts: [{host: a, slot: 8}]" << "cluster.hosts[0].slot: unknown key; a host has host and slots";
   }

@@ -205,7 +205,7 @@ class TestConfigSchema : public QObject {
   void keysAreUniqueAndInDocumentOrder() {
     std::set<std::string_view> seen;
     for (const KeySpec& k : config_schema()) QVERIFY2(seen.insert(k.path).second, std::string(k.path).c_str());
-    QCOMPARE(root_names(), (std::vector<std::string>{"name", "cluster", "model", "parallel", "pipeline", "train", "backend", "launch"}));
+    QCOMPARE(root_names(), (std::vector<std::string>{"name", "cluster", "model", "parallel", "pipeline", "train", "backend", "comm", "launch"}));
     QCOMPARE(config_keys().size(), config_schema().size());
     QCOMPARE(section_keys("pipeline"), (std::vector<std::string>{"schedule", "virtual_stages", "partition", "costs"}));
   }

@@ -373,6 +373,31 @@ class TestRunStore : public QObject {
     QCOMPARE(r->last_loss, 5.0 - 2.0);  // rank 0's loss at the last step
   }
 
+  // An fp16 step that was skipped keeps its flag and loss scale in the history: the recorder
+  // stores the event as the worker wrote it, and decoding it gives them back.
+  void keepsSkippedFp16Steps() {
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto id = st.value()->create_run(sample_run(this_process_identity()));
+    QVERIFY(id.ok());
+    RunRecorder rec(*st.value(), id.value());
+    rec.on_event(0, launch::StepEvent{.rank = 0, .step = 1, .loss = 4.0, .grad_norm = 1.5, .loss_scale = 65536});
+    rec.on_event(0, launch::StepEvent{.rank = 0, .step = 2, .loss = 3.9, .grad_norm = 0, .loss_scale = 32768, .skipped = true});
+    QVERIFY(rec.finish().ok());
+    auto ev = st.value()->events(id.value());
+    QVERIFY(ev.ok());
+    QCOMPARE(ev->size(), size_t(2));
+    auto first = launch::decode_event((*ev)[0].json);
+    auto second = launch::decode_event((*ev)[1].json);
+    QVERIFY(first.ok() && second.ok());
+    QVERIFY(!std::get<launch::StepEvent>(first.value()).skipped);
+    QVERIFY(std::get<launch::StepEvent>(second.value()).skipped);
+    QCOMPARE(std::get<launch::StepEvent>(second.value()).loss_scale, 32768.0);
+    auto m = st.value()->metrics(id.value());
+    QVERIFY(m.ok());
+    QCOMPARE(m->size(), size_t(2));
+  }
+
   // Queued/running runs whose supervisor is gone become lost when the history is opened or
   // listed; live ones and ones on other hosts stay.
   void detectsLostRuns_data() {

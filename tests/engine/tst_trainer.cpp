@@ -2,7 +2,9 @@
 // give the same loss at every step and the same final weights for every (dp, tp, pp), schedule,
 // micro-batch, ZeRO stage and recompute — ranks are threads here (ThreadComm), the loop is the
 // one the workers run over Gloo, with the groups built by the same build_process_groups. Also
-// checkpoints and resume across layouts.
+// checkpoints and resume across layouts, and the trainer's GPU memory paths on the CPU: a device
+// the host must not touch (off_host_device.h) with Gloo-like groups (staged through host copies)
+// and NCCL-like ones (device buffers, messages matched by order).
 #include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
@@ -14,6 +16,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -39,11 +42,96 @@ struct RunOut {
   std::vector<StepStats> last;    // per rank, the last step's
   std::vector<double> losses;
   std::vector<double> norms;
+  std::vector<double> loss_scales;  // fp16: rank 0's scale after each step
+  std::vector<bool> skipped;        // rank 0: whether each step was skipped
   std::map<std::string, NamedTensor> weights;
   std::string error;
 };
 
-RunOut train(const std::vector<std::string>& overrides, int steps, bool save = false, bool timing = true) {
+// Where the ranks' tensors live and which memory their groups take: the CPU (kHost); a device
+// that is not host-accessible with groups of host memory (kStaged, as Gloo on a GPU) or of its
+// memory (kDirect, as NCCL). The groups refuse buffers in the wrong memory.
+enum class Memory { kHost, kStaged, kDirect };
+
+// A host-accessible device whose kernels are the CPU's, except that the encoder's backward writes
+// NaN into the first token embedding gradient on the calls [poison_from, poison_to) — a stand-in
+// for an fp16 overflow, injected through the Device seam.
+class PoisonOps final : public Ops {
+ public:
+  PoisonOps(const Ops& base, int poison_from, int poison_to) : b_(base), from_(poison_from), to_(poison_to) {}
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC, Layout l) const override {
+    b_.matmul_forward(out, inp, weight, bias, BT, C, OC, l);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT, int C,
+                       int OC, Layout l) const override {
+    b_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, l);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* bias, int N, int C) const override {
+    b_.layernorm_forward(out, mean, rstd, inp, w, bias, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, const float* mean,
+                          const float* rstd, int N, int C) const override {
+    b_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+    b_.attention_forward(out, att, qkv, B, T, NH, HS);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+                          int HS) const override {
+    b_.attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+  }
+  void gelu_forward(float* out, const float* inp, size_t N) const override { b_.gelu_forward(out, inp, N); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override { b_.gelu_backward(dinp, inp, dout, N); }
+  void residual_forward(float* out, const float* a, const float* b, size_t N) const override { b_.residual_forward(out, a, b, N); }
+  void residual_backward(float* da, float* db, const float* dout, size_t N) const override { b_.residual_backward(da, db, dout, N); }
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const override {
+    b_.encoder_forward(out, tokens, wte, wpe, B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const override {
+    b_.encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+    const int call = calls_++;
+    if (call >= from_ && call < to_) dwte[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const override {
+    return b_.crossentropy_forward(losses, probs, logits, targets, N, V);
+  }
+  void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
+    b_.crossentropy_backward(dlogits, probs, targets, dloss, N, V);
+  }
+  void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step,
+                    bool weight_decay, float grad_scale) const override {
+    b_.adamw_update(params, m, v, grads, N, opt, step, weight_decay, grad_scale);
+  }
+  double sum_of_squares(const float* x, size_t N) const override { return b_.sum_of_squares(x, N); }
+  void scale(float* x, size_t N, float s) const override { b_.scale(x, N, s); }
+
+ private:
+  const Ops& b_;
+  int from_, to_;
+  mutable int calls_ = 0;
+};
+
+class PoisonDevice final : public Device {
+ public:
+  PoisonDevice(int poison_from, int poison_to) : ops_(host_device().ops(), poison_from, poison_to) {}
+  Backend backend() const override { return Backend::kCpu; }
+  std::string name() const override { return "cpu with poisoned embedding gradients"; }
+  Result<void*> allocate(size_t bytes) override { return host_device().allocate(bytes); }
+  void release(void* p) override { host_device().release(p); }
+  Status copy_from_host(void* d, const void* s, size_t n) override { return host_device().copy_from_host(d, s, n); }
+  Status copy_to_host(void* d, const void* s, size_t n) override { return host_device().copy_to_host(d, s, n); }
+  Status copy(void* d, const void* s, size_t n) override { return host_device().copy(d, s, n); }
+  Status fill_zero(void* d, size_t n) override { return host_device().fill_zero(d, n); }
+  Status synchronize() override { return Status::OK(); }
+  const Ops& ops() const override { return ops_; }
+  bool host_accessible() const override { return true; }
+
+ private:
+  PoisonOps ops_;
+};
+
+RunOut train(const std::vector<std::string>& overrides, int steps, bool save = false, Memory memory = Memory::kHost,
+             Device* device = nullptr, bool timing = true) {
   RunOut out;
   auto cfg = config::parse_config(kBase, "test.yaml", overrides);
   if (!cfg.ok()) {
@@ -58,10 +146,13 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
   const auto& topo = plan->topology;
   const int world = topo.world_size();
   testing::ThreadHubs hubs;
+  testing::MemoryMap device_memory;
+  testing::ThreadMemory checked;
+  if (memory != Memory::kHost) checked = {&device_memory, memory == Memory::kDirect};
   std::vector<comm::ProcessGroups> groups;
   std::vector<RankLayout> layouts;
   for (int r = 0; r < world; ++r) {
-    auto g = comm::build_process_groups(topo, r, cfg->model.tied_embeddings, testing::thread_communicator_factory(hubs, r));
+    auto g = comm::build_process_groups(topo, r, cfg->model.tied_embeddings, testing::thread_communicator_factory(hubs, r, checked));
     auto l = comm::rank_layout_of(plan.value(), r);
     if (!g.ok() || !l.ok()) {
       out.error = g.status().message() + l.status().message();
@@ -76,7 +167,9 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       const auto i = static_cast<size_t>(r);
-      auto t = Trainer::create(cfg.value(), layouts[i], groups[i].trainer_groups(), &data);
+      std::unique_ptr<Device> dev;
+      if (memory != Memory::kHost) dev = std::make_unique<testing::OffHostDevice>(device_memory);
+      auto t = Trainer::create(cfg.value(), layouts[i], groups[i].trainer_groups(), &data, dev ? dev.get() : device);
       auto fail = [&](const Status& s) {
         std::lock_guard<std::mutex> lock(mu);
         if (out.error.empty()) out.error = "rank " + std::to_string(r) + ": " + s.message();
@@ -95,6 +188,8 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         if (r == 0) {
           out.losses.push_back(st->loss);
           out.norms.push_back(st->grad_norm);
+          out.loss_scales.push_back(st->loss_scale);
+          out.skipped.push_back(st->skipped);
         } else if (st->loss != (r < world ? st->loss : 0)) {
           out.error = "loss differs between ranks";
         }
@@ -271,12 +366,203 @@ class TestTrainer : public QObject {
   }
 
   void stepTimingCanBeTurnedOff() {
-    const RunOut out = train({"parallel.pp=2", "cluster.gpus_per_node=2", "cluster.device=cpu"}, 1, false, false);
+    const RunOut out = train({"parallel.pp=2", "cluster.gpus_per_node=2", "cluster.device=cpu"}, 1, false, Memory::kHost, nullptr, false);
     QVERIFY2(out.error.empty(), out.error.c_str());
     for (const auto& st : out.last) {
       QVERIFY(st.timing.ops.empty());
       QCOMPARE(st.timing.forward_ms + st.timing.pp_wait_ms + st.timing.optimizer_ms, 0.0);
     }
+  }
+  // The GPU code paths of the trainer and the stage, on the CPU: with a device whose memory the
+  // host must not touch, groups of host memory (every transfer staged through host copies) and
+  // groups of the device's memory (device buffers straight to the group, point-to-point matched
+  // by order as NCCL does) train exactly as the plain CPU run, bit for bit (the same kernels on
+  // the same values, and the test groups sum in rank order), checkpoints included; no buffer
+  // reaches a group in the wrong memory (the groups fail the run otherwise).
+  void deviceMemoryPathsEqualTheHostRun_data() {
+    QTest::addColumn<QStringList>("overrides");
+    auto layout = [](int dp, int tp, int pp, QStringList extra = {}) {
+      QStringList o = {QString("cluster.gpus_per_node=%1").arg(dp * tp * pp), "cluster.device=cpu", QString("parallel.dp=%1").arg(dp),
+                       QString("parallel.tp=%1").arg(tp), QString("parallel.pp=%1").arg(pp)};
+      return o + extra;
+    };
+    QTest::newRow("one rank") << layout(1, 1, 1);
+    QTest::newRow("dp=2") << layout(2, 1, 1);
+    QTest::newRow("tp=2") << layout(1, 2, 1);
+    QTest::newRow("pp=2 1f1b") << layout(1, 1, 2);
+    QTest::newRow("pp=2 gpipe") << layout(1, 1, 2, {"pipeline.schedule=gpipe"});
+    QTest::newRow("pp=4 1f1b m=8") << layout(1, 1, 4, {"pipeline.partition=[0,1,2,3]"});
+    QTest::newRow("pp=2 interleaved v=2") << layout(1, 1, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
+    QTest::newRow("dp=2 tp=2 pp=2 interleaved") << layout(2, 2, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
+    QTest::newRow("dp=2 tp=2 pp=2 zero 1") << layout(2, 2, 2, {"parallel.zero=1"});
+  }
+  void deviceMemoryPathsEqualTheHostRun() {
+    QFETCH(QStringList, overrides);
+    QTemporaryDir dir;
+    auto with_dir = [&](const char* sub) {
+      std::vector<std::string> o;
+      for (const auto& s : overrides) o.push_back(s.toStdString());
+      o.push_back("train.checkpoint_dir=" + dir.filePath(sub).toStdString());
+      return o;
+    };
+    const RunOut ref = train(with_dir("host"), 3, true);
+    QVERIFY2(ref.error.empty(), ref.error.c_str());
+    auto ref_weights = read_safetensors(dir.filePath("host/step-3/model.safetensors").toStdString());
+    QVERIFY(ref_weights.ok());
+    for (const auto& [memory, sub] : {std::pair{Memory::kStaged, "staged"}, std::pair{Memory::kDirect, "direct"}}) {
+      const RunOut r = train(with_dir(sub), 3, true, memory);
+      QVERIFY2(r.error.empty(), qPrintable(QString("%1: %2").arg(sub, r.error.c_str())));
+      QCOMPARE(r.losses, ref.losses);
+      QCOMPARE(r.norms, ref.norms);
+      auto w = read_safetensors(dir.filePath(QString(sub) + "/step-3/model.safetensors").toStdString());
+      QVERIFY(w.ok());
+      QCOMPARE(w->tensors.size(), ref_weights->tensors.size());
+      for (const auto& t : ref_weights->tensors) {
+        const NamedTensor* o = w->find(t.name);
+        QVERIFY2(o && o->data == t.data, qPrintable(QString("%1: %2").arg(sub, t.name.c_str())));
+      }
+    }
+  }
+
+  // train.precision fp16 (loss_scaler.h): the dynamic loss scale, step by step.
+  void lossScalerRule_data() {
+    QTest::addColumn<double>("initial");
+    QTest::addColumn<int>("interval");
+    QTest::addColumn<QString>("steps");     // f: finite gradients, o: an overflow
+    QTest::addColumn<QList<double>>("scales");  // after each step
+    QTest::addColumn<QString>("applied");   // y / n per step
+    QTest::newRow("header's worked example") << 4.0 << 2 << "ffofooo" << QList<double>{4, 8, 4, 4, 2, 1, 1} << "yynynnn";
+    QTest::newRow("grows after each full window") << 65536.0 << 3 << "ffffff" << QList<double>{65536, 65536, 131072, 131072, 131072, 262144}
+                                                 << "yyyyyy";
+    QTest::newRow("an overflow restarts the window") << 8.0 << 3 << "ffoff" << QList<double>{8, 8, 4, 4, 4} << "yynyy";
+    QTest::newRow("defaults: 2^16, halved at once") << 65536.0 << 2000 << "offf" << QList<double>{32768, 32768, 32768, 32768} << "nyyy";
+  }
+  void lossScalerRule() {
+    QFETCH(double, initial);
+    QFETCH(int, interval);
+    QFETCH(QString, steps);
+    QFETCH(QList<double>, scales);
+    QFETCH(QString, applied);
+    LossScaler s({.initial = initial, .growth_interval = interval});
+    for (qsizetype i = 0; i < steps.size(); ++i) {
+      const bool apply = s.update(steps[i] == 'f');
+      QCOMPARE(apply, applied[i] == 'y');
+      QCOMPARE(s.scale(), scales[i]);
+    }
+    QCOMPARE(LossScaler().scale(), 65536.0);
+  }
+
+  // fp16 on the CPU runs the fp32 kernels on gradients scaled by 2^16 and divides the scale out
+  // in the update: powers of two scale exactly, so the run equals fp32's bit for bit, and every
+  // step reports the scale.
+  void fp16ScalingIsExactOnTheCpu_data() {
+    QTest::addColumn<QStringList>("layout");
+    QTest::newRow("one rank") << QStringList{"cluster.gpus_per_node=1"};
+    QTest::newRow("dp=2 tp=2 pp=2 zero 1") << QStringList{"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2",
+                                                          "parallel.zero=1"};
+  }
+  void fp16ScalingIsExactOnTheCpu() {
+    QFETCH(QStringList, layout);
+    std::vector<std::string> o = {"cluster.device=H100-SXM"};
+    for (const auto& x : layout) o.push_back(x.toStdString());
+    const RunOut fp32 = train(o, 4);
+    o.push_back("train.precision=fp16");
+    const RunOut fp16 = train(o, 4);
+    QVERIFY2(fp32.error.empty() && fp16.error.empty(), (fp32.error + fp16.error).c_str());
+    QCOMPARE(fp16.losses, fp32.losses);
+    QCOMPARE(fp16.norms, fp32.norms);
+    QCOMPARE(fp16.loss_scales, (std::vector<double>(4, 65536.0)));
+    QCOMPARE(fp16.skipped, (std::vector<bool>(4, false)));
+    QCOMPARE(fp32.loss_scales, (std::vector<double>(4, 0.0)));
+  }
+
+  // A non-finite gradient (injected into the embedding gradient of step 2's micro-batches through
+  // the Device seam) skips that step: the weights and AdamW moments stay those of step 1, the
+  // scale halves, the step reports it, and the next step trains again.
+  void fp16SkipsAStepWithANonFiniteGradient() {
+    QTemporaryDir dir;
+    const std::vector<std::string> o = {"cluster.gpus_per_node=1", "cluster.device=H100-SXM", "train.precision=fp16"};
+    auto with_dir = [&](const char* sub) {
+      auto x = o;
+      x.push_back("train.checkpoint_dir=" + dir.filePath(sub).toStdString());
+      return x;
+    };
+    const int per_step = 8;  // micro-batches a step: global_batch 8 / micro_batch 1
+    PoisonDevice clean(0, 0), poisoned(per_step, 2 * per_step), poisoned3(per_step, 2 * per_step);
+    const RunOut one = train(with_dir("one"), 1, true, Memory::kHost, &clean);
+    const RunOut two = train(with_dir("two"), 2, true, Memory::kHost, &poisoned);
+    QVERIFY2(one.error.empty() && two.error.empty(), (one.error + two.error).c_str());
+    QCOMPARE(two.skipped, (std::vector<bool>{false, true}));
+    QCOMPARE(two.loss_scales, (std::vector<double>{65536, 32768}));
+    QCOMPARE(two.norms[1], 0.0);
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      auto a = read_safetensors(dir.filePath(QString("one/step-1/") + file).toStdString());
+      auto b = read_safetensors(dir.filePath(QString("two/step-2/") + file).toStdString());
+      QVERIFY(a.ok() && b.ok());
+      QCOMPARE(b->tensors.size(), a->tensors.size());
+      for (const auto& t : a->tensors) {
+        const NamedTensor* u = b->find(t.name);
+        QVERIFY2(u && u->data == t.data, qPrintable(QString("%1: %2 changed in the skipped step").arg(file, t.name.c_str())));
+      }
+    }
+    const RunOut three = train(o, 3, false, Memory::kHost, &poisoned3);
+    QVERIFY2(three.error.empty(), three.error.c_str());
+    QCOMPARE(three.skipped, (std::vector<bool>{false, true, false}));
+    QCOMPARE(three.loss_scales.back(), 32768.0);
+    QVERIFY(std::isfinite(three.norms[2]) && three.norms[2] > 0);
+  }
+
+  // The scaler's state and the skipped steps live in the checkpoint: resuming after a skipped
+  // step continues with the halved scale and with AdamW's count of applied updates, so the
+  // resumed step writes the same weights and moments as the uninterrupted run.
+  void fp16ResumeKeepsTheScaler() {
+    QTemporaryDir dir;
+    const std::vector<std::string> o = {"cluster.gpus_per_node=1", "cluster.device=H100-SXM", "train.precision=fp16"};
+    auto with = [&](std::initializer_list<std::string> extra) {
+      auto x = o;
+      x.insert(x.end(), extra);
+      return x;
+    };
+    const int per_step = 8;
+    PoisonDevice two_dev(per_step, 2 * per_step), three_dev(per_step, 2 * per_step), clean(0, 0);
+    const RunOut two = train(with({"train.checkpoint_dir=" + dir.filePath("a").toStdString()}), 2, true, Memory::kHost, &two_dev);
+    const RunOut three = train(with({"train.checkpoint_dir=" + dir.filePath("b").toStdString()}), 3, true, Memory::kHost, &three_dev);
+    const RunOut resumed = train(with({"train.checkpoint_dir=" + dir.filePath("c").toStdString(),
+                                       "train.resume=" + dir.filePath("a/step-2").toStdString()}),
+                                 1, true, Memory::kHost, &clean);
+    QVERIFY2(two.error.empty() && three.error.empty() && resumed.error.empty(), (two.error + three.error + resumed.error).c_str());
+    QCOMPARE(resumed.loss_scales, (std::vector<double>{32768}));
+    QCOMPARE(resumed.losses.front(), three.losses.back());
+    QCOMPARE(resumed.norms.front(), three.norms.back());
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      auto a = read_safetensors(dir.filePath(QString("b/step-3/") + file).toStdString());
+      auto b = read_safetensors(dir.filePath(QString("c/step-3/") + file).toStdString());
+      QVERIFY(a.ok() && b.ok());
+      for (const auto& t : a->tensors) {
+        const NamedTensor* u = b->find(t.name);
+        QVERIFY2(u && u->data == t.data, qPrintable(QString("%1: %2").arg(file, t.name.c_str())));
+      }
+    }
+  }
+
+  // The test groups above can fail: a host pointer given to a device-memory group, a device
+  // pointer given to a host-memory group, and a recv posted out of the sender's order on a
+  // device-memory group (which NCCL would fill with the wrong message) are errors.
+  void testGroupsCatchWrongMemoryAndOrder() {
+    testing::MemoryMap map;
+    testing::OffHostDevice dev(map);
+    Buffer<float> a = Buffer<float>::make(dev, 4).value(), b = Buffer<float>::make(dev, 4).value();
+    std::vector<float> host(4, 1.0f);
+    auto hub = std::make_shared<testing::ThreadHub>(2);
+    testing::ThreadComm d0(hub, "pp", {0, 1}, 0, {&map, true}), d1(hub, "pp", {0, 1}, 1, {&map, true});
+    testing::ThreadComm h0(hub, "dp", {0, 1}, 0, {&map, false});
+    QVERIFY(!d0.send(std::span<const float>(host), 1, 0).ok());
+    QVERIFY(!h0.send(std::span<const float>(a.data(), 4), 1, 0).ok());
+    QVERIFY(d0.send(std::span<const float>(a.data(), 4), 1, 1).ok());
+    QVERIFY(d0.send(std::span<const float>(b.data(), 4), 1, 2).ok());
+    const Status wrong = d1.recv(std::span<float>(b.data(), 4), 0, 2);
+    QVERIFY2(!wrong.ok() && QString::fromStdString(wrong.message()).contains("expected tag 2"), wrong.message().c_str());
+    QVERIFY(d1.recv(std::span<float>(b.data(), 4), 0, 2).ok());
   }
 };
 

@@ -137,6 +137,9 @@ class TestValidate : public QObject {
                                     << "command line: cluster.device=A100-80G: unknown device; did you mean A100-80GB? (stagecraft-cli devices lists them; a mapping with name and figures defines a new one)";
     QTest::newRow("device without the precision") << QStringList{"cluster.device=V100", "train.precision=bf16"}
                                                    << "command line: train.precision=bf16: V100 has no bf16 math; use fp16";
+    // comm
+    QTest::newRow("nccl needs the GPU backend") << QStringList{"comm=nccl"}
+                                                << "command line: comm=nccl: NCCL exchanges GPU memory and backend=cpu keeps tensors in host memory; set comm: gloo (or auto)";
     // hosts
     QTest::newRow("hosts with unequal slots") << QStringList{"cluster.hosts=[{host: a, slots: 4}, {host: b, slots: 2}]"}
                                               << "command line: cluster.hosts: unequal slots (a 4, b 2); every node must run the same number of ranks, so give each host the same slots";

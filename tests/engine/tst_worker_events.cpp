@@ -22,6 +22,8 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("start") << WorkerEvent{StartEvent{.rank = 3, .world_size = 8, .dp = 2, .tp = 2, .pp = 2, .step = 10, .steps = 100}};
     QTest::newRow("step") << WorkerEvent{StepEvent{.rank = 1, .step = 7, .loss = 2.5, .lr = 1e-4, .grad_norm = 0.75,
                                                    .tokens_per_s = 12345.5, .step_ms = 81.25, .mem_bytes = int64_t(3) << 32}};
+    QTest::newRow("fp16 step skipped") << WorkerEvent{StepEvent{.rank = 0, .step = 12, .loss = 3.25, .lr = 1e-4, .grad_norm = 0,
+                                                                .loss_scale = 32768, .skipped = true}};
     QTest::newRow("step with a diverged loss") << WorkerEvent{StepEvent{.rank = 0, .step = 9, .loss = NAN, .lr = 1e-3}};
     QTest::newRow("checkpoint") << WorkerEvent{CheckpointEvent{.rank = 0, .step = 50, .path = "/tmp/ck \"a\"/step-50"}};
     QTest::newRow("done") << WorkerEvent{DoneEvent{.rank = 2, .step = 100, .loss = 1.125}};
@@ -54,6 +56,10 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("step") << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .lr = 0.001, .grad_norm = 0.5,
                                                    .tokens_per_s = 1000, .step_ms = 12.5, .mem_bytes = 1024}}
                           << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":0.5,\"tokens_per_s\":1000.0,\"step_ms\":12.5,\"mem_bytes\":1024}";
+    QTest::newRow("fp16: the scale, and skipped only when true")
+        << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .lr = 0.001, .grad_norm = 0, .tokens_per_s = 1000, .step_ms = 12.5,
+                                 .loss_scale = 32768, .skipped = true}}
+        << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":0.0,\"tokens_per_s\":1000.0,\"step_ms\":12.5,\"loss_scale\":32768.0,\"skipped\":true}";
     QTest::newRow("diverged loss is null") << WorkerEvent{DoneEvent{.rank = 1, .step = 4, .loss = NAN}}
                                            << "{\"event\":\"done\",\"rank\":1,\"step\":4,\"loss\":null}";
     QTest::newRow("error without rank") << WorkerEvent{ErrorEvent{.message = "no RANK"}}
@@ -116,6 +122,7 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("checkpoint path not a string") << "{\"event\":\"checkpoint\",\"step\":2,\"path\":5}" << "\"path\" must be a string, got 5";
     QTest::newRow("error without message") << "{\"event\":\"error\",\"rank\":1}" << "worker event \"error\": no \"message\" field";
     QTest::newRow("error message null") << "{\"event\":\"error\",\"message\":null}" << "no \"message\" field";
+    QTest::newRow("skipped as a number") << "{\"event\":\"step\",\"step\":1,\"skipped\":1}" << "\"skipped\" must be true or false, got 1";
     QTest::newRow("start dp as bool") << "{\"event\":\"start\",\"dp\":true}" << "\"dp\" must be an integer, got true";
     QTest::newRow("timing without step") << "{\"event\":\"timing\",\"forward_ms\":1}" << "worker event \"timing\": no \"step\" field";
     QTest::newRow("timing part as a string") << "{\"event\":\"timing\",\"step\":1,\"dp_ms\":\"x\"}" << "\"dp_ms\" must be a number";

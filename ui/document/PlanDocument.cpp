@@ -23,7 +23,7 @@ namespace {
 // The key a message line is about: "key=value: ..." or "key: ..." (after an optional
 // "origin: " or "origin:line: " prefix that the loader adds).
 QString keyOfMessage(const QString& line) {
-  static const QStringList kSections = {"name", "cluster.", "model.", "parallel.", "pipeline.", "train.", "backend"};
+  static const QStringList kSections = {"name", "cluster.", "model.", "parallel.", "pipeline.", "train.", "backend", "comm="};
   for (const QString& part : line.split(QStringLiteral(": "))) {
     for (const QString& s : kSections) {
       if (part.startsWith(s)) {

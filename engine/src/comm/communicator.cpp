@@ -42,6 +42,20 @@ std::string group_name(const std::vector<int>& ranks, const std::string& label) 
   return s + "]";
 }
 
+std::string group_key(const std::vector<int>& ranks) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over each rank's 4 bytes, little end first
+  for (int r : ranks) {
+    for (int b = 0; b < 4; ++b) {
+      h ^= static_cast<uint8_t>(static_cast<uint32_t>(r) >> (8 * b));
+      h *= 1099511628211ull;
+    }
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string hex(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) hex[static_cast<size_t>(i)] = digits[h & 15];
+  return std::to_string(ranks.size()) + "-" + hex;
+}
+
 Result<int> group_rank_in(const std::vector<int>& ranks, int global_rank) {
   const std::string name = group_name(ranks);
   if (ranks.empty()) return Status::invalid_input("a communicator needs at least one rank");
@@ -101,10 +115,7 @@ Status Communicator::reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) {
                                  to_string(out.dtype));
   }
   if (out.count == 0) return Status::OK();
-  if (size() == 1) {
-    std::memmove(out.data, in.data, out.count * size_of(out.dtype));
-    return Status::OK();
-  }
+  if (size() == 1) return do_copy(out.data, in.data, out.count * size_of(out.dtype));
   return do_reduce_scatter(in, out, op);
 }
 
@@ -116,10 +127,7 @@ Status Communicator::all_gather(ConstBuffer in, Buffer out) {
                                  to_string(in.dtype));
   }
   if (in.count == 0) return Status::OK();
-  if (size() == 1) {
-    std::memmove(out.data, in.data, in.count * size_of(in.dtype));
-    return Status::OK();
-  }
+  if (size() == 1) return do_copy(out.data, in.data, in.count * size_of(in.dtype));
   return do_all_gather(in, out);
 }
 
@@ -161,6 +169,11 @@ Status Communicator::send_recv(ConstBuffer out, int to, Buffer in, int from, uin
   if (out.count == 0) return recv(in, from, tag);
   if (in.count == 0) return send(out, to, tag);
   return do_send_recv(out, to, in, from, tag);
+}
+
+Status Communicator::do_copy(void* dst, const void* src, size_t bytes) {
+  std::memmove(dst, src, bytes);
+  return Status::OK();
 }
 
 Status Communicator::barrier() {

@@ -95,25 +95,6 @@ void divide(T* data, size_t n, int size) {
   for (size_t i = 0; i < n; ++i) data[i] /= d;
 }
 
-// FNV-1a over the ranks: names a group in store keys whatever its length.
-uint64_t hash_ranks(const std::vector<int>& ranks) {
-  uint64_t h = 1469598103934665603ull;
-  for (int r : ranks) {
-    for (int b = 0; b < 4; ++b) {
-      h ^= static_cast<uint8_t>(static_cast<uint32_t>(r) >> (8 * b));
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  static const char* digits = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = digits[v & 15];
-  return s;
-}
-
 }  // namespace
 
 // ---- device ---------------------------------------------------------------------------------
@@ -442,7 +423,7 @@ Result<std::unique_ptr<Communicator>> create_gloo_communicator(RendezvousClient&
 
   // Generation: every member adds 1 per creation, and no member can finish creation k before
   // all have added for it, so the k-th creation sees values in ((k-1)*size, k*size].
-  const std::string base = "gloo/" + std::to_string(size) + "-" + hex(hash_ranks(ranks));
+  const std::string base = "gloo/" + group_key(ranks);
   auto joined = store.add(base + "/joined", 1);
   if (!joined.ok()) return joined.status().with_context(context);
   const int64_t generation = (joined.value() - 1) / size;

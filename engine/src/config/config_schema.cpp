@@ -15,6 +15,7 @@ constexpr std::span<const EnumName<Recompute>> names_of(Recompute) { return kRec
 constexpr std::span<const EnumName<Precision>> names_of(Precision) { return kPrecisionNames; }
 constexpr std::span<const EnumName<Attention>> names_of(Attention) { return kAttentionNames; }
 constexpr std::span<const EnumName<Backend>> names_of(Backend) { return kBackendNames; }
+constexpr std::span<const EnumName<Comm>> names_of(Comm) { return kCommNames; }
 constexpr std::span<const EnumName<MetricsFormat>> names_of(MetricsFormat) { return kMetricsFormatNames; }
 constexpr std::span<const EnumName<LaunchFramework>> names_of(LaunchFramework) { return kLaunchFrameworkNames; }
 
@@ -268,6 +269,9 @@ std::vector<KeySpec> make_schema() {
 
       {.path = "backend", .type = T::kEnum, .default_text = "cpu", .help = "where ranks run",
        .choices = choices_of<Backend>(), .access = field([](auto& c) -> auto& { return c.backend; })},
+      {.path = "comm", .type = T::kEnum, .default_text = "auto",
+       .help = "how ranks exchange tensors: nccl (GPU memory), gloo (through host memory); auto = nccl with cuda, gloo with cpu",
+       .choices = choices_of<Comm>(), .omit_default = true, .access = field([](auto& c) -> auto& { return c.comm; })},
 
       {.path = "launch.program", .type = T::kText, .default_text = "\"\"",
        .help = "another program to run once per rank with torchrun's environment; empty = Stagecraft's worker",

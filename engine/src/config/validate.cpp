@@ -40,6 +40,7 @@ class Checker {
     }
     check_train();
     check_device();
+    check_comm();
     return std::move(issues_);
   }
 
@@ -60,6 +61,13 @@ class Checker {
       std::string alt = d.value().fp16_tflops > 0 ? "fp16" : "fp32";
       fail("train.precision", std::string(to_string(prec)),
            d.value().name + " has no " + std::string(to_string(prec)) + " math; use " + alt);
+    }
+  }
+
+  // NCCL moves GPU memory: with backend cpu the ranks' tensors are host memory, which only Gloo takes.
+  void check_comm() {
+    if (c_.comm == Comm::kNccl && c_.backend == Backend::kCpu) {
+      fail("comm", "nccl", "NCCL exchanges GPU memory and backend=cpu keeps tensors in host memory; set comm: gloo (or auto)");
     }
   }
 

@@ -62,9 +62,6 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
       return Status::invalid_input("backend=cuda: this build trains on the CPU only (built without CUDA); set backend: cpu, or "
                                    "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
     }
-    if (config.backend == config::Backend::kCuda && config.train.precision == config::Precision::kFp16) {
-      return Status::invalid_input("train.precision=fp16: the CUDA backend trains fp32 or bf16 so far; set train.precision: bf16");
-    }
   }
   if (hosts.empty()) {
     if (config.cluster.nodes != 1) {
@@ -86,6 +83,16 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
     }
   }
   if (foreign) return check_foreign(config);
+  // Local ranks pick GPU LOCAL_RANK mod the GPUs this machine shows (app/worker), so more ranks
+  // than GPUs share them, which NCCL cannot do. (Remote ranks get a GPU each: preflight counts.)
+  if (hosts.empty() && config.backend == config::Backend::kCuda && config::comm_of(config) == config::Comm::kNccl) {
+    const int gpus = runtime::cuda_device_count();
+    if (gpus > 0 && plan.topology.world_size() > gpus) {
+      return Status::invalid_input("comm=nccl: " + std::to_string(plan.topology.world_size()) + " ranks on this machine share " +
+                                   std::to_string(gpus) + " GPU(s), and NCCL needs a GPU per rank; set comm: gloo to share GPUs "
+                                   "(for testing), or run fewer ranks");
+    }
+  }
   if (config.train.data.empty()) {
     return Status::invalid_input("train.data: no data file; give a .txt file (bytes) or a uint16 token .bin file");
   }

@@ -54,6 +54,12 @@ class Reader {
     if (!v->is_number()) return fail(key, "a number (or null)", *v);
     out = v->as_double();
   }
+  void boolean(std::string_view key, bool& out) {
+    const Json* v = present(key, false);
+    if (!v) return;
+    if (!v->is_bool()) return fail(key, "true or false", *v);
+    out = v->as_bool();
+  }
   void text(std::string_view key, std::string& out, bool required) {
     const Json* v = present(key, required);
     if (!v) return;
@@ -169,6 +175,8 @@ std::string encode_event(const WorkerEvent& event) {
                    o.emplace_back("tokens_per_s", e.tokens_per_s);
                    o.emplace_back("step_ms", e.step_ms);
                    if (e.mem_bytes >= 0) o.emplace_back("mem_bytes", static_cast<long long>(e.mem_bytes));
+                   if (!std::isnan(e.loss_scale)) o.emplace_back("loss_scale", e.loss_scale);
+                   if (e.skipped) o.emplace_back("skipped", true);
                  },
                  [&](const TimingEvent& e) {
                    set_rank(o, e.rank);
@@ -238,6 +246,8 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     r.number("tokens_per_s", e.tokens_per_s);
     r.number("step_ms", e.step_ms);
     r.integer("mem_bytes", e.mem_bytes, false);
+    r.number("loss_scale", e.loss_scale);
+    r.boolean("skipped", e.skipped);
     return finish(r, e);
   }
   if (k == "timing") {
@@ -297,7 +307,7 @@ bool same_event(const WorkerEvent& a, const WorkerEvent& b) {
                           return x.rank == y.rank && x.step == y.step && same_number(x.loss, y.loss) &&
                                  same_number(x.lr, y.lr) && same_number(x.grad_norm, y.grad_norm) &&
                                  same_number(x.tokens_per_s, y.tokens_per_s) && same_number(x.step_ms, y.step_ms) &&
-                                 x.mem_bytes == y.mem_bytes;
+                                 x.mem_bytes == y.mem_bytes && same_number(x.loss_scale, y.loss_scale) && x.skipped == y.skipped;
                         },
                         [&](const DoneEvent& x) {
                           const auto& y = std::get<DoneEvent>(b);

@@ -61,6 +61,11 @@ Status write_checkpoint(const std::string& path, const config::ModelConfig& mode
   t.set("step", static_cast<long long>(state.step));
   t.set("seed", static_cast<unsigned long long>(state.seed));
   t.set("tokens", state.tokens);
+  if (state.loss_scale > 0) {
+    t.set("loss_scale", state.loss_scale);
+    t.set("loss_scale_clean_steps", static_cast<long long>(state.loss_scale_clean_steps));
+    t.set("skipped_steps", static_cast<long long>(state.skipped_steps));
+  }
   return config::write_text_file_atomic(path + "/trainer.json", t.dump(2) + "\n");
 }
 
@@ -77,6 +82,9 @@ Result<Checkpoint> read_checkpoint(const std::string& path, bool with_optimizer)
   c.state.step = j->find("step")->as_int();
   if (const Json* s = j->find("seed"); s && s->is_number()) c.state.seed = static_cast<uint64_t>(s->as_int());
   if (const Json* t = j->find("tokens"); t && t->is_number()) c.state.tokens = t->as_double();
+  if (const Json* t = j->find("loss_scale"); t && t->is_number() && t->as_double() > 0) c.state.loss_scale = t->as_double();
+  if (const Json* t = j->find("loss_scale_clean_steps"); t && t->is_int()) c.state.loss_scale_clean_steps = t->as_int();
+  if (const Json* t = j->find("skipped_steps"); t && t->is_int()) c.state.skipped_steps = t->as_int();
   auto model = read_safetensors(path + "/model.safetensors");
   if (!model.ok()) return model.status();
   c.model = std::move(model).value();

@@ -51,7 +51,7 @@ size_t GptStage::attention_state_elems() const {
 }
 
 Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_t count, std::vector<float>& staging) {
-  if (device.host_accessible()) return group.all_reduce_sum(data, count);
+  if (device.host_accessible() || group.device_memory()) return group.all_reduce_sum(data, count);
   staging.resize(count);
   if (Status s = device.copy_to_host(staging.data(), data, count * sizeof(float)); !s) return s;
   if (Status s = group.all_reduce_sum(staging.data(), count); !s) return s;

@@ -42,6 +42,7 @@ class Trainer::TimedGroup final : public CommGroup {
       : inner_(inner), on_(on), collective_ms_(collective_ms), recv_ms_(recv_ms), send_ms_(send_ms) {}
   int size() const override { return inner_->size(); }
   int rank() const override { return inner_->rank(); }
+  bool device_memory() const override { return inner_->device_memory(); }
   Status all_reduce_sum(float* data, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_reduce_sum(data, count); });
   }
@@ -165,6 +166,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->chunks_ = layout.chunks;
   t->replica0_ranks_ = layout.replica0_ranks;
   t->dev_ = device ? device : &host_device();
+  // fp16: the loss is scaled dynamically (loss_scaler.h) on every device; the CPU computes the
+  // scaled gradients in fp32, which is how its suites check the scaler.
+  if (config.train.precision == config::Precision::kFp16) t->scaler_.emplace();
   // The CPU engine computes in fp32 whatever the plan's precision (the planner's key); a GPU
   // computes what train.precision asks, or says it cannot.
   if (!t->dev_->host_accessible()) {
@@ -213,6 +217,8 @@ Status Trainer::start() {
   }
   step_ = ck->state.step;
   tokens_ = ck->state.tokens;
+  skipped_ = ck->state.skipped_steps;
+  if (scaler_) scaler_->restore(ck->state.loss_scale, ck->state.loss_scale_clean_steps);
   return Status::OK();
 }
 
@@ -236,12 +242,24 @@ Status Trainer::run_schedule(double& local_loss) {
   const int64_t samples_per_replica = static_cast<int64_t>(m_) * B;
   std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
   std::vector<std::vector<float>> pending_sends;  // kept alive until wait_sends
-  std::vector<float> in(n), dout(n);
   // Activations cross ranks in host memory: on the CPU the stage reads and writes these host
-  // buffers directly; on another device they pass through io_in_ / io_out_.
+  // buffers directly; on another device they pass through io_in_ / io_out_. A pp group that
+  // takes device memory (NCCL) moves the device buffers themselves: received into io_in_, sent
+  // from send_pool_, one buffer per send in flight until wait_sends.
   const bool host = dev_->host_accessible();
+  const bool direct = !host && groups_.pp->device_memory();
+  std::vector<float> in(direct ? 0 : n), dout(direct ? 0 : n);
   float* in_dev = host ? in.data() : io_in_.data();
   float* dout_dev = host ? dout.data() : io_in_.data();
+  size_t pool_used = 0;
+  auto send_buffer = [&]() -> Result<float*> {
+    if (pool_used == send_pool_.size()) {
+      Buffer<float> b;
+      if (Status s = allocate_buffer(b, *dev_, n); !s) return s.with_context("pipeline send buffers of rank " + std::to_string(rank_));
+      send_pool_.push_back(std::move(b));
+    }
+    return send_pool_[pool_used++].data();
+  };
   // Bytes of the host buffers above and of the sends in flight, at their most this step.
   size_t pending_bytes = 0;
   const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size()) + sizeof(float) * (in.size() + dout.size());
@@ -266,15 +284,24 @@ Status Trainer::run_schedule(double& local_loss) {
     if (op.kind == PipeOp::Kind::kForward) {
       if (first || last) data_->batch(config_.train.seed, step_, sample, B, T, tokens.data(), targets.data());
       if (!first) {
-        if (Status s = groups_.pp->recv(in.data(), n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk - 1, chunks, false)); !s) return s;
-        if (!host) {
+        float* dst = direct ? in_dev : in.data();
+        if (Status s = groups_.pp->recv(dst, n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk - 1, chunks, false)); !s) return s;
+        if (!host && !direct) {
           if (Status s = dev_->copy_from_host(in_dev, in.data(), n * sizeof(float)); !s) return s;
         }
       }
-      std::vector<float> out(last ? 0 : n);
+      std::vector<float> out(last || direct ? 0 : n);
       float* out_dev = host ? out.data() : io_out_.data();
+      if (direct && !last) {
+        auto b = send_buffer();
+        if (!b.ok()) return b.status();
+        out_dev = b.value();
+      }
       double loss = 0;
-      const float scale = 1.0f / (static_cast<float>(B) * T * m_);
+      // The loss's gradient: the mean over the micro-batches' tokens, times the fp16 loss scale (a
+      // power of two, so scaling and unscaling are exact).
+      const float loss_scale = scaler_ ? static_cast<float>(scaler_->scale()) : 1.0f;
+      const float scale = loss_scale * (1.0f / (static_cast<float>(B) * T * m_));
       const auto t0 = std::chrono::steady_clock::now();
       if (Status s = stage_->forward(op.chunk, op.micro_batch, tokens.data(), in_dev, targets.data(), scale, last ? nullptr : out_dev, &loss); !s) {
         return s;
@@ -282,6 +309,8 @@ Status Trainer::run_schedule(double& local_loss) {
       record_op(op, t0);
       if (last) {
         local_loss += loss / m_;
+      } else if (direct) {
+        if (Status s = groups_.pp->send(out_dev, n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk, chunks, false)); !s) return s;
       } else {
         if (!host) {
           if (Status s = dev_->copy_to_host(out.data(), out_dev, n * sizeof(float)); !s) return s;
@@ -293,17 +322,25 @@ Status Trainer::run_schedule(double& local_loss) {
       }
     } else {
       if (!last) {
-        if (Status s = groups_.pp->recv(dout.data(), n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk + 1, chunks, true)); !s) return s;
-        if (!host) {
+        float* dst = direct ? dout_dev : dout.data();
+        if (Status s = groups_.pp->recv(dst, n, (op.chunk + 1) % pp_, tag(op.micro_batch, op.chunk + 1, chunks, true)); !s) return s;
+        if (!host && !direct) {
           if (Status s = dev_->copy_from_host(dout_dev, dout.data(), n * sizeof(float)); !s) return s;
         }
       }
-      std::vector<float> din(first ? 0 : n);
+      std::vector<float> din(first || direct ? 0 : n);
       float* din_dev = host ? din.data() : io_out_.data();
+      if (direct && !first) {
+        auto b = send_buffer();
+        if (!b.ok()) return b.status();
+        din_dev = b.value();
+      }
       const auto t0 = std::chrono::steady_clock::now();
       if (Status s = stage_->backward(op.chunk, op.micro_batch, dout_dev, first ? nullptr : din_dev); !s) return s;
       record_op(op, t0);
-      if (!first) {
+      if (direct && !first) {
+        if (Status s = groups_.pp->send(din_dev, n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk, chunks, true)); !s) return s;
+      } else if (!first) {
         if (!host) {
           if (Status s = dev_->copy_to_host(din.data(), din_dev, n * sizeof(float)); !s) return s;
         }
@@ -352,12 +389,15 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
   if (dp_ > 1) {
     if (zero) {
       const size_t per = shard_per_;
-      std::vector<float> padded(per * static_cast<size_t>(dp_), 0.0f), shard_grad(per, 0.0f);
-      if (Status s = dev_->copy_to_host(padded.data(), grads, n * sizeof(float)); !s) return s;
-      if (Status s = groups_.dp->reduce_scatter_sum(padded.data(), shard_grad.data(), per); !s) return s;
-      cpu::scale(shard_grad.data(), shard_grad.size(), inv_dp);
+      Buffer<float> padded, shard_grad;  // (dp x per): the gradients, zero-padded; (per)
+      if (Status s = allocate_buffer(padded, *dev_, per * static_cast<size_t>(dp_)); !s) return s;
+      if (Status s = allocate_buffer(shard_grad, *dev_, per); !s) return s;
+      if (Status s = dev_->copy(padded.data(), grads, n * sizeof(float)); !s) return s;
+      if (Status s = dev_->fill_zero(padded.data() + n, (padded.size() - n) * sizeof(float)); !s) return s;
+      if (Status s = reduce_scatter_on_device(*groups_.dp, *dev_, padded.data(), shard_grad.data(), per); !s) return s;
+      k.scale(shard_grad.data(), per, inv_dp);
       // Put the averaged shard back in place so the norm and update below read one buffer.
-      if (Status s = dev_->copy_from_host(grads + shard_begin_, shard_grad.data(), (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
+      if (Status s = dev_->copy(grads + shard_begin_, shard_grad.data(), (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
     } else {
       if (Status s = all_reduce_on_device(*groups_.dp, *dev_, grads, n, staging_); !s) return s;
       k.scale(grads, n, inv_dp);
@@ -377,13 +417,26 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
   // TP ranks hold the same loss: only TP rank 0 adds it, so the world sum over (dp, pp) ranks is
   // dp x the mean loss.
   if (tp_rank_ != 0) reduce[1] = 0.0;
-  if (Status s = groups_.world->all_reduce_sum(reduce, 2); !s) return s;
-  stats.grad_norm = std::sqrt(reduce[0]);
+  if (Status s = all_reduce_host(*groups_.world, *dev_, reduce, 2); !s) return s;
   stats.loss = reduce[1] / dp_;
-  // Clip and step.
-  const double clip = config_.train.grad_clip;
-  const float grad_scale = clip > 0 && stats.grad_norm > clip ? static_cast<float>(clip / (stats.grad_norm + 1e-6)) : 1.0f;
   stats.lr = lr_at(step_);
+  // fp16: the gradients hold the loss scale. A non-finite one anywhere makes the world's sum of
+  // squares non-finite, so every rank skips the same step.
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  if (scaler_) {
+    stats.skipped = !scaler_->update(std::isfinite(reduce[0]));
+    stats.loss_scale = scaler_->scale();
+    if (stats.skipped) {
+      stats.grad_norm = 0;
+      ++skipped_;
+      return dev_->synchronize();
+    }
+  }
+  stats.grad_norm = std::sqrt(reduce[0]) / loss_scale;
+  // Clip and step (the update divides the loss scale out of the gradients).
+  const double clip = config_.train.grad_clip;
+  const double clip_scale = clip > 0 && stats.grad_norm > clip ? clip / (stats.grad_norm + 1e-6) : 1.0;
+  const float grad_scale = static_cast<float>(clip_scale / loss_scale);
   AdamWOptions opt;
   opt.lr = static_cast<float>(stats.lr);
   opt.beta1 = static_cast<float>(config_.train.beta1);
@@ -393,14 +446,16 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
     const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
     if (b >= e) continue;
     k.adamw_update(params + b, exp_avg_.data() + (b - shard_begin_), exp_avg_sq_.data() + (b - shard_begin_), grads + b, e - b, opt,
-                   step_ + 1, s.spec.weight_decay, grad_scale);
+                   step_ + 1 - skipped_, s.spec.weight_decay, grad_scale);
   }
   if (zero) {
     const size_t per = shard_per_;
-    std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
-    if (Status s = dev_->copy_to_host(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
-    if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
-    if (Status s = dev_->copy_from_host(params, all.data(), n * sizeof(float)); !s) return s;
+    Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (dp x per)
+    if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s;
+    if (Status s = allocate_buffer(all, *dev_, per * static_cast<size_t>(dp_)); !s) return s;
+    if (Status s = dev_->copy(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
+    if (Status s = all_gather_on_device(*groups_.dp, *dev_, mine.data(), all.data(), per); !s) return s;
+    if (Status s = dev_->copy(params, all.data(), n * sizeof(float)); !s) return s;
   }
   return dev_->synchronize();
 }
@@ -450,7 +505,7 @@ Result<std::string> Trainer::save_checkpoint() {
       const auto& src = which == 0 ? exp_avg_ : exp_avg_sq_;
       std::fill(mine.begin(), mine.end(), 0.0f);
       if (Status s = dev_->copy_to_host(mine.data(), src.data(), src.bytes()); !s) return s;
-      if (Status s = groups_.dp->all_gather(mine.data(), all.data(), per); !s) return s;
+      if (Status s = all_gather_host(*groups_.dp, *dev_, mine.data(), all.data(), per); !s) return s;
       std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), (which == 0 ? m_full : v_full).begin());
     }
   } else {
@@ -473,10 +528,9 @@ Result<std::string> Trainer::save_checkpoint() {
       const int src = replica0_ranks_[static_cast<size_t>(pp_rank * tp_ + tp_rank)];
       if (src <= 0) continue;
       if (rank_ == src) {
-        if (Status s = world->send(params.data(), n, 0, kTag + 0); !s) return s;
-        if (Status s = world->send(m_full.data(), n, 0, kTag + 1); !s) return s;
-        if (Status s = world->send(v_full.data(), n, 0, kTag + 2); !s) return s;
-        if (Status s = world->wait_sends(); !s) return s;
+        if (Status s = send_host(*world, *dev_, params.data(), n, 0, kTag + 0); !s) return s;
+        if (Status s = send_host(*world, *dev_, m_full.data(), n, 0, kTag + 1); !s) return s;
+        if (Status s = send_host(*world, *dev_, v_full.data(), n, 0, kTag + 2); !s) return s;
       } else if (rank_ == 0) {
         // The sender's layout: a stage of its (tp, pp) coordinates.
         StageSpec spec = stage_spec(tp_rank, pp_rank);
@@ -485,9 +539,9 @@ Result<std::string> Trainer::save_checkpoint() {
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();
         std::vector<float> p(on), mm(on), vv(on);
-        if (Status s = world->recv(p.data(), on, src, kTag + 0); !s) return s;
-        if (Status s = world->recv(mm.data(), on, src, kTag + 1); !s) return s;
-        if (Status s = world->recv(vv.data(), on, src, kTag + 2); !s) return s;
+        if (Status s = recv_host(*world, *dev_, p.data(), on, src, kTag + 0); !s) return s;
+        if (Status s = recv_host(*world, *dev_, mm.data(), on, src, kTag + 1); !s) return s;
+        if (Status s = recv_host(*world, *dev_, vv.data(), on, src, kTag + 2); !s) return s;
         add_shards(*other.value(), p.data(), "", model_full);
         add_shards(*other.value(), mm.data(), "exp_avg.", opt_full);
         add_shards(*other.value(), vv.data(), "exp_avg_sq.", opt_full);
@@ -510,13 +564,18 @@ Result<std::string> Trainer::save_checkpoint() {
     state.step = step_;
     state.seed = config_.train.seed;
     state.tokens = tokens_;
+    if (scaler_) {
+      state.loss_scale = scaler_->scale();
+      state.loss_scale_clean_steps = scaler_->clean_steps();
+      state.skipped_steps = skipped_;
+    }
     config::RunConfig saved = config_;
     saved.train.resume.clear();
     if (Status s = write_checkpoint(path, config_.model, config::to_yaml(saved), model_tensors, opt_tensors, state); !s) return s;
   }
   // Nobody moves on (or exits) before rank 0 has written.
   double token = 0;
-  if (Status s = world->all_reduce_sum(&token, 1); !s) return s;
+  if (Status s = all_reduce_host(*world, *dev_, &token, 1); !s) return s;
   return path;
 }
 

@@ -1,6 +1,6 @@
 // CommGroupAdapter: a comm::Communicator seen as the trainer's runtime::CommGroup — the one
-// place where the runtime's seam meets the communication backends (Gloo today, an in-process
-// test communicator, NCCL later). It owns the communicator and adds nothing: every call goes
+// place where the runtime's seam meets the communication backends (Gloo, NCCL, an in-process
+// test communicator). It owns the communicator and adds nothing: every call goes
 // straight through, errors (which name the group) included.
 //
 // It is not a group builder: comm/process_groups.h makes the adapters of a rank.
@@ -23,6 +23,7 @@ class CommGroupAdapter final : public runtime::CommGroup {
 
   int size() const override { return c_->size(); }
   int rank() const override { return c_->rank(); }
+  bool device_memory() const override { return c_->device_memory(); }
   Status all_reduce_sum(float* data, size_t count) override;
   Status all_reduce_sum(double* data, size_t count) override;
   // in (size x count) -> out (count)

@@ -1,5 +1,6 @@
 // Communicator: the collectives and point-to-point transfers of one group of ranks, the seam
-// between the training runtime and a transport (Gloo over TCP on CPU; NCCL on GPU later).
+// between the training runtime and a transport (Gloo over TCP on host memory; NCCL on GPU memory,
+// nccl_communicator.h).
 //
 // A group is the list of global ranks the topology names (plan/topology.h), e.g. with
 // dp = tp = pp = 2 the TP group [2,3] or the PP group [1,5]. Inside it, ranks are addressed by
@@ -8,7 +9,8 @@
 // order, with the same sizes; a rank creates the communicators of all its groups in one order
 // that all ranks share (e.g. world, tp, dp, pp), because creation waits for every member.
 //
-// Buffers are spans of float or double (device memory for a GPU backend). Shapes:
+// Buffers are spans of float or double: host memory, or for a communicator whose device_memory()
+// is true (NCCL) memory of its GPU, the work ordered on that GPU's stream. Shapes:
 //   all_reduce      data (n), in place
 //   reduce_scatter  in (size * n) -> out (n): out = op over ranks of in[rank * n .. +n]
 //   all_gather      in (n) -> out (size * n): out[r * n .. +n] = in of group rank r
@@ -21,6 +23,8 @@
 //   isend           starts a send and returns at once; `data` must stay untouched until
 //                   wait_sends(), which waits for every isend of this communicator so far
 //   send_recv       a send and a recv posted together, then both awaited
+// Gloo matches a recv to the sends of its peer by tag; NCCL has no tags and matches by order, so
+// portable callers post the recvs from one peer in the order that peer sent.
 // kAvg divides the sum by the group size (exactly: sum / size, not sum * (1 / size)).
 //
 // Errors: every call returns a Status. Bad arguments (sizes that do not fit, a peer outside the
@@ -72,6 +76,8 @@ class Communicator {
   int global_rank() const { return ranks_[rank_]; }
   // The group rank of a global rank, or -1 when it is not a member.
   int group_rank_of(int global) const;
+  // Whether buffers are in the memory of a GPU (true: NCCL) rather than host memory (false).
+  virtual bool device_memory() const { return false; }
 
   Status all_reduce(std::span<float> data, ReduceOp op = ReduceOp::kSum) { return all_reduce(view(data), op); }
   Status all_reduce(std::span<double> data, ReduceOp op = ReduceOp::kSum) { return all_reduce(view(data), op); }
@@ -137,6 +143,9 @@ class Communicator {
   virtual Status do_recv(Buffer data, int peer, uint32_t tag) = 0;
   virtual Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) = 0;
   virtual Status do_barrier() = 0;
+  // A group of one's reduce_scatter and all_gather: `bytes` from src to dst in the
+  // communicator's memory (host: memmove).
+  virtual Status do_copy(void* dst, const void* src, size_t bytes);
 
   // "all_reduce of 4096 f32 on tp[2,3] (rank 3, group rank 1 of 2)": how errors begin.
   std::string describe(const char* op, size_t count, DType dtype) const;
@@ -154,6 +163,10 @@ class Communicator {
   std::vector<int> ranks_;
   int rank_;
 };
+
+// A short name of a group's ranks for store keys, whatever their number: "<size>-<16 hex digits
+// of an FNV-1a hash of the ranks>", e.g. "2-..." for [0,1].
+std::string group_key(const std::vector<int>& ranks);
 
 // Checks a group for `global_rank`: non-empty, distinct non-negative ranks, containing it.
 // Returns the group rank. kInvalidInput naming the group otherwise.

@@ -74,7 +74,7 @@ struct KeySpec {
 };
 
 // Every key, in document order (name, cluster.*, model.*, parallel.*, pipeline.*, train.*,
-// backend, launch.*).
+// backend, comm, launch.*).
 const std::vector<KeySpec>& config_schema();
 // The key with this full path, or nullptr.
 const KeySpec* find_key(std::string_view path);

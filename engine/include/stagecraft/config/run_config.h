@@ -23,6 +23,7 @@ enum class Recompute { kNone, kSelective, kFull };
 enum class Precision { kFp32, kFp16, kBf16 };
 enum class Attention { kStandard, kFlash };
 enum class Backend { kCpu, kCuda };
+enum class Comm { kAuto, kNccl, kGloo };  // comm: auto = nccl with backend cuda, gloo with cpu
 enum class Axis { kTp, kDp, kPp };
 enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kNone };  // launch.metrics
 enum class LaunchFramework { kNone, kMegatron, kDeepspeed };                       // launch.framework
@@ -40,6 +41,7 @@ inline constexpr EnumName<Precision> kPrecisionNames[] = {
     {Precision::kFp32, "fp32"}, {Precision::kFp16, "fp16"}, {Precision::kBf16, "bf16"}};
 inline constexpr EnumName<Attention> kAttentionNames[] = {{Attention::kStandard, "standard"}, {Attention::kFlash, "flash"}};
 inline constexpr EnumName<Backend> kBackendNames[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}};
+inline constexpr EnumName<Comm> kCommNames[] = {{Comm::kAuto, "auto"}, {Comm::kNccl, "nccl"}, {Comm::kGloo, "gloo"}};
 inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kDp, "dp"}, {Axis::kPp, "pp"}};
 inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
     {MetricsFormat::kAuto, "auto"},       {MetricsFormat::kMegatron, "megatron"}, {MetricsFormat::kDeepspeed, "deepspeed"},
@@ -55,6 +57,7 @@ std::string_view to_string(Recompute v);
 std::string_view to_string(Precision v);
 std::string_view to_string(Attention v);
 std::string_view to_string(Backend v);
+std::string_view to_string(Comm v);
 std::string_view to_string(Axis v);
 std::string_view to_string(MetricsFormat v);
 std::string_view to_string(LaunchFramework v);
@@ -198,10 +201,15 @@ struct RunConfig {
   PipelineConfig pipeline;
   TrainConfig train;
   Backend backend = Backend::kCpu;
+  Comm comm = Comm::kAuto;  // how ranks exchange tensors; see comm_of()
   LaunchConfig launch;
 
   int world_size() const { return cluster.nodes * cluster.gpus_per_node; }
   bool operator==(const RunConfig&) const = default;
 };
+
+// The communicator a run uses: `comm` as set, and for auto NCCL with backend cuda (GPU memory,
+// no staging through the host), Gloo with backend cpu. Never kAuto.
+Comm comm_of(const RunConfig& c);
 
 }  // namespace stagecraft::config

@@ -55,6 +55,11 @@ struct StepEvent {
   int64_t step = 0;  // required
   double loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, step_ms = NAN;  // NaN when absent
   int64_t mem_bytes = -1;  // -1 when absent
+  // train.precision fp16: the dynamic loss scale after this step (NaN when absent), and whether
+  // the step was skipped (a gradient overflowed: no update, the scale halved). On the wire
+  // "skipped" appears only when true, "loss_scale" only when known.
+  double loss_scale = NAN;
+  bool skipped = false;
 };
 
 // Where a rank's step went (runtime/trainer.h StepTiming says what each part holds). Every step

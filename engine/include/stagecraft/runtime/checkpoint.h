@@ -29,6 +29,11 @@ struct TrainerState {
   int64_t step = 0;       // optimizer steps completed
   uint64_t seed = 0;
   double tokens = 0;      // tokens trained on so far
+  // train.precision fp16 (loss_scaler.h); 0 in other runs and in older checkpoints, where a
+  // resumed fp16 run starts from the scaler's defaults.
+  double loss_scale = 0;
+  int64_t loss_scale_clean_steps = 0;
+  int64_t skipped_steps = 0;  // steps skipped for a non-finite gradient (no AdamW update)
 };
 
 // "<dir>/step-<N>".

@@ -5,7 +5,14 @@
 // Ranks are indices within the group (0 .. size-1). Every call returns a Status that names the
 // operation and the group when it fails or times out; none blocks forever. send() may return
 // before the peer has received (the buffer must then stay untouched until wait_sends());
-// messages between two ranks with the same tag are received in the order they were sent.
+// messages between two ranks with the same tag are received in the order they were sent. A group
+// that takes device memory (device_memory(), NCCL) matches the messages between two ranks by
+// their order alone: the receiver must post its recvs in the order the sender sent, whatever
+// the tags (the trainer's schedules do; tests/engine/tst_trainer.cpp checks it).
+//
+// Pointers are host memory, or the device's memory where device_memory() is true. The helpers
+// at the end take either kind of group and stage a buffer through a copy only where the group
+// cannot take it where it lies.
 #pragma once
 
 #include <cstddef>
@@ -34,5 +41,23 @@ class CommGroup : public TpReducer {
   virtual Status recv(float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status wait_sends() = 0;
 };
+
+// Group calls on buffers in `device`'s memory: in place where the group takes device memory or
+// the host can reach the device's, else through host copies.
+//   in (size x count) -> out (count): this rank's block of the sum
+Status reduce_scatter_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
+//   in (count) -> out (size x count)
+Status all_gather_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
+
+// Group calls on host buffers: in place for a group that takes host memory, else through copies
+// in `device`'s memory.
+//   data (count), in place: every rank gets the sum
+Status all_reduce_host(CommGroup& group, Device& device, double* data, size_t count);
+//   in (count) -> out (size x count)
+Status all_gather_host(CommGroup& group, Device& device, const float* in, float* out, size_t count);
+//   data (count) to group rank `peer`; the send has completed when this returns (wait_sends)
+Status send_host(CommGroup& group, Device& device, const float* data, size_t count, int peer, uint32_t tag);
+//   data (count) from group rank `peer`
+Status recv_host(CommGroup& group, Device& device, float* data, size_t count, int peer, uint32_t tag);
 
 }  // namespace stagecraft::runtime

@@ -70,6 +70,12 @@ class Device {
   // Whether the host may read and write this device's memory directly (the CPU), so that host-
   // side code such as a Gloo collective can work on a buffer in place instead of a staged copy.
   virtual bool host_accessible() const = 0;
+  // The GPU this device drives (its CUDA ordinal), or -1 for the CPU.
+  virtual int ordinal() const { return -1; }
+  // The backend's stream, on which every kernel and copy of this device is ordered (a
+  // cudaStream_t on CUDA), so that a communicator working on the device's memory (NCCL) orders
+  // its transfers with them; nullptr on the CPU.
+  virtual void* native_stream() const { return nullptr; }
   // The most bytes held at once through allocate() since the last reset_peak (0 where the device
   // does not count).
   virtual size_t peak_bytes() const { return 0; }

@@ -46,10 +46,14 @@ class TpReducer {
  public:
   virtual ~TpReducer() = default;
   virtual Status all_reduce_sum(float* data, size_t count) = 0;
+  // Where the group's calls read and write: false, host memory (Gloo); true, the memory of the
+  // device the ranks train on, the transfers ordered on that device's stream (NCCL).
+  virtual bool device_memory() const { return false; }
 };
 
-// In-place sum over `group` of `count` floats in `device`'s memory: directly where the host can
-// reach it, else through `staging` (host memory, grown as needed). Groups reduce host memory.
+// In-place sum over `group` of `count` floats in `device`'s memory: directly where the group
+// takes device memory or the host can reach it, else through `staging` (host memory, grown as
+// needed).
 Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_t count, std::vector<float>& staging);
 
 struct StageSpec {

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "stagecraft/core/status.h"
 #include "stagecraft/runtime/comm_group.h"
 #include "stagecraft/runtime/gpt_stage.h"
+#include "stagecraft/runtime/loss_scaler.h"
 #include "stagecraft/runtime/rank_layout.h"
 #include "stagecraft/runtime/token_data.h"
 
@@ -90,6 +92,10 @@ struct StepStats {
   // process itself (code, libraries, thread stacks), the same for every config.
   size_t mem_bytes = 0;
   StepTiming timing;
+  // train.precision fp16 (loss_scaler.h): the loss scale after this step, and whether the step
+  // was skipped (a non-finite gradient: no update, grad_norm reported as 0). 0 and false otherwise.
+  double loss_scale = 0;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -148,11 +154,14 @@ class Trainer {
   size_t shard_per_ = 0;                     // ceil(params / dp): a ZeRO shard's (padded) size
   size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
   Buffer<float> io_in_, io_out_;   // a micro-batch's activations sent or received (device not host)
+  std::vector<Buffer<float>> send_pool_;  // each (B, T, C): sends in flight on a device-memory pp group
   std::vector<float> staging_;      // host copy for a collective over device memory
   int64_t step_ = 0;
   double tokens_ = 0;
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes
   size_t update_buffer_peak_ = 0;
+  std::optional<LossScaler> scaler_;  // train.precision fp16 only
+  int64_t skipped_ = 0;               // steps skipped by the scaler: AdamW's count leaves them out
 };
 
 }  // namespace stagecraft::runtime

@@ -15,6 +15,7 @@
 // Every launch goes to the context's stream (cuda_context.h); launch failures are recorded
 // there and reported by the next Device::synchronize().
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cassert>
@@ -343,52 +344,72 @@ void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int
 
 constexpr cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
 
-// ---- bf16 GEMMs (train.precision: bf16): bf16 inputs, fp32 accumulation and output ----------------
+// ---- 16-bit GEMMs (train.precision: bf16 or fp16): 16-bit inputs, fp32 accumulation and output --
+// `Low` is __nv_bfloat16 or __half. An fp16 copy of a value beyond 65504 is infinite: with fp16
+// the trainer's loss scaler (runtime/loss_scaler.h) sees the overflow and skips the step.
 
-__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, size_t n) {
-  GRID_STRIDE(i, n) out[i] = __float2bfloat16(in[i]);
+template <typename Low>
+__device__ Low from_float(float x);
+template <>
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <>
+__device__ __half from_float<__half>(float x) { return __float2half(x); }
+
+template <typename Low>
+constexpr cudaDataType_t cuda_type() {
+  return std::is_same_v<Low, __half> ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-// Three growing bf16 copies of a GEMM's operands. One GEMM at a time holds them (ranks that are
+template <typename Low>
+__global__ void to_low_kernel(Low* out, const float* in, size_t n) {
+  GRID_STRIDE(i, n) out[i] = from_float<Low>(in[i]);
+}
+
+// Three growing 16-bit copies of a GEMM's operands. One GEMM at a time holds them (ranks that are
 // threads of one process share the stream): the lock keeps each GEMM's casts and its call
 // adjacent on the stream.
-struct Bf16Scratch {
+struct LowScratch {
   std::mutex mutex;
-  __nv_bfloat16* p[3] = {nullptr, nullptr, nullptr};
-  size_t cap[3] = {0, 0, 0};
+  void* p[3] = {nullptr, nullptr, nullptr};
+  size_t cap[3] = {0, 0, 0};  // bytes
 };
-Bf16Scratch g_bf16;
+LowScratch g_low;
 
-// The bf16 copy of x (n floats) in slot k, or nullptr when the scratch could not grow (recorded).
-const __nv_bfloat16* as_bf16(int k, const float* x, size_t n) {
-  if (g_bf16.cap[k] < n) {
-    if (g_bf16.p[k]) STAGECRAFT_CUDA_OK(cudaFreeAsync(g_bf16.p[k], stream()));
-    g_bf16.p[k] = nullptr;
-    g_bf16.cap[k] = 0;
-    if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&g_bf16.p[k]), n * sizeof(__nv_bfloat16), stream()))) return nullptr;
-    g_bf16.cap[k] = n;
+// The 16-bit copy of x (n floats) in slot k, or nullptr when the scratch could not grow (recorded).
+template <typename Low>
+const Low* as_low(int k, const float* x, size_t n) {
+  const size_t bytes = n * sizeof(Low);
+  if (g_low.cap[k] < bytes) {
+    if (g_low.p[k]) STAGECRAFT_CUDA_OK(cudaFreeAsync(g_low.p[k], stream()));
+    g_low.p[k] = nullptr;
+    g_low.cap[k] = 0;
+    if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(&g_low.p[k], bytes, stream()))) return nullptr;
+    g_low.cap[k] = bytes;
   }
-  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g_bf16.p[k], x, n);
-  launched("to_bf16");
-  return g_bf16.p[k];
+  Low* out = static_cast<Low*>(g_low.p[k]);
+  to_low_kernel<Low><<<blocks_for(n), kThreads, 0, stream()>>>(out, x, n);
+  launched("to_16bit");
+  return out;
 }
 
-void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B,
-               int ldb, float beta, float* C, int ldc) {
+template <typename Low>
+void gemm_low(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Low* A, int lda, const Low* B, int ldb, float beta,
+              float* C, int ldc) {
   if (m <= 0 || n <= 0 || !A || !B) return;
   const float alpha = 1.0f;
-  STAGECRAFT_CUDA_OK(cublasGemmEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F,
-                                  ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  STAGECRAFT_CUDA_OK(cublasGemmEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, cuda_type<Low>(), lda, B, cuda_type<Low>(), ldb, &beta, C,
+                                  CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
-                   long long sa, const __nv_bfloat16* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int batch) {
+template <typename Low>
+void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const Low* A, int lda, long long sa,
+                   const Low* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int batch) {
   if (m <= 0 || n <= 0 || batch <= 0 || !A || !B) return;
-  STAGECRAFT_CUDA_OK(cublasGemmStridedBatchedEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, sa, B, CUDA_R_16BF, ldb, sb,
-                                                &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  STAGECRAFT_CUDA_OK(cublasGemmStridedBatchedEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, cuda_type<Low>(), lda, sa, B, cuda_type<Low>(),
+                                                ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// A GEMM operand of type In: the fp32 buffer itself, or its bf16 copy in scratch slot `slot`.
+// A GEMM operand of type In: the fp32 buffer itself, or its 16-bit copy in scratch slot `slot`.
 template <typename In>
 const In* operand(int slot, const float* x, size_t n) {
   if constexpr (std::is_same_v<In, float>) {
@@ -396,7 +417,7 @@ const In* operand(int slot, const float* x, size_t n) {
     (void)n;
     return x;
   } else {
-    return as_bf16(slot, x, n);
+    return as_low<In>(slot, x, n);
   }
 }
 
@@ -404,20 +425,27 @@ unsigned warp_rows_blocks(int rows) { return static_cast<unsigned>((rows + kThre
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(bool bf16) : bf16_(bf16) {}
+  explicit CudaOps(config::Precision precision) : precision_(precision) {}
+
+  template <typename Low>
+  static void matmul_forward_low(float* out, const float* inp, const float* weight, int BT, int C, int OC, Layout layout) {
+    std::lock_guard<std::mutex> lock(g_low.mutex);
+    const Low* w = as_low<Low>(0, weight, size_t(C) * OC);
+    const Low* x = as_low<Low>(1, inp, size_t(BT) * C);
+    if (layout == Layout::kInOut) {
+      gemm_low(N_, N_, OC, BT, C, w, OC, x, C, 0.0f, out, OC);
+    } else {
+      gemm_low(T_, N_, OC, BT, C, w, C, x, C, 0.0f, out, OC);
+    }
+  }
 
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
                       Layout layout) const override {
-    if (bf16_) {
-      {
-        std::lock_guard<std::mutex> lock(g_bf16.mutex);
-        const auto* w = as_bf16(0, weight, size_t(C) * OC);
-        const auto* x = as_bf16(1, inp, size_t(BT) * C);
-        if (layout == Layout::kInOut) {
-          gemm_bf16(N_, N_, OC, BT, C, w, OC, x, C, 0.0f, out, OC);
-        } else {
-          gemm_bf16(T_, N_, OC, BT, C, w, C, x, C, 0.0f, out, OC);
-        }
+    if (precision_ != config::Precision::kFp32) {
+      if (precision_ == config::Precision::kFp16) {
+        matmul_forward_low<__half>(out, inp, weight, BT, C, OC, layout);
+      } else {
+        matmul_forward_low<__nv_bfloat16>(out, inp, weight, BT, C, OC, layout);
       }
       add_bias(out, bias, BT, OC);
       return;
@@ -437,26 +465,36 @@ class CudaOps final : public Ops {
     launched("add_bias");
   }
 
+  template <typename Low>
+  static void matmul_backward_low(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, int BT, int C,
+                                  int OC, Layout layout) {
+    std::lock_guard<std::mutex> lock(g_low.mutex);
+    const Low* dy = as_low<Low>(0, dout, size_t(BT) * OC);
+    if (dinp) {
+      const Low* w = as_low<Low>(1, weight, size_t(C) * OC);
+      if (layout == Layout::kInOut) {
+        gemm_low(T_, N_, C, BT, OC, w, OC, dy, OC, 0.0f, dinp, C);
+      } else {
+        gemm_low(N_, N_, C, BT, OC, w, C, dy, OC, 0.0f, dinp, C);
+      }
+    }
+    if (dweight) {
+      const Low* x = as_low<Low>(2, inp, size_t(BT) * C);
+      if (layout == Layout::kInOut) {
+        gemm_low(N_, T_, OC, C, BT, dy, OC, x, C, 1.0f, dweight, OC);
+      } else {
+        gemm_low(N_, T_, C, OC, BT, x, C, dy, OC, 1.0f, dweight, C);
+      }
+    }
+  }
+
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT,
                        int C, int OC, Layout layout) const override {
-    if (bf16_) {
-      std::lock_guard<std::mutex> lock(g_bf16.mutex);
-      const auto* dy = as_bf16(0, dout, size_t(BT) * OC);
-      if (dinp) {
-        const auto* w = as_bf16(1, weight, size_t(C) * OC);
-        if (layout == Layout::kInOut) {
-          gemm_bf16(T_, N_, C, BT, OC, w, OC, dy, OC, 0.0f, dinp, C);
-        } else {
-          gemm_bf16(N_, N_, C, BT, OC, w, C, dy, OC, 0.0f, dinp, C);
-        }
-      }
-      if (dweight) {
-        const auto* x = as_bf16(2, inp, size_t(BT) * C);
-        if (layout == Layout::kInOut) {
-          gemm_bf16(N_, T_, OC, C, BT, dy, OC, x, C, 1.0f, dweight, OC);
-        } else {
-          gemm_bf16(N_, T_, C, OC, BT, x, C, dy, OC, 1.0f, dweight, C);
-        }
+    if (precision_ != config::Precision::kFp32) {
+      if (precision_ == config::Precision::kFp16) {
+        matmul_backward_low<__half>(dinp, dweight, dout, inp, weight, BT, C, OC, layout);
+      } else {
+        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout, inp, weight, BT, C, OC, layout);
       }
       if (dbias) column_sums(dbias, dout, BT, OC);
       return;
@@ -499,25 +537,33 @@ class CudaOps final : public Ops {
     }
   }
 
-  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16,
-  // the batched GEMMs take bf16 copies of q, k, v, the probabilities and the gradients; the
-  // softmax and its backward stay fp32.
+  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16
+  // or fp16, the batched GEMMs take 16-bit copies of q, k, v, the probabilities and the
+  // gradients; the softmax and its backward stay fp32.
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
-    if (bf16_) {
-      std::lock_guard<std::mutex> lock(g_bf16.mutex);
-      attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS);
-    } else {
+    if (precision_ == config::Precision::kFp32) {
       attention_forward_as<float>(out, att, qkv, B, T, NH, HS);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(g_low.mutex);
+    if (precision_ == config::Precision::kFp16) {
+      attention_forward_as<__half>(out, att, qkv, B, T, NH, HS);
+    } else {
+      attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS);
     }
   }
 
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
-    if (bf16_) {
-      std::lock_guard<std::mutex> lock(g_bf16.mutex);
-      attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
-    } else {
+    if (precision_ == config::Precision::kFp32) {
       attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(g_low.mutex);
+    if (precision_ == config::Precision::kFp16) {
+      attention_backward_as<__half>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    } else {
+      attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
     }
   }
 
@@ -649,14 +695,19 @@ class CudaOps final : public Ops {
   }
 
  private:
-  bool bf16_;
+  config::Precision precision_;
 };
 
 }  // namespace
 
-const Ops& cuda_ops(bool bf16) {
-  static const CudaOps fp32(false), bf16_gemms(true);
-  return bf16 ? bf16_gemms : fp32;
+const Ops& cuda_ops(config::Precision precision) {
+  static const CudaOps fp32(config::Precision::kFp32), bf16_gemms(config::Precision::kBf16), fp16_gemms(config::Precision::kFp16);
+  switch (precision) {
+    case config::Precision::kBf16: return bf16_gemms;
+    case config::Precision::kFp16: return fp16_gemms;
+    case config::Precision::kFp32: break;
+  }
+  return fp32;
 }
 
 }  // namespace stagecraft::runtime::cuda

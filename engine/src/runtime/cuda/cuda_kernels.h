@@ -5,13 +5,14 @@
 // Not part of the engine's API; included by src/runtime/cuda only.
 #pragma once
 
+#include "stagecraft/config/run_config.h"
 #include "stagecraft/runtime/ops.h"
 
 namespace stagecraft::runtime::cuda {
 
-// bf16: the GEMMs take bf16 copies of their inputs and accumulate and write fp32
-// (train.precision: bf16); every other kernel is the same fp32 one.
-const Ops& cuda_ops(bool bf16 = false);
+// bf16 or fp16: the GEMMs take 16-bit copies of their inputs and accumulate and write fp32
+// (train.precision: bf16 or fp16); every other kernel is the same fp32 one.
+const Ops& cuda_ops(config::Precision precision = config::Precision::kFp32);
 
 // The largest head size the fused attention takes.
 inline constexpr int kMaxHead = 128;
