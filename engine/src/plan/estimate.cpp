@@ -48,25 +48,26 @@ Hw hardware(const EstimateInput& in) {
   hw.intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * hw.cal.link_efficiency;
   hw.net_bw = in.device.inter_node_gbps / 8.0 * 1e9 / std::max(1, in.config.cluster.gpus_per_node) * hw.cal.network_efficiency;
   hw.e = in.config.train.precision == Precision::kFp32 ? 4.0 : 2.0;
-  // The CPU engine: the machine's cores and memory bandwidth are shared by the ranks of a node.
-  // Ranks up to the cores each run floor(cores / ranks) threads of their own
-  // (launch/worker_env.h threads_per_rank). Beyond the cores each runs one thread, and the cores
-  // go round the ranks that are busy: a pipeline rank computes m v / (m v + p - 1) of its step
-  // (the rest is its bubble, when its core serves the others), so a rank gets
-  // min(1, cores / (ranks x busy)) of a core.
-  // Worked example, configs/tiny-gpt.yaml on 2 cores: 4 ranks, 1f1b p 2, m 2: busy 2/3, each
-  // rank gets min(1, 2 / (4 x 2/3)) = 3/4 of a core, 3/8 of the machine.
+  // The CPU engine: the machine's cores are shared by the ranks of a node. Ranks up to the cores
+  // each run floor(cores / ranks) threads of their own (launch/worker_env.h threads_per_rank):
+  // that share of the machine's peak and memory bandwidth. Beyond the cores each runs one thread
+  // and the ranks time-share the cores: everything a rank does, its math, its memory traffic,
+  // its collectives' transfers and their handshakes, runs at cores / ranks of one core's speed.
+  // Worked example, configs/tiny-gpt.yaml on 2 cores: 4 ranks of one thread, each at half a
+  // core: a quarter of the machine's peak, collectives at half speed.
   if (in.device.is_cpu && in.device.cores > 0) {
     const double cores = in.device.cores;
     const double ranks = std::max(1, in.config.cluster.gpus_per_node);
-    double rank_cores = std::floor(cores / ranks);
-    if (ranks > cores) {
-      const double mv = static_cast<double>(std::max(1, in.micro_batches)) * std::max(1, in.virtual_stages);
-      const double busy = mv / (mv + std::max(1, in.pp) - 1);
-      rank_cores = std::min(1.0, cores / (ranks * busy));
-    }
+    const double rank_cores = ranks <= cores ? std::floor(cores / ranks) : cores / ranks;
     hw.peak *= rank_cores / cores;
     hw.mem_bw *= rank_cores / cores;
+    if (ranks > cores) {
+      const double share = cores / ranks;
+      hw.intra_bw *= share;
+      hw.net_bw *= share;
+      hw.cal.collective_step_s /= share;
+      hw.cal.kernel_s /= share;
+    }
   }
   return hw;
 }
