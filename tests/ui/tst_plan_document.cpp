@@ -5,6 +5,7 @@
 #include <QtTest>
 
 #include "document/PlanDocument.h"
+#include "run_timing_support.h"
 #include "stagecraft/config/config_io.h"
 
 namespace cfg = stagecraft::config;
@@ -226,6 +227,49 @@ class TestPlanDocument : public QObject {
     auto expected = stagecraft::plan::make_plan(doc.config());
     QVERIFY(expected.ok());
     QCOMPARE(doc.plan().layer_stage, expected->layer_stage);
+  }
+
+  // pipeline.costs: run:ID — balanced by what a recorded run measured: a run whose last stage
+  // (layers 2-3 and the head) took five times the first's moves layers to the first stage; the
+  // window reads the history the CLI does ($STAGECRAFT_DB here) and hands workers the split.
+  void balancedByARunsMeasuredTimes() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QByteArray db = dir.filePath("runs.sqlite").toUtf8();
+    qputenv("STAGECRAFT_DB", db);
+    auto st = stagecraft::store::RunStore::open(db.toStdString());
+    QVERIFY(st.ok());
+    const auto recorded = timing_test::tinyConfig({"train.steps=60"});
+    using Op = stagecraft::launch::TimingEvent::Op;
+    const qint64 id = timing_test::recordRun(
+        *st.value(), recorded, 10, [](int, int, int64_t) { return timing_test::Parts{.step = 100, .forward = 20, .backward = 40}; },
+        [](int, int ppRank, int64_t) {
+          const double len = ppRank == 0 ? 1.0 : 5.0;  // per micro-batch, forward + backward
+          return std::vector<Op>{{false, ppRank, 0, 0, len / 3}, {true, ppRank, 0, 10, 10 + 2 * len / 3},
+                                 {false, ppRank, 1, 20, 20 + len / 3}, {true, ppRank, 1, 30, 30 + 2 * len / 3}};
+        });
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(example("tiny-gpt.yaml"), &error), qPrintable(error));
+    QVERIFY(doc.applyEdit(QStringLiteral("pipeline.partition"), QStringLiteral("balanced"), &error));
+    const std::vector<int> by_model = doc.plan().layer_stage;
+    QVERIFY2(doc.applyEdit(QStringLiteral("pipeline.costs"), QStringLiteral("run:%1").arg(id), &error), qPrintable(error));
+    QVERIFY2(doc.isValid(), qPrintable(doc.problems().isEmpty() ? QString() : doc.problems().first().message));
+    QCOMPARE(doc.config().pipeline.partition, cfg::PartitionKind::kBalanced);  // the document keeps what was asked
+    QCOMPARE(doc.plan().layer_stage, (std::vector<int>{0, 0, 0, 1}));
+    QVERIFY(doc.plan().layer_stage != by_model);
+    // Launching: the workers' config carries the split itself, here and on hosts.
+    QCOMPARE(doc.configForWorkers().pipeline.partition, cfg::PartitionKind::kExplicit);
+    QCOMPARE(doc.configForWorkers().pipeline.stage_ids, (std::vector<int>{0, 0, 0, 1}));
+    auto launched = doc.planForHosts({{"node-a", {0, 1}}, {"node-b", {0, 1}}}, &error);
+    QVERIFY2(launched, qPrintable(error));
+    QCOMPARE(launched->config.pipeline.partition, cfg::PartitionKind::kExplicit);
+    QCOMPARE(launched->config.pipeline.stage_ids, (std::vector<int>{0, 0, 0, 1}));
+    // A run that is not there: the document says so, keeping the last valid plan.
+    QVERIFY(doc.applyEdit(QStringLiteral("pipeline.costs"), QStringLiteral("run:999"), &error) || !error.isEmpty());
+    QVERIFY(!doc.isValid());
+    QVERIFY(doc.problems().first().message.contains("run 999"));
+    qunsetenv("STAGECRAFT_DB");
   }
 
   void openSaveRoundTrip() {

@@ -143,26 +143,24 @@ std::optional<stagecraft::plan::Plan> PlanDocument::planForHosts(const std::vect
     *error = qs(config.status().message());
     return std::nullopt;
   }
-  // Workers plan from the config alone: a split by a run's measured times goes to them explicit.
-  if (stagecraft::config::pipeline_costs_run(config->pipeline) > 0) {
-    auto st = stagecraft::store::RunStore::open(stagecraft::store::RunStore::default_path());
-    if (!st.ok()) {
-      *error = qs(st.status().message());
-      return std::nullopt;
-    }
-    if (auto s = stagecraft::launch::resolve_pipeline_costs(config.value(), st.value().get()); !s) {
-      *error = qs(s.message());
-      return std::nullopt;
-    }
-  }
-  auto plan = stagecraft::plan::make_plan(config.value());
+  auto plan = planOf(config.value());
   if (!plan.ok()) {
     *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
     return std::nullopt;
   }
-  plan->config = std::move(config).value();
+  plan->config = forWorkers(config.value(), plan.value());
   return std::move(plan).value();
 }
+
+cfg::RunConfig PlanDocument::forWorkers(cfg::RunConfig config, const pl::Plan& plan) {
+  if (cfg::pipeline_costs_run(config.pipeline) > 0 && config.pipeline.partition == cfg::PartitionKind::kBalanced) {
+    config.pipeline.partition = cfg::PartitionKind::kExplicit;
+    config.pipeline.stage_ids = plan.layer_stage;
+  }
+  return config;
+}
+
+cfg::RunConfig PlanDocument::configForWorkers() const { return m_plan ? forWorkers(m_config, *m_plan) : m_config; }
 
 stagecraft::Result<pl::Plan> PlanDocument::planOf(const cfg::RunConfig& config) const {
   const int64_t run = cfg::pipeline_costs_run(config.pipeline);

@@ -53,6 +53,9 @@ class PlanDocument : public QObject {
   const stagecraft::plan::Plan& plan() const { return *m_plan; }
   bool hasPlan() const { return m_plan.has_value(); }
   bool isValid() const { return m_problems.isEmpty(); }
+  // The config as workers get it: with `pipeline.costs: run:ID` the balanced split by that run's
+  // measured times written out as an explicit partition, since workers plan without the history.
+  stagecraft::config::RunConfig configForWorkers() const;
   const QList<ConfigProblem>& problems() const { return m_problems; }
   // The messages of the problems about `key` ("parallel.tp"), joined by newlines; empty if none.
   QString problemText(const QString& key) const;
@@ -124,6 +127,7 @@ class PlanDocument : public QObject {
   // make_plan, with the measured layer times `pipeline.costs: run:ID` names read from the run
   // history (launch/run_measurement.h), kept per run and model shape.
   stagecraft::Result<stagecraft::plan::Plan> planOf(const stagecraft::config::RunConfig& config) const;
+  static stagecraft::config::RunConfig forWorkers(stagecraft::config::RunConfig config, const stagecraft::plan::Plan& plan);
 
   stagecraft::config::RunConfig m_config;
   std::optional<stagecraft::plan::Plan> m_plan;

@@ -445,7 +445,7 @@ bool MainWindow::runLocally() {
   m_runDialog->show();
   m_runDialog->raise();
   QString error;
-  if (!m_runDialog->start(m_document->config(), m_document->plan(), m_document->baseDir(), &error)) {
+  if (!m_runDialog->start(m_document->configForWorkers(), m_document->plan(), m_document->baseDir(), &error)) {
     showError(tr("Cannot run"), error);
     return false;
   }
