@@ -46,6 +46,9 @@ struct RunCallbacks {
   std::function<void(int rank, const WorkerEvent& event)> on_event;
   std::function<void(int rank, bool is_stderr, const std::string& line)> on_log;
   std::function<void(int rank, const ExitInfo& exit)> on_exit;
+  // A run through a scheduler (slurm.h): the job's id, state and reason when it is submitted and
+  // at every change (the supervisor itself never calls it).
+  std::function<void(const std::string& job_id, const std::string& state, const std::string& reason)> on_job;
 };
 
 struct RunOutcome {
