@@ -173,6 +173,10 @@ class TestSlurmRun : public QObject {
     }
     const QJsonObject r = run_json(slurm);
     QCOMPARE(r["state"].toString(), QString("succeeded"));
+    QString shown;
+    QCOMPARE(cli({"runs", "show", QString::number(slurm), "--db", db_}, &shown, &err), 0);
+    QVERIFY2(shown.contains("queued    -> running   Slurm job " + job + " RUNNING"), qPrintable(shown));
+    QVERIFY2(shown.contains("slurm job    " + job + " COMPLETED"), qPrintable(shown));
     QCOMPARE(r["job_id"].toString(), job);
     QCOMPARE(r["job_state"].toString(), QString("COMPLETED"));
     QCOMPARE(lab_->final_state(job), QString("COMPLETED"));

@@ -77,9 +77,9 @@ RunCallbacks RunHistory::wrap(RunCallbacks inner) {
   return cb;
 }
 
-void RunHistory::running() {
+void RunHistory::running(const std::string& reason) {
   if (running_) return;
-  running_ = store_->transition(id_, store::RunState::kRunning, "supervisor started").ok();
+  running_ = store_->transition(id_, store::RunState::kRunning, reason).ok();
 }
 
 void RunHistory::job(const SlurmJobState& job) {

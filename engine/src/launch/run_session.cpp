@@ -188,7 +188,7 @@ Result<RunOutcome> RunSession::run(RunCallbacks callbacks) {
         history->job(job);
         if (shown) shown(job.job_id, job.state, job.reason);
       };
-      options.on_running = [history] { history->running(); };
+      options.on_running = [history](const SlurmJobState& job) { history->running("Slurm job " + job.job_id + " " + job.describe()); };
       outcome = run_slurm(request_.config, request_.plan, options, std::move(recorded));
     } else if (request_.hosts.empty()) {
       LocalRunOptions options = request_.local;

@@ -254,7 +254,7 @@ Result<RunOutcome> run_slurm(const config::RunConfig& config, const plan::Plan& 
     return outcome;
   }
 
-  if (options.on_running) options.on_running();
+  if (options.on_running) options.on_running(job->state());
   std::vector<std::unique_ptr<RankProcess>> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(std::make_unique<SlurmRank>(r, so.run_dir, job, options.cancel));
   SuperviseOptions sup;

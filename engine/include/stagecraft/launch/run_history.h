@@ -51,7 +51,8 @@ class RunHistory {
   RunCallbacks wrap(RunCallbacks inner);
   // queued -> running. Safe to call more than once; finish() records the run's end even when
   // this transition could not be written.
-  void running();
+  // `reason` is the transition's ("supervisor started"; a Slurm run: "Slurm job 12 RUNNING").
+  void running(const std::string& reason = "supervisor started");
   // A run through a scheduler (slurm.h): records its job id, state and reason. The run stays
   // queued until running() is called (when the job's tasks are supervised), and finish() does not
   // mark it running for a job that never left the queue.

@@ -129,8 +129,8 @@ struct SlurmRunOptions {
   // Told the job id once submitted, then every change of its state or reason (on the calling
   // thread). RunSession records them and marks the run running when the job runs.
   std::function<void(const SlurmJobState&)> on_job;
-  // Called once the job has left the queue, as supervision of its tasks begins.
-  std::function<void()> on_running;
+  // Called once the job has left the queue, as supervision of its tasks begins, with its state.
+  std::function<void(const SlurmJobState&)> on_running;
 };
 
 // Writes the batch script as RUN_DIR/job.sbatch, submits it, waits while Slurm holds the job
