@@ -15,7 +15,7 @@ namespace {
 
 const char* const kBinaries[] = {"/usr/sbin/slurmctld", "/usr/sbin/slurmd",  "/usr/sbin/slurmdbd", "/usr/sbin/munged",
                                  "/usr/bin/sbatch",     "/usr/bin/srun",     "/usr/bin/squeue",    "/usr/bin/sacct",
-                                 "/usr/bin/scancel",    "/usr/bin/sinfo",    "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db",
+                                 "/usr/bin/scancel",    "/usr/bin/sinfo",    "/usr/bin/sacctmgr",    "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db",
                                  "/usr/bin/unshare",    "/usr/bin/nsenter"};
 
 }  // namespace
@@ -193,7 +193,8 @@ bool SlurmLab::start() {
                          "SelectTypeParameters=CR_CPU\nSchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1,bf_interval=1\n"
                          "MpiDefault=none\nReturnToService=2\nKillWait=2\nMinJobAge=600\nInactiveLimit=0\nJobCompType=jobcomp/none\n"
                          "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=%3\nAccountingStoragePort=%7\n"
-                         "AccountingStoragePass=%5\nJobAcctGatherType=jobacct_gather/none\nMailProg=/bin/true\n")
+                         "AccountingStoragePass=%5\nAccountingStorageEnforce=associations\nJobAcctGatherType=jobacct_gather/none\n"
+                         "MailProg=/bin/true\n")
                      .arg(subnet_)
                      .arg(host, ctl_addr)
                      .arg(ctld_port)
@@ -210,6 +211,15 @@ bool SlurmLab::start() {
       !wait_for([&] { return net_->sh("grep -q 'slurmdbd version .* started' " + d + "/log/slurmdbd.log") == 0; }, 30000,
                 "slurmdbd did not start")) {
     return false;
+  }
+  // Associations are enforced, as on production clusters: root may submit with account `lab`
+  // (its default) and no other.
+  for (const QStringList& cmd : {QStringList{"sacctmgr", "-i", "add", "cluster", QString("sclab%1").arg(subnet_)},
+                                 QStringList{"sacctmgr", "-i", "add", "account", "lab", "Cluster=" + QString("sclab%1").arg(subnet_)},
+                                 QStringList{"sacctmgr", "-i", "add", "user", "root", "Account=lab", "DefaultAccount=lab",
+                                             "Cluster=" + QString("sclab%1").arg(subnet_)}}) {
+    QString out, err;
+    if (slurm(cmd, &out, &err) != 0) return fail(cmd.join(' ') + " failed: " + err.trimmed());
   }
   if (!daemon(slurmctld_, "/usr/sbin/slurmctld", {"-D", "-c", "-f", conf()}, "slurmctld") ||
       !wait_for([&] { return slurm({"sinfo", "-h"}) == 0; }, 30000, "slurmctld did not answer sinfo")) {

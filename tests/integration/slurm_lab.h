@@ -8,7 +8,8 @@
 //   - two slurmd "nodes", one per namespace (Debian's slurmd is built without multiple-slurmd
 //     support), each in a private mount namespace whose /etc/hosts names the nodes, so that a
 //     node's name resolves to its namespace's address as on a real cluster;
-//   - one partition `lab` of both nodes, 2 CPUs each (CR_CPU: 2 tasks per node).
+//   - one partition `lab` of both nodes, 2 CPUs each (CR_CPU: 2 tasks per node);
+//   - associations enforced: root may submit with account `lab` (its default) only.
 // Scheduling: sched/backfill with sched_interval=1 and bf_interval=1 (seconds), KillWait=2,
 // MinJobAge=600, proctrack/linuxproc and task/none (no cgroup set-up needed).
 // SLURM_CONF is set in this process's environment, so every Slurm command this process and its

@@ -270,7 +270,8 @@ class TestSlurmRun : public QObject {
     t.start();
     while (t.elapsed() < 20000) {
       r = run_json(run);
-      if (r["job_state"].toString() == "PENDING" && r["job_reason"].toString() != "submitted") break;
+      // Right after sbatch Slurm says PENDING (None) until its scheduler has looked at the job.
+      if (r["job_state"].toString() == "PENDING" && (r["job_reason"].toString() == "Resources" || r["job_reason"].toString() == "Priority")) break;
       QThread::msleep(200);
     }
     QCOMPARE(r["state"].toString(), QString("queued"));
@@ -324,6 +325,9 @@ class TestSlurmRun : public QObject {
     QTest::newRow("preflight default partition") << QStringList{"preflight", "--slurm"} << 0 << "slurm: partition lab: 2 node(s), at least 2 CPUs";
     QTest::newRow("preflight unknown partition") << QStringList{"preflight", "--slurm", "--partition", "gpu"} << 1
                                                  << "stagecraft-cli: error: --partition=gpu: no such partition; sinfo lists lab";
+    QTest::newRow("preflight account allowed") << QStringList{"preflight", "--slurm", "--account", "lab"} << 0 << "slurm: sbatch --test-only: Job";
+    QTest::newRow("preflight account not allowed") << QStringList{"preflight", "--slurm", "--account", "other"} << 1
+                                                   << "Invalid account or account/partition combination specified (account other)";
     QTest::newRow("run unknown partition") << QStringList{"run", "--slurm", "--partition", "gpu"} << 2
                                            << "stagecraft-cli: error: sbatch: Batch job submission failed: Invalid partition name specified (--partition=gpu;";
     QTest::newRow("run bad time") << QStringList{"run", "--slurm", "--time", "1:99"} << 2

@@ -123,6 +123,8 @@ class SlurmRank final : public RankProcess {
     int status = -1;
     if (f >> status) {
       exit_ = status > 128 ? ExitInfo{0, status - 128} : ExitInfo{status, 0};
+      struct stat st {};
+      if (::stat(exit_path_.c_str(), &st) == 0) exit_time_ = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9;
       return exit_;
     }
     job_->refresh();
@@ -137,13 +139,17 @@ class SlurmRank final : public RankProcess {
     return exit_;
   }
 
+  double exit_time() const override { return exit_time_; }
+
   // Stopping the run: on cancel the job is cancelled at once; after a rank failed, srun
   // (--kill-on-bad-exit) ends the job itself, and kill() cancels what is left after the grace.
   void terminate() override {
     if (cancel_ && cancel_->load()) job_->cancel();
   }
   void kill() override {
-    if (!exit_) job_->cancel();
+    if (exit_) return;
+    job_->refresh(true);
+    if (!job_->ended()) job_->cancel();
   }
 
  private:
@@ -170,6 +176,7 @@ class SlurmRank final : public RankProcess {
   std::string out_path_, err_path_, exit_path_;
   int out_fd_ = -1, err_fd_ = -1;
   double ended_seen_ = 0;
+  double exit_time_ = 0;  // the exit file's modification time; 0 for an exit inferred from the job's end
   std::optional<ExitInfo> exit_;
 };
 
@@ -265,9 +272,10 @@ Result<RunOutcome> run_slurm(const config::RunConfig& config, const plan::Plan& 
   sup.reap_wait_s = kJobEndWait_s;
   outcome = supervise(std::move(ranks), sup, std::move(callbacks), nullptr);
 
-  // Nothing is left running: the job ends with the run.
+  // Nothing is left running: the job ends with the run (by itself once its tasks ended: its
+  // batch script exits with srun's status; else scancel).
   job->refresh(true);
-  if (!job->ended()) job->wait_end(outcome.ok() ? 10.0 : 0.0);
+  if (!job->ended()) job->wait_end(options.grace_s);
   if (!job->ended()) {
     job->cancel();
     job->wait_end(kJobEndWait_s);

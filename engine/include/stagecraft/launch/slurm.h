@@ -124,7 +124,10 @@ SlurmCheck slurm_preflight(const config::RunConfig& config, const plan::Plan& pl
 struct SlurmRunOptions {
   SlurmOptions slurm;  // run_dir must be set (absolute, created by run_slurm when missing)
   double poll_s = 1.0;   // how often the job's state is asked (squeue) while it waits and runs
-  double grace_s = 5.0;  // after a rank failed: how long Slurm has to end the job itself before scancel
+  // After a rank failed: how long Slurm has to end the job itself (srun --kill-on-bad-exit, then
+  // Slurm's KillWait, 30 s by default) before scancel; the wait ends as soon as the job does, and
+  // a job that ends this way is FAILED rather than CANCELLED.
+  double grace_s = 30.0;
   const std::atomic<bool>* cancel = nullptr;  // set to true (any thread, a signal handler): scancel
   // Told the job id once submitted, then every change of its state or reason (on the calling
   // thread). RunSession records them and marks the run running when the job runs.

@@ -1,6 +1,7 @@
 // Supervisor: watches every rank of a run until it ends, and ends it when one rank fails.
 //
-// Policy (docs/ARCHITECTURE.md §8): the first rank that exits non-zero (or is killed) fails the run; every
+// Policy (docs/ARCHITECTURE.md §8): the first rank that exits non-zero (or is killed) fails the run
+// (of exits seen in the same poll, the earliest by RankProcess::exit_time()); every
 // other rank is asked to stop (SIGTERM) and, after a grace period, killed (SIGKILL) — no orphan,
 // no hang. A run with no event from any rank for its hang timeout fails the same way, and so
 // does cancel(). Output is split into lines: a stdout line that decodes as a worker event
