@@ -235,7 +235,9 @@ class TestSlurmRun : public QObject {
     QVERIFY2(out.contains("cancelled"), qPrintable(out + err));
     QVERIFY(p->waitForFinished(60000));
     QVERIFY2(lab_->final_state(job).startsWith("CANCELLED"), qPrintable(lab_->final_state(job)));
-    QCOMPARE(run_json(run)["state"].toString(), QString("cancelled"));
+    const QJsonObject r = run_json(run);
+    QCOMPARE(r["state"].toString(), QString("cancelled"));
+    QVERIFY2(r["reason"].toString().startsWith("cancelled on request; Slurm job " + job + " CANCELLED"), qPrintable(r["reason"].toString()));
     QVERIFY(nothing_left(job));
   }
 

@@ -108,7 +108,10 @@ Status RunHistory::finish(const Result<RunOutcome>& outcome) {
       case RunOutcome::State::kCancelled:
         to = store::RunState::kCancelled;
         reason = "cancelled on request; every rank was stopped";
-        if (outcome->reason != "cancelled" && !outcome->reason.empty()) reason = "cancelled on request; " + outcome->reason.substr(outcome->reason.rfind("cancelled; ", 0) == 0 ? 11 : 0);
+        // A launcher that says more (a Slurm run: "cancelled; Slurm job 12 CANCELLED by 0") is kept.
+        if (const std::string& more = outcome->reason; !more.empty() && more != "cancelled") {
+          reason = "cancelled on request; " + more.substr(more.rfind("cancelled; ", 0) == 0 ? 11 : 0);
+        }
         break;
       case RunOutcome::State::kHung:
       case RunOutcome::State::kFailed:
