@@ -7,6 +7,7 @@
 #include <QFile>
 #include <QThread>
 
+#include <csignal>
 #include <functional>
 
 #include <unistd.h>
@@ -23,6 +24,18 @@ const char* const kBinaries[] = {"/usr/sbin/slurmctld", "/usr/sbin/slurmd",  "/u
 SlurmLab::SlurmLab(int subnet) : subnet_(subnet) {}
 
 SlurmLab::~SlurmLab() {
+  // A run a failed check left behind (a detached supervisor of a run in the lab's history) ends
+  // with the lab: every process whose command line names the lab's directory.
+  if (tmp_.isValid()) {
+    const QByteArray needle = tmp_.path().toUtf8();
+    for (const QString& e : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      bool ok = false;
+      const int pid = e.toInt(&ok);
+      if (!ok || pid == getpid()) continue;
+      QFile f("/proc/" + e + "/cmdline");
+      if (f.open(QIODevice::ReadOnly) && f.readAll().contains(needle)) ::kill(pid, SIGKILL);
+    }
+  }
   // Every process of the nodes (slurmd, slurmstepd, batch scripts, workers) dies with the
   // namespaces (SshLab's destructor), then the controller side.
   for (auto& d : slurmds_) {

@@ -26,6 +26,9 @@ constexpr double kExitFileWait_s = 5.0;
 // How long a job may take to end after scancel, or after its ranks ended, before the run gives
 // up waiting for Slurm's final word.
 constexpr double kJobEndWait_s = 60.0;
+// How long Slurm may leave every question about the job unanswered (slurmctld down or
+// unreachable) before the run gives the job up, rather than waiting for ever.
+constexpr double kSlurmSilence_s = 300.0;
 
 // The job as the run follows it: its state, asked at most every poll_s, and whether this run
 // cancelled it.
@@ -38,16 +41,28 @@ class Job {
   const std::string& id() const { return id_; }
   const SlurmJobState& state() const { return last_; }
   bool cancelled_here() const { return cancel_sent_; }
-  // Slurm no longer runs the job: it reached an end state, or it was seen and is forgotten.
-  bool ended() const { return seen_ && !last_.active(); }
+  // Slurm no longer runs the job: it reached an end state, or it was seen and is forgotten; or
+  // Slurm has not answered for kSlurmSilence_s.
+  bool ended() const { return gave_up_ || (seen_ && !last_.active()); }
 
   // Asks Slurm again when the last answer is older than poll_s (or `force`). A failed query
   // keeps the last answer.
   void refresh(bool force = false) {
     if (!force && monotonic_seconds() - polled_at_ < poll_s_) return;
     polled_at_ = monotonic_seconds();
+    if (answered_at_ == 0) answered_at_ = polled_at_;
     auto st = slurm_job_state(id_);
-    if (!st.ok()) return;
+    if (!st.ok()) {
+      if (!gave_up_ && polled_at_ - answered_at_ > kSlurmSilence_s) {
+        gave_up_ = true;
+        last_.state = "UNKNOWN";
+        last_.reason = "no answer from Slurm for " + std::to_string(static_cast<int>(kSlurmSilence_s)) + " s: " + st.status().message();
+        last_.known = true;
+        if (on_job_) on_job_(last_);
+      }
+      return;
+    }
+    answered_at_ = polled_at_;
     // Just after sbatch the job may not be listed yet: it is pending until Slurm says otherwise.
     if (!st->known && !seen_) return;
     if (st->known) seen_ = true;
@@ -85,6 +100,8 @@ class Job {
   std::function<void(const SlurmJobState&)> on_job_;
   SlurmJobState last_;
   double polled_at_ = 0;
+  double answered_at_ = 0;  // the last time Slurm answered a question about the job
+  bool gave_up_ = false;    // no answer for kSlurmSilence_s
   bool seen_ = false;
   bool reported_ = false;
   bool cancel_sent_ = false;
