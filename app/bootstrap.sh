@@ -20,9 +20,13 @@ STAGECRAFT_PACKAGES=(
 # For the tests only: Python 3 (the layering check, tests/arch); Debian's PyTorch, the independent
 # reference some suites compare against (they skip with a message where it is missing); a real
 # sshd, ssh-keygen and ip netns for the remote-launch suites; Xvfb for screenshots of the window;
-# dpkg-dev, file, lintian and desktop-file-utils for the package suite (tests/package).
+# dpkg-dev, file, lintian and desktop-file-utils for the package suite (tests/package); Slurm
+# (controller, node daemon, accounting daemon, client commands), munge and MariaDB for the Slurm
+# suite, which makes a test cluster of its own (tests/integration/slurm_lab.h; Debian 12's
+# slurmd has no multiple-slurmd mode, so its two nodes live in network namespaces).
 STAGECRAFT_TEST_PACKAGES=(python3 python3-torch openssh-server openssh-client iproute2 procps xvfb xauth
-  dpkg-dev file lintian desktop-file-utils)
+  dpkg-dev file lintian desktop-file-utils
+  slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
 
 # stagecraft_install_packages [EXTRA_PACKAGE ...]: installs what is missing.
 stagecraft_install_packages() {

@@ -53,7 +53,11 @@ Result<Args> parse_args(const std::vector<std::string>& argv, const ArgSpec& spe
           if (i + 1 >= argv.size()) return Status::invalid_input(command + ": " + name + " needs a value");
           value = argv[++i];
         }
-        if (a.options.count(name)) return Status::invalid_input(command + ": " + name + " given twice");
+        if (spec.repeatable.count(name)) {
+          a.repeated[name].push_back(value);
+        } else if (a.options.count(name)) {
+          return Status::invalid_input(command + ": " + name + " given twice");
+        }
         a.options[name] = value;
       } else {
         const std::string hint = closest(name, spec);

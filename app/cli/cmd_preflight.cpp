@@ -1,6 +1,7 @@
 // stagecraft-cli preflight: check every host of a remote run before starting it (reachable,
 // host key known, authenticated, worker present with this version, enough slots), one line per
-// host and per problem. Also the host options shared with `run` (remote_hosts()).
+// host and per problem; with --slurm, the Slurm partition, its nodes and whether Slurm accepts the
+// job instead. Also the host and Slurm options shared with `run` and `export`.
 #include <cstdio>
 #include <filesystem>
 
@@ -11,6 +12,8 @@
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/preflight.h"
 #include "stagecraft/launch/program.h"
+#include "stagecraft/launch/run_session.h"
+#include "stagecraft/plan/plan.h"
 
 namespace stagecraft::cli {
 
@@ -46,6 +49,39 @@ Result<RemoteHosts> remote_hosts(const Args& args, const config::RunConfig& conf
   r.ssh.known_hosts_file = args.option("--known-hosts").value_or("");
   r.worker = args.option("--worker").value_or("");
   return r;
+}
+
+const std::set<std::string>& slurm_option_names() {
+  static const std::set<std::string> kOptions = {"--partition", "--account", "--time", "--qos", "--constraint", "--sbatch-arg"};
+  return kOptions;
+}
+
+std::optional<std::string> first_slurm_option(const Args& args) {
+  for (const auto& o : slurm_option_names()) {
+    if (args.option(o)) return o;
+  }
+  return std::nullopt;
+}
+
+Result<launch::SlurmOptions> slurm_options(const Args& args) {
+  launch::SlurmOptions o;
+  o.partition = args.option("--partition").value_or("");
+  o.account = args.option("--account").value_or("");
+  o.time = args.option("--time").value_or("");
+  o.qos = args.option("--qos").value_or("");
+  o.constraint = args.option("--constraint").value_or("");
+  o.sbatch_args = args.all("--sbatch-arg");
+  for (const auto& name : {"--partition", "--account", "--time", "--qos", "--constraint"}) {
+    if (auto v = args.option(name); v && v->empty()) return Status::invalid_input(std::string(name) + ": give a value");
+  }
+  if (auto w = args.option("--worker")) {
+    if (!is_own_worker(*w)) {
+      return Status::invalid_input("--worker=" + *w + ": a Slurm run starts Stagecraft's own worker (a path ending in stagecraft-worker)");
+    }
+    o.worker = *w;
+  }
+  if (Status s = launch::check_slurm_options(o); !s) return s;
+  return o;
 }
 
 bool is_own_worker(const std::string& path) {
@@ -100,18 +136,63 @@ bool print_preflight(const std::vector<launch::HostCheck>& checks, bool json) {
   return all_ok;
 }
 
+namespace {
+
+// preflight --slurm: the partition, its nodes and GPUs, and sbatch --test-only.
+int preflight_slurm(const Args& args, const config::RunConfig& config) {
+  if (args.option("--hosts") || args.option("--include") || args.option("--exclude") || args.option("--ssh-config") ||
+      args.option("--known-hosts")) {
+    return report(Status::invalid_input("preflight --slurm: Slurm picks the nodes; remove the host options (--hosts ...)"));
+  }
+  auto options = slurm_options(args);
+  if (!options.ok()) return report(options.status());
+  auto plan = plan::make_plan(config);
+  if (!plan.ok()) return report(plan.status());
+  if (Status s = launch::check_runnable(config, plan.value(), {}, true); !s) return report(s);
+  const launch::SlurmCheck c = launch::slurm_preflight(config, plan.value(), options.value());
+  if (args.has("--json")) {
+    Json j = Json::object();
+    j.set("partition", c.partition);
+    j.set("ok", c.ok());
+    j.set("nodes", c.nodes);
+    j.set("cpus_per_node", c.cpus_per_node);
+    j.set("gpus_per_node", c.gpus_per_node);
+    j.set("test_only", c.test_only);
+    j.set("errors", Json::array_of(c.errors));
+    j.set("warnings", Json::array_of(c.warnings));
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    if (!c.partition.empty() && c.nodes > 0) {
+      std::printf("slurm: partition %s: %d node(s), at least %d CPUs and %d GPUs each\n", c.partition.c_str(), c.nodes, c.cpus_per_node,
+                  c.gpus_per_node);
+    }
+    if (!c.test_only.empty()) std::printf("slurm: sbatch --test-only: %s\n", c.test_only.c_str());
+    for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());
+    for (const auto& e : c.errors) std::fprintf(stderr, "stagecraft-cli: error: %s\n", e.c_str());
+    if (c.ok()) std::printf("slurm: ok\n");
+  }
+  std::fflush(stdout);
+  return c.ok() ? 0 : 1;
+}
+
+}  // namespace
+
 int cmd_preflight(const std::vector<std::string>& argv) {
   ArgSpec spec;
-  spec.flags = {"--json"};
+  spec.flags = {"--json", "--slurm"};
   spec.options = host_options();
+  spec.options.insert(slurm_option_names().begin(), slurm_option_names().end());
+  spec.repeatable = {"--sbatch-arg"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "preflight");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("preflight: expected one CONFIG file (usage: stagecraft-cli preflight CONFIG --hosts FILE ...)"));
+    return report(Status::invalid_input("preflight: expected one CONFIG file (usage: stagecraft-cli preflight CONFIG --hosts FILE ... | --slurm [--partition P] ...)"));
   }
   auto cfg = load_run_config(args->positionals[0], args->overrides, nullptr);
   if (!cfg.ok()) return report(cfg.status());
+  if (args->has("--slurm")) return preflight_slurm(args.value(), cfg.value());
+  if (auto o = first_slurm_option(args.value())) return report(Status::invalid_input("preflight: " + *o + " is a Slurm option; give --slurm too"));
   auto hosts = remote_hosts(args.value(), cfg.value());
   if (!hosts.ok()) return report(hosts.status());
   if (hosts->hosts.empty()) return report(Status::invalid_input("preflight: no hosts; give --hosts FILE or cluster.hosts in the config"));

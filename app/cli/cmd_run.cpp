@@ -1,5 +1,5 @@
-// stagecraft-cli run: train a configuration with Stagecraft's engine on this machine or on the
-// hosts of a hostfile, one worker process per rank, or run another program in its place
+// stagecraft-cli run: train a configuration with Stagecraft's engine on this machine, on the
+// hosts of a hostfile or on a Slurm cluster (--slurm: a batch job, --dry-run prints its script), one worker process per rank, or run another program in its place
 // (--worker PROGRAM [-- ARGS], launch.program), with a live progress line (or the events as JSON
 // lines).
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "stagecraft/launch/preflight.h"
 #include "stagecraft/launch/program.h"
 #include "stagecraft/launch/run_session.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
 
@@ -64,14 +65,16 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     has_program_args = true;
   }
   ArgSpec spec;
-  spec.flags = {"--json", "--detach"};
+  spec.flags = {"--json", "--detach", "--slurm", "--dry-run"};
   spec.options = {"--db", "--master-addr", "--framework"};
   spec.options.insert(host_options().begin(), host_options().end());
+  spec.options.insert(slurm_option_names().begin(), slurm_option_names().end());
+  spec.repeatable = {"--sbatch-arg"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "run");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--worker PROGRAM [--framework megatron|deepspeed] [-- ARGS ...]] [--json] [--detach] [--db FILE])"));
+    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--worker PROGRAM [--framework megatron|deepspeed] [-- ARGS ...]] [--slurm [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...] [--dry-run]] [--json] [--detach] [--db FILE])"));
   }
   const auto db_option = args->option("--db");
   auto cfg = load_run_config(args->positionals[0], args->overrides, db_option ? &*db_option : nullptr);
@@ -98,8 +101,37 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   if (has_program_args && !foreign) {
     return report(Status::invalid_input("run: the arguments after -- go to another program; give --worker PROGRAM (or launch.program)"));
   }
+  // --slurm: Slurm allocates the nodes and starts the ranks (launch/slurm.h).
+  const bool slurm = args->has("--slurm");
+  std::optional<launch::SlurmOptions> slurm_opts;
+  if (!slurm) {
+    if (auto o = first_slurm_option(args.value())) return report(Status::invalid_input("run: " + *o + " is a Slurm option; give --slurm too"));
+    if (args->has("--dry-run")) return report(Status::invalid_input("run: --dry-run prints the batch script of a Slurm run; give --slurm too"));
+  } else {
+    for (const char* o : {"--hosts", "--include", "--exclude", "--ssh-config", "--known-hosts", "--master-addr"}) {
+      if (args->option(o)) return report(Status::invalid_input(std::string("run --slurm: ") + o + " is for SSH runs; Slurm picks the nodes"));
+    }
+    auto so = slurm_options(args.value());
+    if (!so.ok()) return report(so.status());
+    slurm_opts = std::move(so).value();
+    const auto& c = cfg.value();
+    auto plan = plan::make_plan(c);
+    if (!plan.ok()) return report(plan.status());
+    if (Status s = launch::check_runnable(c, plan.value(), {}, true); !s) return report(s);
+    if (args->has("--dry-run")) {
+      // What would be submitted, but for the run's directory: the history numbers the run when
+      // it is recorded, so the script shows the one `export --to slurm` uses.
+      launch::SlurmOptions shown = *slurm_opts;
+      std::error_code ec;
+      shown.cwd = std::filesystem::current_path(ec).string();
+      auto script = launch::slurm_batch_script(c, plan.value(), shown);
+      if (!script.ok()) return report(script.status());
+      std::fwrite(script->data(), 1, script->size(), stdout);
+      return std::fflush(stdout) == 0 ? 0 : 1;
+    }
+  }
   // Hosts (--hosts FILE or cluster.hosts) make the run remote; they define the cluster.
-  auto remote = remote_hosts(args.value(), cfg.value());
+  auto remote = slurm ? Result<RemoteHosts>(RemoteHosts{}) : remote_hosts(args.value(), cfg.value());
   if (!remote.ok()) return report(remote.status());
   const bool is_remote = !remote->hosts.empty();
   if (is_remote) {
@@ -117,7 +149,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   request.plan = std::move(plan).value();
   if (is_remote) request.hosts = remote->hosts;
   request.program_args = program_args;
-  if (Status s = launch::check_runnable(request.config, request.plan, request.hosts); !s) return report(s);
+  request.slurm = slurm_opts;
+  if (Status s = launch::check_runnable(request.config, request.plan, request.hosts, slurm); !s) return report(s);
   const bool json = args->has("--json");
   if (foreign) {
     auto cmd = launch::program_command(request.config, program_args);
@@ -128,7 +161,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     if (!is_remote) {
       if (Status s = launch::check_program_here(request.config); !s) return report(s);
     }
-  } else if (!own_worker.empty() && !is_remote) {
+  } else if (!own_worker.empty() && !is_remote && !slurm) {
     request.local.worker = {own_worker};
   }
   if (is_remote) {
@@ -211,6 +244,16 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     } else if (const auto* error = std::get_if<launch::ErrorEvent>(&e)) {
       std::fprintf(stderr, "stagecraft-cli: rank %d: %s\n", rank, error->message.c_str());
     }
+  };
+  cb.on_job = [&](const std::string& job_id, const std::string& state, const std::string& reason) {
+    if (json) return;
+    if (reason == "submitted") {
+      std::printf("slurm job %s submitted (%s/job.sbatch)\n", job_id.c_str(), session.value()->slurm_run_dir().c_str());
+    } else {
+      std::printf("slurm job %s: %s%s\n", job_id.c_str(), state.c_str(),
+                  reason.empty() || reason == "None" ? "" : (" (" + reason + ")").c_str());
+    }
+    std::fflush(stdout);
   };
   cb.on_log = [&](int rank, bool is_stderr, const std::string& line) {
     if (json || line.empty()) return;

@@ -18,6 +18,7 @@
 #include "stagecraft/core/json.h"
 #include "stagecraft/launch/run_measurement.h"
 #include "stagecraft/plan/calibrate.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/store/run_store.h"
 
 namespace stagecraft::cli {
@@ -70,6 +71,11 @@ Json run_json(const store::RunRecord& r) {
   j.set("total_steps", static_cast<long long>(r.total_steps));
   j.set("last_loss", number_or_null(r.last_loss));
   j.set("reason", r.reason);
+  if (!r.job_id.empty()) {
+    j.set("job_id", r.job_id);
+    j.set("job_state", r.job_state);
+    j.set("job_reason", r.job_reason);
+  }
   return j;
 }
 
@@ -139,7 +145,8 @@ int runs_list(const Args& args, store::RunStore* st) {
       std::snprintf(loss, sizeof loss, "%.4f", r.last_loss);
     }
     std::printf("%-6lld %-20s %-10s %-19s %-16s %11s %10s\n", static_cast<long long>(r.id), r.name.c_str(),
-                std::string(store::to_string(r.state)).c_str(), local_time(r.created).c_str(), hosts_text(r.hosts).c_str(), steps,
+                std::string(store::to_string(r.state)).c_str(), local_time(r.created).c_str(),
+                (r.job_id.empty() ? hosts_text(r.hosts) : "slurm job " + r.job_id).c_str(), steps,
                 loss);
   }
   return 0;
@@ -178,6 +185,10 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
   std::printf("  created      %s\n  started      %s\n  ended        %s\n", local_time(r->created).c_str(),
               local_time(r->started).c_str(), local_time(r->ended).c_str());
   std::printf("  hosts        %s\n  world size   %d\n", hosts_text(r->hosts).c_str(), r->world_size);
+  if (!r->job_id.empty()) {
+    std::printf("  slurm job    %s %s%s\n", r->job_id.c_str(), r->job_state.c_str(),
+                r->job_reason.empty() || r->job_reason == "None" ? "" : (" (" + r->job_reason + ")").c_str());
+  }
   std::printf("  steps        %lld/%lld\n", static_cast<long long>(r->last_step), static_cast<long long>(r->total_steps));
   if (!std::isnan(r->last_loss)) std::printf("  last loss    %.4f\n", r->last_loss);
   std::printf("  supervisor   pid %lld on %s\n", static_cast<long long>(r->supervisor.pid),
@@ -271,7 +282,16 @@ int runs_metrics(const Args& args, store::RunStore& st, int64_t id) {
 // Asks the run's supervisor to stop (through the history: store::cancel_run; it stops every rank,
 // TERM then KILL, and records the run cancelled) and waits until the history says the run ended.
 int runs_cancel(const Args& args, store::RunStore& st, int64_t id) {
-  if (Status s = store::cancel_run(st, id); !s) return report(s.with_context("runs cancel"));
+  if (Status s = store::cancel_run(st, id); !s) {
+    // A lost run's Slurm job outlives its supervisor: cancel the job itself.
+    auto lost = st.get_run(id);
+    if (lost.ok() && lost->state == store::RunState::kLost && !lost->job_id.empty()) {
+      if (Status c = launch::slurm_cancel(lost->job_id); !c) return report(c.with_context("runs cancel: run " + std::to_string(id)));
+      std::printf("run %lld is lost (its supervisor is gone); cancelled its Slurm job %s\n", static_cast<long long>(id), lost->job_id.c_str());
+      return 0;
+    }
+    return report(s.with_context("runs cancel"));
+  }
   auto r = st.get_run(id);
   if (!r.ok()) return report(r.status());
   std::string why;

@@ -3,6 +3,7 @@
 // option). Errors go to stderr, one line per problem, each naming what to fix.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "stagecraft/core/status.h"
 #include "stagecraft/launch/hostfile.h"
 #include "stagecraft/launch/preflight.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/launch/ssh.h"
 
 namespace stagecraft::cli {
@@ -59,6 +61,13 @@ struct RemoteHosts {
 bool is_own_worker(const std::string& path);
 const std::set<std::string>& host_options();
 Result<RemoteHosts> remote_hosts(const Args& args, const config::RunConfig& config);
+// Slurm's options for run, export and preflight (cmd_preflight.cpp): --partition, --account,
+// --time, --qos, --constraint, --sbatch-arg (repeatable). slurm_options() reads and checks them
+// (one line naming the option); `worker` is --worker's path on the nodes.
+const std::set<std::string>& slurm_option_names();
+Result<launch::SlurmOptions> slurm_options(const Args& args);
+// Whether any of them was given (they need --slurm in run and preflight).
+std::optional<std::string> first_slurm_option(const Args& args);
 // Prints preflight results (one line per host and problem, or JSON); true when all passed.
 bool print_preflight(const std::vector<launch::HostCheck>& checks, bool json);
 

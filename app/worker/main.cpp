@@ -7,8 +7,17 @@
 // per line (docs/ARCHITECTURE.md §8), written by launch::encode_event (launch/worker_events.h
 // gives the format): start, step and timing (every step), checkpoint (rank 0), done, and error, after which
 // it exits with status 1 (2: bad input). Its groups come from comm::build_process_groups.
+//
+// `stagecraft-worker --serve-store CONFIG` is the other role, in a Slurm job's batch step
+// (launch/slurm.h): it serves the run's rendezvous store on every address of this node with the
+// token in STAGECRAFT_RUN_TOKEN, publishes CONFIG's text under "config", prints the port on one
+// line and serves until it is terminated.
+#include <pthread.h>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <exception>
 #include <memory>
 #include <string>
@@ -190,9 +199,51 @@ int run() {
   return 0;
 }
 
+// The store of a Slurm run, served from its batch step until SIGTERM (or the job's end).
+int serve_store(const std::string& path) {
+  const auto refuse = [](const Status& s) {
+    std::fprintf(stderr, "stagecraft-worker: error: %s\n", s.message().c_str());
+    return s.code() == Status::Code::kInvalidInput ? 2 : 1;
+  };
+  std::ifstream in(path);
+  if (!in) return refuse(Status::io_error("--serve-store " + path + ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  // Refused here, in the job's output, rather than by every worker.
+  if (auto cfg = config::parse_config(text.str(), path, {}); !cfg.ok()) return refuse(cfg.status());
+  const char* token = std::getenv("STAGECRAFT_RUN_TOKEN");
+  if (!token || !*token) return refuse(Status::invalid_input("--serve-store: STAGECRAFT_RUN_TOKEN is not set (the batch script draws it)"));
+  // Blocked before the store's threads start, so that they inherit the mask and sigwait gets them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  comm::RendezvousServerOptions so;
+  so.host = "0.0.0.0";
+  so.token = token;
+  auto server = comm::RendezvousServer::start(so);
+  if (!server.ok()) return refuse(server.status().with_context("--serve-store"));
+  comm::RendezvousClientOptions co;
+  co.host = "127.0.0.1";
+  co.port = server.value()->port();
+  co.token = token;
+  auto client = comm::RendezvousClient::connect(co);
+  if (!client.ok()) return refuse(client.status().with_context("--serve-store: connecting to its own store"));
+  if (Status s = client.value()->set("config", text.str()); !s) return refuse(s);
+  std::printf("%d\n", server.value()->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  server.value()->stop();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--serve-store") return serve_store(argv[2]);
   if (argc == 2 && std::string(argv[1]) == "--version") {
     std::printf("stagecraft-worker %s\n", STAGECRAFT_VERSION);  // preflight compares it with the launcher's
     return 0;

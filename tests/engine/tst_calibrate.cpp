@@ -8,11 +8,15 @@
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_store.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 using namespace stagecraft;
 
@@ -172,6 +176,74 @@ class TestCalibrate : public QObject {
     QCOMPARE(c.network_efficiency, config::CostCalibration{}.network_efficiency);
     QCOMPARE(c.attention_efficiency, config::CostCalibration{}.attention_efficiency);
     QVERIFY(std::find(fit->fitted.begin(), fit->fitted.end(), "network_efficiency") == fit->fitted.end());
+  }
+
+  // The acceptance on this project's own machine: the CPU engine trained five layouts of the tiny
+  // GPT (tests/bench/record_cpu_calibration.sh recorded them into
+  // tests/engine/data/cpu_calibration_runs.json); calibrating on two must predict the step time of
+  // each of the other three within 15%. Recorded figures, not live timing, so the check is about
+  // the model and the fit, on the cpu device of the machine that recorded them.
+  void calibratedCpuPredictsOtherLayouts() {
+    QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/cpu_calibration_runs.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonArray runs = QJsonDocument::fromJson(f.readAll()).array();
+    QCOMPARE(runs.size(), 5);
+    std::vector<plan::CalibrationSample> fit_on, predict;
+    for (const auto& v : runs) {
+      const QJsonObject run = v.toObject();
+      std::vector<std::string> o{"train.steps=80"};
+      for (const QString& x : run["overrides"].toString().split(' ', Qt::SkipEmptyParts)) o.push_back(x.toStdString());
+      auto cfg = config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml", o);
+      QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+      const auto p = make(cfg.value());
+      plan::CalibrationSample s;
+      s.label = run["label"].toString().toStdString();
+      s.input = plan::estimate_input(p);
+      // The cpu device of the recording machine: its cores, at the catalog's figure per core.
+      const int cores = run["cores"].toInt();
+      s.input.device.fp32_tflops = s.input.device.tf32_tflops = s.input.device.fp32_tflops / s.input.device.cores * cores;
+      s.input.device.cores = cores;
+      std::map<QString, double> m;
+      for (const auto& part : run["compare"].toObject()["parts"].toArray()) m[part.toObject()["part"].toString()] = part.toObject()["measured"].toDouble();
+      s.measured.step_s = m["step"];
+      s.measured.compute_s = m["compute"];
+      s.measured.recompute_s = m["recompute"];
+      s.measured.tp_s = m["TP"];
+      s.measured.pp_bubble_s = m["PP + bubble"];
+      s.measured.dp_s = m["DP"];
+      s.measured.optimizer_s = m["optimizer"];
+      s.measured.overhead_s = m["overhead"];
+      QVERIFY(s.measured.step_s > 0);
+      (run["role"].toString() == "fit" ? fit_on : predict).push_back(s);
+    }
+    QCOMPARE(fit_on.size(), size_t{2});
+    for (auto& s : fit_on) s.input.device.calibration = config::CostCalibration{};  // "before": the uncalibrated constants
+    auto fit = plan::calibrate(fit_on, config::CostCalibration{});
+    // The cpu catalog entry carries these constants (config/device.cpp).
+    const auto& shipped = config::find_builtin_device("cpu")->calibration;
+    for (const auto& f : config::calibration_fields()) {
+      QVERIFY2(std::fabs(shipped.*(f.field) - fit->calibration.*(f.field)) <= 1e-3 * std::fabs(fit->calibration.*(f.field)),
+               qPrintable(QString("cpu %1: %2 shipped, %3 fitted").arg(f.key).arg(shipped.*(f.field)).arg(fit->calibration.*(f.field))));
+    }
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    for (const auto& f : config::calibration_fields()) qInfo("constant    %-22s %.4g", f.key, fit->calibration.*(f.field));
+    for (size_t i = 0; i < fit_on.size(); ++i) {
+      qInfo("fitted on   %-30s step %7.1f ms, default constants %+6.1f%%, calibrated %+6.1f%%", fit_on[i].label.c_str(),
+            fit_on[i].measured.step_s * 1e3, fit->step_error_before[i] * 100, fit->step_error_after[i] * 100);
+    }
+    for (const auto& s : predict) {
+      plan::EstimateInput before = s.input, after = s.input;
+      before.device.calibration = config::CostCalibration{};
+      after.device.calibration = fit->calibration;
+      const double e0 = plan::estimate(before).step_time_s, e1 = plan::estimate(after).step_time_s;
+      const double err0 = (e0 - s.measured.step_s) / s.measured.step_s, err1 = (e1 - s.measured.step_s) / s.measured.step_s;
+      qInfo("predicted   %-30s step %7.1f ms, default constants %+6.1f%%, calibrated %+6.1f%% (%.1f ms)", s.label.c_str(),
+            s.measured.step_s * 1e3, err0 * 100, err1 * 100, e1 * 1e3);
+      for (const auto& row : plan::compare(plan::estimate(after), s.measured)) {
+        if (row.seconds) qInfo("              %-12s predicted %8.2f ms, measured %8.2f ms", row.part.c_str(), row.predicted * 1e3, row.measured * 1e3);
+      }
+      QVERIFY2(std::fabs(err1) <= 0.15, qPrintable(QString("%1: %2% off").arg(s.label.c_str()).arg(err1 * 100)));
+    }
   }
 
   void calibrationRefusesRunsWithoutAStepTime() {

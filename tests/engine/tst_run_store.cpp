@@ -157,6 +157,26 @@ class TestRunStore : public QObject {
   QString fresh() { return dir_.filePath(QString("h%1.sqlite").arg(++counter_)); }
 
  private slots:
+  // A Slurm run keeps its job id, state and reason; lost, its reason names the job to cancel.
+  void recordsSchedulerJob() {
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto id = st.value()->create_run(sample_run(dead_process()));
+    QVERIFY(id.ok());
+    QVERIFY(st.value()->set_job(id.value(), "4711", "PENDING", "Priority").ok());
+    auto r = st.value()->get_run(id.value());
+    QCOMPARE(r->job_id, std::string("4711"));
+    QCOMPARE(r->job_state, std::string("PENDING"));
+    QCOMPARE(r->job_reason, std::string("Priority"));
+    QCOMPARE(st.value()->set_job(id.value() + 1, "1", "RUNNING", "None").code(), Status::Code::kNotFound);
+    QCOMPARE(st.value()->mark_lost_runs().value(), 1);
+    r = st.value()->get_run(id.value());
+    QCOMPARE(r->state, RunState::kLost);
+    QVERIFY2(QString::fromStdString(r->reason).contains("Slurm job 4711 may still be running (squeue -j 4711, scancel 4711)"),
+             r->reason.c_str());
+    QCOMPARE(r->job_id, std::string("4711"));
+  }
+
   void createsSchema() {
     const QString path = dir_.filePath("nested/folder/runs.sqlite");
     auto st = RunStore::open(path.toStdString());

@@ -212,7 +212,7 @@ bool SshLab::add_loopback_node() {
   return start_sshd(*nodes_.back());
 }
 
-bool SshLab::add_netns_nodes(int count) {
+bool SshLab::add_netns_nodes(int count, bool sshd) {
   const QString net = QString("10.213.%1.").arg(subnet_);
   // Leftovers of an earlier run of this suite that was killed before it could clean up.
   for (int i = 0; i < 16; ++i) {
@@ -237,7 +237,7 @@ bool SshLab::add_netns_nodes(int count) {
                         " link set lo up";
     nodes_.push_back(std::move(n));
     if (sh(cmd, &out) != 0) return fail("network namespace setup failed: " + out.trimmed());
-    if (!start_sshd(*nodes_.back())) return false;
+    if (sshd && !start_sshd(*nodes_.back())) return false;
   }
   return true;
 }

@@ -43,7 +43,11 @@ class SshLab {
   const QString& error() const { return error_; }
 
   bool add_loopback_node();
-  bool add_netns_nodes(int count);
+  // `count` namespaces on the bridge, each with sshd unless `sshd` is false (other suites run
+  // their own daemons there, slurm_lab.h).
+  bool add_netns_nodes(int count, bool sshd = true);
+  // The bridge's address in the root namespace (10.213.S.1), once add_netns_nodes made it.
+  QString bridge_address() const { return QString("10.213.%1.1").arg(subnet_); }
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   QString dir() const { return tmp_.path(); }

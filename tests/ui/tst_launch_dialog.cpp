@@ -19,6 +19,7 @@
 #include "runs/RunsModel.h"
 #include "runs/RunsView.h"
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/store/run_store.h"
 #include "runs_test_support.h"
 
@@ -257,6 +258,8 @@ class TestLaunchDialog : public QObject {
     QTest::newRow("hostfile missing") << 2 << QStringLiteral("no such file");
     QTest::newRow("cli missing") << 3 << QStringLiteral("stagecraft-cli not found");
     QTest::newRow("include names an unknown host") << 4 << QStringLiteral("node-z");
+    QTest::newRow("slurm time limit in no format of Slurm's") << 5 << QStringLiteral("--time=1:99: not a Slurm time limit");
+    QTest::newRow("slurm option the plan sets") << 6 << QStringLiteral("--sbatch-arg=--nodes=4: --nodes is set by Stagecraft");
   }
   void incompleteInputIsRefused() {
     QFETCH(int, kind);
@@ -269,6 +272,13 @@ class TestLaunchDialog : public QObject {
     if (kind == 1 || kind == 2 || kind == 4) d->setLocal(false);
     if (kind == 2) d->setHostfilePath(m_dir.filePath(QStringLiteral("nope.hosts")));
     if (kind == 3) d->setCliPath(m_dir.filePath(QStringLiteral("no-cli")));
+    if (kind == 5 || kind == 6) {
+      d->setWhere(LaunchDialog::Where::Slurm);
+      stagecraft::launch::SlurmOptions o;
+      if (kind == 5) o.time = "1:99";
+      if (kind == 6) o.sbatch_args = {"--nodes=4"};
+      d->setSlurmOptions(o);
+    }
     if (kind == 4) {
       const QString hostfile = m_dir.filePath(QStringLiteral("one.hosts"));
       QVERIFY(writeFile(hostfile, "node-a slots=1\n"));
@@ -280,6 +290,35 @@ class TestLaunchDialog : public QObject {
     }
     QVERIFY2(d->message().contains(says), qPrintable(d->message()));
     QVERIFY(!d->isStarting());
+  }
+
+  // "On a Slurm cluster" starts `stagecraft-cli run FILE --slurm ...` with the fields as options;
+  // here no cluster answers (SLURM_CONF names no file), so the CLI's one-line error comes back.
+  void slurmStartsRunWithTheFields() {
+    qputenv("SLURM_CONF", m_dir.filePath(QStringLiteral("no-slurm.conf")).toUtf8());
+    auto d = dialog(m_dir.filePath(QStringLiteral("slurm.sqlite")));
+    auto c = tiny(3);
+    c.cluster.nodes = 2;
+    c.cluster.gpus_per_node = 2;
+    setConfig(*d, c, QString());
+    d->setWhere(LaunchDialog::Where::Slurm);
+    QCOMPARE(d->where(), LaunchDialog::Where::Slurm);
+    QVERIFY(!d->isLocal());
+    stagecraft::launch::SlurmOptions o;
+    o.partition = "gpu";
+    o.account = "proj1";
+    o.time = "00:10:00";
+    o.sbatch_args = {"--mem=0", "--exclusive"};
+    d->setSlurmOptions(o);
+    QSignalSpy failed(d.get(), &LaunchDialog::startFailed);
+    QVERIFY2(d->start(), qPrintable(d->message()));
+    const QStringList cmd = d->lastCommand();
+    const QStringList tail = cmd.mid(cmd.indexOf(QStringLiteral("--slurm")));
+    QCOMPARE(tail, (QStringList{"--slurm", "--partition", "gpu", "--account", "proj1", "--time", "00:10:00", "--sbatch-arg=--mem=0",
+                                "--sbatch-arg=--exclusive"}));
+    QVERIFY(failed.wait(kStartMs));
+    QVERIFY2(!d->message().isEmpty() && !d->message().contains('\n'), qPrintable(d->message()));
+    qunsetenv("SLURM_CONF");
   }
 };
 

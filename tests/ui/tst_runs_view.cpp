@@ -157,6 +157,20 @@ class TestRunsView : public QObject {
     QCOMPARE(m->index(row, RunsModel::LossColumn).data().toString(), QStringLiteral("4.2500"));
     QCOMPARE(m->index(m->rowOf(3), RunsModel::LossColumn).data().toString(), QStringLiteral("-"));
     QVERIFY(!m->index(row, RunsModel::CreatedColumn).data().toString().isEmpty());
+    QCOMPARE(m->index(row, RunsModel::JobColumn).data().toString(), QString());
+  }
+
+  // A run submitted to Slurm shows its job, Slurm's state and reason, and follows their changes.
+  void slurmJobColumn() {
+    auto v = makeView();
+    RunsModel* m = v->model();
+    QVERIFY(m_store->set_job(2, "4711", "PENDING", "Priority").ok());
+    QVERIFY(m->refresh());
+    QCOMPARE(m->index(m->rowOf(2), RunsModel::JobColumn).data().toString(), QStringLiteral("4711 PENDING (Priority)"));
+    QVERIFY(m_store->set_job(2, "4711", "RUNNING", "None").ok());
+    QVERIFY(m->refresh());
+    QCOMPARE(m->index(m->rowOf(2), RunsModel::JobColumn).data().toString(), QStringLiteral("4711 RUNNING"));
+    QCOMPARE(m->headerData(RunsModel::JobColumn, Qt::Horizontal).toString(), QStringLiteral("Slurm job"));
   }
 
   void sorting_data() {

@@ -1,4 +1,4 @@
-// LaunchDialog: local or hosts, preflight, and the detached `stagecraft-cli run` that starts a run.
+// LaunchDialog: local, hosts or Slurm, preflight, and the detached `stagecraft-cli run` that starts a run.
 #include "runs/LaunchDialog.h"
 
 #include <QCoreApplication>
@@ -46,9 +46,11 @@ LaunchDialog::LaunchDialog(PlanDocument* document, QWidget* parent) : QDialog(pa
   auto* where = new QHBoxLayout;
   m_local = new QRadioButton(tr("On this machine"), this);
   m_hosts = new QRadioButton(tr("On the hosts of a hostfile (SSH)"), this);
+  m_slurm = new QRadioButton(tr("On a Slurm cluster"), this);
   m_local->setChecked(true);
   where->addWidget(m_local);
   where->addWidget(m_hosts);
+  where->addWidget(m_slurm);
   where->addStretch(1);
   layout->addLayout(where);
 
@@ -83,6 +85,34 @@ LaunchDialog::LaunchDialog(PlanDocument* document, QWidget* parent) : QDialog(pa
   form->addRow(m_table);
   layout->addWidget(m_hostBox, 1);
 
+  // Slurm: the same options as `stagecraft-cli run --slurm`; nodes and tasks come from the plan.
+  m_slurmBox = new QGroupBox(tr("Slurm"), this);
+  auto* slurmForm = new QFormLayout(m_slurmBox);
+  m_partition = new QLineEdit(m_slurmBox);
+  m_partition->setPlaceholderText(tr("the cluster's default partition"));
+  m_account = new QLineEdit(m_slurmBox);
+  m_account->setPlaceholderText(tr("your default account"));
+  m_time = new QLineEdit(m_slurmBox);
+  m_time->setPlaceholderText(tr("the partition's default (e.g. 01:30:00 or 2-00:00:00)"));
+  m_qos = new QLineEdit(m_slurmBox);
+  m_constraint = new QLineEdit(m_slurmBox);
+  m_sbatchArgs = new QLineEdit(m_slurmBox);
+  m_sbatchArgs->setPlaceholderText(tr("more sbatch options, e.g. --mem=0 --exclusive"));
+  slurmForm->addRow(tr("Partition:"), m_partition);
+  slurmForm->addRow(tr("Account:"), m_account);
+  slurmForm->addRow(tr("Time limit:"), m_time);
+  slurmForm->addRow(tr("QOS:"), m_qos);
+  slurmForm->addRow(tr("Constraint:"), m_constraint);
+  slurmForm->addRow(tr("sbatch options:"), m_sbatchArgs);
+  m_slurmPreflight = new QPushButton(tr("Preflight"), m_slurmBox);
+  slurmForm->addRow(QString(), m_slurmPreflight);
+  m_slurmResult = new QLabel(m_slurmBox);
+  m_slurmResult->setObjectName(QStringLiteral("slurmResult"));
+  m_slurmResult->setWordWrap(true);
+  m_slurmResult->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  slurmForm->addRow(m_slurmResult);
+  layout->addWidget(m_slurmBox);
+
   m_status = new QLabel(this);
   m_status->setObjectName(QStringLiteral("launchStatus"));
   m_status->setWordWrap(true);
@@ -99,6 +129,11 @@ LaunchDialog::LaunchDialog(PlanDocument* document, QWidget* parent) : QDialog(pa
   updateMode();
 
   connect(m_local, &QRadioButton::toggled, this, &LaunchDialog::updateMode);
+  connect(m_slurm, &QRadioButton::toggled, this, &LaunchDialog::updateMode);
+  for (QLineEdit* e : {m_partition, m_account, m_time, m_qos, m_constraint, m_sbatchArgs}) {
+    connect(e, &QLineEdit::textChanged, this, &LaunchDialog::checkSlurmFields);
+  }
+  connect(m_slurmPreflight, &QPushButton::clicked, this, &LaunchDialog::runSlurmPreflight);
   for (QLineEdit* e : {m_hostfile, m_include, m_exclude}) connect(e, &QLineEdit::textChanged, this, &LaunchDialog::updateHostsSummary);
   connect(m_applyHosts, &QPushButton::clicked, this, &LaunchDialog::applyHostsToPlan);
   connect(browse, &QPushButton::clicked, this, &LaunchDialog::chooseHostfile);
@@ -209,12 +244,118 @@ QString LaunchDialog::cliPath() const {
 
 void LaunchDialog::setLocal(bool local) { (local ? m_local : m_hosts)->setChecked(true); }
 bool LaunchDialog::isLocal() const { return m_local->isChecked(); }
+
+void LaunchDialog::setWhere(Where where) {
+  (where == Where::Local ? m_local : where == Where::Hosts ? m_hosts : m_slurm)->setChecked(true);
+}
+
+LaunchDialog::Where LaunchDialog::where() const {
+  return m_local->isChecked() ? Where::Local : m_hosts->isChecked() ? Where::Hosts : Where::Slurm;
+}
+
+void LaunchDialog::setSlurmOptions(const launch::SlurmOptions& o) {
+  m_partition->setText(qs(o.partition));
+  m_account->setText(qs(o.account));
+  m_time->setText(qs(o.time));
+  m_qos->setText(qs(o.qos));
+  m_constraint->setText(qs(o.constraint));
+  QStringList more;
+  for (const auto& a : o.sbatch_args) more << qs(a);
+  m_sbatchArgs->setText(more.join(QLatin1Char(' ')));
+}
+
+bool LaunchDialog::slurmOptions(launch::SlurmOptions* out, QString* error) const {
+  launch::SlurmOptions o;
+  o.partition = m_partition->text().trimmed().toStdString();
+  o.account = m_account->text().trimmed().toStdString();
+  o.time = m_time->text().trimmed().toStdString();
+  o.qos = m_qos->text().trimmed().toStdString();
+  o.constraint = m_constraint->text().trimmed().toStdString();
+  for (const QString& a : m_sbatchArgs->text().split(QLatin1Char(' '), Qt::SkipEmptyParts)) o.sbatch_args.push_back(a.toStdString());
+  if (const stagecraft::Status s = launch::check_slurm_options(o); !s) {
+    *error = qs(s.message());
+    return false;
+  }
+  *out = std::move(o);
+  return true;
+}
+
+QStringList LaunchDialog::slurmArguments(const launch::SlurmOptions& o) const {
+  QStringList args{QStringLiteral("--slurm")};
+  auto add = [&](const char* option, const std::string& value) {
+    if (!value.empty()) args << QLatin1String(option) << qs(value);
+  };
+  add("--partition", o.partition);
+  add("--account", o.account);
+  add("--time", o.time);
+  add("--qos", o.qos);
+  add("--constraint", o.constraint);
+  for (const auto& a : o.sbatch_args) args << QStringLiteral("--sbatch-arg=") + qs(a);
+  return args;
+}
+
+void LaunchDialog::checkSlurmFields() {
+  launch::SlurmOptions o;
+  QString error;
+  const bool ok = slurmOptions(&o, &error);
+  m_slurmResult->setStyleSheet(ok ? QString() : QStringLiteral("color: #d62728;"));
+  m_slurmResult->setText(ok ? QString() : error);
+}
+
+QString LaunchDialog::slurmPreflightText() const { return m_slurmResult->text(); }
+
+bool LaunchDialog::runSlurmPreflight() {
+  if (m_slurmCheck && m_slurmCheck->state() != QProcess::NotRunning) {
+    setMessage(tr("A Slurm preflight is running; wait for its answer"));
+    return false;
+  }
+  launch::SlurmOptions o;
+  QString error;
+  if (!slurmOptions(&o, &error)) {
+    setMessage(error);
+    return false;
+  }
+  const QString config = writeConfig(&error);
+  if (config.isEmpty()) {
+    setMessage(error);
+    return false;
+  }
+  delete m_slurmCheck;
+  m_slurmCheck = new QProcess(this);
+  if (const QString base = m_document->baseDir(); !base.isEmpty()) m_slurmCheck->setWorkingDirectory(base);
+  connect(m_slurmCheck, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
+    QString text = QString::fromUtf8(m_slurmCheck->readAllStandardOutput()).trimmed();
+    QString err = QString::fromUtf8(m_slurmCheck->readAllStandardError()).trimmed();
+    err.remove(QStringLiteral("stagecraft-cli: error: "));
+    if (!err.isEmpty()) text += (text.isEmpty() ? QString() : QStringLiteral("\n")) + err;
+    const bool ok = status == QProcess::NormalExit && code == 0;
+    m_slurmResult->setStyleSheet(ok ? QString() : QStringLiteral("color: #d62728;"));
+    m_slurmResult->setText(text);
+    m_slurmPreflight->setEnabled(true);
+    setMessage(ok ? tr("Slurm preflight passed") : tr("Slurm preflight failed"));
+    Q_EMIT slurmPreflightFinished(ok);
+  });
+  connect(m_slurmCheck, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    m_slurmPreflight->setEnabled(true);
+    m_slurmResult->setText(tr("%1: cannot start: %2").arg(cliPath(), m_slurmCheck->errorString()));
+    Q_EMIT slurmPreflightFinished(false);
+  });
+  m_slurmPreflight->setEnabled(false);
+  m_slurmResult->setStyleSheet(QString());
+  m_slurmResult->setText(tr("Asking Slurm..."));
+  m_slurmCheck->start(cliPath(), QStringList{QStringLiteral("preflight"), config} + slurmArguments(o));
+  return true;
+}
 void LaunchDialog::setHostfilePath(const QString& path) { m_hostfile->setText(path); }
 QString LaunchDialog::hostfilePath() const { return m_hostfile->text().trimmed(); }
 void LaunchDialog::setInclude(const QString& filter) { m_include->setText(filter); }
 void LaunchDialog::setExclude(const QString& filter) { m_exclude->setText(filter); }
 
-void LaunchDialog::updateMode() { m_hostBox->setEnabled(!isLocal()); }
+void LaunchDialog::updateMode() {
+  m_hostBox->setEnabled(where() == Where::Hosts);
+  m_slurmBox->setEnabled(where() == Where::Slurm);
+}
 
 void LaunchDialog::setMessage(const QString& text) {
   m_message = text;
@@ -325,11 +466,19 @@ bool LaunchDialog::start() {
     setMessage(tr("Fix the configuration first: %1").arg(why));
     return false;
   }
-  if (!isLocal() && hostfilePath().isEmpty()) {
+  launch::SlurmOptions slurm;
+  if (where() == Where::Slurm) {
+    QString why;
+    if (!slurmOptions(&slurm, &why)) {
+      setMessage(why);
+      return false;
+    }
+  }
+  if (where() == Where::Hosts && hostfilePath().isEmpty()) {
     setMessage(tr("Hostfile: none chosen; choose the file that lists the hosts, or launch on this machine"));
     return false;
   }
-  if (!isLocal() && !QFileInfo::exists(hostfilePath())) {
+  if (where() == Where::Hosts && !QFileInfo::exists(hostfilePath())) {
     setMessage(tr("Hostfile %1: no such file").arg(hostfilePath()));
     return false;
   }
@@ -345,7 +494,8 @@ bool LaunchDialog::start() {
     return false;
   }
   QStringList args{QStringLiteral("run"), m_savedConfig, QStringLiteral("--detach"), QStringLiteral("--json"), QStringLiteral("--db"), m_db};
-  if (!isLocal()) args << hostArguments();
+  if (where() == Where::Hosts) args << hostArguments();
+  if (where() == Where::Slurm) args << slurmArguments(slurm);
   m_lastCommand = QStringList{cli} + args;
   m_runId = 0;
   delete m_process;
@@ -359,7 +509,9 @@ bool LaunchDialog::start() {
     Q_EMIT startFailed(m_message);
   });
   m_start->setEnabled(false);
-  setMessage(isLocal() ? tr("Starting...") : tr("Checking the hosts and starting..."));
+  setMessage(where() == Where::Local ? tr("Starting...")
+             : where() == Where::Hosts ? tr("Checking the hosts and starting...")
+                                       : tr("Submitting the job to Slurm..."));
   m_process->start(cli, args);
   return true;
 }

@@ -1,13 +1,14 @@
 // LaunchDialog: Run > Launch — starts the current config as a run kept in the run history,
-// either on this machine or on the hosts of a hostfile (with --include / --exclude), after an
-// optional preflight whose results are shown per host.
+// on this machine, on the hosts of a hostfile (with --include / --exclude) after an optional
+// preflight whose results are shown per host, or as a Slurm batch job (partition, account, time
+// limit, QOS, constraint, more sbatch options; `stagecraft-cli preflight --slurm` on request).
 //
 // The run is the document's current config (PlanDocument), read when it is needed: the dialog
 // keeps no copy, and plans for the chosen hosts come from the document (planForHosts).
 //
 // How a run starts: the dialog writes the document's config (relative data and checkpoint
 // paths resolved as Run locally resolves them) to <history folder>/launches/NAME-TIME.yaml and
-// starts `stagecraft-cli run FILE --detach --json --db HISTORY [--hosts FILE ...]`. The CLI
+// starts `stagecraft-cli run FILE --detach --json --db HISTORY [--hosts FILE ... | --slurm ...]`. The CLI
 // records the run, prints its id and leaves a supervisor of its own in the background (its own
 // session), then exits; that supervisor runs the run through launch::RunSession. Chosen over supervising inside the GUI process because the run must not
 // depend on the GUI: closing the window, or the GUI crashing, never stops a run, and every run,
@@ -29,6 +30,7 @@
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/launch/hostfile.h"
 #include "stagecraft/launch/preflight.h"
+#include "stagecraft/launch/slurm.h"
 
 class HostsEditor;
 class PlanDocument;
@@ -57,8 +59,23 @@ class LaunchDialog : public QDialog {
   void setCliPath(const QString& path) { m_cli = path; }
   QString cliPath() const;
 
-  void setLocal(bool local);
+  // Where the run goes: this machine, the hosts of a hostfile (SSH), or a Slurm cluster.
+  enum class Where { Local, Hosts, Slurm };
+  void setWhere(Where where);
+  Where where() const;
+  void setLocal(bool local);  // Local, or else Hosts
   bool isLocal() const;
+
+  // The Slurm fields (sbatch_args: the "More sbatch options" field split at spaces).
+  void setSlurmOptions(const stagecraft::launch::SlurmOptions& options);
+  // What the fields ask of Slurm; false with the one-line reason (a bad time limit, a name with a
+  // space, an option the plan sets) in *error.
+  bool slurmOptions(stagecraft::launch::SlurmOptions* out, QString* error) const;
+  // `stagecraft-cli preflight CONFIG --slurm ...` in the background; its lines arrive in
+  // slurmPreflightText() and slurmPreflightFinished(ok). False (reason in message()) when the
+  // fields are wrong or a check is already running.
+  bool runSlurmPreflight();
+  QString slurmPreflightText() const;
   void setHostfilePath(const QString& path);
   QString hostfilePath() const;
   void setInclude(const QString& filter);
@@ -97,6 +114,7 @@ class LaunchDialog : public QDialog {
   void runStarted(qint64 id);
   void startFailed(const QString& message);
   void hostsApplied(const stagecraft::config::RunConfig& config);
+  void slurmPreflightFinished(bool ok);
 
  private:
   void chooseHostfile();
@@ -107,6 +125,8 @@ class LaunchDialog : public QDialog {
   void onProcessFinished(int exitCode, QProcess::ExitStatus status);
   QString writeConfig(QString* error);
   QStringList hostArguments() const;
+  QStringList slurmArguments(const stagecraft::launch::SlurmOptions& options) const;
+  void checkSlurmFields();
   // The hostfile parsed and the include / exclude filters applied; false with the reason.
   bool selectedHosts(std::vector<stagecraft::launch::SelectedHost>* out, QString* error) const;
 
@@ -115,6 +135,17 @@ class LaunchDialog : public QDialog {
   QString m_cli;
   QRadioButton* m_local = nullptr;
   QRadioButton* m_hosts = nullptr;
+  QRadioButton* m_slurm = nullptr;
+  QGroupBox* m_slurmBox = nullptr;
+  QLineEdit* m_partition = nullptr;
+  QLineEdit* m_account = nullptr;
+  QLineEdit* m_time = nullptr;
+  QLineEdit* m_qos = nullptr;
+  QLineEdit* m_constraint = nullptr;
+  QLineEdit* m_sbatchArgs = nullptr;
+  QPushButton* m_slurmPreflight = nullptr;
+  QLabel* m_slurmResult = nullptr;
+  QProcess* m_slurmCheck = nullptr;
   QGroupBox* m_hostBox = nullptr;
   QLineEdit* m_hostfile = nullptr;
   QLineEdit* m_include = nullptr;

@@ -23,7 +23,7 @@ bool differs(const store::RunRecord& a, const store::RunRecord& b) {
   return a.state != b.state || a.last_step != b.last_step || !sameLoss(a.last_loss, b.last_loss) || a.name != b.name ||
          a.hosts != b.hosts || a.started != b.started || a.ended != b.ended || a.reason != b.reason ||
          a.total_steps != b.total_steps || a.world_size != b.world_size || a.supervisor.pid != b.supervisor.pid ||
-         a.supervisor.host != b.supervisor.host;
+         a.supervisor.host != b.supervisor.host || a.job_id != b.job_id || a.job_state != b.job_state || a.job_reason != b.job_reason;
 }
 
 QColor stateColor(store::RunState s) {
@@ -145,6 +145,13 @@ int RunsModel::rowOf(qint64 id) const {
 
 int RunsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_runs.size()); }
 
+QString RunsModel::jobText(const store::RunRecord& r) {
+  if (r.job_id.empty()) return {};
+  QString text = qs(r.job_id) + QLatin1Char(' ') + qs(r.job_state);
+  if (!r.job_reason.empty() && r.job_reason != "None" && r.job_reason != "submitted") text += QStringLiteral(" (%1)").arg(qs(r.job_reason));
+  return text;
+}
+
 int RunsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QString RunsModel::stateText(store::RunState state) { return qs(std::string(store::to_string(state))); }
@@ -171,6 +178,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
         for (const auto& h : r->hosts) hosts << qs(h);
         return hosts.join(QLatin1Char(','));
       }
+      case JobColumn: return jobText(*r);
       case StepsColumn: return QStringLiteral("%1/%2").arg(r->last_step).arg(r->total_steps);
       case LossColumn: return std::isnan(r->last_loss) ? QStringLiteral("-") : QString::number(r->last_loss, 'f', 4);
       default: return {};
@@ -183,6 +191,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
       case StateColumn: return stateText(r->state);
       case CreatedColumn: return r->created;
       case HostsColumn: return data(index, Qt::DisplayRole);
+      case JobColumn: return r->job_id.empty() ? QVariant(-1LL) : QVariant(QString::fromStdString(r->job_id).toLongLong());
       case StepsColumn: return QVariant::fromValue<qint64>(r->last_step);
       // Runs without a loss sort below every loss.
       case LossColumn: return std::isnan(r->last_loss) ? -HUGE_VAL : r->last_loss;
@@ -209,6 +218,7 @@ QVariant RunsModel::headerData(int section, Qt::Orientation orientation, int rol
     case StateColumn: return tr("State");
     case CreatedColumn: return tr("Created");
     case HostsColumn: return tr("Hosts");
+    case JobColumn: return tr("Slurm job");
     case StepsColumn: return tr("Steps");
     case LossColumn: return tr("Last loss");
     default: return {};

@@ -1,5 +1,6 @@
 // RunsModel: the run history (engine store/RunStore, one SQLite file) as a table — id, name,
-// state, created, hosts, steps, last loss — for the runs view. RunsFilterModel sorts it and
+// state, created, hosts, Slurm job (id, Slurm's state and reason), steps, last loss — for the
+// runs view. RunsFilterModel sorts it and
 // filters it by state and by name.
 //
 // The model reads the file; it never writes a run (marking lost runs, which RunStore::list_runs
@@ -27,7 +28,7 @@ class RunsModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { IdColumn, NameColumn, StateColumn, CreatedColumn, HostsColumn, StepsColumn, LossColumn, ColumnCount };
+  enum Column { IdColumn, NameColumn, StateColumn, CreatedColumn, HostsColumn, JobColumn, StepsColumn, LossColumn, ColumnCount };
   enum Role {
     SortRole = Qt::UserRole + 1,  // the raw value a column sorts by (numbers as numbers)
     IdRole,                       // the run's id (qint64), on every column
@@ -61,6 +62,8 @@ class RunsModel : public QAbstractTableModel {
 
   static QString stateText(stagecraft::store::RunState state);
   static QString createdText(double unixSeconds);
+  // "12 PENDING (Priority)", "12 COMPLETED"; empty for a run not submitted to Slurm.
+  static QString jobText(const stagecraft::store::RunRecord& run);
 
  Q_SIGNALS:
   // After every successful refresh; `changedIds` are the runs added or changed by it.

@@ -28,6 +28,7 @@
 #include "runs/RunTimelineView.h"
 #include "runs/RunsModel.h"
 #include "stagecraft/store/process_identity.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/store/run_store.h"
 
 namespace store = stagecraft::store;
@@ -368,7 +369,8 @@ void RunsView::rebuildCompareChoices() {
 
 void RunsView::updateHeader() {
   const store::RunRecord* r = m_selected ? m_model->run(m_selected) : nullptr;
-  m_cancel->setEnabled(r && !store::is_terminal(r->state));
+  // A lost run's Slurm job may outlive its supervisor: Cancel then cancels the job.
+  m_cancel->setEnabled(r && (!store::is_terminal(r->state) || (r->state == store::RunState::kLost && !r->job_id.empty())));
   if (!r) {
     m_header->setText(m_model->rowCount() == 0 ? tr("No runs recorded yet: Run > Launch starts one.")
                                                 : tr("Select a run to see its curves, ranks and logs."));
@@ -383,6 +385,7 @@ void RunsView::updateHeader() {
               .arg(RunsModel::createdText(r->started), RunsModel::createdText(r->ended))
               .arg(r->supervisor.pid)
               .arg(r->supervisor.host.empty() ? QStringLiteral("?") : qs(r->supervisor.host).toHtmlEscaped());
+  if (!r->job_id.empty()) text += tr("<br>Slurm job %1").arg(RunsModel::jobText(*r).toHtmlEscaped());
   m_header->setText(text);
 }
 
@@ -399,7 +402,14 @@ void RunsView::setNameFilter(const QString& text) { m_nameFilter->setText(text);
 
 QString RunsView::requestCancel(store::RunStore& st, qint64 id) {
   const stagecraft::Status s = store::cancel_run(st, id);  // the same checks and request as `runs cancel`
-  return s ? QString() : qs(s.message());
+  if (s) return {};
+  // As `runs cancel` does: a lost run's Slurm job is cancelled directly.
+  auto r = st.get_run(id);
+  if (r.ok() && r->state == store::RunState::kLost && !r->job_id.empty()) {
+    const stagecraft::Status c = stagecraft::launch::slurm_cancel(r->job_id);
+    return c ? QString() : qs(c.message());
+  }
+  return qs(s.message());
 }
 
 bool RunsView::cancelSelectedRun(QString* error) {

@@ -49,6 +49,18 @@ DeviceSpec cpu_device() {
   d.intra_node_gbps = 40;
   d.network = "10 Gb/s Ethernet";
   d.inter_node_gbps = 10;
+  // The cost model's constants for the CPU engine, fitted (plan/calibrate.h) to the tiny GPT's
+  // dp 2 x pp 2 and tp 2 runs on a 2-core machine (tests/engine/data/cpu_calibration_runs.json,
+  // which tests/engine/tst_calibrate.cpp fits again): efficiencies against the nominal peak above,
+  // Gloo's loopback collectives taking most of a millisecond per step. Another machine gets its
+  // own with `stagecraft-cli calibrate`.
+  d.calibration.gemm_efficiency = 2.128;
+  d.calibration.gemm_half_dim = 18.31;
+  d.calibration.memory_efficiency = 0.7038;
+  d.calibration.link_efficiency = 0.0688;
+  d.calibration.collective_step_s = 0.0008706;
+  d.calibration.kernel_s = 3.914e-06;
+  d.calibration.step_overhead_s = 0.00577;
   char buf[96];
   std::snprintf(buf, sizeof buf, "this machine: %u cores, CPU engine (fp32, OpenBLAS + Gloo)", cores);
   d.description = buf;

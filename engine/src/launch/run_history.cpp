@@ -73,12 +73,18 @@ RunCallbacks RunHistory::wrap(RunCallbacks inner) {
     if (on_log) on_log(rank, is_stderr, line);
   };
   cb.on_exit = inner.on_exit;
+  cb.on_job = inner.on_job;
   return cb;
 }
 
-void RunHistory::running() {
+void RunHistory::running(const std::string& reason) {
   if (running_) return;
-  running_ = store_->transition(id_, store::RunState::kRunning, "supervisor started").ok();
+  running_ = store_->transition(id_, store::RunState::kRunning, reason).ok();
+}
+
+void RunHistory::job(const SlurmJobState& job) {
+  scheduled_ = true;
+  (void)store_->set_job(id_, job.job_id, job.state, job.reason);  // a busy history: the next change writes it
 }
 
 Status RunHistory::finish(const Result<RunOutcome>& outcome) {
@@ -102,6 +108,10 @@ Status RunHistory::finish(const Result<RunOutcome>& outcome) {
       case RunOutcome::State::kCancelled:
         to = store::RunState::kCancelled;
         reason = "cancelled on request; every rank was stopped";
+        // A launcher that says more (a Slurm run: "cancelled; Slurm job 12 CANCELLED by 0") is kept.
+        if (const std::string& more = outcome->reason; !more.empty() && more != "cancelled") {
+          reason = "cancelled on request; " + more.substr(more.rfind("cancelled; ", 0) == 0 ? 11 : 0);
+        }
         break;
       case RunOutcome::State::kHung:
       case RunOutcome::State::kFailed:
@@ -111,7 +121,7 @@ Status RunHistory::finish(const Result<RunOutcome>& outcome) {
   }
   // A run that started but whose queued -> running could not be written (a busy history) still
   // ends in the state it reached: the end is not refused for want of the start.
-  if (!running_ && outcome.ok()) running();
+  if (!running_ && outcome.ok() && !scheduled_) running();
   if (Status s = store_->transition(id_, to, reason); !s) return s;
   return recorded;
 }

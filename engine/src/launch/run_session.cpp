@@ -54,8 +54,16 @@ Status check_foreign(const config::RunConfig& config) {
 
 }  // namespace
 
-Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts) {
+Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts, bool slurm) {
   const bool foreign = config.launch.foreign();
+  if (slurm && foreign) {
+    return Status::invalid_input("launch.program=" + config.launch.program +
+                                 ": a Slurm run starts Stagecraft's own worker so far; run another program with --hosts, or remove "
+                                 "launch.program");
+  }
+  if (slurm && (!hosts.empty() || !config.cluster.hosts.empty())) {
+    return Status::invalid_input("--slurm: Slurm picks the nodes; remove --hosts and cluster.hosts (cluster.nodes says how many)");
+  }
   if (!foreign) {
     if (Status s = check_no_launch_keys(config); !s) return s;
     if (config.backend == config::Backend::kCuda && !runtime::cuda_built()) {
@@ -63,7 +71,9 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
                                    "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
     }
   }
-  if (hosts.empty()) {
+  if (slurm) {
+    if (auto shape = slurm_shape(config, plan); !shape.ok()) return shape.status();
+  } else if (hosts.empty()) {
     if (config.cluster.nodes != 1) {
       return Status::invalid_input("cluster.nodes=" + std::to_string(config.cluster.nodes) +
                                    ": a run without hosts starts every rank on this machine; use cluster.nodes: 1, "
@@ -105,19 +115,37 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
 }
 
 Result<std::unique_ptr<RunSession>> RunSession::record(const std::string& db, RunRequest request) {
-  if (Status s = check_runnable(request.config, request.plan, request.hosts); !s) return s;
+  if (Status s = check_runnable(request.config, request.plan, request.hosts, request.slurm.has_value()); !s) return s;
+  if (request.slurm) {
+    if (Status s = check_slurm_options(*request.slurm); !s) return s;
+  }
   std::unique_ptr<RunSession> session(new RunSession());
   session->db_ = db;
   session->request_ = std::move(request);
   auto id = record_new_run(db, session->request_.config, session->request_.plan, session->host_names());
   if (!id.ok()) return id.status();
   session->id_ = id.value();
+  if (session->request_.slurm) {
+    SlurmOptions& so = *session->request_.slurm;
+    std::error_code ec;
+    const std::filesystem::path cwd = std::filesystem::current_path(ec);
+    if (ec) return Status::io_error("slurm run: cannot tell the working directory: " + ec.message());
+    if (so.cwd.empty()) so.cwd = cwd.string();
+    if (so.run_dir.empty()) {
+      std::string name = session->request_.config.name.empty() ? std::string("run") : session->request_.config.name;
+      for (char& c : name) {
+        if (c == '/' || c == '\n') c = '_';
+      }
+      so.run_dir = (cwd / "runs" / name / ("slurm-run-" + std::to_string(session->id_))).string();
+    }
+  }
   return session;
 }
 
 RunSession::~RunSession() = default;
 
 std::vector<std::string> RunSession::host_names() const {
+  if (request_.slurm) return {"slurm:" + (request_.slurm->partition.empty() ? std::string("default") : request_.slurm->partition)};
   if (request_.hosts.empty()) return {"localhost"};
   std::vector<std::string> names;
   for (const auto& h : request_.hosts) names.push_back(h.host);
@@ -133,6 +161,8 @@ Status RunSession::open() {
 }
 
 std::atomic<bool>* RunSession::cancel_flag() { return history_ ? history_->cancel_flag() : nullptr; }
+
+std::string RunSession::slurm_run_dir() const { return request_.slurm ? request_.slurm->run_dir : std::string(); }
 
 void RunSession::cancel() {
   if (history_) history_->cancel_flag()->store(true);
@@ -157,7 +187,17 @@ Result<RunOutcome> RunSession::run(RunCallbacks callbacks) {
     program = std::move(cmd->argv);
   }
   try {
-    if (request_.hosts.empty()) {
+    if (request_.slurm) {
+      SlurmRunOptions options;
+      options.slurm = *request_.slurm;
+      options.cancel = history->cancel_flag();
+      options.on_job = [history, shown = recorded.on_job](const SlurmJobState& job) {
+        history->job(job);
+        if (shown) shown(job.job_id, job.state, job.reason);
+      };
+      options.on_running = [history](const SlurmJobState& job) { history->running("Slurm job " + job.job_id + " " + job.describe()); };
+      outcome = run_slurm(request_.config, request_.plan, options, std::move(recorded));
+    } else if (request_.hosts.empty()) {
       LocalRunOptions options = request_.local;
       if (!program.empty()) options.worker = program;
       options.cancel = history->cancel_flag();

@@ -24,6 +24,15 @@ constexpr EnumName<RunOutcome::State> kOutcomeNames[] = {{RunOutcome::State::kSu
 
 std::string_view to_string(RunOutcome::State s) { return enum_to_string(kOutcomeNames, s); }
 
+namespace {
+// Whether `a` ended before `b`, as far as both can tell (exit_time() 0: unknown, keep the order
+// in which the exits were seen).
+bool ended_earlier(const RankProcess& a, const RankProcess& b) {
+  const double ta = a.exit_time(), tb = b.exit_time();
+  return ta > 0 && tb > 0 && ta < tb;
+}
+}  // namespace
+
 struct Supervisor::Rank {
   std::unique_ptr<RankProcess> process;
   std::string out, err;        // partial lines
@@ -164,6 +173,7 @@ RunOutcome Supervisor::run() {
       }
     }
     bool all_exited = true;
+    Rank* first_failed = nullptr;
     for (auto& r : ranks_) {
       const size_t before = r->out.size() + r->err.size();
       if (r->streams_open) r->streams_open = r->process->read_available(r->out, r->err);
@@ -179,16 +189,20 @@ RunOutcome Supervisor::run() {
           handle_output(*r, r->err, true, true);
           r->exit_reported = true;
           if (callbacks_.on_exit) callbacks_.on_exit(r->process->rank(), *r->exit);
-          if (!r->exit->ok() && !failing) {
-            failing = true;
-            outcome.state = RunOutcome::State::kFailed;
-            outcome.failed_rank = r->process->rank();
-            outcome.reason = "rank " + std::to_string(outcome.failed_rank) + " " + r->exit->describe() +
-                             (r->last_error.empty() ? std::string() : ": " + r->last_error);
+          // Of the failures seen in this poll, the one that happened first fails the run.
+          if (!r->exit->ok() && !failing && (!first_failed || ended_earlier(*r->process, *first_failed->process))) {
+            first_failed = r.get();
           }
         }
       }
       all_exited = all_exited && r->exit.has_value();
+    }
+    if (first_failed) {
+      failing = true;
+      outcome.state = RunOutcome::State::kFailed;
+      outcome.failed_rank = first_failed->process->rank();
+      outcome.reason = "rank " + std::to_string(outcome.failed_rank) + " " + first_failed->exit->describe() +
+                       (first_failed->last_error.empty() ? std::string() : ": " + first_failed->last_error);
     }
     if (all_exited) break;
     if (!failing && (cancel_ || (options_.cancel_flag && options_.cancel_flag->load()))) {

@@ -50,8 +50,72 @@ Status read_int(const std::function<const char*(const char*)>& get, const char* 
 
 }  // namespace
 
+std::string first_host_of_nodelist(const std::string& nodelist) {
+  // The first entry: up to the first comma outside brackets.
+  size_t end = 0;
+  int depth = 0;
+  for (; end < nodelist.size(); ++end) {
+    const char c = nodelist[end];
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) break;
+  }
+  const std::string entry = nodelist.substr(0, end);
+  const size_t open = entry.find('[');
+  if (open == std::string::npos) return entry;
+  const size_t close = entry.find(']', open);
+  if (close == std::string::npos) return entry;
+  // The first range's first number, zero padding kept: "node[03-05,9]" -> "node03".
+  std::string range = entry.substr(open + 1, close - open - 1);
+  range = range.substr(0, range.find_first_of(",-"));
+  return entry.substr(0, open) + range + entry.substr(close + 1);
+}
+
+std::map<std::string, std::string> torchrun_from_slurm(const std::function<const char*(const char*)>& get) {
+  std::map<std::string, std::string> m;
+  const auto value = [&](const char* name) -> std::string {
+    const char* v = get(name);
+    return v ? v : "";
+  };
+  if (value("SLURM_PROCID").empty()) return m;
+  const auto put = [&](const char* key, const std::string& v) {
+    if (!v.empty()) m[key] = v;
+  };
+  put("RANK", value("SLURM_PROCID"));
+  put("WORLD_SIZE", value("SLURM_NTASKS").empty() ? value("SLURM_NPROCS") : value("SLURM_NTASKS"));
+  put("LOCAL_RANK", value("SLURM_LOCALID"));
+  put("GROUP_RANK", value("SLURM_NODEID"));
+  // SLURM_NTASKS_PER_NODE is a plain number when the job asked for --ntasks-per-node.
+  std::string per_node = value("SLURM_NTASKS_PER_NODE");
+  int n = 0;
+  const auto number = [](const std::string& s, int& out) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size() && out > 0;
+  };
+  if (!number(per_node, n)) {
+    int world = 0, nodes = 0;
+    const std::string node_count = value("SLURM_JOB_NUM_NODES").empty() ? value("SLURM_NNODES") : value("SLURM_JOB_NUM_NODES");
+    per_node = number(m.count("WORLD_SIZE") ? m["WORLD_SIZE"] : "", world) && number(node_count, nodes) && world % nodes == 0
+                   ? std::to_string(world / nodes)
+                   : "";
+  }
+  put("LOCAL_WORLD_SIZE", per_node);
+  const std::string nodelist = value("SLURM_JOB_NODELIST").empty() ? value("SLURM_NODELIST") : value("SLURM_JOB_NODELIST");
+  put("MASTER_ADDR", first_host_of_nodelist(nodelist));
+  put("OMP_NUM_THREADS", value("SLURM_CPUS_PER_TASK").empty() ? "1" : value("SLURM_CPUS_PER_TASK"));
+  return m;
+}
+
 Result<WorkerEnv> read_worker_env(const std::function<const char*(const char*)>& get_in) {
-  const std::function<const char*(const char*)> get = get_in ? get_in : [](const char* n) { return std::getenv(n); };
+  const std::function<const char*(const char*)> base = get_in ? get_in : [](const char* n) { return std::getenv(n); };
+  // Under srun without a launcher's RANK: Slurm's variables, each explicit one still winning.
+  std::map<std::string, std::string> slurm;
+  if (!base("RANK")) slurm = torchrun_from_slurm(base);
+  const std::function<const char*(const char*)> get = [&](const char* name) -> const char* {
+    if (const char* v = base(name); v && *v) return v;
+    auto it = slurm.find(name);
+    return it == slurm.end() ? nullptr : it->second.c_str();
+  };
   WorkerEnv e;
   constexpr int kMax = 1 << 20;
   if (Status s = read_int(get, "WORLD_SIZE", e.world_size, 1, kMax, true); !s) return s;

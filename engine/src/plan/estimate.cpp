@@ -58,11 +58,16 @@ Hw hardware(const EstimateInput& in) {
   if (in.device.is_cpu && in.device.cores > 0) {
     const double cores = in.device.cores;
     const double ranks = std::max(1, in.config.cluster.gpus_per_node);
-    const double rank_cores = ranks <= cores ? std::floor(cores / ranks) : cores / ranks;
+    double rank_cores = std::floor(cores / ranks);
+    if (ranks > cores) {
+      const double mv = static_cast<double>(std::max(1, in.micro_batches)) * std::max(1, in.virtual_stages);
+      const double busy = mv / (mv + std::max(1, in.pp) - 1);
+      rank_cores = std::min(1.0, cores / (ranks * busy));
+    }
     hw.peak *= rank_cores / cores;
     hw.mem_bw *= rank_cores / cores;
     if (ranks > cores) {
-      const double share = cores / ranks;
+      const double share = rank_cores;
       hw.intra_bw *= share;
       hw.net_bw *= share;
       hw.cal.collective_step_s /= share;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <tuple>
 
 #include "schema.h"
 #include "sqlite_db.h"
@@ -31,7 +32,7 @@ std::vector<std::string> hosts_from_json(const std::string& text) {
 
 constexpr const char* kRunColumns =
     "id, name, state, created, started, ended, config_yaml, plan_json, hosts, world_size, total_steps, reason, "
-    "supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, "
+    "supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, job_id, job_state, job_reason, "
     "(SELECT MAX(step) FROM metrics m WHERE m.run_id = runs.id), "
     "(SELECT loss FROM metrics m WHERE m.run_id = runs.id AND loss IS NOT NULL ORDER BY step DESC, rank ASC LIMIT 1)";
 
@@ -60,8 +61,11 @@ RunRecord read_run(const SqliteStmt& st) {
   r.supervisor.start_ticks = st.column_int(13);
   r.supervisor.boot_id = st.column_text(14);
   r.supervisor.host = st.column_text(15);
-  r.last_step = st.is_null(16) ? 0 : st.column_int(16);
-  r.last_loss = st.column_double(17);
+  r.job_id = st.column_text(16);
+  r.job_state = st.column_text(17);
+  r.job_reason = st.column_text(18);
+  r.last_step = st.is_null(19) ? 0 : st.column_int(19);
+  r.last_loss = st.column_double(20);
   return r;
 }
 
@@ -126,16 +130,18 @@ struct RunStore::Impl {
 
   Result<int> mark_lost_locked() {
     auto open_runs = db.rows(
-        "SELECT id, supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host FROM runs "
+        "SELECT id, supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, job_id FROM runs "
         "WHERE state IN ('queued', 'running')",
         SC_SQL_SITE, [](const SqliteStmt& st) {
-          return std::pair(st.column_int(0), ProcessIdentity{st.column_int(1), st.column_int(2), st.column_text(3), st.column_text(4)});
+          return std::tuple(st.column_int(0), ProcessIdentity{st.column_int(1), st.column_int(2), st.column_text(3), st.column_text(4)},
+                            st.column_text(5));
         });
     if (!open_runs.ok()) return open_runs.status();
     int marked = 0;
-    for (const auto& [id, supervisor] : open_runs.value()) {
+    for (const auto& [id, supervisor, job_id] : open_runs.value()) {
       std::string why;
       if (check_liveness(supervisor, &why) != Liveness::kGone) continue;
+      if (!job_id.empty()) why += "; its Slurm job " + job_id + " may still be running (squeue -j " + job_id + ", scancel " + job_id + ")";
       Status s = transition_locked(id, RunState::kLost, why);
       // A run that ended between the read and now is not lost: skip it.
       if (s) {
@@ -233,6 +239,17 @@ Status RunStore::set_supervisor(int64_t id, const ProcessIdentity& p) {
   if (Status s = impl_->db.run(
           "UPDATE runs SET supervisor_pid = ?, supervisor_start_ticks = ?, supervisor_boot_id = ?, supervisor_host = ? WHERE id = ?",
           SC_SQL_SITE, p.pid, p.start_ticks, p.boot_id, p.host, id);
+      !s) {
+    return s;
+  }
+  if (impl_->db.changes() == 0) return Status::not_found("run " + std::to_string(id) + ": no such run in " + path());
+  return Status::OK();
+}
+
+Status RunStore::set_job(int64_t id, const std::string& job_id, const std::string& state, const std::string& reason) {
+  std::lock_guard lock(impl_->mu);
+  if (Status s = impl_->db.run("UPDATE runs SET job_id = ?, job_state = ?, job_reason = ? WHERE id = ?", SC_SQL_SITE, job_id, state,
+                               reason, id);
       !s) {
     return s;
   }

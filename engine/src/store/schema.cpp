@@ -80,6 +80,13 @@ const std::vector<Migration>& migrations() {
       {4, R"sql(
         ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
       )sql"},
+      // 5: a run submitted to a batch scheduler (Slurm): its job id and the scheduler's latest
+      // state and reason for the job (PENDING / Priority, RUNNING, TIMEOUT, ...).
+      {5, R"sql(
+        ALTER TABLE runs ADD COLUMN job_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE runs ADD COLUMN job_state TEXT NOT NULL DEFAULT '';
+        ALTER TABLE runs ADD COLUMN job_reason TEXT NOT NULL DEFAULT '';
+      )sql"},
   };
   return kSteps;
 }
@@ -87,7 +94,7 @@ const std::vector<Migration>& migrations() {
 }  // namespace
 
 Status migrate(SqliteDb& db) {
-  static_assert(kSchemaVersion == 4, "add a migration step for the new schema version");
+  static_assert(kSchemaVersion == 5, "add a migration step for the new schema version");
   // The first read tells a database from any other file, before anything is written.
   auto version = db.query_int("PRAGMA user_version", SC_SQL_SITE);
   if (!version.ok()) return version.status();

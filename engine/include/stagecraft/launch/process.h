@@ -37,6 +37,10 @@ class RankProcess {
   virtual bool read_available(std::string& out, std::string& err) = 0;
   // The exit, once the process ended (non-blocking).
   virtual std::optional<ExitInfo> poll_exit() = 0;
+  // When it ended (Unix seconds), where the process can tell more precisely than when its exit
+  // was seen (a Slurm task's exit file); 0 otherwise. The supervisor orders exits seen in the
+  // same poll by it, so the rank that failed first is named.
+  virtual double exit_time() const { return 0; }
   // Asks it to stop (SIGTERM), then forces it (SIGKILL). Both are safe after it ended.
   virtual void terminate() = 0;
   virtual void kill() = 0;

@@ -21,6 +21,7 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/launch/supervisor.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/store/run_recorder.h"
@@ -50,7 +51,12 @@ class RunHistory {
   RunCallbacks wrap(RunCallbacks inner);
   // queued -> running. Safe to call more than once; finish() records the run's end even when
   // this transition could not be written.
-  void running();
+  // `reason` is the transition's ("supervisor started"; a Slurm run: "Slurm job 12 RUNNING").
+  void running(const std::string& reason = "supervisor started");
+  // A run through a scheduler (slurm.h): records its job id, state and reason. The run stays
+  // queued until running() is called (when the job's tasks are supervised), and finish() does not
+  // mark it running for a job that never left the queue.
+  void job(const SlurmJobState& job);
   // The final state from the launcher's result; flushes every recorded row first.
   Status finish(const Result<RunOutcome>& outcome);
 
@@ -62,6 +68,7 @@ class RunHistory {
   std::unique_ptr<store::RunRecorder> recorder_;
   int64_t id_ = 0;
   bool running_ = false;
+  bool scheduled_ = false;  // job() was called: running only once the job runs
   std::atomic<bool> cancel_{false};
   std::mutex watch_mu_;
   std::condition_variable watch_wake_;

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "stagecraft/launch/local_run.h"
 #include "stagecraft/launch/remote_run.h"
 #include "stagecraft/launch/run_history.h"
+#include "stagecraft/launch/slurm.h"
 #include "stagecraft/launch/supervisor.h"
 #include "stagecraft/plan/plan.h"
 
@@ -41,6 +43,9 @@ namespace stagecraft::launch {
 // fix:
 //   - no hosts, but cluster.nodes != 1 or cluster.hosts given ("starts every rank on this machine");
 //   - hosts whose slots differ from the plan's world size (plan for the hosts: with_hosts());
+// Through Slurm (`slurm` true: Slurm picks the nodes, cluster.nodes says how many):
+//   - hosts, or cluster.hosts ("Slurm picks the nodes");
+//   - launch.program (a Slurm run starts Stagecraft's own worker so far);
 // With Stagecraft's own worker (launch.program empty):
 //   - a launch.* key other than its default (they are about another program's run);
 //   - backend cuda in a build without CUDA ("this build trains on the CPU only"), or with a
@@ -53,7 +58,8 @@ namespace stagecraft::launch {
 //     its own through launch.args);
 //   - a command line program_command() refuses (launch.args that do not split, a plan the
 //     framework of launch.framework cannot run).
-Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts);
+Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts,
+                      bool slurm = false);
 
 struct RunRequest {
   config::RunConfig config;
@@ -67,6 +73,10 @@ struct RunRequest {
   // The session prepares the program's command line and files (program.h) in the working
   // directory when the run starts, and sets local.worker / remote.command from them.
   std::vector<std::string> program_args;
+  // Set: the run goes through Slurm (slurm.h) instead, with these options. Its run_dir, when
+  // empty, becomes runs/NAME/slurm-run-ID under the working directory (which the nodes must
+  // share); its cwd, when empty, the working directory.
+  std::optional<SlurmOptions> slurm;
 };
 
 class RunSession {
@@ -82,7 +92,8 @@ class RunSession {
   int64_t id() const { return id_; }
   const std::string& db() const { return db_; }
   const RunRequest& request() const { return request_; }
-  // The names recorded as the run's hosts ("localhost" for a local run).
+  // The names recorded as the run's hosts ("localhost" for a local run, "slurm:PARTITION"
+  // through Slurm, the nodes being Slurm's choice).
   std::vector<std::string> host_names() const;
 
   // Opens the history for this run in the calling process, which becomes its supervisor.
@@ -93,6 +104,9 @@ class RunSession {
   // Valid from open() until the session is destroyed.
   std::atomic<bool>* cancel_flag();
   void cancel();
+
+  // The directory of a Slurm run (its script, job output and rank files); empty for others.
+  std::string slurm_run_dir() const;
 
   // Starts the ranks and supervises them until the run ends; the end is recorded before
   // returning. The callbacks (any may be empty) run on this thread, after the event or line is

@@ -1,6 +1,7 @@
 // Supervisor: watches every rank of a run until it ends, and ends it when one rank fails.
 //
-// Policy (docs/ARCHITECTURE.md §8): the first rank that exits non-zero (or is killed) fails the run; every
+// Policy (docs/ARCHITECTURE.md §8): the first rank that exits non-zero (or is killed) fails the run
+// (of exits seen in the same poll, the earliest by RankProcess::exit_time()); every
 // other rank is asked to stop (SIGTERM) and, after a grace period, killed (SIGKILL) — no orphan,
 // no hang. A run with no event from any rank for its hang timeout fails the same way, and so
 // does cancel(). Output is split into lines: a stdout line that decodes as a worker event
@@ -46,6 +47,9 @@ struct RunCallbacks {
   std::function<void(int rank, const WorkerEvent& event)> on_event;
   std::function<void(int rank, bool is_stderr, const std::string& line)> on_log;
   std::function<void(int rank, const ExitInfo& exit)> on_exit;
+  // A run through a scheduler (slurm.h): the job's id, state and reason when it is submitted and
+  // at every change (the supervisor itself never calls it).
+  std::function<void(const std::string& job_id, const std::string& state, const std::string& reason)> on_job;
 };
 
 struct RunOutcome {

@@ -6,6 +6,14 @@
 //   and a free port there, where its own rank 0 serves torch.distributed's store),
 //   STAGECRAFT_RUN_ID, STAGECRAFT_RUN_TOKEN (left out when no store is served),
 //   CUDA_VISIBLE_DEVICES (the rank's GPU, cuda backend), OMP_NUM_THREADS (cores per local rank).
+//
+// Under Slurm (srun sets SLURM_PROCID and RANK is not set) the same variables come from Slurm's:
+//   RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS, LOCAL_RANK = SLURM_LOCALID,
+//   GROUP_RANK = SLURM_NODEID, LOCAL_WORLD_SIZE = SLURM_NTASKS_PER_NODE (else SLURM_NTASKS /
+//   SLURM_JOB_NUM_NODES), MASTER_ADDR = the first host of SLURM_JOB_NODELIST (where the batch
+//   step serves the store, slurm.h), OMP_NUM_THREADS = SLURM_CPUS_PER_TASK (else 1);
+// MASTER_PORT and the run's id and token come from the batch script's environment. A variable
+// that is set explicitly wins over its Slurm counterpart.
 #pragma once
 
 #include <functional>
@@ -33,7 +41,13 @@ struct WorkerEnv {
 // The variables for one rank.
 std::map<std::string, std::string> to_environment(const WorkerEnv& env);
 
-// Reads and checks them; `get` returns nullptr for an unset variable (std::getenv by default).
+// The torchrun-style variables Slurm's imply (see above); empty when SLURM_PROCID is not set.
+std::map<std::string, std::string> torchrun_from_slurm(const std::function<const char*(const char*)>& get);
+
+// The first host of a Slurm host list ("node[03-05,9],gpu1" -> "node03"); empty for "".
+std::string first_host_of_nodelist(const std::string& nodelist);
+
+// Reads and checks them (mapped from Slurm's under srun); `get` returns nullptr for an unset variable (std::getenv by default).
 // Fails with one line naming the variable and what is wrong.
 Result<WorkerEnv> read_worker_env(const std::function<const char*(const char*)>& get = nullptr);
 

@@ -16,7 +16,8 @@
 //
 // Lost runs: open() (unless told not to) and list_runs() mark `lost` every queued or running run
 // whose supervisor, recorded on this machine, no longer runs (pid gone, pid reused, machine
-// restarted). Runs supervised on other hosts are left as they are.
+// restarted). Runs supervised on other hosts are left as they are. A lost run with a scheduler's
+// job keeps its job id, and its reason names the job (it may still be running there).
 //
 // Durability: every call commits before it returns (append() writes its whole batch in one
 // transaction), with synchronous=NORMAL: a crash of this process loses nothing committed.
@@ -40,7 +41,7 @@
 namespace stagecraft::store {
 
 // The schema version this build writes; see schema.cpp for the migrations.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 enum class RunState { kQueued, kRunning, kSucceeded, kFailed, kCancelled, kLost };
 std::string_view to_string(RunState s);  // "queued" ... "lost"
@@ -71,6 +72,9 @@ struct RunRecord {
   int64_t total_steps = 0;
   std::string reason;  // why it reached its current state ("" while queued or running)
   ProcessIdentity supervisor;
+  // A run submitted to Slurm: the job id and the scheduler's latest state and reason for the job
+  // ("PENDING" / "Priority", "RUNNING" / "None", "TIMEOUT" / ...); all empty for other runs.
+  std::string job_id, job_state, job_reason;
   int64_t last_step = 0;     // highest step in its metrics; 0 when none
   double last_loss = NAN;    // loss at that step (lowest rank that reported one); NaN when none
 };
@@ -155,6 +159,9 @@ class RunStore {
   Result<int64_t> create_run(const NewRun& run);
   // Records who supervises the run now (after a fork, the background process).
   Status set_supervisor(int64_t id, const ProcessIdentity& supervisor);
+  // Records the scheduler's job of the run (job_id) and its latest state and reason; not_found
+  // for an unknown id.
+  Status set_job(int64_t id, const std::string& job_id, const std::string& state, const std::string& reason);
   // Moves the run to `to` with a reason, stamping started (running) or ended (terminal).
   // Fails with invalid_input when the move is not allowed from the run's current state (e.g. it
   // already ended), and not_found for an unknown id.

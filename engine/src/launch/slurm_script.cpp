@@ -1,0 +1,285 @@
+// The Slurm batch script and what is read from Slurm's text: --time formats, host lists, job
+// states, sbatch's job id. See slurm.h; the script's design is docs/ARCHITECTURE.md §11.
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+
+#include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/local_run.h"
+#include "stagecraft/launch/slurm.h"
+#include "stagecraft/launch/ssh.h"
+
+namespace stagecraft::launch {
+
+namespace {
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t at = s.find(sep, start);
+    out.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;
+  }
+}
+
+// A name handed to sbatch as one option value: no spaces, quotes, newlines or shell syntax.
+Status check_name(const char* option, const std::string& value) {
+  for (char c : value) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ',' || c == ':' || c == '&' ||
+          c == '|' || c == '[' || c == ']' || c == '*' || c == '@' || c == '+')) {
+      return Status::invalid_input(std::string(option) + "=" + value + ": `" + std::string(1, c) +
+                                   "` is not allowed in a Slurm name; give the name as Slurm lists it (sinfo, sacctmgr)");
+    }
+  }
+  return Status::OK();
+}
+
+// Options the script sets from the plan and the run; an --sbatch-arg may not set them again.
+constexpr const char* kOwnOptions[] = {"--nodes",  "-N",         "--ntasks",   "-n",          "--ntasks-per-node", "--output",
+                                       "-o",       "--error",    "-e",         "--job-name",  "-J",                "--chdir",
+                                       "-D",       "--gpus-per-node", "--parsable", "--wrap",  "--test-only"};
+
+const char* own_option(const std::string& arg) {
+  for (const char* o : kOwnOptions) {
+    const std::string opt = o;
+    if (arg == opt) return o;
+    if (opt.size() > 2 && arg.rfind(opt + "=", 0) == 0) return o;  // --nodes=2
+    if (opt.size() == 2 && arg.size() > 2 && arg.rfind(opt, 0) == 0 && arg[1] != '-') return o;  // -N2
+  }
+  return nullptr;
+}
+
+// The task wrapper srun starts on every task (arguments: RUN_DIR PROGRAM ARGS...): the program's
+// stdout, stderr and exit status go to RUN_DIR/rank-N.{out,err,exit}, the status written last
+// and atomically, so the submitting side has every line of a rank before it sees its end.
+constexpr const char* kTaskWrapper = R"SH(d=$1; shift
+r=${SLURM_PROCID:?stagecraft: SLURM_PROCID is not set; run under srun}
+"$@" >"$d/rank-$r.out" 2>"$d/rank-$r.err" </dev/null
+st=$?
+echo "$st" >"$d/rank-$r.exit.tmp" && mv -f "$d/rank-$r.exit.tmp" "$d/rank-$r.exit"
+if [ "$st" -gt 128 ]; then
+  echo "stagecraft: rank $r on ${SLURMD_NODENAME:-$(hostname)} was killed by signal $((st - 128))" >&2
+elif [ "$st" -ne 0 ]; then
+  echo "stagecraft: rank $r on ${SLURMD_NODENAME:-$(hostname)} exited with status $st" >&2
+fi
+exit "$st")SH";
+
+}  // namespace
+
+Status check_slurm_time(const std::string& time) {
+  const auto bad = [&] {
+    return Status::invalid_input("--time=" + time +
+                                 ": not a Slurm time limit; use MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, "
+                                 "DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS (e.g. 01:30:00 or 2-00:00:00)");
+  };
+  if (time == "infinite" || time == "unlimited" || time == "UNLIMITED" || time == "INFINITE") return Status::OK();
+  std::string_view rest = time;
+  bool has_days = false;
+  if (const size_t dash = rest.find('-'); dash != std::string_view::npos) {
+    if (!all_digits(rest.substr(0, dash))) return bad();
+    rest = rest.substr(dash + 1);
+    has_days = true;
+  }
+  const auto parts = split(rest, ':');
+  if (parts.size() > 3) return bad();
+  for (const auto& p : parts) {
+    if (!all_digits(p)) return bad();
+  }
+  // After the first field, minutes and seconds are below 60 (the first field may be large:
+  // "90" minutes, "36:00:00" hours). With days, the first field is hours (below 24).
+  const auto value = [](std::string_view p) {
+    int v = 0;
+    std::from_chars(p.data(), p.data() + p.size(), v);
+    return p.size() > 6 ? 1000000 : v;
+  };
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (value(parts[i]) >= 60) return bad();
+  }
+  if (has_days && value(parts[0]) >= 24) return bad();
+  return Status::OK();
+}
+
+Status check_slurm_options(const SlurmOptions& o) {
+  if (!o.time.empty()) {
+    if (Status s = check_slurm_time(o.time); !s) return s;
+  }
+  if (Status s = check_name("--partition", o.partition); !s) return s;
+  if (Status s = check_name("--account", o.account); !s) return s;
+  if (Status s = check_name("--qos", o.qos); !s) return s;
+  if (Status s = check_name("--constraint", o.constraint); !s) return s;
+  for (const auto& a : o.sbatch_args) {
+    if (a.empty() || a[0] != '-') {
+      return Status::invalid_input("--sbatch-arg=" + a + ": an sbatch option such as --mem=0 or --exclusive, one per --sbatch-arg");
+    }
+    if (a.find_first_of("\n\r") != std::string::npos) return Status::invalid_input("--sbatch-arg: one line, one option");
+    if (const char* own = own_option(a)) {
+      return Status::invalid_input("--sbatch-arg=" + a + ": " + own +
+                                   " is set by Stagecraft from the plan and the run (nodes and tasks from cluster.nodes and "
+                                   "gpus_per_node); change the config instead");
+    }
+  }
+  for (const auto& [what, path] : {std::pair{"--worker", o.worker}, {"run directory", o.run_dir}, {"working directory", o.cwd}}) {
+    if (path.find_first_of("\n\r") != std::string::npos) return Status::invalid_input(std::string(what) + ": a path without line breaks");
+  }
+  return Status::OK();
+}
+
+Result<SlurmShape> slurm_shape(const config::RunConfig& config, const plan::Plan& plan) {
+  SlurmShape s;
+  s.nodes = config.cluster.nodes;
+  const int world = plan.topology.world_size();
+  if (s.nodes < 1 || world % s.nodes != 0) {
+    return Status::invalid_input("cluster.nodes=" + std::to_string(s.nodes) + ": the plan's " + std::to_string(world) +
+                                 " ranks do not split evenly over the nodes");
+  }
+  s.tasks_per_node = world / s.nodes;
+  if (config.backend == config::Backend::kCuda) s.gpus_per_node = s.tasks_per_node;
+  return s;
+}
+
+Result<std::string> slurm_batch_script(const config::RunConfig& config, const plan::Plan& plan, const SlurmOptions& o) {
+  if (config.launch.foreign()) {
+    return Status::invalid_input("launch.program=" + config.launch.program +
+                                 ": a Slurm run starts Stagecraft's own worker so far; run another program with --hosts, or remove "
+                                 "launch.program");
+  }
+  if (Status s = check_slurm_options(o); !s) return s;
+  auto shape = slurm_shape(config, plan);
+  if (!shape.ok()) return shape.status();
+  const std::string yaml = config::to_yaml(config);
+  const std::string eof = "STAGECRAFT_CONFIG_EOF";
+  if (yaml.find(eof) != std::string::npos) return Status::invalid_input("the configuration holds the line " + eof + "; remove it");
+  const std::string worker = o.worker.empty() ? default_worker_path() : o.worker;
+  const int world = plan.topology.world_size();
+
+  std::string s = "#!/bin/sh\n";
+  char head[512];
+  std::snprintf(head, sizeof head,
+                "# Stagecraft run \"%s\" through Slurm: %d node(s) x %d task(s), dp %d x tp %d x pp %d, written by stagecraft-cli %s.\n"
+                "# The batch step serves the run's rendezvous store on the first node; one srun step starts one\n"
+                "# stagecraft-worker per task, each writing its events to rank-N.out in the run directory.\n",
+                config.name.c_str(), shape->nodes, shape->tasks_per_node, plan.dp, plan.tp, plan.pp, STAGECRAFT_VERSION);
+  s += head;
+  const auto directive = [&](const std::string& opt) { s += "#SBATCH " + opt + "\n"; };
+  std::string job_name = "stagecraft-" + config.name;
+  for (char& c : job_name) {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '\'' || c == '"') c = '_';
+  }
+  directive("--job-name=" + job_name);
+  directive("--nodes=" + std::to_string(shape->nodes));
+  directive("--ntasks-per-node=" + std::to_string(shape->tasks_per_node));
+  if (shape->gpus_per_node > 0) directive("--gpus-per-node=" + std::to_string(shape->gpus_per_node));
+  if (!o.partition.empty()) directive("--partition=" + o.partition);
+  if (!o.account.empty()) directive("--account=" + o.account);
+  if (!o.time.empty()) directive("--time=" + o.time);
+  if (!o.qos.empty()) directive("--qos=" + o.qos);
+  if (!o.constraint.empty()) directive("--constraint=" + o.constraint);
+  if (!o.run_dir.empty()) directive("--output=" + o.run_dir + "/job-%j.out");
+  if (!o.cwd.empty()) directive("--chdir=" + o.cwd);
+  for (const auto& a : o.sbatch_args) directive(a);
+  s += "set -u\n";
+  s += "run_dir=" + (o.run_dir.empty() ? std::string("\"${SLURM_SUBMIT_DIR:-$PWD}/stagecraft-${SLURM_JOB_ID}\"") : shell_quote(o.run_dir)) + "\n";
+  s += "worker=" + shell_quote(worker) + "\n";
+  s += "mkdir -p \"$run_dir\" || exit 1\n";
+  s += "cat >\"$run_dir/config.yaml\" <<'" + eof + "'\n" + yaml + (yaml.empty() || yaml.back() == '\n' ? "" : "\n") + eof + "\n";
+  s += "STAGECRAFT_RUN_ID=" + (o.run_id.empty() ? std::string("\"slurm-${SLURM_JOB_ID}\"") : shell_quote(o.run_id)) + "\n";
+  s += "# The run's token, drawn here: it never leaves the job's processes.\n";
+  s += "STAGECRAFT_RUN_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')\n";
+  s += "export STAGECRAFT_RUN_ID STAGECRAFT_RUN_TOKEN\n";
+  s += "rm -f \"$run_dir/store.port\"\n";
+  s += "\"$worker\" --serve-store \"$run_dir/config.yaml\" >\"$run_dir/store.port\" 2>\"$run_dir/store.err\" &\n";
+  s += "store=$!\n";
+  s += "i=0\n";
+  s += "until [ -s \"$run_dir/store.port\" ]; do\n";
+  s += "  kill -0 \"$store\" 2>/dev/null || { echo \"stagecraft: the rendezvous store did not start: $(cat \"$run_dir/store.err\")\" >&2; exit 1; }\n";
+  s += "  i=$((i + 1)); [ \"$i\" -le 300 ] || { echo \"stagecraft: the rendezvous store did not start within 30 s\" >&2; kill \"$store\"; exit 1; }\n";
+  s += "  sleep 0.1\n";
+  s += "done\n";
+  s += "MASTER_PORT=$(head -n 1 \"$run_dir/store.port\")\n";
+  s += "export MASTER_PORT\n";
+  s += "srun --kill-on-bad-exit=1 --ntasks=" + std::to_string(world) + " --ntasks-per-node=" + std::to_string(shape->tasks_per_node) +
+       " sh -c " + shell_quote(kTaskWrapper) + " stagecraft-task \"$run_dir\" \"$worker\"\n";
+  s += "st=$?\n";
+  s += "kill \"$store\" 2>/dev/null\n";
+  s += "exit \"$st\"\n";
+  return s;
+}
+
+bool SlurmJobState::active() const {
+  if (!known) return false;
+  for (const char* ended : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+                            "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"}) {
+    if (state.rfind(ended, 0) == 0) return false;
+  }
+  return true;
+}
+
+bool SlurmJobState::pending() const {
+  return known && (state == "PENDING" || state == "REQUEUED" || state == "REQUEUE_HOLD" || state == "REQUEUE_FED" || state == "RESIZING");
+}
+
+std::string SlurmJobState::describe() const {
+  if (!known) return "unknown to Slurm";
+  std::string d = state;
+  if (!reason.empty() && reason != "None" && reason != "(null)") d += " (" + reason + ")";
+  return d;
+}
+
+namespace {
+
+std::string trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& out) {
+  SlurmJobState st;
+  st.job_id = job_id;
+  for (const auto& line : split(out, '\n')) {
+    const std::string l = trimmed(line);
+    if (l.empty()) continue;
+    const size_t bar = l.find('|');
+    st.state = trimmed(std::string_view(l).substr(0, bar));
+    st.reason = bar == std::string::npos ? "" : trimmed(std::string_view(l).substr(bar + 1));
+    st.known = !st.state.empty();
+    break;
+  }
+  return st;
+}
+
+SlurmJobState parse_sacct_state(const std::string& job_id, const std::string& out) {
+  SlurmJobState st;
+  st.job_id = job_id;
+  for (const auto& line : split(out, '\n')) {
+    const auto f = split(line, '|');
+    if (f.size() < 3 || trimmed(f[0]) != job_id) continue;  // the job's own row, not a step's
+    st.state = trimmed(f[1]);
+    st.exit_code = trimmed(f[2]);
+    st.reason = f.size() > 3 ? trimmed(f[3]) : "";
+    st.known = !st.state.empty();
+    break;
+  }
+  return st;
+}
+
+Result<std::string> parse_sbatch_job_id(const std::string& out) {
+  std::string first = trimmed(out.substr(0, out.find('\n')));
+  first = first.substr(0, first.find(';'));
+  if (!all_digits(first)) return Status::invalid_input("sbatch --parsable printed `" + trimmed(out) + "`, not a job id");
+  return first;
+}
+
+}  // namespace stagecraft::launch
