@@ -356,7 +356,7 @@ int runs_compare(const Args& args, store::RunStore& st, int64_t id) {
     return 0;
   }
   std::printf("run %lld: predicted (%s%s) vs measured, medians of steps %lld-%lld, bottleneck rank %d (pp rank %d)\n",
-              static_cast<long long>(id), m->plan.device.name.c_str(), m->plan.device.profile.empty() ? ", default constants" : ", calibrated",
+              static_cast<long long>(id), m->plan.device.name.c_str(), m->plan.device.profile.empty() ? ", the catalog's constants" : (", " + m->plan.device.profile).c_str(),
               static_cast<long long>(m->first_step), static_cast<long long>(m->last_step), m->bottleneck_rank,
               m->ranks[static_cast<size_t>(m->bottleneck_rank)].pp_rank);
   std::printf("%s", plan::comparison_to_text(rows).c_str());

@@ -621,7 +621,7 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
                 format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
   o << line;
   if (b.overhead_s > 0) {
-    std::snprintf(line, sizeof line, "       + per-step overhead %s (the device profile's)\n", format_seconds(b.overhead_s).c_str());
+    std::snprintf(line, sizeof line, "       + per-step overhead %s (the device's calibration)\n", format_seconds(b.overhead_s).c_str());
     o << line;
   }
   std::snprintf(line, sizeof line, "  %s per GPU (%s model), MFU %.1f%% of %s, %.3g tokens/s\n", format_flop_rate(e.tflops_per_gpu * 1e12).c_str(),
