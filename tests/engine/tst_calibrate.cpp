@@ -1,5 +1,6 @@
 // Predictions against measurements (plan/calibrate.h), device profiles (config/device_profile.h),
 // and what a recorded run measured (launch/run_measurement.h) from a real SQLite history.
+#include "plan_test_support.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/device_profile.h"
 #include "stagecraft/launch/run_measurement.h"
@@ -22,17 +23,8 @@ using namespace stagecraft;
 
 namespace {
 
-config::RunConfig parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  auto c = config::parse_config(yaml, "test.yaml", overrides);
-  if (!c.ok()) qFatal("%s", c.status().message().c_str());
-  return c.value();
-}
-
-plan::Plan make(const config::RunConfig& c) {
-  auto p = plan::make_plan(c);
-  if (!p.ok()) qFatal("%s", p.status().message().c_str());
-  return p.value();
-}
+using testing::make;
+using testing::parse;
 
 // What a run on a device with constants `truth` would measure: the estimate's parts.
 plan::MeasuredStep measured_by(const plan::EstimateInput& in, const config::CostCalibration& truth) {

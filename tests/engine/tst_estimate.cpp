@@ -1,5 +1,6 @@
 // The cost model: its formulas against the papers they come from, its memory accounting, and its
 // predictions against published training runs.
+#include "plan_test_support.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/model/gpt_shape.h"
 #include "stagecraft/plan/estimate.h"
@@ -13,17 +14,8 @@ using namespace stagecraft;
 
 namespace {
 
-config::RunConfig parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  auto c = config::parse_config(yaml, "test.yaml", overrides);
-  if (!c.ok()) qFatal("%s", c.status().message().c_str());
-  return c.value();
-}
-
-plan::Plan make(const config::RunConfig& c) {
-  auto p = plan::make_plan(c);
-  if (!p.ok()) qFatal("%s", p.status().message().c_str());
-  return p.value();
-}
+using testing::make;
+using testing::parse;
 
 // GPT-3 175B shape (Brown et al. 2020): 96 layers, h 12288, 96 heads, s 2048.
 const char* kGpt175 =

@@ -5,10 +5,12 @@
 // which is what store::RunRecorder stores), the timeline steps' ops among them.
 #pragma once
 
+#include <QTemporaryDir>
 #include <QtGlobal>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,16 @@ namespace config = stagecraft::config;
 namespace launch = stagecraft::launch;
 namespace plan = stagecraft::plan;
 namespace store = stagecraft::store;
+
+// A history of its own for each test function, in `dir` (runs-1.sqlite, runs-2.sqlite, ...); its
+// path in *path.
+inline std::unique_ptr<store::RunStore> newHistory(const QTemporaryDir& dir, QString* path) {
+  static int n = 0;
+  *path = dir.filePath(QStringLiteral("runs-%1.sqlite").arg(++n));
+  auto st = store::RunStore::open(path->toStdString());
+  if (!st.ok()) qFatal("%s", st.status().message().c_str());
+  return std::move(st).value();
+}
 
 inline config::RunConfig tinyConfig(const std::vector<std::string>& overrides = {}) {
   auto c = config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml", overrides);

@@ -82,11 +82,7 @@ class TestCalibrateDialog : public QObject {
   }
 
   void init() {
-    static int n = 0;
-    m_db = m_dir.filePath(QStringLiteral("runs-%1.sqlite").arg(++n));
-    auto st = store::RunStore::open(m_db.toStdString());
-    QVERIFY2(st.ok(), st.ok() ? "" : st.status().message().c_str());
-    m_store = std::move(st).value();
+    m_store = timing_test::newHistory(m_dir, &m_db);
     m_a = recordTrueRun(*m_store, {});                                          // dp 2 x pp 2, m 2
     m_b = recordTrueRun(*m_store, {"cluster.gpus_per_node=2", "parallel.dp=1"});  // pp 2 on 2 ranks, m 4
   }

@@ -105,11 +105,7 @@ class TestRunTimelineView : public QObject {
 
  private Q_SLOTS:
   void init() {
-    static int n = 0;
-    m_db = m_dir.filePath(QStringLiteral("runs-%1.sqlite").arg(++n));
-    auto st = store::RunStore::open(m_db.toStdString());
-    QVERIFY2(st.ok(), st.ok() ? "" : st.status().message().c_str());
-    m_store = std::move(st).value();
+    m_store = timing_test::newHistory(m_dir, &m_db);
     m_config = timing_test::tinyConfig();
     const plan::Plan p = timing_test::planOf(m_config);
     QCOMPARE(p.pp, 2);

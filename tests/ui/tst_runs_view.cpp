@@ -31,6 +31,7 @@
 #include "document/PlanDocument.h"
 #include "hosts/HostsEditor.h"
 #include "mainwindow/MainWindow.h"
+#include "run_timing_support.h"
 #include "runs/LaunchDialog.h"
 #include "runs/RankStateGrid.h"
 #include "runs/RunManager.h"
@@ -133,11 +134,7 @@ class TestRunsView : public QObject {
 
  private Q_SLOTS:
   void init() {
-    static int n = 0;
-    m_db = m_dir.filePath(QStringLiteral("runs-%1.sqlite").arg(++n));
-    auto st = store::RunStore::open(m_db.toStdString());
-    QVERIFY2(st.ok(), st.ok() ? "" : st.status().message().c_str());
-    m_store = std::move(st).value();
+    m_store = timing_test::newHistory(m_dir, &m_db);
     for (const Spec& s : kRuns) addRun(*m_store, s);
   }
   void cleanup() { m_store.reset(); }
