@@ -19,6 +19,7 @@
 #include <QFileInfo>
 #include <QIcon>
 #include <QPixmap>
+#include <QTabWidget>
 #include <QTimer>
 
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include "layouts/LayoutsView.h"
 #include "scaling/ScalingView.h"
 #include "mainwindow/MainWindow.h"
+#include "runs/RunsView.h"
 #include "topology/TopologyScene.h"
 #include "topology/TopologyView.h"
 
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   parser.addOption(screenshot);
   const QCommandLineOption select(QStringLiteral("select"), QStringLiteral("select RANK in the topology"), QStringLiteral("RANK"));
   parser.addOption(select);
-  const QCommandLineOption show(QStringLiteral("show"), QStringLiteral("raise the dock named DOCK (setup, estimates, stages, schedule, runs; layouts and scaling compute first)"),
+  const QCommandLineOption show(QStringLiteral("show"), QStringLiteral("raise the dock named DOCK (setup, estimates, stages, schedule, runs, timeline: the runs' Timeline tab; layouts and scaling compute first)"),
                                 QStringLiteral("DOCK"));
   parser.addOption(show);
   parser.addPositionalArgument(QStringLiteral("CONFIG"), QStringLiteral("a Stagecraft YAML configuration to open"), QStringLiteral("[CONFIG]"));
@@ -101,15 +103,28 @@ int main(int argc, char** argv) {
     }
     window.topologyView()->topologyScene()->selectRank(rank);
   }
+  QWidget* grabbed = &window;  // what the screenshot shows
   if (parser.isSet(show)) {
-    auto* dock = window.findChild<QDockWidget*>(parser.value(show).toLower() + QStringLiteral("Dock"));
+    const bool timeline = parser.value(show).toLower() == QStringLiteral("timeline");
+    auto* dock = window.findChild<QDockWidget*>(timeline ? QStringLiteral("runsDock") : parser.value(show).toLower() + QStringLiteral("Dock"));
     if (!dock) {
-      std::fprintf(stderr, "stagecraft: --show %s: no such view; use setup, estimates, stages, schedule, runs, layouts or scaling\n",
+      std::fprintf(stderr, "stagecraft: --show %s: no such view; use setup, estimates, stages, schedule, runs, timeline, layouts or scaling\n",
                    qPrintable(parser.value(show)));
       return 2;
     }
     dock->show();
     dock->raise();
+    if (timeline) {
+      QTabWidget* tabs = dock->findChild<RunsView*>()->tabs();
+      for (int i = 0; i < tabs->count(); ++i) {
+        if (tabs->tabText(i).remove(QLatin1Char('&')) == QStringLiteral("Timeline")) tabs->setCurrentIndex(i);
+      }
+      if (parser.isSet(screenshot)) {  // the Runs view alone, tall enough for both timelines
+        dock->setFloating(true);
+        dock->resize(1400, 600);
+        grabbed = dock;
+      }
+    }
     if (dock == window.findChild<QDockWidget*>(QStringLiteral("layoutsDock"))) window.findLayouts();
     if (dock == window.findChild<QDockWidget*>(QStringLiteral("scalingDock"))) window.showScaling();
   }
@@ -117,12 +132,12 @@ int main(int argc, char** argv) {
   if (parser.isSet(screenshot)) {
     const QString path = parser.value(screenshot);
     // After the event loop has laid out and painted the window once, and a layouts search ended.
-    grab = [&window, path, &grab] {
+    grab = [&window, grabbed, path, &grab] {
       if (window.layoutsView()->search()->isRunning() || window.scalingView()->isComputing()) {
         QTimer::singleShot(100, &window, grab);
         return;
       }
-      const bool ok = window.grab().save(path);
+      const bool ok = grabbed->grab().save(path);
       if (!ok) std::fprintf(stderr, "stagecraft: cannot write the screenshot %s\n", qPrintable(path));
       QCoreApplication::exit(ok ? 0 : 1);
     };
