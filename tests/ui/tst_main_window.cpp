@@ -9,12 +9,14 @@
 #include <QSettings>
 #include <QFile>
 #include <QMenuBar>
+#include <QProcess>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QUndoStack>
 #include <QtTest>
 
 #include "document/PlanDocument.h"
+#include "run_timing_support.h"
 #include "mainwindow/MainWindow.h"
 #include "runs/RunManager.h"
 #include "runs/RunsView.h"
@@ -275,8 +277,40 @@ class TestMainWindow : public QObject {
     QVERIFY(runs->isVisible());
   }
 
+  // The application's screenshot of the Runs view on its Timeline tab (the README's picture), and
+  // a view it does not have refused in one line.
+  void screenshotOfTheTimelineTab() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    QString db;
+    auto st = timing_test::newHistory(dir, &db);
+    const auto c = timing_test::tinyConfig({"train.steps=60"});
+    using Op = stagecraft::launch::TimingEvent::Op;
+    timing_test::recordRun(
+        *st, c, 10, [](int, int, int64_t) { return timing_test::Parts{.step = 30, .forward = 5, .backward = 10, .ppWait = 10}; },
+        [](int, int ppRank, int64_t) {
+          return std::vector<Op>{{false, ppRank, 0, 0, 3}, {true, ppRank, 0, 10, 16}, {false, ppRank, 1, 3, 6}, {true, ppRank, 1, 16, 22}};
+        });
+    QProcess app;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("STAGECRAFT_DB", db);
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    app.setProcessEnvironment(env);
+    const QString png = dir.filePath("timeline.png");
+    app.start(STAGECRAFT_BIN_DIR "/stagecraft", {"--screenshot", png, "--show", "timeline", STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml"});
+    QVERIFY(app.waitForFinished(60000));
+    QCOMPARE(app.exitCode(), 0);
+    const QImage image(png);
+    QCOMPARE(image.size(), QSize(1400, 600));
+    app.start(STAGECRAFT_BIN_DIR "/stagecraft", {"--screenshot", png, "--show", "timelines"});
+    QVERIFY(app.waitForFinished(60000));
+    QCOMPARE(app.exitCode(), 2);
+    QVERIFY(QString::fromUtf8(app.readAllStandardError()).contains("--show timelines: no such view"));
+  }
+
  private:
   QTemporaryDir m_settingsDir;
+
 };
 
 QTEST_MAIN(TestMainWindow)
