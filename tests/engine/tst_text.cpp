@@ -63,6 +63,16 @@ class TestText : public QObject {
     QCOMPARE(r.status().code(), Status::Code::kInvalidInput);
     QVERIFY2(QString::fromStdString(r.status().message()).startsWith(message), r.status().message().c_str());
   }
+
+  // Fields between separators, empty ones kept: what hostfiles and sinfo/sacct lines are cut by.
+  void splitsFields() {
+    using V = std::vector<std::string_view>;
+    QCOMPARE(stagecraft::split_fields("a|b||c", '|'), (V{"a", "b", "", "c"}));
+    QCOMPARE(stagecraft::split_fields("", '|'), (V{""}));
+    QCOMPARE(stagecraft::split_fields("|", '|'), (V{"", ""}));
+    QCOMPARE(stagecraft::split_fields("node-a slots=8", '|'), (V{"node-a slots=8"}));
+    QCOMPARE(stagecraft::split_fields("x\ny\n", '\n'), (V{"x", "y", ""}));
+  }
 };
 
 QTEST_APPLESS_MAIN(TestText)

@@ -115,4 +115,15 @@ Result<std::vector<std::string>> split_words(std::string_view line) {
   return words;
 }
 
+std::vector<std::string_view> split_fields(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t at = s.find(sep, start);
+    parts.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
 }  // namespace stagecraft

@@ -1,4 +1,5 @@
 // Hostfiles (DeepSpeed's format) and --include / --exclude selection. See hostfile.h.
+#include "stagecraft/core/text.h"
 #include "stagecraft/launch/hostfile.h"
 
 #include <algorithm>
@@ -18,17 +19,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t at = s.find(sep, start);
-    parts.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
-    if (at == std::string_view::npos) break;
-    start = at + 1;
-  }
-  return parts;
-}
 
 constexpr int kMinSlots = 1;
 constexpr int kMaxSlots = 4096;
@@ -87,7 +77,7 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string
   std::vector<HostEntry> hosts;
   std::map<std::string, std::string> seen;
   int line_no = 0;
-  for (std::string_view raw : split(text, '\n')) {
+  for (std::string_view raw : split_fields(text, '\n')) {
     ++line_no;
     const std::string where = std::string(origin) + ":" + std::to_string(line_no) + ": ";
     std::string_view line = raw;
@@ -95,8 +85,8 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, std::string
     line = trim(line);
     if (line.empty()) continue;
     std::vector<std::string_view> fields;
-    for (std::string_view f : split(line, ' ')) {
-      for (std::string_view g : split(f, '\t')) {
+    for (std::string_view f : split_fields(line, ' ')) {
+      for (std::string_view g : split_fields(f, '\t')) {
         if (!g.empty()) fields.push_back(g);
       }
     }
@@ -147,7 +137,7 @@ using Filter = std::map<std::string, std::set<int>>;
 Result<Filter> parse_filter(std::string_view text, const char* flag, const std::vector<HostEntry>& hosts) {
   Filter f;
   const std::string what = std::string(flag) + "=" + shown(text) + ": ";
-  for (std::string_view part : split(text, '@')) {
+  for (std::string_view part : split_fields(text, '@')) {
     part = trim(part);
     if (part.empty()) return Status::invalid_input(what + "empty host between '@'; write HOST or HOST:SLOT,SLOT joined by '@'");
     const size_t colon = part.find(':');
@@ -157,7 +147,7 @@ Result<Filter> parse_filter(std::string_view text, const char* flag, const std::
     if (f.count(host)) return Status::invalid_input(what + "host " + host + " is named twice");
     std::set<int>& ids = f[host];
     if (colon == std::string_view::npos) continue;
-    for (std::string_view id : split(part.substr(colon + 1), ',')) {
+    for (std::string_view id : split_fields(part.substr(colon + 1), ',')) {
       int slot = -1;
       if (!parse_int(trim(id), slot) || slot < 0 || slot >= it->slot_count) {
         return Status::invalid_input(what + "slot `" + shown(id) + "` of " + host + ": expected a number from 0 to " +

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "stagecraft/core/text.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/local_run.h"
 #include "stagecraft/launch/slurm.h"
@@ -21,16 +22,6 @@ bool all_digits(std::string_view s) {
   return true;
 }
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t at = s.find(sep, start);
-    out.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
-    if (at == std::string_view::npos) return out;
-    start = at + 1;
-  }
-}
 
 // A name handed to sbatch as one option value: no spaces, quotes, newlines or shell syntax.
 Status check_name(const char* option, const std::string& value) {
@@ -90,7 +81,7 @@ Status check_slurm_time(const std::string& time) {
     rest = rest.substr(dash + 1);
     has_days = true;
   }
-  const auto parts = split(rest, ':');
+  const auto parts = split_fields(rest, ':');
   if (parts.size() > 3) return bad();
   for (const auto& p : parts) {
     if (!all_digits(p)) return bad();
@@ -248,7 +239,7 @@ std::string trimmed(std::string_view s) {
 SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& out) {
   SlurmJobState st;
   st.job_id = job_id;
-  for (const auto& line : split(out, '\n')) {
+  for (const auto& line : split_fields(out, '\n')) {
     const std::string l = trimmed(line);
     if (l.empty()) continue;
     const size_t bar = l.find('|');
@@ -263,8 +254,8 @@ SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& o
 SlurmJobState parse_sacct_state(const std::string& job_id, const std::string& out) {
   SlurmJobState st;
   st.job_id = job_id;
-  for (const auto& line : split(out, '\n')) {
-    const auto f = split(line, '|');
+  for (const auto& line : split_fields(out, '\n')) {
+    const auto f = split_fields(line, '|');
     if (f.size() < 3 || trimmed(f[0]) != job_id) continue;  // the job's own row, not a step's
     st.state = trimmed(f[1]);
     st.exit_code = trimmed(f[2]);

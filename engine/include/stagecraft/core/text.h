@@ -32,4 +32,9 @@ void append_visible(std::string& out, char ch);
 // Fails (invalid_input, naming the column) on an unclosed quote or a trailing backslash.
 Result<std::vector<std::string>> split_words(std::string_view line);
 
+// The pieces of `s` between occurrences of `sep`, empty ones kept (n separators give n + 1
+// pieces; "" gives one empty piece). Views into `s`.
+//   split_fields("a|b||c", '|')  ->  {"a", "b", "", "c"}
+std::vector<std::string_view> split_fields(std::string_view s, char sep);
+
 }  // namespace stagecraft
