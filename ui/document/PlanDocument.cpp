@@ -148,19 +148,13 @@ std::optional<stagecraft::plan::Plan> PlanDocument::planForHosts(const std::vect
     *error = tr("on these hosts: %1").arg(qs(plan.status().message()));
     return std::nullopt;
   }
-  plan->config = forWorkers(config.value(), plan.value());
+  plan->config = stagecraft::launch::with_measured_split(std::move(config).value(), plan.value());
   return std::move(plan).value();
 }
 
-cfg::RunConfig PlanDocument::forWorkers(cfg::RunConfig config, const pl::Plan& plan) {
-  if (cfg::pipeline_costs_run(config.pipeline) > 0 && config.pipeline.partition == cfg::PartitionKind::kBalanced) {
-    config.pipeline.partition = cfg::PartitionKind::kExplicit;
-    config.pipeline.stage_ids = plan.layer_stage;
-  }
-  return config;
+cfg::RunConfig PlanDocument::configForWorkers() const {
+  return m_plan ? stagecraft::launch::with_measured_split(m_config, *m_plan) : m_config;
 }
-
-cfg::RunConfig PlanDocument::configForWorkers() const { return m_plan ? forWorkers(m_config, *m_plan) : m_config; }
 
 stagecraft::Result<pl::Plan> PlanDocument::planOf(const cfg::RunConfig& config) const {
   const int64_t run = cfg::pipeline_costs_run(config.pipeline);

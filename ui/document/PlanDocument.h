@@ -127,7 +127,6 @@ class PlanDocument : public QObject {
   // make_plan, with the measured layer times `pipeline.costs: run:ID` names read from the run
   // history (launch/run_measurement.h), kept per run and model shape.
   stagecraft::Result<stagecraft::plan::Plan> planOf(const stagecraft::config::RunConfig& config) const;
-  static stagecraft::config::RunConfig forWorkers(stagecraft::config::RunConfig config, const stagecraft::plan::Plan& plan);
 
   stagecraft::config::RunConfig m_config;
   std::optional<stagecraft::plan::Plan> m_plan;

@@ -13,25 +13,19 @@ namespace stagecraft::config {
 
 const std::vector<CalibrationField>& calibration_fields() {
   static const std::vector<CalibrationField> kFields = {
-      {"gemm_efficiency", &CostCalibration::gemm_efficiency, "fraction of the peak a large GEMM sustains"},
+      {"gemm_efficiency", &CostCalibration::gemm_efficiency, "fraction of the peak a large GEMM sustains", true},
       {"gemm_half_dim", &CostCalibration::gemm_half_dim, "GEMM dimension that halves its efficiency"},
-      {"memory_efficiency", &CostCalibration::memory_efficiency, "fraction of the memory bandwidth streaming work gets"},
-      {"link_efficiency", &CostCalibration::link_efficiency, "fraction of the node-local link collectives get"},
-      {"network_efficiency", &CostCalibration::network_efficiency, "fraction of the network collectives get"},
+      {"memory_efficiency", &CostCalibration::memory_efficiency, "fraction of the memory bandwidth streaming work gets", true},
+      {"link_efficiency", &CostCalibration::link_efficiency, "fraction of the node-local link collectives get", true},
+      {"network_efficiency", &CostCalibration::network_efficiency, "fraction of the network collectives get", true},
       {"collective_step_s", &CostCalibration::collective_step_s, "latency of one ring step of a collective, s"},
       {"kernel_s", &CostCalibration::kernel_s, "fixed cost of one kernel, s"},
-      {"attention_efficiency", &CostCalibration::attention_efficiency, "fraction of the peak fused attention sustains"},
+      {"attention_efficiency", &CostCalibration::attention_efficiency, "fraction of the peak fused attention sustains", true},
       {"gpu_workspace_gib", &CostCalibration::gpu_workspace_gib, "GPU memory of the framework itself, GiB"},
       {"step_overhead_s", &CostCalibration::step_overhead_s, "fixed time per step outside the parts, s"},
   };
   return kFields;
 }
-
-namespace {
-
-bool is_efficiency(const std::string& key) { return key.find("efficiency") != std::string::npos; }
-
-}  // namespace
 
 Result<DeviceProfile> parse_device_profile(std::string_view yaml, const std::string& origin) {
   auto root = parse_yaml(yaml);
@@ -65,9 +59,9 @@ Result<DeviceProfile> parse_device_profile(std::string_view yaml, const std::str
         if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x)) {
           return Status::invalid_input(at + ": expected a number, got " + one_line(text));
         }
-        if (x < 0 || (is_efficiency(ck) && (x <= 0 || x > 4.0))) {
+        if (x < 0 || (f->efficiency && (x <= 0 || x > kMaxEfficiency))) {
           return Status::invalid_input(at + "=" + one_line(text) + ": out of range (" +
-                                       (is_efficiency(ck) ? "an efficiency in (0, 4]" : "at least 0") + ")");
+                                       (f->efficiency ? "an efficiency in (0, 4]" : "at least 0") + ")");
         }
         p.calibration.*(f->field) = x;
       }

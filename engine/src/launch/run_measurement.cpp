@@ -47,9 +47,10 @@ Result<Recorded> read_recorded(store::RunStore& store, int64_t id) {
     if (row.kind != "timing") continue;
     auto e = decode_event(row.json);
     if (!e.ok()) continue;  // a row a newer worker wrote: skipped, as the Runs view does
-    auto& t = std::get<TimingEvent>(e.value());
+    auto* t = std::get_if<TimingEvent>(&e.value());
+    if (!t) continue;  // a row kind and line that disagree: not a timing event
     if (row.rank < 0 || row.rank >= r.plan.topology.world_size()) continue;
-    r.timing[t.step][row.rank] = std::move(t);
+    r.timing[t->step][row.rank] = std::move(*t);
   }
   if (r.timing.empty()) {
     return Status::not_found(run_name(id) + " has no timing events (a run of another program, or one that stopped before its first step)");
@@ -243,8 +244,8 @@ Result<plan::StageCostModel> measured_layer_costs(store::RunStore& store, int64_
       }
     }
   }
-  const int tp_nodes = static_cast<int>(run_plan.topology.nodes_of(run_plan.topology.group_of(0, config::Axis::kTp)).size());
-  const plan::StageCostModel model = plan::time_cost_model(rec->config, run_plan.device, run_plan.tp, tp_nodes);
+  const plan::StageCostModel model =
+      plan::time_cost_model(rec->config, run_plan.device, run_plan.tp, plan::estimate_input(run_plan).tp_nodes);
   plan::StageCostModel out = model;
   for (int c = 0; c < chunks; ++c) {
     const auto& st = run_plan.stages[static_cast<size_t>(c)];
@@ -272,9 +273,16 @@ Status resolve_pipeline_costs(config::RunConfig& config, store::RunStore* store)
   if (!costs.ok()) return costs.status();
   auto plan = plan::make_plan(config, &costs.value());
   if (!plan.ok()) return plan.status();
-  config.pipeline.partition = config::PartitionKind::kExplicit;
-  config.pipeline.stage_ids = plan->layer_stage;
+  config = with_measured_split(std::move(config), plan.value());
   return Status::OK();
+}
+
+config::RunConfig with_measured_split(config::RunConfig config, const plan::Plan& plan) {
+  if (config::pipeline_costs_run(config.pipeline) > 0 && config.pipeline.partition == config::PartitionKind::kBalanced) {
+    config.pipeline.partition = config::PartitionKind::kExplicit;
+    config.pipeline.stage_ids = plan.layer_stage;
+  }
+  return config;
 }
 
 }  // namespace stagecraft::launch

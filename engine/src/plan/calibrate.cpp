@@ -1,12 +1,15 @@
 // Comparison and calibration. See calibrate.h.
 #include "stagecraft/plan/calibrate.h"
 
+#include "stagecraft/config/device_profile.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <sstream>
+#include <string_view>
 
 #include "stagecraft/core/units.h"
 
@@ -35,15 +38,9 @@ constexpr Part kParts[] = {
     {"overhead", [](const StepBreakdown& b) { return b.overhead_s; }, &MeasuredStep::overhead_s},
 };
 
-// A constant the fit moves, in log space; `used` says whether the samples can tell it apart.
-struct Free {
-  double config::CostCalibration::*field;
-  const char* key;
-};
-
-// Which constants the samples exercise: links only with communication, the network only across
-// nodes, fused attention only when a sample uses it.
-std::vector<Free> free_constants(const std::vector<CalibrationSample>& samples) {
+// The constants the samples exercise, in the fit's coordinate order: links only with
+// communication, the network only across nodes, fused attention only when a sample uses it.
+std::vector<const config::CalibrationField*> free_constants(const std::vector<CalibrationSample>& samples) {
   bool comm = false, network = false, flash = false;
   for (const auto& s : samples) {
     const auto& in = s.input;
@@ -51,19 +48,17 @@ std::vector<Free> free_constants(const std::vector<CalibrationSample>& samples) 
     network = network || in.tp_nodes > 1 || in.dp_nodes > 1 || in.pp_crosses_nodes;
     flash = flash || in.config.train.attention == config::Attention::kFlash;
   }
-  using C = config::CostCalibration;
-  std::vector<Free> f = {{&C::gemm_efficiency, "gemm_efficiency"},
-                         {&C::gemm_half_dim, "gemm_half_dim"},
-                         {&C::memory_efficiency, "memory_efficiency"},
-                         {&C::kernel_s, "kernel_s"},
-                         {&C::step_overhead_s, "step_overhead_s"}};
-  if (comm) {
-    f.push_back({&C::link_efficiency, "link_efficiency"});
-    f.push_back({&C::collective_step_s, "collective_step_s"});
+  std::vector<std::string_view> keys = {"gemm_efficiency", "gemm_half_dim", "memory_efficiency", "kernel_s", "step_overhead_s"};
+  if (comm) keys.insert(keys.end(), {"link_efficiency", "collective_step_s"});
+  if (network) keys.push_back("network_efficiency");
+  if (flash) keys.push_back("attention_efficiency");
+  std::vector<const config::CalibrationField*> out;
+  for (std::string_view k : keys) {
+    for (const auto& f : config::calibration_fields()) {
+      if (k == f.key) out.push_back(&f);
+    }
   }
-  if (network) f.push_back({&C::network_efficiency, "network_efficiency"});
-  if (flash) f.push_back({&C::attention_efficiency, "attention_efficiency"});
-  return f;
+  return out;
 }
 
 // Sum of squared errors of every part and (twice weighted) of the step, each relative to the
@@ -185,7 +180,7 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
   }
   CalibrationFit fit;
   (void)misfit(samples, start, &fit.step_error_before, &fit.rms_before);
-  const std::vector<Free> free = free_constants(samples);
+  const std::vector<const config::CalibrationField*> free = free_constants(samples);
   config::CostCalibration from = start;
   // The overhead starts at the measured one (the others at the device's constants): it may be 0,
   // which log space cannot hold.
@@ -194,13 +189,12 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
   std::sort(overheads.begin(), overheads.end());
   from.step_overhead_s = std::max(1e-7, std::max(from.step_overhead_s, overheads[overheads.size() / 2]));
   // Coordinates: an efficiency e in (0, kMaxEfficiency) as x = logit(e / kMaxEfficiency), so the
-  // bound is smooth; every other constant as its logarithm.
-  constexpr double kMaxEfficiency = 4.0;  // device_profile.h's range
-  auto is_eff = [&](size_t i) { return std::string(free[i].key).find("efficiency") != std::string::npos; };
+  // bound (config/device_profile.h's) is smooth; every other constant as its logarithm.
+  using config::kMaxEfficiency;
   std::vector<double> x0;
   for (size_t i = 0; i < free.size(); ++i) {
-    const double v = std::max(1e-12, from.*(free[i].field));
-    if (is_eff(i)) {
+    const double v = std::max(1e-12, from.*(free[i]->field));
+    if (free[i]->efficiency) {
       const double q = std::clamp(v / kMaxEfficiency, 1e-6, 1 - 1e-6);
       x0.push_back(std::log(q / (1 - q)));
     } else {
@@ -209,7 +203,7 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
   }
   auto at = [&](const std::vector<double>& x) {
     config::CostCalibration c = from;
-    for (size_t i = 0; i < free.size(); ++i) c.*(free[i].field) = is_eff(i) ? kMaxEfficiency / (1 + std::exp(-x[i])) : std::exp(x[i]);
+    for (size_t i = 0; i < free.size(); ++i) c.*(free[i]->field) = free[i]->efficiency ? kMaxEfficiency / (1 + std::exp(-x[i])) : std::exp(x[i]);
     return c;
   };
   // A light pull towards the starting constants keeps the ones the runs barely see where they were.
@@ -245,7 +239,7 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
   const std::vector<double> x = nelder_mead(objective, best, 0.05, 2000, 1e-15);
   fit.calibration = at(x);
   (void)misfit(samples, fit.calibration, &fit.step_error_after, &fit.rms_after);
-  for (const auto& f : free) fit.fitted.emplace_back(f.key);
+  for (const auto* f : free) fit.fitted.emplace_back(f->key);
   return fit;
 }
 

@@ -39,7 +39,9 @@ struct CalibrationField {
   const char* key;
   double CostCalibration::*field;
   const char* help;
+  bool efficiency = false;  // a fraction of a peak, in (0, kMaxEfficiency]; the others are >= 0
 };
+inline constexpr double kMaxEfficiency = 4.0;
 const std::vector<CalibrationField>& calibration_fields();
 
 Result<DeviceProfile> parse_device_profile(std::string_view yaml, const std::string& origin);

@@ -88,5 +88,9 @@ Result<plan::StageCostModel> measured_layer_costs(store::RunStore& store, int64_
 // the record of where the split came from). Otherwise leaves `config` as it is. `store` may be
 // null (no history yet): then a run's costs fail naming the missing history.
 Status resolve_pipeline_costs(config::RunConfig& config, store::RunStore* store);
+// The second half of that for a plan already made by the run's costs (the window keeps one):
+// `config` with `plan`'s split as its explicit partition when pipeline.costs names a run and the
+// partition is balanced; else `config` as it is.
+config::RunConfig with_measured_split(config::RunConfig config, const plan::Plan& plan);
 
 }  // namespace stagecraft::launch
