@@ -193,6 +193,32 @@ void check_argument_errors(Communicator& c) {
   EXPECT_OK(c.barrier());  // still usable after argument errors
 }
 
+// all_reduce_async on `background` while `foreground` runs its collectives, as the trainer
+// reduces DP buckets during the backward's TP all-reduces: several started before one wait, of
+// sizes from one element to several of Gloo's segments, each summed exactly; waiting with
+// nothing started is a no-op.
+void check_async_all_reduce(Communicator& background, Communicator& foreground) {
+  const std::vector<size_t> sizes = {1, 33, 4099, 300001};
+  float sum_of_ranks = 0;
+  for (int r : background.ranks()) sum_of_ranks += static_cast<float>(r + 1);
+  std::vector<std::vector<float>> data;
+  for (size_t n : sizes) {
+    std::vector<float> d(n);  // (n)
+    for (size_t i = 0; i < n; ++i) d[i] = static_cast<float>((background.global_rank() + 1) * (i % 1000 + 1));
+    data.push_back(std::move(d));
+  }
+  for (auto& d : data) EXPECT_OK(background.all_reduce_async(std::span<float>(d)));
+  check_collectives<float>(foreground, 17);
+  EXPECT_OK(background.wait_async());
+  for (size_t k = 0; k < data.size(); ++k) {
+    for (size_t i = 0; i < data[k].size(); ++i) {
+      EXPECT(data[k][i] == sum_of_ranks * static_cast<float>(i % 1000 + 1), "async all_reduce %zu [%zu] = %g", k, i, double(data[k][i]));
+    }
+  }
+  EXPECT_OK(background.wait_async());
+  check_collectives<float>(background, 5);  // usable in the foreground again
+}
+
 // Every group of this rank, as the worker builds them (build_process_groups over Gloo), for the
 // topology in COMM_TEST_DP/TP/PP.
 comm::ProcessGroups build_groups(Worker& w) {
@@ -230,6 +256,7 @@ int run_collectives(Worker& w) {
     check_argument_errors(*group);
   }
   if (Communicator* embedding = groups.embedding()) check_collectives<float>(*embedding, 9);
+  check_async_all_reduce(groups.dp(), groups.tp());
   return 0;
 }
 
@@ -333,7 +360,7 @@ int run_failure(Worker& w, const std::string& scenario) {
   EXPECT_OK(c->barrier());
   if (w.env.rank != 0) {
     if (scenario == "exits") std::_Exit(0);
-    if (scenario == "killed") std::raise(SIGKILL);
+    if (scenario == "killed" || scenario == "killed_async") std::raise(SIGKILL);
     if (scenario == "silent") std::this_thread::sleep_for(milliseconds(900));
     return 0;
   }
@@ -341,6 +368,10 @@ int run_failure(Worker& w, const std::string& scenario) {
   Status s;
   if (scenario == "silent") s = c->all_reduce(std::span<float>(data));
   else if (scenario == "exits") s = c->recv(std::span<float>(data), 1);
+  else if (scenario == "killed_async") {
+    s = c->all_reduce_async(std::span<float>(data));
+    if (s.ok()) s = c->wait_async();
+  }
   else s = c->all_reduce(std::span<float>(data));
   report(s, t0);
   // The communicator stays broken: a later call returns the first error at once.
@@ -492,6 +523,8 @@ class TestComm : public QObject {
                                               << QStringList{"recv of 1000 f32", "world[0,1]", "rank 1 (group rank 1)"};
     QTest::newRow("peer killed before an all_reduce") << "killed" << 2 << 3000 << QStringList{timeout, unavailable}
                                                       << QStringList{"all_reduce of 1000 f32", "world[0,1]"};
+    QTest::newRow("peer killed before a background all_reduce") << "killed_async" << 2 << 3000 << QStringList{timeout, unavailable}
+                                                                << QStringList{"all_reduce of 1000 f32", "world[0,1]"};
     QTest::newRow("peer killed during large all_reduces") << "killed_midway" << 2 << 3000 << QStringList{timeout, unavailable}
                                                           << QStringList{"all_reduce of 4194304 f32", "world[0,1]"};
     QTest::newRow("peer alive but skips the all_reduce")

@@ -15,6 +15,7 @@
 
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -44,6 +45,7 @@ struct RunOut {
   std::vector<double> norms;
   std::vector<double> loss_scales;  // fp16: rank 0's scale after each step
   std::vector<bool> skipped;        // rank 0: whether each step was skipped
+  std::vector<int> buckets, early_buckets;  // per rank: DP buckets, and those started in the backward (last step)
   std::map<std::string, NamedTensor> weights;
   std::string error;
 };
@@ -185,6 +187,12 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         out.mem_bytes[static_cast<size_t>(r)] = st->mem_bytes;
         if (out.last.size() < static_cast<size_t>(world)) out.last.resize(static_cast<size_t>(world));
         out.last[static_cast<size_t>(r)] = st.value();
+        if (out.buckets.size() < static_cast<size_t>(world)) out.buckets.resize(static_cast<size_t>(world), 0);
+        if (out.early_buckets.size() < static_cast<size_t>(world)) out.early_buckets.resize(static_cast<size_t>(world), 0);
+        if (const GradReducer* g = t.value()->grad_reducer()) {
+          out.buckets[static_cast<size_t>(r)] = static_cast<int>(g->buckets().size());
+          out.early_buckets[static_cast<size_t>(r)] = g->started_early();
+        }
         if (r == 0) {
           out.losses.push_back(st->loss);
           out.norms.push_back(st->grad_norm);
@@ -316,6 +324,138 @@ class TestTrainer : public QObject {
       QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));
       QVERIFY2(close(r.norms[i], ref.norms[i], 1e-4), qPrintable(QString("step %1 norm: %2 vs %3").arg(i + 1).arg(r.norms[i]).arg(ref.norms[i])));
     }
+  }
+
+  // parallel.overlap_grad_reduce (grad_reducer.h): DP buckets that start during the last
+  // micro-batch's backward give exactly the gradients of one all-reduce after it (the test groups
+  // sum element by element in rank order, and reduce at once, so a bucket started before its
+  // layers' gradients were final would show), on the host and on both device-memory paths; most
+  // buckets start early, and without overlap (or with ZeRO, or dp 1) there is no reducer.
+  void overlappedDpBucketsEqualOneReduction_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<int>("min_early");  // buckets every rank starts in the backward, at least
+    auto layout = [](int dp, int tp, int pp, QStringList extra = {}) {
+      QStringList o = {QString("cluster.gpus_per_node=%1").arg(dp * tp * pp), "cluster.device=cpu", QString("parallel.dp=%1").arg(dp),
+                       QString("parallel.tp=%1").arg(tp), QString("parallel.pp=%1").arg(pp), "parallel.grad_bucket_mb=0.01"};
+      return o + extra;
+    };
+    // kBase has 2 layers: buckets of 0.01 MiB (2,621 floats) close at about every second slot.
+    QTest::newRow("dp=2") << layout(2, 1, 1) << 4;
+    QTest::newRow("dp=4 m=2") << layout(4, 1, 1, {"train.micro_batch=2"}) << 4;
+    QTest::newRow("dp=2 pp=2 1f1b m=4") << layout(2, 1, 2, {"train.micro_batch=1"}) << 2;
+    QTest::newRow("dp=2 tp=2 pp=2 interleaved") << layout(2, 2, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << 1;
+    QTest::newRow("dp=2 full recompute") << layout(2, 1, 1, {"train.recompute=full"}) << 4;
+    QTest::newRow("dp=2 one bucket per slot") << layout(2, 1, 1, {"parallel.grad_bucket_mb=0.001"}) << 8;
+  }
+  void overlappedDpBucketsEqualOneReduction() {
+    QFETCH(QStringList, overrides);
+    QFETCH(int, min_early);
+    QTemporaryDir dir;
+    auto with = [&](const char* sub, bool overlap) {
+      std::vector<std::string> o;
+      for (const auto& s : overrides) o.push_back(s.toStdString());
+      o.push_back(std::string("parallel.overlap_grad_reduce=") + (overlap ? "true" : "false"));
+      o.push_back("train.checkpoint_dir=" + dir.filePath(sub).toStdString());
+      return o;
+    };
+    const RunOut ref = train(with("after", false), 3, true);
+    QVERIFY2(ref.error.empty(), ref.error.c_str());
+    for (int b : ref.buckets) QCOMPARE(b, 0);
+    auto ref_weights = read_safetensors(dir.filePath("after/step-3/model.safetensors").toStdString());
+    QVERIFY(ref_weights.ok());
+    for (const auto& [memory, sub] : {std::pair{Memory::kHost, "host"}, std::pair{Memory::kStaged, "staged"}, std::pair{Memory::kDirect, "direct"}}) {
+      const RunOut r = train(with(sub, true), 3, true, memory);
+      QVERIFY2(r.error.empty(), qPrintable(QString("%1: %2").arg(sub, r.error.c_str())));
+      QCOMPARE(r.losses, ref.losses);
+      QCOMPARE(r.norms, ref.norms);
+      for (size_t rank = 0; rank < r.buckets.size(); ++rank) {
+        QVERIFY2(r.buckets[rank] > r.early_buckets[rank] && r.early_buckets[rank] >= min_early,
+                 qPrintable(QString("%1 rank %2: %3 of %4 buckets started early").arg(sub).arg(rank).arg(r.early_buckets[rank]).arg(r.buckets[rank])));
+      }
+      auto w = read_safetensors(dir.filePath(QString(sub) + "/step-3/model.safetensors").toStdString());
+      QVERIFY(w.ok());
+      for (const auto& t : ref_weights->tensors) {
+        const NamedTensor* o = w->find(t.name);
+        QVERIFY2(o && o->data == t.data, qPrintable(QString("%1: %2").arg(sub, t.name.c_str())));
+      }
+    }
+    // ZeRO 1 reduce-scatters after the backward: no buckets.
+    std::vector<std::string> zero;
+    for (const auto& s : overrides) zero.push_back(s.toStdString());
+    zero.push_back("parallel.zero=1");
+    const RunOut z = train(zero, 1);
+    QVERIFY2(z.error.empty(), z.error.c_str());
+    for (int b : z.buckets) QCOMPARE(b, 0);
+  }
+
+  // The buckets of a stage: contiguous, together the whole gradient buffer, in the backward's
+  // order (descending offsets), whole slots, each at least the size asked for but the last; only
+  // buckets of layer slots alone may start early, and they list their layers.
+  void gradBucketsTileTheGradients_data() {
+    QTest::addColumn<int>("pp_rank");
+    QTest::addColumn<double>("mb");
+    for (int pp_rank : {0, 1}) {
+      for (double mb : {0.0, 0.001, 0.01, 0.05, 25.0}) {
+        QTest::newRow(qPrintable(QString("pp rank %1, %2 MiB").arg(pp_rank).arg(mb))) << pp_rank << mb;
+      }
+    }
+  }
+  void gradBucketsTileTheGradients() {
+    QFETCH(int, pp_rank);
+    QFETCH(double, mb);
+    StageSpec spec;
+    spec.model.layers = 4;
+    spec.model.hidden = 32;
+    spec.model.heads = 4;
+    spec.model.seq_len = 8;
+    spec.model.vocab = 64;
+    spec.pp = 2;
+    spec.num_chunks = 2;
+    spec.chunks = {pp_rank};
+    spec.chunk_first_layer = {2 * pp_rank};
+    spec.chunk_layers = {2};
+    auto stage = GptStage::create(spec, nullptr);
+    QVERIFY(stage.ok());
+    const auto& params = stage.value()->param_slots();
+    const size_t n = stage.value()->num_params();
+    const auto floats = static_cast<size_t>(mb * 1024 * 1024 / sizeof(float));
+    const auto buckets = plan_grad_buckets(params, floats);
+    QVERIFY(!buckets.empty());
+    size_t expect_end = n;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const GradBucket& k = buckets[b];
+      QCOMPARE(k.end, expect_end);
+      QVERIFY(k.begin < k.end);
+      if (b + 1 < buckets.size()) QVERIFY(k.end - k.begin >= floats);
+      expect_end = k.begin;
+      bool layers_only = true;
+      std::vector<int> layers;
+      for (const auto& s : params) {
+        if (s.offset >= k.end || s.offset + s.count <= k.begin) continue;
+        QVERIFY2(s.offset >= k.begin && s.offset + s.count <= k.end, qPrintable(QString::fromStdString(s.spec.name) + " is split"));
+        if (s.spec.place == model::Place::kLayer) {
+          if (std::find(layers.begin(), layers.end(), s.spec.layer) == layers.end()) layers.push_back(s.spec.layer);
+        } else {
+          layers_only = false;
+        }
+      }
+      QCOMPARE(k.ends_early, layers_only);
+      std::vector<int> listed = k.layers;
+      std::sort(listed.begin(), listed.end());
+      std::sort(layers.begin(), layers.end());
+      QCOMPARE(listed, layers);
+      // A bucket over more than it needs holds no slot it could have closed without.
+      if (floats > 0 && b + 1 < buckets.size()) {
+        size_t last_slot = 0;
+        for (const auto& s : params) {
+          if (s.offset == k.begin) last_slot = s.count;
+        }
+        QVERIFY(k.end - k.begin - last_slot < floats);
+      }
+    }
+    QCOMPARE(expect_end, size_t{0});
+    if (mb == 0) QCOMPARE(buckets.size(), params.size());
+    if (mb == 25) QCOMPARE(buckets.size(), size_t{1});
   }
 
   // Each rank's step timing adds up: its forwards and backwards are the ops it ran, in order and

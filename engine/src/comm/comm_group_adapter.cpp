@@ -12,6 +12,10 @@ CommGroupAdapter::CommGroupAdapter(std::unique_ptr<Communicator> communicator) :
 
 Status CommGroupAdapter::all_reduce_sum(float* data, size_t count) { return c_->all_reduce(std::span<float>(data, count)); }
 
+Status CommGroupAdapter::all_reduce_sum_start(float* data, size_t count) {
+  return c_->all_reduce_async(std::span<float>(data, count));
+}
+
 Status CommGroupAdapter::all_reduce_sum(double* data, size_t count) { return c_->all_reduce(std::span<double>(data, count)); }
 
 Status CommGroupAdapter::reduce_scatter_sum(const float* in, float* out, size_t count) {

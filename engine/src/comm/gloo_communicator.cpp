@@ -34,6 +34,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "comm/background_lane.h"
 #include "comm/gloo_store.h"
 
 namespace stagecraft::comm {
@@ -163,6 +164,7 @@ class GlooCommunicator final : public Communicator {
         timeout_(timeout) {}
 
   ~GlooCommunicator() override {
+    lane_.stop();  // background all-reduces end (within the timeout) before the context goes
     try {
       pending_.clear();
       ctx_.reset();
@@ -229,6 +231,14 @@ class GlooCommunicator final : public Communicator {
       else all_reduce_t(static_cast<double*>(data.data), data.count, op);
     });
   }
+
+  // On the lane's thread; the caller makes no other call until do_wait_async (communicator.h),
+  // so the context has one user at a time.
+  Status do_all_reduce_async(Buffer data, ReduceOp op) override {
+    lane_.post([this, data, op] { return do_all_reduce(data, op); });
+    return Status::OK();
+  }
+  Status do_wait_async() override { return lane_.wait(); }
 
   // Ring reduce-scatter. Step s (0..N-2): send chunk (r-s-1) mod N as reduced so far to the
   // right, receive chunk (r-s-2) mod N from the left and reduce our own input's chunk into it.
@@ -404,6 +414,7 @@ class GlooCommunicator final : public Communicator {
   uint32_t tag_ = 0;                  // collectives issued so far
   std::vector<PendingSend> pending_;  // isends not yet awaited
   Status broken_;
+  BackgroundLane lane_;               // all_reduce_async
 };
 
 }  // namespace

@@ -110,7 +110,7 @@ class NcclCommunicator final : public Communicator {
       // Finalize flushes what the proxy may still be sending; a peer that is gone must not hold
       // up teardown (a failing rank exits through here), so it gets kTeardown at most and then
       // the communicator is aborted.
-      bool clean = broken_.ok() && pending_.empty();
+      bool clean = broken_.ok() && pending_.empty() && side_pending_ == 0;
       if (clean) {
         const Millis limit = std::min(timeout_, kTeardown);
         const ncclResult_t r = ncclCommFinalize(comm_);
@@ -123,6 +123,9 @@ class NcclCommunicator final : public Communicator {
       }
     }
     if (event_) cudaEventDestroy(event_);
+    if (issued_) cudaEventDestroy(issued_);
+    if (side_done_) cudaEventDestroy(side_done_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
     if (scratch_) device_.release(scratch_);
   }
 
@@ -155,6 +158,7 @@ class NcclCommunicator final : public Communicator {
         comm_ = nullptr;
       }
       pending_.clear();
+      side_pending_ = 0;
     }
     return s;
   }
@@ -170,9 +174,15 @@ class NcclCommunicator final : public Communicator {
     const Clock::time_point deadline = start + timeout_;
     if (Status s = wait_ready(comm_, deadline, what, timeout_); !s) return fail(s);
     CUDA_CALL(what, cudaEventRecord(event_, stream_));
+    return await(event_, what, deadline);
+  }
+
+  // Polls `event` until the GPU has passed it, checking NCCL's asynchronous error and the
+  // deadline in between; either failure aborts.
+  Status await(cudaEvent_t event, const std::string& what, Clock::time_point deadline) {
     Backoff backoff;
     for (;;) {
-      const cudaError_t e = cudaEventQuery(event_);
+      const cudaError_t e = cudaEventQuery(event);
       if (e == cudaSuccess) return Status::OK();
       if (e != cudaErrorNotReady) {
         return fail(Status::internal(what + ": cudaEventQuery: " + cudaGetErrorString(e) + where(__FILE__, __LINE__)));
@@ -189,6 +199,37 @@ class NcclCommunicator final : public Communicator {
       }
       backoff.pause();
     }
+  }
+
+  // Background all-reduces run on a second stream of the GPU (made at the first), each ordered
+  // after everything issued on the device's stream so far (an event recorded there, waited for
+  // on the second stream), so the gradients a backward kernel wrote are final when NCCL reads
+  // them while the device's stream goes on with the next layer.
+  Status do_all_reduce_async(Buffer data, ReduceOp op) override {
+    const std::string what = describe("all_reduce_async", data.count, data.dtype);
+    if (Status s = usable(what); !s) return s;
+    if (!side_stream_) {
+      CUDA_CALL(what, cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+      CUDA_CALL(what, cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+      CUDA_CALL(what, cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
+    }
+    const Clock::time_point start = Clock::now();
+    CUDA_CALL(what, cudaEventRecord(issued_, stream_));
+    CUDA_CALL(what, cudaStreamWaitEvent(side_stream_, issued_, 0));
+    NCCL_CALL(what, ncclAllReduce(data.data, data.data, data.count, nccl_type(data.dtype), nccl_op(op), comm_, side_stream_));
+    if (Status s = wait_ready(comm_, start + timeout_, what, timeout_); !s) return fail(s);
+    ++side_pending_;
+    return Status::OK();
+  }
+
+  Status do_wait_async() override {
+    const std::string what = "waiting for " + std::to_string(side_pending_) + " background all_reduce(s) on " + name();
+    if (Status s = usable(what); !s) return s;
+    if (side_pending_ == 0) return Status::OK();
+    CUDA_CALL(what, cudaEventRecord(side_done_, side_stream_));
+    if (Status s = await(side_done_, what, Clock::now() + timeout_); !s) return s;
+    side_pending_ = 0;
+    return Status::OK();
   }
 
   Status do_all_reduce(Buffer data, ReduceOp op) override {
@@ -313,6 +354,10 @@ class NcclCommunicator final : public Communicator {
   Millis timeout_;
   void* scratch_ = nullptr;            // device: one float for barrier()
   std::vector<PendingSend> pending_;   // isends not yet issued
+  cudaStream_t side_stream_ = nullptr;  // all_reduce_async's stream
+  cudaEvent_t issued_ = nullptr;        // the device stream's work so far, for the side stream
+  cudaEvent_t side_done_ = nullptr;     // the side stream's work, for wait_async
+  int side_pending_ = 0;                // all_reduce_async calls not yet waited for
   Status broken_;
 };
 

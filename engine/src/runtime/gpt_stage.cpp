@@ -366,7 +366,7 @@ void GptStage::discard(int chunk, int mb) {
   acts_.erase(it);
 }
 
-Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput) {
+Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, const LayerDone* layer_done) {
   auto it = acts_.find({chunk, mb});
   if (it == acts_.end()) return Status::internal("gpt: backward of chunk " + std::to_string(chunk) + " before its forward");
   std::unique_ptr<ChunkActs> acts = std::move(it->second);
@@ -394,6 +394,9 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput) {
       a = acts->layers[static_cast<size_t>(i)].get();
     }
     if (Status st = layer_backward(first_layer + i, x, *a, grad_in, grad_out); !st) return st;
+    if (layer_done && *layer_done) {
+      if (Status st = (*layer_done)(first_layer + i); !st) return st;
+    }
     std::swap(grad_in, grad_out);
   }
   // grad_out now holds the gradient at the chunk's input.

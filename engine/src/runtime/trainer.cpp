@@ -64,6 +64,12 @@ class Trainer::TimedGroup final : public CommGroup {
   Status wait_sends() override {
     return timed(send_ms_, [&] { return inner_->wait_sends(); });
   }
+  Status all_reduce_sum_start(float* data, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_reduce_sum_start(data, count); });
+  }
+  Status wait_all_reduces() override {
+    return timed(collective_ms_, [&] { return inner_->wait_all_reduces(); });
+  }
 
  private:
   template <typename F>
@@ -191,6 +197,13 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   for (Buffer<float>* b : {&t->exp_avg_, &t->exp_avg_sq_}) {
     if (Status s = allocate_buffer(*b, *t->dev_, moments, true); !s) return s.with_context("AdamW state of rank " + std::to_string(layout.rank));
   }
+  // Overlapped DP buckets: plain data parallelism only (ZeRO's reduce-scatter runs after the
+  // backward).
+  if (t->dp_ > 1 && config.parallel.zero == 0 && config.parallel.overlap_grad_reduce) {
+    const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+    t->reducer_ = std::make_unique<GradReducer>(*t->groups_.dp, *t->dev_, t->stage_->grads(),
+                                                plan_grad_buckets(t->stage_->param_slots(), bucket_floats));
+  }
   if (!t->dev_->host_accessible()) {
     const size_t n = static_cast<size_t>(config.train.micro_batch) * config.model.seq_len * config.model.hidden;
     for (Buffer<float>* b : {&t->io_in_, &t->io_out_}) {
@@ -278,7 +291,19 @@ Status Trainer::run_schedule(double& local_loss) {
     (t.backward ? timing_.backward_ms : timing_.forward_ms) += t.end_ms - t.start_ms;
     timing_.ops.push_back(t);
   };
-  for (const PipeOp& op : pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_)) {
+  const std::vector<PipeOp> ops = pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_);
+  // Each chunk's last backward finishes its layers' gradients: the DP buckets start from there.
+  std::map<int, size_t> last_backward;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == PipeOp::Kind::kBackward) last_backward[ops[i].chunk] = i;
+  }
+  GptStage::LayerDone layer_done;
+  if (reducer_) {
+    reducer_->begin_step();
+    layer_done = [this](int layer) { return reducer_->layer_done(layer); };
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PipeOp& op = ops[i];
     const bool first = op.chunk == 0, last = op.chunk == chunks - 1;
     const int64_t sample = dp_rank_ * samples_per_replica + static_cast<int64_t>(op.micro_batch) * B;
     if (op.kind == PipeOp::Kind::kForward) {
@@ -336,7 +361,11 @@ Status Trainer::run_schedule(double& local_loss) {
         din_dev = b.value();
       }
       const auto t0 = std::chrono::steady_clock::now();
-      if (Status s = stage_->backward(op.chunk, op.micro_batch, dout_dev, first ? nullptr : din_dev); !s) return s;
+      const bool final_backward = reducer_ && last_backward[op.chunk] == i;
+      if (Status s = stage_->backward(op.chunk, op.micro_batch, dout_dev, first ? nullptr : din_dev, final_backward ? &layer_done : nullptr);
+          !s) {
+        return s;
+      }
       record_op(op, t0);
       if (direct && !first) {
         if (Status s = groups_.pp->send(din_dev, n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk, chunks, true)); !s) return s;
@@ -399,7 +428,11 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
       // Put the averaged shard back in place so the norm and update below read one buffer.
       if (Status s = dev_->copy(grads + shard_begin_, shard_grad.data(), (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
     } else {
-      if (Status s = all_reduce_on_device(*groups_.dp, *dev_, grads, n, staging_); !s) return s;
+      if (reducer_) {
+        if (Status s = reducer_->finish(); !s) return s;
+      } else if (Status s = all_reduce_on_device(*groups_.dp, *dev_, grads, n, staging_); !s) {
+        return s;
+      }
       k.scale(grads, n, inv_dp);
     }
   }

@@ -23,6 +23,14 @@
 //   isend           starts a send and returns at once; `data` must stay untouched until
 //                   wait_sends(), which waits for every isend of this communicator so far
 //   send_recv       a send and a recv posted together, then both awaited
+//   all_reduce_async  an all_reduce that may still run after the call returns: `data` stays
+//                   untouched, and the communicator gets no other call, until wait_async(),
+//                   which waits for every all_reduce_async started so far (they run in the order
+//                   started) and returns the first failure. Gloo runs them on a thread of the
+//                   communicator's own, NCCL on a second stream of the GPU (ordered after the
+//                   work already issued on the device's stream); a transport without either
+//                   runs each at once. Data-parallel gradient buckets use it to reduce while
+//                   the backward pass goes on (runtime/grad_reducer.h).
 // Gloo matches a recv to the sends of its peer by tag; NCCL has no tags and matches by order, so
 // portable callers post the recvs from one peer in the order that peer sent.
 // kAvg divides the sum by the group size (exactly: sum / size, not sum * (1 / size)).
@@ -105,6 +113,8 @@ class Communicator {
   }
   Status wait_sends();
   Status barrier();
+  Status all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::kSum) { return all_reduce_async(view(data), op); }
+  Status wait_async();
 
   // Untyped views, for backends and for callers that hold a dtype at run time.
   struct Buffer {
@@ -125,6 +135,7 @@ class Communicator {
   Status isend(ConstBuffer data, int peer, uint32_t tag);
   Status recv(Buffer data, int peer, uint32_t tag);
   Status send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag);
+  Status all_reduce_async(Buffer data, ReduceOp op);
 
  protected:
   // `ranks` non-empty and distinct, `rank` an index into it (the factories check); an empty
@@ -143,6 +154,9 @@ class Communicator {
   virtual Status do_recv(Buffer data, int peer, uint32_t tag) = 0;
   virtual Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) = 0;
   virtual Status do_barrier() = 0;
+  // The background all-reduce: by default run at once (do_all_reduce), nothing left to wait for.
+  virtual Status do_all_reduce_async(Buffer data, ReduceOp op) { return do_all_reduce(data, op); }
+  virtual Status do_wait_async() { return Status::OK(); }
   // A group of one's reduce_scatter and all_gather: `bytes` from src to dst in the
   // communicator's memory (host: memmove).
   virtual Status do_copy(void* dst, const void* src, size_t bytes);

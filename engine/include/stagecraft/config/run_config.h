@@ -127,6 +127,8 @@ struct ParallelConfig {
   std::vector<Axis> order = {Axis::kTp, Axis::kDp, Axis::kPp};  // innermost (fastest) first
   bool sequence_parallel = false;      // Megatron sequence parallelism (needs tp > 1, 1d)
   int zero = 0;                        // 0: none; 1: optimizer state sharded over DP
+  bool overlap_grad_reduce = true;     // DP gradient buckets start during the backward (zero 0)
+  double grad_bucket_mb = 25;          // MB of gradients per DP bucket
 
   bool dp_auto() const { return dp == 0; }
   bool operator==(const ParallelConfig&) const = default;

@@ -40,6 +40,11 @@ class CommGroup : public TpReducer {
   virtual Status send(const float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status recv(float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status wait_sends() = 0;
+  // An in-place sum that may go on in the background (Communicator::all_reduce_async): `data`
+  // stays untouched, and the group gets no other call, until wait_all_reduces(), which waits for
+  // every one started so far and returns the first failure. By default it runs at once.
+  virtual Status all_reduce_sum_start(float* data, size_t count) { return all_reduce_sum(data, count); }
+  virtual Status wait_all_reduces() { return Status::OK(); }
 };
 
 // Group calls on buffers in `device`'s memory: in place where the group takes device memory or

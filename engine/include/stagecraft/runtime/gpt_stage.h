@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -113,7 +114,12 @@ class GptStage {
                  float* output, double* loss);
   // Backward of `chunk` for `mb`: dout (B, T, C) is the gradient of its output (ignored for the
   // last chunk); writes dinput (B, T, C) unless this is chunk 0. Parameter gradients accumulate.
-  [[nodiscard]] Status backward(int chunk, int mb, const float* dout, float* dinput);
+  // `layer_done`, when given, is called with each transformer layer's index as soon as that
+  // layer's parameter gradients are written (issued, on an asynchronous device), from the last
+  // layer down; an error it returns ends the backward. The trainer passes it on a chunk's last
+  // micro-batch to start data-parallel buckets early (grad_reducer.h).
+  using LayerDone = std::function<Status(int layer)>;
+  [[nodiscard]] Status backward(int chunk, int mb, const float* dout, float* dinput, const LayerDone* layer_done = nullptr);
 
   // Drops what forward(chunk, mb) kept, without a backward (evaluation).
   void discard(int chunk, int mb);

@@ -9,7 +9,9 @@
 //      (micro-batch, chunk, direction).
 //   3. The tied embedding's two copies (first and last stage) sum their gradients; gradients are
 //      averaged over DP (all-reduce; with parallel.zero 1 a reduce-scatter, each DP rank then
-//      updates its 1/dp of the parameters and an all-gather brings them back).
+//      updates its 1/dp of the parameters and an all-gather brings them back). Without ZeRO and
+//      with parallel.overlap_grad_reduce, the all-reduce runs in buckets that start during the
+//      last micro-batch's backward, as each bucket's layers finish (grad_reducer.h).
 //   4. The global gradient norm counts every parameter once (replicated TP tensors from TP rank 0,
 //      the head's wte copy not at all); gradients are scaled so the norm is at most grad_clip.
 //   5. AdamW (weight decay on matrices only), lr warm-up then cosine to min_lr.
@@ -31,6 +33,7 @@
 #include "stagecraft/core/status.h"
 #include "stagecraft/runtime/comm_group.h"
 #include "stagecraft/runtime/gpt_stage.h"
+#include "stagecraft/runtime/grad_reducer.h"
 #include "stagecraft/runtime/loss_scaler.h"
 #include "stagecraft/runtime/rank_layout.h"
 #include "stagecraft/runtime/token_data.h"
@@ -129,6 +132,10 @@ class Trainer {
   // Whether steps record their StepTiming (default on); off only to measure what it costs.
   void set_record_timing(bool on) { record_timing_ = on; }
 
+  // The DP buckets reduced during the backward; null where there are none (dp 1, ZeRO, or
+  // parallel.overlap_grad_reduce false).
+  const GradReducer* grad_reducer() const { return reducer_.get(); }
+
  private:
   class TimedGroup;
   Trainer();
@@ -156,6 +163,7 @@ class Trainer {
   Buffer<float> io_in_, io_out_;   // a micro-batch's activations sent or received (device not host)
   std::vector<Buffer<float>> send_pool_;  // each (B, T, C): sends in flight on a device-memory pp group
   std::vector<float> staging_;      // host copy for a collective over device memory
+  std::unique_ptr<GradReducer> reducer_;  // overlapped DP buckets (see grad_reducer())
   int64_t step_ = 0;
   double tokens_ = 0;
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes
