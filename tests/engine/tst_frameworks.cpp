@@ -293,6 +293,15 @@ class TestFrameworks : public QObject {
         << QStringList{"train.dist.custom_pipeline_stage_id ="};
     QTest::newRow("LiBai: dp auto is derived") << "libai-bert-auto-dp.yaml" << none << "libai"
         << QStringList{"LiBai derives the data parallel size as world / (tp x pp) = 8 / 4 = 2", "train.dist.data_parallel_size = 2"} << none;
+    QTest::newRow("Megatron: DP buckets of 5 MiB") << "paddle-gpt-dp2-mp2-pp2.yaml" << QStringList{"parallel.grad_bucket_mb=5"} << "megatron"
+        << QStringList{"--overlap-grad-reduce\n", "--ddp-bucket-size 1310720\n"} << none;
+    QTest::newRow("Megatron: default buckets, reduced after the backward") << "paddle-gpt-dp2-mp2-pp2.yaml"
+        << QStringList{"parallel.overlap_grad_reduce=false"} << "megatron" << none << QStringList{"--overlap-grad-reduce", "--ddp-bucket-size"};
+    QTest::newRow("DeepSpeed: DP buckets of 5 MiB") << "paddle-gpt-dp2-mp2-pp2.yaml"
+        << QStringList{"parallel.grad_bucket_mb=5", "pipeline.schedule=1f1b"} << "deepspeed"
+        << QStringList{"\"overlap_comm\": true", "\"reduce_bucket_size\": 1310720"} << none;
+    QTest::newRow("DeepSpeed: reduced after the backward") << "paddle-gpt-dp2-mp2-pp2.yaml" << QStringList{"parallel.overlap_grad_reduce=false"}
+        << "deepspeed" << QStringList{"\"overlap_comm\": false"} << QStringList{"reduce_bucket_size"};
     QTest::newRow("Paddle: zero runs as the sharding axis") << "gpt3-175b-1024x8.yaml" << none << "paddle"
         << QStringList{"\"dp_degree\": 1,", "\"sharding_degree\": 128,", "num_virtual_pipeline_stages=2", "--ips \"$NODE_IPS\""}
         << QStringList{"NOTE: PaddlePaddle orders ranks"};

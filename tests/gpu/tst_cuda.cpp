@@ -509,6 +509,9 @@ class TestCuda : public QObject {
     QVERIFY(nc.reduce_scatter(std::span<const float>(in.g(), 1001), std::span<float>(out.g(), 1001)).ok());
     QVERIFY(nc.all_reduce(std::span<float>(out.g(), 1001)).ok());
     QCOMPARE(out.back(*gpu_), in.host);
+    QVERIFY(nc.all_reduce_async(std::span<float>(out.g(), 1001)).ok());
+    QVERIFY(nc.wait_async().ok());
+    QCOMPARE(out.back(*gpu_), in.host);
     QVERIFY(nc.barrier().ok());
     QVERIFY(gpu_->synchronize().ok());
   }
@@ -528,6 +531,12 @@ class TestCuda : public QObject {
     QTest::addColumn<int>("gpus");
     QTest::addColumn<QStringList>("layout");
     QTest::newRow("dp=2") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.dp=2"};
+    // DP buckets on NCCL's second stream while the backward goes on (grad_reducer.h), and the
+    // same reduction after the backward.
+    QTest::newRow("dp=2, small buckets during the backward")
+        << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.dp=2", "parallel.grad_bucket_mb=0.01"};
+    QTest::newRow("dp=2, reduced after the backward")
+        << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.dp=2", "parallel.overlap_grad_reduce=false"};
     QTest::newRow("tp=2") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.tp=2"};
     QTest::newRow("pp=2 1f1b") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.pp=2"};
     QTest::newRow("pp=2 interleaved") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.pp=2", "pipeline.schedule=interleaved",

@@ -373,6 +373,13 @@ Result<Exported> export_megatron(Ctx& x) {
   if (order != std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp}) a.push_back("--use-tp-pp-dp-mapping");
   if (c.parallel.sequence_parallel && x.tp > 1) a.push_back("--sequence-parallel");
   if (c.parallel.zero == 1) a.push_back("--use-distributed-optimizer");
+  // DP buckets during the backward; Megatron counts its bucket in parameters (fp32 main grads).
+  if (c.parallel.overlap_grad_reduce && x.dp > 1) {
+    a.push_back("--overlap-grad-reduce");
+    if (c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
+      a.push_back("--ddp-bucket-size " + std::to_string(static_cast<long long>(c.parallel.grad_bucket_mb * 1024 * 1024 / 4)));
+    }
+  }
   a.push_back("--num-layers " + std::to_string(x.layers));
   a.push_back("--hidden-size " + std::to_string(c.model.hidden));
   a.push_back("--num-attention-heads " + std::to_string(c.model.heads));
@@ -455,6 +462,11 @@ Result<Exported> export_deepspeed(Ctx& x) {
   ds.set("gradient_clipping", c.train.grad_clip);
   Json zero = Json::object();
   zero.set("stage", c.parallel.zero);
+  // DP buckets during the backward; DeepSpeed counts its bucket in elements.
+  if (x.dp > 1) zero.set("overlap_comm", c.parallel.overlap_grad_reduce);
+  if (x.dp > 1 && c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
+    zero.set("reduce_bucket_size", static_cast<long long>(c.parallel.grad_bucket_mb * 1024 * 1024 / 4));
+  }
   ds.set("zero_optimization", std::move(zero));
   if (c.train.precision == Precision::kBf16) {
     Json bf = Json::object();

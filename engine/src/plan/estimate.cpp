@@ -475,25 +475,36 @@ Estimate estimate(const EstimateInput& in) {
     br.pp_comm_s = 2.0 * one * (static_cast<double>(m) * v + (p - 1));
   }
   // DP: gradients of every rank's parameters reduced across its DP group (all-reduce; with the
-  // distributed optimizer a reduce-scatter of gradients and an all-gather of weights), started
-  // bucket by bucket during the last micro-batch's backward; the rest is exposed. Tied
-  // embeddings with p > 1 add the first/last stage all-reduce of the word embedding gradient.
+  // distributed optimizer a reduce-scatter of gradients and an all-gather of weights). Without
+  // ZeRO, and with parallel.overlap_grad_reduce, buckets of parallel.grad_bucket_mb start as the
+  // last micro-batch's backward finishes their layers (runtime/grad_reducer.h): that backward
+  // hides the all-reduce but the first bucket's share of it, which stays exposed as the last
+  // bucket (the embeddings' and the final LayerNorm's, reduced once the backward ends) does.
+  // One bucket for the whole stage hides nothing; ZeRO's reduce-scatter runs after the backward,
+  // as the engine runs it. Tied embeddings with p > 1 add the first/last stage all-reduce of the
+  // word embedding gradient, after the backward.
   double dp_time = 0;
   const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   for (int r = 0; r < p; ++r) {
     const double params = e.memory[static_cast<size_t>(r)].params;
-    double tr = 0;
-    if (d > 1) {
-      tr = c.parallel.zero >= 1 ? gather_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s) + gather_time(params * bpp.weights, d, dp_bw, hw.cal.collective_step_s)
-                                : all_reduce_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s);
+    double exposed = 0;
+    if (d > 1 && c.parallel.zero >= 1) {
+      exposed = gather_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s) + gather_time(params * bpp.weights, d, dp_bw, hw.cal.collective_step_s);
+    } else if (d > 1) {
+      const double all_reduce = all_reduce_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s);
+      exposed = all_reduce;
+      if (c.parallel.overlap_grad_reduce) {
+        const double grad_bytes = params * bpp.grads;
+        const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_mb * 1024.0 * 1024.0 / grad_bytes) : 1.0;
+        const double hidden = (1.0 - share) * rt[static_cast<size_t>(r)].bwd_last_chunk;
+        exposed = std::max(all_reduce * share, all_reduce - hidden);
+      }
     }
     if (c.model.tied_embeddings && chunks > 1 && (r == 0 || r == p - 1)) {
-      tr += all_reduce_time(g.vocab * g.hidden / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
-                            hw.cal.collective_step_s);
+      exposed += all_reduce_time(g.vocab * g.hidden / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
+                                 hw.cal.collective_step_s);
     }
-    // The CPU engine reduces after the whole backward, hiding nothing.
-    const double hidden = in.device.is_cpu ? 0.0 : rt[static_cast<size_t>(r)].bwd_last_chunk;
-    dp_time = std::max(dp_time, std::max(0.0, tr - hidden));
+    dp_time = std::max(dp_time, exposed);
   }
   br.dp_comm_s = dp_time;
   // Optimizer: AdamW reads and writes weights, master weights, moments and gradients, about 32
