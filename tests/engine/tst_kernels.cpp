@@ -2,18 +2,22 @@
 // RNG (runtime/rng.h): every backward against central finite differences in double, the float
 // kernels against the double ones, a whole tiny GPT (forward, loss, every gradient) against an
 // independent PyTorch reference (tests/engine/ref/gpt_ref.py), AdamW against its closed form,
-// and sharded RNG draws against unsharded ones.
+// the segment calls (one call over many ranges) against one call per range, and sharded RNG
+// draws against unsharded ones.
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/rng.h"
+#include "stagecraft/runtime/segment_table.h"
 #include "tiny_gpt.h"
 
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -93,6 +97,26 @@ void check_grad(const char* what, std::vector<double>& x, const std::vector<doub
 
 bool all_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Segments of the given counts placed in a flat buffer in order, k % 3 elements apart (so some
+// elements belong to no segment), the first at `start`; every other one decays. Moments are
+// indexed from `moment_base` (a ZeRO shard's begin; 0: as the parameters). Not laid out.
+std::vector<cpu::Segment> place_segments(const QList<int>& counts, size_t start, size_t moment_base, size_t* end) {
+  std::vector<cpu::Segment> segs;
+  size_t at = start;
+  for (int k = 0; k < counts.size(); ++k) {
+    at += size_t(k % 3);
+    cpu::Segment s;
+    s.begin = at;
+    s.count = size_t(counts[k]);
+    s.moment = at - moment_base;
+    s.decay = k % 2 == 0;
+    segs.push_back(s);
+    at += s.count;
+  }
+  *end = at;
+  return segs;
 }
 
 }  // namespace
@@ -564,6 +588,161 @@ class TestKernels : public QObject {
     cpu::scale(xf.data(), n, 0.5f);
     QCOMPARE(xf[7], float(x[7]) * 0.5f);
     QCOMPARE(cpu::sum_of_squares(xf.data(), 0), 0.0);
+  }
+
+  // ---- segment calls: many ranges of one flat buffer in one call -----------------------------------
+
+  // The lookup both backends' segment kernels run: every element of the concatenation, with every
+  // hint (right, wrong, out of range), finds the one segment that holds it.
+  void segmentOfFindsTheSegmentThatHoldsAnElement_data() {
+    QTest::addColumn<QList<int>>("counts");
+    QTest::newRow("one segment") << QList<int>{5};
+    QTest::newRow("one element each") << QList<int>{1, 1, 1, 1, 1};
+    QTest::newRow("the header's example") << QList<int>{3, 0, 2, 0};
+    QTest::newRow("empty first, between and last") << QList<int>{0, 0, 3, 0, 0, 2, 1, 0, 0};
+    QTest::newRow("all empty but one") << QList<int>{0, 0, 7, 0};
+    QList<int> many;
+    for (int k = 0; k < 67; ++k) many.append((k * 7) % 5);  // 0..4, an odd number of segments
+    QTest::newRow("67 segments of 0 to 4") << many;
+  }
+  void segmentOfFindsTheSegmentThatHoldsAnElement() {
+    QFETCH(QList<int>, counts);
+    std::vector<cpu::Segment> segs(size_t(counts.size()));
+    size_t want_total = 0;
+    for (size_t k = 0; k < segs.size(); ++k) {
+      segs[k].count = size_t(counts[qsizetype(k)]);
+      want_total += segs[k].count;
+    }
+    const size_t n = segs.size(), total = cpu::layout_segments(segs.data(), n);
+    QCOMPARE(total, want_total);
+    size_t at = 0;
+    for (const auto& s : segs) {
+      QCOMPARE(s.first, at);
+      at += s.count;
+    }
+    for (size_t i = 0; i < total; ++i) {
+      for (size_t hint = 0; hint <= n + 1; ++hint) {
+        const size_t k = cpu::segment_of(segs.data(), n, i, hint);
+        QVERIFY2(k < n && segs[k].first <= i && i < segs[k].first + segs[k].count,
+                 qPrintable(QString("element %1, hint %2: segment %3").arg(i).arg(hint).arg(k)));
+      }
+    }
+    if (counts == QList<int>{3, 0, 2, 0}) {  // the worked example of element_math.h's segment_of
+      for (size_t i : {0, 1, 2}) QCOMPARE(cpu::segment_of(segs.data(), n, i), size_t(0));
+      for (size_t i : {3, 4}) QCOMPARE(cpu::segment_of(segs.data(), n, i), size_t(2));
+    }
+  }
+
+  // The Ops segment calls (a SegmentTable on the CPU device) give the bits of one adamw_update and
+  // one sum_of_squares per segment, the sums added in the list's order, for any thread count.
+  void segmentCallsGiveThePerSegmentBits_data() {
+    QTest::addColumn<QList<int>>("counts");
+    QTest::addColumn<double>("grad_scale");
+    QTest::addColumn<bool>("shard");     // moments indexed from a ZeRO shard's begin
+    QTest::addColumn<bool>("shuffled");  // listed out of buffer order
+    QTest::newRow("one segment of one element") << QList<int>{1} << 1.0 << false << false;
+    QTest::newRow("odd sizes, empty first, between and last")
+        << QList<int>{0, 17, 1, 0, 0, 100003, 3, 0} << 1.0 << false << false;
+    QTest::newRow("a block's tensors, clipped by 0.37")
+        << QList<int>{256, 256, 256 * 768, 768, 256 * 256, 256, 256, 256, 256 * 1024, 1024, 1024 * 256, 256} << 0.37 << false
+        << false;
+    QTest::newRow("a ZeRO shard: moments from the shard's begin") << QList<int>{5, 70001, 0, 33, 1} << 0.5 << true << false;
+    QTest::newRow("listed out of buffer order") << QList<int>{9, 0, 65537, 2, 1000, 1} << 1.0 << false << true;
+    QTest::newRow("several norm chunks in one segment") << QList<int>{300001, 7} << 2.0 << false << false;
+    QList<int> many;
+    for (int k = 0; k < 1100; ++k) many.append((k * 37) % 50);
+    QTest::newRow("1100 small segments: more pieces than a norm window") << many << 1.0 << true << true;
+  }
+  void segmentCallsGiveThePerSegmentBits() {
+    QFETCH(QList<int>, counts);
+    QFETCH(double, grad_scale);
+    QFETCH(bool, shard);
+    QFETCH(bool, shuffled);
+    const size_t shard_begin = shard ? 11 : 0;
+    size_t end = 0;
+    std::vector<cpu::Segment> segs = place_segments(counts, shard_begin + 2, shard_begin, &end);
+    if (shuffled) std::shuffle(segs.begin(), segs.end(), std::mt19937(7));
+    const size_t n = end + 5, nm = n - shard_begin;
+    const auto p0 = cast<float>(randn(n, 120)), g = cast<float>(randn(n, 121)), m0 = cast<float>(randn(nm, 122, 0.1));
+    std::vector<float> v0(nm);
+    for (size_t i = 0; i < nm; ++i) v0[i] = float(0.01 * std::abs(rng_normal(1234, 123, i)));
+    cpu::AdamWOptions opt;
+    opt.lr = 1e-2f;
+    opt.weight_decay = 0.1f;
+    const int64_t step = 3;
+    // One call per segment.
+    auto pa = p0, ma = m0, va = v0;
+    double want = 0;
+    for (const auto& s : segs) {
+      cpu::adamw_update(pa.data() + s.begin, ma.data() + s.moment, va.data() + s.moment, g.data() + s.begin, s.count, opt, step, s.decay,
+                        float(grad_scale));
+      want += cpu::sum_of_squares(g.data() + s.begin, s.count);
+    }
+    auto table = SegmentTable::make(host_device(), segs);
+    QVERIFY(table.ok());
+    size_t total = 0;
+    for (const auto& s : segs) total += s.count;
+    QCOMPARE(table->elements(), total);
+    QCOMPARE(table->list().elements, total);
+    QCOMPARE(table->list().count, segs.size());
+    QCOMPARE(table->segments().back().first + table->segments().back().count, total);
+    for (int threads : {1, 2, 3}) {
+      cpu::set_num_threads(threads);
+      auto pb = p0, mb = m0, vb = v0;
+      cpu_ops().adamw_update_segments(pb.data(), mb.data(), vb.data(), g.data(), table->list(), opt, step, float(grad_scale));
+      QVERIFY2(all_equal(pb, pa) && all_equal(mb, ma) && all_equal(vb, va), qPrintable(QString("adamw, %1 threads").arg(threads)));
+      const double got = cpu_ops().sum_of_squares_segments(g.data(), table->list());
+      QVERIFY2(got == want, qPrintable(QString("%1 threads: sum of squares %2, per segment %3").arg(threads).arg(got, 0, 'g', 17).arg(want, 0, 'g', 17)));
+    }
+    cpu::set_num_threads(2);
+    // Both moved what the segments hold (and, equal, nothing else).
+    for (const auto& s : segs) {
+      if (s.count > 0) QVERIFY(pa[s.begin] != p0[s.begin] && pa[s.begin + s.count - 1] != p0[s.begin + s.count - 1]);
+    }
+  }
+
+  // A NaN or an infinity in a listed range makes the sum non-finite (an fp16 overflow must reach
+  // the loss scaler); one outside every range changes nothing.
+  void segmentNormSeesNonFiniteGradients_data() {
+    QTest::addColumn<double>("value");
+    QTest::addColumn<bool>("inside");
+    QTest::newRow("NaN in a segment") << kNaN << true;
+    QTest::newRow("infinity in a segment") << std::numeric_limits<double>::infinity() << true;
+    QTest::newRow("NaN between segments") << kNaN << false;
+  }
+  void segmentNormSeesNonFiniteGradients() {
+    QFETCH(double, value);
+    QFETCH(bool, inside);
+    size_t end = 0;
+    const auto segs = place_segments({1000, 70000, 0, 3}, 0, 0, &end);  // 70000: two chunks
+    auto g = cast<float>(randn(end, 124));
+    auto table = SegmentTable::make(host_device(), segs);
+    QVERIFY(table.ok());
+    const double clean = cpu_ops().sum_of_squares_segments(g.data(), table->list());
+    QVERIFY(std::isfinite(clean) && clean > 0);
+    const size_t at = inside ? segs[1].begin + 69999 : segs[1].begin - 1;  // the last element of a chunk, or a gap
+    QVERIFY(inside || at == segs[0].begin + segs[0].count);
+    g[at] = float(value);
+    const double got = cpu_ops().sum_of_squares_segments(g.data(), table->list());
+    if (!inside) {
+      QVERIFY(got == clean);
+    } else if (std::isnan(value)) {
+      QVERIFY(std::isnan(got));
+    } else {
+      QVERIFY(std::isinf(got));
+    }
+  }
+
+  void emptySegmentListDoesNothing() {
+    const SegmentTable none;
+    std::vector<float> p{1.0f}, m{0.0f}, v{0.0f}, g{1.0f};
+    cpu_ops().adamw_update_segments(p.data(), m.data(), v.data(), g.data(), none.list(), cpu::AdamWOptions{}, 1, 1.0f);
+    QCOMPARE(p[0], 1.0f);
+    QVERIFY(cpu_ops().sum_of_squares_segments(g.data(), none.list()) == 0.0);
+    auto made = SegmentTable::make(host_device(), {});
+    QVERIFY(made.ok());
+    QCOMPARE(made->list().count, size_t(0));
+    QVERIFY(cpu_ops().sum_of_squares_segments(g.data(), made->list()) == 0.0);
   }
 
   // ---- RNG ---------------------------------------------------------------------------------------

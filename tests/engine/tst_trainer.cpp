@@ -105,6 +105,11 @@ class PoisonOps final : public Ops {
     b_.adamw_update(params, m, v, grads, N, opt, step, weight_decay, grad_scale);
   }
   double sum_of_squares(const float* x, size_t N) const override { return b_.sum_of_squares(x, N); }
+  void adamw_update_segments(float* params, float* m, float* v, const float* grads, SegmentList segs, const AdamWOptions& opt,
+                             int64_t step, float grad_scale) const override {
+    b_.adamw_update_segments(params, m, v, grads, segs, opt, step, grad_scale);
+  }
+  double sum_of_squares_segments(const float* x, SegmentList segs) const override { return b_.sum_of_squares_segments(x, segs); }
   void scale(float* x, size_t N, float s) const override { b_.scale(x, N, s); }
 
  private:

@@ -1,5 +1,7 @@
 // The CUDA backend against the CPU engine, on a real GPU: every kernel of the Ops table (ops.h)
 // against the CPU kernel on random shapes with odd sizes (fp32 within 1e-5 of the tensor's scale),
+// the one-launch segment calls against the CPU's on segment lists with empty and one-element
+// segments (and the sum of squares the same bits launch after launch),
 // a 20-step run on cuda against the CPU engine's losses (1e-4), dp 2 x tp 2 x pp 2 ranks sharing
 // one GPU through host-staged communication against the single rank, checkpoints moving
 // between cpu and cuda, and NCCL: its groups of one on the GPU (device copies, a run whose
@@ -9,9 +11,11 @@
 //
 // Without a GPU (or in a build without CUDA) the suite prints why and exits 77, which ctest
 // reports as skipped (tests/gpu/CMakeLists.txt), never as passed.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,6 +28,7 @@
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/evaluate.h"
 #include "stagecraft/runtime/rng.h"
+#include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/trainer.h"
 #include "thread_comm.h"
 
@@ -421,6 +426,74 @@ class TestCuda : public QObject {
       gk.scale(g.g(), n, 0.25f);
       check("scale", g);
     }
+  }
+
+  // AdamW and the sum of squares over a segment list, one launch each, against the CPU's segment
+  // calls: moments indexed from a shard's begin as the trainer's, every other segment decayed.
+  void segmentCallsMatchTheCpu_data() {
+    QTest::addColumn<QList<int>>("counts");
+    QTest::addColumn<double>("grad_scale");
+    QTest::newRow("odd sizes, empty first, between and last") << QList<int>{0, 17, 1, 0, 0, 100003, 3, 0} << 1.0;
+    QTest::newRow("one segment of one element") << QList<int>{1} << 0.37;
+    // 1,000,007 elements: more than one grid stride of the sum's capped grid (1023 x 256 threads).
+    QTest::newRow("more elements than one stride of the sum's grid") << QList<int>{300001, 5, 700001} << 0.5;
+    QList<int> many;
+    for (int k = 0; k < 1100; ++k) many.append((k * 37) % 50);
+    QTest::newRow("1100 small segments") << many << 1.0;
+  }
+  void segmentCallsMatchTheCpu() {
+    QFETCH(QList<int>, counts);
+    QFETCH(double, grad_scale);
+    Device& d = *gpu_;
+    const size_t shard_begin = 11;
+    std::vector<Segment> segs;
+    size_t at = shard_begin + 2;
+    for (int k = 0; k < counts.size(); ++k) {  // k % 3 elements apart, so some belong to no segment
+      at += size_t(k % 3);
+      Segment s;
+      s.begin = at;
+      s.count = size_t(counts[k]);
+      s.moment = at - shard_begin;
+      s.decay = k % 2 == 0;
+      segs.push_back(s);
+      at += s.count;
+    }
+    const size_t n = at + 5, nm = n - shard_begin;
+    Twin p(d, randn(n, 40)), g(d, randn(n, 41)), m(d, randn(nm, 42, 0.1)), v(d, std::vector<float>(nm, 0.01f));
+    auto host_table = SegmentTable::make(host_device(), segs);
+    auto gpu_table = SegmentTable::make(d, segs);
+    QVERIFY(host_table.ok() && gpu_table.ok());
+    QCOMPARE(gpu_table->list().elements, host_table->elements());
+    AdamWOptions opt;
+    opt.lr = 1e-3f;
+    opt.weight_decay = 0.1f;
+    cpu_ops().adamw_update_segments(p.h(), m.h(), v.h(), g.h(), host_table->list(), opt, 3, float(grad_scale));
+    d.ops().adamw_update_segments(p.g(), m.g(), v.g(), g.g(), gpu_table->list(), opt, 3, float(grad_scale));
+    for (const auto& [what, t] : {std::pair{"adamw params", &p}, std::pair{"adamw m", &m}, std::pair{"adamw v", &v}}) {
+      QVERIFY2(d.synchronize().ok(), what);
+      const double e = rel_err(t->back(d), t->host);
+      QVERIFY2(e <= 1e-5, qPrintable(QString("%1: relative error %2").arg(what).arg(e)));
+    }
+    // The sum: double partials in another order than the CPU's (1e-12); the same bits every launch.
+    const double sc = cpu_ops().sum_of_squares_segments(g.h(), host_table->list());
+    const double sg = d.ops().sum_of_squares_segments(g.g(), gpu_table->list());
+    const double again = d.ops().sum_of_squares_segments(g.g(), gpu_table->list());
+    QVERIFY(d.synchronize().ok());
+    QVERIFY2(close(sc, sg, 1e-12), qPrintable(QString("sum of squares %1 vs %2").arg(sc, 0, 'g', 17).arg(sg, 0, 'g', 17)));
+    QVERIFY2(sg == again, qPrintable(QString("two launches: %1 vs %2").arg(sg, 0, 'g', 17).arg(again, 0, 'g', 17)));
+    double per_range = 0;
+    for (const auto& s : segs) per_range += d.ops().sum_of_squares(g.g() + s.begin, s.count);
+    QVERIFY(close(per_range, sg, 1e-12));
+    // A NaN, then an infinity, in the last listed element: the sum is not finite (the fp16 loss
+    // scaler skips the step on it).
+    const Segment& last = *std::find_if(segs.rbegin(), segs.rend(), [](const Segment& s) { return s.count > 0; });
+    float* x = g.g() + last.begin + last.count - 1;
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      QVERIFY(d.copy_from_host(x, &bad, sizeof(float)).ok());
+      const double s = d.ops().sum_of_squares_segments(g.g(), gpu_table->list());
+      QVERIFY2(std::isnan(bad) ? std::isnan(s) : std::isinf(s), qPrintable(QString("with %1: %2").arg(bad).arg(s)));
+    }
+    QVERIFY(d.synchronize().ok());
   }
 
   void deviceReportsFailuresAsStatus() {

@@ -1,13 +1,17 @@
 // The per-element math of the layers, written once for both backends: the CPU kernels
 // (src/runtime/cpu/pointwise.cpp) call these in their vectorised loops and the CUDA kernels
 // (src/runtime/cuda/cuda_kernels.cu) call them per thread, so the CPU suites test the formulas
-// the GPU runs. Only the exponential differs per backend (the CPU's vectorisable exp_fast, the
+// the GPU runs. So is the index arithmetic they share: which segment of a list holds an element. Only the exponential differs per backend (the CPU's vectorisable exp_fast, the
 // GPU's expf), so the functions here take what depends on it (a sigmoid) as an argument.
 //
 // Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "stagecraft/runtime/kernels.h"
 
 #if defined(__CUDACC__)
 #define STAGECRAFT_HD __host__ __device__ __forceinline__
@@ -79,6 +83,40 @@ STAGECRAFT_HD void adamw(Real& p, Real& m, Real& v, Real g, const AdamWStep<Real
   m = mi;
   v = vi;
   p -= s.lr * ((mi / s.bias1) / (square_root(vi / s.bias2) + s.eps) + s.weight_decay * p);
+}
+
+// The constants of step t = step >= 1 (host code: both backends make them before their loop or
+// launch), with opt.weight_decay where `decay` and 0 elsewhere.
+template <typename Real>
+inline AdamWStep<Real> adamw_step(const cpu::AdamWOptions& opt, int64_t step, bool decay, Real grad_scale) {
+  return {Real(opt.lr),
+          Real(opt.beta1),
+          Real(opt.beta2),
+          Real(opt.eps),
+          decay ? Real(opt.weight_decay) : Real(0),
+          Real(1 - std::pow(double(opt.beta1), double(step))),
+          Real(1 - std::pow(double(opt.beta2), double(step))),
+          grad_scale};
+}
+
+// The segment of a laid-out list (kernels.h's Segment; layout_segments) that holds element i of
+// its concatenation, for i < the list's element total: the last k with segs[k].first <= i. Empty
+// segments share their `first` with the segment after them, so they are never the answer.
+// `hint` (the caller's previous answer, so a thread walking a large segment searches once) is
+// returned at once when it holds i; otherwise a binary search, O(log n). n >= 1.
+// Worked example: counts {3, 0, 2, 0} lay out as first {0, 3, 3, 5}; i = 0..2 -> 0, i = 3, 4 -> 2.
+STAGECRAFT_HD size_t segment_of(const cpu::Segment* segs, size_t n, size_t i, size_t hint = 0) {
+  if (hint < n && segs[hint].first <= i && i - segs[hint].first < segs[hint].count) return hint;
+  size_t lo = 0, hi = n;  // segs[lo].first <= i < segs[hi].first (segs[n].first read as infinite)
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (segs[mid].first <= i) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
 }
 
 }  // namespace stagecraft::runtime::element

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/validate.h"
@@ -192,6 +193,29 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   } else {
     t->shard_begin_ = 0;
     t->shard_end_ = n;
+  }
+  // The optimizer's ranges, every slot clipped to the shard, fixed for the trainer's life: the
+  // update's (moments indexed from the shard's begin) and the global norm's, each parameter once
+  // over the world (counts_in_norm; without zero every DP replica holds the same gradients, so only
+  // DP rank 0 adds, with zero each DP rank adds its own shard).
+  const bool zero = config.parallel.zero >= 1 && t->dp_ > 1;
+  const bool adds_norm = zero || t->dp_rank_ == 0;
+  std::vector<Segment> update, norm;
+  for (const auto& s : t->stage_->param_slots()) {
+    const size_t b = std::max(s.offset, t->shard_begin_), e = std::min(s.offset + s.count, t->shard_end_);
+    if (b >= e) continue;
+    Segment seg;
+    seg.begin = b;
+    seg.count = e - b;
+    seg.moment = b - t->shard_begin_;
+    seg.decay = s.spec.weight_decay;
+    update.push_back(seg);
+    if (adds_norm && counts_in_norm(s, t->tp_rank_)) norm.push_back(seg);
+  }
+  for (auto [table, segments] : {std::pair{&t->update_segments_, &update}, std::pair{&t->norm_segments_, &norm}}) {
+    auto made = SegmentTable::make(*t->dev_, std::move(*segments));
+    if (!made.ok()) return made.status().with_context("optimizer of rank " + std::to_string(layout.rank));
+    *table = std::move(made).value();
   }
   const size_t moments = t->shard_end_ - t->shard_begin_;
   for (Buffer<float>* b : {&t->exp_avg_, &t->exp_avg_sq_}) {
@@ -436,16 +460,8 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
       k.scale(grads, n, inv_dp);
     }
   }
-  // Global norm: each parameter once over the world. Without zero every DP replica holds the
-  // same gradients, so only DP rank 0 adds; with zero each DP rank adds its own shard.
-  double sumsq = 0;
-  if (zero || dp_rank_ == 0) {
-    for (const auto& s : stage_->param_slots()) {
-      if (!counts_in_norm(s, tp_rank_)) continue;
-      const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
-      if (b < e) sumsq += k.sum_of_squares(grads + b, e - b);
-    }
-  }
+  // Global norm: each parameter once over the world (norm_segments_ says which ranges this rank adds).
+  const double sumsq = k.sum_of_squares_segments(grads, norm_segments_.list());
   double reduce[2] = {sumsq, pp_rank_ == pp_ - 1 ? local_loss : 0.0};
   // TP ranks hold the same loss: only TP rank 0 adds it, so the world sum over (dp, pp) ranks is
   // dp x the mean loss.
@@ -475,12 +491,8 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
   opt.beta1 = static_cast<float>(config_.train.beta1);
   opt.beta2 = static_cast<float>(config_.train.beta2);
   opt.weight_decay = static_cast<float>(config_.train.weight_decay);
-  for (const auto& s : stage_->param_slots()) {
-    const size_t b = std::max(s.offset, shard_begin_), e = std::min(s.offset + s.count, shard_end_);
-    if (b >= e) continue;
-    k.adamw_update(params + b, exp_avg_.data() + (b - shard_begin_), exp_avg_sq_.data() + (b - shard_begin_), grads + b, e - b, opt,
-                   step_ + 1 - skipped_, s.spec.weight_decay, grad_scale);
-  }
+  k.adamw_update_segments(params, exp_avg_.data(), exp_avg_sq_.data(), grads, update_segments_.list(), opt, step_ + 1 - skipped_,
+                          grad_scale);
   if (zero) {
     const size_t per = shard_per_;
     Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (dp x per)

@@ -170,4 +170,47 @@ double sum_of_squares(const Real* x, size_t N);
 template <typename Real>
 void scale(Real* x, size_t N, Real s);
 
+// ---- many ranges of one flat buffer in one call ------------------------------------------------
+// The optimizer's view of a stage: its parameters are ~150 tensors of one flat buffer, and a step
+// updates all of them and takes the norm of all their gradients. These take a list of ranges
+// (segments) so that each is one call (on CUDA one launch) instead of one per tensor.
+
+// A range of a flat buffer for the *_segments kernels: elements [begin, begin + count) of the
+// buffers indexed like the parameters (params, grads, x), and [moment, moment + count) of AdamW's
+// moments m and v, which may start elsewhere (the trainer's hold its ZeRO shard only, so there
+// moment = begin - the shard's begin). `first` places the segment in the concatenation of its
+// list, [first, first + count): the sum of the counts before it, which layout_segments sets and
+// by which a kernel finds an element's segment (src/runtime/element_math.h: segment_of).
+struct Segment {
+  size_t begin = 0;
+  size_t count = 0;    // 0 is allowed: the segment is skipped
+  size_t moment = 0;   // adamw only
+  size_t first = 0;    // layout_segments sets it
+  bool decay = false;  // adamw: weight decay on this segment
+};
+
+// Sets segs[k].first to the sum of the counts of segs[0, k); returns the sum of all n counts.
+size_t layout_segments(Segment* segs, size_t n);
+
+// The segment of a laid-out list (n >= 1) that holds element i of its concatenation, i < the
+// list's total: the last k with segs[k].first <= i, never an empty segment. `hint` (a segment that
+// may hold i) is checked first. The lookup both backends' segment kernels run per piece or per
+// element (src/runtime/element_math.h), here for host code and tests.
+size_t segment_of(const Segment* segs, size_t n, size_t i, size_t hint = 0);
+
+// adamw_update of every segment (params and grads at begin, m and v at moment), decayed where the
+// segment says so: the same bits as one adamw_update call per segment, in one call whose pieces
+// span segments. Segments must not overlap in either index space; segs laid out (layout_segments).
+template <typename Real>
+void adamw_update_segments(Real* params, Real* m, Real* v, const Real* grads, const Segment* segs,
+                           size_t nsegs, const AdamWOptions& opt, int64_t step,
+                           Real grad_scale = Real(1));
+
+// The sum over the segments, in their order, of sum_of_squares(x + begin, count): the same bits as
+// those calls added one by one to 0, in one call whose pieces (every segment's chunks, cut as
+// sum_of_squares cuts them) share the threads. Segments may overlap; segs laid out. A NaN or an
+// infinity in x makes the result non-finite (the fp16 loss scaler, loss_scaler.h, relies on it).
+template <typename Real>
+double sum_of_squares_segments(const Real* x, const Segment* segs, size_t nsegs);
+
 }  // namespace stagecraft::runtime::cpu

@@ -6,9 +6,12 @@
 // kernels.h function of the same name — which gradients accumulate, what may alias, what the
 // sizes are — on every backend. CPU: runtime::cpu's kernels. CUDA: runtime::cuda's, launched
 // in order on the device's stream, so a call returns before the GPU has finished (the host only
-// waits where a result comes back: crossentropy_forward and sum_of_squares).
+// waits where a result comes back: crossentropy_forward, sum_of_squares and
+// sum_of_squares_segments).
 //
-// Token ids and targets are int32 on the same device as the floats.
+// Token ids and targets are int32 on the same device as the floats. So are the segment lists of
+// the *_segments calls, which a backend reads where its kernels run: SegmentTable
+// (segment_table.h) lays a list out and copies it to the device once.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +23,15 @@ namespace stagecraft::runtime {
 
 using cpu::AdamWOptions;
 using cpu::Layout;
+using cpu::Segment;
+
+// A laid-out segment list (kernels.h: Segment, layout_segments) in the memory of the device whose
+// Ops take it, with its element total, which a launch is sized by without reading the list back.
+struct SegmentList {
+  const Segment* segments = nullptr;  // (count): device memory
+  size_t count = 0;
+  size_t elements = 0;  // the sum of the segments' counts
+};
 
 class Ops {
  public:
@@ -58,6 +70,13 @@ class Ops {
   virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step,
                             bool decay, float grad_scale = 1.0f) const = 0;
   virtual double sum_of_squares(const float* x, size_t N) const = 0;
+  // The kernels.h functions of these names over a list of ranges of one flat buffer, in one call:
+  // the CPU's give the bits of one per-range call per segment; CUDA's are one launch each, the sum
+  // deterministic run to run (a fixed grid, its blocks' partial sums added in block order) but
+  // rounded otherwise than the per-range sum_of_squares.
+  virtual void adamw_update_segments(float* params, float* m, float* v, const float* grads, SegmentList segs, const AdamWOptions& opt,
+                                     int64_t step, float grad_scale = 1.0f) const = 0;
+  virtual double sum_of_squares_segments(const float* x, SegmentList segs) const = 0;
   virtual void scale(float* x, size_t N, float s) const = 0;
 };
 

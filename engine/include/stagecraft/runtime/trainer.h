@@ -15,6 +15,9 @@
 //   4. The global gradient norm counts every parameter once (replicated TP tensors from TP rank 0,
 //      the head's wte copy not at all); gradients are scaled so the norm is at most grad_clip.
 //   5. AdamW (weight decay on matrices only), lr warm-up then cosine to min_lr.
+//   The norm and the update are one Ops call each over every parameter tensor of the rank's
+//   shard (ops.h: sum_of_squares_segments, adamw_update_segments), on segment lists built once
+//   when the trainer is created.
 // The loss reported is the mean over the whole global batch, the same on every rank.
 //
 // Determinism: parameters are a function of the seed (gpt_layout.h) and batches of (seed, step),
@@ -36,6 +39,7 @@
 #include "stagecraft/runtime/grad_reducer.h"
 #include "stagecraft/runtime/loss_scaler.h"
 #include "stagecraft/runtime/rank_layout.h"
+#include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/token_data.h"
 
 namespace stagecraft::runtime {
@@ -160,6 +164,8 @@ class Trainer {
   Buffer<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
   size_t shard_per_ = 0;                     // ceil(params / dp): a ZeRO shard's (padded) size
   size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
+  SegmentTable update_segments_;  // every slot clipped to the shard; moments from shard_begin_
+  SegmentTable norm_segments_;    // the slots this rank adds to the global norm, clipped likewise
   Buffer<float> io_in_, io_out_;   // a micro-batch's activations sent or received (device not host)
   std::vector<Buffer<float>> send_pool_;  // each (B, T, C): sends in flight on a device-memory pp group
   std::vector<float> staging_;      // host copy for a collective over device memory

@@ -58,6 +58,13 @@ class CpuOps final : public Ops {
     cpu::adamw_update(params, m, v, grads, N, opt, step, decay, grad_scale);
   }
   double sum_of_squares(const float* x, size_t N) const override { return cpu::sum_of_squares(x, N); }
+  void adamw_update_segments(float* params, float* m, float* v, const float* grads, SegmentList segs, const AdamWOptions& opt,
+                             int64_t step, float grad_scale) const override {
+    cpu::adamw_update_segments(params, m, v, grads, segs.segments, segs.count, opt, step, grad_scale);
+  }
+  double sum_of_squares_segments(const float* x, SegmentList segs) const override {
+    return cpu::sum_of_squares_segments(x, segs.segments, segs.count);
+  }
   void scale(float* x, size_t N, float s) const override { cpu::scale(x, N, s); }
 };
 

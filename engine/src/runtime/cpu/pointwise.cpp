@@ -1,5 +1,5 @@
 // CPU element-wise and per-row kernels: layernorm, GELU, residual, embeddings, softmax and
-// cross-entropy, AdamW, sum of squares.
+// cross-entropy, AdamW, sum of squares (per range, and over a list of segments in one call).
 //
 // Every loop is a parallel_for (thread_pool.h) over rows or blocks of elements, with `omp simd`
 // inner loops so that GCC vectorises them (-fopenmp-simd: the pragmas only, no OpenMP runtime);
@@ -302,40 +302,131 @@ void crossentropy_backward(Real* dlogits, const Real* probs, const int32_t* targ
 
 // ---- AdamW and norms -------------------------------------------------------------------------
 
+namespace {
+
+template <typename Real>
+[[gnu::always_inline]] inline void adamw_range(Real* p, Real* m, Real* v, const Real* g, size_t n,
+                                               const element::AdamWStep<Real>& st) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) element::adamw(p[i], m[i], v[i], g[i], st);
+}
+
+// sum_of_squares' chunks of a range of N elements: at least 64K elements, at most kMaxChunks of
+// them, depending on N only.
+constexpr size_t kMaxChunks = 4096;
+size_t squares_chunk(size_t N) { return std::max<size_t>(size_t(1) << 16, (N + kMaxChunks - 1) / kMaxChunks); }
+
+// The sum of x[i]^2 over [0, n) in double, in index order: the one loop of sum_of_squares and of
+// sum_of_squares_segments, so that both give the same bits. Deliberately not `omp simd`: index
+// order is the one the gradient norm has been computed in (GCC kept the loop scalar under the
+// pragma too), and a vectorised sum would change its last bits.
+template <typename Real>
+[[gnu::noinline]] double squares_range(const Real* x, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  return s;
+}
+
+}  // namespace
+
 template <typename Real>
 void adamw_update(Real* params, Real* m, Real* v, const Real* grads, size_t N,
                   const AdamWOptions& opt, int64_t step, bool decay, Real grad_scale) {
   // params (N), m (N), v (N), grads (N)
   assert(step >= 1);
-  const element::AdamWStep<Real> st{Real(opt.lr),
-                                     Real(opt.beta1),
-                                     Real(opt.beta2),
-                                     Real(opt.eps),
-                                     decay ? Real(opt.weight_decay) : Real(0),
-                                     Real(1 - std::pow(double(opt.beta1), double(step))),
-                                     Real(1 - std::pow(double(opt.beta2), double(step))),
-                                     grad_scale};
+  const auto st = element::adamw_step<Real>(opt, step, decay, grad_scale);
   parallel_for(N, kGrain, threads_for(N * 4), [&](size_t first, size_t last) {
-#pragma omp simd
-    for (size_t i = first; i < last; ++i) element::adamw(params[i], m[i], v[i], grads[i], st);
+    adamw_range(params + first, m + first, v + first, grads + first, last - first, st);
   });
 }
 
 template <typename Real>
 double sum_of_squares(const Real* x, size_t N) {
-  // x (N). Chunks depend on N only: at least 64K elements, at most kMaxChunks of them.
-  constexpr size_t kMaxChunks = 4096;
-  const size_t chunk = std::max<size_t>(size_t(1) << 16, (N + kMaxChunks - 1) / kMaxChunks);
+  // x (N)
+  const size_t chunk = squares_chunk(N);
   const size_t chunks = (N + chunk - 1) / chunk;
   double partial[kMaxChunks];
   parallel_for(N, chunk, threads_for(N), [&](size_t first, size_t last) {
-    double s = 0;
-#pragma omp simd reduction(+ : s)
-    for (size_t i = first; i < last; ++i) s += double(x[i]) * double(x[i]);
-    partial[first / chunk] = s;
+    partial[first / chunk] = squares_range(x + first, last - first);
   });
   double total = 0;
   for (size_t k = 0; k < chunks; ++k) total += partial[k];
+  return total;
+}
+
+size_t layout_segments(Segment* segs, size_t n) {
+  size_t total = 0;
+  for (size_t k = 0; k < n; ++k) {
+    segs[k].first = total;
+    total += segs[k].count;
+  }
+  return total;
+}
+
+size_t segment_of(const Segment* segs, size_t n, size_t i, size_t hint) { return element::segment_of(segs, n, i, hint); }
+
+template <typename Real>
+void adamw_update_segments(Real* params, Real* m, Real* v, const Real* grads, const Segment* segs,
+                           size_t nsegs, const AdamWOptions& opt, int64_t step, Real grad_scale) {
+  // params, grads (>= every begin + count); m, v (>= every moment + count); segs (nsegs)
+  assert(step >= 1);
+  if (nsegs == 0) return;
+  const size_t total = segs[nsegs - 1].first + segs[nsegs - 1].count;
+  const auto plain = element::adamw_step<Real>(opt, step, false, grad_scale);
+  const auto decayed = element::adamw_step<Real>(opt, step, true, grad_scale);
+  // Pieces of the concatenation, each over the segments it overlaps (an empty one adds n = 0).
+  parallel_for(total, kGrain, threads_for(total * 4), [&](size_t first, size_t last) {
+    for (size_t k = element::segment_of(segs, nsegs, first); first < last; ++k) {
+      const Segment& s = segs[k];
+      const size_t off = first - s.first, n = std::min(last, s.first + s.count) - first;
+      adamw_range(params + s.begin + off, m + s.moment + off, v + s.moment + off, grads + s.begin + off, n,
+                  s.decay ? decayed : plain);
+      first += n;
+    }
+  });
+}
+
+template <typename Real>
+double sum_of_squares_segments(const Real* x, const Segment* segs, size_t nsegs) {
+  // x (>= every begin + count); segs (nsegs)
+  // Pieces: every segment's chunks as sum_of_squares cuts them, taken in windows of kWindow so
+  // that nothing is allocated. A window's pieces run on the threads; its partials are then added
+  // in order, each segment's from 0 and the segments' sums to the total, as the per-segment
+  // calls would be: the window boundaries change no bit.
+  constexpr size_t kWindow = 1024;
+  struct Piece {
+    const Real* x;
+    size_t n;
+    bool closes;  // the segment's last chunk
+  };
+  Piece piece[kWindow];
+  double partial[kWindow];
+  size_t pieces = 0, elements = 0;
+  double total = 0, segment = 0;
+  auto run_window = [&] {
+    parallel_for(pieces, 1, threads_for(elements), [&](size_t first, size_t last) {
+      for (size_t k = first; k < last; ++k) partial[k] = squares_range(piece[k].x, piece[k].n);
+    });
+    for (size_t k = 0; k < pieces; ++k) {
+      segment += partial[k];
+      if (piece[k].closes) {
+        total += segment;
+        segment = 0;
+      }
+    }
+    pieces = elements = 0;
+  };
+  for (size_t k = 0; k < nsegs; ++k) {
+    const Segment& s = segs[k];
+    const size_t chunk = squares_chunk(s.count);
+    for (size_t b = 0; b < s.count; b += chunk) {
+      const size_t n = std::min(chunk, s.count - b);
+      piece[pieces++] = {x + s.begin + b, n, b + n == s.count};
+      elements += n;
+      if (pieces == kWindow) run_window();
+    }
+  }
+  run_window();
   return total;
 }
 
@@ -366,6 +457,9 @@ void scale(Real* x, size_t N, Real s) {
   template void adamw_update<Real>(Real*, Real*, Real*, const Real*, size_t, const AdamWOptions&,   \
                                    int64_t, bool, Real);                                            \
   template double sum_of_squares<Real>(const Real*, size_t);                                        \
+  template void adamw_update_segments<Real>(Real*, Real*, Real*, const Real*, const Segment*, size_t, \
+                                            const AdamWOptions&, int64_t, Real);                      \
+  template double sum_of_squares_segments<Real>(const Real*, const Segment*, size_t);               \
   template void scale<Real>(Real*, size_t, Real);
 STAGECRAFT_INSTANTIATE(float)
 STAGECRAFT_INSTANTIATE(double)

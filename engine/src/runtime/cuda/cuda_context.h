@@ -27,6 +27,7 @@ struct Context {
   cublasHandle_t cublas = nullptr;
   double* partials = nullptr;      // device: kMaxPartials doubles for two-pass reductions
   double* host_result = nullptr;   // pinned host: where a reduction's result lands
+  unsigned* blocks_done = nullptr;  // device: blocks of a one-launch reduction done so far (0 between launches)
   static constexpr int kMaxPartials = 1024;
 
   std::mutex error_mutex;

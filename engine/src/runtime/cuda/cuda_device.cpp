@@ -182,6 +182,8 @@ Status open_context(int ordinal) {
   if (cudaError_t e = cudaMallocHost(&c->host_result, sizeof(double)); e != cudaSuccess) {
     return fail("cudaMallocHost", cudaGetErrorString(e));
   }
+  if (cudaError_t e = cudaMalloc(&c->blocks_done, sizeof(unsigned)); e != cudaSuccess) return fail("cudaMalloc", cudaGetErrorString(e));
+  if (cudaError_t e = cudaMemset(c->blocks_done, 0, sizeof(unsigned)); e != cudaSuccess) return fail("cudaMemset", cudaGetErrorString(e));
   g_context = c.release();  // lives as long as the process: buffers may be released at exit
   return Status::OK();
 }

@@ -9,8 +9,10 @@
 // over the heads for the scores and the weighted values, a causal softmax kernel between them.
 // The per-element formulas (GELU, layernorm's gradient, AdamW) are element_math.h's, shared with
 // the CPU kernels. Reductions that come back to the host (the loss, the sum of squares) are two-
-// pass in a fixed order, so they do not depend on scheduling; the embedding, bias and layernorm
-// parameter gradients accumulate with atomics (order-dependent rounding, within float epsilon).
+// pass in a fixed order, so they do not depend on scheduling (the sum of squares over a segment
+// list in one launch: its last block adds the blocks' partials in order); the embedding, bias and
+// layernorm parameter gradients accumulate with atomics (order-dependent rounding, within float
+// epsilon). The segment calls find each element's segment with element_math.h's segment_of.
 //
 // Every launch goes to the context's stream (cuda_context.h); launch failures are recorded
 // there and reported by the next Device::synchronize().
@@ -283,6 +285,56 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
   }
 }
 
+// ---- one launch over a segment list (ops.h: SegmentList) ---------------------------------------
+
+// adamw_update over every segment of segs (nsegs, laid out; `total` elements): element i of the
+// concatenation is element i - first of its segment, at begin in params and grads and at moment
+// in m and v.
+__global__ void adamw_segments_kernel(float* params, float* m, float* v, const float* grads, const Segment* segs, size_t nsegs,
+                                      size_t total, element::AdamWStep<float> plain, element::AdamWStep<float> decayed) {
+  size_t k = 0;
+  GRID_STRIDE(i, total) {
+    k = element::segment_of(segs, nsegs, i, k);
+    const Segment& s = segs[k];
+    const size_t off = i - s.first, pi = s.begin + off, mi = s.moment + off;
+    float p = params[pi], mk = m[mi], vk = v[mi];
+    element::adamw(p, mk, vk, grads[pi], s.decay ? decayed : plain);
+    params[pi] = p;
+    m[mi] = mk;
+    v[mi] = vk;
+  }
+}
+
+// *out = the sum of x^2 over the segments, in double, in one launch whose result does not depend
+// on scheduling: block b sums its grid-stride elements (fixed by the grid and total) and writes
+// partials[b]; the block that finishes last (the atomic count after each block's fence says which)
+// adds partials[0, gridDim.x) in block order and resets the count for the next launch.
+__global__ void sum_of_squares_segments_kernel(double* out, double* partials, unsigned* blocks_done, const float* x,
+                                               const Segment* segs, size_t nsegs, size_t total) {
+  double s = 0;
+  size_t k = 0;
+  GRID_STRIDE(i, total) {
+    k = element::segment_of(segs, nsegs, i, k);
+    const double v = x[segs[k].begin + (i - segs[k].first)];
+    s += v * v;
+  }
+  s = block_reduce<double, false>(s);
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = s;
+    __threadfence();  // this partial reaches every block before the count does
+    last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    double t = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) t += __ldcg(partials + b);  // from L2, where the other blocks wrote
+    *out = t;
+    *blocks_done = 0;
+  }
+}
+
 // ---- deterministic reductions to the host ------------------------------------------------------
 
 // partials[b] = sum over this block's grid-stride elements of f(x[i]) (x^2 or x), in double.
@@ -310,6 +362,17 @@ __global__ void sum_partials_kernel(double* out, const double* partials, int cou
 // process may share the GPU).
 std::mutex g_reduce_mutex;
 
+// The double at the scratch's last slot, where a reduction left it, on the host: waits for the
+// stream. NaN when the copy or the wait failed (recorded for the next check()).
+double result_to_host(Context& c) {
+  if (!STAGECRAFT_CUDA_OK(cudaMemcpyAsync(c.host_result, c.partials + Context::kMaxPartials - 1, sizeof(double),
+                                          cudaMemcpyDeviceToHost, c.stream)) ||
+      !STAGECRAFT_CUDA_OK(cudaStreamSynchronize(c.stream))) {
+    return NAN;
+  }
+  return *c.host_result;
+}
+
 template <bool kSquare>
 double reduce_to_host(const float* x, size_t n) {
   Context& c = ctx();
@@ -319,12 +382,20 @@ double reduce_to_host(const float* x, size_t n) {
   partial_sums_kernel<kSquare><<<blocks, kThreads, 0, c.stream>>>(c.partials, x, n);
   sum_partials_kernel<<<1, 1, 0, c.stream>>>(c.partials + Context::kMaxPartials - 1, c.partials, static_cast<int>(blocks));
   launched("reduce");
-  if (!STAGECRAFT_CUDA_OK(cudaMemcpyAsync(c.host_result, c.partials + Context::kMaxPartials - 1, sizeof(double),
-                                          cudaMemcpyDeviceToHost, c.stream)) ||
-      !STAGECRAFT_CUDA_OK(cudaStreamSynchronize(c.stream))) {
-    return NAN;
-  }
-  return *c.host_result;
+  return result_to_host(c);
+}
+
+// The sum of squares over a segment list on the host: one launch, one wait. The grid leaves the
+// scratch's last slot to the result.
+double sum_of_squares_segments_to_host(const float* x, const SegmentList& segs) {
+  Context& c = ctx();
+  if (segs.elements == 0) return 0.0;
+  std::lock_guard<std::mutex> lock(g_reduce_mutex);
+  const unsigned blocks = std::min<unsigned>(blocks_for(segs.elements), Context::kMaxPartials - 1);
+  sum_of_squares_segments_kernel<<<blocks, kThreads, 0, c.stream>>>(c.partials + Context::kMaxPartials - 1, c.partials, c.blocks_done, x,
+                                                                     segs.segments, segs.count, segs.elements);
+  launched("sum_of_squares_segments");
+  return result_to_host(c);
 }
 
 // ---- GEMMs (cuBLAS, column-major views of row-major buffers) -----------------------------------
@@ -676,18 +747,20 @@ class CudaOps final : public Ops {
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
                     float grad_scale) const override {
     if (N == 0) return;
-    const element::AdamWStep<float> st{opt.lr,
-                                       opt.beta1,
-                                       opt.beta2,
-                                       opt.eps,
-                                       decay ? opt.weight_decay : 0.0f,
-                                       float(1 - std::pow(double(opt.beta1), double(step))),
-                                       float(1 - std::pow(double(opt.beta2), double(step))),
-                                       grad_scale};
-    adamw_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(params, m, v, grads, N, st);
+    adamw_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(params, m, v, grads, N, element::adamw_step<float>(opt, step, decay, grad_scale));
     launched("adamw_update");
   }
   double sum_of_squares(const float* x, size_t N) const override { return reduce_to_host<true>(x, N); }
+  void adamw_update_segments(float* params, float* m, float* v, const float* grads, SegmentList segs, const AdamWOptions& opt,
+                             int64_t step, float grad_scale) const override {
+    if (segs.elements == 0) return;
+    adamw_segments_kernel<<<blocks_for(segs.elements), kThreads, 0, stream()>>>(params, m, v, grads, segs.segments, segs.count,
+                                                                                segs.elements,
+                                                                                element::adamw_step<float>(opt, step, false, grad_scale),
+                                                                                element::adamw_step<float>(opt, step, true, grad_scale));
+    launched("adamw_update_segments");
+  }
+  double sum_of_squares_segments(const float* x, SegmentList segs) const override { return sum_of_squares_segments_to_host(x, segs); }
   void scale(float* x, size_t N, float s) const override {
     if (N == 0) return;
     scale_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(x, N, s);
