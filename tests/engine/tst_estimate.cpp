@@ -335,6 +335,13 @@ class TestEstimate : public QObject {
     QVERIFY(plan.estimate.step_time_s < plain.estimate.step_time_s);
     // ZeRO 1: the same with and without overlap.
     QCOMPARE(dp({"parallel.zero=1"}), dp({"parallel.zero=1", "parallel.overlap_grad_reduce=false"}));
+    // The cpu device: Gloo's reduction needs the cores the backward uses, nothing hides.
+    const std::vector<std::string> cpu = {"cluster.device=cpu", "cluster.nodes=1", "cluster.gpus_per_node=2", "train.precision=fp32",
+                                          "parallel.grad_bucket_mb=0.5"};
+    auto cpu_off = cpu;
+    cpu_off.push_back("parallel.overlap_grad_reduce=false");
+    QVERIFY(dp(cpu) > 0);
+    QCOMPARE(dp(cpu), dp(cpu_off));
   }
 };
 

@@ -481,7 +481,9 @@ Estimate estimate(const EstimateInput& in) {
   // hides the all-reduce but the first bucket's share of it, which stays exposed as the last
   // bucket (the embeddings' and the final LayerNorm's, reduced once the backward ends) does.
   // One bucket for the whole stage hides nothing; ZeRO's reduce-scatter runs after the backward,
-  // as the engine runs it. Tied embeddings with p > 1 add the first/last stage all-reduce of the
+  // as the engine runs it. On the cpu device nothing hides: Gloo's copies and sums need the cores
+  // the backward keeps busy (tests/bench/bench_grad_overlap.sh measured no gain with 2 ranks on 2
+  // cores, and a loss with small buckets). Tied embeddings with p > 1 add the first/last stage all-reduce of the
   // word embedding gradient, after the backward.
   double dp_time = 0;
   const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
@@ -493,7 +495,7 @@ Estimate estimate(const EstimateInput& in) {
     } else if (d > 1) {
       const double all_reduce = all_reduce_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s);
       exposed = all_reduce;
-      if (c.parallel.overlap_grad_reduce) {
+      if (c.parallel.overlap_grad_reduce && !in.device.is_cpu) {
         const double grad_bytes = params * bpp.grads;
         const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_mb * 1024.0 * 1024.0 / grad_bytes) : 1.0;
         const double hidden = (1.0 - share) * rt[static_cast<size_t>(r)].bwd_last_chunk;

@@ -13,9 +13,9 @@
 //    ring collectives for TP (intra- or inter-node by where the group sits), DP gradients (the
 //    part not hidden behind the last micro-batch's backward) and PP send/recv; the pipeline
 //    bubble of the schedule; the optimizer step; a calibrated device's fixed per-step overhead.
-//    On the cpu device the ranks of a node share its cores (estimate.cpp, hardware()). DP
-//    buckets hide behind the last backward as the engine runs them (parallel.overlap_grad_reduce,
-//    grad_bucket_mb): a model whose gradients fit one bucket hides nothing.
+//    DP buckets hide behind the last backward as the engine runs them (parallel.overlap_grad_reduce,
+//    grad_bucket_mb): a stage whose gradients fit one bucket hides nothing. On the cpu device the
+//    ranks of a node share its cores (estimate.cpp, hardware()) and no DP reduction hides.
 // The calibration constants are few and physical (GEMM and memory efficiency, link efficiency,
 // collective latency, kernel overhead: config::CostCalibration, the device's) and are fitted once,
 // not per configuration; the tests hold the defaults against published runs, and
