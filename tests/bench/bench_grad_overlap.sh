@@ -7,12 +7,29 @@
 # medians `stagecraft-cli runs compare --json` reports for the bottleneck rank), with the cost
 # model's prediction of the step and DP beside them. Asserts nothing about time. Run it on a
 # quiet machine from the repository root after a build:
-#   bash tests/bench/bench_grad_overlap.sh [build/bin] [rounds]
+#   bash tests/bench/bench_grad_overlap.sh [build/bin] [rounds] [rate]
+# With a rate (as tc writes it, e.g. 1gbit; needs root), every run goes inside a network
+# namespace of its own whose loopback is shaped to that rate (tc's token bucket), as if the ranks
+# were machines on a slow network: the case where the reduction waits on the wire, not the cores.
 set -euo pipefail
 BIN=${1:-build/bin}
 ROUNDS=${2:-3}
+RATE=${3:-}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+NS=""
+cleanup() {
+  rm -rf "$WORK"
+  [ -n "$NS" ] && ip netns del "$NS" 2> /dev/null || true
+}
+trap cleanup EXIT
+IN_NS=()
+if [ -n "$RATE" ]; then
+  NS=stagecraft-bench-$$
+  ip netns add "$NS"
+  ip netns exec "$NS" ip link set lo up
+  ip netns exec "$NS" tc qdisc add dev lo root tbf rate "$RATE" burst 256kb latency 200ms
+  IN_NS=(ip netns exec "$NS")
+fi
 DB=$WORK/runs.sqlite
 # GPT with 4 layers of width 256: 3.2 M parameters, 12.6 MiB of fp32 gradients per rank.
 BASE=(configs/tiny-gpt.yaml model.hidden=256 model.heads=8 parallel.pp=1 parallel.dp=2 cluster.gpus_per_node=2
@@ -30,12 +47,12 @@ for ((round = 0; round < ROUNDS; ++round)); do
   for v in "${!VARIANTS[@]}"; do
     IFS='|' read -r label overrides <<< "${VARIANTS[$v]}"
     # shellcheck disable=SC2086
-    "$BIN/stagecraft-cli" run "${BASE[@]}" $overrides --db "$DB" > /dev/null
+    "${IN_NS[@]}" "$BIN/stagecraft-cli" run "${BASE[@]}" $overrides --db "$DB" > /dev/null
     id=$((id + 1))
     IDS[$v]="${IDS[$v]:-} $id"
   done
 done
-echo "dp 2 on $(nproc) cores, ${ROUNDS} runs of 40 steps per variant (medians of the runs' medians)"
+echo "dp 2 on $(nproc) cores${RATE:+, loopback shaped to $RATE}, ${ROUNDS} runs of 40 steps per variant (medians of the runs' medians)"
 printf '%-22s %10s %10s %10s %12s %12s\n' variant step DP backward "model step" "model DP"
 for v in "${!VARIANTS[@]}"; do
   IFS='|' read -r label overrides <<< "${VARIANTS[$v]}"

@@ -74,6 +74,8 @@ const std::map<std::string, Field>& fields() {
        }},
       {"parallel.sequence_parallel", [](const RunConfig& c) { return QString(c.parallel.sequence_parallel ? "true" : "false"); }},
       {"parallel.zero", [](const RunConfig& c) { return QString::number(c.parallel.zero); }},
+      {"parallel.overlap_grad_reduce", [](const RunConfig& c) { return QString(c.parallel.overlap_grad_reduce ? "true" : "false"); }},
+      {"parallel.grad_bucket_mb", [](const RunConfig& c) { return number(c.parallel.grad_bucket_mb); }},
       {"pipeline.schedule", [](const RunConfig& c) { return qs(std::string(to_string(c.pipeline.schedule))); }},
       {"pipeline.virtual_stages", [](const RunConfig& c) { return QString::number(c.pipeline.virtual_stages); }},
       {"pipeline.partition",
@@ -148,6 +150,8 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"parallel.order", "tp-dp-pp"},
     {"parallel.sequence_parallel", "false"},
     {"parallel.zero", "0"},
+    {"parallel.overlap_grad_reduce", "true"},
+    {"parallel.grad_bucket_mb", "25"},
     {"pipeline.schedule", "1f1b"},
     {"pipeline.virtual_stages", "1"},
     {"pipeline.partition", "uniform"},
@@ -213,6 +217,8 @@ const std::vector<KeyRow> kKeyRows = {
     {"parallel.order", "tp-pp-dp", {}, "tp-pp-dp"},
     {"parallel.sequence_parallel", "true", {"parallel.tp: 2"}, "true"},
     {"parallel.zero", "1", {}, "1"},
+    {"parallel.overlap_grad_reduce", "false", {}, "false"},
+    {"parallel.grad_bucket_mb", "2.5", {}, "2.5"},
     {"pipeline.schedule", "gpipe", {}, "gpipe"},
     {"pipeline.virtual_stages", "2", {"parallel.pp: 2", "pipeline.schedule: interleaved"}, "2"},
     {"pipeline.partition", "[0, 0, 0, 1, 1, 1, 1, 1]", {"parallel.pp: 2"}, "[0,0,0,1,1,1,1,1]"},
@@ -625,7 +631,7 @@ class TestConfig : public QObject {
     QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("key in the wrong section") << "train.tp: 2" << "train.tp: unknown key; did you mean parallel.tp?";
     QTest::newRow("nothing close in a section") << "parallel.banana: 1"
-                                                << "parallel.banana: unknown key; parallel keys are dp, tp, pp, tp_mode, tp_depth, order, sequence_parallel, zero";
+                                                << "parallel.banana: unknown key; parallel keys are dp, tp, pp, tp_mode, tp_depth, order, sequence_parallel, zero, overlap_grad_reduce, grad_bucket_mb";
     QTest::newRow("nothing close at the top") << "zzzzzzzzzz: 1"
                                               << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("device key") << "cluster.device: {base: A100-80GB, memory_gb: 40}" << "cluster.device.memory_gb: unknown key; did you mean cluster.device.memory_gib?";

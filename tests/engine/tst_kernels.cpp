@@ -8,6 +8,7 @@
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/segment_table.h"
+#include "segment_test_support.h"
 #include "tiny_gpt.h"
 
 #include <QtTest>
@@ -99,25 +100,7 @@ bool all_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Segments of the given counts placed in a flat buffer in order, k % 3 elements apart (so some
-// elements belong to no segment), the first at `start`; every other one decays. Moments are
-// indexed from `moment_base` (a ZeRO shard's begin; 0: as the parameters). Not laid out.
-std::vector<cpu::Segment> place_segments(const QList<int>& counts, size_t start, size_t moment_base, size_t* end) {
-  std::vector<cpu::Segment> segs;
-  size_t at = start;
-  for (int k = 0; k < counts.size(); ++k) {
-    at += size_t(k % 3);
-    cpu::Segment s;
-    s.begin = at;
-    s.count = size_t(counts[k]);
-    s.moment = at - moment_base;
-    s.decay = k % 2 == 0;
-    segs.push_back(s);
-    at += s.count;
-  }
-  *end = at;
-  return segs;
-}
+using testing::place_segments;
 
 }  // namespace
 

@@ -55,7 +55,7 @@ class TestProgram : public QObject {
         << "python3|pretrain_gpt.py|--tensor-model-parallel-size|2|--pipeline-model-parallel-size|2|--num-layers|8|--hidden-size|256|"
            "--num-attention-heads|8|--ffn-hidden-size|1024|--seq-length|128|--max-position-embeddings|128|--micro-batch-size|2|"
            "--global-batch-size|16|--train-iters|50|--lr|1e-04|--min-lr|0.0|--lr-decay-style|cosine|--weight-decay|0.0|--adam-beta1|0.9|"
-           "--adam-beta2|0.95|--clip-grad|1.0|--seed|1234|--data-path|d";
+           "--adam-beta2|0.95|--clip-grad|1.0|--seed|1234|--overlap-grad-reduce|--data-path|d";
     QTest::newRow("megatron: an uneven split as a layout")
         << QStringList{"launch.program=pretrain_gpt.py", "launch.framework=megatron", "pipeline.partition=[0, 0, 0, 0, 0, 1, 1, 1]"}
         << QStringList{} << "python3|pretrain_gpt.py|--tensor-model-parallel-size|2|--pipeline-model-parallel-size|2|--decoder-first-pipeline-num-layers|5|--num-layers|8";

@@ -30,6 +30,7 @@
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/trainer.h"
+#include "segment_test_support.h"
 #include "thread_comm.h"
 
 #include <QtTest>
@@ -446,18 +447,8 @@ class TestCuda : public QObject {
     QFETCH(double, grad_scale);
     Device& d = *gpu_;
     const size_t shard_begin = 11;
-    std::vector<Segment> segs;
-    size_t at = shard_begin + 2;
-    for (int k = 0; k < counts.size(); ++k) {  // k % 3 elements apart, so some belong to no segment
-      at += size_t(k % 3);
-      Segment s;
-      s.begin = at;
-      s.count = size_t(counts[k]);
-      s.moment = at - shard_begin;
-      s.decay = k % 2 == 0;
-      segs.push_back(s);
-      at += s.count;
-    }
+    size_t at = 0;
+    const std::vector<Segment> segs = testing::place_segments(counts, shard_begin + 2, shard_begin, &at);
     const size_t n = at + 5, nm = n - shard_begin;
     Twin p(d, randn(n, 40)), g(d, randn(n, 41)), m(d, randn(nm, 42, 0.1)), v(d, std::vector<float>(nm, 0.01f));
     auto host_table = SegmentTable::make(host_device(), segs);

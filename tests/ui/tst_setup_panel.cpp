@@ -243,7 +243,7 @@ class TestSetupPanel : public QObject {
         "cluster.nodes", "cluster.gpus_per_node", "cluster.device",
         "model.layers", "model.hidden", "model.heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
         "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
-        "parallel.sequence_parallel", "parallel.zero",
+        "parallel.sequence_parallel", "parallel.zero", "parallel.overlap_grad_reduce",
         "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition", "pipeline.costs",
         "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.attention",
         "launch.program", "launch.metrics", "launch.args", "launch.framework"};

@@ -215,8 +215,8 @@ std::vector<KeySpec> make_schema() {
        .omit_default = true, .foreign = {"overlap_comm"},
        .access = field([](auto& c) -> auto& { return c.parallel.overlap_grad_reduce; })},
       {.path = "parallel.grad_bucket_mb", .type = T::kDouble, .default_text = "25",
-       .help = "MB of gradients per data-parallel bucket (overlap_grad_reduce)", .min = 0.001, .max = 65536,
-       .label = "DP bucket (MB)", .omit_default = true,
+       .help = "MiB of gradients per data-parallel bucket (overlap_grad_reduce)", .min = 0.001, .max = 65536,
+       .omit_default = true,
        .access = field([](auto& c) -> auto& { return c.parallel.grad_bucket_mb; })},
 
       {.path = "pipeline.schedule", .type = T::kEnum, .default_text = "1f1b", .help = "the pipeline schedule",

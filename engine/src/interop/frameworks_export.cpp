@@ -373,13 +373,6 @@ Result<Exported> export_megatron(Ctx& x) {
   if (order != std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp}) a.push_back("--use-tp-pp-dp-mapping");
   if (c.parallel.sequence_parallel && x.tp > 1) a.push_back("--sequence-parallel");
   if (c.parallel.zero == 1) a.push_back("--use-distributed-optimizer");
-  // DP buckets during the backward; Megatron counts its bucket in parameters (fp32 main grads).
-  if (c.parallel.overlap_grad_reduce && x.dp > 1) {
-    a.push_back("--overlap-grad-reduce");
-    if (c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
-      a.push_back("--ddp-bucket-size " + std::to_string(static_cast<long long>(c.parallel.grad_bucket_mb * 1024 * 1024 / 4)));
-    }
-  }
   a.push_back("--num-layers " + std::to_string(x.layers));
   a.push_back("--hidden-size " + std::to_string(c.model.hidden));
   a.push_back("--num-attention-heads " + std::to_string(c.model.heads));
@@ -407,6 +400,13 @@ Result<Exported> export_megatron(Ctx& x) {
   a.push_back("--adam-beta2 " + py_float(c.train.beta2));
   a.push_back("--clip-grad " + py_float(c.train.grad_clip));
   a.push_back("--seed " + std::to_string(c.train.seed));
+  // DP buckets during the backward; Megatron counts its bucket in parameters (fp32 main grads).
+  if (c.parallel.overlap_grad_reduce && x.dp > 1) {
+    a.push_back("--overlap-grad-reduce");
+    if (c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
+      a.push_back("--ddp-bucket-size " + std::to_string(static_cast<long long>(c.parallel.grad_bucket_mb * 1024 * 1024 / 4)));
+    }
+  }
 
   std::ostringstream o;
   o << "#!/usr/bin/env bash\n";
