@@ -68,12 +68,14 @@ class TestDevice : public QObject {
 
   void peakFollowsPrecision() {
     const auto* a100 = config::find_device("A100-80GB");
-    QCOMPARE(a100->peak_tflops(config::Precision::kBf16), 312.0);
-    QCOMPARE(a100->peak_tflops(config::Precision::kFp32), 156.0);  // tf32 tensor cores
-    const auto* v100 = config::find_device("v100");                  // any case
+    QCOMPARE(a100->peak_tflops(config::Precision::kBf16, false), 312.0);
+    QCOMPARE(a100->peak_tflops(config::Precision::kBf16, true), 312.0);   // tf32 is fp32's mode
+    QCOMPARE(a100->peak_tflops(config::Precision::kFp32, false), 19.5);   // fp32 math
+    QCOMPARE(a100->peak_tflops(config::Precision::kFp32, true), 156.0);   // tf32 tensor cores
+    const auto* v100 = config::find_device("v100");                         // any case
     QVERIFY(v100);
-    QCOMPARE(v100->peak_tflops(config::Precision::kFp32), 15.7);   // no tf32
-    QCOMPARE(v100->peak_tflops(config::Precision::kBf16), 0.0);
+    QCOMPARE(v100->peak_tflops(config::Precision::kFp32, true), 15.7);    // no tf32
+    QCOMPARE(v100->peak_tflops(config::Precision::kBf16, false), 0.0);
   }
 
   void cpuDescribesThisMachine() {
@@ -108,8 +110,8 @@ class TestDevice : public QObject {
     auto nd = config::resolve_device(n->cluster);
     QVERIFY(nd.ok());
     QCOMPARE(QString::fromStdString(nd->name), QString("NPU-1"));
-    QCOMPARE(nd->peak_tflops(config::Precision::kBf16), 400.0);
-    QCOMPARE(nd->peak_tflops(config::Precision::kFp32), 40.0);
+    QCOMPARE(nd->peak_tflops(config::Precision::kBf16, false), 400.0);
+    QCOMPARE(nd->peak_tflops(config::Precision::kFp32, true), 40.0);
 
     // The mapping form survives a save and load.
     auto again = config::parse_config(config::to_yaml(c.value()), "saved.yaml", {});

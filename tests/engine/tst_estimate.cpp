@@ -303,6 +303,19 @@ class TestEstimate : public QObject {
     QCOMPARE(fast.estimate.breakdown.compute_s, inside.estimate.breakdown.compute_s);
   }
 
+  // train.tf32: fp32 GEMMs at the TF32 peak; without it at the fp32 peak (A100: 156 against
+  // 19.5 TFLOP/s), so compute is several times slower; 16-bit precisions ignore it.
+  void tf32PicksThePeakOfFp32Gemms() {
+    const std::string base = "model: {layers: 24, hidden: 2048, heads: 16, seq_len: 2048}\n"
+                             "cluster: {nodes: 1, gpus_per_node: 8, device: A100-80GB}\n"
+                             "train: {global_batch: 64, micro_batch: 1}\n";
+    auto compute = [&](std::vector<std::string> o) { return make(parse(base, o)).estimate.breakdown.compute_s; };
+    const double fp32 = compute({"train.precision=fp32"}), tf32 = compute({"train.precision=fp32", "train.tf32=true"});
+    QVERIFY2(fp32 > 4 * tf32, qPrintable(QString("fp32 %1 s, tf32 %2 s").arg(fp32).arg(tf32)));
+    QVERIFY(fp32 < 8.1 * tf32);  // at most the peaks' ratio
+    QCOMPARE(compute({"train.precision=bf16", "train.tf32=true"}), compute({"train.precision=bf16"}));
+  }
+
   // DP buckets (parallel.overlap_grad_reduce, grad_bucket_mb; runtime/grad_reducer.h): without
   // overlap the whole all-reduce is exposed; one bucket for the stage's gradients hides nothing;
   // smaller buckets hide more behind the last backward, never more than that backward, and never

@@ -214,6 +214,10 @@ class TestPlan : public QObject {
                                                 << QStringList{R"(^TP groups span nodes \(parallel\.order=pp-dp-tp does not keep each TP group on one node\): )"};
     QTest::newRow("TP of a whole node stays on it") << QStringList{"cluster.nodes=2", "parallel.dp=1", "parallel.tp=8"} << QStringList{};
     QTest::newRow("TP strided inside a node") << QStringList{"parallel.order=dp-tp-pp"} << QStringList{};
+    // TF32 is fp32's mode
+    QTest::newRow("tf32 with bf16") << QStringList{"train.tf32=true", "train.precision=bf16"}
+                                    << QStringList{R"(^train\.tf32 has no effect with train\.precision=bf16: TF32 is a mode of fp32 GEMMs$)"};
+    QTest::newRow("tf32 with fp32") << QStringList{"train.tf32=true", "train.precision=fp32"} << QStringList{};
     // bubble
     QTest::newRow("bubble 50%") << QStringList{"train.global_batch=8"}
                                 << QStringList{R"(^pipeline bubble 50%: \(pp - 1\)/m with pp=2, m=2 micro-batches; raise train\.global_batch or lower train\.micro_batch for more micro-batches$)"};

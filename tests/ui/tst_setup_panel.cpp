@@ -245,7 +245,7 @@ class TestSetupPanel : public QObject {
         "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
         "parallel.sequence_parallel", "parallel.zero", "parallel.overlap_grad_reduce",
         "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition", "pipeline.costs",
-        "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.attention",
+        "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.tf32", "train.attention",
         "launch.program", "launch.metrics", "launch.args", "launch.framework"};
     QCOMPARE(panel.keys(), expected);
     QStringList groups;

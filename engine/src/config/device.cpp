@@ -87,9 +87,9 @@ DeviceSpec gpu(const char* name, const char* description, double mem_gib, double
 
 }  // namespace
 
-double DeviceSpec::peak_tflops(config::Precision p) const {
+double DeviceSpec::peak_tflops(config::Precision p, bool tf32) const {
   switch (p) {
-    case config::Precision::kFp32: return tf32_tflops > 0 ? tf32_tflops : fp32_tflops;
+    case config::Precision::kFp32: return tf32 && tf32_tflops > 0 ? tf32_tflops : fp32_tflops;
     case config::Precision::kFp16: return fp16_tflops;
     case config::Precision::kBf16: return bf16_tflops;
   }

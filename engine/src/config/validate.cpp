@@ -57,7 +57,7 @@ class Checker {
       return;
     }
     const auto prec = c_.train.precision;
-    if (d.value().peak_tflops(prec) <= 0) {
+    if (d.value().peak_tflops(prec, false) <= 0) {
       std::string alt = d.value().fp16_tflops > 0 ? "fp16" : "fp32";
       fail("train.precision", std::string(to_string(prec)),
            d.value().name + " has no " + std::string(to_string(prec)) + " math; use " + alt);

@@ -42,7 +42,7 @@ struct Hw {
 Hw hardware(const EstimateInput& in) {
   Hw hw;
   hw.cal = in.device.calibration;
-  hw.peak = in.device.peak_tflops(in.config.train.precision) * 1e12;
+  hw.peak = in.device.peak_tflops(in.config.train.precision, in.config.train.tf32) * 1e12;
   if (hw.peak <= 0) hw.peak = in.device.fp32_tflops * 1e12;
   hw.mem_bw = in.device.memory_gbps * 1e9 * hw.cal.memory_efficiency;
   hw.intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * hw.cal.link_efficiency;

@@ -93,6 +93,10 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
   if (c.parallel.sequence_parallel && p.tp == 1) {
     p.warnings.push_back("parallel.sequence_parallel has no effect with tp=1");
   }
+  if (c.train.tf32 && c.train.precision != config::Precision::kFp32) {
+    p.warnings.push_back("train.tf32 has no effect with train.precision=" + std::string(config::to_string(c.train.precision)) +
+                         ": TF32 is a mode of fp32 GEMMs");
+  }
   if (p.tp > 1 && c.parallel.tp_mode == config::TpMode::k1d && c.model.vocab % p.tp != 0) {
     const int multiple = 128 * p.tp;
     const int padded = (c.model.vocab + multiple - 1) / multiple * multiple;

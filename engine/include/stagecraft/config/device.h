@@ -66,10 +66,10 @@ struct DeviceSpec {
   std::string profile;          // the profile file they came from; empty: the defaults
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
-  // Peak for the math the engine does in that precision: fp32 training uses tf32 tensor cores
-  // where the device has them (as PyTorch and Megatron allow), 16-bit its tensor cores.
+  // Peak for the math the engine does in that precision: 16-bit on its tensor cores; fp32 on
+  // the TF32 tensor cores where train.tf32 asks for them and the device has them, else in fp32.
   // 0 when the device cannot train in that precision.
-  double peak_tflops(config::Precision p) const;
+  double peak_tflops(config::Precision p, bool tf32) const;
 };
 
 // The catalog in display order: V100, A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200, L40S,

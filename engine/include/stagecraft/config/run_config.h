@@ -171,6 +171,8 @@ struct TrainConfig {
   double beta2 = 0.95;            // AdamW
   double grad_clip = 1.0;         // clip by global gradient norm; 0 disables
   Precision precision = Precision::kFp32;
+  bool tf32 = false;              // fp32 GEMMs on a GPU's TF32 tensor cores (inputs rounded to a
+                                  // 10-bit mantissa, fp32 accumulation); the CPU computes fp32
   Recompute recompute = Recompute::kNone;
   Attention attention = Attention::kStandard;  // standard: scores materialised (s x s per head);
                                                // flash: fused, tiled (FlashAttention)

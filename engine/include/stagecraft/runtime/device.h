@@ -67,6 +67,9 @@ class Device {
     return Status::invalid_input("train.precision=" + std::string(config::to_string(precision)) + ": " + name() +
                                  " computes in fp32 only; set train.precision: fp32");
   }
+  // train.tf32: fp32 GEMMs on TF32 tensor cores. A device without them (the CPU) computes fp32,
+  // more precisely than asked, as it does for the 16-bit precisions.
+  virtual Status set_tf32(bool /*on*/) { return Status::OK(); }
   // Whether the host may read and write this device's memory directly (the CPU), so that host-
   // side code such as a Gloo collective can work on a buffer in place instead of a staged copy.
   virtual bool host_accessible() const = 0;

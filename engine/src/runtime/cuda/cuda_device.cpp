@@ -77,6 +77,15 @@ class CudaDevice final : public Device {
     precision_ = precision;
     return Status::OK();
   }
+  // cuBLAS's math mode on the device's handle: every fp32 GEMM (the layers' and attention's
+  // batched ones) on TF32 tensor cores, or in full fp32.
+  Status set_tf32(bool on) override {
+    if (cublasStatus_t s = cublasSetMathMode(context()->cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+        s != CUBLAS_STATUS_SUCCESS) {
+      return Status::internal(name() + ": cublasSetMathMode: " + cublasGetStatusString(s));
+    }
+    return Status::OK();
+  }
   bool host_accessible() const override { return false; }
   int ordinal() const override { return ordinal_; }
   void* native_stream() const override { return context()->stream; }
@@ -174,7 +183,7 @@ Status open_context(int ordinal) {
   }
   if (cublasStatus_t s = cublasCreate(&c->cublas); s != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", cublasGetStatusString(s));
   cublasSetStream(c->cublas, c->stream);
-  // fp32 GEMMs in fp32: no TF32 unless asked for (train.tf32, with the bf16 backend).
+  // fp32 GEMMs in fp32: no TF32 unless train.tf32 asks for it (set_tf32).
   cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
   if (cudaError_t e = cudaMalloc(&c->partials, sizeof(double) * Context::kMaxPartials); e != cudaSuccess) {
     return fail("cudaMalloc", cudaGetErrorString(e));
