@@ -404,7 +404,7 @@ Result<Exported> export_megatron(Ctx& x) {
   if (c.parallel.overlap_grad_reduce && x.dp > 1) {
     a.push_back("--overlap-grad-reduce");
     if (c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
-      a.push_back("--ddp-bucket-size " + std::to_string(static_cast<long long>(c.parallel.grad_bucket_mb * 1024 * 1024 / 4)));
+      a.push_back("--ddp-bucket-size " + std::to_string(static_cast<long long>(c.parallel.grad_bucket_bytes() / sizeof(float))));
     }
   }
 
@@ -465,7 +465,7 @@ Result<Exported> export_deepspeed(Ctx& x) {
   // DP buckets during the backward; DeepSpeed counts its bucket in elements.
   if (x.dp > 1) zero.set("overlap_comm", c.parallel.overlap_grad_reduce);
   if (x.dp > 1 && c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
-    zero.set("reduce_bucket_size", static_cast<long long>(c.parallel.grad_bucket_mb * 1024 * 1024 / 4));
+    zero.set("reduce_bucket_size", static_cast<long long>(c.parallel.grad_bucket_bytes() / sizeof(float)));
   }
   ds.set("zero_optimization", std::move(zero));
   if (c.train.precision == Precision::kBf16) {

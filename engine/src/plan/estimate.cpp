@@ -482,22 +482,22 @@ Estimate estimate(const EstimateInput& in) {
   // bucket (the embeddings' and the final LayerNorm's, reduced once the backward ends) does.
   // One bucket for the whole stage hides nothing; ZeRO's reduce-scatter runs after the backward,
   // as the engine runs it. On the cpu device nothing hides: Gloo's copies and sums need the cores
-  // the backward keeps busy (tests/bench/bench_grad_overlap.sh measured no gain with 2 ranks on 2
-  // cores, and a loss with small buckets). Tied embeddings with p > 1 add the first/last stage all-reduce of the
-  // word embedding gradient, after the backward.
+  // the backward keeps busy (tests/bench/bench_grad_overlap.sh measured no gain with 2 ranks on
+  // 2 cores, and a loss with small buckets). Tied embeddings with p > 1 add the first/last stage
+  // all-reduce of the word embedding gradient, after the backward.
   double dp_time = 0;
   const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   for (int r = 0; r < p; ++r) {
     const double params = e.memory[static_cast<size_t>(r)].params;
+    const double grad_bytes = params * bpp.grads;
     double exposed = 0;
     if (d > 1 && c.parallel.zero >= 1) {
-      exposed = gather_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s) + gather_time(params * bpp.weights, d, dp_bw, hw.cal.collective_step_s);
+      exposed = gather_time(grad_bytes, d, dp_bw, hw.cal.collective_step_s) + gather_time(params * bpp.weights, d, dp_bw, hw.cal.collective_step_s);
     } else if (d > 1) {
-      const double all_reduce = all_reduce_time(params * bpp.grads, d, dp_bw, hw.cal.collective_step_s);
+      const double all_reduce = all_reduce_time(grad_bytes, d, dp_bw, hw.cal.collective_step_s);
       exposed = all_reduce;
       if (c.parallel.overlap_grad_reduce && !in.device.is_cpu) {
-        const double grad_bytes = params * bpp.grads;
-        const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_mb * 1024.0 * 1024.0 / grad_bytes) : 1.0;
+        const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_bytes() / grad_bytes) : 1.0;
         const double hidden = (1.0 - share) * rt[static_cast<size_t>(r)].bwd_last_chunk;
         exposed = std::max(all_reduce * share, all_reduce - hidden);
       }

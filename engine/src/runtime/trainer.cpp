@@ -225,7 +225,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   // Overlapped DP buckets: plain data parallelism only (ZeRO's reduce-scatter runs after the
   // backward).
   if (t->dp_ > 1 && config.parallel.zero == 0 && config.parallel.overlap_grad_reduce) {
-    const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+    const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_bytes() / sizeof(float));
     t->reducer_ = std::make_unique<GradReducer>(*t->groups_.dp, *t->dev_, t->stage_->grads(),
                                                 plan_grad_buckets(t->stage_->param_slots(), bucket_floats));
   }

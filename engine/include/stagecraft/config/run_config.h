@@ -131,6 +131,7 @@ struct ParallelConfig {
   double grad_bucket_mb = 25;          // MB of gradients per DP bucket
 
   bool dp_auto() const { return dp == 0; }
+  double grad_bucket_bytes() const { return grad_bucket_mb * 1024.0 * 1024.0; }
   bool operator==(const ParallelConfig&) const = default;
 };
 
