@@ -14,6 +14,7 @@
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
 #include "stagecraft/plan/topology.h"
+#include "local_store.h"
 
 #include <QtTest>
 
@@ -576,20 +577,13 @@ class TestComm : public QObject {
   // a GPU (in a CUDA build), or any call in a build without NCCL, each with one line; and the
   // refusal comes before any store traffic, so nothing waits.
   void ncclRefusesWithoutAGpu() {
-    RendezvousServerOptions so;
-    so.host = "127.0.0.1";
-    so.token = "t";
-    auto server = RendezvousServer::start(so);
-    QVERIFY(server.ok());
-    RendezvousClientOptions co;
-    co.port = server.value()->port();
-    co.token = "t";
-    auto store = RendezvousClient::connect(co);
-    QVERIFY(store.ok());
+    auto local = testing::start_local_store();
+    QVERIFY2(local.ok(), local.ok() ? "" : local.status().message().c_str());
+    RendezvousClient* store = local->client.get();
     NcclOptions o;
     o.name = "dp";
     o.timeout = std::chrono::milliseconds(200);
-    auto c = create_nccl_communicator(*store.value(), stagecraft::runtime::host_device(), 1, {0, 1}, o);
+    auto c = create_nccl_communicator(*store, stagecraft::runtime::host_device(), 1, {0, 1}, o);
     QVERIFY(!c.ok());
     QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
     const QString msg = QString::fromStdString(c.status().message());
@@ -599,11 +593,11 @@ class TestComm : public QObject {
     } else {
       QVERIFY2(msg.contains("comm=nccl: this build has no NCCL"), qPrintable(msg));
     }
-    auto keys = store.value()->check({"nccl/" + group_key({0, 1}) + "/joined"});
+    auto keys = store->check({"nccl/" + group_key({0, 1}) + "/joined"});
     QVERIFY(keys.ok());
     QVERIFY2(!keys.value(), "a refused creation must not join the group in the store");
     // A member outside its group is refused like Gloo's.
-    auto outside = create_nccl_communicator(*store.value(), stagecraft::runtime::host_device(), 3, {0, 1}, o);
+    auto outside = create_nccl_communicator(*store, stagecraft::runtime::host_device(), 3, {0, 1}, o);
     QCOMPARE(outside.status().code(), Status::Code::kInvalidInput);
   }
 
@@ -630,19 +624,12 @@ class TestComm : public QObject {
     QFETCH(QList<int>, ranks);
     QFETCH(int, me);
     QFETCH(QString, mentions);
-    RendezvousServerOptions so;
-    so.host = "127.0.0.1";
-    so.token = "t";
-    auto server = RendezvousServer::start(so);
-    QVERIFY(server.ok());
-    RendezvousClientOptions co;
-    co.port = server.value()->port();
-    co.token = "t";
-    auto store = RendezvousClient::connect(co);
-    QVERIFY(store.ok());
-    auto device = GlooDevice::create(gloo_device_options_from_env(*store.value()));
+    auto local = testing::start_local_store();
+    QVERIFY2(local.ok(), local.ok() ? "" : local.status().message().c_str());
+    RendezvousClient* store = local->client.get();
+    auto device = GlooDevice::create(gloo_device_options_from_env(*store));
     QVERIFY2(device.ok(), device.status().message().c_str());
-    auto c = create_gloo_communicator(*store.value(), device.value(), me, std::vector<int>(ranks.begin(), ranks.end()));
+    auto c = create_gloo_communicator(*store, device.value(), me, std::vector<int>(ranks.begin(), ranks.end()));
     QVERIFY(!c.ok());
     QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
     QVERIFY2(QString::fromStdString(c.status().message()).contains(mentions), c.status().message().c_str());
@@ -665,19 +652,13 @@ class TestComm : public QObject {
     QFETCH(QString, hostname);
     QFETCH(QString, want_iface);
     QFETCH(QString, want_host);
-    RendezvousServerOptions so;
-    so.host = "127.0.0.1";
-    so.token = "t";
-    auto server = RendezvousServer::start(so);
-    RendezvousClientOptions co;
-    co.port = server.value()->port();
-    co.token = "t";
-    auto store = RendezvousClient::connect(co);
-    QVERIFY(store.ok());
+    auto local = testing::start_local_store();
+    QVERIFY2(local.ok(), local.ok() ? "" : local.status().message().c_str());
+    RendezvousClient* store = local->client.get();
     const std::map<std::string, std::string> env = {{"STAGECRAFT_GLOO_IFNAME", ifname.toStdString()},
                                                      {"GLOO_SOCKET_IFNAME", gloo_ifname.toStdString()},
                                                      {"STAGECRAFT_GLOO_HOSTNAME", hostname.toStdString()}};
-    const auto o = gloo_device_options_from_env(*store.value(), [&](const char* name) -> const char* {
+    const auto o = gloo_device_options_from_env(*store, [&](const char* name) -> const char* {
       auto it = env.find(name);
       return it == env.end() || it->second.empty() ? nullptr : it->second.c_str();
     });

@@ -30,6 +30,7 @@
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/trainer.h"
+#include "local_store.h"
 #include "segment_test_support.h"
 #include "thread_comm.h"
 
@@ -174,22 +175,15 @@ RunOut train_over_nccl(const std::vector<std::string>& overrides, int steps) {
   auto plan = plan::make_plan(cfg.value());
   if (!plan.ok()) return {{}, {}, plan.status().message()};
   if (plan->topology.world_size() != 1) return {{}, {}, "train_over_nccl runs one rank"};
-  comm::RendezvousServerOptions so;
-  so.host = "127.0.0.1";
-  so.token = "t";
-  auto server = comm::RendezvousServer::start(so);
-  if (!server.ok()) return {{}, {}, server.status().message()};
-  comm::RendezvousClientOptions co;
-  co.port = server.value()->port();
-  co.token = "t";
-  auto store = comm::RendezvousClient::connect(co);
-  if (!store.ok()) return {{}, {}, store.status().message()};
+  auto local = testing::start_local_store();
+  if (!local.ok()) return {{}, {}, local.status().message()};
+  comm::RendezvousClient* store = local->client.get();
   auto dev = make_device(config::Backend::kCuda, 0);
   if (!dev.ok()) return {{}, {}, dev.status().message()};
   comm::NcclOptions o;
   o.timeout = std::chrono::seconds(60);
   auto groups = comm::build_process_groups(plan->topology, 0, cfg->model.tied_embeddings,
-                                           comm::nccl_communicator_factory(*store.value(), *dev.value(), 0, o));
+                                           comm::nccl_communicator_factory(*store, *dev.value(), 0, o));
   if (!groups.ok()) return {{}, {}, groups.status().message()};
   if (!groups->dp().device_memory()) return {{}, {}, "an NCCL group should take device memory"};
   auto layout = comm::rank_layout_of(plan.value(), 0);
@@ -566,17 +560,10 @@ class TestCuda : public QObject {
   // NCCL on one GPU: a group of one is an NCCL communicator that takes device memory, copies on
   // the device for its reduce_scatter and all_gather, and needs no store traffic.
   void ncclGroupOfOneWorksOnTheGpu() {
-    comm::RendezvousServerOptions so;
-    so.host = "127.0.0.1";
-    so.token = "t";
-    auto server = comm::RendezvousServer::start(so);
-    QVERIFY(server.ok());
-    comm::RendezvousClientOptions co;
-    co.port = server.value()->port();
-    co.token = "t";
-    auto store = comm::RendezvousClient::connect(co);
-    QVERIFY(store.ok());
-    auto c = comm::create_nccl_communicator(*store.value(), *gpu_, 0, {0});
+    auto local = testing::start_local_store();
+    QVERIFY2(local.ok(), local.ok() ? "" : local.status().message().c_str());
+    comm::RendezvousClient* store = local->client.get();
+    auto c = comm::create_nccl_communicator(*store, *gpu_, 0, {0});
     QVERIFY2(c.ok(), c.status().message().c_str());
     comm::Communicator& nc = *c.value();
     QVERIFY(nc.device_memory());

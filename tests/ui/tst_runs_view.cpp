@@ -132,6 +132,19 @@ class TestRunsView : public QObject {
     return v;
   }
 
+  // A queued 4-rank run of `config` (the tiny GPT) in the fixture's history, its config recorded
+  // so that the charts can plan it.
+  qint64 tinyGptRun(const stagecraft::config::RunConfig& config, const std::string& name = "tiny-gpt") {
+    store::NewRun n;
+    n.name = name;
+    n.config_yaml = stagecraft::config::to_yaml(config);
+    n.world_size = 4;
+    n.supervisor = store::this_process_identity();
+    auto id = m_store->create_run(n);
+    if (!id.ok()) qFatal("%s", id.status().message().c_str());
+    return id.value();
+  }
+
  private Q_SLOTS:
   void init() {
     m_store = timing_test::newHistory(m_dir, &m_db);
@@ -296,13 +309,7 @@ class TestRunsView : public QObject {
     QVERIFY(plan.ok());
     const auto& e = plan->estimate;
     QCOMPARE(int(e.memory.size()), 2);
-    store::NewRun n;
-    n.name = "tiny-gpt";
-    n.config_yaml = stagecraft::config::to_yaml(config.value());
-    n.world_size = 4;
-    n.supervisor = store::this_process_identity();
-    auto id = m_store->create_run(n);
-    QVERIFY(id.ok());
+    const qint64 id = tinyGptRun(config.value());
     store::Batch b;
     for (int step = 2; step <= 6; ++step) {
       for (int rank = 0; rank < 4; ++rank) {
@@ -314,9 +321,9 @@ class TestRunsView : public QObject {
         b.metrics.push_back(m);
       }
     }
-    QVERIFY(m_store->append(id.value(), b));
+    QVERIFY(m_store->append(id, b));
     auto v = makeView();
-    QVERIFY(v->selectRun(id.value()));
+    QVERIFY(v->selectRun(id));
     RunCharts* charts = v->charts();
     QLineSeries* tput = charts->predictedThroughputSeries();
     QVERIFY(tput);
@@ -361,12 +368,9 @@ class TestRunsView : public QObject {
     // A config that no longer plans (its device profile is gone) says why.
     auto gone = config.value();
     gone.cluster.device_fields.profile = m_dir.filePath(QStringLiteral("no-such-profile.yaml")).toStdString();
-    n.name = "profile-gone";
-    n.config_yaml = stagecraft::config::to_yaml(gone);
-    auto goneId = m_store->create_run(n);
-    QVERIFY(goneId.ok());
+    const qint64 goneId = tinyGptRun(gone, "profile-gone");
     v->refresh();
-    QVERIFY(v->selectRun(goneId.value()));
+    QVERIFY(v->selectRun(goneId));
     QVERIFY(!charts->predictedThroughputSeries());
     QVERIFY2(charts->predictionNote().contains(QStringLiteral("no-such-profile.yaml")), qPrintable(charts->predictionNote()));
   }
@@ -686,13 +690,7 @@ class TestRunsView : public QObject {
     // A 4-rank tiny GPT whose config plans: the dashed predicted lines and their legends too.
     auto config = stagecraft::config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml");
     QVERIFY(config.ok());
-    store::NewRun n;
-    n.name = "tiny-gpt";
-    n.config_yaml = stagecraft::config::to_yaml(config.value());
-    n.world_size = 4;
-    n.supervisor = store::this_process_identity();
-    auto id = m_store->create_run(n);
-    QVERIFY(id.ok());
+    const qint64 id = tinyGptRun(config.value());
     store::Batch b;
     for (int step = 1; step <= 80; ++step) {
       for (int rank = 0; rank < 4; ++rank) {
@@ -705,7 +703,7 @@ class TestRunsView : public QObject {
         b.metrics.push_back(m);
       }
     }
-    QVERIFY(m_store->append(id.value(), b));
+    QVERIFY(m_store->append(id, b));
     QTemporaryDir settings;
     QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
     qputenv("STAGECRAFT_DB", m_db.toUtf8());
@@ -720,7 +718,7 @@ class TestRunsView : public QObject {
     dock->show();
     dock->raise();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
-    QVERIFY(view->selectRun(id.value()));
+    QVERIFY(view->selectRun(id));
     QCOMPARE(view->charts()->memorySeries().size(), 4);
     QVERIFY(view->charts()->predictedThroughputSeries());
     QTest::qWait(200);  // Qt Charts lays out its items on the event loop
