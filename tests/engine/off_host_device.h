@@ -76,6 +76,12 @@ class OffHostDevice final : public runtime::Device {
   Status synchronize() override { return Status::OK(); }
   const runtime::Ops& ops() const override { return runtime::host_device().ops(); }
   bool host_accessible() const override { return false; }
+  // bf16 as a GPU trains it: the trainer then keeps the GEMMs' inputs in bf16 (gpt_stage.h), and
+  // the CPU kernels compute on them in fp32 (cpu_ops.cpp). fp16 is refused, as on the CPU.
+  Status set_precision(config::Precision precision) override {
+    if (precision == config::Precision::kBf16) return Status::OK();
+    return Device::set_precision(precision);
+  }
 
  private:
   MemoryMap& map_;

@@ -61,28 +61,28 @@ enum class Memory { kHost, kStaged, kDirect };
 class PoisonOps final : public Ops {
  public:
   PoisonOps(const Ops& base, int poison_from, int poison_to) : b_(base), from_(poison_from), to_(poison_to) {}
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC, Layout l) const override {
+  void matmul_forward(float* out, ActIn inp, const float* weight, const float* bias, int BT, int C, int OC, Layout l) const override {
     b_.matmul_forward(out, inp, weight, bias, BT, C, OC, l);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT, int C,
-                       int OC, Layout l) const override {
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, const float* weight, int BT, int C, int OC,
+                       Layout l) const override {
     b_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, l);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* bias, int N, int C) const override {
+  void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* w, const float* bias, int N, int C) const override {
     b_.layernorm_forward(out, mean, rstd, inp, w, bias, N, C);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, const float* mean,
                           const float* rstd, int N, int C) const override {
     b_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+  void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
     b_.attention_forward(out, att, qkv, B, T, NH, HS);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
     b_.attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
   }
-  void gelu_forward(float* out, const float* inp, size_t N) const override { b_.gelu_forward(out, inp, N); }
+  void gelu_forward(ActOut out, const float* inp, size_t N) const override { b_.gelu_forward(out, inp, N); }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override { b_.gelu_backward(dinp, inp, dout, N); }
   void residual_forward(float* out, const float* a, const float* b, size_t N) const override { b_.residual_forward(out, a, b, N); }
   void residual_backward(float* da, float* db, const float* dout, size_t N) const override { b_.residual_backward(da, db, dout, N); }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "stagecraft/runtime/bf16.h"
 #include "stagecraft/runtime/kernels.h"
 
 #if defined(__CUDACC__)
@@ -20,6 +21,13 @@
 #endif
 
 namespace stagecraft::runtime::element {
+
+// An activation element in fp32 or bf16 storage (ops.h's ActIn, ActOut): kernels read and write
+// through these, computing in fp32 either way.
+STAGECRAFT_HD float load(const float* p) { return *p; }
+STAGECRAFT_HD float load(const bf16* p) { return to_float(*p); }
+STAGECRAFT_HD void store(float* p, float v) { *p = v; }
+STAGECRAFT_HD void store(bf16* p, float v) { *p = to_bf16(v); }
 
 inline constexpr double kLayerNormEps = 1e-5;  // GPT-2's layer_norm_epsilon
 

@@ -13,15 +13,33 @@
 
 namespace stagecraft::runtime {
 
-// What one layer's forward keeps for its backward, for one micro-batch.
+// An activation the GEMMs read: fp32, or bf16 where the stage keeps GEMM inputs in 16 bits
+// (StageSpec::bf16_activations).
+class GptStage::ActBuffer {
+ public:
+  Status allocate(Device& device, size_t n, bool low) { return low ? allocate_buffer(low_, device, n) : allocate_buffer(f32_, device, n); }
+  ActOut out() { return low_.size() ? ActOut(low_.data()) : ActOut(f32_.data()); }
+  ActIn in() const { return low_.size() ? ActIn(low_.data()) : ActIn(f32_.data()); }
+  size_t bytes() const { return f32_.bytes() + low_.bytes(); }
+
+ private:
+  Buffer<float> f32_;
+  Buffer<bf16> low_;
+};
+
+// What one layer's forward keeps for its backward, for one micro-batch. The four GEMM inputs are
+// ActBuffers; the rest stays fp32.
 struct GptStage::LayerActs {
-  Buffer<float> ln1, ln1_mean, ln1_rstd;  // (BT, C), (BT), (BT)
+  ActBuffer ln1;                          // (BT, C)
+  Buffer<float> ln1_mean, ln1_rstd;       // (BT), (BT)
   Buffer<float> qkv;                      // (BT, 3 Cl)
   Buffer<float> att;                      // (B, NHl, T, T), or with flash attention (B, NHl, T)
-  Buffer<float> atty;                     // (BT, Cl)
+  ActBuffer atty;                         // (BT, Cl)
   Buffer<float> res2;                     // (BT, C): x + attention output
-  Buffer<float> ln2, ln2_mean, ln2_rstd;  // (BT, C), (BT), (BT)
-  Buffer<float> fch, fch_gelu;            // (BT, Fl) each
+  ActBuffer ln2;                          // (BT, C)
+  Buffer<float> ln2_mean, ln2_rstd;       // (BT), (BT)
+  Buffer<float> fch;                      // (BT, Fl)
+  ActBuffer fch_gelu;                     // (BT, Fl)
 
   size_t bytes() const {
     return ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() + atty.bytes() + res2.bytes() + ln2.bytes() +
@@ -173,18 +191,19 @@ Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
                Cl = C / sz(spec_.tp), Fl = sz(m.ffn() / spec_.tp), BT = B * T;
   auto a = std::make_unique<LayerActs>();
   Device& d = *dev_;
-  for (Status st : {allocate_buffer(a->ln1, d, BT * C),
+  const bool low = spec_.bf16_activations;
+  for (Status st : {a->ln1.allocate(d, BT * C, low),
                     allocate_buffer(a->ln1_mean, d, BT),
                     allocate_buffer(a->ln1_rstd, d, BT),
                     allocate_buffer(a->qkv, d, BT * 3 * Cl),
                     allocate_buffer(a->att, d, attention_state_elems()),
-                    allocate_buffer(a->atty, d, BT * Cl),
+                    a->atty.allocate(d, BT * Cl, low),
                     allocate_buffer(a->res2, d, BT * C),
-                    allocate_buffer(a->ln2, d, BT * C),
+                    a->ln2.allocate(d, BT * C, low),
                     allocate_buffer(a->ln2_mean, d, BT),
                     allocate_buffer(a->ln2_rstd, d, BT),
                     allocate_buffer(a->fch, d, BT * Fl),
-                    allocate_buffer(a->fch_gelu, d, BT * Fl)}) {
+                    a->fch_gelu.allocate(d, BT * Fl, low)}) {
     if (!st) return st.with_context("activations of one layer");
   }
   return a;
@@ -195,7 +214,8 @@ Status GptStage::head_scratch() {
   const auto& m = spec_.model;
   const size_t BT = sz(spec_.micro_batch) * sz(m.seq_len), C = sz(m.hidden), V = sz(m.vocab);
   Device& d = *dev_;
-  for (Status st : {allocate_buffer(lnf_, d, BT * C),
+  lnf_ = std::make_unique<ActBuffer>();
+  for (Status st : {lnf_->allocate(d, BT * C, spec_.bf16_activations),
                     allocate_buffer(lnf_mean_, d, BT),
                     allocate_buffer(lnf_rstd_, d, BT),
                     allocate_buffer(logits_, d, BT * V),
@@ -212,22 +232,22 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
             Fl = m.ffn() / spec_.tp, BT = B * T;
   const std::string h = "h." + std::to_string(layer) + ".";
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
-  k_->layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
-  k_->matmul_forward(a.qkv.data(), a.ln1.data(), p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
+  k_->layernorm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
+  k_->matmul_forward(a.qkv.data(), a.ln1.in(), p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
   if (spec_.flash_attention) {
-    k_->flash_attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
   } else {
-    k_->attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
   }
-  k_->matmul_forward(a.res2.data(), a.atty.data(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
+  k_->matmul_forward(a.res2.data(), a.atty.in(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, a.res2.data(), a.res2.size(), tp_host_); !st) return st;
   }
   k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
-  k_->layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
-  k_->matmul_forward(a.fch.data(), a.ln2.data(), p(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
-  k_->gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
-  k_->matmul_forward(out, a.fch_gelu.data(), p(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
+  k_->layernorm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
+  k_->matmul_forward(a.fch.data(), a.ln2.in(), p(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
+  k_->gelu_forward(a.fch_gelu.out(), a.fch.data(), a.fch.size());
+  k_->matmul_forward(out, a.fch_gelu.in(), p(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;
   }
@@ -246,10 +266,10 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   float* dres2 = dres_out;  // first holds the gradient at res2, then becomes the one at x
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
   if (Status st = dev_->copy(dres2, dres_in, n * sizeof(float)); !st) return st;
-  k_->matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.data(),
+  k_->matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.in(),
                      p(h + "mlp.c_proj.weight"), BT, Fl, C);
   k_->gelu_backward(dtmp_f_.data(), a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
-  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.data(),
+  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.in(),
                      p(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
@@ -260,15 +280,15 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   // res2 (the residual path); dres2 is copied aside so dres_out can accumulate in place.
   if (Status st = dev_->copy(dres_a_.data(), dres2, n * sizeof(float)); !st) return st;
   const float* dres2_copy = dres_a_.data();
-  k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.data(),
+  k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.in(),
                      p(h + "attn.c_proj.weight"), BT, Cl, C);
   if (spec_.flash_attention) {
-    k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.atty.data(), a.att.data(), B, T,
+    k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.atty.in(), a.att.data(), B, T,
                                  NHl, HS);
   } else {
     k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
   }
-  k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.data(),
+  k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.in(),
                      p(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
@@ -339,12 +359,12 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     const float* x = layers > 0 ? out_.data() : input;
     const ParamSlot* head = m.tied_embeddings ? (slot("wte.weight", true) ? slot("wte.weight", true) : slot("wte.weight")) : slot("lm_head.weight");
     float* logits = logits_.data();
-    k_->layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
-    k_->matmul_forward(logits, lnf_.data(), params_.data() + head->offset, nullptr, BT, C, V, Layout::kOutIn);
+    k_->layernorm_forward(lnf_->out(), lnf_mean_.data(), lnf_rstd_.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
+    k_->matmul_forward(logits, lnf_->in(), params_.data() + head->offset, nullptr, BT, C, V, Layout::kOutIn);
     const double l = k_->crossentropy_forward(losses_.data(), logits, logits, targets_.data(), BT, V);
     if (loss) *loss = l;
     k_->crossentropy_backward(logits, logits, targets_.data(), loss_scale, BT, V);
-    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_.data(), params_.data() + head->offset, BT, C, V,
+    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_->in(), params_.data() + head->offset, BT, C, V,
                         Layout::kOutIn);
     if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;
     k_->layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf_.data(), x, p("ln_f.weight"), lnf_mean_.data(),

@@ -125,6 +125,9 @@ StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
   spec.full_recompute = config_.train.recompute == config::Recompute::kFull;
   // Fused attention where the backend has it (CUDA); the CPU computes the same math unfused.
   spec.flash_attention = config_.train.attention == config::Attention::kFlash && dev_ && dev_->ops().has_flash_attention();
+  // bf16 on a device that computes it (it accepted set_precision in create): the GEMMs' inputs are
+  // kept in bf16. The CPU engine trains in fp32.
+  spec.bf16_activations = config_.train.precision == config::Precision::kBf16 && dev_ && !dev_->host_accessible();
   spec.tp = tp_;
   spec.tp_rank = tp_rank;
   spec.pp = pp_;
@@ -581,6 +584,7 @@ Result<std::string> Trainer::save_checkpoint() {
         // The sender's layout: a stage of its (tp, pp) coordinates.
         StageSpec spec = stage_spec(tp_rank, pp_rank);
         spec.flash_attention = false;  // a host stage, for its parameter layout only
+        spec.bf16_activations = false;
         auto other = GptStage::create(spec, nullptr);
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();

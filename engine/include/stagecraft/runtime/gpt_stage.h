@@ -63,6 +63,8 @@ struct StageSpec {
   bool full_recompute = false;       // train.recompute == full
   bool flash_attention = false;      // fused attention (Ops::has_flash_attention): keeps (B, NH, T)
                                      // log-sum-exps instead of (B, NH, T, T) probabilities
+  bool bf16_activations = false;     // keep the GEMMs' inputs (the layernorms', attention's and
+                                     // GELU's outputs) in bf16: train.precision bf16 on a GPU
   int tp = 1, tp_rank = 0;
   int pp = 1;                        // pipeline ranks
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)
@@ -138,6 +140,7 @@ class GptStage {
   }
 
  private:
+  class ActBuffer;
   struct LayerActs;
   struct ChunkActs;
   GptStage() = default;
@@ -165,7 +168,8 @@ class GptStage {
   // Scratch, held for the stage's life: backward's temporaries, the chunk output, the gradient
   // ping-pong, the head (allocated at the first forward of the last chunk), the targets.
   Buffer<float> scratch_att_, dres_a_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_, out_, grad_a_, grad_b_;
-  Buffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
+  std::unique_ptr<ActBuffer> lnf_;
+  Buffer<float> lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
   Buffer<int32_t> targets_;
   std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory
   size_t live_bytes_ = 0, peak_bytes_ = 0;

@@ -32,7 +32,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "stagecraft/runtime/bf16.h"
+
 namespace stagecraft::runtime::cpu {
+
+using runtime::bf16;
 
 // ---- threads ---------------------------------------------------------------------------------
 
@@ -107,6 +111,12 @@ void residual_forward(Real* out, const Real* inp1, const Real* inp2, size_t N);
 // dinp1 (N) += dout; dinp2 (N) += dout. Either may be nullptr; neither may alias dout.
 template <typename Real>
 void residual_backward(Real* dinp1, Real* dinp2, const Real* dout, size_t N);
+
+// ---- bf16 storage ------------------------------------------------------------------------------
+
+// out (N) = in rounded to bf16 (bf16.h's to_bf16), and back: exact.
+void to_bf16(bf16* out, const float* in, size_t N);
+void from_bf16(float* out, const bf16* in, size_t N);
 
 // ---- token + position embedding ----------------------------------------------------------------
 

@@ -9,6 +9,12 @@
 // waits where a result comes back: crossentropy_forward, sum_of_squares and
 // sum_of_squares_segments).
 //
+// Activations a GEMM reads (the layernorms', attention's and GELU's outputs) may be fp32 or bf16:
+// ActOut and ActIn carry the pointer with its element type, and every backend takes both, the
+// math in fp32 either way (bf16.h's rounding where a kernel stores bf16). Float pointers convert
+// to them, so fp32 callers pass their buffers as they are. GptStage keeps these activations in
+// bf16 with train.precision: bf16 on a GPU (gpt_stage.h); everything else stays fp32.
+//
 // Token ids and targets are int32 on the same device as the floats. So are the segment lists of
 // the *_segments calls, which a backend reads where its kernels run: SegmentTable
 // (segment_table.h) lays a list out and copies it to the device once.
@@ -17,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "stagecraft/runtime/bf16.h"
 #include "stagecraft/runtime/kernels.h"
 
 namespace stagecraft::runtime {
@@ -33,19 +40,44 @@ struct SegmentList {
   size_t elements = 0;  // the sum of the segments' counts
 };
 
+enum class ActType : uint8_t { kF32, kBf16 };
+
+// Where a kernel writes an activation.
+struct ActOut {
+  void* data = nullptr;
+  ActType type = ActType::kF32;
+  ActOut(std::nullptr_t) {}
+  ActOut(float* p) : data(p) {}
+  ActOut(bf16* p) : data(p), type(ActType::kBf16) {}
+  float* f32() const { return type == ActType::kF32 ? static_cast<float*>(data) : nullptr; }
+  bf16* low() const { return type == ActType::kBf16 ? static_cast<bf16*>(data) : nullptr; }
+};
+
+// Where a kernel reads one.
+struct ActIn {
+  const void* data = nullptr;
+  ActType type = ActType::kF32;
+  ActIn(std::nullptr_t) {}
+  ActIn(const float* p) : data(p) {}
+  ActIn(const bf16* p) : data(p), type(ActType::kBf16) {}
+  ActIn(ActOut o) : data(o.data), type(o.type) {}
+  const float* f32() const { return type == ActType::kF32 ? static_cast<const float*>(data) : nullptr; }
+  const bf16* low() const { return type == ActType::kBf16 ? static_cast<const bf16*>(data) : nullptr; }
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
 
-  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
+  virtual void matmul_forward(float* out, ActIn inp, const float* weight, const float* bias, int BT, int C, int OC,
                               Layout layout = Layout::kInOut) const = 0;
-  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, const float* weight,
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
+  virtual void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                                  int C) const = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                                   const float* mean, const float* rstd, int N, int C) const = 0;
-  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const = 0;
+  virtual void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const = 0;
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T,
                                   int NH, int HS) const = 0;
   // Fused causal attention (train.attention: flash), where has_flash_attention(): the same out as
@@ -53,13 +85,13 @@ class Ops {
   // row's log-sum-exp of the scaled scores. Backward takes the forward's out and lse; dqkv is
   // overwritten; scratch (B, NH, T) is clobbered. Only called where has_flash_attention().
   virtual bool has_flash_attention() const { return false; }
-  virtual void flash_attention_forward(float* /*out*/, float* /*lse*/, const float* /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
+  virtual void flash_attention_forward(ActOut /*out*/, float* /*lse*/, const float* /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
                                        int /*HS*/) const {}
   virtual void flash_attention_backward(float* /*dqkv*/, float* /*scratch*/, const float* /*dout*/, const float* /*qkv*/,
-                                        const float* /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/) const {}
+                                        ActIn /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/) const {}
   // The largest head size flash attention takes (0 without it).
   virtual int max_flash_head() const { return 0; }
-  virtual void gelu_forward(float* out, const float* inp, size_t N) const = 0;
+  virtual void gelu_forward(ActOut out, const float* inp, size_t N) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;
   virtual void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const = 0;

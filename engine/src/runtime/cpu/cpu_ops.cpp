@@ -1,4 +1,12 @@
 // The CPU backend's Ops table: runtime::cpu's float kernels behind the virtual interface.
+//
+// bf16 activations (ActIn, ActOut): a kernel that writes one computes in fp32 into this thread's
+// scratch and rounds it into place with cpu::to_bf16; one that reads one widens it into scratch
+// first. That is the math a GPU does (fp32 arithmetic, bf16 storage, bf16.h's rounding) at the
+// cost of a copy, so CPU suites check the bf16 path of the layer code (gpt_stage.cpp). The CPU
+// engine itself trains in fp32 (trainer.cpp), so no run pays for the copies.
+#include <vector>
+
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/ops.h"
 
@@ -6,32 +14,64 @@ namespace stagecraft::runtime {
 
 namespace {
 
+// Per-thread fp32 scratch for bf16 activations: slot 0 for an output, 1 for an input (ranks that
+// are threads of one process each have their own).
+float* scratch(int slot, size_t n) {
+  thread_local std::vector<float> buf[2];
+  if (buf[slot].size() < n) buf[slot].resize(n);
+  return buf[slot].data();
+}
+
+// The fp32 values of `x` (n elements): the buffer itself, or a widened copy.
+const float* widened(ActIn x, size_t n) {
+  if (!x.low()) return x.f32();
+  float* f = scratch(1, n);
+  cpu::from_bf16(f, x.low(), n);
+  return f;
+}
+
+// Where a kernel writes `out` (n elements) in fp32, and the rounding into `out` afterwards.
+float* staged(ActOut out, size_t n) { return out.low() ? scratch(0, n) : out.f32(); }
+void settle(ActOut out, const float* staged_values, size_t n) {
+  if (out.low()) cpu::to_bf16(out.low(), staged_values, n);
+}
+
 class CpuOps final : public Ops {
  public:
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
+  void matmul_forward(float* out, ActIn inp, const float* weight, const float* bias, int BT, int C, int OC,
                       Layout layout) const override {
-    cpu::matmul_forward(out, inp, weight, bias, BT, C, OC, layout);
+    cpu::matmul_forward(out, widened(inp, size_t(BT) * C), weight, bias, BT, C, OC, layout);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT,
-                       int C, int OC, Layout layout) const override {
-    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, layout);
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, const float* weight, int BT, int C,
+                       int OC, Layout layout) const override {
+    cpu::matmul_backward(dinp, dweight, dbias, dout, dweight ? widened(inp, size_t(BT) * C) : inp.f32(), weight, BT, C, OC, layout);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
+  void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                          int C) const override {
-    cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    const size_t n = size_t(N) * C;
+    float* o = staged(out, n);
+    cpu::layernorm_forward(o, mean, rstd, inp, weight, bias, N, C);
+    settle(out, o, n);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                           const float* mean, const float* rstd, int N, int C) const override {
     cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
-    cpu::attention_forward(out, att, qkv, B, T, NH, HS);
+  void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+    const size_t n = size_t(B) * T * NH * HS;
+    float* o = staged(out, n);
+    cpu::attention_forward(o, att, qkv, B, T, NH, HS);
+    settle(out, o, n);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
     cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
   }
-  void gelu_forward(float* out, const float* inp, size_t N) const override { cpu::gelu_forward(out, inp, N); }
+  void gelu_forward(ActOut out, const float* inp, size_t N) const override {
+    float* o = staged(out, N);
+    cpu::gelu_forward(o, inp, N);
+    settle(out, o, N);
+  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {
     cpu::gelu_backward(dinp, inp, dout, N);
   }

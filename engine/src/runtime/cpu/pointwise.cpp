@@ -175,6 +175,22 @@ void residual_forward(Real* out, const Real* inp1, const Real* inp2, size_t N) {
   });
 }
 
+void to_bf16(bf16* out, const float* in, size_t N) {
+  // out (N), in (N)
+  parallel_for(N, kGrain, threads_for(N), [&](size_t first, size_t last) {
+#pragma omp simd
+    for (size_t i = first; i < last; ++i) out[i] = runtime::to_bf16(in[i]);
+  });
+}
+
+void from_bf16(float* out, const bf16* in, size_t N) {
+  // out (N), in (N)
+  parallel_for(N, kGrain, threads_for(N), [&](size_t first, size_t last) {
+#pragma omp simd
+    for (size_t i = first; i < last; ++i) out[i] = runtime::to_float(in[i]);
+  });
+}
+
 template <typename Real>
 void residual_backward(Real* dinp1, Real* dinp2, const Real* dout, size_t N) {
   // dinp1 (N), dinp2 (N), dout (N)

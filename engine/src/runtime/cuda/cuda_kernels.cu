@@ -83,10 +83,11 @@ __device__ T block_reduce(T v) {
 
 // ---- element-wise ------------------------------------------------------------------------------
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
+template <typename Out>
+__global__ void gelu_forward_kernel(Out* out, const float* inp, size_t n) {
   GRID_STRIDE(i, n) {
     const float x = inp[i];
-    out[i] = element::gelu_value(x, sigmoid(element::gelu_arg(x)));
+    element::store(out + i, element::gelu_value(x, sigmoid(element::gelu_arg(x))));
   }
 }
 
@@ -163,7 +164,8 @@ __global__ void encoder_backward_kernel(float* dwte, float* dwpe, const float* d
 
 // ---- layernorm: one warp per row ---------------------------------------------------------------
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+template <typename Out>
+__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                                          int N, int C) {
   const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -175,8 +177,8 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   float v = 0;
   for (int c = lane; c < C; c += kWarp) v += (x[c] - m) * (x[c] - m);
   const float r = element::layernorm_rstd(warp_sum(v) / C);
-  float* o = out + size_t(row) * C;
-  for (int c = lane; c < C; c += kWarp) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+  Out* o = out + size_t(row) * C;
+  for (int c = lane; c < C; c += kWarp) element::store(o + c, (x[c] - m) * r * weight[c] + bias[c]);
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = r;
@@ -419,26 +421,39 @@ constexpr cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
 // `Low` is __nv_bfloat16 or __half. An fp16 copy of a value beyond 65504 is infinite: with fp16
 // the trainer's loss scaler (runtime/loss_scaler.h) sees the overflow and skips the step.
 
-template <typename Low>
-__device__ Low from_float(float x);
+template <typename To>
+__device__ To from_float(float x);
 template <>
 __device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <>
 __device__ __half from_float<__half>(float x) { return __float2half(x); }
+template <>
+__device__ float from_float<float>(float x) { return x; }
+template <>
+__device__ bf16 from_float<bf16>(float x) { return to_bf16(x); }
 
 template <typename Low>
 constexpr cudaDataType_t cuda_type() {
   return std::is_same_v<Low, __half> ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-template <typename Low>
-__global__ void to_low_kernel(Low* out, const float* in, size_t n) {
-  GRID_STRIDE(i, n) out[i] = from_float<Low>(in[i]);
+// out (n) = in (n) in another type: a 16-bit GEMM operand, a widened bf16 activation, a rounded one.
+template <typename To, typename From>
+__global__ void convert_kernel(To* out, const From* in, size_t n) {
+  GRID_STRIDE(i, n) out[i] = from_float<To>(element::load(in + i));
 }
 
-// Three growing 16-bit copies of a GEMM's operands. One GEMM at a time holds them (ranks that are
-// threads of one process share the stream): the lock keeps each GEMM's casts and its call
-// adjacent on the stream.
+template <typename To, typename From>
+void convert(To* out, const From* in, size_t n) {
+  if (n == 0) return;
+  convert_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out, in, n);
+  launched("convert");
+}
+
+// Three growing copies of a GEMM's operands in another type (16-bit copies of fp32 ones, fp32
+// copies of bf16 activations), and the fp32 staging of a bf16 attention output. One kernel at a
+// time holds them (ranks that are threads of one process share the stream): the lock keeps each
+// GEMM's casts and its call adjacent on the stream.
 struct LowScratch {
   std::mutex mutex;
   void* p[3] = {nullptr, nullptr, nullptr};
@@ -446,10 +461,11 @@ struct LowScratch {
 };
 LowScratch g_low;
 
-// The 16-bit copy of x (n floats) in slot k, or nullptr when the scratch could not grow (recorded).
-template <typename Low>
-const Low* as_low(int k, const float* x, size_t n) {
-  const size_t bytes = n * sizeof(Low);
+// Scratch slot k with room for n elements of T (its contents undefined), or nullptr when it could
+// not grow (recorded). The caller holds g_low.mutex.
+template <typename T>
+T* scratch_slot(int k, size_t n) {
+  const size_t bytes = n * sizeof(T);
   if (g_low.cap[k] < bytes) {
     if (g_low.p[k]) STAGECRAFT_CUDA_OK(cudaFreeAsync(g_low.p[k], stream()));
     g_low.p[k] = nullptr;
@@ -457,9 +473,14 @@ const Low* as_low(int k, const float* x, size_t n) {
     if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(&g_low.p[k], bytes, stream()))) return nullptr;
     g_low.cap[k] = bytes;
   }
-  Low* out = static_cast<Low*>(g_low.p[k]);
-  to_low_kernel<Low><<<blocks_for(n), kThreads, 0, stream()>>>(out, x, n);
-  launched("to_16bit");
+  return static_cast<T*>(g_low.p[k]);
+}
+
+// x (n elements of From) as To in scratch slot k, or nullptr (recorded).
+template <typename To, typename From>
+const To* converted(int k, const From* x, size_t n) {
+  To* out = scratch_slot<To>(k, n);
+  if (out) convert(out, x, n);
   return out;
 }
 
@@ -480,15 +501,21 @@ void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int
                                                 ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// A GEMM operand of type In: the fp32 buffer itself, or its 16-bit copy in scratch slot `slot`.
+// A GEMM operand of type In from an activation of n elements: the buffer itself where its type is
+// In, else its copy as In in scratch slot `slot` (the caller holds g_low.mutex then).
 template <typename In>
-const In* operand(int slot, const float* x, size_t n) {
+const In* operand(int slot, ActIn x, size_t n) {
+  if (const bf16* low = x.low()) {
+    if constexpr (std::is_same_v<In, __nv_bfloat16>) {
+      return reinterpret_cast<const __nv_bfloat16*>(low);
+    } else {
+      return converted<In>(slot, low, n);
+    }
+  }
   if constexpr (std::is_same_v<In, float>) {
-    (void)slot;
-    (void)n;
-    return x;
+    return x.f32();
   } else {
-    return as_low<In>(slot, x, n);
+    return converted<In>(slot, x.f32(), n);
   }
 }
 
@@ -499,10 +526,10 @@ class CudaOps final : public Ops {
   explicit CudaOps(config::Precision precision) : precision_(precision) {}
 
   template <typename Low>
-  static void matmul_forward_low(float* out, const float* inp, const float* weight, int BT, int C, int OC, Layout layout) {
+  static void matmul_forward_low(float* out, ActIn inp, const float* weight, int BT, int C, int OC, Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
-    const Low* w = as_low<Low>(0, weight, size_t(C) * OC);
-    const Low* x = as_low<Low>(1, inp, size_t(BT) * C);
+    const Low* w = operand<Low>(0, weight, size_t(C) * OC);
+    const Low* x = operand<Low>(1, inp, size_t(BT) * C);
     if (layout == Layout::kInOut) {
       gemm_low(N_, N_, OC, BT, C, w, OC, x, C, 0.0f, out, OC);
     } else {
@@ -510,17 +537,21 @@ class CudaOps final : public Ops {
     }
   }
 
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
+  void matmul_forward(float* out, ActIn inp_act, const float* weight, const float* bias, int BT, int C, int OC,
                       Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_forward_low<__half>(out, inp, weight, BT, C, OC, layout);
+        matmul_forward_low<__half>(out, inp_act, weight, BT, C, OC, layout);
       } else {
-        matmul_forward_low<__nv_bfloat16>(out, inp, weight, BT, C, OC, layout);
+        matmul_forward_low<__nv_bfloat16>(out, inp_act, weight, BT, C, OC, layout);
       }
       add_bias(out, bias, BT, OC);
       return;
     }
+    std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
+    if (inp_act.low()) lock.lock();  // widened into scratch
+    const float* inp = operand<float>(1, inp_act, size_t(BT) * C);
+    if (!inp) return;
     // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
     if (layout == Layout::kInOut) {
       sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, 0.0f, out, OC);
@@ -537,12 +568,12 @@ class CudaOps final : public Ops {
   }
 
   template <typename Low>
-  static void matmul_backward_low(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, int BT, int C,
-                                  int OC, Layout layout) {
+  static void matmul_backward_low(float* dinp, float* dweight, const float* dout, ActIn inp, const float* weight, int BT, int C, int OC,
+                                  Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
-    const Low* dy = as_low<Low>(0, dout, size_t(BT) * OC);
+    const Low* dy = operand<Low>(0, dout, size_t(BT) * OC);
     if (dinp) {
-      const Low* w = as_low<Low>(1, weight, size_t(C) * OC);
+      const Low* w = operand<Low>(1, weight, size_t(C) * OC);
       if (layout == Layout::kInOut) {
         gemm_low(T_, N_, C, BT, OC, w, OC, dy, OC, 0.0f, dinp, C);
       } else {
@@ -550,7 +581,7 @@ class CudaOps final : public Ops {
       }
     }
     if (dweight) {
-      const Low* x = as_low<Low>(2, inp, size_t(BT) * C);
+      const Low* x = operand<Low>(2, inp, size_t(BT) * C);
       if (layout == Layout::kInOut) {
         gemm_low(N_, T_, OC, C, BT, dy, OC, x, C, 1.0f, dweight, OC);
       } else {
@@ -559,17 +590,21 @@ class CudaOps final : public Ops {
     }
   }
 
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int BT,
-                       int C, int OC, Layout layout) const override {
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp_act, const float* weight, int BT, int C,
+                       int OC, Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_backward_low<__half>(dinp, dweight, dout, inp, weight, BT, C, OC, layout);
+        matmul_backward_low<__half>(dinp, dweight, dout, inp_act, weight, BT, C, OC, layout);
       } else {
-        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout, inp, weight, BT, C, OC, layout);
+        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout, inp_act, weight, BT, C, OC, layout);
       }
       if (dbias) column_sums(dbias, dout, BT, OC);
       return;
     }
+    std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
+    if (dweight && inp_act.low()) lock.lock();  // widened into scratch
+    const float* inp = dweight ? operand<float>(2, inp_act, size_t(BT) * C) : nullptr;
+    if (dweight && !inp) return;
     if (dinp) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
       if (layout == Layout::kInOut) {
         sgemm(T_, N_, C, BT, OC, 1.0f, weight, OC, dout, OC, 0.0f, dinp, C);
@@ -587,10 +622,14 @@ class CudaOps final : public Ops {
     if (dbias) column_sums(dbias, dout, BT, OC);
   }
 
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
+  void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                          int C) const override {
     if (N <= 0) return;
-    layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(out, mean, rstd, inp, weight, bias, N, C);
+    if (out.low()) {
+      layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(out.low(), mean, rstd, inp, weight, bias, N, C);
+    } else {
+      layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(out.f32(), mean, rstd, inp, weight, bias, N, C);
+    }
     launched("layernorm_forward");
   }
 
@@ -610,18 +649,20 @@ class CudaOps final : public Ops {
 
   // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16
   // or fp16, the batched GEMMs take 16-bit copies of q, k, v, the probabilities and the
-  // gradients; the softmax and its backward stay fp32.
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
-    if (precision_ == config::Precision::kFp32) {
-      attention_forward_as<float>(out, att, qkv, B, T, NH, HS);
-      return;
+  // gradients; the softmax and its backward stay fp32. A bf16 output is written in fp32 to scratch
+  // slot 2 and rounded into place.
+  void attention_forward(ActOut out_act, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+    std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
+    if (precision_ != config::Precision::kFp32 || out_act.low()) lock.lock();
+    const size_t n = size_t(B) * T * NH * HS;
+    float* out = out_act.low() ? scratch_slot<float>(2, n) : out_act.f32();
+    if (!out) return;
+    switch (precision_) {
+      case config::Precision::kFp32: attention_forward_as<float>(out, att, qkv, B, T, NH, HS); break;
+      case config::Precision::kFp16: attention_forward_as<__half>(out, att, qkv, B, T, NH, HS); break;
+      case config::Precision::kBf16: attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS); break;
     }
-    std::lock_guard<std::mutex> lock(g_low.mutex);
-    if (precision_ == config::Precision::kFp16) {
-      attention_forward_as<__half>(out, att, qkv, B, T, NH, HS);
-    } else {
-      attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS);
-    }
+    if (out_act.low()) convert(out_act.low(), static_cast<const float*>(out), n);
   }
 
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
@@ -691,17 +732,21 @@ class CudaOps final : public Ops {
 
   bool has_flash_attention() const override { return true; }
   int max_flash_head() const override { return kMaxHead; }
-  void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int HS) const override {
+  void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS) const override {
     cuda::flash_attention_forward(out, lse, qkv, B, T, NH, HS);
   }
-  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                                int T, int NH, int HS) const override {
+  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, ActIn out, const float* lse, int B, int T,
+                                int NH, int HS) const override {
     cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
   }
 
-  void gelu_forward(float* out, const float* inp, size_t N) const override {
+  void gelu_forward(ActOut out, const float* inp, size_t N) const override {
     if (N == 0) return;
-    gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out, inp, N);
+    if (out.low()) {
+      gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out.low(), inp, N);
+    } else {
+      gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out.f32(), inp, N);
+    }
     launched("gelu_forward");
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {

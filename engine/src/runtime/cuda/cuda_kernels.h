@@ -10,17 +10,18 @@
 
 namespace stagecraft::runtime::cuda {
 
-// bf16 or fp16: the GEMMs take 16-bit copies of their inputs and accumulate and write fp32
-// (train.precision: bf16 or fp16); every other kernel is the same fp32 one.
+// bf16 or fp16: the GEMMs take 16-bit inputs (a bf16 activation as it is, anything else as a
+// 16-bit copy) and accumulate and write fp32 (train.precision: bf16 or fp16); every other kernel
+// is the same fp32 one. Every table takes fp32 and bf16 activations (ops.h).
 const Ops& cuda_ops(config::Precision precision = config::Precision::kFp32);
 
 // The largest head size the fused attention takes.
 inline constexpr int kMaxHead = 128;
 
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
-void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int HS);
+void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS);
 // dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch.
-void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                              int T, int NH, int HS);
+void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, ActIn out, const float* lse, int B, int T,
+                              int NH, int HS);
 
 }  // namespace stagecraft::runtime::cuda

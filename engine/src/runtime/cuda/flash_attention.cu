@@ -12,7 +12,8 @@
 //             dS_ij = P_ij (dO_i . v_j - D_i). Two passes instead of atomics on dQ: every gradient
 //             is summed in a fixed order.
 //
-// Memory per layer: L (B, NH, T) instead of the probabilities (B, NH, T, T). fp32 throughout;
+// Memory per layer: L (B, NH, T) instead of the probabilities (B, NH, T, T). fp32 arithmetic; O is
+// written (and read back by the backward) in fp32 or bf16 (ops.h's ActOut);
 // head sizes up to kMaxHead (the loops are unrolled to it, guarded by the real size, so the
 // per-thread rows stay in registers).
 #include <cuda_runtime.h>
@@ -22,6 +23,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/element_math.h"
 
 namespace stagecraft::runtime::cuda {
 
@@ -43,8 +45,8 @@ __device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], co
   }
 }
 
-template <int D>
-__global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int hs, float scale) {
+template <int D, typename Out>
+__global__ void flash_forward_kernel(Out* out, float* lse, const float* qkv, int T, int NH, int hs, float scale) {
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int Cl = NH * hs, C3 = 3 * Cl;
   const int row = blockIdx.x * kRows + threadIdx.x;
@@ -91,23 +93,24 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, i
   }
   if (row < T) {
     const float inv = 1.0f / l;
-    float* o = out + (size_t(b) * T + row) * Cl + h * hs;
+    Out* o = out + (size_t(b) * T + row) * Cl + h * hs;
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      if (d < hs) o[d] = acc[d] * inv;
+      if (d < hs) element::store(o + d, acc[d] * inv);
     }
     lse[size_t(bh) * T + row] = m + logf(l);
   }
 }
 
 // delta (B, NH, T) = dO . O per query row and head.
-__global__ void flash_delta_kernel(float* delta, const float* out, const float* dout, int T, int NH, int hs, size_t rows) {
+template <typename In>
+__global__ void flash_delta_kernel(float* delta, const In* out, const float* dout, int T, int NH, int hs, size_t rows) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= rows) return;
   const size_t bh = i / T, t = i % T, b = bh / NH, h = bh % NH;
   const size_t at = (b * T + t) * NH * hs + h * hs;
   float s = 0.0f;
-  for (int d = 0; d < hs; ++d) s += dout[at + d] * out[at + d];
+  for (int d = 0; d < hs; ++d) s += dout[at + d] * element::load(out + at + d);
   delta[i] = s;
 }
 
@@ -241,22 +244,31 @@ bool with_head_size(int hs, F&& f) {
 
 }  // namespace
 
-void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int HS) {
+void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS) {
   if (B <= 0 || T <= 0) return;
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
-    flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(out, lse, qkv, T, NH, HS, scale);
+    if (out.low()) {
+      flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(out.low(), lse, qkv, T, NH, HS, scale);
+    } else {
+      flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(out.f32(), lse, qkv, T, NH, HS, scale);
+    }
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
   launched("flash_attention_forward");
 }
 
-void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                              int T, int NH, int HS) {
+void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, ActIn out, const float* lse, int B, int T,
+                              int NH, int HS) {
   if (B <= 0 || T <= 0) return;
   const size_t rows = size_t(B) * NH * T;
-  flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, context()->stream>>>(delta, out, dout, T, NH, HS, rows);
+  const unsigned delta_blocks = static_cast<unsigned>((rows + 255) / 256);
+  if (out.low()) {
+    flash_delta_kernel<<<delta_blocks, 256, 0, context()->stream>>>(delta, out.low(), dout, T, NH, HS, rows);
+  } else {
+    flash_delta_kernel<<<delta_blocks, 256, 0, context()->stream>>>(delta, out.f32(), dout, T, NH, HS, rows);
+  }
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
