@@ -2,8 +2,9 @@
 // RNG (runtime/rng.h): every backward against central finite differences in double, the float
 // kernels against the double ones, a whole tiny GPT (forward, loss, every gradient) against an
 // independent PyTorch reference (tests/engine/ref/gpt_ref.py), AdamW against its closed form,
-// the segment calls (one call over many ranges) against one call per range, and sharded RNG
-// draws against unsharded ones.
+// the segment calls (one call over many ranges) against one call per range, bf16 rounding
+// (bf16.h) against an independent rule and bf16 activations in the Ops table against rounded
+// fp32 outputs, and sharded RNG draws against unsharded ones.
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/rng.h"
@@ -731,6 +732,144 @@ class TestKernels : public QObject {
   // ---- RNG ---------------------------------------------------------------------------------------
 
   // Known-answer vectors of Philox4x32-10 from Random123 (kat_vectors).
+  // bf16.h's rounding: known values (ties to even, NaN stays NaN, overflow to infinity), then
+  // 2^20 random bit patterns against an independent rule: the nearer of the two bf16 values
+  // around x (its truncation and the next one up), the even one on a tie, computed in double.
+  void bf16RoundsToNearestEven_data() {
+    QTest::addColumn<uint>("in");
+    QTest::addColumn<uint>("out");
+    QTest::newRow("1") << 0x3f800000u << 0x3f80u;
+    QTest::newRow("1 + 2^-8: tie, to even") << 0x3f808000u << 0x3f80u;
+    QTest::newRow("1 + 3 x 2^-8: tie, to even") << 0x3f818000u << 0x3f82u;
+    QTest::newRow("just above the tie") << 0x3f808001u << 0x3f81u;
+    QTest::newRow("just below the tie") << 0x3f807fffu << 0x3f80u;
+    QTest::newRow("-2") << 0xc0000000u << 0xc000u;
+    QTest::newRow("-0") << 0x80000000u << 0x8000u;
+    QTest::newRow("largest bf16") << 0x7f7f0000u << 0x7f7fu;
+    QTest::newRow("FLT_MAX to infinity") << 0x7f7fffffu << 0x7f80u;
+    QTest::newRow("infinity") << 0x7f800000u << 0x7f80u;
+    QTest::newRow("-infinity") << 0xff800000u << 0xff80u;
+    QTest::newRow("quiet NaN") << 0x7fc00000u << 0x7fc0u;
+    QTest::newRow("signalling NaN stays NaN") << 0x7f800001u << 0x7fc0u;
+    QTest::newRow("NaN with a low payload only") << 0xff80ffffu << 0xffc0u;
+    QTest::newRow("subnormal, tie to even") << 0x00018000u << 0x0002u;
+    QTest::newRow("smallest normal float") << 0x00800000u << 0x0080u;
+  }
+  void bf16RoundsToNearestEven() {
+    QFETCH(uint, in);
+    QFETCH(uint, out);
+    float f;
+    const uint32_t u = in;
+    std::memcpy(&f, &u, sizeof f);
+    QCOMPARE(uint(to_bf16(f).bits), out);
+    if ((out & 0x7f80u) != 0x7f80u || (out & 0x7fu) == 0) {  // not NaN: the value comes back
+      const float back = to_float(bf16{static_cast<uint16_t>(out)});
+      uint32_t bu;
+      std::memcpy(&bu, &back, sizeof bu);
+      QCOMPARE(bu, uint32_t(out) << 16);
+    }
+  }
+  void bf16RoundingMatchesAnIndependentRule() {
+    std::mt19937 gen(7);
+    for (int k = 0; k < (1 << 20); ++k) {
+      const uint32_t u = gen();
+      float x;
+      std::memcpy(&x, &u, sizeof x);
+      if (!std::isfinite(x)) continue;
+      const uint32_t lo_bits = u & 0xffff0000u;  // towards zero
+      float lo_f, hi_f;
+      std::memcpy(&lo_f, &lo_bits, sizeof lo_f);
+      const uint32_t hi_bits = lo_bits + 0x10000u;  // one bf16 step away from zero (may be infinity)
+      std::memcpy(&hi_f, &hi_bits, sizeof hi_f);
+      const double dlo = std::abs(double(x) - double(lo_f));
+      // Past the largest finite bf16 the step up is infinity: round-to-nearest treats it as
+      // 2^128, one step beyond.
+      const double hi_val = std::isinf(hi_f) ? std::copysign(std::ldexp(1.0, 128), double(x)) : double(hi_f);
+      const double dhi = std::abs(hi_val - double(x));
+      const uint16_t want = static_cast<uint16_t>(
+          (dlo < dhi || (dlo == dhi && ((lo_bits >> 16) & 1u) == 0)) ? lo_bits >> 16 : hi_bits >> 16);
+      if (to_bf16(x).bits != want) {
+        QFAIL(qPrintable(QString("0x%1 rounds to 0x%2, expected 0x%3").arg(u, 8, 16, QChar('0')).arg(to_bf16(x).bits, 4, 16, QChar('0'))
+                             .arg(want, 4, 16, QChar('0'))));
+      }
+    }
+    // The bulk kernels: each element as the scalar function, and back exactly.
+    const std::vector<float> x = cast<float>(randn(100003, 91, 3.0));
+    std::vector<bf16> h(x.size());
+    std::vector<float> back(x.size());
+    cpu::to_bf16(h.data(), x.data(), x.size());
+    cpu::from_bf16(back.data(), h.data(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      QCOMPARE(h[i].bits, to_bf16(x[i]).bits);
+      QCOMPARE(back[i], to_float(h[i]));
+    }
+  }
+
+  // bf16 activations through the CPU's Ops table: a kernel that writes one gives the bf16
+  // rounding of its fp32 output bit for bit, and a GEMM that reads one gives what it gives on the
+  // widened values, bit for bit (GptStage's bf16 path on the CPU, as a GPU computes it).
+  void bf16ActivationsAreRoundedFp32Outputs() {
+    const Ops& k = cpu_ops();
+    const int B = 2, T = 19, C = 40, NH = 4, HS = C / NH, OC = 33, BT = B * T;
+    const size_t n = size_t(BT) * C;
+    auto rounded = [](const std::vector<float>& v) {
+      std::vector<bf16> r(v.size());
+      for (size_t i = 0; i < v.size(); ++i) r[i] = to_bf16(v[i]);
+      return r;
+    };
+    auto same = [](const std::vector<bf16>& a, const std::vector<bf16>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
+    };
+    const std::vector<float> x = cast<float>(randn(n, 92, 2.0)), w = cast<float>(randn(size_t(C), 93)),
+                             b = cast<float>(randn(size_t(C), 94));
+    {  // layernorm
+      std::vector<float> out(n), mean(BT), rstd(BT), mean16(BT), rstd16(BT);
+      std::vector<bf16> out16(n);
+      k.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), BT, C);
+      k.layernorm_forward(out16.data(), mean16.data(), rstd16.data(), x.data(), w.data(), b.data(), BT, C);
+      QVERIFY(same(out16, rounded(out)));
+      QVERIFY(all_equal(mean16, mean) && all_equal(rstd16, rstd));  // statistics stay fp32
+      QVERIFY(!all_equal(out, [&] {
+        std::vector<float> wide(n);
+        cpu::from_bf16(wide.data(), out16.data(), n);
+        return wide;
+      }()));
+    }
+    {  // GELU
+      std::vector<float> y(n);
+      std::vector<bf16> y16(n);
+      k.gelu_forward(y.data(), x.data(), n);
+      k.gelu_forward(y16.data(), x.data(), n);
+      QVERIFY(same(y16, rounded(y)));
+    }
+    {  // attention
+      const std::vector<float> qkv = cast<float>(randn(size_t(BT) * 3 * C, 95));
+      std::vector<float> out(n), att(size_t(B) * NH * T * T), att16(att.size());
+      std::vector<bf16> out16(n);
+      k.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS);
+      k.attention_forward(out16.data(), att16.data(), qkv.data(), B, T, NH, HS);
+      QVERIFY(same(out16, rounded(out)));
+      QVERIFY(all_equal(att16, att));  // probabilities stay fp32
+    }
+    {  // GEMMs reading a bf16 input, both layouts, with the weight gradient accumulating
+      const std::vector<bf16> in16 = rounded(x);
+      std::vector<float> wide(n);
+      cpu::from_bf16(wide.data(), in16.data(), n);
+      for (Layout layout : {Layout::kInOut, Layout::kOutIn}) {
+        const std::vector<float> W = cast<float>(randn(size_t(C) * OC, 96, 0.2)), bias = cast<float>(randn(size_t(OC), 97)),
+                                 dout = cast<float>(randn(size_t(BT) * OC, 98));
+        std::vector<float> o1(size_t(BT) * OC), o2(o1.size()), di1(n), di2(n), dw1 = cast<float>(randn(W.size(), 99)), dw2 = dw1,
+                                                                 db1(static_cast<size_t>(OC)), db2(static_cast<size_t>(OC));
+        k.matmul_forward(o1.data(), wide.data(), W.data(), bias.data(), BT, C, OC, layout);
+        k.matmul_forward(o2.data(), in16.data(), W.data(), bias.data(), BT, C, OC, layout);
+        QVERIFY(all_equal(o1, o2));
+        k.matmul_backward(di1.data(), dw1.data(), db1.data(), dout.data(), wide.data(), W.data(), BT, C, OC, layout);
+        k.matmul_backward(di2.data(), dw2.data(), db2.data(), dout.data(), in16.data(), W.data(), BT, C, OC, layout);
+        QVERIFY(all_equal(di1, di2) && all_equal(dw1, dw2) && all_equal(db1, db2));
+      }
+    }
+  }
+
   void philoxMatchesRandom123KnownAnswers_data() {
     QTest::addColumn<QList<uint>>("ctr");
     QTest::addColumn<QList<uint>>("key");
