@@ -83,6 +83,29 @@ struct Twin {
   }
 };
 
+// A bf16 activation on the GPU and its host twin for the CPU kernel, compared as floats.
+struct Low16 {
+  std::vector<bf16> host;
+  Buffer<bf16> dev;
+  Low16(Device& d, size_t n) : host(n) { dev = Buffer<bf16>::make(d, n).value(); }
+  Low16(Device& d, const std::vector<float>& init) : Low16(d, init.size()) {
+    for (size_t i = 0; i < init.size(); ++i) host[i] = to_bf16(init[i]);
+    if (!d.copy_from_host(dev.data(), host.data(), host.size() * sizeof(bf16)).ok()) qFatal("copy to the GPU failed");
+  }
+  bf16* h() { return host.data(); }
+  bf16* g() { return dev.data(); }
+  static std::vector<float> wide(const std::vector<bf16>& v) {
+    std::vector<float> f(v.size());
+    for (size_t i = 0; i < v.size(); ++i) f[i] = to_float(v[i]);
+    return f;
+  }
+  std::vector<float> back(Device& d) const {
+    std::vector<bf16> out(host.size());
+    if (!d.copy_to_host(out.data(), dev.data(), out.size() * sizeof(bf16)).ok()) qFatal("copy from the GPU failed");
+    return wide(out);
+  }
+};
+
 struct Ints {
   std::vector<int32_t> host;
   Buffer<int32_t> dev;
@@ -421,6 +444,76 @@ class TestCuda : public QObject {
       gk.scale(g.g(), n, 0.25f);
       check("scale", g);
     }
+  }
+
+  // bf16 activations (ops.h's ActIn, ActOut), in the fp32 and the bf16 table: the kernels that
+  // write them against the CPU's (within one bf16 rounding of the tensor's scale: the two fp32
+  // results may round to neighbours), the fused attention writing and reading one, and GEMMs
+  // reading one (fp32 table: the CPU's result within 1e-5; bf16 table: within 1e-2).
+  void bf16ActivationKernelsMatchTheCpu_data() {
+    QTest::addColumn<int>("precision");
+    QTest::newRow("fp32 table") << int(config::Precision::kFp32);
+    QTest::newRow("bf16 table") << int(config::Precision::kBf16);
+  }
+  void bf16ActivationKernelsMatchTheCpu() {
+    QFETCH(int, precision);
+    const auto p = static_cast<config::Precision>(precision);
+    Device& d = *gpu_;
+    const Ops& cpu = cpu_ops();
+    QVERIFY(d.set_precision(p).ok());
+    const Ops& gk = d.ops();
+    const int B = 2, T = 45, C = 96, NH = 3, HS = C / NH, OC = 77, BT = B * T;
+    const size_t n = size_t(BT) * C;
+    const double one_rounding = 1.0 / 128;  // 2^-7: a bf16 step at the top of a binade, with margin
+    auto check = [&](const char* what, const std::vector<float>& got, const std::vector<float>& want, double tol) {
+      const double e = rel_err(got, want);
+      QVERIFY2(e <= tol, qPrintable(QString("%1 (%2): relative error %3").arg(what, config::to_string(p).data()).arg(e)));
+    };
+    {  // layernorm and GELU
+      Twin x(d, randn(n, 40, 2.0)), w(d, randn(size_t(C), 41)), b(d, randn(size_t(C), 42)), mean(d, size_t(BT)), rstd(d, size_t(BT));
+      Low16 out(d, n), y(d, n);
+      cpu.layernorm_forward(out.h(), mean.h(), rstd.h(), x.h(), w.h(), b.h(), BT, C);
+      gk.layernorm_forward(out.g(), mean.g(), rstd.g(), x.g(), w.g(), b.g(), BT, C);
+      cpu.gelu_forward(y.h(), x.h(), n);
+      gk.gelu_forward(y.g(), x.g(), n);
+      QVERIFY(d.synchronize().ok());
+      check("layernorm_forward bf16 out", out.back(d), Low16::wide(out.host), one_rounding);
+      check("layernorm_forward mean", mean.back(d), mean.host, 1e-5);
+      check("gelu_forward bf16 out", y.back(d), Low16::wide(y.host), one_rounding);
+    }
+    {  // attention, standard and fused, writing bf16; the fused backward reading it
+      const size_t att = size_t(B) * NH * T * T;
+      Twin qkv(d, randn(size_t(BT) * 3 * C, 43)), a(d, att), lse(d, size_t(B) * NH * T), dout(d, randn(n, 44)), dqkv(d, size_t(BT) * 3 * C),
+          fdqkv(d, size_t(BT) * 3 * C), scratch(d, att), delta(d, size_t(B) * NH * T);
+      Low16 out(d, n), fout(d, n);
+      cpu.attention_forward(out.h(), a.h(), qkv.h(), B, T, NH, HS);
+      gk.attention_forward(out.g(), a.g(), qkv.g(), B, T, NH, HS);
+      gk.flash_attention_forward(fout.g(), lse.g(), qkv.g(), B, T, NH, HS);
+      cpu.attention_backward(dqkv.h(), scratch.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS);
+      gk.flash_attention_backward(fdqkv.g(), delta.g(), dout.g(), qkv.g(), fout.g(), lse.g(), B, T, NH, HS);
+      QVERIFY(d.synchronize().ok());
+      const double gemm16 = p == config::Precision::kFp32 ? one_rounding : 3e-2;  // bf16 table: 16-bit batched GEMMs too
+      check("attention_forward bf16 out", out.back(d), Low16::wide(out.host), gemm16);
+      check("flash_attention_forward bf16 out", fout.back(d), Low16::wide(out.host), one_rounding);
+      check("flash_attention_backward from a bf16 out", fdqkv.back(d), dqkv.host, 2e-2);
+    }
+    {  // GEMMs reading a bf16 input
+      const std::vector<float> x = randn(n, 45);
+      Low16 in(d, x);
+      for (Layout layout : {Layout::kInOut, Layout::kOutIn}) {
+        Twin w(d, randn(size_t(C) * OC, 46, 0.2)), bias(d, randn(size_t(OC), 47)), out(d, size_t(BT) * OC), dout(d, randn(size_t(BT) * OC, 48)),
+            dw(d, randn(size_t(C) * OC, 49));
+        cpu.matmul_forward(out.h(), in.h(), w.h(), bias.h(), BT, C, OC, layout);
+        gk.matmul_forward(out.g(), in.g(), w.g(), bias.g(), BT, C, OC, layout);
+        cpu.matmul_backward(nullptr, dw.h(), nullptr, dout.h(), in.h(), w.h(), BT, C, OC, layout);
+        gk.matmul_backward(nullptr, dw.g(), nullptr, dout.g(), in.g(), w.g(), BT, C, OC, layout);
+        QVERIFY(d.synchronize().ok());
+        const double tol = p == config::Precision::kFp32 ? 1e-5 : 1e-2;
+        check("matmul_forward from bf16", out.back(d), out.host, tol);
+        check("matmul_backward dweight from bf16", dw.back(d), dw.host, tol);
+      }
+    }
+    QVERIFY(d.set_precision(config::Precision::kFp32).ok());
   }
 
   // AdamW and the sum of squares over a segment list, one launch each, against the CPU's segment
