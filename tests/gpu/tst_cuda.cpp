@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -497,20 +498,42 @@ class TestCuda : public QObject {
       check("flash_attention_forward bf16 out", fout.back(d), Low16::wide(out.host), one_rounding);
       check("flash_attention_backward from a bf16 out", fdqkv.back(d), dqkv.host, 2e-2);
     }
-    {  // GEMMs reading a bf16 input
+    {  // GEMMs reading a bf16 input, with the fp32 weight and with its bf16 copy
       const std::vector<float> x = randn(n, 45);
       Low16 in(d, x);
       for (Layout layout : {Layout::kInOut, Layout::kOutIn}) {
-        Twin w(d, randn(size_t(C) * OC, 46, 0.2)), bias(d, randn(size_t(OC), 47)), out(d, size_t(BT) * OC), dout(d, randn(size_t(BT) * OC, 48)),
-            dw(d, randn(size_t(C) * OC, 49));
+        const std::vector<float> wv = randn(size_t(C) * OC, 46, 0.2);
+        Twin w(d, wv), bias(d, randn(size_t(OC), 47)), out(d, size_t(BT) * OC), dout(d, randn(size_t(BT) * OC, 48)),
+            dw(d, randn(size_t(C) * OC, 49)), out2(d, size_t(BT) * OC), dinp2(d, n);
+        Low16 wl(d, wv);
         cpu.matmul_forward(out.h(), in.h(), w.h(), bias.h(), BT, C, OC, layout);
         gk.matmul_forward(out.g(), in.g(), w.g(), bias.g(), BT, C, OC, layout);
         cpu.matmul_backward(nullptr, dw.h(), nullptr, dout.h(), in.h(), w.h(), BT, C, OC, layout);
         gk.matmul_backward(nullptr, dw.g(), nullptr, dout.g(), in.g(), w.g(), BT, C, OC, layout);
+        cpu.matmul_forward(out2.h(), in.h(), wl.h(), bias.h(), BT, C, OC, layout);
+        gk.matmul_forward(out2.g(), in.g(), wl.g(), bias.g(), BT, C, OC, layout);
+        cpu.matmul_backward(dinp2.h(), nullptr, nullptr, dout.h(), in.h(), wl.h(), BT, C, OC, layout);
+        gk.matmul_backward(dinp2.g(), nullptr, nullptr, dout.g(), in.g(), wl.g(), BT, C, OC, layout);
         QVERIFY(d.synchronize().ok());
         const double tol = p == config::Precision::kFp32 ? 1e-5 : 1e-2;
         check("matmul_forward from bf16", out.back(d), out.host, tol);
         check("matmul_backward dweight from bf16", dw.back(d), dw.host, tol);
+        check("matmul_forward with bf16 weights", out2.back(d), out2.host, tol);
+        check("matmul_backward dinp with bf16 weights", dinp2.back(d), dinp2.host, tol);
+      }
+    }
+    {  // the weights' bf16 copy: bf16.h's rounding on the GPU, bit for bit the CPU's
+      std::vector<float> v = randn(100003, 50, 3.0);
+      const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800001u, 0xff80ffffu, 0x00018000u, 0x80000000u};
+      for (size_t i = 0; i < std::size(special); ++i) std::memcpy(&v[i], &special[i], sizeof(float));
+      Twin src(d, v);
+      Low16 dst(d, v.size());
+      gk.round_to_bf16(dst.g(), src.g(), v.size());
+      QVERIFY(d.synchronize().ok());
+      std::vector<bf16> got(v.size());
+      QVERIFY(d.copy_to_host(got.data(), dst.g(), got.size() * sizeof(bf16)).ok());
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (got[i].bits != to_bf16(v[i]).bits) QFAIL(qPrintable(QString("element %1: 0x%2 on the GPU").arg(i).arg(got[i].bits, 4, 16, QChar('0'))));
       }
     }
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());

@@ -128,6 +128,7 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
                   Fl = m.ffn() / spec.tp;
   for (Status st : {allocate_buffer(s->params_, dev, offset, true),
                     allocate_buffer(s->grads_, dev, offset, true),
+                    allocate_buffer(s->weights_low_, dev, spec.bf16_activations ? offset : 0),
                     allocate_buffer(s->scratch_att_, dev, s->attention_state_elems()),
                     allocate_buffer(s->dres_a_, dev, sz(B * T * C)),
                     allocate_buffer(s->dtmp_c_, dev, sz(B * T * C)),
@@ -171,7 +172,15 @@ Status GptStage::init_parameters(uint64_t seed) {
 Status GptStage::zero_grads() { return dev_->fill_zero(grads_.data(), grads_.bytes()); }
 
 Status GptStage::download_params(float* host) const { return dev_->copy_to_host(host, params_.data(), params_.bytes()); }
-Status GptStage::upload_params(const float* host) { return dev_->copy_from_host(params_.data(), host, params_.bytes()); }
+Status GptStage::upload_params(const float* host) {
+  weights_low_stale_ = true;
+  return dev_->copy_from_host(params_.data(), host, params_.bytes());
+}
+
+ActIn GptStage::w(size_t offset) const {
+  if (weights_low_.size()) return ActIn(weights_low_.data() + offset);
+  return ActIn(params_.data() + offset);
+}
 
 int GptStage::chunk_index(int chunk) const {
   for (size_t i = 0; i < spec_.chunks.size(); ++i) {
@@ -233,21 +242,21 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   const std::string h = "h." + std::to_string(layer) + ".";
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
   k_->layernorm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
-  k_->matmul_forward(a.qkv.data(), a.ln1.in(), p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
+  k_->matmul_forward(a.qkv.data(), a.ln1.in(), w(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
   if (spec_.flash_attention) {
     k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
   } else {
     k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
   }
-  k_->matmul_forward(a.res2.data(), a.atty.in(), p(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
+  k_->matmul_forward(a.res2.data(), a.atty.in(), w(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, a.res2.data(), a.res2.size(), tp_host_); !st) return st;
   }
   k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
   k_->layernorm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
-  k_->matmul_forward(a.fch.data(), a.ln2.in(), p(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
+  k_->matmul_forward(a.fch.data(), a.ln2.in(), w(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
   k_->gelu_forward(a.fch_gelu.out(), a.fch.data(), a.fch.size());
-  k_->matmul_forward(out, a.fch_gelu.in(), p(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
+  k_->matmul_forward(out, a.fch_gelu.in(), w(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;
   }
@@ -267,10 +276,10 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
   if (Status st = dev_->copy(dres2, dres_in, n * sizeof(float)); !st) return st;
   k_->matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.in(),
-                     p(h + "mlp.c_proj.weight"), BT, Fl, C);
+                     w(h + "mlp.c_proj.weight"), BT, Fl, C);
   k_->gelu_backward(dtmp_f_.data(), a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
   k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.in(),
-                     p(h + "mlp.c_fc.weight"), BT, C, Fl);
+                     w(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
@@ -281,7 +290,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   if (Status st = dev_->copy(dres_a_.data(), dres2, n * sizeof(float)); !st) return st;
   const float* dres2_copy = dres_a_.data();
   k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.in(),
-                     p(h + "attn.c_proj.weight"), BT, Cl, C);
+                     w(h + "attn.c_proj.weight"), BT, Cl, C);
   if (spec_.flash_attention) {
     k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.atty.in(), a.att.data(), B, T,
                                  NHl, HS);
@@ -289,7 +298,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
     k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
   }
   k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.in(),
-                     p(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
+                     w(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
@@ -306,6 +315,10 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
   const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, V = m.vocab, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Device& dev = *dev_;
+  if (weights_low_stale_ && weights_low_.size()) {  // the weights changed since the last copy
+    k_->round_to_bf16(weights_low_.data(), params_.data(), params_.size());
+    weights_low_stale_ = false;
+  }
   auto acts = std::make_unique<ChunkActs>();
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
@@ -360,11 +373,11 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     const ParamSlot* head = m.tied_embeddings ? (slot("wte.weight", true) ? slot("wte.weight", true) : slot("wte.weight")) : slot("lm_head.weight");
     float* logits = logits_.data();
     k_->layernorm_forward(lnf_->out(), lnf_mean_.data(), lnf_rstd_.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
-    k_->matmul_forward(logits, lnf_->in(), params_.data() + head->offset, nullptr, BT, C, V, Layout::kOutIn);
+    k_->matmul_forward(logits, lnf_->in(), w(head->offset), nullptr, BT, C, V, Layout::kOutIn);
     const double l = k_->crossentropy_forward(losses_.data(), logits, logits, targets_.data(), BT, V);
     if (loss) *loss = l;
     k_->crossentropy_backward(logits, logits, targets_.data(), loss_scale, BT, V);
-    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_->in(), params_.data() + head->offset, BT, C, V,
+    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_->in(), w(head->offset), BT, C, V,
                         Layout::kOutIn);
     if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;
     k_->layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf_.data(), x, p("ln_f.weight"), lnf_mean_.data(),

@@ -272,7 +272,7 @@ double Trainer::lr_at(int64_t step) const {
 }
 
 size_t Trainer::state_bytes() const {
-  return sizeof(float) * (2 * stage_->num_params() + exp_avg_.size() + exp_avg_sq_.size());
+  return sizeof(float) * (2 * stage_->num_params() + exp_avg_.size() + exp_avg_sq_.size()) + stage_->weight_copy_bytes();
 }
 
 Status Trainer::run_schedule(double& local_loss) {

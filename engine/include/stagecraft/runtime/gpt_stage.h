@@ -64,7 +64,8 @@ struct StageSpec {
   bool flash_attention = false;      // fused attention (Ops::has_flash_attention): keeps (B, NH, T)
                                      // log-sum-exps instead of (B, NH, T, T) probabilities
   bool bf16_activations = false;     // keep the GEMMs' inputs (the layernorms', attention's and
-                                     // GELU's outputs) in bf16: train.precision bf16 on a GPU
+                                     // GELU's outputs) in bf16, and give the GEMMs a bf16 copy of
+                                     // the weights: train.precision bf16 on a GPU
   int tp = 1, tp_rank = 0;
   int pp = 1;                        // pipeline ranks
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)
@@ -91,8 +92,13 @@ class GptStage {
   const StageSpec& spec() const { return spec_; }
   const std::vector<ParamSlot>& param_slots() const { return slots_; }
   Device& device() const { return *dev_; }
-  // The flat parameter and gradient buffers, on the device.
-  float* params() { return params_.data(); }
+  // The flat parameter and gradient buffers, on the device. With bf16 activations the GEMMs read a
+  // bf16 copy of the weights, made at the first forward after they change: every call of params()
+  // counts as a change (the trainer's update writes through it), as does upload_params.
+  float* params() {
+    weights_low_stale_ = true;
+    return params_.data();
+  }
   float* grads() { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
 
@@ -126,6 +132,9 @@ class GptStage {
   // Drops what forward(chunk, mb) kept, without a backward (evaluation).
   void discard(int chunk, int mb);
 
+  // Bytes of the bf16 copy of the weights (0 without bf16 activations).
+  size_t weight_copy_bytes() const { return weights_low_.bytes(); }
+
   // Bytes held now by activations, and the most held at once since the last reset.
   size_t activation_bytes() const { return live_bytes_; }
   size_t peak_activation_bytes() const { return peak_bytes_; }
@@ -151,6 +160,9 @@ class GptStage {
   Status head_scratch();
   const ParamSlot* slot(const std::string& name, bool head_copy = false) const;
   float* p(const std::string& name) { return params_.data() + slot(name)->offset; }
+  // A GEMM's weight: the bf16 copy with bf16 activations, else the fp32 parameter.
+  ActIn w(size_t offset) const;
+  ActIn w(const std::string& name) const { return w(slot(name)->offset); }
   float* g(const std::string& name) { return grads_.data() + slot(name)->offset; }
   void account(ptrdiff_t bytes);
   size_t attention_state_elems() const;  // what attention keeps per layer: probabilities or lse
@@ -162,6 +174,8 @@ class GptStage {
   std::vector<ParamSlot> slots_;
   std::map<std::string, size_t> slot_index_;
   Buffer<float> params_, grads_;
+  Buffer<bf16> weights_low_;        // bf16 copy of params_ (bf16 activations only), in the same layout
+  bool weights_low_stale_ = true;
   std::map<std::pair<int, int>, std::unique_ptr<ChunkActs>> acts_;  // (chunk, mb)
   std::vector<std::unique_ptr<LayerActs>> free_layer_acts_;
   std::unique_ptr<LayerActs> recompute_acts_;

@@ -9,7 +9,8 @@
 // waits where a result comes back: crossentropy_forward, sum_of_squares and
 // sum_of_squares_segments).
 //
-// Activations a GEMM reads (the layernorms', attention's and GELU's outputs) may be fp32 or bf16:
+// Activations a GEMM reads (the layernorms', attention's and GELU's outputs), and its weight, may
+// be fp32 or bf16:
 // ActOut and ActIn carry the pointer with its element type, and every backend takes both, the
 // math in fp32 either way (bf16.h's rounding where a kernel stores bf16). Float pointers convert
 // to them, so fp32 callers pass their buffers as they are. GptStage keeps these activations in
@@ -69,9 +70,9 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
-  virtual void matmul_forward(float* out, ActIn inp, const float* weight, const float* bias, int BT, int C, int OC,
+  virtual void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC,
                               Layout layout = Layout::kInOut) const = 0;
-  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, const float* weight,
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, ActIn weight,
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
   virtual void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                                  int C) const = 0;
@@ -110,6 +111,9 @@ class Ops {
                                      int64_t step, float grad_scale = 1.0f) const = 0;
   virtual double sum_of_squares_segments(const float* x, SegmentList segs) const = 0;
   virtual void scale(float* x, size_t N, float s) const = 0;
+  // out (N) = in rounded to bf16 (bf16.h): the bf16 copy of the weights a stage with bf16
+  // activations hands its GEMMs, made once per update.
+  virtual void round_to_bf16(bf16* out, const float* in, size_t N) const = 0;
 };
 
 // The CPU backend's table (runtime::cpu's kernels on host pointers).

@@ -14,18 +14,18 @@ namespace stagecraft::runtime {
 
 namespace {
 
-// Per-thread fp32 scratch for bf16 activations: slot 0 for an output, 1 for an input (ranks that
-// are threads of one process each have their own).
+// Per-thread fp32 scratch for bf16 activations: slot 0 for an output, 1 for an input, 2 for a
+// weight (ranks that are threads of one process each have their own).
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buf[2];
+  thread_local std::vector<float> buf[3];
   if (buf[slot].size() < n) buf[slot].resize(n);
   return buf[slot].data();
 }
 
-// The fp32 values of `x` (n elements): the buffer itself, or a widened copy.
-const float* widened(ActIn x, size_t n) {
+// The fp32 values of `x` (n elements): the buffer itself, or a widened copy in scratch `slot`.
+const float* widened(ActIn x, size_t n, int slot = 1) {
   if (!x.low()) return x.f32();
-  float* f = scratch(1, n);
+  float* f = scratch(slot, n);
   cpu::from_bf16(f, x.low(), n);
   return f;
 }
@@ -38,13 +38,13 @@ void settle(ActOut out, const float* staged_values, size_t n) {
 
 class CpuOps final : public Ops {
  public:
-  void matmul_forward(float* out, ActIn inp, const float* weight, const float* bias, int BT, int C, int OC,
-                      Layout layout) const override {
-    cpu::matmul_forward(out, widened(inp, size_t(BT) * C), weight, bias, BT, C, OC, layout);
+  void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) const override {
+    cpu::matmul_forward(out, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), bias, BT, C, OC, layout);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, const float* weight, int BT, int C,
-                       int OC, Layout layout) const override {
-    cpu::matmul_backward(dinp, dweight, dbias, dout, dweight ? widened(inp, size_t(BT) * C) : inp.f32(), weight, BT, C, OC, layout);
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+                       Layout layout) const override {
+    cpu::matmul_backward(dinp, dweight, dbias, dout, dweight ? widened(inp, size_t(BT) * C) : inp.f32(),
+                         dinp ? widened(weight, size_t(C) * OC, 2) : weight.f32(), BT, C, OC, layout);
   }
   void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                          int C) const override {
@@ -106,6 +106,7 @@ class CpuOps final : public Ops {
     return cpu::sum_of_squares_segments(x, segs.segments, segs.count);
   }
   void scale(float* x, size_t N, float s) const override { cpu::scale(x, N, s); }
+  void round_to_bf16(bf16* out, const float* in, size_t N) const override { cpu::to_bf16(out, in, N); }
 };
 
 }  // namespace

@@ -526,7 +526,7 @@ class CudaOps final : public Ops {
   explicit CudaOps(config::Precision precision) : precision_(precision) {}
 
   template <typename Low>
-  static void matmul_forward_low(float* out, ActIn inp, const float* weight, int BT, int C, int OC, Layout layout) {
+  static void matmul_forward_low(float* out, ActIn inp, ActIn weight, int BT, int C, int OC, Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* w = operand<Low>(0, weight, size_t(C) * OC);
     const Low* x = operand<Low>(1, inp, size_t(BT) * C);
@@ -537,21 +537,22 @@ class CudaOps final : public Ops {
     }
   }
 
-  void matmul_forward(float* out, ActIn inp_act, const float* weight, const float* bias, int BT, int C, int OC,
+  void matmul_forward(float* out, ActIn inp_act, ActIn weight_act, const float* bias, int BT, int C, int OC,
                       Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_forward_low<__half>(out, inp_act, weight, BT, C, OC, layout);
+        matmul_forward_low<__half>(out, inp_act, weight_act, BT, C, OC, layout);
       } else {
-        matmul_forward_low<__nv_bfloat16>(out, inp_act, weight, BT, C, OC, layout);
+        matmul_forward_low<__nv_bfloat16>(out, inp_act, weight_act, BT, C, OC, layout);
       }
       add_bias(out, bias, BT, OC);
       return;
     }
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if (inp_act.low()) lock.lock();  // widened into scratch
+    if (inp_act.low() || weight_act.low()) lock.lock();  // widened into scratch
     const float* inp = operand<float>(1, inp_act, size_t(BT) * C);
-    if (!inp) return;
+    const float* weight = operand<float>(0, weight_act, size_t(C) * OC);
+    if (!inp || !weight) return;
     // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
     if (layout == Layout::kInOut) {
       sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, 0.0f, out, OC);
@@ -568,7 +569,7 @@ class CudaOps final : public Ops {
   }
 
   template <typename Low>
-  static void matmul_backward_low(float* dinp, float* dweight, const float* dout, ActIn inp, const float* weight, int BT, int C, int OC,
+  static void matmul_backward_low(float* dinp, float* dweight, const float* dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                                   Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* dy = operand<Low>(0, dout, size_t(BT) * OC);
@@ -590,21 +591,22 @@ class CudaOps final : public Ops {
     }
   }
 
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp_act, const float* weight, int BT, int C,
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp_act, ActIn weight_act, int BT, int C,
                        int OC, Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_backward_low<__half>(dinp, dweight, dout, inp_act, weight, BT, C, OC, layout);
+        matmul_backward_low<__half>(dinp, dweight, dout, inp_act, weight_act, BT, C, OC, layout);
       } else {
-        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout, inp_act, weight, BT, C, OC, layout);
+        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout, inp_act, weight_act, BT, C, OC, layout);
       }
       if (dbias) column_sums(dbias, dout, BT, OC);
       return;
     }
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if (dweight && inp_act.low()) lock.lock();  // widened into scratch
+    if ((dweight && inp_act.low()) || (dinp && weight_act.low())) lock.lock();  // widened into scratch
     const float* inp = dweight ? operand<float>(2, inp_act, size_t(BT) * C) : nullptr;
-    if (dweight && !inp) return;
+    const float* weight = dinp ? operand<float>(1, weight_act, size_t(C) * OC) : nullptr;
+    if ((dweight && !inp) || (dinp && !weight)) return;
     if (dinp) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
       if (layout == Layout::kInOut) {
         sgemm(T_, N_, C, BT, OC, 1.0f, weight, OC, dout, OC, 0.0f, dinp, C);
@@ -806,6 +808,7 @@ class CudaOps final : public Ops {
     launched("adamw_update_segments");
   }
   double sum_of_squares_segments(const float* x, SegmentList segs) const override { return sum_of_squares_segments_to_host(x, segs); }
+  void round_to_bf16(bf16* out, const float* in, size_t N) const override { convert(out, in, N); }
   void scale(float* x, size_t N, float s) const override {
     if (N == 0) return;
     scale_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(x, N, s);
