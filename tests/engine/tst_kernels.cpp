@@ -851,6 +851,17 @@ class TestKernels : public QObject {
       QVERIFY(same(out16, rounded(out)));
       QVERIFY(all_equal(att16, att));  // probabilities stay fp32
     }
+    {  // the loss's gradient at the logits, into fp32 logits in place and into bf16
+      const int V = 53;
+      std::vector<float> logits = cast<float>(randn(size_t(BT) * V, 100, 3.0)), probs(logits.size()), losses(BT);
+      const std::vector<int32_t> targets = tokens_of(size_t(BT), V, 101);
+      k.crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), BT, V);
+      std::vector<float> d32(probs.size());
+      std::vector<bf16> d16(probs.size());
+      k.crossentropy_backward(d32.data(), probs.data(), targets.data(), 1.0f / BT, BT, V);
+      k.crossentropy_backward(d16.data(), probs.data(), targets.data(), 1.0f / BT, BT, V);
+      QVERIFY(same(d16, rounded(d32)));
+    }
     {  // GEMMs reading a bf16 input, both layouts, with the weight gradient accumulating
       const std::vector<bf16> in16 = rounded(x);
       std::vector<float> wide(n);
@@ -866,6 +877,17 @@ class TestKernels : public QObject {
         k.matmul_backward(di1.data(), dw1.data(), db1.data(), dout.data(), wide.data(), W.data(), BT, C, OC, layout);
         k.matmul_backward(di2.data(), dw2.data(), db2.data(), dout.data(), in16.data(), W.data(), BT, C, OC, layout);
         QVERIFY(all_equal(di1, di2) && all_equal(dw1, dw2) && all_equal(db1, db2));
+        // A bf16 incoming gradient and bf16 weights: the widened values' results.
+        const std::vector<bf16> dout16 = rounded(dout), W16 = rounded(W);
+        std::vector<float> dout_wide(dout.size()), W_wide(W.size());
+        cpu::from_bf16(dout_wide.data(), dout16.data(), dout.size());
+        cpu::from_bf16(W_wide.data(), W16.data(), W.size());
+        k.matmul_backward(di1.data(), dw1.data(), db1.data(), dout_wide.data(), wide.data(), W_wide.data(), BT, C, OC, layout);
+        k.matmul_backward(di2.data(), dw2.data(), db2.data(), dout16.data(), in16.data(), W16.data(), BT, C, OC, layout);
+        QVERIFY(all_equal(di1, di2) && all_equal(dw1, dw2) && all_equal(db1, db2));
+        k.matmul_forward(o1.data(), wide.data(), W_wide.data(), bias.data(), BT, C, OC, layout);
+        k.matmul_forward(o2.data(), in16.data(), W16.data(), bias.data(), BT, C, OC, layout);
+        QVERIFY(all_equal(o1, o2));
       }
     }
   }

@@ -512,15 +512,29 @@ class TestCuda : public QObject {
         gk.matmul_backward(nullptr, dw.g(), nullptr, dout.g(), in.g(), w.g(), BT, C, OC, layout);
         cpu.matmul_forward(out2.h(), in.h(), wl.h(), bias.h(), BT, C, OC, layout);
         gk.matmul_forward(out2.g(), in.g(), wl.g(), bias.g(), BT, C, OC, layout);
-        cpu.matmul_backward(dinp2.h(), nullptr, nullptr, dout.h(), in.h(), wl.h(), BT, C, OC, layout);
-        gk.matmul_backward(dinp2.g(), nullptr, nullptr, dout.g(), in.g(), wl.g(), BT, C, OC, layout);
+        Low16 dl(d, dout.host);
+        Twin db(d, randn(size_t(OC), 51)), dw2(d, randn(size_t(C) * OC, 52));
+        cpu.matmul_backward(dinp2.h(), dw2.h(), db.h(), dl.h(), in.h(), wl.h(), BT, C, OC, layout);
+        gk.matmul_backward(dinp2.g(), dw2.g(), db.g(), dl.g(), in.g(), wl.g(), BT, C, OC, layout);
         QVERIFY(d.synchronize().ok());
         const double tol = p == config::Precision::kFp32 ? 1e-5 : 1e-2;
         check("matmul_forward from bf16", out.back(d), out.host, tol);
         check("matmul_backward dweight from bf16", dw.back(d), dw.host, tol);
         check("matmul_forward with bf16 weights", out2.back(d), out2.host, tol);
-        check("matmul_backward dinp with bf16 weights", dinp2.back(d), dinp2.host, tol);
+        check("matmul_backward dinp, all bf16", dinp2.back(d), dinp2.host, tol);
+        check("matmul_backward dweight, all bf16", dw2.back(d), dw2.host, tol);
+        check("matmul_backward dbias from a bf16 gradient", db.back(d), db.host, 1e-5);
       }
+    }
+    {  // the loss's gradient at the logits in bf16
+      const int V = 301;
+      Ints tgt(d, tokens_of(size_t(BT), V, 53));
+      Twin probs(d, randn(size_t(BT) * V, 54, 0.01));
+      Low16 dl(d, size_t(BT) * V);
+      cpu.crossentropy_backward(dl.h(), probs.h(), tgt.host.data(), 1.0f / BT, BT, V);
+      gk.crossentropy_backward(dl.g(), probs.g(), tgt.dev.data(), 1.0f / BT, BT, V);
+      QVERIFY(d.synchronize().ok());
+      check("crossentropy_backward bf16 out", dl.back(d), Low16::wide(dl.host), 0.0);
     }
     {  // the weights' bf16 copy: bf16.h's rounding on the GPU, bit for bit the CPU's
       std::vector<float> v = randn(100003, 50, 3.0);

@@ -224,6 +224,10 @@ Status GptStage::head_scratch() {
   const size_t BT = sz(spec_.micro_batch) * sz(m.seq_len), C = sz(m.hidden), V = sz(m.vocab);
   Device& d = *dev_;
   lnf_ = std::make_unique<ActBuffer>();
+  if (spec_.bf16_activations) {
+    dlogits_ = std::make_unique<ActBuffer>();
+    if (Status st = dlogits_->allocate(d, BT * V, true); !st) return st.with_context("the head's logits");
+  }
   for (Status st : {lnf_->allocate(d, BT * C, spec_.bf16_activations),
                     allocate_buffer(lnf_mean_, d, BT),
                     allocate_buffer(lnf_rstd_, d, BT),
@@ -376,8 +380,11 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     k_->matmul_forward(logits, lnf_->in(), w(head->offset), nullptr, BT, C, V, Layout::kOutIn);
     const double l = k_->crossentropy_forward(losses_.data(), logits, logits, targets_.data(), BT, V);
     if (loss) *loss = l;
-    k_->crossentropy_backward(logits, logits, targets_.data(), loss_scale, BT, V);
-    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, logits, lnf_->in(), w(head->offset), BT, C, V,
+    // The loss's gradient at the logits: over them in place, or into a bf16 buffer with bf16
+    // activations, so that the head's GEMMs read it as it is.
+    const ActOut dlogits = dlogits_ ? dlogits_->out() : ActOut(logits);
+    k_->crossentropy_backward(dlogits, logits, targets_.data(), loss_scale, BT, V);
+    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, dlogits, lnf_->in(), w(head->offset), BT, C, V,
                         Layout::kOutIn);
     if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;
     k_->layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf_.data(), x, p("ln_f.weight"), lnf_mean_.data(),

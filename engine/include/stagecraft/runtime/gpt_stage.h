@@ -182,7 +182,7 @@ class GptStage {
   // Scratch, held for the stage's life: backward's temporaries, the chunk output, the gradient
   // ping-pong, the head (allocated at the first forward of the last chunk), the targets.
   Buffer<float> scratch_att_, dres_a_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_, out_, grad_a_, grad_b_;
-  std::unique_ptr<ActBuffer> lnf_;
+  std::unique_ptr<ActBuffer> lnf_, dlogits_;  // dlogits_: bf16 activations only
   Buffer<float> lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
   Buffer<int32_t> targets_;
   std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory

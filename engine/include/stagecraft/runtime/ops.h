@@ -9,8 +9,8 @@
 // waits where a result comes back: crossentropy_forward, sum_of_squares and
 // sum_of_squares_segments).
 //
-// Activations a GEMM reads (the layernorms', attention's and GELU's outputs), and its weight, may
-// be fp32 or bf16:
+// Activations a GEMM reads (the layernorms', attention's and GELU's outputs, the loss's gradient
+// at the logits), and its weight, may be fp32 or bf16:
 // ActOut and ActIn carry the pointer with its element type, and every backend takes both, the
 // math in fp32 either way (bf16.h's rounding where a kernel stores bf16). Float pointers convert
 // to them, so fp32 callers pass their buffers as they are. GptStage keeps these activations in
@@ -72,7 +72,7 @@ class Ops {
 
   virtual void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC,
                               Layout layout = Layout::kInOut) const = 0;
-  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, ActIn weight,
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight,
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
   virtual void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                                  int C) const = 0;
@@ -99,7 +99,7 @@ class Ops {
   virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const = 0;
   virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const = 0;
   virtual double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const = 0;
-  virtual void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const = 0;
+  virtual void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const = 0;
   virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step,
                             bool decay, float grad_scale = 1.0f) const = 0;
   virtual double sum_of_squares(const float* x, size_t N) const = 0;

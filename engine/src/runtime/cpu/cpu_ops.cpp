@@ -14,8 +14,9 @@ namespace stagecraft::runtime {
 
 namespace {
 
-// Per-thread fp32 scratch for bf16 activations: slot 0 for an output, 1 for an input, 2 for a
-// weight (ranks that are threads of one process each have their own).
+// Per-thread fp32 scratch for bf16 activations: slot 0 for an output (or a GEMM's incoming
+// gradient), 1 for an input, 2 for a weight (ranks that are threads of one process each have
+// their own).
 float* scratch(int slot, size_t n) {
   thread_local std::vector<float> buf[3];
   if (buf[slot].size() < n) buf[slot].resize(n);
@@ -41,9 +42,9 @@ class CpuOps final : public Ops {
   void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) const override {
     cpu::matmul_forward(out, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), bias, BT, C, OC, layout);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                        Layout layout) const override {
-    cpu::matmul_backward(dinp, dweight, dbias, dout, dweight ? widened(inp, size_t(BT) * C) : inp.f32(),
+    cpu::matmul_backward(dinp, dweight, dbias, widened(dout, size_t(BT) * OC, 0), dweight ? widened(inp, size_t(BT) * C) : inp.f32(),
                          dinp ? widened(weight, size_t(C) * OC, 2) : weight.f32(), BT, C, OC, layout);
   }
   void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
@@ -90,8 +91,11 @@ class CpuOps final : public Ops {
   double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const override {
     return cpu::crossentropy_forward(losses, probs, logits, targets, N, V);
   }
-  void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
-    cpu::crossentropy_backward(dlogits, probs, targets, dloss, N, V);
+  void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
+    const size_t n = size_t(N) * V;
+    float* d = staged(dlogits, n);
+    cpu::crossentropy_backward(d, probs, targets, dloss, N, V);
+    settle(dlogits, d, n);
   }
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
                     float grad_scale) const override {

@@ -128,19 +128,24 @@ __global__ void add_bias_kernel(float* out, const float* bias, size_t rows, int 
 // acc (cols) += column sums of x (rows, cols): blockIdx.y takes a band of rows, each thread a
 // column; one atomic per (band, column).
 constexpr int kRowBand = 64;
-__global__ void column_sums_kernel(float* acc, const float* x, int rows, int cols) {
+template <typename In>
+__global__ void column_sums_kernel(float* acc, const In* x, int rows, int cols) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   const int r0 = blockIdx.y * kRowBand, r1 = min(rows, r0 + kRowBand);
   float s = 0;
-  for (int r = r0; r < r1; ++r) s += x[size_t(r) * cols + c];
+  for (int r = r0; r < r1; ++r) s += element::load(x + size_t(r) * cols + c);
   atomicAdd(acc + c, s);
 }
 
-void column_sums(float* acc, const float* x, int rows, int cols) {
+void column_sums(float* acc, ActIn x, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
   dim3 grid((cols + kThreads - 1) / kThreads, (rows + kRowBand - 1) / kRowBand);
-  column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, x, rows, cols);
+  if (x.low()) {
+    column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, x.low(), rows, cols);
+  } else {
+    column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, x.f32(), rows, cols);
+  }
   launched("column_sums");
 }
 
@@ -279,11 +284,12 @@ __global__ void crossentropy_forward_kernel(float* losses, float* probs, const f
   if (threadIdx.x == 0) losses[row] = lse - target_logit;
 }
 
-__global__ void crossentropy_backward_kernel(float* dlogits, const float* probs, const int32_t* targets, float dloss, int V, size_t n) {
+template <typename Out>
+__global__ void crossentropy_backward_kernel(Out* dlogits, const float* probs, const int32_t* targets, float dloss, int V, size_t n) {
   GRID_STRIDE(i, n) {
     const size_t row = i / V;
     const int j = int(i % V);
-    dlogits[i] = dloss * probs[i] - (j == targets[row] ? dloss : 0.0f);
+    element::store(dlogits + i, dloss * probs[i] - (j == targets[row] ? dloss : 0.0f));
   }
 }
 
@@ -569,7 +575,7 @@ class CudaOps final : public Ops {
   }
 
   template <typename Low>
-  static void matmul_backward_low(float* dinp, float* dweight, const float* dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+  static void matmul_backward_low(float* dinp, float* dweight, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                                   Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* dy = operand<Low>(0, dout, size_t(BT) * OC);
@@ -591,22 +597,23 @@ class CudaOps final : public Ops {
     }
   }
 
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, ActIn inp_act, ActIn weight_act, int BT, int C,
+  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout_act, ActIn inp_act, ActIn weight_act, int BT, int C,
                        int OC, Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_backward_low<__half>(dinp, dweight, dout, inp_act, weight_act, BT, C, OC, layout);
+        matmul_backward_low<__half>(dinp, dweight, dout_act, inp_act, weight_act, BT, C, OC, layout);
       } else {
-        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout, inp_act, weight_act, BT, C, OC, layout);
+        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout_act, inp_act, weight_act, BT, C, OC, layout);
       }
-      if (dbias) column_sums(dbias, dout, BT, OC);
+      if (dbias) column_sums(dbias, dout_act, BT, OC);
       return;
     }
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if ((dweight && inp_act.low()) || (dinp && weight_act.low())) lock.lock();  // widened into scratch
+    if ((dweight && inp_act.low()) || (dinp && weight_act.low()) || dout_act.low()) lock.lock();  // widened into scratch
     const float* inp = dweight ? operand<float>(2, inp_act, size_t(BT) * C) : nullptr;
     const float* weight = dinp ? operand<float>(1, weight_act, size_t(C) * OC) : nullptr;
-    if ((dweight && !inp) || (dinp && !weight)) return;
+    const float* dout = operand<float>(0, dout_act, size_t(BT) * OC);
+    if ((dweight && !inp) || (dinp && !weight) || !dout) return;
     if (dinp) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
       if (layout == Layout::kInOut) {
         sgemm(T_, N_, C, BT, OC, 1.0f, weight, OC, dout, OC, 0.0f, dinp, C);
@@ -785,10 +792,14 @@ class CudaOps final : public Ops {
     launched("crossentropy_forward");
     return reduce_to_host<false>(losses, size_t(N)) / N;
   }
-  void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
+  void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
     const size_t n = size_t(N) * V;
     if (n == 0) return;
-    crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dlogits, probs, targets, dloss, V, n);
+    if (dlogits.low()) {
+      crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dlogits.low(), probs, targets, dloss, V, n);
+    } else {
+      crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dlogits.f32(), probs, targets, dloss, V, n);
+    }
     launched("crossentropy_backward");
   }
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
