@@ -4,7 +4,10 @@
 // per shape: ms a step, tokens/s, model TFLOP/s, MFU against the catalog's dense peak for the
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
-//   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE]     (default: flash fp32 H100-SXM)
+//   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown]   (default: flash fp32 H100-SXM)
+//
+// --breakdown: after each shape's row, the kernel time of its step, kernel by kernel
+// (kernel_breakdown.h; each kernel timed alone, so the step there is slower than the row's).
 //
 // Asserts nothing about time; exits 77 without a GPU.
 #include <chrono>
@@ -19,6 +22,7 @@
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
+#include "kernel_breakdown.h"
 
 using namespace stagecraft;
 
@@ -32,9 +36,18 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string attention = argc > 1 ? argv[1] : "flash";
-  const std::string precision = argc > 2 ? argv[2] : "fp32";
-  const std::string device_name = argc > 3 ? argv[3] : "H100-SXM";
+  std::vector<std::string> args;
+  bool breakdown = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--breakdown") {
+      breakdown = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  const std::string attention = args.size() > 0 ? args[0] : "flash";
+  const std::string precision = args.size() > 1 ? args[1] : "fp32";
+  const std::string device_name = args.size() > 2 ? args[2] : "H100-SXM";
   if (runtime::cuda_device_count() == 0) {
     std::printf("SKIPPED: %s\n", runtime::cuda_built() ? "no GPU visible" : "this build has no CUDA backend");
     return 77;
@@ -108,6 +121,7 @@ int main(int argc, char** argv) {
                 tokens_per_step / best, tflops, 100.0 * tflops / e.peak_tflops, peak / double(1ull << 30), e.step_time_s * 1e3,
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::fflush(stdout);
+    if (breakdown && !bench::print_kernel_breakdown(cfg.value(), layout.value(), groups->trainer_groups(), data, dev, 3)) return 1;
   }
   std::printf("MFU against the catalog's dense %s peak of %s (%.1f TFLOP/s).\n", precision.c_str(), device_name.c_str(), peak_tflops);
   return 0;

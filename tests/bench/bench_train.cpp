@@ -2,7 +2,8 @@
 // the workers run) for the model — 4 layers, hidden 256, 4 heads, seq 256, batch 8,
 // vocab 256, AdamW, clip 1.0 — at 1 and 2 threads, next to PyTorch's for the same model and
 // batch (tests/bench/bench_kernels_torch.py via Debian's /usr/bin/python3), measured in the
-// same run. Prints a table; asserts nothing about time.
+// same run. Prints a table; asserts nothing about time. With --breakdown, then the kernel time
+// of a step at 2 threads, kernel by kernel (kernel_breakdown.h).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -15,10 +16,12 @@
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
+#include "kernel_breakdown.h"
 
 using namespace stagecraft;
 
-int main() {
+int main(int argc, char** argv) {
+  const bool breakdown = argc > 1 && std::string(argv[1]) == "--breakdown";
   auto cfg = config::parse_config(
       "cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n"
       "model: {layers: 4, hidden: 256, heads: 4, seq_len: 256, vocab: 256}\n"
@@ -63,6 +66,10 @@ int main() {
     std::printf("%7d %10.1f %10.0f\n", threads, best * 1e3, 8 * 256 / best);
   }
   std::fflush(stdout);
+  if (breakdown) {
+    std::printf("\n");
+    if (!bench::print_kernel_breakdown(cfg.value(), layout.value(), groups->trainer_groups(), data, runtime::host_device(), 3)) return 1;
+  }
   std::printf("\nPyTorch (/usr/bin/python3, the same model and batch):\n");
   std::fflush(stdout);
   const std::string cmd = "/usr/bin/python3 " STAGECRAFT_SOURCE_DIR "/tests/bench/bench_kernels_torch.py 1 2";

@@ -10,6 +10,9 @@
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/checkpoint.h"
 #include "stagecraft/runtime/kernels.h"
+#include "stagecraft/runtime/observed_ops.h"
+#include "stagecraft/runtime/profiled_device.h"
+#include "off_host_device.h"
 #include "stagecraft/runtime/trainer.h"
 #include "thread_comm.h"
 
@@ -19,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -59,60 +63,17 @@ enum class Memory { kHost, kStaged, kDirect };
 // A host-accessible device whose kernels are the CPU's, except that the encoder's backward writes
 // NaN into the first token embedding gradient on the calls [poison_from, poison_to) — a stand-in
 // for an fp16 overflow, injected through the Device seam.
-class PoisonOps final : public Ops {
+class PoisonOps final : public ObservedOps {
  public:
   PoisonOps(const Ops& base, int poison_from, int poison_to) : b_(base), from_(poison_from), to_(poison_to) {}
-  void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout l) const override {
-    b_.matmul_forward(out, inp, weight, bias, BT, C, OC, l);
-  }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
-                       Layout l) const override {
-    b_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, l);
-  }
-  void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* w, const float* bias, int N, int C) const override {
-    b_.layernorm_forward(out, mean, rstd, inp, w, bias, N, C);
-  }
-  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, const float* mean,
-                          const float* rstd, int N, int C) const override {
-    b_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
-  }
-  void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
-    b_.attention_forward(out, att, qkv, B, T, NH, HS);
-  }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
-                          int HS) const override {
-    b_.attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
-  }
-  void gelu_forward(ActOut out, const float* inp, size_t N) const override { b_.gelu_forward(out, inp, N); }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override { b_.gelu_backward(dinp, inp, dout, N); }
-  void residual_forward(float* out, const float* a, const float* b, size_t N) const override { b_.residual_forward(out, a, b, N); }
-  void residual_backward(float* da, float* db, const float* dout, size_t N) const override { b_.residual_backward(da, db, dout, N); }
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const override {
-    b_.encoder_forward(out, tokens, wte, wpe, B, T, C);
-  }
   void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const override {
-    b_.encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+    ObservedOps::encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
     const int call = calls_++;
     if (call >= from_ && call < to_) dwte[0] = std::numeric_limits<float>::quiet_NaN();
   }
-  double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const override {
-    return b_.crossentropy_forward(losses, probs, logits, targets, N, V);
-  }
-  void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
-    b_.crossentropy_backward(dlogits, probs, targets, dloss, N, V);
-  }
-  void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step,
-                    bool weight_decay, float grad_scale) const override {
-    b_.adamw_update(params, m, v, grads, N, opt, step, weight_decay, grad_scale);
-  }
-  double sum_of_squares(const float* x, size_t N) const override { return b_.sum_of_squares(x, N); }
-  void adamw_update_segments(float* params, float* m, float* v, const float* grads, SegmentList segs, const AdamWOptions& opt,
-                             int64_t step, float grad_scale) const override {
-    b_.adamw_update_segments(params, m, v, grads, segs, opt, step, grad_scale);
-  }
-  double sum_of_squares_segments(const float* x, SegmentList segs) const override { return b_.sum_of_squares_segments(x, segs); }
-  void scale(float* x, size_t N, float s) const override { b_.scale(x, N, s); }
-  void round_to_bf16(bf16* out, const float* in, size_t N) const override { b_.round_to_bf16(out, in, N); }
+
+ protected:
+  const Ops& base() const override { return b_; }
 
  private:
   const Ops& b_;
@@ -581,8 +542,8 @@ class TestTrainer : public QObject {
   void bf16ActivationsTrackFp32_data() {
     QTest::addColumn<QStringList>("overrides");
     QTest::addColumn<int>("steps");
-    QTest::newRow("one rank, 200 steps") << QStringList{} << 200;
-    QTest::newRow("full recompute") << QStringList{"train.recompute=full"} << 30;
+    QTest::newRow("one rank, 200 steps") << QStringList{"cluster.gpus_per_node=1"} << 200;
+    QTest::newRow("full recompute") << QStringList{"cluster.gpus_per_node=1", "train.recompute=full"} << 30;
     QTest::newRow("dp 2 x tp 2 x pp 2 interleaved") << QStringList{"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2",
                                                                    "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
                                                     << 30;
@@ -618,10 +579,10 @@ class TestTrainer : public QObject {
     for (const auto& p : model::gpt_params(cfg->model)) params += model::shard_numel(p, 1);
     const long long per_layer = 16LL * (32 + 32 + 32 + 128) * 2, copy = 2 * params;
     const long long grew = static_cast<long long>(low.mem_bytes.front()) - static_cast<long long>(f32.mem_bytes.front());
-    if (overrides.isEmpty()) QCOMPARE(grew, copy - 4 * per_layer);
-    if (overrides == QStringList{"train.recompute=full"}) QCOMPARE(grew, copy - per_layer);
-    if (!overrides.isEmpty() && overrides.front().startsWith("cluster.gpus_per_node")) {
-      const RunOut one = train({"train.steps=30", "train.precision=bf16"}, steps, false, Memory::kStaged);
+    if (overrides == QStringList{"cluster.gpus_per_node=1"}) QCOMPARE(grew, copy - 4 * per_layer);
+    if (overrides == QStringList{"cluster.gpus_per_node=1", "train.recompute=full"}) QCOMPARE(grew, copy - per_layer);
+    if (overrides.front() == "cluster.gpus_per_node=8") {
+      const RunOut one = train({"cluster.gpus_per_node=1", "train.steps=30", "train.precision=bf16"}, steps, false, Memory::kStaged);
       QVERIFY2(one.error.empty(), one.error.c_str());
       double worst_layout = 0;
       for (size_t i = 0; i < one.losses.size(); ++i) {
@@ -634,6 +595,54 @@ class TestTrainer : public QObject {
     const RunOut host = train(b, steps, false, Memory::kHost);
     QVERIFY2(host.error.empty(), host.error.c_str());
     QCOMPARE(host.losses, f32.losses);
+  }
+
+  // ProfiledDevice: a run through it gives the same bits as a plain run, and it counts every
+  // kernel call the stage and the trainer make: per micro-batch 17 GEMMs forward and backward (4
+  // per layer and the head) and 9 layernorms, one AdamW launch and one norm per step; with bf16
+  // on an off-host device, one weight copy per step (not per micro-batch).
+  void profiledDeviceTimesEveryKernel() {
+    const std::vector<std::string> one = {"cluster.nodes=1", "cluster.gpus_per_node=1"};
+    ProfiledDevice prof(host_device());
+    const RunOut plain = train(one, 2), timed = train(one, 2, false, Memory::kHost, &prof);
+    QVERIFY2(plain.error.empty() && timed.error.empty(), (plain.error + timed.error).c_str());
+    QCOMPARE(timed.losses, plain.losses);
+    QCOMPARE(timed.norms, plain.norms);
+    std::map<std::string, long long> calls;
+    double flops = 0, seconds = 0;
+    for (const auto& k : prof.kernels()) {
+      calls[k.name] += k.calls;
+      flops += k.flops;
+      seconds += k.seconds;
+      QVERIFY2(k.seconds >= 0, k.name.c_str());
+    }
+    const long long mbs = 2 * 8;  // 2 steps of global batch 8, micro-batch 1
+    QCOMPARE(calls["matmul_forward"], 17 * mbs);
+    QCOMPARE(calls["matmul_backward"], 17 * mbs);
+    QCOMPARE(calls["layernorm_forward"], 9 * mbs);
+    QCOMPARE(calls["attention_forward"], 4 * mbs);
+    QCOMPARE(calls["crossentropy_forward"], mbs);
+    QCOMPARE(calls["adamw_update_segments"], 2LL);
+    QCOMPARE(calls["sum_of_squares_segments"], 2LL);
+    QCOMPARE(calls.count("round_to_bf16"), size_t(0));
+    // GEMM work: forward 2 BT C OC and backward twice that, per micro-batch of BT = 16 tokens:
+    // per layer c_attn 32 -> 96, c_proj 32 -> 32, c_fc 32 -> 128, c_proj 128 -> 32; the head 32 -> 64.
+    const double per_mb = 2.0 * 16 * (4 * (32 * 96 + 32 * 32 + 32 * 128 + 128 * 32) + 32 * 64);
+    QCOMPARE(flops, 3 * per_mb * mbs);
+    QVERIFY(seconds > 0);
+    const std::string table = prof.format(2);
+    QVERIFY2(table.find("matmul_backward") != std::string::npos && table.find("between kernels") != std::string::npos, table.c_str());
+    prof.reset();
+    QVERIFY(prof.kernels().empty());
+
+    testing::MemoryMap map;
+    testing::OffHostDevice off(map);
+    ProfiledDevice low(off);
+    const RunOut b = train({"cluster.nodes=1", "cluster.gpus_per_node=1", "train.precision=bf16"}, 3, false, Memory::kHost, &low);
+    QVERIFY2(b.error.empty(), b.error.c_str());
+    long long copies = 0;
+    for (const auto& k : low.kernels()) copies += k.name == std::string("round_to_bf16") ? k.calls : 0;
+    QCOMPARE(copies, 3LL);
   }
 
   // train.precision fp16 (loss_scaler.h): the dynamic loss scale, step by step.

@@ -1,0 +1,149 @@
+// ObservedOps: an Ops table that forwards every kernel to another table and lets a subclass see
+// each call — its kernel name and shape before, its end after — or change one kernel.
+//
+// What it is for: ProfiledDevice (profiled_device.h) times every kernel of a run through it;
+// test devices inject faults into one kernel and forward the rest. base() is looked up on every
+// call, so a decorator over a Device's table follows the table the device hands out now (a
+// device's table changes with set_precision).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "stagecraft/runtime/ops.h"
+
+namespace stagecraft::runtime {
+
+// What a call of a kernel is: its name (the Ops function's), its shape in words, and its
+// floating-point operations where it is a GEMM (0 otherwise).
+struct KernelCall {
+  const char* name = "";
+  std::string shape;
+  double flops = 0;
+};
+
+class ObservedOps : public Ops {
+ public:
+  void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) const override {
+    Scope s(*this, {"matmul_forward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC});
+    base().matmul_forward(out, inp, weight, bias, BT, C, OC, layout);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+                       Layout layout) const override {
+    Scope s(*this, {"matmul_backward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0))});
+    base().matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, layout);
+  }
+  void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
+                         int C) const override {
+    Scope s(*this, {"layernorm_forward", rows(N, C)});
+    base().layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                          const float* mean, const float* rstd, int N, int C) const override {
+    Scope s(*this, {"layernorm_backward", rows(N, C)});
+    base().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+  void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+    Scope s(*this, {"attention_forward", heads(B, T, NH, HS)});
+    base().attention_forward(out, att, qkv, B, T, NH, HS);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+                          int HS) const override {
+    Scope s(*this, {"attention_backward", heads(B, T, NH, HS)});
+    base().attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+  }
+  bool has_flash_attention() const override { return base().has_flash_attention(); }
+  int max_flash_head() const override { return base().max_flash_head(); }
+  void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS) const override {
+    Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS)});
+    base().flash_attention_forward(out, lse, qkv, B, T, NH, HS);
+  }
+  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, ActIn out, const float* lse, int B,
+                                int T, int NH, int HS) const override {
+    Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS)});
+    base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
+  }
+  void gelu_forward(ActOut out, const float* inp, size_t N) const override {
+    Scope s(*this, {"gelu_forward", elements(N)});
+    base().gelu_forward(out, inp, N);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {
+    Scope s(*this, {"gelu_backward", elements(N)});
+    base().gelu_backward(dinp, inp, dout, N);
+  }
+  void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {
+    Scope s(*this, {"residual_forward", elements(N)});
+    base().residual_forward(out, inp1, inp2, N);
+  }
+  void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const override {
+    Scope s(*this, {"residual_backward", elements(N)});
+    base().residual_backward(dinp1, dinp2, dout, N);
+  }
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const override {
+    Scope s(*this, {"encoder_forward", rows(B * T, C)});
+    base().encoder_forward(out, tokens, wte, wpe, B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const override {
+    Scope s(*this, {"encoder_backward", rows(B * T, C)});
+    base().encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+  }
+  double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const override {
+    Scope s(*this, {"crossentropy_forward", rows(N, V)});
+    return base().crossentropy_forward(losses, probs, logits, targets, N, V);
+  }
+  void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
+    Scope s(*this, {"crossentropy_backward", rows(N, V)});
+    base().crossentropy_backward(dlogits, probs, targets, dloss, N, V);
+  }
+  void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
+                    float grad_scale) const override {
+    Scope s(*this, {"adamw_update", elements(N)});
+    base().adamw_update(params, m, v, grads, N, opt, step, decay, grad_scale);
+  }
+  double sum_of_squares(const float* x, size_t N) const override {
+    Scope s(*this, {"sum_of_squares", elements(N)});
+    return base().sum_of_squares(x, N);
+  }
+  void adamw_update_segments(float* params, float* m, float* v, const float* grads, SegmentList segs, const AdamWOptions& opt,
+                             int64_t step, float grad_scale) const override {
+    Scope s(*this, {"adamw_update_segments", elements(segs.elements)});
+    base().adamw_update_segments(params, m, v, grads, segs, opt, step, grad_scale);
+  }
+  double sum_of_squares_segments(const float* x, SegmentList segs) const override {
+    Scope s(*this, {"sum_of_squares_segments", elements(segs.elements)});
+    return base().sum_of_squares_segments(x, segs);
+  }
+  void scale(float* x, size_t N, float sc) const override {
+    Scope s(*this, {"scale", elements(N)});
+    base().scale(x, N, sc);
+  }
+  void round_to_bf16(bf16* out, const float* in, size_t N) const override {
+    Scope s(*this, {"round_to_bf16", elements(N)});
+    base().round_to_bf16(out, in, N);
+  }
+
+ protected:
+  // The table the calls go to.
+  virtual const Ops& base() const = 0;
+  // Around every call (nothing by default); may be called from several threads at once.
+  virtual void enter(const KernelCall& /*call*/) const {}
+  virtual void leave(const KernelCall& /*call*/) const {}
+
+ private:
+  struct Scope {
+    const ObservedOps& ops;
+    KernelCall call;
+    Scope(const ObservedOps& o, KernelCall c) : ops(o), call(std::move(c)) { ops.enter(call); }
+    ~Scope() { ops.leave(call); }
+  };
+  static std::string gemm_shape(int BT, int C, int OC, Layout layout) {
+    return std::to_string(BT) + "x" + std::to_string(C) + " -> " + std::to_string(OC) + (layout == Layout::kOutIn ? " (W^T)" : "");
+  }
+  static std::string rows(long long N, long long C) { return std::to_string(N) + "x" + std::to_string(C); }
+  static std::string elements(size_t N) { return std::to_string(N); }
+  static std::string heads(int B, int T, int NH, int HS) {
+    return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " + std::to_string(HS);
+  }
+};
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,94 @@
+// ProfiledDevice: a Device that forwards everything to another one and times every kernel of
+// its Ops table, for a kernel-time breakdown of a training step (tests/bench/bench_gpu_train
+// --breakdown, bench_train on the CPU).
+//
+// How it times: around each kernel call it waits for the device (synchronize), reads the host's
+// steady clock, makes the call, waits again and reads the clock: the difference is that call's
+// time, launch included, with nothing else of the device's in it. Work the device does between
+// kernels (copies, a communicator's transfers on its stream) is waited for at the next kernel's
+// start and counted as "between kernels", not as a kernel. The waits serialise host and device,
+// so a profiled step is slower than a plain one; the breakdown says where a step's device time
+// goes, not how long a plain step takes. Calls are grouped by kernel and shape; a GEMM's group
+// also has its floating-point operations, hence its TFLOP/s.
+//
+// Thread-safe (ranks that are threads of one process may share one).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/observed_ops.h"
+
+namespace stagecraft::runtime {
+
+// The calls of one kernel at one shape.
+struct KernelTime {
+  std::string name, shape;
+  long long calls = 0;
+  double seconds = 0;
+  double flops = 0;  // all calls' (GEMMs only)
+};
+
+class ProfiledDevice final : public Device {
+ public:
+  explicit ProfiledDevice(Device& inner) : inner_(inner), ops_(*this) {}
+
+  Backend backend() const override { return inner_.backend(); }
+  std::string name() const override { return inner_.name(); }
+  Result<void*> allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  void release(void* ptr) override { inner_.release(ptr); }
+  Status copy_from_host(void* dst, const void* src, size_t bytes) override { return inner_.copy_from_host(dst, src, bytes); }
+  Status copy_to_host(void* dst, const void* src, size_t bytes) override { return inner_.copy_to_host(dst, src, bytes); }
+  Status copy(void* dst, const void* src, size_t bytes) override { return inner_.copy(dst, src, bytes); }
+  Status fill_zero(void* dst, size_t bytes) override { return inner_.fill_zero(dst, bytes); }
+  Status synchronize() override { return inner_.synchronize(); }
+  const Ops& ops() const override { return ops_; }
+  Status set_precision(config::Precision precision) override { return inner_.set_precision(precision); }
+  Status set_tf32(bool on) override { return inner_.set_tf32(on); }
+  bool host_accessible() const override { return inner_.host_accessible(); }
+  int ordinal() const override { return inner_.ordinal(); }
+  void* native_stream() const override { return inner_.native_stream(); }
+  size_t peak_bytes() const override { return inner_.peak_bytes(); }
+  void reset_peak() override { inner_.reset_peak(); }
+
+  // The groups so far, the most time first, and the device time spent between kernels.
+  std::vector<KernelTime> kernels() const;
+  double between_kernels_seconds() const;
+  // Forgets everything measured so far (say, after warm-up steps).
+  void reset();
+  // A table of kernels(): per group its calls, total and per-call milliseconds, share of the
+  // kernels' total, and TFLOP/s for GEMMs; then totals per kernel name, and the time between
+  // kernels. `steps` divides the totals (0 or 1: as measured).
+  std::string format(int steps = 1) const;
+
+ private:
+  class Timer final : public ObservedOps {
+   public:
+    explicit Timer(ProfiledDevice& d) : d_(d) {}
+
+   protected:
+    const Ops& base() const override { return d_.inner_.ops(); }
+    void enter(const KernelCall& call) const override;
+    void leave(const KernelCall& call) const override;
+
+   private:
+    ProfiledDevice& d_;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  Device& inner_;
+  Timer ops_;
+  mutable std::mutex mu_;  // held from a call's enter to its leave: one timed kernel at a time
+  Clock::time_point started_{};
+  Clock::time_point last_end_{};
+  bool any_ = false;
+  std::map<std::pair<std::string, std::string>, KernelTime> groups_;
+  double between_s_ = 0;
+};
+
+}  // namespace stagecraft::runtime

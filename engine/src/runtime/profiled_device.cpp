@@ -1,0 +1,98 @@
+// ProfiledDevice: see profiled_device.h.
+#include "stagecraft/runtime/profiled_device.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace stagecraft::runtime {
+
+void ProfiledDevice::Timer::enter(const KernelCall& /*call*/) const {
+  d_.mu_.lock();
+  const auto before = Clock::now();
+  (void)d_.inner_.synchronize();  // a failure stays recorded by the device and surfaces at the caller's next synchronize
+  d_.started_ = Clock::now();
+  // What the device still had to do when the kernel was called: copies and transfers issued
+  // since the last kernel ended.
+  if (d_.any_) d_.between_s_ += std::chrono::duration<double>(d_.started_ - before).count();
+}
+
+void ProfiledDevice::Timer::leave(const KernelCall& call) const {
+  (void)d_.inner_.synchronize();
+  const auto end = Clock::now();
+  KernelTime& k = d_.groups_[{call.name, call.shape}];
+  if (k.calls == 0) {
+    k.name = call.name;
+    k.shape = call.shape;
+  }
+  ++k.calls;
+  k.seconds += std::chrono::duration<double>(end - d_.started_).count();
+  k.flops += call.flops;
+  d_.last_end_ = end;
+  d_.any_ = true;
+  d_.mu_.unlock();
+}
+
+std::vector<KernelTime> ProfiledDevice::kernels() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<KernelTime> out;
+  for (const auto& [key, k] : groups_) out.push_back(k);
+  std::stable_sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+double ProfiledDevice::between_kernels_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return between_s_;
+}
+
+void ProfiledDevice::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_.clear();
+  between_s_ = 0;
+  any_ = false;
+}
+
+std::string ProfiledDevice::format(int steps) const {
+  const double per = steps > 1 ? 1.0 / steps : 1.0;
+  const std::vector<KernelTime> ks = kernels();
+  double total = 0;
+  std::map<std::string, std::pair<double, double>> by_name;  // seconds, flops
+  for (const auto& k : ks) {
+    total += k.seconds;
+    by_name[k.name].first += k.seconds;
+    by_name[k.name].second += k.flops;
+  }
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-26s %-34s %7s %10s %9s %6s %8s\n", "kernel", "shape", "calls", steps > 1 ? "ms/step" : "ms", "ms/call",
+                "share", "TFLOP/s");
+  out += line;
+  auto tflops = [](double flops, double s) { return flops > 0 && s > 0 ? flops / s / 1e12 : 0.0; };
+  for (const auto& k : ks) {
+    char tf[16] = "";
+    if (const double t = tflops(k.flops, k.seconds); t > 0) std::snprintf(tf, sizeof tf, "%.1f", t);
+    std::snprintf(line, sizeof line, "%-26s %-34s %7.0f %10.3f %9.4f %5.1f%% %8s\n", k.name.c_str(), k.shape.c_str(),
+                  static_cast<double>(k.calls) * per, 1e3 * k.seconds * per, 1e3 * k.seconds / static_cast<double>(std::max<long long>(1, k.calls)),
+                  total > 0 ? 100 * k.seconds / total : 0.0, tf);
+    out += line;
+  }
+  out += "\nper kernel:\n";
+  std::vector<std::pair<std::string, std::pair<double, double>>> names(by_name.begin(), by_name.end());
+  std::stable_sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  for (const auto& [name, sf] : names) {
+    const double t = tflops(sf.second, sf.first);
+    std::snprintf(line, sizeof line, "  %-26s %10.3f ms %5.1f%%", name.c_str(), 1e3 * sf.first * per, total > 0 ? 100 * sf.first / total : 0.0);
+    out += line;
+    if (t > 0) {
+      std::snprintf(line, sizeof line, "  %.1f TFLOP/s", t);
+      out += line;
+    }
+    out += "\n";
+  }
+  std::snprintf(line, sizeof line, "  %-26s %10.3f ms\n  %-26s %10.3f ms\n", "all kernels", 1e3 * total * per, "between kernels",
+                1e3 * between_kernels_seconds() * per);
+  out += line;
+  return out;
+}
+
+}  // namespace stagecraft::runtime
