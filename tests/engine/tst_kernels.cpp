@@ -835,12 +835,16 @@ class TestKernels : public QObject {
         return wide;
       }()));
     }
-    {  // GELU
-      std::vector<float> y(n);
-      std::vector<bf16> y16(n);
+    {  // GELU, and the gradient at its input
+      std::vector<float> y(n), dx(n);
+      std::vector<bf16> y16(n), dx16(n);
       k.gelu_forward(y.data(), x.data(), n);
       k.gelu_forward(y16.data(), x.data(), n);
       QVERIFY(same(y16, rounded(y)));
+      const std::vector<float> dy = cast<float>(randn(n, 102));
+      k.gelu_backward(dx.data(), x.data(), dy.data(), n);
+      k.gelu_backward(dx16.data(), x.data(), dy.data(), n);
+      QVERIFY(same(dx16, rounded(dx)));
     }
     {  // attention
       const std::vector<float> qkv = cast<float>(randn(size_t(BT) * 3 * C, 95));

@@ -477,7 +477,12 @@ class TestCuda : public QObject {
       gk.layernorm_forward(out.g(), mean.g(), rstd.g(), x.g(), w.g(), b.g(), BT, C);
       cpu.gelu_forward(y.h(), x.h(), n);
       gk.gelu_forward(y.g(), x.g(), n);
+      Twin dy(d, randn(n, 55));
+      Low16 dx(d, n);
+      cpu.gelu_backward(dx.h(), x.h(), dy.h(), n);
+      gk.gelu_backward(dx.g(), x.g(), dy.g(), n);
       QVERIFY(d.synchronize().ok());
+      check("gelu_backward bf16 out", dx.back(d), Low16::wide(dx.host), one_rounding);
       check("layernorm_forward bf16 out", out.back(d), Low16::wide(out.host), one_rounding);
       check("layernorm_forward mean", mean.back(d), mean.host, 1e-5);
       check("gelu_forward bf16 out", y.back(d), Low16::wide(y.host), one_rounding);

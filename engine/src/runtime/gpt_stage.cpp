@@ -141,6 +141,10 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
                     allocate_buffer(s->targets_, dev, sz(B * T))}) {
     if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
   }
+  if (spec.bf16_activations) {
+    s->dfch_ = std::make_unique<ActBuffer>();
+    if (Status st = s->dfch_->allocate(dev, sz(B * T * Fl), true); !st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
+  }
   return s;
 }
 
@@ -281,8 +285,11 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   if (Status st = dev_->copy(dres2, dres_in, n * sizeof(float)); !st) return st;
   k_->matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.in(),
                      w(h + "mlp.c_proj.weight"), BT, Fl, C);
-  k_->gelu_backward(dtmp_f_.data(), a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
-  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dtmp_f_.data(), a.ln2.in(),
+  // The gradient at GELU's input: over its output's in place, or into bf16 with bf16 activations,
+  // read by c_fc's backward as it is.
+  const ActOut dfch = dfch_ ? dfch_->out() : ActOut(dtmp_f_.data());
+  k_->gelu_backward(dfch, a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
+  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dfch, a.ln2.in(),
                      w(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;

@@ -183,6 +183,7 @@ class GptStage {
   // ping-pong, the head (allocated at the first forward of the last chunk), the targets.
   Buffer<float> scratch_att_, dres_a_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_, out_, grad_a_, grad_b_;
   std::unique_ptr<ActBuffer> lnf_, dlogits_;  // dlogits_: bf16 activations only
+  std::unique_ptr<ActBuffer> dfch_;            // (BT, Fl) bf16: the gradient at GELU's input (bf16 activations only)
   Buffer<float> lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
   Buffer<int32_t> targets_;
   std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory

@@ -67,7 +67,7 @@ class ObservedOps : public Ops {
     Scope s(*this, {"gelu_forward", elements(N)});
     base().gelu_forward(out, inp, N);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {
+  void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const override {
     Scope s(*this, {"gelu_backward", elements(N)});
     base().gelu_backward(dinp, inp, dout, N);
   }

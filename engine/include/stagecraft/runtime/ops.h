@@ -9,8 +9,8 @@
 // waits where a result comes back: crossentropy_forward, sum_of_squares and
 // sum_of_squares_segments).
 //
-// Activations a GEMM reads (the layernorms', attention's and GELU's outputs, the loss's gradient
-// at the logits), and its weight, may be fp32 or bf16:
+// Activations a GEMM reads (the layernorms', attention's and GELU's outputs; the gradients at the
+// logits and at GELU's input), and its weight, may be fp32 or bf16:
 // ActOut and ActIn carry the pointer with its element type, and every backend takes both, the
 // math in fp32 either way (bf16.h's rounding where a kernel stores bf16). Float pointers convert
 // to them, so fp32 callers pass their buffers as they are. GptStage keeps these activations in
@@ -93,7 +93,7 @@ class Ops {
   // The largest head size flash attention takes (0 without it).
   virtual int max_flash_head() const { return 0; }
   virtual void gelu_forward(ActOut out, const float* inp, size_t N) const = 0;
-  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const = 0;
+  virtual void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;
   virtual void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const = 0;
   virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const = 0;

@@ -73,8 +73,10 @@ class CpuOps final : public Ops {
     cpu::gelu_forward(o, inp, N);
     settle(out, o, N);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {
-    cpu::gelu_backward(dinp, inp, dout, N);
+  void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const override {
+    float* d = staged(dinp, N);
+    cpu::gelu_backward(d, inp, dout, N);
+    settle(dinp, d, N);
   }
   void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {
     cpu::residual_forward(out, inp1, inp2, N);

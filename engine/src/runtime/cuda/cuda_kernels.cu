@@ -91,10 +91,11 @@ __global__ void gelu_forward_kernel(Out* out, const float* inp, size_t n) {
   }
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+template <typename Out>
+__global__ void gelu_backward_kernel(Out* dinp, const float* inp, const float* dout, size_t n) {
   GRID_STRIDE(i, n) {
     const float x = inp[i];
-    dinp[i] = dout[i] * element::gelu_slope(x, sigmoid(element::gelu_arg(x)));
+    element::store(dinp + i, dout[i] * element::gelu_slope(x, sigmoid(element::gelu_arg(x))));
   }
 }
 
@@ -758,9 +759,13 @@ class CudaOps final : public Ops {
     }
     launched("gelu_forward");
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) const override {
+  void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const override {
     if (N == 0) return;
-    gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp, inp, dout, N);
+    if (dinp.low()) {
+      gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp.low(), inp, dout, N);
+    } else {
+      gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp.f32(), inp, dout, N);
+    }
     launched("gelu_backward");
   }
   void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {
