@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -31,6 +32,9 @@
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/trainer.h"
+#if defined(STAGECRAFT_WITH_CUDA)
+#include "runtime/cuda/lt_gemm.h"
+#endif
 #include "local_store.h"
 #include "segment_test_support.h"
 #include "thread_comm.h"
@@ -556,6 +560,34 @@ class TestCuda : public QObject {
       }
     }
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
+  }
+
+  // A 16-bit GEMM with a bias takes cuBLASLt's bias epilogue at GPT-2's c_attn shape (operands
+  // from the allocator, aligned), unless STAGECRAFT_CUBLASLT=0 turns it off (the ctest entry
+  // tst_cuda_without_cublaslt); either way its result is the CPU's within bf16's rounding.
+  void gemmBiasEpilogueIsUsed() {
+    Device& d = *gpu_;
+    const int BT = 512, C = 768, OC = 2304;
+    Twin inp(d, randn(size_t(BT) * C, 60)), w(d, randn(size_t(C) * OC, 61, 0.05)), bias(d, randn(size_t(OC), 62)), out(d, size_t(BT) * OC);
+#if defined(STAGECRAFT_WITH_CUDA)
+    const int usable = cuda::lt_shapes(true), unusable = cuda::lt_shapes(false);
+#endif
+    QVERIFY(d.set_precision(config::Precision::kBf16).ok());
+    d.ops().matmul_forward(out.g(), inp.g(), w.g(), bias.g(), BT, C, OC, Layout::kInOut);
+    QVERIFY(d.set_precision(config::Precision::kFp32).ok());
+    QVERIFY(d.synchronize().ok());
+    cpu_ops().matmul_forward(out.h(), inp.h(), w.h(), bias.h(), BT, C, OC, Layout::kInOut);
+    const double e = rel_err(out.back(d), out.host);
+    QVERIFY2(e > 0 && e <= 1e-2, qPrintable(QString("bf16 GEMM with bias: relative error %1").arg(e)));
+#if defined(STAGECRAFT_WITH_CUDA)
+    const char* env = std::getenv("STAGECRAFT_CUBLASLT");
+    if (env && std::string(env) == "0") {
+      QCOMPARE(cuda::lt_shapes(true) + cuda::lt_shapes(false), 0);
+    } else {
+      QVERIFY2(cuda::lt_shapes(true) == usable + 1 && cuda::lt_shapes(false) == unusable,
+               "cuBLASLt offered no algorithm for a bf16 GEMM of 512 x 768 -> 2304 with a bias");
+    }
+#endif
   }
 
   // AdamW and the sum of squares over a segment list, one launch each, against the CPU's segment

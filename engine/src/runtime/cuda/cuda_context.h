@@ -10,6 +10,7 @@
 // Not part of the engine's API; included by src/runtime/cuda only.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -25,6 +26,9 @@ struct Context {
   int ordinal = -1;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublaslt = nullptr;  // the 16-bit GEMMs with a bias epilogue (lt_gemm.h)
+  void* lt_workspace = nullptr;         // device, 256-byte aligned: cuBLASLt's workspace
+  size_t lt_workspace_bytes = 0;        // 32 MiB from Hopper on, 4 MiB before (the cuBLAS docs' advice)
   double* partials = nullptr;      // device: kMaxPartials doubles for two-pass reductions
   double* host_result = nullptr;   // pinned host: where a reduction's result lands
   unsigned* blocks_done = nullptr;  // device: blocks of a one-launch reduction done so far (0 between launches)

@@ -185,6 +185,13 @@ Status open_context(int ordinal) {
   cublasSetStream(c->cublas, c->stream);
   // fp32 GEMMs in fp32: no TF32 unless train.tf32 asks for it (set_tf32).
   cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+  if (cublasStatus_t s = cublasLtCreate(&c->cublaslt); s != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", cublasGetStatusString(s));
+  int major = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal); e != cudaSuccess) {
+    return fail("cudaDeviceGetAttribute", cudaGetErrorString(e));
+  }
+  c->lt_workspace_bytes = size_t(major >= 9 ? 32 : 4) << 20;
+  if (cudaError_t e = cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes); e != cudaSuccess) return fail("cudaMalloc", cudaGetErrorString(e));
   if (cudaError_t e = cudaMalloc(&c->partials, sizeof(double) * Context::kMaxPartials); e != cudaSuccess) {
     return fail("cudaMalloc", cudaGetErrorString(e));
   }

@@ -2,7 +2,8 @@
 // kernels.h (outputs first; parameter gradients accumulate; input gradients overwrite except
 // layernorm's and the residual's), behind the Ops table (ops.h).
 //
-// GEMMs are cuBLAS's in fp32 (no TF32: cuBLAS's default math mode), row-major buffers passed as
+// GEMMs are cuBLAS's in fp32 (no TF32: cuBLAS's default math mode); the 16-bit ones with a bias go
+// through cuBLASLt with the bias in the GEMM's epilogue (lt_gemm.h). Row-major buffers are passed as
 // their column-major transposes: a row-major (R, K) matrix with leading dimension ld is the
 // column-major (K, R) matrix with the same ld, so C = A B (row-major) is C^T = B^T A^T
 // (column-major) with the operands swapped. Attention (`standard`) is per sequence: batched GEMMs
@@ -29,6 +30,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/lt_gemm.h"
 #include "runtime/element_math.h"
 #include "stagecraft/runtime/ops.h"
 
@@ -533,26 +535,28 @@ class CudaOps final : public Ops {
   explicit CudaOps(config::Precision precision) : precision_(precision) {}
 
   template <typename Low>
-  static void matmul_forward_low(float* out, ActIn inp, ActIn weight, int BT, int C, int OC, Layout layout) {
+  // The bias comes in the GEMM's epilogue through cuBLASLt where it can (lt_gemm.h), else it is
+  // added after a cublasGemmEx.
+  static void matmul_forward_low(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* w = operand<Low>(0, weight, size_t(C) * OC);
     const Low* x = operand<Low>(1, inp, size_t(BT) * C);
-    if (layout == Layout::kInOut) {
-      gemm_low(N_, N_, OC, BT, C, w, OC, x, C, 0.0f, out, OC);
-    } else {
-      gemm_low(T_, N_, OC, BT, C, w, C, x, C, 0.0f, out, OC);
-    }
+    if (!w || !x) return;
+    const cublasOperation_t ta = layout == Layout::kInOut ? N_ : T_;
+    const int lda = layout == Layout::kInOut ? OC : C;
+    if (lt_gemm_bias(ta, N_, OC, BT, C, w, lda, x, C, cuda_type<Low>(), out, OC, bias)) return;
+    gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, out, OC);
+    add_bias(out, bias, BT, OC);
   }
 
   void matmul_forward(float* out, ActIn inp_act, ActIn weight_act, const float* bias, int BT, int C, int OC,
                       Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_forward_low<__half>(out, inp_act, weight_act, BT, C, OC, layout);
+        matmul_forward_low<__half>(out, inp_act, weight_act, bias, BT, C, OC, layout);
       } else {
-        matmul_forward_low<__nv_bfloat16>(out, inp_act, weight_act, BT, C, OC, layout);
+        matmul_forward_low<__nv_bfloat16>(out, inp_act, weight_act, bias, BT, C, OC, layout);
       }
-      add_bias(out, bias, BT, OC);
       return;
     }
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);

@@ -1,0 +1,34 @@
+// cuBLASLt GEMMs with a bias epilogue, for the 16-bit GEMMs of the CUDA backend: the bias is added
+// by the GEMM itself (CUBLASLT_EPILOGUE_BIAS) instead of by a second pass over the output.
+//
+// What it computes: D (m x n, fp32, column-major, ld ldd) = op(A) op(B) + bias, bias (m) fp32
+// broadcast over D's columns, A and B bf16 or fp16, fp32 accumulation (CUBLAS_COMPUTE_32F) — in
+// the row-major terms of cuda_kernels.cu, out (BT, OC) = inp W + bias with m = OC, n = BT. This is
+// cuBLASLt's supported combination "A/B 16BF or 16F, C/D 32F, bias 32F" (the cuBLAS docs' table of
+// cublasLtMatmul's data types).
+//
+// Where it does not apply it says so instead of computing: lt_gemm_bias returns false when the
+// bias is not 16-byte aligned, when cuBLASLt's heuristic offers no algorithm for the shape and
+// alignments, or when STAGECRAFT_CUBLASLT=0 is set (to compare with the plain path); the caller
+// then runs cublasGemmEx and adds the bias itself. A shape's heuristic answer, yes or no, is
+// looked up once and cached with its descriptors. A failure of cublasLtMatmul itself is recorded
+// in the context like any other (cuda_context.h).
+//
+// Not part of the engine's API; included by src/runtime/cuda only. Thread-safe.
+#pragma once
+
+#include <cublas_v2.h>
+#include <library_types.h>
+
+namespace stagecraft::runtime::cuda {
+
+bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                  cudaDataType_t ab_type, float* D, int ldd, const float* bias);
+
+// Whether STAGECRAFT_CUBLASLT allows cuBLASLt (read once; anything but "0" does).
+bool lt_enabled();
+
+// The shapes looked up so far for which cuBLASLt has an algorithm (usable) or has none.
+int lt_shapes(bool usable);
+
+}  // namespace stagecraft::runtime::cuda
