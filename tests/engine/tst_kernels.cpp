@@ -845,8 +845,17 @@ class TestKernels : public QObject {
       k.gelu_backward(dx.data(), x.data(), dy.data(), n);
       k.gelu_backward(dx16.data(), x.data(), dy.data(), n);
       QVERIFY(same(dx16, rounded(dx)));
+      // GELU reading a bf16 input: what it gives on the widened values.
+      const std::vector<bf16> x16 = rounded(x);
+      std::vector<float> xw(n), y1(n), y2(n), g1(n), g2(n);
+      cpu::from_bf16(xw.data(), x16.data(), n);
+      k.gelu_forward(y1.data(), xw.data(), n);
+      k.gelu_forward(y2.data(), x16.data(), n);
+      k.gelu_backward(g1.data(), xw.data(), dy.data(), n);
+      k.gelu_backward(g2.data(), x16.data(), dy.data(), n);
+      QVERIFY(all_equal(y1, y2) && all_equal(g1, g2));
     }
-    {  // attention
+    {  // attention, writing a bf16 output, and reading bf16 q k v
       const std::vector<float> qkv = cast<float>(randn(size_t(BT) * 3 * C, 95));
       std::vector<float> out(n), att(size_t(B) * NH * T * T), att16(att.size());
       std::vector<bf16> out16(n);
@@ -854,6 +863,16 @@ class TestKernels : public QObject {
       k.attention_forward(out16.data(), att16.data(), qkv.data(), B, T, NH, HS);
       QVERIFY(same(out16, rounded(out)));
       QVERIFY(all_equal(att16, att));  // probabilities stay fp32
+      const std::vector<bf16> qkv16 = rounded(qkv);
+      std::vector<float> qkv_wide(qkv.size()), o1(n), o2(n), a1(att.size()), a2(att.size()), dout = cast<float>(randn(n, 103)),
+          d1(qkv.size()), d2(qkv.size()), s1(att.size()), s2(att.size());
+      cpu::from_bf16(qkv_wide.data(), qkv16.data(), qkv.size());
+      k.attention_forward(o1.data(), a1.data(), qkv_wide.data(), B, T, NH, HS);
+      k.attention_forward(o2.data(), a2.data(), qkv16.data(), B, T, NH, HS);
+      QVERIFY(all_equal(o1, o2) && all_equal(a1, a2));
+      k.attention_backward(d1.data(), s1.data(), dout.data(), qkv_wide.data(), a1.data(), B, T, NH, HS);
+      k.attention_backward(d2.data(), s2.data(), dout.data(), qkv16.data(), a2.data(), B, T, NH, HS);
+      QVERIFY(all_equal(d1, d2));
     }
     {  // the loss's gradient at the logits, into fp32 logits in place and into bf16
       const int V = 53;
@@ -892,6 +911,14 @@ class TestKernels : public QObject {
         k.matmul_forward(o1.data(), wide.data(), W_wide.data(), bias.data(), BT, C, OC, layout);
         k.matmul_forward(o2.data(), in16.data(), W16.data(), bias.data(), BT, C, OC, layout);
         QVERIFY(all_equal(o1, o2));
+        // A bf16 output with a bf16 bias: the rounded fp32 result on the widened bias.
+        const std::vector<bf16> bias16 = rounded(bias);
+        std::vector<float> bias_wide(bias.size());
+        cpu::from_bf16(bias_wide.data(), bias16.data(), bias.size());
+        std::vector<bf16> o16(o1.size());
+        k.matmul_forward(o1.data(), wide.data(), W_wide.data(), bias_wide.data(), BT, C, OC, layout);
+        k.matmul_forward(o16.data(), in16.data(), W16.data(), bias16.data(), BT, C, OC, layout);
+        QVERIFY(same(o16, rounded(o1)));
       }
     }
   }

@@ -569,15 +569,15 @@ class TestTrainer : public QObject {
       QVERIFY2(worst > 0 && final_diff <= 0.02, qPrintable(QString("bf16 vs fp32: final loss %1% apart").arg(100 * final_diff)));
     }
     QVERIFY2(low.losses.back() < low.losses.front() - 0.5, "bf16 should learn");
-    // One rank holds one micro-batch's activations at its peak: the four GEMM inputs of each layer
-    // (ln_1 and ln_2 outputs C, attention output C, GELU output 4 C; BT = 16 tokens, C = 32), two
-    // bytes each fewer, for 4 layers, or for the one layer rebuilt at a time with full recompute;
-    // and it holds a bf16 copy of its weights, two bytes per parameter more.
+    // One rank holds one micro-batch's activations at its peak: per layer ln_1's and ln_2's outputs
+    // (C each), q k v (3 C), attention's output (C), GELU's input and output (4 C each) (BT = 16
+    // tokens, C = 32), two bytes each fewer, for 4 layers, or for the one layer rebuilt at a time
+    // with full recompute; and it holds a bf16 copy of its weights, two bytes per parameter more.
     auto cfg = config::parse_config(kBase, "test.yaml", o);
     QVERIFY(cfg.ok());
     long long params = 0;
     for (const auto& p : model::gpt_params(cfg->model)) params += model::shard_numel(p, 1);
-    const long long per_layer = 16LL * (32 + 32 + 32 + 128) * 2, copy = 2 * params;
+    const long long per_layer = 16LL * (32 + 32 + 96 + 32 + 128 + 128) * 2, copy = 2 * params;
     const long long grew = static_cast<long long>(low.mem_bytes.front()) - static_cast<long long>(f32.mem_bytes.front());
     if (overrides == QStringList{"cluster.gpus_per_node=1"}) QCOMPARE(grew, copy - 4 * per_layer);
     if (overrides == QStringList{"cluster.gpus_per_node=1", "train.recompute=full"}) QCOMPARE(grew, copy - per_layer);

@@ -487,6 +487,15 @@ class TestCuda : public QObject {
       gk.gelu_backward(dx.g(), x.g(), dy.g(), n);
       QVERIFY(d.synchronize().ok());
       check("gelu_backward bf16 out", dx.back(d), Low16::wide(dx.host), one_rounding);
+      Low16 x16(d, x.host), y2(d, n);
+      Twin dx2(d, n);
+      cpu.gelu_forward(y2.h(), x16.h(), n);
+      gk.gelu_forward(y2.g(), x16.g(), n);
+      cpu.gelu_backward(dx2.h(), x16.h(), dy.h(), n);
+      gk.gelu_backward(dx2.g(), x16.g(), dy.g(), n);
+      QVERIFY(d.synchronize().ok());
+      check("gelu_forward bf16 in and out", y2.back(d), Low16::wide(y2.host), one_rounding);
+      check("gelu_backward bf16 in", dx2.back(d), dx2.host, 1e-5);
       check("layernorm_forward bf16 out", out.back(d), Low16::wide(out.host), one_rounding);
       check("layernorm_forward mean", mean.back(d), mean.host, 1e-5);
       check("gelu_forward bf16 out", y.back(d), Low16::wide(y.host), one_rounding);
@@ -506,6 +515,20 @@ class TestCuda : public QObject {
       check("attention_forward bf16 out", out.back(d), Low16::wide(out.host), gemm16);
       check("flash_attention_forward bf16 out", fout.back(d), Low16::wide(out.host), one_rounding);
       check("flash_attention_backward from a bf16 out", fdqkv.back(d), dqkv.host, 2e-2);
+      // q k v in bf16: both attentions against the CPU's on the same bf16 values.
+      Low16 q16(d, qkv.host), out2(d, n), fout2(d, n);
+      Twin a2(d, att), lse2(d, size_t(B) * NH * T), dqkv2(d, size_t(BT) * 3 * C), fdqkv2(d, size_t(BT) * 3 * C);
+      cpu.attention_forward(out2.h(), a2.h(), q16.h(), B, T, NH, HS);
+      gk.attention_forward(out2.g(), a2.g(), q16.g(), B, T, NH, HS);
+      gk.flash_attention_forward(fout2.g(), lse2.g(), q16.g(), B, T, NH, HS);
+      cpu.attention_backward(dqkv2.h(), scratch.h(), dout.h(), q16.h(), a2.h(), B, T, NH, HS);
+      gk.attention_backward(dqkv2.g(), scratch.g(), dout.g(), q16.g(), a2.g(), B, T, NH, HS);
+      gk.flash_attention_backward(fdqkv2.g(), delta.g(), dout.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS);
+      QVERIFY(d.synchronize().ok());
+      check("attention_forward bf16 qkv", out2.back(d), Low16::wide(out2.host), gemm16);
+      check("flash_attention_forward bf16 qkv", fout2.back(d), Low16::wide(out2.host), one_rounding);
+      check("attention_backward bf16 qkv", dqkv2.back(d), dqkv2.host, p == config::Precision::kFp32 ? 1e-5 : 5e-2);
+      check("flash_attention_backward bf16 qkv", fdqkv2.back(d), dqkv2.host, 2e-2);
     }
     {  // GEMMs reading a bf16 input, with the fp32 weight and with its bf16 copy
       const std::vector<float> x = randn(n, 45);
@@ -533,6 +556,13 @@ class TestCuda : public QObject {
         check("matmul_backward dinp, all bf16", dinp2.back(d), dinp2.host, tol);
         check("matmul_backward dweight, all bf16", dw2.back(d), dw2.host, tol);
         check("matmul_backward dbias from a bf16 gradient", db.back(d), db.host, 1e-5);
+        // A bf16 output with a bf16 bias (bf16 table: cuBLASLt's all-bf16 combination where it
+        // has an algorithm).
+        Low16 bl(d, bias.host), out16(d, size_t(BT) * OC);
+        cpu.matmul_forward(out16.h(), in.h(), wl.h(), bl.h(), BT, C, OC, layout);
+        gk.matmul_forward(out16.g(), in.g(), wl.g(), bl.g(), BT, C, OC, layout);
+        QVERIFY(d.synchronize().ok());
+        check("matmul_forward bf16 out", out16.back(d), Low16::wide(out16.host), p == config::Precision::kFp32 ? one_rounding : 1e-2);
       }
     }
     {  // the loss's gradient at the logits in bf16
@@ -563,29 +593,37 @@ class TestCuda : public QObject {
   }
 
   // A 16-bit GEMM with a bias takes cuBLASLt's bias epilogue at GPT-2's c_attn shape (operands
-  // from the allocator, aligned), unless STAGECRAFT_CUBLASLT=0 turns it off (the ctest entry
-  // tst_cuda_without_cublaslt); either way its result is the CPU's within bf16's rounding.
+  // from the allocator, aligned), in both of the stage's forms: bf16 operands with an fp32 output
+  // and bias, and all bf16 (the weights' copy, an activation). STAGECRAFT_CUBLASLT=0 turns it off
+  // (the ctest entry tst_cuda_without_cublaslt); either way the results are the CPU's within
+  // bf16's rounding.
   void gemmBiasEpilogueIsUsed() {
     Device& d = *gpu_;
     const int BT = 512, C = 768, OC = 2304;
-    Twin inp(d, randn(size_t(BT) * C, 60)), w(d, randn(size_t(C) * OC, 61, 0.05)), bias(d, randn(size_t(OC), 62)), out(d, size_t(BT) * OC);
+    const std::vector<float> x = randn(size_t(BT) * C, 60), wv = randn(size_t(C) * OC, 61, 0.05), bv = randn(size_t(OC), 62);
+    Twin inp(d, x), w(d, wv), bias(d, bv), out(d, size_t(BT) * OC);
+    Low16 inp16(d, x), w16(d, wv), bias16(d, bv), out16(d, size_t(BT) * OC);
 #if defined(STAGECRAFT_WITH_CUDA)
     const int usable = cuda::lt_shapes(true), unusable = cuda::lt_shapes(false);
 #endif
     QVERIFY(d.set_precision(config::Precision::kBf16).ok());
     d.ops().matmul_forward(out.g(), inp.g(), w.g(), bias.g(), BT, C, OC, Layout::kInOut);
+    d.ops().matmul_forward(out16.g(), inp16.g(), w16.g(), bias16.g(), BT, C, OC, Layout::kInOut);
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
     QVERIFY(d.synchronize().ok());
     cpu_ops().matmul_forward(out.h(), inp.h(), w.h(), bias.h(), BT, C, OC, Layout::kInOut);
-    const double e = rel_err(out.back(d), out.host);
-    QVERIFY2(e > 0 && e <= 1e-2, qPrintable(QString("bf16 GEMM with bias: relative error %1").arg(e)));
+    cpu_ops().matmul_forward(out16.h(), inp16.h(), w16.h(), bias16.h(), BT, C, OC, Layout::kInOut);
+    const double e = rel_err(out.back(d), out.host), e16 = rel_err(out16.back(d), Low16::wide(out16.host));
+    QVERIFY2(e > 0 && e <= 1e-2, qPrintable(QString("bf16 GEMM with an fp32 bias: relative error %1").arg(e)));
+    QVERIFY2(e16 <= 1e-2, qPrintable(QString("all-bf16 GEMM with a bias: relative error %1").arg(e16)));
 #if defined(STAGECRAFT_WITH_CUDA)
     const char* env = std::getenv("STAGECRAFT_CUBLASLT");
     if (env && std::string(env) == "0") {
       QCOMPARE(cuda::lt_shapes(true) + cuda::lt_shapes(false), 0);
     } else {
-      QVERIFY2(cuda::lt_shapes(true) == usable + 1 && cuda::lt_shapes(false) == unusable,
-               "cuBLASLt offered no algorithm for a bf16 GEMM of 512 x 768 -> 2304 with a bias");
+      QVERIFY2(cuda::lt_shapes(true) == usable + 2 && cuda::lt_shapes(false) == unusable,
+               qPrintable(QString("cuBLASLt algorithms for 512 x 768 -> 2304 with a bias: %1 of 2 found")
+                              .arg(cuda::lt_shapes(true) - usable)));
     }
 #endif
   }

@@ -27,18 +27,19 @@ class GptStage::ActBuffer {
   Buffer<bf16> low_;
 };
 
-// What one layer's forward keeps for its backward, for one micro-batch. The four GEMM inputs are
-// ActBuffers; the rest stays fp32.
+// What one layer's forward keeps for its backward, for one micro-batch. What the GEMMs read and
+// c_attn's and c_fc's outputs are ActBuffers; the residual stream (res2, and each layer's input),
+// the statistics and attention's state stay fp32.
 struct GptStage::LayerActs {
   ActBuffer ln1;                          // (BT, C)
   Buffer<float> ln1_mean, ln1_rstd;       // (BT), (BT)
-  Buffer<float> qkv;                      // (BT, 3 Cl)
+  ActBuffer qkv;                          // (BT, 3 Cl)
   Buffer<float> att;                      // (B, NHl, T, T), or with flash attention (B, NHl, T)
   ActBuffer atty;                         // (BT, Cl)
   Buffer<float> res2;                     // (BT, C): x + attention output
   ActBuffer ln2;                          // (BT, C)
   Buffer<float> ln2_mean, ln2_rstd;       // (BT), (BT)
-  Buffer<float> fch;                      // (BT, Fl)
+  ActBuffer fch;                          // (BT, Fl)
   ActBuffer fch_gelu;                     // (BT, Fl)
 
   size_t bytes() const {
@@ -208,14 +209,14 @@ Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
   for (Status st : {a->ln1.allocate(d, BT * C, low),
                     allocate_buffer(a->ln1_mean, d, BT),
                     allocate_buffer(a->ln1_rstd, d, BT),
-                    allocate_buffer(a->qkv, d, BT * 3 * Cl),
+                    a->qkv.allocate(d, BT * 3 * Cl, low),
                     allocate_buffer(a->att, d, attention_state_elems()),
                     a->atty.allocate(d, BT * Cl, low),
                     allocate_buffer(a->res2, d, BT * C),
                     a->ln2.allocate(d, BT * C, low),
                     allocate_buffer(a->ln2_mean, d, BT),
                     allocate_buffer(a->ln2_rstd, d, BT),
-                    allocate_buffer(a->fch, d, BT * Fl),
+                    a->fch.allocate(d, BT * Fl, low),
                     a->fch_gelu.allocate(d, BT * Fl, low)}) {
     if (!st) return st.with_context("activations of one layer");
   }
@@ -250,11 +251,11 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   const std::string h = "h." + std::to_string(layer) + ".";
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
   k_->layernorm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
-  k_->matmul_forward(a.qkv.data(), a.ln1.in(), w(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
+  k_->matmul_forward(a.qkv.out(), a.ln1.in(), w(h + "attn.c_attn.weight"), w(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
   if (spec_.flash_attention) {
-    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS);
   } else {
-    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.data(), B, T, NHl, HS);
+    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS);
   }
   k_->matmul_forward(a.res2.data(), a.atty.in(), w(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
   if (spec_.tp > 1) {
@@ -262,8 +263,8 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   }
   k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
   k_->layernorm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
-  k_->matmul_forward(a.fch.data(), a.ln2.in(), w(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), BT, C, Fl);
-  k_->gelu_forward(a.fch_gelu.out(), a.fch.data(), a.fch.size());
+  k_->matmul_forward(a.fch.out(), a.ln2.in(), w(h + "mlp.c_fc.weight"), w(h + "mlp.c_fc.bias"), BT, C, Fl);
+  k_->gelu_forward(a.fch_gelu.out(), a.fch.in(), static_cast<size_t>(BT) * Fl);
   k_->matmul_forward(out, a.fch_gelu.in(), w(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;
@@ -288,7 +289,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   // The gradient at GELU's input: over its output's in place, or into bf16 with bf16 activations,
   // read by c_fc's backward as it is.
   const ActOut dfch = dfch_ ? dfch_->out() : ActOut(dtmp_f_.data());
-  k_->gelu_backward(dfch, a.fch.data(), dtmp_f_.data(), dtmp_f_.size());
+  k_->gelu_backward(dfch, a.fch.in(), dtmp_f_.data(), dtmp_f_.size());
   k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dfch, a.ln2.in(),
                      w(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
@@ -303,10 +304,10 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.in(),
                      w(h + "attn.c_proj.weight"), BT, Cl, C);
   if (spec_.flash_attention) {
-    k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.atty.in(), a.att.data(), B, T,
+    k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
                                  NHl, HS);
   } else {
-    k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.data(), a.att.data(), B, T, NHl, HS);
+    k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.in(), a.att.data(), B, T, NHl, HS);
   }
   k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.in(),
                      w(h + "attn.c_attn.weight"), BT, C, 3 * Cl);

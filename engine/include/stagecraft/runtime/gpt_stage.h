@@ -63,9 +63,10 @@ struct StageSpec {
   bool full_recompute = false;       // train.recompute == full
   bool flash_attention = false;      // fused attention (Ops::has_flash_attention): keeps (B, NH, T)
                                      // log-sum-exps instead of (B, NH, T, T) probabilities
-  bool bf16_activations = false;     // keep the GEMMs' inputs (the layernorms', attention's and
-                                     // GELU's outputs) in bf16, and give the GEMMs a bf16 copy of
-                                     // the weights: train.precision bf16 on a GPU
+  bool bf16_activations = false;     // keep the activations but the residual stream in bf16 (the
+                                     // layernorms', attention's and GELU's outputs, q k v, GELU's
+                                     // input) and give the GEMMs a bf16 copy of the weights:
+                                     // train.precision bf16 on a GPU
   int tp = 1, tp_rank = 0;
   int pp = 1;                        // pipeline ranks
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)
@@ -160,7 +161,9 @@ class GptStage {
   Status head_scratch();
   const ParamSlot* slot(const std::string& name, bool head_copy = false) const;
   float* p(const std::string& name) { return params_.data() + slot(name)->offset; }
-  // A GEMM's weight: the bf16 copy with bf16 activations, else the fp32 parameter.
+  // A GEMM's weight, or the bias of a GEMM whose output is an activation: the bf16 copy with bf16
+  // activations, else the fp32 parameter. (c_proj's biases stay fp32: their GEMMs write the
+  // residual stream.)
   ActIn w(size_t offset) const;
   ActIn w(const std::string& name) const { return w(slot(name)->offset); }
   float* g(const std::string& name) { return grads_.data() + slot(name)->offset; }

@@ -24,7 +24,7 @@ struct KernelCall {
 
 class ObservedOps : public Ops {
  public:
-  void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) const override {
+  void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) const override {
     Scope s(*this, {"matmul_forward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC});
     base().matmul_forward(out, inp, weight, bias, BT, C, OC, layout);
   }
@@ -43,31 +43,31 @@ class ObservedOps : public Ops {
     Scope s(*this, {"layernorm_backward", rows(N, C)});
     base().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
-  void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+  void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
     Scope s(*this, {"attention_forward", heads(B, T, NH, HS)});
     base().attention_forward(out, att, qkv, B, T, NH, HS);
   }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+  void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
     Scope s(*this, {"attention_backward", heads(B, T, NH, HS)});
     base().attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
   }
   bool has_flash_attention() const override { return base().has_flash_attention(); }
   int max_flash_head() const override { return base().max_flash_head(); }
-  void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS) const override {
+  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
     Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS)});
     base().flash_attention_forward(out, lse, qkv, B, T, NH, HS);
   }
-  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, ActIn out, const float* lse, int B,
-                                int T, int NH, int HS) const override {
+  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
+                                int NH, int HS) const override {
     Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS)});
     base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
   }
-  void gelu_forward(ActOut out, const float* inp, size_t N) const override {
+  void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     Scope s(*this, {"gelu_forward", elements(N)});
     base().gelu_forward(out, inp, N);
   }
-  void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const override {
+  void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
     Scope s(*this, {"gelu_backward", elements(N)});
     base().gelu_backward(dinp, inp, dout, N);
   }

@@ -9,8 +9,9 @@
 // waits where a result comes back: crossentropy_forward, sum_of_squares and
 // sum_of_squares_segments).
 //
-// Activations a GEMM reads (the layernorms', attention's and GELU's outputs; the gradients at the
-// logits and at GELU's input), and its weight, may be fp32 or bf16:
+// Activations (the layernorms', attention's and GELU's outputs, q k v and GELU's input — what the
+// GEMMs write and read but the residual stream — and the gradients at the logits and at GELU's
+// input), a GEMM's weight and bias, may be fp32 or bf16:
 // ActOut and ActIn carry the pointer with its element type, and every backend takes both, the
 // math in fp32 either way (bf16.h's rounding where a kernel stores bf16). Float pointers convert
 // to them, so fp32 callers pass their buffers as they are. GptStage keeps these activations in
@@ -70,7 +71,7 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
-  virtual void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC,
+  virtual void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
                               Layout layout = Layout::kInOut) const = 0;
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight,
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
@@ -78,22 +79,22 @@ class Ops {
                                  int C) const = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                                   const float* mean, const float* rstd, int N, int C) const = 0;
-  virtual void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const = 0;
-  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T,
+  virtual void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const = 0;
+  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T,
                                   int NH, int HS) const = 0;
   // Fused causal attention (train.attention: flash), where has_flash_attention(): the same out as
   // attention_forward, but instead of the probabilities (B, NH, T, T) it keeps lse (B, NH, T), each
   // row's log-sum-exp of the scaled scores. Backward takes the forward's out and lse; dqkv is
   // overwritten; scratch (B, NH, T) is clobbered. Only called where has_flash_attention().
   virtual bool has_flash_attention() const { return false; }
-  virtual void flash_attention_forward(ActOut /*out*/, float* /*lse*/, const float* /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
+  virtual void flash_attention_forward(ActOut /*out*/, float* /*lse*/, ActIn /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
                                        int /*HS*/) const {}
-  virtual void flash_attention_backward(float* /*dqkv*/, float* /*scratch*/, const float* /*dout*/, const float* /*qkv*/,
+  virtual void flash_attention_backward(float* /*dqkv*/, float* /*scratch*/, const float* /*dout*/, ActIn /*qkv*/,
                                         ActIn /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/) const {}
   // The largest head size flash attention takes (0 without it).
   virtual int max_flash_head() const { return 0; }
-  virtual void gelu_forward(ActOut out, const float* inp, size_t N) const = 0;
-  virtual void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const = 0;
+  virtual void gelu_forward(ActOut out, ActIn inp, size_t N) const = 0;
+  virtual void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;
   virtual void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const = 0;
   virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const = 0;

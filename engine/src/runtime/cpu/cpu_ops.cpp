@@ -15,10 +15,10 @@ namespace stagecraft::runtime {
 namespace {
 
 // Per-thread fp32 scratch for bf16 activations: slot 0 for an output (or a GEMM's incoming
-// gradient), 1 for an input, 2 for a weight (ranks that are threads of one process each have
-// their own).
+// gradient), 1 for an input, 2 for a weight, 3 for a bias (ranks that are threads of one process
+// each have their own).
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buf[3];
+  thread_local std::vector<float> buf[4];
   if (buf[slot].size() < n) buf[slot].resize(n);
   return buf[slot].data();
 }
@@ -39,8 +39,12 @@ void settle(ActOut out, const float* staged_values, size_t n) {
 
 class CpuOps final : public Ops {
  public:
-  void matmul_forward(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) const override {
-    cpu::matmul_forward(out, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), bias, BT, C, OC, layout);
+  void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) const override {
+    const size_t n = size_t(BT) * OC;
+    float* o = staged(out, n);
+    cpu::matmul_forward(o, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
+                        layout);
+    settle(out, o, n);
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                        Layout layout) const override {
@@ -58,24 +62,24 @@ class CpuOps final : public Ops {
                           const float* mean, const float* rstd, int N, int C) const override {
     cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
-  void attention_forward(ActOut out, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+  void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
     const size_t n = size_t(B) * T * NH * HS;
     float* o = staged(out, n);
-    cpu::attention_forward(o, att, qkv, B, T, NH, HS);
+    cpu::attention_forward(o, att, widened(qkv, 3 * n), B, T, NH, HS);
     settle(out, o, n);
   }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+  void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
-    cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    cpu::attention_backward(dqkv, scratch, dout, widened(qkv, size_t(B) * T * 3 * NH * HS), att, B, T, NH, HS);
   }
-  void gelu_forward(ActOut out, const float* inp, size_t N) const override {
+  void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     float* o = staged(out, N);
-    cpu::gelu_forward(o, inp, N);
+    cpu::gelu_forward(o, widened(inp, N), N);
     settle(out, o, N);
   }
-  void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const override {
+  void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
     float* d = staged(dinp, N);
-    cpu::gelu_backward(d, inp, dout, N);
+    cpu::gelu_backward(d, widened(inp, N), dout, N);
     settle(dinp, d, N);
   }
   void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {

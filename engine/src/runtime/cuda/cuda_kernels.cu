@@ -85,18 +85,18 @@ __device__ T block_reduce(T v) {
 
 // ---- element-wise ------------------------------------------------------------------------------
 
-template <typename Out>
-__global__ void gelu_forward_kernel(Out* out, const float* inp, size_t n) {
+template <typename Out, typename In>
+__global__ void gelu_forward_kernel(Out* out, const In* inp, size_t n) {
   GRID_STRIDE(i, n) {
-    const float x = inp[i];
+    const float x = element::load(inp + i);
     element::store(out + i, element::gelu_value(x, sigmoid(element::gelu_arg(x))));
   }
 }
 
-template <typename Out>
-__global__ void gelu_backward_kernel(Out* dinp, const float* inp, const float* dout, size_t n) {
+template <typename Out, typename In>
+__global__ void gelu_backward_kernel(Out* dinp, const In* inp, const float* dout, size_t n) {
   GRID_STRIDE(i, n) {
-    const float x = inp[i];
+    const float x = element::load(inp + i);
     element::store(dinp + i, dout[i] * element::gelu_slope(x, sigmoid(element::gelu_arg(x))));
   }
 }
@@ -124,8 +124,9 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
 }
 
 // out (rows, OC) += bias broadcast over rows.
-__global__ void add_bias_kernel(float* out, const float* bias, size_t rows, int OC) {
-  GRID_STRIDE(i, rows * OC) out[i] += bias[i % OC];
+template <typename Bias>
+__global__ void add_bias_kernel(float* out, const Bias* bias, size_t rows, int OC) {
+  GRID_STRIDE(i, rows * OC) out[i] += element::load(bias + i % OC);
 }
 
 // acc (cols) += column sums of x (rows, cols): blockIdx.y takes a band of rows, each thread a
@@ -535,35 +536,45 @@ class CudaOps final : public Ops {
   explicit CudaOps(config::Precision precision) : precision_(precision) {}
 
   template <typename Low>
-  // The bias comes in the GEMM's epilogue through cuBLASLt where it can (lt_gemm.h), else it is
-  // added after a cublasGemmEx.
-  static void matmul_forward_low(float* out, ActIn inp, ActIn weight, const float* bias, int BT, int C, int OC, Layout layout) {
+  // The bias comes in the GEMM's epilogue through cuBLASLt where it can (lt_gemm.h: the bias of
+  // the output's type), else it is added to an fp32 result (in scratch slot 2 for a bf16 output,
+  // then rounded into place) after a cublasGemmEx.
+  static void matmul_forward_low(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* w = operand<Low>(0, weight, size_t(C) * OC);
     const Low* x = operand<Low>(1, inp, size_t(BT) * C);
     if (!w || !x) return;
     const cublasOperation_t ta = layout == Layout::kInOut ? N_ : T_;
     const int lda = layout == Layout::kInOut ? OC : C;
-    if (lt_gemm_bias(ta, N_, OC, BT, C, w, lda, x, C, cuda_type<Low>(), out, OC, bias)) return;
-    gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, out, OC);
-    add_bias(out, bias, BT, OC);
+    const bool bias_matches = bias.data && bias.type == out.type;
+    if (bias_matches && lt_gemm_bias(ta, N_, OC, BT, C, w, lda, x, C, cuda_type<Low>(), out.data, out.low() ? CUDA_R_16BF : CUDA_R_32F, OC,
+                                     bias.data)) {
+      return;
+    }
+    const size_t n = size_t(BT) * OC;
+    float* o = out.low() ? scratch_slot<float>(2, n) : out.f32();
+    if (!o) return;
+    gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, o, OC);
+    add_bias(o, bias, BT, OC);
+    if (out.low()) convert(out.low(), static_cast<const float*>(o), n);
   }
 
-  void matmul_forward(float* out, ActIn inp_act, ActIn weight_act, const float* bias, int BT, int C, int OC,
+  void matmul_forward(ActOut out_act, ActIn inp_act, ActIn weight_act, ActIn bias, int BT, int C, int OC,
                       Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_forward_low<__half>(out, inp_act, weight_act, bias, BT, C, OC, layout);
+        matmul_forward_low<__half>(out_act, inp_act, weight_act, bias, BT, C, OC, layout);
       } else {
-        matmul_forward_low<__nv_bfloat16>(out, inp_act, weight_act, bias, BT, C, OC, layout);
+        matmul_forward_low<__nv_bfloat16>(out_act, inp_act, weight_act, bias, BT, C, OC, layout);
       }
       return;
     }
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if (inp_act.low() || weight_act.low()) lock.lock();  // widened into scratch
+    if (inp_act.low() || weight_act.low() || out_act.low()) lock.lock();  // widened into scratch, or a bf16 output staged there
     const float* inp = operand<float>(1, inp_act, size_t(BT) * C);
     const float* weight = operand<float>(0, weight_act, size_t(C) * OC);
-    if (!inp || !weight) return;
+    float* out = out_act.low() ? scratch_slot<float>(2, size_t(BT) * OC) : out_act.f32();
+    if (!inp || !weight || !out) return;
     // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
     if (layout == Layout::kInOut) {
       sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, 0.0f, out, OC);
@@ -571,11 +582,16 @@ class CudaOps final : public Ops {
       sgemm(T_, N_, OC, BT, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
     }
     add_bias(out, bias, BT, OC);
+    if (out_act.low()) convert(out_act.low(), static_cast<const float*>(out), size_t(BT) * OC);
   }
 
-  static void add_bias(float* out, const float* bias, int BT, int OC) {
-    if (!bias) return;
-    add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias, size_t(BT), OC);
+  static void add_bias(float* out, ActIn bias, int BT, int OC) {
+    if (!bias.data) return;
+    if (bias.low()) {
+      add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias.low(), size_t(BT), OC);
+    } else {
+      add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias.f32(), size_t(BT), OC);
+    }
     launched("add_bias");
   }
 
@@ -665,9 +681,9 @@ class CudaOps final : public Ops {
   // or fp16, the batched GEMMs take 16-bit copies of q, k, v, the probabilities and the
   // gradients; the softmax and its backward stay fp32. A bf16 output is written in fp32 to scratch
   // slot 2 and rounded into place.
-  void attention_forward(ActOut out_act, float* att, const float* qkv, int B, int T, int NH, int HS) const override {
+  void attention_forward(ActOut out_act, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if (precision_ != config::Precision::kFp32 || out_act.low()) lock.lock();
+    if (precision_ != config::Precision::kFp32 || out_act.low() || qkv.low()) lock.lock();
     const size_t n = size_t(B) * T * NH * HS;
     float* out = out_act.low() ? scratch_slot<float>(2, n) : out_act.f32();
     if (!out) return;
@@ -679,13 +695,14 @@ class CudaOps final : public Ops {
     if (out_act.low()) convert(out_act.low(), static_cast<const float*>(out), n);
   }
 
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+  void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
+    std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
+    if (precision_ != config::Precision::kFp32 || qkv.low()) lock.lock();
     if (precision_ == config::Precision::kFp32) {
       attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
       return;
     }
-    std::lock_guard<std::mutex> lock(g_low.mutex);
     if (precision_ == config::Precision::kFp16) {
       attention_backward_as<__half>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
     } else {
@@ -694,7 +711,7 @@ class CudaOps final : public Ops {
   }
 
   template <typename In>
-  static void attention_forward_as(float* out, float* att, const float* qkv_f, int B, int T, int NH, int HS) {
+  static void attention_forward_as(float* out, float* att, ActIn qkv_f, int B, int T, int NH, int HS) {
     const int Cl = NH * HS, C3 = 3 * Cl;
     const float scale = 1.0f / sqrtf(float(HS));
     const long long TT = static_cast<long long>(T) * T;
@@ -715,7 +732,7 @@ class CudaOps final : public Ops {
   }
 
   template <typename In>
-  static void attention_backward_as(float* dqkv, float* scratch, const float* dout_f, const float* qkv_f, const float* att, int B, int T,
+  static void attention_backward_as(float* dqkv, float* scratch, const float* dout_f, ActIn qkv_f, const float* att, int B, int T,
                                     int NH, int HS) {
     const int Cl = NH * HS, C3 = 3 * Cl;
     const float scale = 1.0f / sqrtf(float(HS));
@@ -746,29 +763,31 @@ class CudaOps final : public Ops {
 
   bool has_flash_attention() const override { return true; }
   int max_flash_head() const override { return kMaxHead; }
-  void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS) const override {
+  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
     cuda::flash_attention_forward(out, lse, qkv, B, T, NH, HS);
   }
-  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, ActIn out, const float* lse, int B, int T,
+  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
     cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
   }
 
-  void gelu_forward(ActOut out, const float* inp, size_t N) const override {
+  void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     if (N == 0) return;
+    auto launch = [&](auto* o, const auto* x) { gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(o, x, N); };
     if (out.low()) {
-      gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out.low(), inp, N);
+      if (inp.low()) launch(out.low(), inp.low()); else launch(out.low(), inp.f32());
     } else {
-      gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(out.f32(), inp, N);
+      if (inp.low()) launch(out.f32(), inp.low()); else launch(out.f32(), inp.f32());
     }
     launched("gelu_forward");
   }
-  void gelu_backward(ActOut dinp, const float* inp, const float* dout, size_t N) const override {
+  void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
     if (N == 0) return;
+    auto launch = [&](auto* d, const auto* x) { gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dout, N); };
     if (dinp.low()) {
-      gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp.low(), inp, dout, N);
+      if (inp.low()) launch(dinp.low(), inp.low()); else launch(dinp.low(), inp.f32());
     } else {
-      gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(dinp.f32(), inp, dout, N);
+      if (inp.low()) launch(dinp.f32(), inp.low()); else launch(dinp.f32(), inp.f32());
     }
     launched("gelu_backward");
   }

@@ -19,9 +19,9 @@ const Ops& cuda_ops(config::Precision precision = config::Precision::kFp32);
 inline constexpr int kMaxHead = 128;
 
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
-void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS);
+void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
 // dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch.
-void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, ActIn out, const float* lse, int B, int T,
+void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                               int NH, int HS);
 
 }  // namespace stagecraft::runtime::cuda

@@ -34,29 +34,29 @@ constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a 
 
 // The block's threads copy key and value rows j0 .. j0 + kTile - 1 of head h (zeros past T and
 // past the head size) from the sequence's qkv rows into shared memory.
-template <int D>
-__device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], const float* base, int j0, int T, int Cl, int h, int hs) {
+template <int D, typename In>
+__device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], const In* base, int j0, int T, int Cl, int h, int hs) {
   const int C3 = 3 * Cl;
   for (int e = threadIdx.x; e < kTile * D; e += kRows) {
     const int j = e / D, d = e % D;
     const bool in = j0 + j < T && d < hs;
-    ks[j][d] = in ? base[size_t(j0 + j) * C3 + Cl + h * hs + d] : 0.0f;
-    vs[j][d] = in ? base[size_t(j0 + j) * C3 + 2 * Cl + h * hs + d] : 0.0f;
+    ks[j][d] = in ? element::load(base + size_t(j0 + j) * C3 + Cl + h * hs + d) : 0.0f;
+    vs[j][d] = in ? element::load(base + size_t(j0 + j) * C3 + 2 * Cl + h * hs + d) : 0.0f;
   }
 }
 
-template <int D, typename Out>
-__global__ void flash_forward_kernel(Out* out, float* lse, const float* qkv, int T, int NH, int hs, float scale) {
+template <int D, typename Out, typename In>
+__global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T, int NH, int hs, float scale) {
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int Cl = NH * hs, C3 = 3 * Cl;
   const int row = blockIdx.x * kRows + threadIdx.x;
-  const float* base = qkv + size_t(b) * T * C3;
+  const In* base = qkv + size_t(b) * T * C3;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
   float q[D], acc[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) {
-    q[d] = (row < T && d < hs) ? base[size_t(row) * C3 + h * hs + d] * scale : 0.0f;
+    q[d] = (row < T && d < hs) ? element::load(base + size_t(row) * C3 + h * hs + d) * scale : 0.0f;
     acc[d] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
@@ -115,13 +115,13 @@ __global__ void flash_delta_kernel(float* delta, const In* out, const float* dou
 }
 
 // dK, dV: a thread per key row j, query tiles staged in shared memory.
-template <int D>
-__global__ void flash_backward_dkdv_kernel(float* dqkv, const float* qkv, const float* dout, const float* lse, const float* delta, int T,
+template <int D, typename In>
+__global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const float* dout, const float* lse, const float* delta, int T,
                                            int NH, int hs, float scale) {
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int Cl = NH * hs, C3 = 3 * Cl;
   const int col = blockIdx.x * kRows + threadIdx.x;  // key row
-  const float* base = qkv + size_t(b) * T * C3;
+  const In* base = qkv + size_t(b) * T * C3;
   const float* dy = dout + size_t(b) * T * Cl;
   __shared__ float qs[kTile][D];
   __shared__ float dos[kTile][D];
@@ -130,8 +130,8 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const float* qkv, const 
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const bool in = col < T && d < hs;
-    k[d] = in ? base[size_t(col) * C3 + Cl + h * hs + d] : 0.0f;
-    v[d] = in ? base[size_t(col) * C3 + 2 * Cl + h * hs + d] : 0.0f;
+    k[d] = in ? element::load(base + size_t(col) * C3 + Cl + h * hs + d) : 0.0f;
+    v[d] = in ? element::load(base + size_t(col) * C3 + 2 * Cl + h * hs + d) : 0.0f;
     dk[d] = 0.0f;
     dv[d] = 0.0f;
   }
@@ -140,7 +140,7 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const float* qkv, const 
     for (int e = threadIdx.x; e < kTile * D; e += kRows) {
       const int i = e / D, d = e % D;
       const bool in = i0 + i < T && d < hs;
-      qs[i][d] = in ? base[size_t(i0 + i) * C3 + h * hs + d] : 0.0f;
+      qs[i][d] = in ? element::load(base + size_t(i0 + i) * C3 + h * hs + d) : 0.0f;
       dos[i][d] = in ? dy[size_t(i0 + i) * Cl + h * hs + d] : 0.0f;
     }
     for (int i = threadIdx.x; i < kTile; i += kRows) {
@@ -183,20 +183,20 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const float* qkv, const 
 }
 
 // dQ: a thread per query row i, key tiles staged in shared memory.
-template <int D>
-__global__ void flash_backward_dq_kernel(float* dqkv, const float* qkv, const float* dout, const float* lse, const float* delta, int T,
+template <int D, typename In>
+__global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float* dout, const float* lse, const float* delta, int T,
                                          int NH, int hs, float scale) {
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int Cl = NH * hs, C3 = 3 * Cl;
   const int row = blockIdx.x * kRows + threadIdx.x;
-  const float* base = qkv + size_t(b) * T * C3;
+  const In* base = qkv + size_t(b) * T * C3;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
   float q[D], dy[D], dq[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const bool in = row < T && d < hs;
-    q[d] = in ? base[size_t(row) * C3 + h * hs + d] : 0.0f;
+    q[d] = in ? element::load(base + size_t(row) * C3 + h * hs + d) : 0.0f;
     dy[d] = in ? dout[(size_t(b) * T + row) * Cl + h * hs + d] : 0.0f;
     dq[d] = 0.0f;
   }
@@ -244,23 +244,24 @@ bool with_head_size(int hs, F&& f) {
 
 }  // namespace
 
-void flash_attention_forward(ActOut out, float* lse, const float* qkv, int B, int T, int NH, int HS) {
+void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) {
   if (B <= 0 || T <= 0) return;
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
+    auto launch = [&](auto* o, const auto* x) { flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(o, lse, x, T, NH, HS, scale); };
     if (out.low()) {
-      flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(out.low(), lse, qkv, T, NH, HS, scale);
+      if (qkv.low()) launch(out.low(), qkv.low()); else launch(out.low(), qkv.f32());
     } else {
-      flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(out.f32(), lse, qkv, T, NH, HS, scale);
+      if (qkv.low()) launch(out.f32(), qkv.low()); else launch(out.f32(), qkv.f32());
     }
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
   launched("flash_attention_forward");
 }
 
-void flash_attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv, ActIn out, const float* lse, int B, int T,
-                              int NH, int HS) {
+void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T, int NH,
+                              int HS) {
   if (B <= 0 || T <= 0) return;
   const size_t rows = size_t(B) * NH * T;
   const unsigned delta_blocks = static_cast<unsigned>((rows + 255) / 256);
@@ -272,8 +273,11 @@ void flash_attention_backward(float* dqkv, float* delta, const float* dout, cons
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
-    flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, qkv, dout, lse, delta, T, NH, HS, scale);
-    flash_backward_dq_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, qkv, dout, lse, delta, T, NH, HS, scale);
+    auto launch = [&](const auto* x) {
+      flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
+      flash_backward_dq_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
+    };
+    if (qkv.low()) launch(qkv.low()); else launch(qkv.f32());
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
   launched("flash_attention_backward");

@@ -26,7 +26,7 @@ uint32_t alignment(const void* p) {
   return al;
 }
 
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t>;
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t>;
 
 // A shape's descriptors and the algorithm the heuristic chose, or that there is none.
 struct Plan {
@@ -55,18 +55,18 @@ void release(Plan& p) {
 
 // Builds the descriptors of a shape and asks the heuristic for one algorithm. A shape it has none
 // for comes back not usable, holding nothing (no error: the caller computes it another way).
-Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type, int ldd,
-               const void* A, const void* B, float* D, const float* bias);
+Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias);
 
-Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type, int ldd,
-               const void* A, const void* B, float* D, const float* bias) {
-  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, ldd, A, B, D, bias);
+Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias) {
+  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias);
   if (!p.usable) release(p);
   return p;
 }
 
-Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type, int ldd,
-               const void* A, const void* B, float* D, const float* bias) {
+Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias) {
   Context& c = *context();
   Plan p;
   if (cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return p;
@@ -83,7 +83,7 @@ Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
   const bool a_t = ta != CUBLAS_OP_N, b_t = tb != CUBLAS_OP_N;
   if (cublasLtMatrixLayoutCreate(&p.a, ab_type, a_t ? k : m, a_t ? m : k, lda) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatrixLayoutCreate(&p.b, ab_type, b_t ? n : k, b_t ? k : n, ldb) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, m, n, ldd) != CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatrixLayoutCreate(&p.d, d_type, m, n, ldd) != CUBLAS_STATUS_SUCCESS) {
     return p;
   }
   cublasLtMatmulPreference_t pref = nullptr;
@@ -130,13 +130,14 @@ int lt_shapes(bool usable) {
 }
 
 bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                  cudaDataType_t ab_type, float* D, int ldd, const float* bias) {
+                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias) {
   Context* c = context();
   if (!lt_enabled() || !c || !c->cublaslt || !bias || alignment(bias) < 16 || m <= 0 || n <= 0 || k <= 0) return false;
-  const Key key{int(ta), int(tb), m, n, k, lda, ldb, ldd, int(ab_type), alignment(A), alignment(B), alignment(D)};
+  if (d_type != CUDA_R_32F && (d_type != CUDA_R_16BF || ab_type != CUDA_R_16BF)) return false;  // not a supported combination
+  const Key key{int(ta), int(tb), m, n, k, lda, ldb, ldd, int(ab_type), int(d_type), alignment(A), alignment(B), alignment(D)};
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_plans.find(key);
-  if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, ldd, A, B, D, bias)).first;
+  if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias)).first;
   Plan& p = it->second;
   if (!p.usable) return false;
   const void* bias_ptr = bias;

@@ -1,11 +1,12 @@
 // cuBLASLt GEMMs with a bias epilogue, for the 16-bit GEMMs of the CUDA backend: the bias is added
 // by the GEMM itself (CUBLASLT_EPILOGUE_BIAS) instead of by a second pass over the output.
 //
-// What it computes: D (m x n, fp32, column-major, ld ldd) = op(A) op(B) + bias, bias (m) fp32
+// What it computes: D (m x n, column-major, ld ldd) = op(A) op(B) + bias, bias (m) of D's type
 // broadcast over D's columns, A and B bf16 or fp16, fp32 accumulation (CUBLAS_COMPUTE_32F) — in
-// the row-major terms of cuda_kernels.cu, out (BT, OC) = inp W + bias with m = OC, n = BT. This is
-// cuBLASLt's supported combination "A/B 16BF or 16F, C/D 32F, bias 32F" (the cuBLAS docs' table of
-// cublasLtMatmul's data types).
+// the row-major terms of cuda_kernels.cu, out (BT, OC) = inp W + bias with m = OC, n = BT. D is
+// fp32, or bf16 with bf16 A and B: cuBLASLt's supported combinations "A/B 16BF or 16F, C/D 32F,
+// bias 32F" and "A/B/C/D 16BF, bias 16BF" (the cuBLAS docs' table of cublasLtMatmul's data types;
+// the bias type defaults to D's).
 //
 // Where it does not apply it says so instead of computing: lt_gemm_bias returns false when the
 // bias is not 16-byte aligned, when cuBLASLt's heuristic offers no algorithm for the shape and
@@ -23,7 +24,7 @@
 namespace stagecraft::runtime::cuda {
 
 bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                  cudaDataType_t ab_type, float* D, int ldd, const float* bias);
+                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias);
 
 // Whether STAGECRAFT_CUBLASLT allows cuBLASLt (read once; anything but "0" does).
 bool lt_enabled();
