@@ -598,8 +598,9 @@ class TestTrainer : public QObject {
   }
 
   // ProfiledDevice: a run through it gives the same bits as a plain run, and it counts every
-  // kernel call the stage and the trainer make: per micro-batch 17 GEMMs forward and backward (4
-  // per layer and the head) and 9 layernorms, one AdamW launch and one norm per step; with bf16
+  // kernel call the stage and the trainer make: per micro-batch 17 GEMMs forward (c_fc's with its
+  // GELU) and backward (4 per layer and the head) and 9 layernorms, one AdamW launch and one norm
+  // per step; with bf16
   // on an off-host device, one weight copy per step (not per micro-batch).
   void profiledDeviceTimesEveryKernel() {
     const std::vector<std::string> one = {"cluster.nodes=1", "cluster.gpus_per_node=1"};
@@ -617,7 +618,9 @@ class TestTrainer : public QObject {
       QVERIFY2(k.seconds >= 0, k.name.c_str());
     }
     const long long mbs = 2 * 8;  // 2 steps of global batch 8, micro-batch 1
-    QCOMPARE(calls["matmul_forward"], 17 * mbs);
+    QCOMPARE(calls["matmul_forward"], 13 * mbs);
+    QCOMPARE(calls["matmul_gelu_forward"], 4 * mbs);
+    QCOMPARE(calls.count("gelu_forward"), size_t(0));  // inside matmul_gelu_forward
     QCOMPARE(calls["matmul_backward"], 17 * mbs);
     QCOMPARE(calls["layernorm_forward"], 9 * mbs);
     QCOMPARE(calls["attention_forward"], 4 * mbs);

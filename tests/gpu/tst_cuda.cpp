@@ -569,6 +569,13 @@ class TestCuda : public QObject {
         gk.matmul_forward(out16.g(), in.g(), wl.g(), bl.g(), BT, C, OC, layout);
         QVERIFY(d.synchronize().ok());
         check("matmul_forward bf16 out", out16.back(d), Low16::wide(out16.host), p == config::Precision::kFp32 ? one_rounding : 1e-2);
+        // With GELU after it (bf16 table: cuBLASLt's GELU epilogue where it has an algorithm).
+        Low16 pre(d, size_t(BT) * OC), act(d, size_t(BT) * OC);
+        cpu.matmul_gelu_forward(pre.h(), act.h(), in.h(), wl.h(), bl.h(), BT, C, OC, layout);
+        gk.matmul_gelu_forward(pre.g(), act.g(), in.g(), wl.g(), bl.g(), BT, C, OC, layout);
+        QVERIFY(d.synchronize().ok());
+        check("matmul_gelu_forward GELU's input", pre.back(d), Low16::wide(pre.host), p == config::Precision::kFp32 ? one_rounding : 1e-2);
+        check("matmul_gelu_forward GELU's output", act.back(d), Low16::wide(act.host), p == config::Precision::kFp32 ? one_rounding : 1e-2);
       }
     }
     {  // the loss's gradient at the logits in bf16
@@ -599,8 +606,8 @@ class TestCuda : public QObject {
   }
 
   // A 16-bit GEMM with a bias takes cuBLASLt's bias epilogue at GPT-2's c_attn shape (operands
-  // from the allocator, aligned), in both of the stage's forms: bf16 operands with an fp32 output
-  // and bias, and all bf16 (the weights' copy, an activation). STAGECRAFT_CUBLASLT=0 turns it off
+  // from the allocator, aligned), in the stage's three forms: bf16 operands with an fp32 output
+  // and bias, all bf16 (the weights' copy, an activation), and all bf16 with GELU after the bias. STAGECRAFT_CUBLASLT=0 turns it off
   // (the ctest entry tst_cuda_without_cublaslt); either way the results are the CPU's within
   // bf16's rounding.
   void gemmBiasEpilogueIsUsed() {
@@ -608,18 +615,25 @@ class TestCuda : public QObject {
     const int BT = 512, C = 768, OC = 2304;
     const std::vector<float> x = randn(size_t(BT) * C, 60), wv = randn(size_t(C) * OC, 61, 0.05), bv = randn(size_t(OC), 62);
     Twin inp(d, x), w(d, wv), bias(d, bv), out(d, size_t(BT) * OC);
-    Low16 inp16(d, x), w16(d, wv), bias16(d, bv), out16(d, size_t(BT) * OC);
+    Low16 inp16(d, x), w16(d, wv), bias16(d, bv), out16(d, size_t(BT) * OC), pre16(d, size_t(BT) * OC), act16(d, size_t(BT) * OC);
 #if defined(STAGECRAFT_WITH_CUDA)
     const int usable = cuda::lt_shapes(true), unusable = cuda::lt_shapes(false);
 #endif
     QVERIFY(d.set_precision(config::Precision::kBf16).ok());
     d.ops().matmul_forward(out.g(), inp.g(), w.g(), bias.g(), BT, C, OC, Layout::kInOut);
     d.ops().matmul_forward(out16.g(), inp16.g(), w16.g(), bias16.g(), BT, C, OC, Layout::kInOut);
+    d.ops().matmul_gelu_forward(pre16.g(), act16.g(), inp16.g(), w16.g(), bias16.g(), BT, C, OC, Layout::kInOut);
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
     QVERIFY(d.synchronize().ok());
     cpu_ops().matmul_forward(out.h(), inp.h(), w.h(), bias.h(), BT, C, OC, Layout::kInOut);
     cpu_ops().matmul_forward(out16.h(), inp16.h(), w16.h(), bias16.h(), BT, C, OC, Layout::kInOut);
+    cpu_ops().matmul_gelu_forward(pre16.h(), act16.h(), inp16.h(), w16.h(), bias16.h(), BT, C, OC, Layout::kInOut);
     const double e = rel_err(out.back(d), out.host), e16 = rel_err(out16.back(d), Low16::wide(out16.host));
+    const double epre = rel_err(pre16.back(d), Low16::wide(pre16.host)), eact = rel_err(act16.back(d), Low16::wide(act16.host));
+    // A GELU other than GPT-2's tanh form (erf) would differ by up to about 2e-4 of the scale.
+    QVERIFY2(epre <= 1e-2 && eact <= 1e-2, qPrintable(QString("bf16 GEMM with bias and GELU: relative error %1, %2").arg(epre).arg(eact)));
+    std::printf("bf16 GEMM 512 x 768 -> 2304 against the CPU: fp32 out %.2e, bf16 out %.2e, GELU's input %.2e, its output %.2e\n", e, e16,
+                epre, eact);
     QVERIFY2(e > 0 && e <= 1e-2, qPrintable(QString("bf16 GEMM with an fp32 bias: relative error %1").arg(e)));
     QVERIFY2(e16 <= 1e-2, qPrintable(QString("all-bf16 GEMM with a bias: relative error %1").arg(e16)));
 #if defined(STAGECRAFT_WITH_CUDA)
@@ -627,8 +641,8 @@ class TestCuda : public QObject {
     if (env && std::string(env) == "0") {
       QCOMPARE(cuda::lt_shapes(true) + cuda::lt_shapes(false), 0);
     } else {
-      QVERIFY2(cuda::lt_shapes(true) == usable + 2 && cuda::lt_shapes(false) == unusable,
-               qPrintable(QString("cuBLASLt algorithms for 512 x 768 -> 2304 with a bias: %1 of 2 found")
+      QVERIFY2(cuda::lt_shapes(true) == usable + 3 && cuda::lt_shapes(false) == unusable,
+               qPrintable(QString("cuBLASLt algorithms for 512 x 768 -> 2304 with a bias (fp32 out, bf16 out, bf16 with GELU): %1 of 3 found")
                               .arg(cuda::lt_shapes(true) - usable)));
     }
 #endif

@@ -263,8 +263,7 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   }
   k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
   k_->layernorm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
-  k_->matmul_forward(a.fch.out(), a.ln2.in(), w(h + "mlp.c_fc.weight"), w(h + "mlp.c_fc.bias"), BT, C, Fl);
-  k_->gelu_forward(a.fch_gelu.out(), a.fch.in(), static_cast<size_t>(BT) * Fl);
+  k_->matmul_gelu_forward(a.fch.out(), a.fch_gelu.out(), a.ln2.in(), w(h + "mlp.c_fc.weight"), w(h + "mlp.c_fc.bias"), BT, C, Fl);
   k_->matmul_forward(out, a.fch_gelu.in(), w(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;

@@ -28,6 +28,11 @@ class ObservedOps : public Ops {
     Scope s(*this, {"matmul_forward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC});
     base().matmul_forward(out, inp, weight, bias, BT, C, OC, layout);
   }
+  void matmul_gelu_forward(ActOut pre, ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
+                           Layout layout) const override {
+    Scope s(*this, {"matmul_gelu_forward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC});
+    base().matmul_gelu_forward(pre, out, inp, weight, bias, BT, C, OC, layout);
+  }
   void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                        Layout layout) const override {
     Scope s(*this, {"matmul_backward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0))});

@@ -73,6 +73,14 @@ class Ops {
 
   virtual void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
                               Layout layout = Layout::kInOut) const = 0;
+  // pre (BT, OC) = inp W + bias, GELU's input, and out (BT, OC) = GELU(pre): matmul_forward then
+  // gelu_forward, which is what this does unless a backend fuses them (CUDA: cuBLASLt's GELU
+  // epilogue, for bf16 outputs).
+  virtual void matmul_gelu_forward(ActOut pre, ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
+                                   Layout layout = Layout::kInOut) const {
+    matmul_forward(pre, inp, weight, bias, BT, C, OC, layout);
+    gelu_forward(out, ActIn(pre), size_t(BT) * size_t(OC));
+  }
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight,
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
   virtual void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,

@@ -585,6 +585,24 @@ class CudaOps final : public Ops {
     if (out_act.low()) convert(out_act.low(), static_cast<const float*>(out), size_t(BT) * OC);
   }
 
+  // With bf16 in, out and bias, cuBLASLt's GELU epilogue where it has an algorithm (lt_gemm.h);
+  // else the two kernels.
+  void matmul_gelu_forward(ActOut pre, ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
+                           Layout layout) const override {
+    if (precision_ == config::Precision::kBf16 && pre.low() && out.low() && bias.low()) {
+      std::unique_lock<std::mutex> lock(g_low.mutex);
+      const __nv_bfloat16* w = operand<__nv_bfloat16>(0, weight, size_t(C) * OC);
+      const __nv_bfloat16* x = operand<__nv_bfloat16>(1, inp, size_t(BT) * C);
+      if (!w || !x) return;
+      const cublasOperation_t ta = layout == Layout::kInOut ? N_ : T_;
+      if (lt_gemm_bias_gelu(ta, N_, OC, BT, C, w, layout == Layout::kInOut ? OC : C, x, C, CUDA_R_16BF, out.data, CUDA_R_16BF, OC,
+                            bias.data, pre.data)) {
+        return;
+      }
+    }
+    Ops::matmul_gelu_forward(pre, out, inp, weight, bias, BT, C, OC, layout);
+  }
+
   static void add_bias(float* out, ActIn bias, int BT, int OC) {
     if (!bias.data) return;
     if (bias.low()) {

@@ -26,7 +26,7 @@ uint32_t alignment(const void* p) {
   return al;
 }
 
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t>;
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t>;
 
 // A shape's descriptors and the algorithm the heuristic chose, or that there is none.
 struct Plan {
@@ -56,28 +56,35 @@ void release(Plan& p) {
 // Builds the descriptors of a shape and asks the heuristic for one algorithm. A shape it has none
 // for comes back not usable, holding nothing (no error: the caller computes it another way).
 Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias);
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux);
 
 Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias) {
-  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias);
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
+  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux);
   if (!p.usable) release(p);
   return p;
 }
 
 Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias) {
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
   Context& c = *context();
   Plan p;
   if (cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return p;
   const int32_t opa = ta, opb = tb;
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  const void* bias_ptr = bias;  // the heuristic reads the pointer's alignment
+  const cublasLtEpilogue_t epilogue = aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  const void* bias_ptr = bias;  // the heuristic reads the pointers' alignment
   if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr) != CUBLAS_STATUS_SUCCESS) {
     return p;
+  }
+  if (aux) {
+    const int64_t aux_ld = ldd;
+    if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld) != CUBLAS_STATUS_SUCCESS) {
+      return p;
+    }
   }
   // Stored (before op) shapes: A m x k (N) or k x m (T); B k x n (N) or n x k (T); D m x n.
   const bool a_t = ta != CUBLAS_OP_N, b_t = tb != CUBLAS_OP_N;
@@ -129,20 +136,25 @@ int lt_shapes(bool usable) {
   return n;
 }
 
-bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias) {
+namespace {
+
+bool lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+             cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux) {
   Context* c = context();
   if (!lt_enabled() || !c || !c->cublaslt || !bias || alignment(bias) < 16 || m <= 0 || n <= 0 || k <= 0) return false;
   if (d_type != CUDA_R_32F && (d_type != CUDA_R_16BF || ab_type != CUDA_R_16BF)) return false;  // not a supported combination
-  const Key key{int(ta), int(tb), m, n, k, lda, ldb, ldd, int(ab_type), int(d_type), alignment(A), alignment(B), alignment(D)};
+  if (aux && (ldd % 8 != 0 || alignment(aux) < 16)) return false;
+  const Key key{int(ta), int(tb), m, n, k, lda, ldb, ldd, int(ab_type), int(d_type), aux ? 1 : 0, alignment(A), alignment(B), alignment(D)};
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_plans.find(key);
-  if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias)).first;
+  if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux)).first;
   Plan& p = it->second;
   if (!p.usable) return false;
   const void* bias_ptr = bias;
   if (!lt_ok(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
-             "cublasLtMatmulDescSetAttribute(bias)")) {
+             "cublasLtMatmulDescSetAttribute(bias)") ||
+      (aux && !lt_ok(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
+                     "cublasLtMatmulDescSetAttribute(aux)"))) {
     return true;  // recorded: the step fails at its next synchronize
   }
   const float alpha = 1.0f, beta = 0.0f;
@@ -150,6 +162,18 @@ bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int 
                        c->stream),
         "cublasLtMatmul");
   return true;
+}
+
+}  // namespace
+
+bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias) {
+  return lt_gemm(ta, tb, m, n, k, A, lda, B, ldb, ab_type, D, d_type, ldd, bias, nullptr);
+}
+
+bool lt_gemm_bias_gelu(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                       cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux) {
+  return aux && lt_gemm(ta, tb, m, n, k, A, lda, B, ldb, ab_type, D, d_type, ldd, bias, aux);
 }
 
 }  // namespace stagecraft::runtime::cuda

@@ -26,6 +26,15 @@ namespace stagecraft::runtime::cuda {
 bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                   cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias);
 
+// The same with GELU after the bias (CUBLASLT_EPILOGUE_GELU_AUX_BIAS): D = GELU(op(A) op(B) +
+// bias) and aux (m x n, D's type, column-major, ld ldd) = op(A) op(B) + bias, GELU's input kept
+// for the backward. cuBLASLt's GELU is the tanh approximation GPT-2 uses (the cuBLAS docs name
+// no formula; NVIDIA's nvmath-python tests check the epilogue against the tanh form). Also false
+// where ldd is not a multiple of 8 (cuBLASLt's rule for the aux's leading dimension) or aux is
+// not 16-byte aligned.
+bool lt_gemm_bias_gelu(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                       cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux);
+
 // Whether STAGECRAFT_CUBLASLT allows cuBLASLt (read once; anything but "0" does).
 bool lt_enabled();
 
