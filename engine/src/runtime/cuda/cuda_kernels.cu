@@ -145,11 +145,7 @@ __global__ void column_sums_kernel(float* acc, const In* x, int rows, int cols) 
 void column_sums(float* acc, ActIn x, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
   dim3 grid((cols + kThreads - 1) / kThreads, (rows + kRowBand - 1) / kRowBand);
-  if (x.low()) {
-    column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, x.low(), rows, cols);
-  } else {
-    column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, x.f32(), rows, cols);
-  }
+  with_typed(x, [&](const auto* in) { column_sums_kernel<<<grid, kThreads, 0, stream()>>>(acc, in, rows, cols); });
   launched("column_sums");
 }
 
@@ -434,7 +430,7 @@ constexpr cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
 template <typename To>
 __device__ To from_float(float x);
 template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __ushort_as_bfloat16(to_bf16(x).bits); }  // bf16.h's rounding
 template <>
 __device__ __half from_float<__half>(float x) { return __float2half(x); }
 template <>
@@ -460,10 +456,10 @@ void convert(To* out, const From* in, size_t n) {
   launched("convert");
 }
 
-// Three growing copies of a GEMM's operands in another type (16-bit copies of fp32 ones, fp32
-// copies of bf16 activations), and the fp32 staging of a bf16 attention output. One kernel at a
-// time holds them (ranks that are threads of one process share the stream): the lock keeps each
-// GEMM's casts and its call adjacent on the stream.
+// Three growing scratch slots: copies of a GEMM's operands in another type (16-bit copies of fp32
+// ones, fp32 copies of bf16 activations) in any, and in slot 2 the fp32 result of a kernel whose
+// output is bf16 (staged). One kernel at a time holds them (ranks that are threads of one process
+// share the stream): the lock keeps each GEMM's casts and its call adjacent on the stream.
 struct LowScratch {
   std::mutex mutex;
   void* p[3] = {nullptr, nullptr, nullptr};
@@ -511,6 +507,14 @@ void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int
                                                 ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// Where a kernel writes a bf16 output's fp32 values (scratch slot 2; the caller holds
+// g_low.mutex), or the fp32 output itself; nullptr when the scratch could not grow (recorded).
+// settle rounds them into place.
+float* staged(ActOut out, size_t n) { return out.low() ? scratch_slot<float>(2, n) : out.f32(); }
+void settle(ActOut out, const float* staged_values, size_t n) {
+  if (out.low()) convert(out.low(), staged_values, n);
+}
+
 // A GEMM operand of type In from an activation of n elements: the buffer itself where its type is
 // In, else its copy as In in scratch slot `slot` (the caller holds g_low.mutex then).
 template <typename In>
@@ -535,10 +539,10 @@ class CudaOps final : public Ops {
  public:
   explicit CudaOps(config::Precision precision) : precision_(precision) {}
 
-  template <typename Low>
   // The bias comes in the GEMM's epilogue through cuBLASLt where it can (lt_gemm.h: the bias of
-  // the output's type), else it is added to an fp32 result (in scratch slot 2 for a bf16 output,
-  // then rounded into place) after a cublasGemmEx.
+  // the output's type), else it is added to an fp32 result (staged for a bf16 output) after a
+  // cublasGemmEx.
+  template <typename Low>
   static void matmul_forward_low(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* w = operand<Low>(0, weight, size_t(C) * OC);
@@ -552,11 +556,11 @@ class CudaOps final : public Ops {
       return;
     }
     const size_t n = size_t(BT) * OC;
-    float* o = out.low() ? scratch_slot<float>(2, n) : out.f32();
+    float* o = staged(out, n);
     if (!o) return;
     gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, o, OC);
     add_bias(o, bias, BT, OC);
-    if (out.low()) convert(out.low(), static_cast<const float*>(o), n);
+    settle(out, o, n);
   }
 
   void matmul_forward(ActOut out_act, ActIn inp_act, ActIn weight_act, ActIn bias, int BT, int C, int OC,
@@ -573,7 +577,7 @@ class CudaOps final : public Ops {
     if (inp_act.low() || weight_act.low() || out_act.low()) lock.lock();  // widened into scratch, or a bf16 output staged there
     const float* inp = operand<float>(1, inp_act, size_t(BT) * C);
     const float* weight = operand<float>(0, weight_act, size_t(C) * OC);
-    float* out = out_act.low() ? scratch_slot<float>(2, size_t(BT) * OC) : out_act.f32();
+    float* out = staged(out_act, size_t(BT) * OC);
     if (!inp || !weight || !out) return;
     // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
     if (layout == Layout::kInOut) {
@@ -582,7 +586,7 @@ class CudaOps final : public Ops {
       sgemm(T_, N_, OC, BT, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
     }
     add_bias(out, bias, BT, OC);
-    if (out_act.low()) convert(out_act.low(), static_cast<const float*>(out), size_t(BT) * OC);
+    settle(out_act, out, size_t(BT) * OC);
   }
 
   // With bf16 in, out and bias, cuBLASLt's GELU epilogue where it has an algorithm (lt_gemm.h);
@@ -605,11 +609,7 @@ class CudaOps final : public Ops {
 
   static void add_bias(float* out, ActIn bias, int BT, int OC) {
     if (!bias.data) return;
-    if (bias.low()) {
-      add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias.low(), size_t(BT), OC);
-    } else {
-      add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, bias.f32(), size_t(BT), OC);
-    }
+    with_typed(bias, [&](const auto* b) { add_bias_kernel<<<blocks_for(size_t(BT) * OC), kThreads, 0, stream()>>>(out, b, size_t(BT), OC); });
     launched("add_bias");
   }
 
@@ -673,11 +673,9 @@ class CudaOps final : public Ops {
   void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                          int C) const override {
     if (N <= 0) return;
-    if (out.low()) {
-      layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(out.low(), mean, rstd, inp, weight, bias, N, C);
-    } else {
-      layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(out.f32(), mean, rstd, inp, weight, bias, N, C);
-    }
+    with_typed(out, [&](auto* o) {
+      layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
+    });
     launched("layernorm_forward");
   }
 
@@ -697,20 +695,19 @@ class CudaOps final : public Ops {
 
   // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16
   // or fp16, the batched GEMMs take 16-bit copies of q, k, v, the probabilities and the
-  // gradients; the softmax and its backward stay fp32. A bf16 output is written in fp32 to scratch
-  // slot 2 and rounded into place.
+  // gradients; the softmax and its backward stay fp32. A bf16 output is staged.
   void attention_forward(ActOut out_act, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
     if (precision_ != config::Precision::kFp32 || out_act.low() || qkv.low()) lock.lock();
     const size_t n = size_t(B) * T * NH * HS;
-    float* out = out_act.low() ? scratch_slot<float>(2, n) : out_act.f32();
+    float* out = staged(out_act, n);
     if (!out) return;
     switch (precision_) {
       case config::Precision::kFp32: attention_forward_as<float>(out, att, qkv, B, T, NH, HS); break;
       case config::Precision::kFp16: attention_forward_as<__half>(out, att, qkv, B, T, NH, HS); break;
       case config::Precision::kBf16: attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS); break;
     }
-    if (out_act.low()) convert(out_act.low(), static_cast<const float*>(out), n);
+    settle(out_act, out, n);
   }
 
   void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
@@ -791,22 +788,16 @@ class CudaOps final : public Ops {
 
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     if (N == 0) return;
-    auto launch = [&](auto* o, const auto* x) { gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(o, x, N); };
-    if (out.low()) {
-      if (inp.low()) launch(out.low(), inp.low()); else launch(out.low(), inp.f32());
-    } else {
-      if (inp.low()) launch(out.f32(), inp.low()); else launch(out.f32(), inp.f32());
-    }
+    with_typed(out, [&](auto* o) {
+      with_typed(inp, [&](const auto* x) { gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(o, x, N); });
+    });
     launched("gelu_forward");
   }
   void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
     if (N == 0) return;
-    auto launch = [&](auto* d, const auto* x) { gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dout, N); };
-    if (dinp.low()) {
-      if (inp.low()) launch(dinp.low(), inp.low()); else launch(dinp.low(), inp.f32());
-    } else {
-      if (inp.low()) launch(dinp.f32(), inp.low()); else launch(dinp.f32(), inp.f32());
-    }
+    with_typed(dinp, [&](auto* d) {
+      with_typed(inp, [&](const auto* x) { gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dout, N); });
+    });
     launched("gelu_backward");
   }
   void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {
@@ -841,11 +832,9 @@ class CudaOps final : public Ops {
   void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const override {
     const size_t n = size_t(N) * V;
     if (n == 0) return;
-    if (dlogits.low()) {
-      crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dlogits.low(), probs, targets, dloss, V, n);
-    } else {
-      crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dlogits.f32(), probs, targets, dloss, V, n);
-    }
+    with_typed(dlogits, [&](auto* d) {
+      crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(d, probs, targets, dloss, V, n);
+    });
     launched("crossentropy_backward");
   }
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,

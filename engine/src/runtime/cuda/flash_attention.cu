@@ -249,12 +249,9 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
-    auto launch = [&](auto* o, const auto* x) { flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(o, lse, x, T, NH, HS, scale); };
-    if (out.low()) {
-      if (qkv.low()) launch(out.low(), qkv.low()); else launch(out.low(), qkv.f32());
-    } else {
-      if (qkv.low()) launch(out.f32(), qkv.low()); else launch(out.f32(), qkv.f32());
-    }
+    with_typed(out, [&](auto* o) {
+      with_typed(qkv, [&](const auto* x) { flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(o, lse, x, T, NH, HS, scale); });
+    });
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
   launched("flash_attention_forward");
@@ -264,20 +261,16 @@ void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActI
                               int HS) {
   if (B <= 0 || T <= 0) return;
   const size_t rows = size_t(B) * NH * T;
-  const unsigned delta_blocks = static_cast<unsigned>((rows + 255) / 256);
-  if (out.low()) {
-    flash_delta_kernel<<<delta_blocks, 256, 0, context()->stream>>>(delta, out.low(), dout, T, NH, HS, rows);
-  } else {
-    flash_delta_kernel<<<delta_blocks, 256, 0, context()->stream>>>(delta, out.f32(), dout, T, NH, HS, rows);
-  }
+  with_typed(out, [&](const auto* o) {
+    flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
+  });
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
-    auto launch = [&](const auto* x) {
+    with_typed(qkv, [&](const auto* x) {
       flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
       flash_backward_dq_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
-    };
-    if (qkv.low()) launch(qkv.low()); else launch(qkv.f32());
+    });
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
   launched("flash_attention_backward");

@@ -53,18 +53,8 @@ void release(Plan& p) {
   p = Plan{};
 }
 
-// Builds the descriptors of a shape and asks the heuristic for one algorithm. A shape it has none
-// for comes back not usable, holding nothing (no error: the caller computes it another way).
-Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux);
-
-Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
-  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux);
-  if (!p.usable) release(p);
-  return p;
-}
-
+// Builds the descriptors of a shape and asks the heuristic for one algorithm; make_plan releases
+// what a shape without one holds.
 Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
                cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
   Context& c = *context();
@@ -116,6 +106,15 @@ Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
     p.algo = result.algo;
     p.usable = true;
   }
+  return p;
+}
+
+// A shape's plan: usable, or not usable and holding nothing (no error: the caller computes it
+// another way).
+Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
+  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux);
+  if (!p.usable) release(p);
   return p;
 }
 
