@@ -85,7 +85,6 @@ class ProfiledDevice final : public Device {
   Timer ops_;
   mutable std::mutex mu_;  // held from a call's enter to its leave: one timed kernel at a time
   Clock::time_point started_{};
-  Clock::time_point last_end_{};
   bool any_ = false;
   std::map<std::pair<std::string, std::string>, KernelTime> groups_;
   double between_s_ = 0;
