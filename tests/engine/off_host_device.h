@@ -47,7 +47,8 @@ class MemoryMap {
 
 class OffHostDevice final : public runtime::Device {
  public:
-  explicit OffHostDevice(MemoryMap& map) : map_(map) {}
+  // ops: the kernel table it hands out, the CPU's unless given.
+  explicit OffHostDevice(MemoryMap& map, const runtime::Ops* ops = nullptr) : map_(map), ops_(ops) {}
 
   runtime::Backend backend() const override { return runtime::Backend::kCpu; }
   std::string name() const override { return "off-host test device"; }
@@ -74,7 +75,7 @@ class OffHostDevice final : public runtime::Device {
     return Status::OK();
   }
   Status synchronize() override { return Status::OK(); }
-  const runtime::Ops& ops() const override { return runtime::host_device().ops(); }
+  const runtime::Ops& ops() const override { return ops_ ? *ops_ : runtime::host_device().ops(); }
   bool host_accessible() const override { return false; }
   // bf16 as a GPU trains it: the trainer then keeps the GEMMs' inputs in bf16 (gpt_stage.h), and
   // the CPU kernels compute on them in fp32 (cpu_ops.cpp). fp16 is refused, as on the CPU.
@@ -85,6 +86,7 @@ class OffHostDevice final : public runtime::Device {
 
  private:
   MemoryMap& map_;
+  const runtime::Ops* ops_;
 };
 
 }  // namespace stagecraft::testing

@@ -923,6 +923,78 @@ class TestKernels : public QObject {
     }
   }
 
+  // The tensor-core flash attention's tile program (src/runtime/flash_tiles.h), run here as the
+  // GPU runs it, against attention in double on the same bf16 q, k, v: the tiling, the causal mask
+  // at every tile edge and the online softmax must give attention, within what rounding P, dO and
+  // dS to bf16 costs.
+  void tiledFlashAttentionMatchesAttention_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("HS");
+    QTest::newRow("T1: a single position") << 2 << 1 << 2 << 16;
+    QTest::newRow("T17 HS32: one partial tile") << 2 << 17 << 2 << 32;
+    QTest::newRow("T64: one whole tile") << 1 << 64 << 2 << 64;
+    QTest::newRow("T65: a second tile of one row") << 1 << 65 << 2 << 64;
+    QTest::newRow("T200 HS64: four tiles, GPT-2's head") << 2 << 200 << 2 << 64;
+    QTest::newRow("T100 HS48") << 1 << 100 << 3 << 48;
+    QTest::newRow("T130 HS128: the largest head") << 1 << 130 << 1 << 128;
+  }
+  void tiledFlashAttentionMatchesAttention() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, NH);
+    QFETCH(int, HS);
+    const size_t C = size_t(NH) * HS, rows = size_t(B) * NH * T;
+    std::vector<bf16> qkv(size_t(B) * T * 3 * C);
+    std::vector<double> wide(qkv.size());
+    const std::vector<double> x = randn(qkv.size(), 96, 1.5);
+    for (size_t i = 0; i < qkv.size(); ++i) {
+      qkv[i] = to_bf16(float(x[i]));
+      wide[i] = to_float(qkv[i]);
+    }
+    const std::vector<double> dout = randn(size_t(B) * T * C, 97);
+    std::vector<double> out(size_t(B) * T * C), att(rows * T), dqkv(qkv.size()), scratch(att.size());
+    cpu::attention_forward(out.data(), att.data(), wide.data(), B, T, NH, HS);
+    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), wide.data(), att.data(), B, T, NH, HS);
+    // Each row's log-sum-exp of the scaled scores, in double.
+    std::vector<double> lse(rows);
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t bh = r / T, t = r % T, b = bh / NH, h = bh % NH;
+      const double* q = wide.data() + (b * T + t) * 3 * C + h * HS;
+      std::vector<double> s(t + 1);
+      double m = -INFINITY, sum = 0;
+      for (size_t j = 0; j <= t; ++j) {
+        const double* kj = wide.data() + (b * T + j) * 3 * C + C + h * HS;
+        s[j] = 0;
+        for (int d = 0; d < HS; ++d) s[j] += q[d] * kj[d];
+        s[j] /= std::sqrt(double(HS));
+        m = std::max(m, s[j]);
+      }
+      for (double v : s) sum += std::exp(v - m);
+      lse[r] = m + std::log(sum);
+    }
+    std::vector<float> fout(out.size(), float(kNaN)), flse(rows, float(kNaN)), fdqkv(qkv.size(), float(kNaN)), delta(rows);
+    cpu::flash_attention_tiled_forward(fout.data(), flse.data(), qkv.data(), B, T, NH, HS);
+    const std::vector<float> fdout = cast<float>(dout);
+    cpu::flash_attention_tiled_backward(fdqkv.data(), delta.data(), fdout.data(), qkv.data(), fout.data(), flse.data(), B, T, NH, HS);
+    double lse_err = 0;
+    for (size_t r = 0; r < rows; ++r) lse_err = std::max(lse_err, std::abs(double(flse[r]) - lse[r]));
+    // The gradients of q, k and v apart: each has its own scale.
+    auto part = [&](const auto& v, int which) {
+      std::vector<double> p;
+      for (size_t bt = 0; bt < size_t(B) * T; ++bt)
+        for (size_t c = 0; c < C; ++c) p.push_back(double(v[bt * 3 * C + which * C + c]));
+      return p;
+    };
+    // (With one position, q and k get no gradient: softmax over one key is 1 whatever they are.)
+    const double eo = rel_err(fout, out), eq = rel_err(part(fdqkv, 0), part(dqkv, 0), 1e-3),
+                 ek = rel_err(part(fdqkv, 1), part(dqkv, 1), 1e-3), ev = rel_err(part(fdqkv, 2), part(dqkv, 2));
+    qInfo("out %.2e, lse %.2e (absolute), dq %.2e, dk %.2e, dv %.2e", eo, lse_err, eq, ek, ev);
+    QVERIFY2(eo < 1e-2 && eq < 1e-2 && ek < 1e-2 && ev < 1e-2 && lse_err < 1e-4,
+             qPrintable(QString("out %1, lse %2, dq %3, dk %4, dv %5").arg(eo).arg(lse_err).arg(eq).arg(ek).arg(ev)));
+  }
+
   void philoxMatchesRandom123KnownAnswers_data() {
     QTest::addColumn<QList<uint>>("ctr");
     QTest::addColumn<QList<uint>>("key");

@@ -92,6 +92,17 @@ template <typename Real>
 void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* qkv,
                         const Real* att, int B, int T, int NH, int HS);
 
+// Flash attention as the CUDA backend computes it on tensor cores (src/runtime/flash_tiles.h),
+// run here one tile after another, so that CPU suites check what the GPU computes: q, k, v in
+// bf16, HS a multiple of 16 up to 128; P, dO and dS rounded to bf16 where the tensor cores take
+// them, everything else fp32. out (B, T, NH*HS) as attention_forward's; lse (B, NH, T) each row's
+// log-sum-exp of the scaled scores, instead of the probabilities.
+void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS);
+
+// dqkv (B, T, 3*NH*HS) overwritten, from the forward's out and lse; delta (B, NH, T) scratch.
+void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout, const bf16* qkv, const float* out,
+                                    const float* lse, int B, int T, int NH, int HS);
+
 // ---- GELU (tanh approximation, as GPT-2) -------------------------------------------------------
 
 // out (N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out may alias inp.

@@ -37,6 +37,10 @@ void with_typed(ActIn x, F&& f) {
 // The largest head size the fused attention takes.
 inline constexpr int kMaxHead = 128;
 
+// Whether the fused attention of q, k, v in bf16 (or fp32), with head size HS, runs on tensor
+// cores (flash_attention.cu says when).
+bool flash_tensor_cores(bool bf16_qkv, int HS);
+
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
 // dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch.

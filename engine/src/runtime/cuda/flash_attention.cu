@@ -1,6 +1,14 @@
 // Fused causal attention for the CUDA backend (`train.attention: flash`), after FlashAttention-2
-// (Dao, 2023): the T x T scores never reach global memory. Per (sequence, head):
+// (Dao, 2023): the T x T scores never reach global memory. Two implementations:
 //
+// Tensor cores, where q, k, v are bf16 (train.precision: bf16), the head size is a multiple of 16
+// up to 128, the GPU is sm_80 or later and its shared memory holds a tile: the tile program of
+// runtime/flash_tiles.h (its comment gives the algorithm), a block of flash::kWarps warps per tile
+// of 64 query or key rows, every 16 x 16 x 16 product a wmma bf16 multiply-accumulate in fp32.
+// The CPU runs the same program (cpu/flash_tiles.cpp), so the CPU suites test its tiling and
+// roundings. STAGECRAFT_FLASH_TENSOR_CORES=0 turns it off.
+//
+// fp32 cores, otherwise:
 //   forward   each thread owns one query row; key/value tiles of kTile rows are staged in shared
 //             memory, the row's scores for a tile are computed, and the running maximum m, the
 //             running sum l and the output accumulator are rescaled once per tile (online
@@ -16,14 +24,19 @@
 // written (and read back by the backward) in fp32 or bf16 (ops.h's ActOut);
 // head sizes up to kMaxHead (the loops are unrolled to it, guarded by the real size, so the
 // per-thread rows stay in registers).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/element_math.h"
+#include "runtime/flash_tiles.h"
 
 namespace stagecraft::runtime::cuda {
 
@@ -102,15 +115,16 @@ __global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T,
   }
 }
 
-// delta (B, NH, T) = dO . O per query row and head.
-template <typename In>
+// delta (B, NH, T) = dO . O per query row and head; with RoundDout, dO rounded to bf16 first, as
+// the tensor cores take it for dP (flash_tiles.h).
+template <bool RoundDout, typename In>
 __global__ void flash_delta_kernel(float* delta, const In* out, const float* dout, int T, int NH, int hs, size_t rows) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= rows) return;
   const size_t bh = i / T, t = i % T, b = bh / NH, h = bh % NH;
   const size_t at = (b * T + t) * NH * hs + h * hs;
   float s = 0.0f;
-  for (int d = 0; d < hs; ++d) s += dout[at + d] * element::load(out + at + d);
+  for (int d = 0; d < hs; ++d) s += (RoundDout ? to_float(to_bf16(dout[at + d])) : dout[at + d]) * element::load(out + at + d);
   delta[i] = s;
 }
 
@@ -232,6 +246,92 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float
   }
 }
 
+// ---- tensor cores: flash_tiles.h's program, a CUDA block per tile ----
+
+// What flash_tiles.h asks of a Block, for a block of flash::kWarps warps.
+struct CudaTile {
+  unsigned char* smem;
+  __device__ unsigned char* shared() const { return smem; }
+  __device__ int thread() const { return int(threadIdx.x); }
+  __device__ int threads() const { return int(blockDim.x); }
+  __device__ int warp() const { return int(threadIdx.x) / 32; }
+  __device__ int warps() const { return int(blockDim.x) / 32; }
+  __device__ int lane() const { return int(threadIdx.x) % 32; }
+  __device__ int lanes() const { return 32; }
+  __device__ float warp_max(float x) const {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+  }
+  __device__ float warp_sum(float x) const {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+  }
+  __device__ void warp_sync() const { __syncwarp(); }
+  __device__ void sync() const { __syncthreads(); }
+
+  template <bool ACol, bool BCol>
+  __device__ void mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    namespace wmma = nvcuda::wmma;
+    using LayoutA = std::conditional_t<ACol, wmma::col_major, wmma::row_major>;
+    using LayoutB = std::conditional_t<BCol, wmma::col_major, wmma::row_major>;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    if (accumulate) {
+      wmma::load_matrix_sync(fc, c, unsigned(ldc), wmma::mem_row_major);
+    } else {
+      wmma::fill_fragment(fc, 0.0f);
+    }
+    for (int k = 0; k < K; k += 16) {
+      wmma::load_matrix_sync(fa, reinterpret_cast<const __nv_bfloat16*>(ACol ? a + size_t(k) * lda : a + k), unsigned(lda));
+      wmma::load_matrix_sync(fb, reinterpret_cast<const __nv_bfloat16*>(BCol ? b + k : b + size_t(k) * ldb), unsigned(ldb));
+      wmma::mma_sync(fc, fa, fb, fc);
+    }
+    wmma::store_matrix_sync(c, fc, unsigned(ldc), wmma::mem_row_major);
+#else
+    __trap();  // never launched below sm_80 (flash_tensor_cores checks)
+#endif
+  }
+};
+
+extern __shared__ __align__(128) unsigned char g_tile_smem[];
+
+__device__ __forceinline__ flash::Slice slice_of(int T, int NH, int hs, float scale) {
+  flash::Slice s;
+  s.T = T;
+  s.NH = NH;
+  s.hs = hs;
+  s.scale = scale;
+  s.b = int(blockIdx.y) / NH;
+  s.h = int(blockIdx.y) % NH;
+  return s;
+}
+
+// The tiles with the most keys first (blockIdx.x 0 is the last query tile): the long causal rows
+// start early, and the short ones fill in at the end of the launch.
+template <typename Out>
+__global__ void __launch_bounds__(flash::kWarps * 32) tc_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs, float scale) {
+  flash::forward_tile(CudaTile{g_tile_smem}, out, lse, qkv, slice_of(T, NH, hs, scale), int(gridDim.x - 1 - blockIdx.x));
+}
+
+__global__ void __launch_bounds__(flash::kWarps * 32) tc_key_grads_kernel(float* dqkv, const bf16* qkv, const float* dout, const float* lse,
+                                                                         const float* delta, int T, int NH, int hs, float scale) {
+  flash::key_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, slice_of(T, NH, hs, scale), int(blockIdx.x));
+}
+
+__global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(float* dqkv, const bf16* qkv, const float* dout, const float* lse,
+                                                                           const float* delta, int T, int NH, int hs, float scale) {
+  flash::query_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, slice_of(T, NH, hs, scale), int(gridDim.x - 1 - blockIdx.x));
+}
+
+// Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
+// false, with the error recorded, where the GPU refuses.
+template <typename Kernel>
+bool allow_shared(Kernel kernel, size_t bytes) {
+  return STAGECRAFT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 // Calls f.template operator()<D>() with the smallest supported D >= hs.
 template <typename F>
 bool with_head_size(int hs, F&& f) {
@@ -244,8 +344,42 @@ bool with_head_size(int hs, F&& f) {
 
 }  // namespace
 
+bool flash_tensor_cores(bool bf16_qkv, int HS) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
+    return !(v && std::string(v) == "0");
+  }();
+  if (!enabled || !bf16_qkv || !flash::takes_head(HS) || !context()) return false;
+  struct Gpu {
+    int major = 0, optin = 0;
+  };
+  static const Gpu gpu = [] {
+    Gpu g;
+    cudaDeviceGetAttribute(&g.major, cudaDevAttrComputeCapabilityMajor, context()->ordinal);
+    cudaDeviceGetAttribute(&g.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, context()->ordinal);
+    return g;
+  }();
+  if (gpu.major < 8) return false;
+  for (const flash::Pass pass : {flash::Pass::kForward, flash::Pass::kKeyGrads, flash::Pass::kQueryGrads}) {
+    if (flash::layout(pass, HS).bytes > size_t(gpu.optin)) return false;
+  }
+  return true;
+}
+
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) {
   if (B <= 0 || T <= 0) return;
+  if (flash_tensor_cores(qkv.low() != nullptr, HS)) {
+    const size_t bytes = flash::layout(flash::Pass::kForward, HS).bytes;
+    const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
+    with_typed(out, [&](auto* o) {
+      const auto kernel = tc_forward_kernel<std::remove_pointer_t<decltype(o)>>;
+      if (allow_shared(kernel, bytes)) {
+        kernel<<<grid, flash::kWarps * 32, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS, 1.0f / sqrtf(float(HS)));
+      }
+    });
+    launched("flash_attention_forward (tensor cores)");
+    return;
+  }
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
@@ -261,11 +395,27 @@ void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActI
                               int HS) {
   if (B <= 0 || T <= 0) return;
   const size_t rows = size_t(B) * NH * T;
+  const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
   with_typed(out, [&](const auto* o) {
-    flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
+    const unsigned blocks = static_cast<unsigned>((rows + 255) / 256);
+    if (tensor_cores) {
+      flash_delta_kernel<true><<<blocks, 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
+    } else {
+      flash_delta_kernel<false><<<blocks, 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
+    }
   });
-  const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
+  if (tensor_cores) {
+    const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
+    const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
+    if (allow_shared(tc_key_grads_kernel, keys) && allow_shared(tc_query_grads_kernel, queries)) {
+      tc_key_grads_kernel<<<grid, flash::kWarps * 32, keys, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS, scale);
+      tc_query_grads_kernel<<<grid, flash::kWarps * 32, queries, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS, scale);
+    }
+    launched("flash_attention_backward (tensor cores)");
+    return;
+  }
+  const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(qkv, [&](const auto* x) {
       flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);

@@ -1,0 +1,108 @@
+// The tensor-core flash attention's tile program (runtime/flash_tiles.h) on the CPU: a tile is one
+// thread's serial walk through the code a CUDA block runs, its shared memory a buffer of its own,
+// its 16 x 16 products plain loops with fp32 accumulation of bf16 operands. The (sequence, head)
+// pairs are spread over the pool's threads. Here for the suites that check the GPU's arithmetic;
+// the CPU engine trains with attention.cpp.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/flash_tiles.h"
+#include "stagecraft/runtime/kernels.h"
+
+namespace stagecraft::runtime::cpu {
+
+namespace {
+
+// One tile at a time, by one thread: every cooperative loop runs whole, and barriers have nothing
+// to wait for.
+class SerialTile {
+ public:
+  explicit SerialTile(size_t bytes) : smem_((bytes + 15) / 16) {}
+  unsigned char* shared() const { return reinterpret_cast<unsigned char*>(smem_.data()); }
+  int thread() const { return 0; }
+  int threads() const { return 1; }
+  int warp() const { return 0; }
+  int warps() const { return 1; }
+  int lane() const { return 0; }
+  int lanes() const { return 1; }
+  float warp_max(float x) const { return x; }
+  float warp_sum(float x) const { return x; }
+  void warp_sync() const {}
+  void sync() const {}
+
+  template <bool ACol, bool BCol>
+  void mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
+    for (int i = 0; i < 16; ++i) {
+      for (int j = 0; j < 16; ++j) {
+        float sum = accumulate ? c[i * ldc + j] : 0.0f;
+        for (int k = 0; k < K; ++k) {
+          const float x = to_float(ACol ? a[i + size_t(k) * lda] : a[size_t(i) * lda + k]);
+          const float y = to_float(BCol ? b[k + size_t(j) * ldb] : b[size_t(k) * ldb + j]);
+          sum += x * y;
+        }
+        c[i * ldc + j] = sum;
+      }
+    }
+  }
+
+ private:
+  struct alignas(16) Chunk {
+    unsigned char bytes[16];
+  };
+  mutable std::vector<Chunk> smem_;
+};
+
+// Calls f(tile, slice) for every (sequence, head), a thread's share of them at a time.
+template <typename F>
+void each_head(flash::Pass pass, int B, int T, int NH, int HS, F&& f) {
+  assert(B >= 0 && T > 0 && NH > 0 && flash::takes_head(HS));
+  const int pairs = B * NH;
+  detail::parallel_for(size_t(pairs), 1, std::min(pairs, num_threads()), [&](size_t first, size_t last) {
+    const SerialTile tile(flash::layout(pass, HS).bytes);
+    for (size_t bh = first; bh < last; ++bh) {
+      flash::Slice s;
+      s.T = T;
+      s.NH = NH;
+      s.hs = HS;
+      s.scale = 1.0f / std::sqrt(float(HS));
+      s.b = int(bh) / NH;
+      s.h = int(bh) % NH;
+      f(tile, s);
+    }
+  });
+}
+
+int tiles(int T) { return (T + flash::kRows - 1) / flash::kRows; }
+
+}  // namespace
+
+void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
+  each_head(flash::Pass::kForward, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
+    for (int q = 0; q < tiles(T); ++q) flash::forward_tile(tile, out, lse, qkv, s, q);
+  });
+}
+
+void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout, const bf16* qkv, const float* out, const float* lse,
+                                    int B, int T, int NH, int HS) {
+  // delta = dO . O per row, with dO rounded to bf16 as dP = dO V^T takes it (so that each row's dS
+  // sums to zero, as softmax's gradient does), summed in order as the CUDA delta kernel does.
+  const size_t rows = size_t(B) * NH * T;
+  for (size_t i = 0; i < rows; ++i) {
+    const size_t bh = i / T, t = i % T, b = bh / NH, h = bh % NH;
+    const size_t at = (b * T + t) * NH * HS + h * HS;
+    float sum = 0.0f;
+    for (int d = 0; d < HS; ++d) sum += to_float(runtime::to_bf16(dout[at + d])) * out[at + d];
+    delta[i] = sum;
+  }
+  each_head(flash::Pass::kKeyGrads, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
+    for (int k = 0; k < tiles(T); ++k) flash::key_grads_tile(tile, dqkv, qkv, dout, lse, delta, s, k);
+  });
+  each_head(flash::Pass::kQueryGrads, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
+    for (int q = 0; q < tiles(T); ++q) flash::query_grads_tile(tile, dqkv, qkv, dout, lse, delta, s, q);
+  });
+}
+
+}  // namespace stagecraft::runtime::cpu

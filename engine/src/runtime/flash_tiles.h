@@ -1,0 +1,337 @@
+// Flash attention on tensor cores, written once as a tile program: the CUDA backend runs it with a
+// thread block per tile (cuda/flash_attention.cu, wmma's 16 x 16 x 16 bf16 products), and the CPU
+// runs the very same code one tile after another (cpu/flash_tiles.cpp), so that the CPU suites
+// test the tiling, the causal mask, the online softmax and every bf16 rounding the GPU does.
+//
+// The algorithm is FlashAttention-2's (Dao, 2023) for causal attention over qkv (B, T, 3 C) in
+// bf16, C = NH x HS, HS a multiple of 16 up to kMaxHead. Per (sequence, head):
+//   forward   a block per kRows query rows: Q stays in shared memory; for each kCols key rows at
+//             or before the block's last row, S = Q K^T on tensor cores, then per row the running
+//             maximum m and sum l, P = exp(scale S - m) rounded to bf16, O rescaled by
+//             exp(m_old - m) and O += P V on tensor cores. Writes out = O / l and the row's
+//             log-sum-exp L = m + log l (B, NH, T). The T x T scores never leave shared memory.
+//   backward  delta_i = dO_i . O_i is computed before (the CUDA backend's delta kernel, or the CPU
+//             driver), with dO rounded to bf16 as dP takes it, so that each row of dS sums to
+//             zero as softmax's gradient does. A block per kCols key rows walks the query tiles at or after it and
+//             accumulates dV += P^T dO and dK += dS^T Q; a block per kRows query rows walks the
+//             key tiles at or before it and accumulates dQ += dS K, where
+//             P = exp(scale S - L), dP = dO V^T and dS = scale P (dP - delta). Two kinds of block
+//             instead of atomics on dQ: every gradient is summed in a fixed order (7 products per
+//             tile pair instead of FlashAttention-2's 5).
+// Roundings to bf16, as FlashAttention-2 does them: P before P V and P^T dO; dO (fp32 here) as it
+// is staged; dS before dS^T Q and dS K. Everything else is fp32: S, dP, the statistics, O, dQ, dK,
+// dV and every product's accumulation.
+//
+// A Block (the backend's execution of one tile) provides:
+//   shared()            the tile's scratch, at least the Layout's bytes, 128-byte aligned
+//   thread(), threads() this thread and how many work on the tile (a loop `for (e = thread(); e <
+//                       n; e += threads())` covers 0 .. n - 1 once, whoever runs it)
+//   warp(), warps()     the same for groups that compute 16 x 16 products together
+//   lane(), lanes()     the same for the threads of a warp
+//   warp_max(x), warp_sum(x)
+//                       x over the warp's lanes, returned to each (a warp-wide call)
+//   warp_sync()         a barrier for the warp's lanes
+//   sync()              a barrier: all of the tile's writes to shared() before it are seen after it
+//   mma<ACol, BCol>(c, ldc, accumulate, a, lda, b, ldb, K)
+//                       c (16 x 16 fp32, row-major) = (accumulate ? c : 0) + A B, with A 16 x K and
+//                       B K x 16 in bf16, row-major or column-major as ACol/BCol say; K a multiple
+//                       of 16; a warp-wide call (every thread of the warp makes it).
+//
+// Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "runtime/element_math.h"
+#include "stagecraft/runtime/bf16.h"
+
+#if defined(__CUDACC__)
+#define STAGECRAFT_TILE __device__ __forceinline__
+#else
+#define STAGECRAFT_TILE inline
+#endif
+
+namespace stagecraft::runtime::flash {
+
+inline constexpr int kRows = 64;  // query rows per tile
+inline constexpr int kCols = 64;  // key rows per tile
+inline constexpr int kWarps = 4;  // warps per CUDA block
+inline constexpr int kMaxHead = 128;
+static_assert(kRows == kCols, "tiles of queries and keys start together on the diagonal");
+
+// Whether the tile program takes a head size.
+STAGECRAFT_HD bool takes_head(int hs) { return hs > 0 && hs % 16 == 0 && hs <= kMaxHead; }
+
+// Leading dimensions of the shared tiles, padded by 16 bytes so that the rows of a 16 x 16 load
+// fall in different memory banks; they stay multiples of 16 bytes and every 16-row or 16-column
+// step stays 32-byte aligned, as wmma's loads need.
+STAGECRAFT_HD int ld16(int width) { return width + 8; }  // bf16
+STAGECRAFT_HD int ld32(int width) { return width + 4; }  // fp32
+
+// Byte offsets of a tile's arrays in its shared scratch, and the total.
+struct Layout {
+  size_t q = 0, k = 0, v = 0, dout = 0;  // bf16, kRows or kCols x ld16(HS)
+  size_t s = 0, dp = 0;                  // fp32, kRows x ld32(kCols)
+  size_t p = 0, ds = 0;                  // bf16, kRows x ld16(kCols)
+  size_t acc = 0, acc2 = 0;              // fp32, kRows or kCols x ld32(HS): O, dQ, or dK and dV
+  size_t row = 0, row2 = 0;              // fp32, kRows: m and l, or L and delta
+  size_t bytes = 0;
+};
+
+enum class Pass { kForward, kKeyGrads, kQueryGrads };
+
+// Reserves n bytes at offset `at`, rounded up to 128 bytes; returns where they start.
+STAGECRAFT_HD size_t take(size_t& at, size_t n) {
+  const size_t here = at;
+  at += (n + 127) / 128 * 128;
+  return here;
+}
+
+STAGECRAFT_HD Layout layout(Pass pass, int hs) {
+  const size_t in = size_t(kRows) * ld16(hs) * 2, score = size_t(kRows) * ld32(kCols) * 4,
+               prob = size_t(kRows) * ld16(kCols) * 2, acc = size_t(kRows) * ld32(hs) * 4, row = size_t(kRows) * 4;
+  Layout l;
+  size_t at = 0;
+  l.q = take(at, in);
+  l.k = take(at, in);
+  l.v = take(at, in);
+  if (pass != Pass::kForward) l.dout = take(at, in);
+  l.s = take(at, score);
+  if (pass != Pass::kForward) l.dp = take(at, score);
+  if (pass != Pass::kQueryGrads) l.p = take(at, prob);
+  if (pass != Pass::kForward) l.ds = take(at, prob);
+  l.acc = take(at, acc);
+  if (pass == Pass::kKeyGrads) l.acc2 = take(at, acc);
+  l.row = take(at, row);
+  l.row2 = take(at, row);
+  l.bytes = at;
+  return l;
+}
+
+// One (sequence, head) slice of qkv, dqkv and the per-row arrays.
+struct Slice {
+  int T = 0, NH = 0, hs = 0;
+  float scale = 0;  // 1 / sqrt(hs)
+  int b = 0, h = 0;
+  STAGECRAFT_TILE size_t qkv_at(int t, int which) const {  // which: 0 q, 1 k, 2 v
+    return (size_t(b) * T + t) * 3 * NH * hs + size_t(which) * NH * hs + size_t(h) * hs;
+  }
+  STAGECRAFT_TILE size_t out_at(int t) const { return (size_t(b) * T + t) * NH * hs + size_t(h) * hs; }
+  STAGECRAFT_TILE size_t row_at(int t) const { return (size_t(b) * NH + h) * T + t; }
+};
+
+STAGECRAFT_TILE int smaller(int a, int b) { return a < b ? a : b; }
+
+// Copies rows t0 .. t0 + n - 1 of q, k or v (bf16) into a tile of `rows` rows, zeros past n.
+template <typename Block>
+STAGECRAFT_TILE void stage_rows(const Block& blk, bf16* tile, const bf16* qkv, const Slice& s, int which, int t0, int n, int rows) {
+  const int ld = ld16(s.hs);
+  for (int e = blk.thread(); e < rows * s.hs; e += blk.threads()) {
+    const int r = e / s.hs, d = e % s.hs;
+    tile[r * ld + d] = r < n ? qkv[s.qkv_at(t0 + r, which) + d] : bf16{0};
+  }
+}
+
+// The same for dO (fp32), rounded to bf16 on the way in.
+template <typename Block>
+STAGECRAFT_TILE void stage_dout(const Block& blk, bf16* tile, const float* dout, const Slice& s, int t0, int n) {
+  const int ld = ld16(s.hs);
+  for (int e = blk.thread(); e < kRows * s.hs; e += blk.threads()) {
+    const int r = e / s.hs, d = e % s.hs;
+    tile[r * ld + d] = r < n ? to_bf16(dout[s.out_at(t0 + r) + d]) : bf16{0};
+  }
+}
+
+template <typename Block>
+STAGECRAFT_TILE void zero(const Block& blk, float* acc, int rows, int hs) {
+  const int ld = ld32(hs);
+  for (int e = blk.thread(); e < rows * hs; e += blk.threads()) acc[(e / hs) * ld + e % hs] = 0.0f;
+}
+
+// Whether 16 x 16 tile (ti, tj) of the scores of query rows i0.. and key rows j0.. lies wholly
+// above the diagonal (every key after every query): the causal mask zeroes it, so it is skipped.
+STAGECRAFT_TILE bool above_diagonal(int i0, int ti, int j0, int tj) { return j0 + tj * 16 > i0 + ti * 16 + 15; }
+
+// S = Q K^T (and dP = dO V^T where dp) for the 16 x 16 tiles not above the diagonal.
+template <typename Block>
+STAGECRAFT_TILE void scores(const Block& blk, float* S, float* dP, const bf16* Q, const bf16* K, const bf16* dO, const bf16* V,
+                            int i0, int j0, int hs) {
+  const int ldi = ld16(hs), lds = ld32(kCols);
+  constexpr int tiles = (kRows / 16) * (kCols / 16);
+  for (int t = blk.warp(); t < (dP ? 2 : 1) * tiles; t += blk.warps()) {
+    const int u = t % tiles, ti = u / (kCols / 16), tj = u % (kCols / 16);
+    if (above_diagonal(i0, ti, j0, tj)) continue;
+    const bool second = t >= tiles;
+    blk.template mma<false, true>((second ? dP : S) + ti * 16 * lds + tj * 16, lds, false, (second ? dO : Q) + ti * 16 * ldi, ldi,
+                                  (second ? V : K) + tj * 16 * ldi, ldi, hs);
+  }
+}
+
+// acc (rows x hs) += A B with A = a (rows x kdim, row-major) or a^T (a kdim x rows, ACol), and
+// B = b (kdim x hs, row-major).
+template <bool ACol, typename Block>
+STAGECRAFT_TILE void accumulate(const Block& blk, float* acc, const bf16* a, int lda, const bf16* b, int rows, int kdim, int hs) {
+  const int ldb = ld16(hs), ldc = ld32(hs);
+  const int tiles = (rows / 16) * (hs / 16);
+  for (int t = blk.warp(); t < tiles; t += blk.warps()) {
+    const int ti = t / (hs / 16), td = t % (hs / 16);
+    blk.template mma<ACol, false>(acc + ti * 16 * ldc + td * 16, ldc, true, ACol ? a + ti * 16 : a + ti * 16 * lda, lda, b + td * 16,
+                                  ldb, kdim);
+  }
+}
+
+// Forward, query rows q0 = qtile x kRows ..: out (B, T, C) in fp32 or bf16, lse (B, NH, T).
+template <typename Block, typename Out>
+STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const bf16* qkv, const Slice& s, int qtile) {
+  const Layout L = layout(Pass::kForward, s.hs);
+  unsigned char* sm = blk.shared();
+  bf16 *Q = reinterpret_cast<bf16*>(sm + L.q), *K = reinterpret_cast<bf16*>(sm + L.k), *V = reinterpret_cast<bf16*>(sm + L.v),
+       *P = reinterpret_cast<bf16*>(sm + L.p);
+  float *S = reinterpret_cast<float*>(sm + L.s), *O = reinterpret_cast<float*>(sm + L.acc), *m = reinterpret_cast<float*>(sm + L.row),
+        *l = reinterpret_cast<float*>(sm + L.row2);
+  const int hs = s.hs, lds = ld32(kCols), ldp = ld16(kCols), ldo = ld32(hs);
+  const int q0 = qtile * kRows, rows = smaller(kRows, s.T - q0);
+  stage_rows(blk, Q, qkv, s, 0, q0, rows, kRows);
+  zero(blk, O, kRows, hs);
+  for (int r = blk.thread(); r < kRows; r += blk.threads()) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
+  for (int j0 = 0; j0 < q0 + rows; j0 += kCols) {
+    const int cols = smaller(kCols, s.T - j0);
+    stage_rows(blk, K, qkv, s, 1, j0, cols, kCols);
+    stage_rows(blk, V, qkv, s, 2, j0, cols, kCols);
+    blk.sync();
+    scores(blk, S, nullptr, Q, K, nullptr, nullptr, q0, j0, hs);
+    blk.sync();
+    // Online softmax, a warp per row, its lanes along the row; keys past the row (or past T) get
+    // probability 0.
+    for (int r = blk.warp(); r < kRows; r += blk.warps()) {
+      const int valid = r < rows ? smaller(cols, q0 + r - j0 + 1) : 0;
+      float mx = -INFINITY;
+      for (int c = blk.lane(); c < valid; c += blk.lanes()) mx = fmaxf(mx, S[r * lds + c] * s.scale);
+      const float m_old = m[r], m_new = fmaxf(m_old, blk.warp_max(mx));
+      const float corr = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);  // 0 on the row's first keys
+      float sum = 0.0f;
+      for (int c = blk.lane(); c < kCols; c += blk.lanes()) {
+        const float p = c < valid ? expf(S[r * lds + c] * s.scale - m_new) : 0.0f;
+        P[r * ldp + c] = to_bf16(p);
+        sum += p;
+      }
+      sum = blk.warp_sum(sum);
+      for (int d = blk.lane(); d < hs; d += blk.lanes()) O[r * ldo + d] *= corr;
+      blk.warp_sync();  // every lane has read m and l
+      if (blk.lane() == 0) {
+        l[r] = l[r] * corr + sum;
+        m[r] = m_new;
+      }
+    }
+    blk.sync();
+    accumulate<false>(blk, O, P, ldp, V, kRows, kCols, hs);
+    blk.sync();
+  }
+  for (int e = blk.thread(); e < rows * hs; e += blk.threads()) {
+    const int r = e / hs, d = e % hs;
+    element::store(out + s.out_at(q0 + r) + d, O[r * ldo + d] / l[r]);
+  }
+  for (int r = blk.thread(); r < rows; r += blk.threads()) lse[s.row_at(q0 + r)] = m[r] + logf(l[r]);
+}
+
+// P and dS of a staged score tile: query rows i0 .. i0 + rows - 1, key rows j0 .. j0 + cols - 1.
+// Writes P only where P is given.
+template <typename Block>
+STAGECRAFT_TILE void probabilities(const Block& blk, bf16* P, bf16* dS, const float* S, const float* dP, const float* L, const float* delta,
+                                   const Slice& s, int i0, int rows, int j0, int cols) {
+  const int lds = ld32(kCols), ldp = ld16(kCols);
+  for (int e = blk.thread(); e < kRows * kCols; e += blk.threads()) {
+    const int r = e / kCols, c = e % kCols;
+    const bool in = r < rows && c < cols && j0 + c <= i0 + r;
+    const float p = in ? expf(S[r * lds + c] * s.scale - L[r]) : 0.0f;
+    if (P) P[r * ldp + c] = to_bf16(p);
+    dS[r * ldp + c] = to_bf16(in ? s.scale * p * (dP[r * lds + c] - delta[r]) : 0.0f);
+  }
+}
+
+// The per-row L and delta of query rows i0 .. i0 + rows - 1 (0 past them).
+template <typename Block>
+STAGECRAFT_TILE void stage_row_stats(const Block& blk, float* Ls, float* Ds, const float* lse, const float* delta, const Slice& s, int i0,
+                                     int rows) {
+  for (int r = blk.thread(); r < kRows; r += blk.threads()) {
+    Ls[r] = r < rows ? lse[s.row_at(i0 + r)] : 0.0f;
+    Ds[r] = r < rows ? delta[s.row_at(i0 + r)] : 0.0f;
+  }
+}
+
+// dK and dV of key rows k0 = ktile x kCols .., into dqkv (B, T, 3 C) (overwritten there).
+template <typename Block>
+STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* qkv, const float* dout, const float* lse, const float* delta,
+                                    const Slice& s, int ktile) {
+  const Layout L = layout(Pass::kKeyGrads, s.hs);
+  unsigned char* sm = blk.shared();
+  bf16 *Q = reinterpret_cast<bf16*>(sm + L.q), *K = reinterpret_cast<bf16*>(sm + L.k), *V = reinterpret_cast<bf16*>(sm + L.v),
+       *dO = reinterpret_cast<bf16*>(sm + L.dout), *P = reinterpret_cast<bf16*>(sm + L.p), *dS = reinterpret_cast<bf16*>(sm + L.ds);
+  float *S = reinterpret_cast<float*>(sm + L.s), *dP = reinterpret_cast<float*>(sm + L.dp), *dK = reinterpret_cast<float*>(sm + L.acc),
+        *dV = reinterpret_cast<float*>(sm + L.acc2), *Ls = reinterpret_cast<float*>(sm + L.row), *Ds = reinterpret_cast<float*>(sm + L.row2);
+  const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
+  const int k0 = ktile * kCols, cols = smaller(kCols, s.T - k0);
+  stage_rows(blk, K, qkv, s, 1, k0, cols, kCols);
+  stage_rows(blk, V, qkv, s, 2, k0, cols, kCols);
+  zero(blk, dK, kCols, hs);
+  zero(blk, dV, kCols, hs);
+  for (int i0 = k0 / kRows * kRows; i0 < s.T; i0 += kRows) {
+    const int rows = smaller(kRows, s.T - i0);
+    stage_rows(blk, Q, qkv, s, 0, i0, rows, kRows);
+    stage_dout(blk, dO, dout, s, i0, rows);
+    stage_row_stats(blk, Ls, Ds, lse, delta, s, i0, rows);
+    blk.sync();
+    scores(blk, S, dP, Q, K, dO, V, i0, k0, hs);
+    blk.sync();
+    probabilities(blk, P, dS, S, dP, Ls, Ds, s, i0, rows, k0, cols);
+    blk.sync();
+    accumulate<true>(blk, dV, P, ldp, dO, kCols, kRows, hs);
+    accumulate<true>(blk, dK, dS, ldp, Q, kCols, kRows, hs);
+    blk.sync();
+  }
+  for (int e = blk.thread(); e < cols * hs; e += blk.threads()) {
+    const int c = e / hs, d = e % hs;
+    dqkv[s.qkv_at(k0 + c, 1) + d] = dK[c * ldo + d];
+    dqkv[s.qkv_at(k0 + c, 2) + d] = dV[c * ldo + d];
+  }
+}
+
+// dQ of query rows q0 = qtile x kRows .., into dqkv (overwritten there).
+template <typename Block>
+STAGECRAFT_TILE void query_grads_tile(const Block& blk, float* dqkv, const bf16* qkv, const float* dout, const float* lse, const float* delta,
+                                      const Slice& s, int qtile) {
+  const Layout L = layout(Pass::kQueryGrads, s.hs);
+  unsigned char* sm = blk.shared();
+  bf16 *Q = reinterpret_cast<bf16*>(sm + L.q), *K = reinterpret_cast<bf16*>(sm + L.k), *V = reinterpret_cast<bf16*>(sm + L.v),
+       *dO = reinterpret_cast<bf16*>(sm + L.dout), *dS = reinterpret_cast<bf16*>(sm + L.ds);
+  float *S = reinterpret_cast<float*>(sm + L.s), *dP = reinterpret_cast<float*>(sm + L.dp), *dQ = reinterpret_cast<float*>(sm + L.acc),
+        *Ls = reinterpret_cast<float*>(sm + L.row), *Ds = reinterpret_cast<float*>(sm + L.row2);
+  const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
+  const int q0 = qtile * kRows, rows = smaller(kRows, s.T - q0);
+  stage_rows(blk, Q, qkv, s, 0, q0, rows, kRows);
+  stage_dout(blk, dO, dout, s, q0, rows);
+  stage_row_stats(blk, Ls, Ds, lse, delta, s, q0, rows);
+  zero(blk, dQ, kRows, hs);
+  for (int j0 = 0; j0 < q0 + rows; j0 += kCols) {
+    const int cols = smaller(kCols, s.T - j0);
+    stage_rows(blk, K, qkv, s, 1, j0, cols, kCols);
+    stage_rows(blk, V, qkv, s, 2, j0, cols, kCols);
+    blk.sync();
+    scores(blk, S, dP, Q, K, dO, V, q0, j0, hs);
+    blk.sync();
+    probabilities(blk, static_cast<bf16*>(nullptr), dS, S, dP, Ls, Ds, s, q0, rows, j0, cols);
+    blk.sync();
+    accumulate<false>(blk, dQ, dS, ldp, K, kRows, kCols, hs);
+    blk.sync();
+  }
+  for (int e = blk.thread(); e < rows * hs; e += blk.threads()) {
+    const int r = e / hs, d = e % hs;
+    dqkv[s.qkv_at(q0 + r, 0) + d] = dQ[r * ldo + d];
+  }
+}
+
+}  // namespace stagecraft::runtime::flash
