@@ -109,6 +109,20 @@ STAGECRAFT_HD Layout layout(Pass pass, int hs) {
   return l;
 }
 
+// The arrays of a Layout in a tile's scratch (those a pass does not have point at its start;
+// every offset is a multiple of 128 bytes).
+struct Arrays {
+  bf16 *q, *k, *v, *dout, *p, *ds;
+  float *s, *dp, *acc, *acc2, *row, *row2;
+};
+
+STAGECRAFT_HD Arrays arrays(unsigned char* sm, const Layout& l) {
+  bf16* low = reinterpret_cast<bf16*>(sm);
+  float* wide = reinterpret_cast<float*>(sm);
+  return {low + l.q / 2,  low + l.k / 2,  low + l.v / 2,   low + l.dout / 2, low + l.p / 2,   low + l.ds / 2,
+          wide + l.s / 4, wide + l.dp / 4, wide + l.acc / 4, wide + l.acc2 / 4, wide + l.row / 4, wide + l.row2 / 4};
+}
+
 // One (sequence, head) slice of qkv, dqkv and the per-row arrays.
 struct Slice {
   int T = 0, NH = 0, hs = 0;
@@ -184,12 +198,9 @@ STAGECRAFT_TILE void accumulate(const Block& blk, float* acc, const bf16* a, int
 // Forward, query rows q0 = qtile x kRows ..: out (B, T, C) in fp32 or bf16, lse (B, NH, T).
 template <typename Block, typename Out>
 STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const bf16* qkv, const Slice& s, int qtile) {
-  const Layout L = layout(Pass::kForward, s.hs);
-  unsigned char* sm = blk.shared();
-  bf16 *Q = reinterpret_cast<bf16*>(sm + L.q), *K = reinterpret_cast<bf16*>(sm + L.k), *V = reinterpret_cast<bf16*>(sm + L.v),
-       *P = reinterpret_cast<bf16*>(sm + L.p);
-  float *S = reinterpret_cast<float*>(sm + L.s), *O = reinterpret_cast<float*>(sm + L.acc), *m = reinterpret_cast<float*>(sm + L.row),
-        *l = reinterpret_cast<float*>(sm + L.row2);
+  const Arrays a = arrays(blk.shared(), layout(Pass::kForward, s.hs));
+  bf16 *Q = a.q, *K = a.k, *V = a.v, *P = a.p;
+  float *S = a.s, *O = a.acc, *m = a.row, *l = a.row2;
   const int hs = s.hs, lds = ld32(kCols), ldp = ld16(kCols), ldo = ld32(hs);
   const int q0 = qtile * kRows, rows = smaller(kRows, s.T - q0);
   stage_rows(blk, Q, qkv, s, 0, q0, rows, kRows);
@@ -267,12 +278,9 @@ STAGECRAFT_TILE void stage_row_stats(const Block& blk, float* Ls, float* Ds, con
 template <typename Block>
 STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* qkv, const float* dout, const float* lse, const float* delta,
                                     const Slice& s, int ktile) {
-  const Layout L = layout(Pass::kKeyGrads, s.hs);
-  unsigned char* sm = blk.shared();
-  bf16 *Q = reinterpret_cast<bf16*>(sm + L.q), *K = reinterpret_cast<bf16*>(sm + L.k), *V = reinterpret_cast<bf16*>(sm + L.v),
-       *dO = reinterpret_cast<bf16*>(sm + L.dout), *P = reinterpret_cast<bf16*>(sm + L.p), *dS = reinterpret_cast<bf16*>(sm + L.ds);
-  float *S = reinterpret_cast<float*>(sm + L.s), *dP = reinterpret_cast<float*>(sm + L.dp), *dK = reinterpret_cast<float*>(sm + L.acc),
-        *dV = reinterpret_cast<float*>(sm + L.acc2), *Ls = reinterpret_cast<float*>(sm + L.row), *Ds = reinterpret_cast<float*>(sm + L.row2);
+  const Arrays a = arrays(blk.shared(), layout(Pass::kKeyGrads, s.hs));
+  bf16 *Q = a.q, *K = a.k, *V = a.v, *dO = a.dout, *P = a.p, *dS = a.ds;
+  float *S = a.s, *dP = a.dp, *dK = a.acc, *dV = a.acc2, *Ls = a.row, *Ds = a.row2;
   const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
   const int k0 = ktile * kCols, cols = smaller(kCols, s.T - k0);
   stage_rows(blk, K, qkv, s, 1, k0, cols, kCols);
@@ -304,12 +312,9 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* q
 template <typename Block>
 STAGECRAFT_TILE void query_grads_tile(const Block& blk, float* dqkv, const bf16* qkv, const float* dout, const float* lse, const float* delta,
                                       const Slice& s, int qtile) {
-  const Layout L = layout(Pass::kQueryGrads, s.hs);
-  unsigned char* sm = blk.shared();
-  bf16 *Q = reinterpret_cast<bf16*>(sm + L.q), *K = reinterpret_cast<bf16*>(sm + L.k), *V = reinterpret_cast<bf16*>(sm + L.v),
-       *dO = reinterpret_cast<bf16*>(sm + L.dout), *dS = reinterpret_cast<bf16*>(sm + L.ds);
-  float *S = reinterpret_cast<float*>(sm + L.s), *dP = reinterpret_cast<float*>(sm + L.dp), *dQ = reinterpret_cast<float*>(sm + L.acc),
-        *Ls = reinterpret_cast<float*>(sm + L.row), *Ds = reinterpret_cast<float*>(sm + L.row2);
+  const Arrays a = arrays(blk.shared(), layout(Pass::kQueryGrads, s.hs));
+  bf16 *Q = a.q, *K = a.k, *V = a.v, *dO = a.dout, *dS = a.ds;
+  float *S = a.s, *dP = a.dp, *dQ = a.acc, *Ls = a.row, *Ds = a.row2;
   const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
   const int q0 = qtile * kRows, rows = smaller(kRows, s.T - q0);
   stage_rows(blk, Q, qkv, s, 0, q0, rows, kRows);
