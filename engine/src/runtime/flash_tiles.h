@@ -147,6 +147,13 @@ STAGECRAFT_TILE void stage_rows(const Block& blk, bf16* tile, const bf16* qkv, c
   }
 }
 
+// Key and value rows t0 .. t0 + n - 1 into kCols-row tiles.
+template <typename Block>
+STAGECRAFT_TILE void stage_keys(const Block& blk, bf16* K, bf16* V, const bf16* qkv, const Slice& s, int t0, int n) {
+  stage_rows(blk, K, qkv, s, 1, t0, n, kCols);
+  stage_rows(blk, V, qkv, s, 2, t0, n, kCols);
+}
+
 // The same for dO (fp32), rounded to bf16 on the way in.
 template <typename Block>
 STAGECRAFT_TILE void stage_dout(const Block& blk, bf16* tile, const float* dout, const Slice& s, int t0, int n) {
@@ -211,8 +218,7 @@ STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const 
   }
   for (int j0 = 0; j0 < q0 + rows; j0 += kCols) {
     const int cols = smaller(kCols, s.T - j0);
-    stage_rows(blk, K, qkv, s, 1, j0, cols, kCols);
-    stage_rows(blk, V, qkv, s, 2, j0, cols, kCols);
+    stage_keys(blk, K, V, qkv, s, j0, cols);
     blk.sync();
     scores(blk, S, nullptr, Q, K, nullptr, nullptr, q0, j0, hs);
     blk.sync();
@@ -283,8 +289,7 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* q
   float *S = a.s, *dP = a.dp, *dK = a.acc, *dV = a.acc2, *Ls = a.row, *Ds = a.row2;
   const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
   const int k0 = ktile * kCols, cols = smaller(kCols, s.T - k0);
-  stage_rows(blk, K, qkv, s, 1, k0, cols, kCols);
-  stage_rows(blk, V, qkv, s, 2, k0, cols, kCols);
+  stage_keys(blk, K, V, qkv, s, k0, cols);
   zero(blk, dK, kCols, hs);
   zero(blk, dV, kCols, hs);
   for (int i0 = k0 / kRows * kRows; i0 < s.T; i0 += kRows) {
@@ -323,8 +328,7 @@ STAGECRAFT_TILE void query_grads_tile(const Block& blk, float* dqkv, const bf16*
   zero(blk, dQ, kRows, hs);
   for (int j0 = 0; j0 < q0 + rows; j0 += kCols) {
     const int cols = smaller(kCols, s.T - j0);
-    stage_rows(blk, K, qkv, s, 1, j0, cols, kCols);
-    stage_rows(blk, V, qkv, s, 2, j0, cols, kCols);
+    stage_keys(blk, K, V, qkv, s, j0, cols);
     blk.sync();
     scores(blk, S, dP, Q, K, dO, V, q0, j0, hs);
     blk.sync();
