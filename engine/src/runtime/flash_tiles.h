@@ -17,7 +17,9 @@
 //             key tiles at or before it and accumulates dQ += dS K, where
 //             P = exp(scale S - L), dP = dO V^T and dS = scale P (dP - delta). Two kinds of block
 //             instead of atomics on dQ: every gradient is summed in a fixed order (7 products per
-//             tile pair instead of FlashAttention-2's 5).
+//             tile pair instead of FlashAttention-2's 5). dQ, dK and dV stay in the warps'
+//             accumulators (registers) from the first tile to the last; O goes through shared
+//             memory, since the online softmax rescales it by row.
 // Roundings to bf16, as FlashAttention-2 does them: P before P V and P^T dO; dO (fp32 here) as it
 // is staged; dS before dS^T Q and dS K. Everything else is fp32: S, dP, the statistics, O, dQ, dK,
 // dV and every product's accumulation.
@@ -32,10 +34,14 @@
 //                       x over the warp's lanes, returned to each (a warp-wide call)
 //   warp_sync()         a barrier for the warp's lanes
 //   sync()              a barrier: all of the tile's writes to shared() before it are seen after it
-//   mma<ACol, BCol>(c, ldc, accumulate, a, lda, b, ldb, K)
-//                       c (16 x 16 fp32, row-major) = (accumulate ? c : 0) + A B, with A 16 x K and
-//                       B K x 16 in bf16, row-major or column-major as ACol/BCol say; K a multiple
-//                       of 16; a warp-wide call (every thread of the warp makes it).
+//   kWarps              warps() as a constant
+//   Acc                 a warp's 16 x 16 fp32 accumulator, whose elements only the calls below touch
+//   acc_zero(c), acc_load(c, p, ld), acc_store(p, ld, c)
+//                       c = 0; c = the row-major 16 x 16 at p; the reverse
+//   mma<ACol, BCol>(c, a, lda, b, ldb, K)
+//                       c += A B, with A 16 x K and B K x 16 in bf16, row-major or column-major as
+//                       ACol/BCol say; K a multiple of 16
+// The acc_ and mma calls are warp-wide: every thread of the warp makes them.
 //
 // Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
 #pragma once
@@ -48,8 +54,10 @@
 
 #if defined(__CUDACC__)
 #define STAGECRAFT_TILE __device__ __forceinline__
+#define STAGECRAFT_UNROLL _Pragma("unroll")
 #else
 #define STAGECRAFT_TILE inline
+#define STAGECRAFT_UNROLL
 #endif
 
 namespace stagecraft::runtime::flash {
@@ -74,7 +82,7 @@ struct Layout {
   size_t q = 0, k = 0, v = 0, dout = 0;  // bf16, kRows or kCols x ld16(HS)
   size_t s = 0, dp = 0;                  // fp32, kRows x ld32(kCols)
   size_t p = 0, ds = 0;                  // bf16, kRows x ld16(kCols)
-  size_t acc = 0, acc2 = 0;              // fp32, kRows or kCols x ld32(HS): O, dQ, or dK and dV
+  size_t acc = 0;                        // fp32, kRows x ld32(HS): O (forward only)
   size_t row = 0, row2 = 0;              // fp32, kRows: m and l, or L and delta
   size_t bytes = 0;
 };
@@ -101,8 +109,7 @@ STAGECRAFT_HD Layout layout(Pass pass, int hs) {
   if (pass != Pass::kForward) l.dp = take(at, score);
   if (pass != Pass::kQueryGrads) l.p = take(at, prob);
   if (pass != Pass::kForward) l.ds = take(at, prob);
-  l.acc = take(at, acc);
-  if (pass == Pass::kKeyGrads) l.acc2 = take(at, acc);
+  if (pass == Pass::kForward) l.acc = take(at, acc);
   l.row = take(at, row);
   l.row2 = take(at, row);
   l.bytes = at;
@@ -113,14 +120,14 @@ STAGECRAFT_HD Layout layout(Pass pass, int hs) {
 // every offset is a multiple of 128 bytes).
 struct Arrays {
   bf16 *q, *k, *v, *dout, *p, *ds;
-  float *s, *dp, *acc, *acc2, *row, *row2;
+  float *s, *dp, *acc, *row, *row2;
 };
 
 STAGECRAFT_HD Arrays arrays(unsigned char* sm, const Layout& l) {
   bf16* low = reinterpret_cast<bf16*>(sm);
   float* wide = reinterpret_cast<float*>(sm);
   return {low + l.q / 2,  low + l.k / 2,  low + l.v / 2,   low + l.dout / 2, low + l.p / 2,   low + l.ds / 2,
-          wide + l.s / 4, wide + l.dp / 4, wide + l.acc / 4, wide + l.acc2 / 4, wide + l.row / 4, wide + l.row2 / 4};
+          wide + l.s / 4, wide + l.dp / 4, wide + l.acc / 4, wide + l.row / 4, wide + l.row2 / 4};
 }
 
 // One (sequence, head) slice of qkv, dqkv and the per-row arrays.
@@ -170,6 +177,23 @@ STAGECRAFT_TILE void zero(const Block& blk, float* acc, int rows, int hs) {
   for (int e = blk.thread(); e < rows * hs; e += blk.threads()) acc[(e / hs) * ld + e % hs] = 0.0f;
 }
 
+// c (16 x 16 fp32, row-major, in shared memory) = (accumulate ? c : 0) + A B (Block's mma).
+template <bool ACol, bool BCol, typename Block>
+STAGECRAFT_TILE void product(const Block& blk, float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb, int K) {
+  typename Block::Acc acc;
+  if (accumulate) {
+    blk.acc_load(acc, c, ldc);
+  } else {
+    blk.acc_zero(acc);
+  }
+  blk.template mma<ACol, BCol>(acc, a, lda, b, ldb, K);
+  blk.acc_store(c, ldc, acc);
+}
+
+// How many 16 x 16 tiles of a (64 x HS) gradient a warp keeps in its accumulators, at most.
+template <typename Block>
+inline constexpr int kGradTiles = (kRows / 16) * (kMaxHead / 16) / Block::kWarps;
+
 // Whether 16 x 16 tile (ti, tj) of the scores of query rows i0.. and key rows j0.. lies wholly
 // above the diagonal (every key after every query): the causal mask zeroes it, so it is skipped.
 STAGECRAFT_TILE bool above_diagonal(int i0, int ti, int j0, int tj) { return j0 + tj * 16 > i0 + ti * 16 + 15; }
@@ -184,22 +208,62 @@ STAGECRAFT_TILE void scores(const Block& blk, float* S, float* dP, const bf16* Q
     const int u = t % tiles, ti = u / (kCols / 16), tj = u % (kCols / 16);
     if (above_diagonal(i0, ti, j0, tj)) continue;
     const bool second = t >= tiles;
-    blk.template mma<false, true>((second ? dP : S) + ti * 16 * lds + tj * 16, lds, false, (second ? dO : Q) + ti * 16 * ldi, ldi,
-                                  (second ? V : K) + tj * 16 * ldi, ldi, hs);
+    product<false, true>(blk, (second ? dP : S) + ti * 16 * lds + tj * 16, lds, false, (second ? dO : Q) + ti * 16 * ldi, ldi,
+                         (second ? V : K) + tj * 16 * ldi, ldi, hs);
   }
 }
 
-// acc (rows x hs) += A B with A = a (rows x kdim, row-major) or a^T (a kdim x rows, ACol), and
-// B = b (kdim x hs, row-major).
-template <bool ACol, typename Block>
-STAGECRAFT_TILE void accumulate(const Block& blk, float* acc, const bf16* a, int lda, const bf16* b, int rows, int kdim, int hs) {
-  const int ldb = ld16(hs), ldc = ld32(hs);
-  const int tiles = (rows / 16) * (hs / 16);
+// O (kRows x hs, in shared memory) += P V: P (kRows x kCols) and V (kCols x hs) row-major.
+template <typename Block>
+STAGECRAFT_TILE void accumulate_out(const Block& blk, float* O, const bf16* P, const bf16* V, int hs) {
+  const int ldp = ld16(kCols), ldv = ld16(hs), ldo = ld32(hs);
+  const int tiles = (kRows / 16) * (hs / 16);
   for (int t = blk.warp(); t < tiles; t += blk.warps()) {
     const int ti = t / (hs / 16), td = t % (hs / 16);
-    blk.template mma<ACol, false>(acc + ti * 16 * ldc + td * 16, ldc, true, ACol ? a + ti * 16 : a + ti * 16 * lda, lda, b + td * 16,
-                                  ldb, kdim);
+    product<false, false>(blk, O + ti * 16 * ldo + td * 16, ldo, true, P + ti * 16 * ldp, ldp, V + td * 16, ldv, kCols);
   }
+}
+
+// A gradient (64 x hs) in the warps' accumulators: tile t = warp + i x warps is acc[i].
+template <typename Block>
+struct Grad {
+  typename Block::Acc acc[kGradTiles<Block>];
+};
+
+template <typename Block>
+STAGECRAFT_TILE void zero_grad(const Block& blk, Grad<Block>& g) {
+  STAGECRAFT_UNROLL
+  for (int i = 0; i < kGradTiles<Block>; ++i) blk.acc_zero(g.acc[i]);
+}
+
+// g += A B with A = a (64 x 64, row-major) or a^T (ACol), and B = b (64 x hs, row-major); the
+// loop is unrolled to its constant bound so that each accumulator stays in registers.
+template <bool ACol, typename Block>
+STAGECRAFT_TILE void accumulate_grad(const Block& blk, Grad<Block>& g, const bf16* a, const bf16* b, int hs) {
+  const int lda = ld16(kCols), ldb = ld16(hs), tiles = (kRows / 16) * (hs / 16);
+  STAGECRAFT_UNROLL
+  for (int i = 0; i < kGradTiles<Block>; ++i) {
+    const int t = blk.warp() + i * blk.warps();
+    if (t >= tiles) break;
+    const int ti = t / (hs / 16), td = t % (hs / 16);
+    blk.template mma<ACol, false>(g.acc[i], ACol ? a + ti * 16 : a + ti * 16 * lda, lda, b + td * 16, ldb, kRows);
+  }
+}
+
+// Writes rows 0 .. n - 1 of a gradient to dqkv's q, k or v part at rows t0 .., through `stage`
+// (64 x ld32(hs) fp32 of shared memory, free until the call returns).
+template <typename Block>
+STAGECRAFT_TILE void store_grad(const Block& blk, float* dqkv, const Grad<Block>& g, float* stage, const Slice& s, int which, int t0, int n) {
+  const int hs = s.hs, ld = ld32(hs), tiles = (kRows / 16) * (hs / 16);
+  STAGECRAFT_UNROLL
+  for (int i = 0; i < kGradTiles<Block>; ++i) {
+    const int t = blk.warp() + i * blk.warps();
+    if (t >= tiles) break;
+    blk.acc_store(stage + (t / (hs / 16)) * 16 * ld + (t % (hs / 16)) * 16, ld, g.acc[i]);
+  }
+  blk.sync();
+  for (int e = blk.thread(); e < n * hs; e += blk.threads()) dqkv[s.qkv_at(t0 + e / hs, which) + e % hs] = stage[(e / hs) * ld + e % hs];
+  blk.sync();
 }
 
 // Forward, query rows q0 = qtile x kRows ..: out (B, T, C) in fp32 or bf16, lse (B, NH, T).
@@ -245,7 +309,7 @@ STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const 
       }
     }
     blk.sync();
-    accumulate<false>(blk, O, P, ldp, V, kRows, kCols, hs);
+    accumulate_out(blk, O, P, V, hs);
     blk.sync();
   }
   for (int e = blk.thread(); e < rows * hs; e += blk.threads()) {
@@ -286,12 +350,13 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* q
                                     const Slice& s, int ktile) {
   const Arrays a = arrays(blk.shared(), layout(Pass::kKeyGrads, s.hs));
   bf16 *Q = a.q, *K = a.k, *V = a.v, *dO = a.dout, *P = a.p, *dS = a.ds;
-  float *S = a.s, *dP = a.dp, *dK = a.acc, *dV = a.acc2, *Ls = a.row, *Ds = a.row2;
-  const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
+  float *S = a.s, *dP = a.dp, *Ls = a.row, *Ds = a.row2;
+  const int hs = s.hs;
   const int k0 = ktile * kCols, cols = smaller(kCols, s.T - k0);
   stage_keys(blk, K, V, qkv, s, k0, cols);
-  zero(blk, dK, kCols, hs);
-  zero(blk, dV, kCols, hs);
+  Grad<Block> dK, dV;
+  zero_grad(blk, dK);
+  zero_grad(blk, dV);
   for (int i0 = k0 / kRows * kRows; i0 < s.T; i0 += kRows) {
     const int rows = smaller(kRows, s.T - i0);
     stage_rows(blk, Q, qkv, s, 0, i0, rows, kRows);
@@ -302,15 +367,12 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* q
     blk.sync();
     probabilities(blk, P, dS, S, dP, Ls, Ds, s, i0, rows, k0, cols);
     blk.sync();
-    accumulate<true>(blk, dV, P, ldp, dO, kCols, kRows, hs);
-    accumulate<true>(blk, dK, dS, ldp, Q, kCols, kRows, hs);
+    accumulate_grad<true>(blk, dV, P, dO, hs);
+    accumulate_grad<true>(blk, dK, dS, Q, hs);
     blk.sync();
   }
-  for (int e = blk.thread(); e < cols * hs; e += blk.threads()) {
-    const int c = e / hs, d = e % hs;
-    dqkv[s.qkv_at(k0 + c, 1) + d] = dK[c * ldo + d];
-    dqkv[s.qkv_at(k0 + c, 2) + d] = dV[c * ldo + d];
-  }
+  store_grad(blk, dqkv, dK, S, s, 1, k0, cols);  // S and dP, side by side, hold 64 x ld32(hs)
+  store_grad(blk, dqkv, dV, S, s, 2, k0, cols);
 }
 
 // dQ of query rows q0 = qtile x kRows .., into dqkv (overwritten there).
@@ -319,13 +381,14 @@ STAGECRAFT_TILE void query_grads_tile(const Block& blk, float* dqkv, const bf16*
                                       const Slice& s, int qtile) {
   const Arrays a = arrays(blk.shared(), layout(Pass::kQueryGrads, s.hs));
   bf16 *Q = a.q, *K = a.k, *V = a.v, *dO = a.dout, *dS = a.ds;
-  float *S = a.s, *dP = a.dp, *dQ = a.acc, *Ls = a.row, *Ds = a.row2;
-  const int hs = s.hs, ldp = ld16(kCols), ldo = ld32(hs);
+  float *S = a.s, *dP = a.dp, *Ls = a.row, *Ds = a.row2;
+  const int hs = s.hs;
   const int q0 = qtile * kRows, rows = smaller(kRows, s.T - q0);
   stage_rows(blk, Q, qkv, s, 0, q0, rows, kRows);
   stage_dout(blk, dO, dout, s, q0, rows);
   stage_row_stats(blk, Ls, Ds, lse, delta, s, q0, rows);
-  zero(blk, dQ, kRows, hs);
+  Grad<Block> dQ;
+  zero_grad(blk, dQ);
   for (int j0 = 0; j0 < q0 + rows; j0 += kCols) {
     const int cols = smaller(kCols, s.T - j0);
     stage_keys(blk, K, V, qkv, s, j0, cols);
@@ -334,13 +397,10 @@ STAGECRAFT_TILE void query_grads_tile(const Block& blk, float* dqkv, const bf16*
     blk.sync();
     probabilities(blk, static_cast<bf16*>(nullptr), dS, S, dP, Ls, Ds, s, q0, rows, j0, cols);
     blk.sync();
-    accumulate<false>(blk, dQ, dS, ldp, K, kRows, kCols, hs);
+    accumulate_grad<false>(blk, dQ, dS, K, hs);
     blk.sync();
   }
-  for (int e = blk.thread(); e < rows * hs; e += blk.threads()) {
-    const int r = e / hs, d = e % hs;
-    dqkv[s.qkv_at(q0 + r, 0) + d] = dQ[r * ldo + d];
-  }
+  store_grad(blk, dqkv, dQ, S, s, 0, q0, rows);
 }
 
 }  // namespace stagecraft::runtime::flash

@@ -16,8 +16,8 @@ namespace stagecraft::runtime::cpu {
 
 namespace {
 
-// One tile at a time, by one thread: every cooperative loop runs whole, and barriers have nothing
-// to wait for.
+// One tile at a time, by one thread: every cooperative loop runs whole, barriers have nothing to
+// wait for, and an accumulator is a plain 16 x 16 array.
 class SerialTile {
  public:
   explicit SerialTile(size_t bytes) : smem_((bytes + 15) / 16) {}
@@ -33,17 +33,28 @@ class SerialTile {
   void warp_sync() const {}
   void sync() const {}
 
+  static constexpr int kWarps = 1;
+  struct Acc {
+    float v[256];
+  };
+  void acc_zero(Acc& c) const { std::fill(c.v, c.v + 256, 0.0f); }
+  void acc_load(Acc& c, const float* p, int ld) const {
+    for (int i = 0; i < 16; ++i) std::copy(p + size_t(i) * ld, p + size_t(i) * ld + 16, c.v + i * 16);
+  }
+  void acc_store(float* p, int ld, const Acc& c) const {
+    for (int i = 0; i < 16; ++i) std::copy(c.v + i * 16, c.v + i * 16 + 16, p + size_t(i) * ld);
+  }
   template <bool ACol, bool BCol>
-  void mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
+  void mma(Acc& c, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
     for (int i = 0; i < 16; ++i) {
       for (int j = 0; j < 16; ++j) {
-        float sum = accumulate ? c[i * ldc + j] : 0.0f;
+        float sum = c.v[i * 16 + j];
         for (int k = 0; k < K; ++k) {
           const float x = to_float(ACol ? a[i + size_t(k) * lda] : a[size_t(i) * lda + k]);
           const float y = to_float(BCol ? b[k + size_t(j) * ldb] : b[size_t(k) * ldb + j]);
           sum += x * y;
         }
-        c[i * ldc + j] = sum;
+        c.v[i * 16 + j] = sum;
       }
     }
   }

@@ -269,26 +269,40 @@ struct CudaTile {
   __device__ void warp_sync() const { __syncwarp(); }
   __device__ void sync() const { __syncthreads(); }
 
+  static constexpr int kWarps = flash::kWarps;
+#if defined(__CUDA_ARCH__)
+  using Acc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
+#else
+  struct Acc {};  // the host pass never runs a tile
+#endif
+  __device__ void acc_zero(Acc& c) const {
+#if defined(__CUDA_ARCH__)
+    nvcuda::wmma::fill_fragment(c, 0.0f);
+#endif
+  }
+  __device__ void acc_load(Acc& c, const float* p, int ld) const {
+#if defined(__CUDA_ARCH__)
+    nvcuda::wmma::load_matrix_sync(c, p, unsigned(ld), nvcuda::wmma::mem_row_major);
+#endif
+  }
+  __device__ void acc_store(float* p, int ld, const Acc& c) const {
+#if defined(__CUDA_ARCH__)
+    nvcuda::wmma::store_matrix_sync(p, c, unsigned(ld), nvcuda::wmma::mem_row_major);
+#endif
+  }
   template <bool ACol, bool BCol>
-  __device__ void mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
+  __device__ void mma(Acc& c, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     namespace wmma = nvcuda::wmma;
     using LayoutA = std::conditional_t<ACol, wmma::col_major, wmma::row_major>;
     using LayoutB = std::conditional_t<BCol, wmma::col_major, wmma::row_major>;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-    if (accumulate) {
-      wmma::load_matrix_sync(fc, c, unsigned(ldc), wmma::mem_row_major);
-    } else {
-      wmma::fill_fragment(fc, 0.0f);
-    }
     for (int k = 0; k < K; k += 16) {
       wmma::load_matrix_sync(fa, reinterpret_cast<const __nv_bfloat16*>(ACol ? a + size_t(k) * lda : a + k), unsigned(lda));
       wmma::load_matrix_sync(fb, reinterpret_cast<const __nv_bfloat16*>(BCol ? b + k : b + size_t(k) * ldb), unsigned(ldb));
-      wmma::mma_sync(fc, fa, fb, fc);
+      wmma::mma_sync(c, fa, fb, c);
     }
-    wmma::store_matrix_sync(c, fc, unsigned(ldc), wmma::mem_row_major);
 #else
     __trap();  // never launched below sm_80 (flash_tensor_cores checks)
 #endif
