@@ -142,6 +142,27 @@ struct Slice {
   STAGECRAFT_TILE size_t row_at(int t) const { return (size_t(b) * NH + h) * T + t; }
 };
 
+// The slice of (sequence, head) bh.
+STAGECRAFT_HD Slice slice_of(int T, int NH, int hs, int bh) {
+  Slice s;
+  s.T = T;
+  s.NH = NH;
+  s.hs = hs;
+  s.scale = 1.0f / sqrtf(float(hs));
+  s.b = bh / NH;
+  s.h = bh % NH;
+  return s;
+}
+
+// delta = dO . O of one row of hs elements, summed in order; with round_dout, dO rounded to bf16
+// first, as the tensor cores take it for dP (the fp32-core kernels take it as it is).
+template <typename Out>
+STAGECRAFT_HD float row_delta(const float* dout, const Out* out, int hs, bool round_dout) {
+  float sum = 0.0f;
+  for (int d = 0; d < hs; ++d) sum += (round_dout ? to_float(to_bf16(dout[d])) : dout[d]) * element::load(out + d);
+  return sum;
+}
+
 STAGECRAFT_TILE int smaller(int a, int b) { return a < b ? a : b; }
 
 // Copies rows t0 .. t0 + n - 1 of q, k or v (bf16) into a tile of `rows` rows, zeros past n.

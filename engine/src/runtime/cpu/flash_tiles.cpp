@@ -73,16 +73,7 @@ void each_head(flash::Pass pass, int B, int T, int NH, int HS, F&& f) {
   const int pairs = B * NH;
   detail::parallel_for(size_t(pairs), 1, std::min(pairs, num_threads()), [&](size_t first, size_t last) {
     const SerialTile tile(flash::layout(pass, HS).bytes);
-    for (size_t bh = first; bh < last; ++bh) {
-      flash::Slice s;
-      s.T = T;
-      s.NH = NH;
-      s.hs = HS;
-      s.scale = 1.0f / std::sqrt(float(HS));
-      s.b = int(bh) / NH;
-      s.h = int(bh) % NH;
-      f(tile, s);
-    }
+    for (size_t bh = first; bh < last; ++bh) f(tile, flash::slice_of(T, NH, HS, int(bh)));
   });
 }
 
@@ -99,14 +90,12 @@ void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int 
 void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout, const bf16* qkv, const float* out, const float* lse,
                                     int B, int T, int NH, int HS) {
   // delta = dO . O per row, with dO rounded to bf16 as dP = dO V^T takes it (so that each row's dS
-  // sums to zero, as softmax's gradient does), summed in order as the CUDA delta kernel does.
+  // sums to zero, as softmax's gradient does), as the CUDA delta kernel computes it.
   const size_t rows = size_t(B) * NH * T;
   for (size_t i = 0; i < rows; ++i) {
     const size_t bh = i / T, t = i % T, b = bh / NH, h = bh % NH;
     const size_t at = (b * T + t) * NH * HS + h * HS;
-    float sum = 0.0f;
-    for (int d = 0; d < HS; ++d) sum += to_float(runtime::to_bf16(dout[at + d])) * out[at + d];
-    delta[i] = sum;
+    delta[i] = flash::row_delta(dout + at, out + at, HS, true);
   }
   each_head(flash::Pass::kKeyGrads, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
     for (int k = 0; k < tiles(T); ++k) flash::key_grads_tile(tile, dqkv, qkv, dout, lse, delta, s, k);

@@ -15,18 +15,10 @@ namespace stagecraft::runtime::cuda {
 // is the same fp32 one. Every table takes fp32 and bf16 activations (ops.h).
 const Ops& cuda_ops(config::Precision precision = config::Precision::kFp32);
 
-// Calls f with an activation's typed pointer (float* or bf16*, const for an ActIn), so that one
-// launch site instantiates a kernel template for either element type.
-template <typename F>
-void with_typed(ActOut x, F&& f) {
-  if (x.low()) {
-    f(x.low());
-  } else {
-    f(x.f32());
-  }
-}
-template <typename F>
-void with_typed(ActIn x, F&& f) {
+// Calls f with an activation's typed pointer (float* or bf16*, const for an ActIn; Act is ActIn
+// or ActOut), so that one launch site instantiates a kernel template for either element type.
+template <typename Act, typename F>
+void with_typed(Act x, F&& f) {
   if (x.low()) {
     f(x.low());
   } else {

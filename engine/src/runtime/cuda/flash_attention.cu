@@ -123,9 +123,7 @@ __global__ void flash_delta_kernel(float* delta, const In* out, const float* dou
   if (i >= rows) return;
   const size_t bh = i / T, t = i % T, b = bh / NH, h = bh % NH;
   const size_t at = (b * T + t) * NH * hs + h * hs;
-  float s = 0.0f;
-  for (int d = 0; d < hs; ++d) s += (RoundDout ? to_float(to_bf16(dout[at + d])) : dout[at + d]) * element::load(out + at + d);
-  delta[i] = s;
+  delta[i] = flash::row_delta(dout + at, out + at, hs, RoundDout);
 }
 
 // dK, dV: a thread per key row j, query tiles staged in shared memory.
@@ -311,32 +309,22 @@ struct CudaTile {
 
 extern __shared__ __align__(128) unsigned char g_tile_smem[];
 
-__device__ __forceinline__ flash::Slice slice_of(int T, int NH, int hs, float scale) {
-  flash::Slice s;
-  s.T = T;
-  s.NH = NH;
-  s.hs = hs;
-  s.scale = scale;
-  s.b = int(blockIdx.y) / NH;
-  s.h = int(blockIdx.y) % NH;
-  return s;
-}
-
 // The tiles with the most keys first (blockIdx.x 0 is the last query tile): the long causal rows
 // start early, and the short ones fill in at the end of the launch.
 template <typename Out>
-__global__ void __launch_bounds__(flash::kWarps * 32) tc_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs, float scale) {
-  flash::forward_tile(CudaTile{g_tile_smem}, out, lse, qkv, slice_of(T, NH, hs, scale), int(gridDim.x - 1 - blockIdx.x));
+__global__ void __launch_bounds__(flash::kWarps * 32) tc_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
+  flash::forward_tile(CudaTile{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(gridDim.x - 1 - blockIdx.x));
 }
 
 __global__ void __launch_bounds__(flash::kWarps * 32) tc_key_grads_kernel(float* dqkv, const bf16* qkv, const float* dout, const float* lse,
-                                                                         const float* delta, int T, int NH, int hs, float scale) {
-  flash::key_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, slice_of(T, NH, hs, scale), int(blockIdx.x));
+                                                                         const float* delta, int T, int NH, int hs) {
+  flash::key_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(blockIdx.x));
 }
 
 __global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(float* dqkv, const bf16* qkv, const float* dout, const float* lse,
-                                                                           const float* delta, int T, int NH, int hs, float scale) {
-  flash::query_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, slice_of(T, NH, hs, scale), int(gridDim.x - 1 - blockIdx.x));
+                                                                           const float* delta, int T, int NH, int hs) {
+  flash::query_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)),
+                          int(gridDim.x - 1 - blockIdx.x));
 }
 
 // Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
@@ -388,7 +376,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
     with_typed(out, [&](auto* o) {
       const auto kernel = tc_forward_kernel<std::remove_pointer_t<decltype(o)>>;
       if (allow_shared(kernel, bytes)) {
-        kernel<<<grid, flash::kWarps * 32, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS, 1.0f / sqrtf(float(HS)));
+        kernel<<<grid, flash::kWarps * 32, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS);
       }
     });
     launched("flash_attention_forward (tensor cores)");
@@ -418,18 +406,18 @@ void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActI
       flash_delta_kernel<false><<<blocks, 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
     }
   });
-  const float scale = 1.0f / sqrtf(float(HS));
   if (tensor_cores) {
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
     const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
     if (allow_shared(tc_key_grads_kernel, keys) && allow_shared(tc_query_grads_kernel, queries)) {
-      tc_key_grads_kernel<<<grid, flash::kWarps * 32, keys, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS, scale);
-      tc_query_grads_kernel<<<grid, flash::kWarps * 32, queries, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS, scale);
+      tc_key_grads_kernel<<<grid, flash::kWarps * 32, keys, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS);
+      tc_query_grads_kernel<<<grid, flash::kWarps * 32, queries, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS);
     }
     launched("flash_attention_backward (tensor cores)");
     return;
   }
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
+  const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(qkv, [&](const auto* x) {
       flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
