@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Runs the GPU suites and the GPU benchmark on a GPU host that has the CUDA toolkit and a driver
+# but none of the build's other packages (Qt, OpenBLAS, libyaml, Gloo, libssh, SQLite): the
+# build is made on a build machine, packed with the shared libraries it needs, and unpacked and
+# run on the GPU host from the same source tree.
+#
+#   tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE]    on the build machine (defaults: build,
+#                                                       gpu-bundle.tar.xz)
+#   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR]     on the GPU host, in the source tree's root
+#
+# pack takes tst_cuda, bench_gpu_train, stagecraft-cli and stagecraft-worker, every shared library
+# they load but glibc's and the CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: the
+# GPU host's own, which match its driver), and the GPU suites' ctest file. libstdc++ and libgcc_s
+# go in a compat folder that check uses only where the host's own are too old for the binaries.
+#
+# check unpacks the bundle into BUILD_DIR's place in this tree, finds the host's CUDA libraries
+# (the toolkit's lib64, or the nvidia-* Python packages' lib folders), then runs, each with its
+# log in LOG_DIR (default: the current directory):
+#   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores)
+#   bench_gpu_train flash bf16 --breakdown, standard bf16 --breakdown, and flash bf16 with
+#   STAGECRAFT_FLASH_TENSOR_CORES=0
+# It exits non-zero when a suite failed or a library was not found, naming which.
+set -uo pipefail
+
+die() { echo "gpu_host.sh: $*" >&2; exit 2; }
+
+pack() {
+  local build=${1:-build} bundle=${2:-gpu-bundle.tar.xz}
+  local bins=(tst_cuda bench_gpu_train stagecraft-cli stagecraft-worker)
+  [ -f "$build/CMakeCache.txt" ] || die "$build is not a build directory (no CMakeCache.txt); pass the one to pack"
+  grep -q '^STAGECRAFT_WITH_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
+    die "$build was configured without CUDA; configure it with -DSTAGECRAFT_WITH_CUDA=ON"
+  local b
+  for b in "${bins[@]}"; do
+    [ -x "$build/bin/$b" ] || die "$build/bin/$b is missing; build it first (ninja -C $build $b)"
+  done
+  local stage
+  stage=$(mktemp -d) || die "mktemp failed"
+  trap 'rm -rf "$stage"' RETURN
+  mkdir -p "$stage/bin" "$stage/lib/compat" "$stage/tests/gpu"
+  for b in "${bins[@]}"; do cp "$build/bin/$b" "$stage/bin/"; done
+  cp "$build/tests/gpu/CTestTestfile.cmake" "$stage/tests/gpu/"
+  local lib name missing
+  missing=$(for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '/not found/ {print $1}' | sort -u)
+  [ -z "$missing" ] || die "the binaries need libraries this machine lacks: $(echo $missing)"
+  for lib in $(for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+    name=$(basename "$lib")
+    case "$name" in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libresolv.so.*|ld-linux*) ;;  # glibc: the host's
+      libcudart.so.*|libcublas.so.*|libcublasLt.so.*|libnccl.so.*) ;;                           # CUDA: the host's
+      libstdc++.so.*|libgcc_s.so.*) cp -L "$lib" "$stage/lib/compat/$name" ;;
+      *) cp -L "$lib" "$stage/lib/$name" ;;
+    esac
+  done
+  # Where the build was: the binaries carry these absolute paths (the tests' STAGECRAFT_BIN_DIR
+  # and STAGECRAFT_SOURCE_DIR, the ctest file's commands).
+  local source_dir
+  source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  echo "$source_dir" >"$stage/SOURCE_DIR"
+  (cd "$build" && pwd -P) >"$stage/BUILD_DIR"
+  tar -C "$stage" -cJf "$bundle" . || die "could not write $bundle"
+  echo "packed ${#bins[@]} programs and $(ls "$stage/lib" "$stage/lib/compat" | grep -c '\.so') libraries into $bundle ($(du -h "$bundle" | cut -f1))"
+}
+
+# The first folder under the given roots holding a file of the given name.
+find_lib() {
+  local name=$1; shift
+  local root hit
+  for root in "$@"; do
+    [ -d "$root" ] || continue
+    hit=$(find -L "$root" -maxdepth 6 -name "$name" -print -quit 2>/dev/null)
+    if [ -n "$hit" ]; then dirname "$hit"; return 0; fi
+  done
+  return 1
+}
+
+check() {
+  local bundle=${1:-gpu-bundle.tar.xz} logs=${2:-.}
+  [ -f "$bundle" ] || die "no bundle at $bundle; make one with 'tests/gpu/gpu_host.sh pack' on the build machine"
+  [ -f tests/gpu/CMakeLists.txt ] || die "run check in the source tree's root (tests/gpu/CMakeLists.txt not found here)"
+  command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host has no NVIDIA driver"
+  command -v ctest >/dev/null || die "ctest not found: install CMake"
+  mkdir -p "$logs" || die "cannot create $logs"
+  logs=$(cd "$logs" && pwd -P)
+  local unpacked
+  unpacked=$(mktemp -d) || die "mktemp failed"
+  tar -C "$unpacked" -xJf "$bundle" || die "$bundle is not a bundle made by pack"
+  local source_dir build_dir here
+  source_dir=$(cat "$unpacked/SOURCE_DIR") build_dir=$(cat "$unpacked/BUILD_DIR") here=$(pwd -P)
+  # The build's source path must reach this tree: link it there where it is elsewhere.
+  if [ "$source_dir" != "$here" ]; then
+    if [ -e "$source_dir" ] && [ "$(cd "$source_dir" && pwd -P)" != "$here" ]; then
+      die "$source_dir (where the bundle was built) exists and is not this tree; unpack elsewhere or move it"
+    fi
+    mkdir -p "$(dirname "$source_dir")" && ln -sfn "$here" "$source_dir" || die "cannot link $source_dir to $here"
+  fi
+  case "$build_dir" in
+    "$source_dir"/*) ;;
+    *) die "the bundle's build folder $build_dir is outside its source tree $source_dir; build inside the tree" ;;
+  esac
+  local build_here=$here/${build_dir#"$source_dir"/}
+  mkdir -p "$build_here/bin" "$build_here/tests/gpu" "$build_here/lib/bundle"
+  cp -a "$unpacked/bin/." "$build_here/bin/"
+  cp -a "$unpacked/tests/gpu/CTestTestfile.cmake" "$build_here/tests/gpu/"
+  cp -a "$unpacked/lib/." "$build_here/lib/bundle/"
+  rm -rf "$unpacked"
+
+  # The host's CUDA libraries: the toolkit's, else PyTorch's nvidia-* packages.
+  local roots=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets /usr/lib/x86_64-linux-gnu)
+  local py site
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" >/dev/null || continue
+    for site in $("$py" -c 'import site, sys; print(" ".join(site.getsitepackages()))' 2>/dev/null); do roots+=("$site/nvidia"); done
+  done
+  local path=$build_here/lib/bundle lib dir
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    dir=$(find_lib "$lib" "${roots[@]}") || die "$lib not found on this host (looked under ${roots[*]}); install the CUDA 13 toolkit and NCCL"
+    case ":$path:" in *":$dir:"*) ;; *) path=$path:$dir ;; esac
+  done
+  # The build machine's libstdc++ and libgcc_s only where this host's are too old for the binaries.
+  if LD_LIBRARY_PATH=$path ldd "$build_here/bin/tst_cuda" 2>&1 | grep -q 'not found'; then
+    path=$path:$build_here/lib/bundle/compat
+  fi
+  if LD_LIBRARY_PATH=$path ldd "$build_here/bin/tst_cuda" 2>&1 | grep 'not found'; then
+    die "tst_cuda still misses the libraries above"
+  fi
+  export LD_LIBRARY_PATH=$path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "libraries: $LD_LIBRARY_PATH"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+  local failed=()
+  ctest --test-dir "$build_here/tests/gpu" -L gpu --output-on-failure -V >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
+  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG' "$logs/ctest_gpu.log" | tail -n 80
+  # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable.
+  grep -q '\*\*\*Skipped' "$logs/ctest_gpu.log" && failed+=("a GPU suite skipped (its SKIPPED line above says why)")
+  local bench=$build_here/bin/bench_gpu_train
+  "$bench" flash bf16 --breakdown >"$logs/bench_flash_bf16.log" 2>&1 || failed+=("bench_gpu_train flash bf16")
+  "$bench" standard bf16 --breakdown >"$logs/bench_standard_bf16.log" 2>&1 || failed+=("bench_gpu_train standard bf16")
+  STAGECRAFT_FLASH_TENSOR_CORES=0 "$bench" flash bf16 >"$logs/bench_flash_bf16_no_tensor_cores.log" 2>&1 ||
+    failed+=("bench_gpu_train flash bf16 without tensor cores")
+  local f
+  for f in bench_flash_bf16 bench_standard_bf16 bench_flash_bf16_no_tensor_cores; do
+    echo "== $f"
+    grep -v '^  ' "$logs/$f.log" | tail -n 20
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    local joined
+    joined=$(printf '%s; ' "${failed[@]}")
+    echo "gpu_host.sh: failed: ${joined%; } (logs in $logs)" >&2
+    return 1
+  fi
+  echo "gpu_host.sh: all GPU suites and benchmarks ran (logs in $logs)"
+}
+
+case "${1:-}" in
+  pack) shift; pack "$@" ;;
+  check) shift; check "$@" ;;
+  *) die "usage: tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE] | check [BUNDLE] [LOG_DIR]" ;;
+esac
