@@ -4,14 +4,20 @@
 // per shape: ms a step, tokens/s, model TFLOP/s, MFU against the catalog's dense peak for the
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
-//   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown]   (default: flash fp32 H100-SXM)
+//   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown] [--micro-batch B] [--accumulate N]
+//   (default: flash fp32 H100-SXM, each shape's own micro-batch, one micro-batch a step)
 //
+// --micro-batch B: B sequences a micro-batch for every shape (default 8, 8 and 4).
+// --accumulate N: N micro-batches a step, their gradients summed before one update, as real
+// runs do (llm.c's GPT-2 runs take half a million tokens a step): the update, the gradient norm
+// and the weights' bf16 copy are then paid once per N micro-batches.
 // --breakdown: after each shape's row, the kernel time of its step, kernel by kernel
 // (kernel_breakdown.h; each kernel timed alone, so the step there is slower than the row's).
 //
 // Asserts nothing about time; exits 77 without a GPU.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -38,11 +44,22 @@ struct Shape {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   bool breakdown = false;
+  int micro_batch = 0, accumulate = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--breakdown") {
+    const std::string a = argv[i];
+    if (a == "--breakdown") {
       breakdown = true;
+    } else if (a == "--micro-batch" || a == "--accumulate") {
+      char* end = nullptr;
+      const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || end == argv[i + 1] || *end != '\0' || v < 1 || v > 4096) {
+        std::fprintf(stderr, "bench_gpu_train: %s takes a whole number from 1 to 4096\n", a.c_str());
+        return 2;
+      }
+      (a == "--micro-batch" ? micro_batch : accumulate) = static_cast<int>(v);
+      ++i;
     } else {
-      args.push_back(argv[i]);
+      args.push_back(a);
     }
   }
   const std::string attention = args.size() > 0 ? args[0] : "flash";
@@ -58,19 +75,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   runtime::Device& dev = *gpu.value();
-  std::printf("%s, %s, attention %s, seq_len 1024, vocab 50304; predictions for %s\n", dev.name().c_str(), precision.c_str(),
-              attention.c_str(), device_name.c_str());
+  std::printf("%s, %s, attention %s, seq_len 1024, vocab 50304, %d micro-batch%s a step; predictions for %s\n", dev.name().c_str(),
+              precision.c_str(), attention.c_str(), accumulate, accumulate == 1 ? "" : "es", device_name.c_str());
   std::printf("%-6s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
               "pred ms", "pred tok/s", "pred GiB");
   std::vector<uint16_t> tokens(1 << 20);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) % 50257);
   const auto data = runtime::TokenData::from_tokens(tokens);
   double peak_tflops = 0;
-  for (const Shape& s : {Shape{"124M", 12, 768, 12, 8}, Shape{"350M", 24, 1024, 16, 8}, Shape{"774M", 36, 1280, 20, 4}}) {
+  for (Shape s : {Shape{"124M", 12, 768, 12, 8}, Shape{"350M", 24, 1024, 16, 8}, Shape{"774M", 36, 1280, 20, 4}}) {
+    if (micro_batch > 0) s.micro_batch = micro_batch;
+    const int global_batch = s.micro_batch * accumulate;
     const std::string yaml = "cluster: {nodes: 1, gpus_per_node: 1, device: " + device_name + "}\n" +
                              "model: {layers: " + std::to_string(s.layers) + ", hidden: " + std::to_string(s.hidden) +
                              ", heads: " + std::to_string(s.heads) + ", seq_len: 1024, vocab: 50304}\n" +
-                             "train: {global_batch: " + std::to_string(s.micro_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
+                             "train: {global_batch: " + std::to_string(global_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
                              ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
                              "}\nbackend: cuda\n";
     auto cfg = config::parse_config(yaml, "bench", {});
@@ -115,7 +134,7 @@ int main(int argc, char** argv) {
     }
     const auto& e = plan->estimate;
     peak_tflops = e.peak_tflops;
-    const double tokens_per_step = double(s.micro_batch) * 1024;
+    const double tokens_per_step = double(global_batch) * 1024;
     const double tflops = e.model_flops / best / 1e12;
     std::printf("%-6s %3d %9.1f %9.0f %9.1f %6.1f%% %9.2f | %9.1f %9.0f %9.2f\n", s.name, s.micro_batch, best * 1e3,
                 tokens_per_step / best, tflops, 100.0 * tflops / e.peak_tflops, peak / double(1ull << 30), e.step_time_s * 1e3,

@@ -2,7 +2,10 @@
 off (or bf16 autocast), scaled_dot_product_attention (causal), fused AdamW, optionally
 torch.compile.
 
-    python3 bench_gpu_train_torch.py [compile] [bf16]
+    python3 bench_gpu_train_torch.py [compile] [bf16] [micro_batch=B] [accumulate=N]
+
+micro_batch=B sets every shape's micro-batch (default 8, 8 and 4); accumulate=N sums N
+micro-batches' gradients before each update, as bench_gpu_train --accumulate does.
 
 Prints ms a step and tokens/s per shape; asserts nothing.
 """
@@ -57,10 +60,22 @@ class Gpt(nn.Module):
 def main():
     use_compile = "compile" in sys.argv[1:]
     bf16 = "bf16" in sys.argv[1:]
+    options = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+    unknown = set(options) - {"micro_batch", "accumulate"} | {a for a in sys.argv[1:] if "=" not in a} - {"compile", "bf16"}
+    if unknown:
+        sys.exit(f"bench_gpu_train_torch.py: unknown argument(s) {sorted(unknown)}; takes compile, bf16, micro_batch=B, accumulate=N")
+    try:
+        micro_batch = int(options.get("micro_batch", 0))
+        accumulate = int(options.get("accumulate", 1))
+    except ValueError:
+        sys.exit("bench_gpu_train_torch.py: micro_batch and accumulate take whole numbers")
+    if micro_batch < 0 or accumulate < 1:
+        sys.exit("bench_gpu_train_torch.py: micro_batch must be at least 1 and accumulate at least 1")
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}, {'bf16 autocast' if bf16 else 'fp32 (TF32 off)'}, "
-          f"sdpa, {'torch.compile' if use_compile else 'eager'}")
+          f"sdpa, {'torch.compile' if use_compile else 'eager'}, {accumulate} micro-batch(es) a step")
     print(f"{'model':6} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
     for name, layers, c, nh, b in (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4)):
+        b = micro_batch or b
         torch.manual_seed(0)
         model = Gpt(layers, c, nh).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
@@ -71,16 +86,17 @@ def main():
         for rep in range(7):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-                loss = step_fn(idx, tgt)
-            loss.backward()
+            for _ in range(accumulate):
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                    loss = step_fn(idx, tgt) / accumulate
+                loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
             if rep >= 2:
                 best = min(best, time.perf_counter() - t0)
-        print(f"{name:6} {b:3d} {best * 1e3:9.1f} {b * 1024 / best:9.0f}", flush=True)
+        print(f"{name:6} {b:3d} {best * 1e3:9.1f} {b * accumulate * 1024 / best:9.0f}", flush=True)
         del model, opt
 
 

@@ -6,7 +6,8 @@
 #
 #   tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE]    on the build machine (defaults: build,
 #                                                       gpu-bundle.tar.xz)
-#   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR]     on the GPU host, in the source tree's root
+#   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR] [all|suites|bench]
+#                                                       on the GPU host, in the source tree's root
 #
 # pack takes tst_cuda, bench_gpu_train, stagecraft-cli and stagecraft-worker, every shared library
 # they load but glibc's and the CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: the
@@ -15,10 +16,13 @@
 #
 # check unpacks the bundle into BUILD_DIR's place in this tree, finds the host's CUDA libraries
 # (the toolkit's lib64, or the nvidia-* Python packages' lib folders), then runs, each with its
-# log in LOG_DIR (default: the current directory):
+# log in LOG_DIR (default: the current directory), the suites, the benchmarks or both (all, the
+# default):
 #   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores)
-#   bench_gpu_train flash bf16 --breakdown, standard bf16 --breakdown, and flash bf16 with
-#   STAGECRAFT_FLASH_TENSOR_CORES=0
+#   bench_gpu_train flash bf16 --breakdown, standard bf16 --breakdown, flash bf16 with
+#   STAGECRAFT_FLASH_TENSOR_CORES=0, and flash bf16 --accumulate 8
+#   bench_gpu_train_torch.py bf16, with accumulate=8, and with torch.compile too, where the
+#   host's python3 has PyTorch with CUDA
 # It exits non-zero when a suite failed or a library was not found, naming which.
 set -uo pipefail
 
@@ -75,7 +79,8 @@ find_lib() {
 }
 
 check() {
-  local bundle=${1:-gpu-bundle.tar.xz} logs=${2:-.}
+  local bundle=${1:-gpu-bundle.tar.xz} logs=${2:-.} what=${3:-all}
+  case "$what" in all|suites|bench) ;; *) die "check runs all, suites or bench, not '$what'" ;; esac
   [ -f "$bundle" ] || die "no bundle at $bundle; make one with 'tests/gpu/gpu_host.sh pack' on the build machine"
   [ -f tests/gpu/CMakeLists.txt ] || die "run check in the source tree's root (tests/gpu/CMakeLists.txt not found here)"
   command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host has no NVIDIA driver"
@@ -129,31 +134,55 @@ check() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
   local failed=()
-  ctest --test-dir "$build_here/tests/gpu" -L gpu --output-on-failure -V >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
-  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG' "$logs/ctest_gpu.log" | tail -n 80
-  # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable.
-  grep -q '\*\*\*Skipped' "$logs/ctest_gpu.log" && failed+=("a GPU suite skipped (its SKIPPED line above says why)")
-  local bench=$build_here/bin/bench_gpu_train
-  "$bench" flash bf16 --breakdown >"$logs/bench_flash_bf16.log" 2>&1 || failed+=("bench_gpu_train flash bf16")
-  "$bench" standard bf16 --breakdown >"$logs/bench_standard_bf16.log" 2>&1 || failed+=("bench_gpu_train standard bf16")
-  STAGECRAFT_FLASH_TENSOR_CORES=0 "$bench" flash bf16 >"$logs/bench_flash_bf16_no_tensor_cores.log" 2>&1 ||
-    failed+=("bench_gpu_train flash bf16 without tensor cores")
-  local f
-  for f in bench_flash_bf16 bench_standard_bf16 bench_flash_bf16_no_tensor_cores; do
-    echo "== $f"
-    grep -v '^  ' "$logs/$f.log" | tail -n 20
-  done
+  [ "$what" = bench ] || run_suites
+  [ "$what" = suites ] || run_benchmarks
   if [ ${#failed[@]} -gt 0 ]; then
     local joined
     joined=$(printf '%s; ' "${failed[@]}")
     echo "gpu_host.sh: failed: ${joined%; } (logs in $logs)" >&2
     return 1
   fi
-  echo "gpu_host.sh: all GPU suites and benchmarks ran (logs in $logs)"
+  echo "gpu_host.sh: $what ran (logs in $logs)"
+}
+
+# check's parts: they share its variables (build_here, logs, failed).
+run_suites() {
+  ctest --test-dir "$build_here/tests/gpu" -L gpu --output-on-failure -V >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
+  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG' "$logs/ctest_gpu.log" | tail -n 80
+  # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable.
+  grep -q '\*\*\*Skipped' "$logs/ctest_gpu.log" && failed+=("a GPU suite skipped (its SKIPPED line above says why)")
+}
+
+run_benchmarks() {
+  local bench=$build_here/bin/bench_gpu_train
+  "$bench" flash bf16 --breakdown >"$logs/bench_flash_bf16.log" 2>&1 || failed+=("bench_gpu_train flash bf16")
+  "$bench" standard bf16 --breakdown >"$logs/bench_standard_bf16.log" 2>&1 || failed+=("bench_gpu_train standard bf16")
+  STAGECRAFT_FLASH_TENSOR_CORES=0 "$bench" flash bf16 >"$logs/bench_flash_bf16_no_tensor_cores.log" 2>&1 ||
+    failed+=("bench_gpu_train flash bf16 without tensor cores")
+  "$bench" flash bf16 --accumulate 8 >"$logs/bench_flash_bf16_accumulate8.log" 2>&1 || failed+=("bench_gpu_train flash bf16 --accumulate 8")
+  local logs_list=(bench_flash_bf16 bench_standard_bf16 bench_flash_bf16_no_tensor_cores bench_flash_bf16_accumulate8)
+  # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    local mode
+    for mode in "bf16" "bf16 accumulate=8" "compile bf16 accumulate=8"; do
+      local name=torch_${mode// /_}
+      name=${name//=/}
+      # shellcheck disable=SC2086  # the mode is several words on purpose
+      PYTHONUNBUFFERED=1 python3 tests/bench/bench_gpu_train_torch.py $mode >"$logs/$name.log" 2>&1 || failed+=("PyTorch $mode")
+      logs_list+=("$name")
+    done
+  else
+    echo "no PyTorch with CUDA on this host's python3: the PyTorch reference is not run"
+  fi
+  local f
+  for f in "${logs_list[@]}"; do
+    echo "== $f"
+    grep -v '^  ' "$logs/$f.log" | tail -n 20
+  done
 }
 
 case "${1:-}" in
   pack) shift; pack "$@" ;;
   check) shift; check "$@" ;;
-  *) die "usage: tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE] | check [BUNDLE] [LOG_DIR]" ;;
+  *) die "usage: tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE] | check [BUNDLE] [LOG_DIR] [all|suites|bench]" ;;
 esac
