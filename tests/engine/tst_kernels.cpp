@@ -854,6 +854,16 @@ class TestKernels : public QObject {
       k.gelu_backward(g1.data(), xw.data(), dy.data(), n);
       k.gelu_backward(g2.data(), x16.data(), dy.data(), n);
       QVERIFY(all_equal(y1, y2) && all_equal(g1, g2));
+      // A bf16 gradient at GELU's output, turned in place into the one at its input (GptStage's
+      // bf16 path), with a bf16 input beside it: the rounding of what the widened values give.
+      const std::vector<bf16> dy16 = rounded(dy);
+      std::vector<float> dyw(n), g3(n);
+      cpu::from_bf16(dyw.data(), dy16.data(), n);
+      k.gelu_backward(g3.data(), xw.data(), dyw.data(), n);
+      std::vector<bf16> inplace = dy16;
+      k.gelu_backward(inplace.data(), x16.data(), inplace.data(), n);
+      QVERIFY(same(inplace, rounded(g3)));
+      QVERIFY(!same(inplace, dy16));
     }
     {  // attention, writing a bf16 output, and reading bf16 q k v
       const std::vector<float> qkv = cast<float>(randn(size_t(BT) * 3 * C, 95));
@@ -873,6 +883,15 @@ class TestKernels : public QObject {
       k.attention_backward(d1.data(), s1.data(), dout.data(), qkv_wide.data(), a1.data(), B, T, NH, HS);
       k.attention_backward(d2.data(), s2.data(), dout.data(), qkv16.data(), a2.data(), B, T, NH, HS);
       QVERIFY(all_equal(d1, d2));
+      // A bf16 gradient at the output, and dq dk dv written in bf16: the rounding of what the
+      // widened values give.
+      const std::vector<bf16> dout16 = rounded(dout);
+      std::vector<float> dout_wide(n);
+      cpu::from_bf16(dout_wide.data(), dout16.data(), n);
+      std::vector<bf16> d16(qkv.size());
+      k.attention_backward(d1.data(), s1.data(), dout_wide.data(), qkv_wide.data(), a1.data(), B, T, NH, HS);
+      k.attention_backward(d16.data(), s2.data(), dout16.data(), qkv16.data(), a2.data(), B, T, NH, HS);
+      QVERIFY(same(d16, rounded(d1)));
     }
     {  // the loss's gradient at the logits, into fp32 logits in place and into bf16
       const int V = 53;
@@ -908,6 +927,12 @@ class TestKernels : public QObject {
         k.matmul_backward(di1.data(), dw1.data(), db1.data(), dout_wide.data(), wide.data(), W_wide.data(), BT, C, OC, layout);
         k.matmul_backward(di2.data(), dw2.data(), db2.data(), dout16.data(), in16.data(), W16.data(), BT, C, OC, layout);
         QVERIFY(all_equal(di1, di2) && all_equal(dw1, dw2) && all_equal(db1, db2));
+        // The gradient at the input written in bf16 (the next kernel reads it so), the weight's
+        // and the bias's gradients as before.
+        std::vector<bf16> di16(n);
+        k.matmul_backward(di1.data(), dw1.data(), db1.data(), dout_wide.data(), wide.data(), W_wide.data(), BT, C, OC, layout);
+        k.matmul_backward(di16.data(), dw2.data(), db2.data(), dout16.data(), in16.data(), W16.data(), BT, C, OC, layout);
+        QVERIFY(same(di16, rounded(di1)) && all_equal(dw1, dw2) && all_equal(db1, db2));
         k.matmul_forward(o1.data(), wide.data(), W_wide.data(), bias.data(), BT, C, OC, layout);
         k.matmul_forward(o2.data(), in16.data(), W16.data(), bias.data(), BT, C, OC, layout);
         QVERIFY(all_equal(o1, o2));

@@ -120,13 +120,24 @@ class TiledFlashOps final : public ObservedOps {
       }
     }
   }
-  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
+  void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
     ++backwards;
     if (!qkv.low()) return refuse();
-    std::vector<float> o(size_t(B) * T * NH * HS);
-    for (size_t i = 0; i < o.size(); ++i) o[i] = out.low() ? to_float(out.low()[i]) : out.f32()[i];
-    cpu::flash_attention_tiled_backward(dqkv, scratch, dout, qkv.low(), o.data(), lse, B, T, NH, HS);
+    const size_t n = size_t(B) * T * NH * HS;
+    std::vector<float> o(n), dy(n), d(3 * n);
+    for (size_t i = 0; i < n; ++i) {
+      o[i] = out.low() ? to_float(out.low()[i]) : out.f32()[i];
+      dy[i] = dout.low() ? to_float(dout.low()[i]) : dout.f32()[i];
+    }
+    cpu::flash_attention_tiled_backward(d.data(), scratch, dy.data(), qkv.low(), o.data(), lse, B, T, NH, HS);
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (dqkv.low()) {
+        dqkv.low()[i] = to_bf16(d[i]);
+      } else {
+        dqkv.f32()[i] = d[i];
+      }
+    }
   }
   mutable std::atomic<int> forwards{0}, backwards{0}, refused{0};
 

@@ -520,6 +520,12 @@ class TestCuda : public QObject {
       QVERIFY(d.synchronize().ok());
       check("gelu_forward bf16 in and out", y2.back(d), Low16::wide(y2.host), one_rounding);
       check("gelu_backward bf16 in", dx2.back(d), dx2.host, 1e-5);
+      // A bf16 gradient at GELU's output turned in place into the one at its input.
+      Low16 g16(d, dy.host);
+      cpu.gelu_backward(g16.h(), x16.h(), g16.h(), n);
+      gk.gelu_backward(g16.g(), x16.g(), g16.g(), n);
+      QVERIFY(d.synchronize().ok());
+      check("gelu_backward bf16 in place", g16.back(d), Low16::wide(g16.host), one_rounding);
       check("layernorm_forward bf16 out", out.back(d), Low16::wide(out.host), one_rounding);
       check("layernorm_forward mean", mean.back(d), mean.host, 1e-5);
       check("gelu_forward bf16 out", y.back(d), Low16::wide(y.host), one_rounding);
@@ -555,6 +561,20 @@ class TestCuda : public QObject {
       check("flash_attention_forward bf16 qkv", fout2.back(d), Low16::wide(out2.host), 1e-2);
       check("attention_backward bf16 qkv", dqkv2.back(d), dqkv2.host, p == config::Precision::kFp32 ? 1e-5 : 5e-2);
       check("flash_attention_backward bf16 qkv", fdqkv2.back(d), dqkv2.host, 2e-2);
+      // The gradients at the output and at q k v in bf16 too (GptStage's bf16 path), and the
+      // fused backward with only dout in bf16 (CudaOps stages that mix).
+      Low16 dout16(d, dout.host), dq16(d, size_t(BT) * 3 * C), fdq16(d, size_t(BT) * 3 * C);
+      Twin dqw(d, size_t(BT) * 3 * C), fdqw(d, size_t(BT) * 3 * C);
+      cpu.attention_backward(dq16.h(), scratch.h(), dout16.h(), q16.h(), a2.h(), B, T, NH, HS);
+      cpu.attention_backward(dqw.h(), scratch.h(), dout16.h(), q16.h(), a2.h(), B, T, NH, HS);
+      gk.attention_backward(dq16.g(), scratch.g(), dout16.g(), q16.g(), a2.g(), B, T, NH, HS);
+      gk.flash_attention_backward(fdq16.g(), delta.g(), dout16.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS);
+      gk.flash_attention_backward(fdqw.g(), delta.g(), dout16.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS);
+      QVERIFY(d.synchronize().ok());
+      check("attention_backward bf16 dout and dqkv", dq16.back(d), Low16::wide(dq16.host),
+            p == config::Precision::kFp32 ? one_rounding : 5e-2);
+      check("flash_attention_backward bf16 dout and dqkv", fdq16.back(d), Low16::wide(dq16.host), 2e-2);
+      check("flash_attention_backward bf16 dout, fp32 dqkv", fdqw.back(d), dqw.host, 2e-2);
     }
     {  // GEMMs reading a bf16 input, with the fp32 weight and with its bf16 copy
       const std::vector<float> x = randn(n, 45);
@@ -582,6 +602,12 @@ class TestCuda : public QObject {
         check("matmul_backward dinp, all bf16", dinp2.back(d), dinp2.host, tol);
         check("matmul_backward dweight, all bf16", dw2.back(d), dw2.host, tol);
         check("matmul_backward dbias from a bf16 gradient", db.back(d), db.host, 1e-5);
+        // dinp written in bf16 (bf16 table: by cuBLAS as it stores).
+        Low16 di16(d, n);
+        cpu.matmul_backward(di16.h(), nullptr, nullptr, dl.h(), in.h(), wl.h(), BT, C, OC, layout);
+        gk.matmul_backward(di16.g(), nullptr, nullptr, dl.g(), in.g(), wl.g(), BT, C, OC, layout);
+        QVERIFY(d.synchronize().ok());
+        check("matmul_backward bf16 dinp", di16.back(d), Low16::wide(di16.host), p == config::Precision::kFp32 ? one_rounding : 1e-2);
         // A bf16 output with a bf16 bias (bf16 table: cuBLASLt's all-bf16 combination where it
         // has an algorithm).
         Low16 bl(d, bias.host), out16(d, size_t(BT) * OC);
@@ -661,9 +687,12 @@ class TestCuda : public QObject {
     Twin f32(d, Low16::wide(qkv.host));
     gk.flash_attention_forward(out.g(), lse.g(), qkv.g(), B, T, NH, HS);
     gk.flash_attention_backward(dqkv.g(), delta.g(), dout.g(), qkv.g(), out.g(), lse.g(), B, T, NH, HS);
+    // And with dout and dqkv in bf16, as GptStage passes them with bf16 activations.
+    Low16 dout16(d, dout.host), dqkv16(d, dqkv.host.size());
+    gk.flash_attention_backward(dqkv16.g(), delta.g(), dout16.g(), qkv.g(), out.g(), lse.g(), B, T, NH, HS);
     QVERIFY(d.synchronize().ok());
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
-    const std::vector<float> gout = out.back(d), glse = lse.back(d), gdqkv = dqkv.back(d);
+    const std::vector<float> gout = out.back(d), glse = lse.back(d), gdqkv = dqkv.back(d), gdqkv16 = dqkv16.back(d);
     // The tile program on the CPU: its out rounded to bf16 as the GPU stores it, and its backward
     // from the GPU's out, as the GPU's is.
     std::vector<float> tout(n), tlse(rows), tdqkv(dqkv.host.size()), tdelta(rows);
@@ -674,14 +703,21 @@ class TestCuda : public QObject {
     std::vector<float> rout(n), att(rows * T), rdqkv(tdqkv.size()), scratch(att.size());
     cpu::attention_forward(rout.data(), att.data(), f32.h(), B, T, NH, HS);
     cpu::attention_backward(rdqkv.data(), scratch.data(), dout.h(), f32.h(), att.data(), B, T, NH, HS);
+    // The tile program from the bf16 dout, its dqkv rounded to bf16 as the GPU stores it.
+    std::vector<float> tdqkv16(tdqkv.size());
+    const std::vector<float> dout_wide = Low16::wide(dout16.host);
+    cpu::flash_attention_tiled_backward(tdqkv16.data(), tdelta.data(), dout_wide.data(), qkv.h(), gout.data(), glse.data(), B, T, NH, HS);
+    for (float& v : tdqkv16) v = to_float(to_bf16(v));
     double lse_err = 0;
     for (size_t r = 0; r < rows; ++r) lse_err = std::max(lse_err, double(std::abs(glse[r] - tlse[r])));
-    const double to = rel_err(gout, tout), tg = rel_err(gdqkv, tdqkv), ro = rel_err(gout, rout), rg = rel_err(gdqkv, rdqkv);
-    std::printf("flash on tensor cores, B %d T %d NH %d HS %d: vs its tile program out %.2e dqkv %.2e lse %.2e; vs fp32 attention "
-                "out %.2e dqkv %.2e\n",
-                B, T, NH, HS, to, tg, lse_err, ro, rg);
-    QVERIFY2(to <= 1e-2 && tg <= 1e-2 && lse_err <= 1e-4 && ro <= 1e-2 && rg <= 1e-2,
-             qPrintable(QString("tile program: out %1, dqkv %2, lse %3; fp32 attention: out %4, dqkv %5").arg(to).arg(tg).arg(lse_err).arg(ro).arg(rg)));
+    const double to = rel_err(gout, tout), tg = rel_err(gdqkv, tdqkv), ro = rel_err(gout, rout), rg = rel_err(gdqkv, rdqkv),
+                 tg16 = rel_err(gdqkv16, tdqkv16);
+    std::printf("flash on tensor cores, B %d T %d NH %d HS %d: vs its tile program out %.2e dqkv %.2e (bf16 dout and dqkv %.2e) lse %.2e; "
+                "vs fp32 attention out %.2e dqkv %.2e\n",
+                B, T, NH, HS, to, tg, tg16, lse_err, ro, rg);
+    QVERIFY2(to <= 1e-2 && tg <= 1e-2 && tg16 <= 1e-2 && lse_err <= 1e-4 && ro <= 1e-2 && rg <= 1e-2,
+             qPrintable(QString("tile program: out %1, dqkv %2, bf16 dqkv %3, lse %4; fp32 attention: out %5, dqkv %6")
+                            .arg(to).arg(tg).arg(tg16).arg(lse_err).arg(ro).arg(rg)));
   }
 
   // A 16-bit GEMM with a bias takes cuBLASLt's bias epilogue at GPT-2's c_attn shape (operands

@@ -155,11 +155,15 @@ STAGECRAFT_HD Slice slice_of(int T, int NH, int hs, int bh) {
 }
 
 // delta = dO . O of one row of hs elements, summed in order; with round_dout, dO rounded to bf16
-// first, as the tensor cores take it for dP (the fp32-core kernels take it as it is).
-template <typename Out>
-STAGECRAFT_HD float row_delta(const float* dout, const Out* out, int hs, bool round_dout) {
+// first, as the tensor cores take it for dP (the fp32-core kernels take it as it is). dO and O are
+// fp32 or bf16 each.
+template <typename Dout, typename Out>
+STAGECRAFT_HD float row_delta(const Dout* dout, const Out* out, int hs, bool round_dout) {
   float sum = 0.0f;
-  for (int d = 0; d < hs; ++d) sum += (round_dout ? to_float(to_bf16(dout[d])) : dout[d]) * element::load(out + d);
+  for (int d = 0; d < hs; ++d) {
+    const float dy = element::load(dout + d);
+    sum += (round_dout ? to_float(to_bf16(dy)) : dy) * element::load(out + d);
+  }
   return sum;
 }
 
@@ -182,13 +186,13 @@ STAGECRAFT_TILE void stage_keys(const Block& blk, bf16* K, bf16* V, const bf16* 
   stage_rows(blk, V, qkv, s, 2, t0, n, kCols);
 }
 
-// The same for dO (fp32), rounded to bf16 on the way in.
-template <typename Block>
-STAGECRAFT_TILE void stage_dout(const Block& blk, bf16* tile, const float* dout, const Slice& s, int t0, int n) {
+// The same for dO (fp32, rounded to bf16 on the way in, or bf16).
+template <typename Block, typename Dout>
+STAGECRAFT_TILE void stage_dout(const Block& blk, bf16* tile, const Dout* dout, const Slice& s, int t0, int n) {
   const int ld = ld16(s.hs);
   for (int e = blk.thread(); e < kRows * s.hs; e += blk.threads()) {
     const int r = e / s.hs, d = e % s.hs;
-    tile[r * ld + d] = r < n ? to_bf16(dout[s.out_at(t0 + r) + d]) : bf16{0};
+    tile[r * ld + d] = r < n ? to_bf16(element::load(dout + s.out_at(t0 + r) + d)) : bf16{0};
   }
 }
 
@@ -271,10 +275,10 @@ STAGECRAFT_TILE void accumulate_grad(const Block& blk, Grad<Block>& g, const bf1
   }
 }
 
-// Writes rows 0 .. n - 1 of a gradient to dqkv's q, k or v part at rows t0 .., through `stage`
-// (64 x ld32(hs) fp32 of shared memory, free until the call returns).
-template <typename Block>
-STAGECRAFT_TILE void store_grad(const Block& blk, float* dqkv, const Grad<Block>& g, float* stage, const Slice& s, int which, int t0, int n) {
+// Writes rows 0 .. n - 1 of a gradient to dqkv's q, k or v part at rows t0 .. (fp32, or rounded
+// to bf16), through `stage` (64 x ld32(hs) fp32 of shared memory, free until the call returns).
+template <typename Block, typename Grads>
+STAGECRAFT_TILE void store_grad(const Block& blk, Grads* dqkv, const Grad<Block>& g, float* stage, const Slice& s, int which, int t0, int n) {
   const int hs = s.hs, ld = ld32(hs), tiles = (kRows / 16) * (hs / 16);
   STAGECRAFT_UNROLL
   for (int i = 0; i < kGradTiles<Block>; ++i) {
@@ -283,7 +287,9 @@ STAGECRAFT_TILE void store_grad(const Block& blk, float* dqkv, const Grad<Block>
     blk.acc_store(stage + (t / (hs / 16)) * 16 * ld + (t % (hs / 16)) * 16, ld, g.acc[i]);
   }
   blk.sync();
-  for (int e = blk.thread(); e < n * hs; e += blk.threads()) dqkv[s.qkv_at(t0 + e / hs, which) + e % hs] = stage[(e / hs) * ld + e % hs];
+  for (int e = blk.thread(); e < n * hs; e += blk.threads()) {
+    element::store(dqkv + s.qkv_at(t0 + e / hs, which) + e % hs, stage[(e / hs) * ld + e % hs]);
+  }
   blk.sync();
 }
 
@@ -365,9 +371,10 @@ STAGECRAFT_TILE void stage_row_stats(const Block& blk, float* Ls, float* Ds, con
   }
 }
 
-// dK and dV of key rows k0 = ktile x kCols .., into dqkv (B, T, 3 C) (overwritten there).
-template <typename Block>
-STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* qkv, const float* dout, const float* lse, const float* delta,
+// dK and dV of key rows k0 = ktile x kCols .., into dqkv (B, T, 3 C) (overwritten there). dO and
+// dqkv are fp32 or bf16 each.
+template <typename Block, typename Grads, typename Dout>
+STAGECRAFT_TILE void key_grads_tile(const Block& blk, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                     const Slice& s, int ktile) {
   const Arrays a = arrays(blk.shared(), layout(Pass::kKeyGrads, s.hs));
   bf16 *Q = a.q, *K = a.k, *V = a.v, *dO = a.dout, *P = a.p, *dS = a.ds;
@@ -397,8 +404,8 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, float* dqkv, const bf16* q
 }
 
 // dQ of query rows q0 = qtile x kRows .., into dqkv (overwritten there).
-template <typename Block>
-STAGECRAFT_TILE void query_grads_tile(const Block& blk, float* dqkv, const bf16* qkv, const float* dout, const float* lse, const float* delta,
+template <typename Block, typename Grads, typename Dout>
+STAGECRAFT_TILE void query_grads_tile(const Block& blk, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                       const Slice& s, int qtile) {
   const Arrays a = arrays(blk.shared(), layout(Pass::kQueryGrads, s.hs));
   bf16 *Q = a.q, *K = a.k, *V = a.v, *dO = a.dout, *dS = a.ds;

@@ -131,20 +131,19 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
                     allocate_buffer(s->grads_, dev, offset, true),
                     allocate_buffer(s->weights_low_, dev, spec.bf16_activations ? offset : 0),
                     allocate_buffer(s->scratch_att_, dev, s->attention_state_elems()),
-                    allocate_buffer(s->dres_a_, dev, sz(B * T * C)),
                     allocate_buffer(s->dtmp_c_, dev, sz(B * T * C)),
-                    allocate_buffer(s->dtmp_f_, dev, sz(B * T * Fl)),
-                    allocate_buffer(s->dtmp_3c_, dev, sz(B * T * 3 * Cl)),
-                    allocate_buffer(s->dtmp_cl_, dev, sz(B * T * Cl)),
                     allocate_buffer(s->out_, dev, sz(B * T * C)),
-                    allocate_buffer(s->grad_a_, dev, sz(B * T * C)),
-                    allocate_buffer(s->grad_b_, dev, sz(B * T * C)),
+                    allocate_buffer(s->dres_, dev, sz(B * T * C)),
                     allocate_buffer(s->targets_, dev, sz(B * T))}) {
     if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
   }
-  if (spec.bf16_activations) {
-    s->dfch_ = std::make_unique<ActBuffer>();
-    if (Status st = s->dfch_->allocate(dev, sz(B * T * Fl), true); !st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
+  s->dtmp_f_ = std::make_unique<ActBuffer>();
+  s->dtmp_3c_ = std::make_unique<ActBuffer>();
+  s->dtmp_cl_ = std::make_unique<ActBuffer>();
+  for (Status st : {s->dtmp_f_->allocate(dev, sz(B * T * Fl), spec.bf16_activations),
+                    s->dtmp_3c_->allocate(dev, sz(B * T * 3 * Cl), spec.bf16_activations),
+                    s->dtmp_cl_->allocate(dev, sz(B * T * Cl), spec.bf16_activations)}) {
+    if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
   }
   return s;
 }
@@ -272,48 +271,46 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   return Status::OK();
 }
 
-// dres_in (BT, C): gradient of the layer's output. dres_out (BT, C): gradient of its input x,
-// overwritten. Parameter gradients accumulate.
-Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, float* dres_out, float* dres_in) {
+// dres (BT, C): the gradient at the layer's output on entry, at its input x on return; each
+// layernorm's backward adds its branch's gradient to it in place, after the GEMM that reads it
+// has run (the residual path's gradient passes through unchanged). Parameter gradients
+// accumulate.
+Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, float* dres) {
   const auto& m = spec_.model;
   const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, NHl = m.heads / spec_.tp, HS = m.hidden / m.heads, Cl = C / spec_.tp,
             Fl = m.ffn() / spec_.tp, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   const std::string h = "h." + std::to_string(layer) + ".";
-  float* dres2 = dres_out;  // first holds the gradient at res2, then becomes the one at x
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
-  if (Status st = dev_->copy(dres2, dres_in, n * sizeof(float)); !st) return st;
-  k_->matmul_backward(dtmp_f_.data(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_in, a.fch_gelu.in(),
+  // The gradients between GEMMs and the kernels beside them (at GELU's output and input, at
+  // attention's output and at q, k, v) are ActBuffers: bf16 with bf16 activations, written so by
+  // the kernel that makes them and read as they are by the next, with no cast between.
+  ActBuffer& dfch = *dtmp_f_;  // at GELU's output, then in place at its input
+  k_->matmul_backward(dfch.out(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres, a.fch_gelu.in(),
                      w(h + "mlp.c_proj.weight"), BT, Fl, C);
-  // The gradient at GELU's input: over its output's in place, or into bf16 with bf16 activations,
-  // read by c_fc's backward as it is.
-  const ActOut dfch = dfch_ ? dfch_->out() : ActOut(dtmp_f_.data());
-  k_->gelu_backward(dfch, a.fch.in(), dtmp_f_.data(), dtmp_f_.size());
-  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dfch, a.ln2.in(),
+  k_->gelu_backward(dfch.out(), a.fch.in(), dfch.in(), static_cast<size_t>(BT) * Fl);
+  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dfch.in(), a.ln2.in(),
                      w(h + "mlp.c_fc.weight"), BT, C, Fl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
-  k_->layernorm_backward(dres2, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
+  k_->layernorm_backward(dres, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
                         a.ln2_mean.data(), a.ln2_rstd.data(), BT, C);
-  // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))). The gradient at x starts as the one at
-  // res2 (the residual path); dres2 is copied aside so dres_out can accumulate in place.
-  if (Status st = dev_->copy(dres_a_.data(), dres2, n * sizeof(float)); !st) return st;
-  const float* dres2_copy = dres_a_.data();
-  k_->matmul_backward(dtmp_cl_.data(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres2_copy, a.atty.in(),
+  // dres is now the gradient at res2. Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
+  k_->matmul_backward(dtmp_cl_->out(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres, a.atty.in(),
                      w(h + "attn.c_proj.weight"), BT, Cl, C);
   if (spec_.flash_attention) {
-    k_->flash_attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
+    k_->flash_attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
                                  NHl, HS);
   } else {
-    k_->attention_backward(dtmp_3c_.data(), scratch_att_.data(), dtmp_cl_.data(), a.qkv.in(), a.att.data(), B, T, NHl, HS);
+    k_->attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.att.data(), B, T, NHl, HS);
   }
-  k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_.data(), a.ln1.in(),
+  k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_->in(), a.ln1.in(),
                      w(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
-  k_->layernorm_backward(dres_out, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
+  k_->layernorm_backward(dres, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
                         a.ln1_rstd.data(), BT, C);
   return Status::OK();
 }
@@ -425,10 +422,9 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
   Device& dev = *dev_;
-  // Gradients ping-pong between two buffers, layer by layer, from the output down.
-  float* grad_out = grad_a_.data();
-  float* grad_in = grad_b_.data();
-  if (Status st = dev.copy(grad_out, chunk == spec_.num_chunks - 1 ? acts->dhead.data() : dout, n * sizeof(float)); !st) return st;
+  // One buffer carries the gradient down the layers, each layer's backward updating it in place.
+  float* dres = dres_.data();
+  if (Status st = dev.copy(dres, chunk == spec_.num_chunks - 1 ? acts->dhead.data() : dout, n * sizeof(float)); !st) return st;
   for (int i = layers - 1; i >= 0; --i) {
     const float* x = acts->inputs[static_cast<size_t>(i)].data();
     LayerActs* a;
@@ -440,17 +436,16 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
     } else {
       a = acts->layers[static_cast<size_t>(i)].get();
     }
-    if (Status st = layer_backward(first_layer + i, x, *a, grad_in, grad_out); !st) return st;
+    if (Status st = layer_backward(first_layer + i, x, *a, dres); !st) return st;
     if (layer_done && *layer_done) {
       if (Status st = (*layer_done)(first_layer + i); !st) return st;
     }
-    std::swap(grad_in, grad_out);
   }
-  // grad_out now holds the gradient at the chunk's input.
+  // dres now holds the gradient at the chunk's input.
   if (chunk == 0) {
-    if (layers > 0) k_->encoder_backward(g("wte.weight"), g("wpe.weight"), grad_out, acts->tokens.data(), B, T, C);
+    if (layers > 0) k_->encoder_backward(g("wte.weight"), g("wpe.weight"), dres, acts->tokens.data(), B, T, C);
   } else if (dinput) {
-    if (Status st = dev.copy(dinput, grad_out, n * sizeof(float)); !st) return st;
+    if (Status st = dev.copy(dinput, dres, n * sizeof(float)); !st) return st;
   }
   for (auto& l : acts->layers) free_layer_acts_.push_back(std::move(l));
   account(-static_cast<ptrdiff_t>(acts->bytes));

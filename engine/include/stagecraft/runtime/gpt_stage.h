@@ -65,8 +65,9 @@ struct StageSpec {
                                      // log-sum-exps instead of (B, NH, T, T) probabilities
   bool bf16_activations = false;     // keep the activations but the residual stream in bf16 (the
                                      // layernorms', attention's and GELU's outputs, q k v, GELU's
-                                     // input) and give the GEMMs a bf16 copy of the weights:
-                                     // train.precision bf16 on a GPU
+                                     // input, and the gradients at GELU's output and input, at
+                                     // attention's output and at q k v) and give the GEMMs a bf16
+                                     // copy of the weights: train.precision bf16 on a GPU
   int tp = 1, tp_rank = 0;
   int pp = 1;                        // pipeline ranks
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)
@@ -156,7 +157,7 @@ class GptStage {
   GptStage() = default;
   int chunk_index(int chunk) const;
   Status layer_forward(int layer, const float* x, float* out, LayerActs& a);
-  Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres_out, float* dres_in);
+  Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres);
   Result<std::unique_ptr<LayerActs>> new_layer_acts();
   Status head_scratch();
   const ParamSlot* slot(const std::string& name, bool head_copy = false) const;
@@ -183,10 +184,11 @@ class GptStage {
   std::vector<std::unique_ptr<LayerActs>> free_layer_acts_;
   std::unique_ptr<LayerActs> recompute_acts_;
   // Scratch, held for the stage's life: backward's temporaries, the chunk output, the gradient
-  // ping-pong, the head (allocated at the first forward of the last chunk), the targets.
-  Buffer<float> scratch_att_, dres_a_, dtmp_c_, dtmp_f_, dtmp_3c_, dtmp_cl_, out_, grad_a_, grad_b_;
+  // that backward carries down the layers, the head (allocated at the first forward of the last
+  // chunk), the targets.
+  Buffer<float> scratch_att_, dtmp_c_, out_, dres_;
+  std::unique_ptr<ActBuffer> dtmp_f_, dtmp_3c_, dtmp_cl_;  // (BT, Fl), (BT, 3 Cl), (BT, Cl): bf16 with bf16 activations
   std::unique_ptr<ActBuffer> lnf_, dlogits_;  // dlogits_: bf16 activations only
-  std::unique_ptr<ActBuffer> dfch_;            // (BT, Fl) bf16: the gradient at GELU's input (bf16 activations only)
   Buffer<float> lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
   Buffer<int32_t> targets_;
   std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory

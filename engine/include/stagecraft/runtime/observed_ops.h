@@ -33,9 +33,9 @@ class ObservedOps : public Ops {
     Scope s(*this, {"matmul_gelu_forward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC});
     base().matmul_gelu_forward(pre, out, inp, weight, bias, BT, C, OC, layout);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+  void matmul_backward(ActOut dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                        Layout layout) const override {
-    Scope s(*this, {"matmul_backward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC * ((dinp ? 1 : 0) + (dweight ? 1 : 0))});
+    Scope s(*this, {"matmul_backward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC * ((dinp.data ? 1 : 0) + (dweight ? 1 : 0))});
     base().matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, layout);
   }
   void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
@@ -52,7 +52,7 @@ class ObservedOps : public Ops {
     Scope s(*this, {"attention_forward", heads(B, T, NH, HS)});
     base().attention_forward(out, att, qkv, B, T, NH, HS);
   }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
+  void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
     Scope s(*this, {"attention_backward", heads(B, T, NH, HS)});
     base().attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
@@ -63,7 +63,7 @@ class ObservedOps : public Ops {
     Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS)});
     base().flash_attention_forward(out, lse, qkv, B, T, NH, HS);
   }
-  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
+  void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
     Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS)});
     base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
@@ -72,7 +72,7 @@ class ObservedOps : public Ops {
     Scope s(*this, {"gelu_forward", elements(N)});
     base().gelu_forward(out, inp, N);
   }
-  void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
+  void gelu_backward(ActOut dinp, ActIn inp, ActIn dout, size_t N) const override {
     Scope s(*this, {"gelu_backward", elements(N)});
     base().gelu_backward(dinp, inp, dout, N);
   }

@@ -10,8 +10,9 @@
 // sum_of_squares_segments).
 //
 // Activations (the layernorms', attention's and GELU's outputs, q k v and GELU's input — what the
-// GEMMs write and read but the residual stream — and the gradients at the logits and at GELU's
-// input), a GEMM's weight and bias, may be fp32 or bf16:
+// GEMMs write and read but the residual stream — and the gradients between a GEMM and the kernel
+// beside it: at the logits, at GELU's output and input, at attention's output and at q k v), a
+// GEMM's weight and bias, may be fp32 or bf16:
 // ActOut and ActIn carry the pointer with its element type, and every backend takes both, the
 // math in fp32 either way (bf16.h's rounding where a kernel stores bf16). Float pointers convert
 // to them, so fp32 callers pass their buffers as they are. GptStage keeps these activations in
@@ -81,14 +82,14 @@ class Ops {
     matmul_forward(pre, inp, weight, bias, BT, C, OC, layout);
     gelu_forward(out, ActIn(pre), size_t(BT) * size_t(OC));
   }
-  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight,
+  virtual void matmul_backward(ActOut dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight,
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
   virtual void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                                  int C) const = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                                   const float* mean, const float* rstd, int N, int C) const = 0;
   virtual void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const = 0;
-  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T,
+  virtual void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T,
                                   int NH, int HS) const = 0;
   // Fused causal attention (train.attention: flash), where has_flash_attention(): the same out as
   // attention_forward, but instead of the probabilities (B, NH, T, T) it keeps lse (B, NH, T), each
@@ -97,12 +98,12 @@ class Ops {
   virtual bool has_flash_attention() const { return false; }
   virtual void flash_attention_forward(ActOut /*out*/, float* /*lse*/, ActIn /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
                                        int /*HS*/) const {}
-  virtual void flash_attention_backward(float* /*dqkv*/, float* /*scratch*/, const float* /*dout*/, ActIn /*qkv*/,
+  virtual void flash_attention_backward(ActOut /*dqkv*/, float* /*scratch*/, ActIn /*dout*/, ActIn /*qkv*/,
                                         ActIn /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/) const {}
   // The largest head size flash attention takes (0 without it).
   virtual int max_flash_head() const { return 0; }
   virtual void gelu_forward(ActOut out, ActIn inp, size_t N) const = 0;
-  virtual void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const = 0;
+  virtual void gelu_backward(ActOut dinp, ActIn inp, ActIn dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;
   virtual void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const = 0;
   virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const = 0;

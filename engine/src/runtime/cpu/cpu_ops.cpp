@@ -14,11 +14,11 @@ namespace stagecraft::runtime {
 
 namespace {
 
-// Per-thread fp32 scratch for bf16 activations: slot 0 for an output (or a GEMM's incoming
-// gradient), 1 for an input, 2 for a weight, 3 for a bias (ranks that are threads of one process
-// each have their own).
+// Per-thread fp32 scratch for bf16 activations: slot 0 for an output, 1 for an input, 2 for a
+// weight, 3 for a bias, 4 for an incoming gradient (ranks that are threads of one process each
+// have their own).
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buf[4];
+  thread_local std::vector<float> buf[5];
   if (buf[slot].size() < n) buf[slot].resize(n);
   return buf[slot].data();
 }
@@ -46,10 +46,13 @@ class CpuOps final : public Ops {
                         layout);
     settle(out, o, n);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+  void matmul_backward(ActOut dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                        Layout layout) const override {
-    cpu::matmul_backward(dinp, dweight, dbias, widened(dout, size_t(BT) * OC, 0), dweight ? widened(inp, size_t(BT) * C) : inp.f32(),
-                         dinp ? widened(weight, size_t(C) * OC, 2) : weight.f32(), BT, C, OC, layout);
+    const size_t n = size_t(BT) * C;
+    float* d = dinp.data ? staged(dinp, n) : nullptr;
+    cpu::matmul_backward(d, dweight, dbias, widened(dout, size_t(BT) * OC, 4), dweight ? widened(inp, n) : inp.f32(),
+                         d ? widened(weight, size_t(C) * OC, 2) : weight.f32(), BT, C, OC, layout);
+    if (d) settle(dinp, d, n);
   }
   void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                          int C) const override {
@@ -68,18 +71,23 @@ class CpuOps final : public Ops {
     cpu::attention_forward(o, att, widened(qkv, 3 * n), B, T, NH, HS);
     settle(out, o, n);
   }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
+  void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
-    cpu::attention_backward(dqkv, scratch, dout, widened(qkv, size_t(B) * T * 3 * NH * HS), att, B, T, NH, HS);
+    const size_t n = size_t(B) * T * NH * HS;
+    float* d = staged(dqkv, 3 * n);
+    cpu::attention_backward(d, scratch, widened(dout, n, 4), widened(qkv, 3 * n), att, B, T, NH, HS);
+    settle(dqkv, d, 3 * n);
   }
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     float* o = staged(out, N);
     cpu::gelu_forward(o, widened(inp, N), N);
     settle(out, o, N);
   }
-  void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
+  // dinp may be dout (in place).
+  void gelu_backward(ActOut dinp, ActIn inp, ActIn dout, size_t N) const override {
+    const float* dy = widened(dout, N, 4);
     float* d = staged(dinp, N);
-    cpu::gelu_backward(d, widened(inp, N), dout, N);
+    cpu::gelu_backward(d, widened(inp, N), dy, N);
     settle(dinp, d, N);
   }
   void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {

@@ -93,11 +93,11 @@ __global__ void gelu_forward_kernel(Out* out, const In* inp, size_t n) {
   }
 }
 
-template <typename Out, typename In>
-__global__ void gelu_backward_kernel(Out* dinp, const In* inp, const float* dout, size_t n) {
+template <typename Out, typename In, typename Dy>
+__global__ void gelu_backward_kernel(Out* dinp, const In* inp, const Dy* dout, size_t n) {
   GRID_STRIDE(i, n) {
     const float x = element::load(inp + i);
-    element::store(dinp + i, dout[i] * element::gelu_slope(x, sigmoid(element::gelu_arg(x))));
+    element::store(dinp + i, element::load(dout + i) * element::gelu_slope(x, sigmoid(element::gelu_arg(x))));
   }
 }
 
@@ -456,14 +456,15 @@ void convert(To* out, const From* in, size_t n) {
   launched("convert");
 }
 
-// Three growing scratch slots: copies of a GEMM's operands in another type (16-bit copies of fp32
-// ones, fp32 copies of bf16 activations) in any, and in slot 2 the fp32 result of a kernel whose
-// output is bf16 (staged). One kernel at a time holds them (ranks that are threads of one process
-// share the stream): the lock keeps each GEMM's casts and its call adjacent on the stream.
+// Four growing scratch slots: copies of a GEMM's operands in another type (16-bit copies of fp32
+// ones, fp32 copies of bf16 activations) in 0 to 2, and in slot 2 (or 3, where 2 holds an
+// operand at the time) the fp32 result of a kernel whose output is bf16 (staged). One kernel at a
+// time holds them (ranks that are threads of one process share the stream): the lock keeps each
+// GEMM's casts and its call adjacent on the stream.
 struct LowScratch {
   std::mutex mutex;
-  void* p[3] = {nullptr, nullptr, nullptr};
-  size_t cap[3] = {0, 0, 0};  // bytes
+  void* p[4] = {nullptr, nullptr, nullptr, nullptr};
+  size_t cap[4] = {0, 0, 0, 0};  // bytes
 };
 LowScratch g_low;
 
@@ -490,27 +491,38 @@ const To* converted(int k, const From* x, size_t n) {
   return out;
 }
 
-template <typename Low>
+// The cuBLAS type of a GEMM's output: fp32, or the inputs' 16-bit type (cublasGemmEx and its
+// batched form take bf16 A and B with a bf16 C in fp32 arithmetic, and fp16 likewise).
+template <typename Out>
+constexpr cudaDataType_t out_type() {
+  return std::is_same_v<Out, float> ? CUDA_R_32F : cuda_type<Out>();
+}
+
+// C (fp32, or of the inputs' type) = A B + beta C in fp32 arithmetic.
+template <typename Low, typename Out>
 void gemm_low(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Low* A, int lda, const Low* B, int ldb, float beta,
-              float* C, int ldc) {
+              Out* C, int ldc) {
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, Low>);
   if (m <= 0 || n <= 0 || !A || !B) return;
   const float alpha = 1.0f;
   STAGECRAFT_CUDA_OK(cublasGemmEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, cuda_type<Low>(), lda, B, cuda_type<Low>(), ldb, &beta, C,
-                                  CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  out_type<Out>(), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-template <typename Low>
+template <typename Low, typename Out>
 void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const Low* A, int lda, long long sa,
-                   const Low* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int batch) {
+                   const Low* B, int ldb, long long sb, float beta, Out* C, int ldc, long long sc, int batch) {
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, Low>);
   if (m <= 0 || n <= 0 || batch <= 0 || !A || !B) return;
   STAGECRAFT_CUDA_OK(cublasGemmStridedBatchedEx(ctx().cublas, ta, tb, m, n, k, &alpha, A, cuda_type<Low>(), lda, sa, B, cuda_type<Low>(),
-                                                ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                                ldb, sb, &beta, C, out_type<Out>(), ldc, sc, batch, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT));
 }
 
-// Where a kernel writes a bf16 output's fp32 values (scratch slot 2; the caller holds
-// g_low.mutex), or the fp32 output itself; nullptr when the scratch could not grow (recorded).
-// settle rounds them into place.
-float* staged(ActOut out, size_t n) { return out.low() ? scratch_slot<float>(2, n) : out.f32(); }
+// Where a kernel writes a bf16 output's fp32 values (scratch slot `slot`, 2 unless an operand
+// holds it; the caller holds g_low.mutex), or the fp32 output itself; nullptr when the scratch
+// could not grow (recorded). settle rounds them into place.
+float* staged(ActOut out, size_t n, int slot = 2) { return out.low() ? scratch_slot<float>(slot, n) : out.f32(); }
 void settle(ActOut out, const float* staged_values, size_t n) {
   if (out.low()) convert(out.low(), staged_values, n);
 }
@@ -614,16 +626,29 @@ class CudaOps final : public Ops {
   }
 
   template <typename Low>
-  static void matmul_backward_low(float* dinp, float* dweight, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
+  static void matmul_backward_low(ActOut dinp, float* dweight, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,
                                   Layout layout) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* dy = operand<Low>(0, dout, size_t(BT) * OC);
-    if (dinp) {
+    if (dinp.data) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
       const Low* w = operand<Low>(1, weight, size_t(C) * OC);
-      if (layout == Layout::kInOut) {
-        gemm_low(T_, N_, C, BT, OC, w, OC, dy, OC, 0.0f, dinp, C);
+      const auto gemm = [&](auto* d) {
+        if (layout == Layout::kInOut) {
+          gemm_low(T_, N_, C, BT, OC, w, OC, dy, OC, 0.0f, d, C);
+        } else {
+          gemm_low(N_, N_, C, BT, OC, w, C, dy, OC, 0.0f, d, C);
+        }
+      };
+      if (!dinp.low()) {
+        gemm(dinp.f32());
+      } else if constexpr (std::is_same_v<Low, __nv_bfloat16>) {
+        gemm(reinterpret_cast<__nv_bfloat16*>(dinp.low()));  // rounded to bf16 by cuBLAS as it stores
       } else {
-        gemm_low(N_, N_, C, BT, OC, w, C, dy, OC, 0.0f, dinp, C);
+        // fp16 inputs with a bf16 output: fp32 staged (slot 2, which x takes only after), rounded.
+        float* d = staged(dinp, size_t(BT) * C);
+        if (!d) return;
+        gemm(d);
+        settle(dinp, d, size_t(BT) * C);
       }
     }
     if (dweight) {
@@ -636,29 +661,33 @@ class CudaOps final : public Ops {
     }
   }
 
-  void matmul_backward(float* dinp, float* dweight, float* dbias, ActIn dout_act, ActIn inp_act, ActIn weight_act, int BT, int C,
+  void matmul_backward(ActOut dinp_act, float* dweight, float* dbias, ActIn dout_act, ActIn inp_act, ActIn weight_act, int BT, int C,
                        int OC, Layout layout) const override {
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_backward_low<__half>(dinp, dweight, dout_act, inp_act, weight_act, BT, C, OC, layout);
+        matmul_backward_low<__half>(dinp_act, dweight, dout_act, inp_act, weight_act, BT, C, OC, layout);
       } else {
-        matmul_backward_low<__nv_bfloat16>(dinp, dweight, dout_act, inp_act, weight_act, BT, C, OC, layout);
+        matmul_backward_low<__nv_bfloat16>(dinp_act, dweight, dout_act, inp_act, weight_act, BT, C, OC, layout);
       }
       if (dbias) column_sums(dbias, dout_act, BT, OC);
       return;
     }
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if ((dweight && inp_act.low()) || (dinp && weight_act.low()) || dout_act.low()) lock.lock();  // widened into scratch
+    const bool want_dinp = dinp_act.data != nullptr;
+    // widened into scratch, or a bf16 dinp staged there (slot 3: 0 to 2 hold the operands)
+    if ((dweight && inp_act.low()) || (want_dinp && weight_act.low()) || dout_act.low() || dinp_act.low()) lock.lock();
     const float* inp = dweight ? operand<float>(2, inp_act, size_t(BT) * C) : nullptr;
-    const float* weight = dinp ? operand<float>(1, weight_act, size_t(C) * OC) : nullptr;
+    const float* weight = want_dinp ? operand<float>(1, weight_act, size_t(C) * OC) : nullptr;
     const float* dout = operand<float>(0, dout_act, size_t(BT) * OC);
-    if ((dweight && !inp) || (dinp && !weight) || !dout) return;
+    float* dinp = want_dinp ? staged(dinp_act, size_t(BT) * C, 3) : nullptr;
+    if ((dweight && !inp) || (want_dinp && (!weight || !dinp)) || !dout) return;
     if (dinp) {  // dinp (BT, C) = dout (BT, OC) W^T (kInOut) or dout W (kOutIn)
       if (layout == Layout::kInOut) {
         sgemm(T_, N_, C, BT, OC, 1.0f, weight, OC, dout, OC, 0.0f, dinp, C);
       } else {
         sgemm(N_, N_, C, BT, OC, 1.0f, weight, C, dout, OC, 0.0f, dinp, C);
       }
+      settle(dinp_act, dinp, size_t(BT) * C);
     }
     if (dweight) {  // += inp^T dout (C, OC), or dout^T inp (OC, C)
       if (layout == Layout::kInOut) {
@@ -710,19 +739,25 @@ class CudaOps final : public Ops {
     settle(out_act, out, n);
   }
 
-  void attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, const float* att, int B, int T, int NH,
+  // With bf16 GEMMs and a bf16 dqkv, the batched GEMMs write dq, dk, dv in bf16 themselves; any
+  // other bf16 dqkv is staged in fp32 (slot 3) and rounded into place.
+  void attention_backward(ActOut dqkv_act, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH,
                           int HS) const override {
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
-    if (precision_ != config::Precision::kFp32 || qkv.low()) lock.lock();
-    if (precision_ == config::Precision::kFp32) {
-      attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    if (precision_ != config::Precision::kFp32 || qkv.low() || dout.low() || dqkv_act.low()) lock.lock();
+    if (precision_ == config::Precision::kBf16 && dqkv_act.low()) {
+      attention_backward_as<__nv_bfloat16>(reinterpret_cast<__nv_bfloat16*>(dqkv_act.low()), scratch, dout, qkv, att, B, T, NH, HS);
       return;
     }
-    if (precision_ == config::Precision::kFp16) {
-      attention_backward_as<__half>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
-    } else {
-      attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    const size_t n = size_t(B) * T * 3 * NH * HS;
+    float* dqkv = staged(dqkv_act, n, 3);
+    if (!dqkv) return;
+    switch (precision_) {
+      case config::Precision::kFp32: attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS); break;
+      case config::Precision::kFp16: attention_backward_as<__half>(dqkv, scratch, dout, qkv, att, B, T, NH, HS); break;
+      case config::Precision::kBf16: attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS); break;
     }
+    settle(dqkv_act, dqkv, n);
   }
 
   template <typename In>
@@ -746,8 +781,9 @@ class CudaOps final : public Ops {
     }
   }
 
-  template <typename In>
-  static void attention_backward_as(float* dqkv, float* scratch, const float* dout_f, ActIn qkv_f, const float* att, int B, int T,
+  // dqkv: fp32, or In (bf16 GEMMs writing bf16).
+  template <typename In, typename Grads>
+  static void attention_backward_as(Grads* dqkv, float* scratch, ActIn dout_f, ActIn qkv_f, const float* att, int B, int T,
                                     int NH, int HS) {
     const int Cl = NH * HS, C3 = 3 * Cl;
     const float scale = 1.0f / sqrtf(float(HS));
@@ -758,9 +794,9 @@ class CudaOps final : public Ops {
       const In* q = qkv + size_t(b) * T * C3;
       const In* k = q + Cl;
       const In* v = q + 2 * Cl;
-      float* dq = dqkv + size_t(b) * T * C3;
-      float* dk = dq + Cl;
-      float* dv = dq + 2 * Cl;
+      Grads* dq = dqkv + size_t(b) * T * C3;
+      Grads* dk = dq + Cl;
+      Grads* dv = dq + 2 * Cl;
       const float* a = att + size_t(b) * NH * TT;
       const In* dy = dout + size_t(b) * T * Cl;
       float* ds = scratch + size_t(b) * NH * TT;
@@ -781,9 +817,21 @@ class CudaOps final : public Ops {
   void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
     cuda::flash_attention_forward(out, lse, qkv, B, T, NH, HS);
   }
-  void flash_attention_backward(float* dqkv, float* scratch, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
+  // The kernels take dqkv and dout both fp32, or both bf16 on tensor cores (cuda_kernels.h); any
+  // other mix goes through fp32 here: dout widened, dqkv staged and rounded into place.
+  void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
-    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
+    if (dqkv.type == dout.type && (!dqkv.low() || flash_tensor_cores(qkv.low() != nullptr, HS))) {
+      cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(g_low.mutex);
+    const size_t n = size_t(B) * T * NH * HS;
+    const float* dy = operand<float>(0, dout, n);
+    float* d = staged(dqkv, 3 * n);
+    if (!dy || !d) return;
+    cuda::flash_attention_backward(d, scratch, dy, qkv, out, lse, B, T, NH, HS);
+    settle(dqkv, d, 3 * n);
   }
 
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
@@ -793,10 +841,13 @@ class CudaOps final : public Ops {
     });
     launched("gelu_forward");
   }
-  void gelu_backward(ActOut dinp, ActIn inp, const float* dout, size_t N) const override {
+  // dinp may be dout (in place: each element is read before it is written, by the same thread).
+  void gelu_backward(ActOut dinp, ActIn inp, ActIn dout, size_t N) const override {
     if (N == 0) return;
     with_typed(dinp, [&](auto* d) {
-      with_typed(inp, [&](const auto* x) { gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dout, N); });
+      with_typed(inp, [&](const auto* x) {
+        with_typed(dout, [&](const auto* dy) { gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dy, N); });
+      });
     });
     launched("gelu_backward");
   }

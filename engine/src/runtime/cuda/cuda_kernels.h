@@ -35,8 +35,9 @@ bool flash_tensor_cores(bool bf16_qkv, int HS);
 
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
-// dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch.
-void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
+// dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch. dqkv and dout both fp32, or both
+// bf16 where the tensor cores run (flash_tensor_cores); CudaOps stages any other mix.
+void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                               int NH, int HS);
 
 }  // namespace stagecraft::runtime::cuda

@@ -117,8 +117,8 @@ __global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T,
 
 // delta (B, NH, T) = dO . O per query row and head; with RoundDout, dO rounded to bf16 first, as
 // the tensor cores take it for dP (flash_tiles.h).
-template <bool RoundDout, typename In>
-__global__ void flash_delta_kernel(float* delta, const In* out, const float* dout, int T, int NH, int hs, size_t rows) {
+template <bool RoundDout, typename In, typename Dout>
+__global__ void flash_delta_kernel(float* delta, const In* out, const Dout* dout, int T, int NH, int hs, size_t rows) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= rows) return;
   const size_t bh = i / T, t = i % T, b = bh / NH, h = bh % NH;
@@ -316,12 +316,15 @@ __global__ void __launch_bounds__(flash::kWarps * 32) tc_forward_kernel(Out* out
   flash::forward_tile(CudaTile{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(gridDim.x - 1 - blockIdx.x));
 }
 
-__global__ void __launch_bounds__(flash::kWarps * 32) tc_key_grads_kernel(float* dqkv, const bf16* qkv, const float* dout, const float* lse,
+// dqkv and dout: both fp32, or both bf16 (the stage's gradients with bf16 activations).
+template <typename Grads>
+__global__ void __launch_bounds__(flash::kWarps * 32) tc_key_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
                                                                          const float* delta, int T, int NH, int hs) {
   flash::key_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(blockIdx.x));
 }
 
-__global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(float* dqkv, const bf16* qkv, const float* dout, const float* lse,
+template <typename Grads>
+__global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
                                                                            const float* delta, int T, int NH, int hs) {
   flash::query_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)),
                           int(gridDim.x - 1 - blockIdx.x));
@@ -393,35 +396,47 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   launched("flash_attention_forward");
 }
 
-void flash_attention_backward(float* dqkv, float* delta, const float* dout, ActIn qkv, ActIn out, const float* lse, int B, int T, int NH,
+void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T, int NH,
                               int HS) {
   if (B <= 0 || T <= 0) return;
   const size_t rows = size_t(B) * NH * T;
   const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
+  if (dqkv.type != dout.type || (!tensor_cores && dqkv.low())) {
+    record_error("flash attention backward: dqkv and dout in bf16 need each other and the tensor-core kernels (CudaOps stages the rest)");
+    return;
+  }
   with_typed(out, [&](const auto* o) {
-    const unsigned blocks = static_cast<unsigned>((rows + 255) / 256);
-    if (tensor_cores) {
-      flash_delta_kernel<true><<<blocks, 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
-    } else {
-      flash_delta_kernel<false><<<blocks, 256, 0, context()->stream>>>(delta, o, dout, T, NH, HS, rows);
-    }
+    with_typed(dout, [&](const auto* dy) {
+      const unsigned blocks = static_cast<unsigned>((rows + 255) / 256);
+      if (tensor_cores) {
+        flash_delta_kernel<true><<<blocks, 256, 0, context()->stream>>>(delta, o, dy, T, NH, HS, rows);
+      } else {
+        flash_delta_kernel<false><<<blocks, 256, 0, context()->stream>>>(delta, o, dy, T, NH, HS, rows);
+      }
+    });
   });
   if (tensor_cores) {
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
     const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
-    if (allow_shared(tc_key_grads_kernel, keys) && allow_shared(tc_query_grads_kernel, queries)) {
-      tc_key_grads_kernel<<<grid, flash::kWarps * 32, keys, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS);
-      tc_query_grads_kernel<<<grid, flash::kWarps * 32, queries, context()->stream>>>(dqkv, qkv.low(), dout, lse, delta, T, NH, HS);
-    }
+    with_typed(dqkv, [&](auto* d) {
+      using Grads = std::remove_pointer_t<decltype(d)>;
+      const Grads* dy = static_cast<const Grads*>(dout.data);
+      if (allow_shared(tc_key_grads_kernel<Grads>, keys) && allow_shared(tc_query_grads_kernel<Grads>, queries)) {
+        tc_key_grads_kernel<Grads><<<grid, flash::kWarps * 32, keys, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
+        tc_query_grads_kernel<Grads><<<grid, flash::kWarps * 32, queries, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
+      }
+    });
     launched("flash_attention_backward (tensor cores)");
     return;
   }
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
   const float scale = 1.0f / sqrtf(float(HS));
+  float* dq = dqkv.f32();
+  const float* dy = dout.f32();
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(qkv, [&](const auto* x) {
-      flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
-      flash_backward_dq_kernel<D><<<grid, kRows, 0, context()->stream>>>(dqkv, x, dout, lse, delta, T, NH, HS, scale);
+      flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dq, x, dy, lse, delta, T, NH, HS, scale);
+      flash_backward_dq_kernel<D><<<grid, kRows, 0, context()->stream>>>(dq, x, dy, lse, delta, T, NH, HS, scale);
     });
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
