@@ -356,23 +356,36 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
   }();
   if (!enabled || !bf16_qkv || !flash::takes_head(HS) || !context()) return false;
   struct Gpu {
-    int major = 0, optin = 0;
+    int major = 0, optin = 0, kernel_arch = 0;
   };
   static const Gpu gpu = [] {
     Gpu g;
     cudaDeviceGetAttribute(&g.major, cudaDevAttrComputeCapabilityMajor, context()->ordinal);
     cudaDeviceGetAttribute(&g.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, context()->ordinal);
+    // The architecture the kernels that run here were compiled for: a build without sm_80 or
+    // later code (CMAKE_CUDA_ARCHITECTURES) runs older PTX, whose tensor-core products are a trap.
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, tc_forward_kernel<float>) == cudaSuccess) g.kernel_arch = a.ptxVersion;
+    cudaGetLastError();
     return g;
   }();
-  if (gpu.major < 8) return false;
+  if (gpu.major < 8 || gpu.kernel_arch < 80) return false;
   for (const flash::Pass pass : {flash::Pass::kForward, flash::Pass::kKeyGrads, flash::Pass::kQueryGrads}) {
     if (flash::layout(pass, HS).bytes > size_t(gpu.optin)) return false;
   }
   return true;
 }
 
+// A launch's y dimension takes B x NH, which CUDA limits to 65535.
+static bool fits_grid(int B, int NH) {
+  if (size_t(B) * NH <= 65535) return true;
+  record_error("flash attention: micro_batch x heads per tp rank is " + std::to_string(size_t(B) * NH) +
+               ", above the 65535 a launch takes; lower train.micro_batch or raise parallel.tp");
+  return false;
+}
+
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) {
-  if (B <= 0 || T <= 0) return;
+  if (B <= 0 || T <= 0 || !fits_grid(B, NH)) return;
   if (flash_tensor_cores(qkv.low() != nullptr, HS)) {
     const size_t bytes = flash::layout(flash::Pass::kForward, HS).bytes;
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
@@ -398,7 +411,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
 
 void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T, int NH,
                               int HS) {
-  if (B <= 0 || T <= 0) return;
+  if (B <= 0 || T <= 0 || !fits_grid(B, NH)) return;
   const size_t rows = size_t(B) * NH * T;
   const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
   if (dqkv.type != dout.type || (!tensor_cores && dqkv.low())) {

@@ -26,7 +26,10 @@ uint32_t alignment(const void* p) {
   return al;
 }
 
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t>;
+// The shape, the types, and the alignments of A, B, D, the bias and the aux buffer: the heuristic
+// takes the bias and aux pointers' values as their alignment (cublasLt.h, BIAS_POINTER and
+// EPILOGUE_AUX_POINTER), so an algorithm chosen for one alignment is not reused at a smaller one.
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
 
 // A shape's descriptors and the algorithm the heuristic chose, or that there is none.
 struct Plan {
@@ -143,7 +146,9 @@ bool lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, co
   if (!lt_enabled() || !c || !c->cublaslt || !bias || alignment(bias) < 16 || m <= 0 || n <= 0 || k <= 0) return false;
   if (d_type != CUDA_R_32F && (d_type != CUDA_R_16BF || ab_type != CUDA_R_16BF)) return false;  // not a supported combination
   if (aux && (ldd % 8 != 0 || alignment(aux) < 16)) return false;
-  const Key key{int(ta), int(tb), m, n, k, lda, ldb, ldd, int(ab_type), int(d_type), aux ? 1 : 0, alignment(A), alignment(B), alignment(D)};
+  const Key key{int(ta),     int(tb),          m,           n,           k,           lda,
+                ldb,         ldd,              int(ab_type), int(d_type), aux ? 1 : 0, alignment(A),
+                alignment(B), alignment(D),    alignment(bias), aux ? alignment(aux) : 0u};
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_plans.find(key);
   if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux)).first;
