@@ -62,11 +62,16 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 // max |a - b| / max(max |b|, floor): an error relative to the tensor's scale, so that tiny
 // entries near zero do not dominate.
 template <typename A>
+// Infinite where the sizes differ or a difference is not finite: a NaN left in an output (a slot a
+// kernel never writes, in a buffer filled with NaN) must fail, and std::max would pass it over.
 double rel_err(const std::vector<A>& a, const std::vector<double>& b, double floor = 1e-12) {
+  if (a.size() != b.size()) return INFINITY;
   double m = 0, d = 0;
   for (size_t i = 0; i < b.size(); ++i) {
+    const double e = std::abs(double(a[i]) - b[i]);
+    if (!std::isfinite(e)) return INFINITY;
     m = std::max(m, std::abs(b[i]));
-    d = std::max(d, std::abs(double(a[i]) - b[i]));
+    d = std::max(d, e);
   }
   return d / std::max(m, floor);
 }
@@ -298,6 +303,37 @@ class TestKernels : public QObject {
     QVERIFY(std::abs(cpu::crossentropy_forward(losses.data(), l.data(), l.data(), &target, 1, 2) - std::log(4.0 / 3)) < 1e-15);
     cpu::crossentropy_backward(l.data(), l.data(), &target, 1.0, 1, 2);
     QVERIFY(std::abs(l[0] - 0.25) < 1e-15 && std::abs(l[1] + 0.25) < 1e-15);
+  }
+
+  // A GEMM that adds the residual stream (Ops::matmul_forward's residual, as the layers' c_proj
+  // GEMMs use it) gives the GEMM and then residual_forward, bit for bit: into another buffer and
+  // in place over the residual, from fp32 and bf16 inputs, in both layouts.
+  void matmulForwardAddsTheResidual() {
+    const Ops& k = cpu_ops();
+    const int BT = 23, C = 40, OC = 36;
+    const std::vector<float> x = cast<float>(randn(size_t(BT) * C, 110)), W = cast<float>(randn(size_t(C) * OC, 111, 0.2)),
+                             bias = cast<float>(randn(size_t(OC), 112)), res = cast<float>(randn(size_t(BT) * OC, 113));
+    std::vector<bf16> x16(x.size());
+    std::vector<float> xw(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x16[i] = to_bf16(x[i]);
+      xw[i] = to_float(x16[i]);
+    }
+    for (Layout layout : {Layout::kInOut, Layout::kOutIn}) {
+      std::vector<float> want(res.size()), got(res.size(), float(kNaN)), inplace = res, want16(res.size()), got16(res.size());
+      k.matmul_forward(want.data(), x.data(), W.data(), bias.data(), BT, C, OC, layout);
+      k.residual_forward(want.data(), res.data(), want.data(), want.size());
+      k.matmul_forward(got.data(), x.data(), W.data(), bias.data(), BT, C, OC, layout, res.data());
+      QVERIFY(all_equal(got, want));
+      k.matmul_forward(inplace.data(), x.data(), W.data(), bias.data(), BT, C, OC, layout, inplace.data());
+      QVERIFY(all_equal(inplace, want));
+      k.matmul_forward(want16.data(), xw.data(), W.data(), bias.data(), BT, C, OC, layout);
+      k.residual_forward(want16.data(), res.data(), want16.data(), want16.size());
+      k.matmul_forward(got16.data(), x16.data(), W.data(), nullptr, BT, C, OC, layout, res.data());
+      QVERIFY(!all_equal(got16, want16));  // without the bias: not the same sum
+      k.matmul_forward(got16.data(), x16.data(), W.data(), bias.data(), BT, C, OC, layout, res.data());
+      QVERIFY(all_equal(got16, want16));
+    }
   }
 
   // ---- float against double ------------------------------------------------------------------------

@@ -649,7 +649,7 @@ class TestTrainer : public QObject {
   // CPU, TiledFlashOps) on a device the host cannot reach, so the layer code runs its GPU path:
   // q, k, v and attention's output kept in bf16, the log-sum-exps instead of the probabilities.
   // Two heads of 16 (the tile program's smallest head). Every step within 2% of fp32's losses and
-  // within 0.35% of bf16 with standard attention, and a parallel layout within 1e-3 of one rank's.
+  // within 0.5% of bf16 with standard attention, and a parallel layout within 1e-3 of one rank's.
   void bf16FlashTilesTrackFp32_data() {
     QTest::addColumn<QStringList>("overrides");
     QTest::newRow("one rank") << QStringList{"cluster.gpus_per_node=1"};
@@ -690,8 +690,9 @@ class TestTrainer : public QObject {
     for (size_t i = 0; i < low.losses.size(); ++i)
       worst_standard = std::max(worst_standard, std::abs(low.losses[i] - standard.losses[i]) / standard.losses[i]);
     std::printf("bf16 flash tiles vs bf16 standard attention: worst step %.4f%%\n", 100 * worst_standard);
-    // 0.12% to 0.18% measured; a backward handed a wrong attention output (delta = 0) is 0.57% away.
-    QVERIFY2(worst_standard > 0 && worst_standard <= 0.0035,
+    // 0.19% to 0.39% measured (the layout's the most: its TP sums round otherwise); a backward
+    // handed a wrong attention output (delta = 0) is 0.71% to 0.77% away.
+    QVERIFY2(worst_standard > 0 && worst_standard <= 0.005,
              qPrintable(QString("bf16 flash tiles vs standard attention: worst step %1%").arg(100 * worst_standard)));
     if (overrides.front() == "cluster.gpus_per_node=8") {
       TiledFlashOps one_tiles;
@@ -730,6 +731,7 @@ class TestTrainer : public QObject {
     QCOMPARE(calls["matmul_forward"], 13 * mbs);
     QCOMPARE(calls["matmul_gelu_forward"], 4 * mbs);
     QCOMPARE(calls.count("gelu_forward"), size_t(0));  // inside matmul_gelu_forward
+    QCOMPARE(calls.count("residual_forward"), size_t(0));  // inside c_proj's matmul_forward
     QCOMPARE(calls["matmul_backward"], 17 * mbs);
     QCOMPARE(calls["layernorm_forward"], 9 * mbs);
     QCOMPARE(calls["attention_forward"], 4 * mbs);

@@ -64,11 +64,16 @@ std::vector<int32_t> tokens_of(size_t n, int V, uint64_t stream) {
 }
 
 // max |a - b| / max(max |b|, 1e-12): the error relative to the tensor's scale.
+// Infinite where the sizes differ or a difference is not finite: a NaN a kernel leaves must fail,
+// and std::max would pass it over.
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
   double m = 0, d = 0;
   for (size_t i = 0; i < b.size(); ++i) {
+    const double e = std::abs(double(a[i]) - double(b[i]));
+    if (!std::isfinite(e)) return INFINITY;
     m = std::max(m, std::abs(double(b[i])));
-    d = std::max(d, std::abs(double(a[i]) - double(b[i])));
+    d = std::max(d, e);
   }
   return d / std::max(m, 1e-12);
 }
@@ -599,6 +604,16 @@ class TestCuda : public QObject {
         check("matmul_forward from bf16", out.back(d), out.host, tol);
         check("matmul_backward dweight from bf16", dw.back(d), dw.host, tol);
         check("matmul_forward with bf16 weights", out2.back(d), out2.host, tol);
+        // Adding the residual stream in the GEMM (bf16 table: cuBLASLt's C input with beta 1,
+        // fp32 bias and output), into another buffer and in place.
+        Twin res(d, randn(size_t(BT) * OC, 53)), withres(d, size_t(BT) * OC), inplace(d, res.host);
+        cpu.matmul_forward(withres.h(), in.h(), wl.h(), bias.h(), BT, C, OC, layout, res.h());
+        gk.matmul_forward(withres.g(), in.g(), wl.g(), bias.g(), BT, C, OC, layout, res.g());
+        cpu.matmul_forward(inplace.h(), in.h(), wl.h(), bias.h(), BT, C, OC, layout, inplace.h());
+        gk.matmul_forward(inplace.g(), in.g(), wl.g(), bias.g(), BT, C, OC, layout, inplace.g());
+        QVERIFY(d.synchronize().ok());
+        check("matmul_forward with a residual", withres.back(d), withres.host, tol);
+        check("matmul_forward with a residual, in place", inplace.back(d), inplace.host, tol);
         check("matmul_backward dinp, all bf16", dinp2.back(d), dinp2.host, tol);
         check("matmul_backward dweight, all bf16", dw2.back(d), dw2.host, tol);
         check("matmul_backward dbias from a bf16 gradient", db.back(d), db.host, 1e-5);
@@ -729,18 +744,20 @@ class TestCuda : public QObject {
     Device& d = *gpu_;
     const int BT = 512, C = 768, OC = 2304;
     const std::vector<float> x = randn(size_t(BT) * C, 60), wv = randn(size_t(C) * OC, 61, 0.05), bv = randn(size_t(OC), 62);
-    Twin inp(d, x), w(d, wv), bias(d, bv), out(d, size_t(BT) * OC);
+    Twin inp(d, x), w(d, wv), bias(d, bv), out(d, size_t(BT) * OC), res(d, randn(size_t(BT) * OC, 63)), outres(d, size_t(BT) * OC);
     Low16 inp16(d, x), w16(d, wv), bias16(d, bv), out16(d, size_t(BT) * OC), pre16(d, size_t(BT) * OC), act16(d, size_t(BT) * OC);
 #if defined(STAGECRAFT_WITH_CUDA)
     const int usable = cuda::lt_shapes(true), unusable = cuda::lt_shapes(false);
 #endif
     QVERIFY(d.set_precision(config::Precision::kBf16).ok());
     d.ops().matmul_forward(out.g(), inp.g(), w.g(), bias.g(), BT, C, OC, Layout::kInOut);
+    d.ops().matmul_forward(outres.g(), inp.g(), w.g(), bias.g(), BT, C, OC, Layout::kInOut, res.g());  // the same plan, C = res
     d.ops().matmul_forward(out16.g(), inp16.g(), w16.g(), bias16.g(), BT, C, OC, Layout::kInOut);
     d.ops().matmul_gelu_forward(pre16.g(), act16.g(), inp16.g(), w16.g(), bias16.g(), BT, C, OC, Layout::kInOut);
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
     QVERIFY(d.synchronize().ok());
     cpu_ops().matmul_forward(out.h(), inp.h(), w.h(), bias.h(), BT, C, OC, Layout::kInOut);
+    cpu_ops().matmul_forward(outres.h(), inp.h(), w.h(), bias.h(), BT, C, OC, Layout::kInOut, res.h());
     cpu_ops().matmul_forward(out16.h(), inp16.h(), w16.h(), bias16.h(), BT, C, OC, Layout::kInOut);
     cpu_ops().matmul_gelu_forward(pre16.h(), act16.h(), inp16.h(), w16.h(), bias16.h(), BT, C, OC, Layout::kInOut);
     const double e = rel_err(out.back(d), out.host), e16 = rel_err(out16.back(d), Low16::wide(out16.host));
@@ -750,6 +767,8 @@ class TestCuda : public QObject {
     std::printf("bf16 GEMM 512 x 768 -> 2304 against the CPU: fp32 out %.2e, bf16 out %.2e, GELU's input %.2e, its output %.2e\n", e, e16,
                 epre, eact);
     QVERIFY2(e > 0 && e <= 1e-2, qPrintable(QString("bf16 GEMM with an fp32 bias: relative error %1").arg(e)));
+    const double eres = rel_err(outres.back(d), outres.host);
+    QVERIFY2(eres <= 1e-2, qPrintable(QString("bf16 GEMM with an fp32 bias and a residual: relative error %1").arg(eres)));
     QVERIFY2(e16 <= 1e-2, qPrintable(QString("all-bf16 GEMM with a bias: relative error %1").arg(e16)));
 #if defined(STAGECRAFT_WITH_CUDA)
     const char* env = std::getenv("STAGECRAFT_CUBLASLT");

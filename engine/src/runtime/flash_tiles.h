@@ -20,7 +20,7 @@
 //             tile pair instead of FlashAttention-2's 5). dQ, dK and dV stay in the warps'
 //             accumulators (registers) from the first tile to the last; O goes through shared
 //             memory, since the online softmax rescales it by row.
-// Roundings to bf16, as FlashAttention-2 does them: P before P V and P^T dO; dO (fp32 here) as it
+// Roundings to bf16, as FlashAttention-2 does them: P before P V and P^T dO; dO (when fp32) as it
 // is staged; dS before dS^T Q and dS K. Everything else is fp32: S, dP, the statistics, O, dQ, dK,
 // dV and every product's accumulation.
 //
@@ -43,11 +43,18 @@
 //                       ACol/BCol say; K a multiple of 16
 // The acc_ and mma calls are warp-wide: every thread of the warp makes them.
 //
+// Memory moves between the slices and the tiles in units of 8 elements (load8, store8): 16 bytes
+// of bf16, one 128-bit access on a GPU. qkv, a bf16 out, dO and dqkv must be 16-byte aligned (the
+// CUDA launchers check; device allocations are 256-byte aligned); every row then starts on a
+// unit, since the head size and the row strides are multiples of 16 elements.
+//
 // Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "runtime/element_math.h"
 #include "stagecraft/runtime/bf16.h"
@@ -169,13 +176,52 @@ STAGECRAFT_HD float row_delta(const Dout* dout, const Out* out, int hs, bool rou
 
 STAGECRAFT_TILE int smaller(int a, int b) { return a < b ? a : b; }
 
+// Eight bf16 values: the unit of the moves between a slice and a tile.
+struct alignas(16) Bf16x8 {
+  bf16 v[8];
+};
+
+STAGECRAFT_HD bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Eight elements at p (16-byte aligned where bf16) as bf16: as they are, or fp32 rounded.
+STAGECRAFT_TILE Bf16x8 load8(const bf16* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const Bf16x8*>(p);
+#else
+  Bf16x8 u;
+  std::memcpy(&u, p, sizeof u);
+  return u;
+#endif
+}
+STAGECRAFT_TILE Bf16x8 load8(const float* p) {
+  Bf16x8 u;
+  for (int i = 0; i < 8; ++i) u.v[i] = to_bf16(p[i]);
+  return u;
+}
+STAGECRAFT_TILE void put8(bf16* p, const Bf16x8& u) {  // p: shared or global, 16-byte aligned
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<Bf16x8*>(p) = u;
+#else
+  std::memcpy(p, &u, sizeof u);
+#endif
+}
+// Eight fp32 values x, stored at p as fp32 or rounded to bf16.
+STAGECRAFT_TILE void store8(float* p, const float* x) {
+  for (int i = 0; i < 8; ++i) p[i] = x[i];
+}
+STAGECRAFT_TILE void store8(bf16* p, const float* x) {
+  Bf16x8 u;
+  for (int i = 0; i < 8; ++i) u.v[i] = to_bf16(x[i]);
+  put8(p, u);
+}
+
 // Copies rows t0 .. t0 + n - 1 of q, k or v (bf16) into a tile of `rows` rows, zeros past n.
 template <typename Block>
 STAGECRAFT_TILE void stage_rows(const Block& blk, bf16* tile, const bf16* qkv, const Slice& s, int which, int t0, int n, int rows) {
-  const int ld = ld16(s.hs);
-  for (int e = blk.thread(); e < rows * s.hs; e += blk.threads()) {
-    const int r = e / s.hs, d = e % s.hs;
-    tile[r * ld + d] = r < n ? qkv[s.qkv_at(t0 + r, which) + d] : bf16{0};
+  const int ld = ld16(s.hs), units = s.hs / 8;
+  for (int e = blk.thread(); e < rows * units; e += blk.threads()) {
+    const int r = e / units, d = e % units * 8;
+    put8(tile + r * ld + d, r < n ? load8(qkv + s.qkv_at(t0 + r, which) + d) : Bf16x8{});
   }
 }
 
@@ -189,10 +235,10 @@ STAGECRAFT_TILE void stage_keys(const Block& blk, bf16* K, bf16* V, const bf16* 
 // The same for dO (fp32, rounded to bf16 on the way in, or bf16).
 template <typename Block, typename Dout>
 STAGECRAFT_TILE void stage_dout(const Block& blk, bf16* tile, const Dout* dout, const Slice& s, int t0, int n) {
-  const int ld = ld16(s.hs);
-  for (int e = blk.thread(); e < kRows * s.hs; e += blk.threads()) {
-    const int r = e / s.hs, d = e % s.hs;
-    tile[r * ld + d] = r < n ? to_bf16(element::load(dout + s.out_at(t0 + r) + d)) : bf16{0};
+  const int ld = ld16(s.hs), units = s.hs / 8;
+  for (int e = blk.thread(); e < kRows * units; e += blk.threads()) {
+    const int r = e / units, d = e % units * 8;
+    put8(tile + r * ld + d, r < n ? load8(dout + s.out_at(t0 + r) + d) : Bf16x8{});
   }
 }
 
@@ -287,8 +333,10 @@ STAGECRAFT_TILE void store_grad(const Block& blk, Grads* dqkv, const Grad<Block>
     blk.acc_store(stage + (t / (hs / 16)) * 16 * ld + (t % (hs / 16)) * 16, ld, g.acc[i]);
   }
   blk.sync();
-  for (int e = blk.thread(); e < n * hs; e += blk.threads()) {
-    element::store(dqkv + s.qkv_at(t0 + e / hs, which) + e % hs, stage[(e / hs) * ld + e % hs]);
+  const int units = hs / 8;
+  for (int e = blk.thread(); e < n * units; e += blk.threads()) {
+    const int r = e / units, d = e % units * 8;
+    store8(dqkv + s.qkv_at(t0 + r, which) + d, stage + r * ld + d);
   }
   blk.sync();
 }
@@ -339,9 +387,12 @@ STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const 
     accumulate_out(blk, O, P, V, hs);
     blk.sync();
   }
-  for (int e = blk.thread(); e < rows * hs; e += blk.threads()) {
-    const int r = e / hs, d = e % hs;
-    element::store(out + s.out_at(q0 + r) + d, O[r * ldo + d] / l[r]);
+  const int units = hs / 8;
+  for (int e = blk.thread(); e < rows * units; e += blk.threads()) {
+    const int r = e / units, d = e % units * 8;
+    float o[8];
+    for (int i = 0; i < 8; ++i) o[i] = O[r * ldo + d + i] / l[r];
+    store8(out + s.out_at(q0 + r) + d, o);
   }
   for (int r = blk.thread(); r < rows; r += blk.threads()) lse[s.row_at(q0 + r)] = m[r] + logf(l[r]);
 }

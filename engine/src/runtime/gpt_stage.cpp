@@ -256,18 +256,20 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   } else {
     k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS);
   }
-  k_->matmul_forward(a.res2.data(), a.atty.in(), w(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C);
+  // res2 = x + c_proj(...): the residual comes in c_proj's GEMM, on one tp rank as the bias does,
+  // so that the TP sum adds it once.
+  k_->matmul_forward(a.res2.data(), a.atty.in(), w(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C,
+                     Layout::kInOut, bias_here ? x : nullptr);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, a.res2.data(), a.res2.size(), tp_host_); !st) return st;
   }
-  k_->residual_forward(a.res2.data(), x, a.res2.data(), a.res2.size());
   k_->layernorm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
   k_->matmul_gelu_forward(a.fch.out(), a.fch_gelu.out(), a.ln2.in(), w(h + "mlp.c_fc.weight"), w(h + "mlp.c_fc.bias"), BT, C, Fl);
-  k_->matmul_forward(out, a.fch_gelu.in(), w(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C);
+  k_->matmul_forward(out, a.fch_gelu.in(), w(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C,
+                     Layout::kInOut, bias_here ? a.res2.data() : nullptr);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;
   }
-  k_->residual_forward(out, a.res2.data(), out, static_cast<size_t>(BT) * C);
   return Status::OK();
 }
 

@@ -24,9 +24,10 @@ struct KernelCall {
 
 class ObservedOps : public Ops {
  public:
-  void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) const override {
+  void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout,
+                      const float* residual) const override {
     Scope s(*this, {"matmul_forward", gemm_shape(BT, C, OC, layout), 2.0 * BT * C * OC});
-    base().matmul_forward(out, inp, weight, bias, BT, C, OC, layout);
+    base().matmul_forward(out, inp, weight, bias, BT, C, OC, layout, residual);
   }
   void matmul_gelu_forward(ActOut pre, ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
                            Layout layout) const override {

@@ -72,8 +72,11 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
+  // out (BT, OC) = inp W + bias, plus residual (BT, OC, fp32) where it is given: the residual
+  // stream's add inside the GEMM (CUDA: cuBLASLt's C input with beta 1, where it has an
+  // algorithm). With a residual, out is fp32 and may be the residual itself.
   virtual void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC,
-                              Layout layout = Layout::kInOut) const = 0;
+                              Layout layout = Layout::kInOut, const float* residual = nullptr) const = 0;
   // pre (BT, OC) = inp W + bias, GELU's input, and out (BT, OC) = GELU(pre): matmul_forward then
   // gelu_forward, which is what this does unless a backend fuses them (CUDA: cuBLASLt's GELU
   // epilogue, for bf16 outputs).

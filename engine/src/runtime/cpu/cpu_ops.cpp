@@ -39,11 +39,21 @@ void settle(ActOut out, const float* staged_values, size_t n) {
 
 class CpuOps final : public Ops {
  public:
-  void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) const override {
+  // With a residual: the GEMM's output plus the residual, as gpt_stage.cpp added them before.
+  void matmul_forward(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout,
+                      const float* residual) const override {
     const size_t n = size_t(BT) * OC;
     float* o = staged(out, n);
-    cpu::matmul_forward(o, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
-                        layout);
+    if (residual && residual == o) {  // in place: the GEMM first, beside it
+      float* g = scratch(4, n);
+      cpu::matmul_forward(g, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
+                          layout);
+      cpu::residual_forward(o, g, residual, n);
+    } else {
+      cpu::matmul_forward(o, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
+                          layout);
+      if (residual) cpu::residual_forward(o, o, residual, n);
+    }
     settle(out, o, n);
   }
   void matmul_backward(ActOut dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,

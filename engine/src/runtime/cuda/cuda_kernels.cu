@@ -554,8 +554,10 @@ class CudaOps final : public Ops {
   // The bias comes in the GEMM's epilogue through cuBLASLt where it can (lt_gemm.h: the bias of
   // the output's type), else it is added to an fp32 result (staged for a bf16 output) after a
   // cublasGemmEx.
+  // A residual comes in as cuBLASLt's C with beta 1 there (fp32 out), else it is added after.
   template <typename Low>
-  static void matmul_forward_low(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout) {
+  static void matmul_forward_low(ActOut out, ActIn inp, ActIn weight, ActIn bias, int BT, int C, int OC, Layout layout,
+                                 const float* residual) {
     std::lock_guard<std::mutex> lock(g_low.mutex);
     const Low* w = operand<Low>(0, weight, size_t(C) * OC);
     const Low* x = operand<Low>(1, inp, size_t(BT) * C);
@@ -563,25 +565,42 @@ class CudaOps final : public Ops {
     const cublasOperation_t ta = layout == Layout::kInOut ? N_ : T_;
     const int lda = layout == Layout::kInOut ? OC : C;
     const bool bias_matches = bias.data && bias.type == out.type;
-    if (bias_matches && lt_gemm_bias(ta, N_, OC, BT, C, w, lda, x, C, cuda_type<Low>(), out.data, out.low() ? CUDA_R_16BF : CUDA_R_32F, OC,
-                                     bias.data)) {
+    if (bias_matches && (!residual || !out.low()) &&
+        lt_gemm_bias(ta, N_, OC, BT, C, w, lda, x, C, cuda_type<Low>(), out.data, out.low() ? CUDA_R_16BF : CUDA_R_32F, OC, bias.data,
+                     residual)) {
       return;
     }
     const size_t n = size_t(BT) * OC;
     float* o = staged(out, n);
     if (!o) return;
-    gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, o, OC);
-    add_bias(o, bias, BT, OC);
+    if (residual && residual == o) {  // in place: beta 1 over the residual itself
+      gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 1.0f, o, OC);
+      add_bias(o, bias, BT, OC);
+    } else {
+      gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, o, OC);
+      add_bias(o, bias, BT, OC);
+      add_residual(o, residual, n);
+    }
     settle(out, o, n);
   }
 
-  void matmul_forward(ActOut out_act, ActIn inp_act, ActIn weight_act, ActIn bias, int BT, int C, int OC,
-                      Layout layout) const override {
+  static void add_residual(float* out, const float* residual, size_t n) {
+    if (!residual || n == 0) return;
+    add_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out, out, residual, n);
+    launched("add_residual");
+  }
+
+  void matmul_forward(ActOut out_act, ActIn inp_act, ActIn weight_act, ActIn bias, int BT, int C, int OC, Layout layout,
+                      const float* residual) const override {
+    if (residual && out_act.low()) {
+      record_error("matmul_forward: a residual needs an fp32 output");
+      return;
+    }
     if (precision_ != config::Precision::kFp32) {
       if (precision_ == config::Precision::kFp16) {
-        matmul_forward_low<__half>(out_act, inp_act, weight_act, bias, BT, C, OC, layout);
+        matmul_forward_low<__half>(out_act, inp_act, weight_act, bias, BT, C, OC, layout, residual);
       } else {
-        matmul_forward_low<__nv_bfloat16>(out_act, inp_act, weight_act, bias, BT, C, OC, layout);
+        matmul_forward_low<__nv_bfloat16>(out_act, inp_act, weight_act, bias, BT, C, OC, layout, residual);
       }
       return;
     }
@@ -591,13 +610,16 @@ class CudaOps final : public Ops {
     const float* weight = operand<float>(0, weight_act, size_t(C) * OC);
     float* out = staged(out_act, size_t(BT) * OC);
     if (!inp || !weight || !out) return;
-    // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major.
+    // out^T (OC, BT) = W^T (OC, C) inp^T (C, BT); W (C, OC) row-major is W^T column-major. A
+    // residual that is out itself comes in with beta 1, another one is added after.
+    const float beta = residual && residual == out ? 1.0f : 0.0f;
     if (layout == Layout::kInOut) {
-      sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, 0.0f, out, OC);
+      sgemm(N_, N_, OC, BT, C, 1.0f, weight, OC, inp, C, beta, out, OC);
     } else {
-      sgemm(T_, N_, OC, BT, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
+      sgemm(T_, N_, OC, BT, C, 1.0f, weight, C, inp, C, beta, out, OC);
     }
     add_bias(out, bias, BT, OC);
+    if (residual != out) add_residual(out, residual, size_t(BT) * OC);
     settle(out_act, out, size_t(BT) * OC);
   }
 

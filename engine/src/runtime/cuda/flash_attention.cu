@@ -30,6 +30,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -331,10 +333,19 @@ __global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(Grad
 }
 
 // Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
-// false, with the error recorded, where the GPU refuses.
+// false, with the error recorded, where the GPU refuses. Set once per kernel and size: a process
+// drives one GPU (cuda_context.h), and a head size keeps its layout.
+// (Kernels of one signature share a type, so the record is keyed by the kernel itself.)
 template <typename Kernel>
 bool allow_shared(Kernel kernel, size_t bytes) {
-  return STAGECRAFT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  static std::mutex mutex;
+  static std::map<const void*, size_t> allowed;  // per kernel: what it was last allowed
+  std::lock_guard<std::mutex> lock(mutex);
+  size_t& now = allowed[reinterpret_cast<const void*>(kernel)];
+  if (bytes <= now) return true;
+  if (!STAGECRAFT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))) return false;
+  now = bytes;
+  return true;
 }
 
 // Calls f.template operator()<D>() with the smallest supported D >= hs.
@@ -376,6 +387,18 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
   return true;
 }
 
+// The tile program moves bf16 in 16-byte units (flash_tiles.h): its bf16 buffers must be 16-byte
+// aligned, as every allocation is. Null entries are not checked.
+static bool units_aligned(ActIn a, ActIn b = nullptr, ActIn c = nullptr) {
+  for (ActIn x : {a, b, c}) {
+    if (x.data && !flash::aligned16(x.data)) {
+      record_error("flash attention on tensor cores: a bf16 buffer is not 16-byte aligned (a pointer into the middle of an allocation?)");
+      return false;
+    }
+  }
+  return true;
+}
+
 // A launch's y dimension takes B x NH, which CUDA limits to 65535.
 static bool fits_grid(int B, int NH) {
   if (size_t(B) * NH <= 65535) return true;
@@ -387,6 +410,7 @@ static bool fits_grid(int B, int NH) {
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) {
   if (B <= 0 || T <= 0 || !fits_grid(B, NH)) return;
   if (flash_tensor_cores(qkv.low() != nullptr, HS)) {
+    if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
     const size_t bytes = flash::layout(flash::Pass::kForward, HS).bytes;
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
     with_typed(out, [&](auto* o) {
@@ -429,6 +453,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     });
   });
   if (tensor_cores) {
+    if (!units_aligned(qkv, dout.low() ? dout : ActIn(nullptr), dqkv.low() ? ActIn(dqkv) : ActIn(nullptr))) return;
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
     const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
     with_typed(dqkv, [&](auto* d) {

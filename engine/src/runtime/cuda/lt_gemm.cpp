@@ -29,7 +29,7 @@ uint32_t alignment(const void* p) {
 // The shape, the types, and the alignments of A, B, D, the bias and the aux buffer: the heuristic
 // takes the bias and aux pointers' values as their alignment (cublasLt.h, BIAS_POINTER and
 // EPILOGUE_AUX_POINTER), so an algorithm chosen for one alignment is not reused at a smaller one.
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
 
 // A shape's descriptors and the algorithm the heuristic chose, or that there is none.
 struct Plan {
@@ -59,7 +59,7 @@ void release(Plan& p) {
 // Builds the descriptors of a shape and asks the heuristic for one algorithm; make_plan releases
 // what a shape without one holds.
 Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, const void* Cm, void* D, const void* bias, void* aux) {
   Context& c = *context();
   Plan p;
   if (cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return p;
@@ -89,7 +89,7 @@ Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
   cublasLtMatmulPreference_t pref = nullptr;
   if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return p;
   const uint64_t workspace = c.lt_workspace_bytes;
-  const uint32_t al_a = alignment(A), al_b = alignment(B), al_d = alignment(D);
+  const uint32_t al_a = alignment(A), al_b = alignment(B), al_c = alignment(Cm), al_d = alignment(D);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const bool asked = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace) ==
@@ -98,7 +98,7 @@ Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
                          CUBLAS_STATUS_SUCCESS &&
                      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b) ==
                          CUBLAS_STATUS_SUCCESS &&
-                     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d) ==
+                     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c) ==
                          CUBLAS_STATUS_SUCCESS &&
                      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d) ==
                          CUBLAS_STATUS_SUCCESS &&
@@ -115,8 +115,8 @@ Plan find_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
 // A shape's plan: usable, or not usable and holding nothing (no error: the caller computes it
 // another way).
 Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, cudaDataType_t ab_type,
-               cudaDataType_t d_type, int ldd, const void* A, const void* B, void* D, const void* bias, void* aux) {
-  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux);
+               cudaDataType_t d_type, int ldd, const void* A, const void* B, const void* Cm, void* D, const void* bias, void* aux) {
+  Plan p = find_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, Cm, D, bias, aux);
   if (!p.usable) release(p);
   return p;
 }
@@ -140,18 +140,23 @@ int lt_shapes(bool usable) {
 
 namespace {
 
+// C (`residual`, or D when there is none) comes in with beta 1, or not at all.
 bool lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-             cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux) {
+             cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux, const void* residual) {
   Context* c = context();
   if (!lt_enabled() || !c || !c->cublaslt || !bias || alignment(bias) < 16 || m <= 0 || n <= 0 || k <= 0) return false;
   if (d_type != CUDA_R_32F && (d_type != CUDA_R_16BF || ab_type != CUDA_R_16BF)) return false;  // not a supported combination
   if (aux && (ldd % 8 != 0 || alignment(aux) < 16)) return false;
+  if (residual && (d_type != CUDA_R_32F || aux || alignment(residual) < 16)) return false;
+  const void* Cm = residual ? residual : D;
   const Key key{int(ta),     int(tb),          m,           n,           k,           lda,
                 ldb,         ldd,              int(ab_type), int(d_type), aux ? 1 : 0, alignment(A),
-                alignment(B), alignment(D),    alignment(bias), aux ? alignment(aux) : 0u};
+                alignment(B), alignment(D),    alignment(bias), aux ? alignment(aux) : 0u, alignment(Cm)};
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_plans.find(key);
-  if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, D, bias, aux)).first;
+  if (it == g_plans.end()) {
+    it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ab_type, d_type, ldd, A, B, Cm, D, bias, aux)).first;
+  }
   Plan& p = it->second;
   if (!p.usable) return false;
   const void* bias_ptr = bias;
@@ -161,8 +166,8 @@ bool lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, co
                      "cublasLtMatmulDescSetAttribute(aux)"))) {
     return true;  // recorded: the step fails at its next synchronize
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  lt_ok(cublasLtMatmul(c->cublaslt, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, c->lt_workspace, c->lt_workspace_bytes,
+  const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+  lt_ok(cublasLtMatmul(c->cublaslt, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm, p.d, D, p.d, &p.algo, c->lt_workspace, c->lt_workspace_bytes,
                        c->stream),
         "cublasLtMatmul");
   return true;
@@ -171,13 +176,13 @@ bool lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, co
 }  // namespace
 
 bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias) {
-  return lt_gemm(ta, tb, m, n, k, A, lda, B, ldb, ab_type, D, d_type, ldd, bias, nullptr);
+                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, const void* residual) {
+  return lt_gemm(ta, tb, m, n, k, A, lda, B, ldb, ab_type, D, d_type, ldd, bias, nullptr, residual);
 }
 
 bool lt_gemm_bias_gelu(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                        cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux) {
-  return aux && lt_gemm(ta, tb, m, n, k, A, lda, B, ldb, ab_type, D, d_type, ldd, bias, aux);
+  return aux && lt_gemm(ta, tb, m, n, k, A, lda, B, ldb, ab_type, D, d_type, ldd, bias, aux, nullptr);
 }
 
 }  // namespace stagecraft::runtime::cuda

@@ -23,8 +23,10 @@
 
 namespace stagecraft::runtime::cuda {
 
+// With residual (fp32 D only; D's layout, 16-byte aligned, may be D itself): D = op(A) op(B) +
+// bias + residual, cuBLASLt's C input with beta 1.
 bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias);
+                  cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, const void* residual = nullptr);
 
 // The same with GELU after the bias (CUBLASLT_EPILOGUE_GELU_AUX_BIAS): D = GELU(op(A) op(B) +
 // bias) and aux (m x n, D's type, column-major, ld ldd) = op(A) op(B) + bias, GELU's input kept
