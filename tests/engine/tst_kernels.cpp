@@ -865,6 +865,15 @@ class TestKernels : public QObject {
       k.layernorm_forward(out16.data(), mean16.data(), rstd16.data(), x.data(), w.data(), b.data(), BT, C);
       QVERIFY(same(out16, rounded(out)));
       QVERIFY(all_equal(mean16, mean) && all_equal(rstd16, rstd));  // statistics stay fp32
+      // The backward's bf16 copy of the accumulated gradient at its input (the residual stream's
+      // gradient, for c_proj's GEMMs): the rounding of dinp after the accumulation, bit for bit.
+      const std::vector<float> dy = cast<float>(randn(n, 114)), d0 = cast<float>(randn(n, 115));
+      std::vector<float> d1 = d0, d2 = d0, dw1(C), db1(C), dw2(C), db2(C);
+      std::vector<bf16> dlow(n);
+      k.layernorm_backward(d1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), BT, C);
+      k.layernorm_backward(d2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), BT, C, dlow.data());
+      QVERIFY(all_equal(d1, d2) && all_equal(dw1, dw2) && all_equal(db1, db2));
+      QVERIFY(same(dlow, rounded(d1)) && !same(dlow, rounded(d0)));
       QVERIFY(!all_equal(out, [&] {
         std::vector<float> wide(n);
         cpu::from_bf16(wide.data(), out16.data(), n);

@@ -649,7 +649,7 @@ class TestTrainer : public QObject {
   // CPU, TiledFlashOps) on a device the host cannot reach, so the layer code runs its GPU path:
   // q, k, v and attention's output kept in bf16, the log-sum-exps instead of the probabilities.
   // Two heads of 16 (the tile program's smallest head). Every step within 2% of fp32's losses and
-  // within 0.5% of bf16 with standard attention, and a parallel layout within 1e-3 of one rank's.
+  // within 0.45% of bf16 with standard attention, and a parallel layout within 1e-3 of one rank's.
   void bf16FlashTilesTrackFp32_data() {
     QTest::addColumn<QStringList>("overrides");
     QTest::newRow("one rank") << QStringList{"cluster.gpus_per_node=1"};
@@ -690,9 +690,10 @@ class TestTrainer : public QObject {
     for (size_t i = 0; i < low.losses.size(); ++i)
       worst_standard = std::max(worst_standard, std::abs(low.losses[i] - standard.losses[i]) / standard.losses[i]);
     std::printf("bf16 flash tiles vs bf16 standard attention: worst step %.4f%%\n", 100 * worst_standard);
-    // 0.19% to 0.39% measured (the layout's the most: its TP sums round otherwise); a backward
-    // handed a wrong attention output (delta = 0) is 0.71% to 0.77% away.
-    QVERIFY2(worst_standard > 0 && worst_standard <= 0.005,
+    // 0.17% to 0.21% measured (0.39% for the layout at a nearby state of the code: over 30 steps
+    // the two runs drift apart chaotically); a backward handed a wrong attention output (delta =
+    // 0) is 0.52% away. The kernels' own tests (tst_kernels) bound attention far more tightly.
+    QVERIFY2(worst_standard > 0 && worst_standard <= 0.0045,
              qPrintable(QString("bf16 flash tiles vs standard attention: worst step %1%").arg(100 * worst_standard)));
     if (overrides.front() == "cluster.gpus_per_node=8") {
       TiledFlashOps one_tiles;
@@ -756,7 +757,9 @@ class TestTrainer : public QObject {
     QVERIFY2(b.error.empty(), b.error.c_str());
     long long copies = 0;
     for (const auto& k : low.kernels()) copies += k.name == std::string("round_to_bf16") ? k.calls : 0;
-    QCOMPARE(copies, 3LL);
+    // The weights' bf16 copy once per update (3 steps), and the incoming residual gradient's once
+    // per micro-batch's backward (8 a step); the layers' layernorms write the rest of it.
+    QCOMPARE(copies, 3LL + 3 * 8);
   }
 
   // train.precision fp16 (loss_scaler.h): the dynamic loss scale, step by step.

@@ -533,6 +533,14 @@ class TestCuda : public QObject {
       check("gelu_backward bf16 in place", g16.back(d), Low16::wide(g16.host), one_rounding);
       check("layernorm_forward bf16 out", out.back(d), Low16::wide(out.host), one_rounding);
       check("layernorm_forward mean", mean.back(d), mean.host, 1e-5);
+      // The backward's bf16 copy of its accumulated dinp (the residual gradient c_proj reads).
+      Twin ldy(d, randn(n, 56)), ldx(d, randn(n, 57)), ldw(d, size_t(C)), ldb(d, size_t(C));
+      Low16 llow(d, n);
+      cpu.layernorm_backward(ldx.h(), ldw.h(), ldb.h(), ldy.h(), x.h(), w.h(), mean.h(), rstd.h(), BT, C, llow.h());
+      gk.layernorm_backward(ldx.g(), ldw.g(), ldb.g(), ldy.g(), x.g(), w.g(), mean.g(), rstd.g(), BT, C, llow.g());
+      QVERIFY(d.synchronize().ok());
+      check("layernorm_backward dinp beside its bf16 copy", ldx.back(d), ldx.host, 1e-5);
+      check("layernorm_backward dinp's bf16 copy", llow.back(d), Low16::wide(llow.host), one_rounding);
       check("gelu_forward bf16 out", y.back(d), Low16::wide(y.host), one_rounding);
     }
     {  // attention, standard and fused, writing bf16; the fused backward reading it

@@ -134,6 +134,7 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
                     allocate_buffer(s->dtmp_c_, dev, sz(B * T * C)),
                     allocate_buffer(s->out_, dev, sz(B * T * C)),
                     allocate_buffer(s->dres_, dev, sz(B * T * C)),
+                    allocate_buffer(s->dres_low_, dev, spec.bf16_activations ? sz(B * T * C) : 0),
                     allocate_buffer(s->targets_, dev, sz(B * T))}) {
     if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
   }
@@ -283,12 +284,16 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
             Fl = m.ffn() / spec_.tp, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   const std::string h = "h." + std::to_string(layer) + ".";
+  // c_proj's GEMMs read dres as its bf16 copy with bf16 activations, which each layernorm's
+  // backward writes beside dres (and backward() makes at a chunk's start).
+  bf16* dres_low = dres_low_.size() ? dres_low_.data() : nullptr;
+  const ActIn dres_gemm = dres_low ? ActIn(dres_low) : ActIn(dres);
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
   // The gradients between GEMMs and the kernels beside them (at GELU's output and input, at
   // attention's output and at q, k, v) are ActBuffers: bf16 with bf16 activations, written so by
   // the kernel that makes them and read as they are by the next, with no cast between.
   ActBuffer& dfch = *dtmp_f_;  // at GELU's output, then in place at its input
-  k_->matmul_backward(dfch.out(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres, a.fch_gelu.in(),
+  k_->matmul_backward(dfch.out(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_gemm, a.fch_gelu.in(),
                      w(h + "mlp.c_proj.weight"), BT, Fl, C);
   k_->gelu_backward(dfch.out(), a.fch.in(), dfch.in(), static_cast<size_t>(BT) * Fl);
   k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dfch.in(), a.ln2.in(),
@@ -297,9 +302,9 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
   k_->layernorm_backward(dres, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
-                        a.ln2_mean.data(), a.ln2_rstd.data(), BT, C);
+                        a.ln2_mean.data(), a.ln2_rstd.data(), BT, C, dres_low);
   // dres is now the gradient at res2. Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
-  k_->matmul_backward(dtmp_cl_->out(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres, a.atty.in(),
+  k_->matmul_backward(dtmp_cl_->out(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres_gemm, a.atty.in(),
                      w(h + "attn.c_proj.weight"), BT, Cl, C);
   if (spec_.flash_attention) {
     k_->flash_attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
@@ -313,7 +318,7 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
   k_->layernorm_backward(dres, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
-                        a.ln1_rstd.data(), BT, C);
+                        a.ln1_rstd.data(), BT, C, dres_low);
   return Status::OK();
 }
 
@@ -427,6 +432,7 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   // One buffer carries the gradient down the layers, each layer's backward updating it in place.
   float* dres = dres_.data();
   if (Status st = dev.copy(dres, chunk == spec_.num_chunks - 1 ? acts->dhead.data() : dout, n * sizeof(float)); !st) return st;
+  if (dres_low_.size()) k_->round_to_bf16(dres_low_.data(), dres, n);  // the layers' layernorms keep it after
   for (int i = layers - 1; i >= 0; --i) {
     const float* x = acts->inputs[static_cast<size_t>(i)].data();
     LayerActs* a;

@@ -188,6 +188,7 @@ class GptStage {
   // chunk), the targets.
   Buffer<float> scratch_att_, dtmp_c_, out_, dres_;
   std::unique_ptr<ActBuffer> dtmp_f_, dtmp_3c_, dtmp_cl_;  // (BT, Fl), (BT, 3 Cl), (BT, Cl): bf16 with bf16 activations
+  Buffer<bf16> dres_low_;  // (BT, C): dres rounded to bf16, for c_proj's GEMMs (bf16 activations only)
   std::unique_ptr<ActBuffer> lnf_, dlogits_;  // dlogits_: bf16 activations only
   Buffer<float> lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
   Buffer<int32_t> targets_;

@@ -45,9 +45,9 @@ class ObservedOps : public Ops {
     base().layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                          const float* mean, const float* rstd, int N, int C) const override {
+                          const float* mean, const float* rstd, int N, int C, bf16* dinp_low) const override {
     Scope s(*this, {"layernorm_backward", rows(N, C)});
-    base().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    base().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_low);
   }
   void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
     Scope s(*this, {"attention_forward", heads(B, T, NH, HS)});

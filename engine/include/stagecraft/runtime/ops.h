@@ -89,8 +89,10 @@ class Ops {
                                int BT, int C, int OC, Layout layout = Layout::kInOut) const = 0;
   virtual void layernorm_forward(ActOut out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int N,
                                  int C) const = 0;
+  // dinp_low (N, C), where given: dinp after its accumulation, rounded to bf16 — the residual
+  // stream's gradient as the next GEMMs back (c_proj's) read it with bf16 activations.
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                                  const float* mean, const float* rstd, int N, int C) const = 0;
+                                  const float* mean, const float* rstd, int N, int C, bf16* dinp_low = nullptr) const = 0;
   virtual void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const = 0;
   virtual void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T,
                                   int NH, int HS) const = 0;

@@ -72,8 +72,9 @@ class CpuOps final : public Ops {
     settle(out, o, n);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                          const float* mean, const float* rstd, int N, int C) const override {
+                          const float* mean, const float* rstd, int N, int C, bf16* dinp_low) const override {
     cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    if (dinp && dinp_low) cpu::to_bf16(dinp_low, dinp, size_t(N) * C);
   }
   void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
     const size_t n = size_t(B) * T * NH * HS;

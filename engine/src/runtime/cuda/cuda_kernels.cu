@@ -190,8 +190,9 @@ __global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, con
   }
 }
 
-__global__ void layernorm_dinp_kernel(float* dinp, const float* dout, const float* inp, const float* weight, const float* mean,
-                                      const float* rstd, int N, int C) {
+// dinp accumulates; dinp_low, where given, gets the sum rounded to bf16.
+__global__ void layernorm_dinp_kernel(float* dinp, bf16* dinp_low, const float* dout, const float* inp, const float* weight,
+                                      const float* mean, const float* rstd, int N, int C) {
   const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= N) return;
@@ -207,7 +208,12 @@ __global__ void layernorm_dinp_kernel(float* dinp, const float* dout, const floa
   }
   a = warp_sum(a) / C;
   b = warp_sum(b) / C;
-  for (int c = lane; c < C; c += kWarp) dx[c] += element::layernorm_dx(dy[c], weight[c], (x[c] - m) * r, r, a, b);
+  bf16* low = dinp_low ? dinp_low + size_t(row) * C : nullptr;
+  for (int c = lane; c < C; c += kWarp) {
+    const float v = dx[c] + element::layernorm_dx(dy[c], weight[c], (x[c] - m) * r, r, a, b);
+    dx[c] = v;
+    if (low) low[c] = to_bf16(v);
+  }
 }
 
 // dweight (C) += sum over rows of dy * norm; dbias (C) += sum of dy: bands of rows, atomics.
@@ -731,10 +737,10 @@ class CudaOps final : public Ops {
   }
 
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                          const float* mean, const float* rstd, int N, int C) const override {
+                          const float* mean, const float* rstd, int N, int C, bf16* dinp_low) const override {
     if (N <= 0) return;
     if (dinp) {
-      layernorm_dinp_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+      layernorm_dinp_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(dinp, dinp_low, dout, inp, weight, mean, rstd, N, C);
       launched("layernorm_backward");
     }
     if (dweight || dbias) {
