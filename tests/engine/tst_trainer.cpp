@@ -112,32 +112,17 @@ class TiledFlashOps final : public ObservedOps {
     if (!qkv.low()) return refuse();
     std::vector<float> o(size_t(B) * T * NH * HS);
     cpu::flash_attention_tiled_forward(o.data(), lse, qkv.low(), B, T, NH, HS);
-    for (size_t i = 0; i < o.size(); ++i) {
-      if (out.low()) {
-        out.low()[i] = to_bf16(o[i]);
-      } else {
-        out.f32()[i] = o[i];
-      }
-    }
+    put(out, o);
   }
   void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
     ++backwards;
     if (!qkv.low()) return refuse();
     const size_t n = size_t(B) * T * NH * HS;
-    std::vector<float> o(n), dy(n), d(3 * n);
-    for (size_t i = 0; i < n; ++i) {
-      o[i] = out.low() ? to_float(out.low()[i]) : out.f32()[i];
-      dy[i] = dout.low() ? to_float(dout.low()[i]) : dout.f32()[i];
-    }
+    const std::vector<float> o = wide(out, n), dy = wide(dout, n);
+    std::vector<float> d(3 * n);
     cpu::flash_attention_tiled_backward(d.data(), scratch, dy.data(), qkv.low(), o.data(), lse, B, T, NH, HS);
-    for (size_t i = 0; i < d.size(); ++i) {
-      if (dqkv.low()) {
-        dqkv.low()[i] = to_bf16(d[i]);
-      } else {
-        dqkv.f32()[i] = d[i];
-      }
-    }
+    put(dqkv, d);
   }
   mutable std::atomic<int> forwards{0}, backwards{0}, refused{0};
 
@@ -146,6 +131,21 @@ class TiledFlashOps final : public ObservedOps {
 
  private:
   void refuse() const { ++refused; }  // fp32 q, k, v: not what the tile program takes
+  // An activation's n values in fp32, and fp32 values into one (rounded where it is bf16).
+  static std::vector<float> wide(ActIn x, size_t n) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = x.low() ? to_float(x.low()[i]) : x.f32()[i];
+    return v;
+  }
+  static void put(ActOut x, const std::vector<float>& v) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (x.low()) {
+        x.low()[i] = to_bf16(v[i]);
+      } else {
+        x.f32()[i] = v[i];
+      }
+    }
+  }
 };
 
 RunOut train(const std::vector<std::string>& overrides, int steps, bool save = false, Memory memory = Memory::kHost,

@@ -44,10 +44,11 @@ pack() {
   mkdir -p "$stage/bin" "$stage/lib/compat" "$stage/tests/gpu"
   for b in "${bins[@]}"; do cp "$build/bin/$b" "$stage/bin/"; done
   cp "$build/tests/gpu/CTestTestfile.cmake" "$stage/tests/gpu/"
-  local lib name missing
-  missing=$(for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '/not found/ {print $1}' | sort -u)
+  local lib name deps missing
+  deps=$(for b in "${bins[@]}"; do ldd "$build/bin/$b"; done)
+  missing=$(awk '/not found/ {print $1}' <<<"$deps" | sort -u)
   [ -z "$missing" ] || die "the binaries need libraries this machine lacks: $(echo $missing)"
-  for lib in $(for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+  for lib in $(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<<"$deps" | sort -u); do
     name=$(basename "$lib")
     case "$name" in
       libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libresolv.so.*|ld-linux*) ;;  # glibc: the host's

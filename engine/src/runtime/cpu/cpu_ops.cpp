@@ -44,16 +44,10 @@ class CpuOps final : public Ops {
                       const float* residual) const override {
     const size_t n = size_t(BT) * OC;
     float* o = staged(out, n);
-    if (residual && residual == o) {  // in place: the GEMM first, beside it
-      float* g = scratch(4, n);
-      cpu::matmul_forward(g, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
-                          layout);
-      cpu::residual_forward(o, g, residual, n);
-    } else {
-      cpu::matmul_forward(o, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
-                          layout);
-      if (residual) cpu::residual_forward(o, o, residual, n);
-    }
+    float* g = residual == o ? scratch(4, n) : o;  // in place over the residual: the GEMM beside it first
+    cpu::matmul_forward(g, widened(inp, size_t(BT) * C), widened(weight, size_t(C) * OC, 2), widened(bias, size_t(OC), 3), BT, C, OC,
+                        layout);
+    if (residual) cpu::residual_forward(o, g, residual, n);
     settle(out, o, n);
   }
   void matmul_backward(ActOut dinp, float* dweight, float* dbias, ActIn dout, ActIn inp, ActIn weight, int BT, int C, int OC,

@@ -579,14 +579,10 @@ class CudaOps final : public Ops {
     const size_t n = size_t(BT) * OC;
     float* o = staged(out, n);
     if (!o) return;
-    if (residual && residual == o) {  // in place: beta 1 over the residual itself
-      gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 1.0f, o, OC);
-      add_bias(o, bias, BT, OC);
-    } else {
-      gemm_low(ta, N_, OC, BT, C, w, lda, x, C, 0.0f, o, OC);
-      add_bias(o, bias, BT, OC);
-      add_residual(o, residual, n);
-    }
+    // A residual that is the output itself comes in with beta 1, another one is added after.
+    gemm_low(ta, N_, OC, BT, C, w, lda, x, C, residual && residual == o ? 1.0f : 0.0f, o, OC);
+    add_bias(o, bias, BT, OC);
+    if (residual != o) add_residual(o, residual, n);
     settle(out, o, n);
   }
 
@@ -849,7 +845,7 @@ class CudaOps final : public Ops {
   // other mix goes through fp32 here: dout widened, dqkv staged and rounded into place.
   void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
-    if (dqkv.type == dout.type && (!dqkv.low() || flash_tensor_cores(qkv.low() != nullptr, HS))) {
+    if (flash_backward_takes(dqkv, dout, qkv, HS)) {
       cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
       return;
     }

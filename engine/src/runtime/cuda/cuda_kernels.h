@@ -36,7 +36,8 @@ bool flash_tensor_cores(bool bf16_qkv, int HS);
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
 // dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch. dqkv and dout both fp32, or both
-// bf16 where the tensor cores run (flash_tensor_cores); CudaOps stages any other mix.
+// bf16 where the tensor cores run: what flash_backward_takes says; CudaOps stages any other mix.
+bool flash_backward_takes(ActOut dqkv, ActIn dout, ActIn qkv, int HS);
 void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                               int NH, int HS);
 

@@ -433,15 +433,20 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   launched("flash_attention_forward");
 }
 
+bool flash_backward_takes(ActOut dqkv, ActIn dout, ActIn qkv, int HS) {
+  return dqkv.type == dout.type && (!dqkv.low() || flash_tensor_cores(qkv.low() != nullptr, HS));
+}
+
 void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T, int NH,
                               int HS) {
   if (B <= 0 || T <= 0 || !fits_grid(B, NH)) return;
-  const size_t rows = size_t(B) * NH * T;
-  const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
-  if (dqkv.type != dout.type || (!tensor_cores && dqkv.low())) {
+  if (!flash_backward_takes(dqkv, dout, qkv, HS)) {
     record_error("flash attention backward: dqkv and dout in bf16 need each other and the tensor-core kernels (CudaOps stages the rest)");
     return;
   }
+  const size_t rows = size_t(B) * NH * T;
+  const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
+  if (tensor_cores && !units_aligned(qkv, dout.low() ? dout : ActIn(nullptr), dqkv.low() ? ActIn(dqkv) : ActIn(nullptr))) return;
   with_typed(out, [&](const auto* o) {
     with_typed(dout, [&](const auto* dy) {
       const unsigned blocks = static_cast<unsigned>((rows + 255) / 256);
@@ -453,7 +458,6 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     });
   });
   if (tensor_cores) {
-    if (!units_aligned(qkv, dout.low() ? dout : ActIn(nullptr), dqkv.low() ? ActIn(dqkv) : ActIn(nullptr))) return;
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
     const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
     with_typed(dqkv, [&](auto* d) {

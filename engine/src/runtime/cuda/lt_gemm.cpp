@@ -26,10 +26,11 @@ uint32_t alignment(const void* p) {
   return al;
 }
 
-// The shape, the types, and the alignments of A, B, D, the bias and the aux buffer: the heuristic
-// takes the bias and aux pointers' values as their alignment (cublasLt.h, BIAS_POINTER and
-// EPILOGUE_AUX_POINTER), so an algorithm chosen for one alignment is not reused at a smaller one.
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+// The shape, the types, and the alignments of A, B, D, the bias, the aux buffer (0 without one:
+// the plain bias epilogue) and C: the heuristic takes the bias and aux pointers' values as their
+// alignment (cublasLt.h, BIAS_POINTER and EPILOGUE_AUX_POINTER), so an algorithm chosen for one
+// alignment is not reused at a smaller one.
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
 
 // A shape's descriptors and the algorithm the heuristic chose, or that there is none.
 struct Plan {
@@ -149,9 +150,10 @@ bool lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, co
   if (aux && (ldd % 8 != 0 || alignment(aux) < 16)) return false;
   if (residual && (d_type != CUDA_R_32F || aux || alignment(residual) < 16)) return false;
   const void* Cm = residual ? residual : D;
-  const Key key{int(ta),     int(tb),          m,           n,           k,           lda,
-                ldb,         ldd,              int(ab_type), int(d_type), aux ? 1 : 0, alignment(A),
-                alignment(B), alignment(D),    alignment(bias), aux ? alignment(aux) : 0u, alignment(Cm)};
+  const Key key{int(ta),      int(tb),      m,           n,
+                k,            lda,          ldb,         ldd,
+                int(ab_type), int(d_type),  alignment(A), alignment(B),
+                alignment(D), alignment(bias), aux ? alignment(aux) : 0u, alignment(Cm)};
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {
