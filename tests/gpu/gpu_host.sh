@@ -18,11 +18,13 @@
 # (the toolkit's lib64, or the nvidia-* Python packages' lib folders), then runs, each with its
 # log in LOG_DIR (default: the current directory), the suites, the benchmarks or both (all, the
 # default):
-#   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores)
-#   bench_gpu_train flash bf16 --breakdown, standard bf16 --breakdown, flash bf16 with
-#   STAGECRAFT_FLASH_TENSOR_CORES=0, and flash bf16 --accumulate 8
-#   bench_gpu_train_torch.py bf16, with accumulate=8, and with torch.compile too, where the
-#   host's python3 has PyTorch with CUDA
+#   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores),
+#   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
+#   bench_gpu_train flash bf16 --accumulate 8 and flash bf16 --breakdown
+#   bench_gpu_train_torch.py compile bf16 accumulate=8, the same without torch.compile, and bf16,
+#   where the host's python3 has PyTorch with CUDA (one log, torch.log)
+#   bench_gpu_train standard bf16 --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
+#   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300)
 # It exits non-zero when a suite failed or a library was not found, naming which.
 set -uo pipefail
 
@@ -148,33 +150,42 @@ check() {
 
 # check's parts: they share its variables (build_here, logs, failed).
 run_suites() {
-  ctest --test-dir "$build_here/tests/gpu" -L gpu --output-on-failure -V >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
+  # The three suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
+  ctest --test-dir "$build_here/tests/gpu" -L gpu -j3 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
+    >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
   grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG' "$logs/ctest_gpu.log" | tail -n 80
   # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable.
   grep -q '\*\*\*Skipped' "$logs/ctest_gpu.log" && failed+=("a GPU suite skipped (its SKIPPED line above says why)")
 }
 
 run_benchmarks() {
-  local bench=$build_here/bin/bench_gpu_train
-  "$bench" flash bf16 --breakdown >"$logs/bench_flash_bf16.log" 2>&1 || failed+=("bench_gpu_train flash bf16")
-  "$bench" standard bf16 --breakdown >"$logs/bench_standard_bf16.log" 2>&1 || failed+=("bench_gpu_train standard bf16")
-  STAGECRAFT_FLASH_TENSOR_CORES=0 "$bench" flash bf16 >"$logs/bench_flash_bf16_no_tensor_cores.log" 2>&1 ||
-    failed+=("bench_gpu_train flash bf16 without tensor cores")
-  "$bench" flash bf16 --accumulate 8 >"$logs/bench_flash_bf16_accumulate8.log" 2>&1 || failed+=("bench_gpu_train flash bf16 --accumulate 8")
-  local logs_list=(bench_flash_bf16 bench_standard_bf16 bench_flash_bf16_no_tensor_cores bench_flash_bf16_accumulate8)
-  # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
+  local bench=$build_here/bin/bench_gpu_train limit=${GPU_BENCH_TIMEOUT:-300}
+  # Each run is cut off at GPU_BENCH_TIMEOUT seconds. The MFU figure (several micro-batches a
+  # step) comes first, then the kernel-time breakdown, then the comparisons.
+  run_bench() {
+    local log=$1; shift
+    timeout "$limit" "$@" >"$logs/$log.log" 2>&1 || failed+=("bench_gpu_train ${*:2} (${log}.log)")
+  }
+  run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
+  run_bench bench_flash_bf16 "$bench" flash bf16 --breakdown
+  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16)
+  # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch; all
+  # three modes in one log.
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     local mode
-    for mode in "bf16" "bf16 accumulate=8" "compile bf16 accumulate=8"; do
-      local name=torch_${mode// /_}
-      name=${name//=/}
+    : >"$logs/torch.log"
+    for mode in "compile bf16 accumulate=8" "bf16 accumulate=8" "bf16"; do
       # shellcheck disable=SC2086  # the mode is several words on purpose
-      PYTHONUNBUFFERED=1 python3 tests/bench/bench_gpu_train_torch.py $mode >"$logs/$name.log" 2>&1 || failed+=("PyTorch $mode")
-      logs_list+=("$name")
+      PYTHONUNBUFFERED=1 timeout "$limit" python3 tests/bench/bench_gpu_train_torch.py $mode >>"$logs/torch.log" 2>&1 ||
+        failed+=("PyTorch $mode")
     done
+    logs_list+=(torch)
   else
     echo "no PyTorch with CUDA on this host's python3: the PyTorch reference is not run"
   fi
+  run_bench bench_standard_bf16 "$bench" standard bf16 --breakdown
+  STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16
+  logs_list+=(bench_standard_bf16 bench_flash_bf16_no_tensor_cores)
   local f
   for f in "${logs_list[@]}"; do
     echo "== $f"

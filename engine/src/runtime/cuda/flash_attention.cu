@@ -38,6 +38,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/element_math.h"
+#include "runtime/flash_mma.h"
 #include "runtime/flash_tiles.h"
 
 namespace stagecraft::runtime::cuda {
@@ -332,6 +333,82 @@ __global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(Grad
                           int(gridDim.x - 1 - blockIdx.x));
 }
 
+// ---- tensor cores, scores in registers: flash_mma.h's program ----
+
+// What flash_mma.h asks of an Exec: a block of flash_mma::kWarps warps, ldmatrix and
+// mma.sync.m16n8k16 (bf16 in, fp32 accumulators) on sm_80 or later.
+struct MmaExec {
+  unsigned char* smem;
+  __device__ unsigned char* shared() const { return smem; }
+  __device__ int thread() const { return int(threadIdx.x); }
+  __device__ int warp() const { return int(threadIdx.x) / 32; }
+  __device__ int lane() const { return int(threadIdx.x) % 32; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ float shfl_xor(float x, int mask) const { return __shfl_xor_sync(0xffffffffu, x, mask); }
+  __device__ void ldsm(uint32_t (&r)[4], const bf16* p) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    __trap();  // never launched below sm_80 (flash_tensor_cores checks)
+#endif
+  }
+  __device__ void ldsm_t(uint32_t (&r)[4], const bf16* p) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    __trap();
+#endif
+  }
+  __device__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+  }
+};
+
+// As the tile program's kernels: the longest causal rows first.
+template <int D, typename Out>
+__global__ void __launch_bounds__(flash_mma::kThreads) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
+  flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(gridDim.x - 1 - blockIdx.x));
+}
+
+template <int D, typename Grads>
+__global__ void __launch_bounds__(flash_mma::kThreads) mma_key_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
+                                                                           const float* delta, int T, int NH, int hs) {
+  flash_mma::key_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(blockIdx.x));
+}
+
+template <int D, typename Grads>
+__global__ void __launch_bounds__(flash_mma::kThreads) mma_query_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout,
+                                                                             const float* lse, const float* delta, int T, int NH, int hs) {
+  flash_mma::query_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)),
+                            int(gridDim.x - 1 - blockIdx.x));
+}
+
+// Calls f.template operator()<D>() with flash_mma's padded head size for hs.
+template <typename F>
+void with_padded_head(int hs, F&& f) {
+  switch (flash_mma::padded_head(hs)) {
+    case 32:
+      return f.template operator()<32>();
+    case 64:
+      return f.template operator()<64>();
+    case 128:
+      return f.template operator()<128>();
+  }
+}
+
 // Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
 // false, with the error recorded, where the GPU refuses. Set once per kernel and size: a process
 // drives one GPU (cuda_context.h), and a head size keeps its layout.
@@ -360,6 +437,16 @@ bool with_head_size(int hs, F&& f) {
 
 }  // namespace
 
+// Which tensor-core program runs: flash_mma.h's (scores in registers), or, with
+// STAGECRAFT_FLASH_TILES=1, flash_tiles.h's on wmma (scores in shared memory), to compare the two.
+static bool wmma_tiles() {
+  static const bool on = [] {
+    const char* v = std::getenv("STAGECRAFT_FLASH_TILES");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
 bool flash_tensor_cores(bool bf16_qkv, int HS) {
   static const bool enabled = [] {
     const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
@@ -382,7 +469,7 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
   }();
   if (gpu.major < 8 || gpu.kernel_arch < 80) return false;
   for (const flash::Pass pass : {flash::Pass::kForward, flash::Pass::kKeyGrads, flash::Pass::kQueryGrads}) {
-    if (flash::layout(pass, HS).bytes > size_t(gpu.optin)) return false;
+    if ((wmma_tiles() ? flash::layout(pass, HS).bytes : flash_mma::bytes_for_head(pass, HS)) > size_t(gpu.optin)) return false;
   }
   return true;
 }
@@ -411,13 +498,25 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   if (B <= 0 || T <= 0 || !fits_grid(B, NH)) return;
   if (flash_tensor_cores(qkv.low() != nullptr, HS)) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
-    const size_t bytes = flash::layout(flash::Pass::kForward, HS).bytes;
-    const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
-    with_typed(out, [&](auto* o) {
-      const auto kernel = tc_forward_kernel<std::remove_pointer_t<decltype(o)>>;
-      if (allow_shared(kernel, bytes)) {
-        kernel<<<grid, flash::kWarps * 32, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS);
-      }
+    if (wmma_tiles()) {
+      const size_t bytes = flash::layout(flash::Pass::kForward, HS).bytes;
+      const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
+      with_typed(out, [&](auto* o) {
+        const auto kernel = tc_forward_kernel<std::remove_pointer_t<decltype(o)>>;
+        if (allow_shared(kernel, bytes)) {
+          kernel<<<grid, flash::kWarps * 32, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS);
+        }
+      });
+      launched("flash_attention_forward (tensor cores, tile program)");
+      return;
+    }
+    const dim3 grid((T + flash_mma::kTile - 1) / flash_mma::kTile, B * NH);
+    with_padded_head(HS, [&]<int D>() {
+      const size_t bytes = flash_mma::bytes<D>(flash::Pass::kForward);
+      with_typed(out, [&](auto* o) {
+        const auto kernel = mma_forward_kernel<D, std::remove_pointer_t<decltype(o)>>;
+        if (allow_shared(kernel, bytes)) kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS);
+      });
     });
     launched("flash_attention_forward (tensor cores)");
     return;
@@ -457,6 +556,24 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
       }
     });
   });
+  if (tensor_cores && !wmma_tiles()) {
+    const dim3 grid((T + flash_mma::kTile - 1) / flash_mma::kTile, B * NH);
+    with_padded_head(HS, [&]<int D>() {
+      const size_t keys = flash_mma::bytes<D>(flash::Pass::kKeyGrads), queries = flash_mma::bytes<D>(flash::Pass::kQueryGrads);
+      with_typed(dqkv, [&](auto* d) {
+        using Grads = std::remove_pointer_t<decltype(d)>;
+        const Grads* dy = static_cast<const Grads*>(dout.data);
+        const auto key_kernel = mma_key_grads_kernel<D, Grads>;
+        const auto query_kernel = mma_query_grads_kernel<D, Grads>;
+        if (allow_shared(key_kernel, keys) && allow_shared(query_kernel, queries)) {
+          key_kernel<<<grid, flash_mma::kThreads, keys, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
+          query_kernel<<<grid, flash_mma::kThreads, queries, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
+        }
+      });
+    });
+    launched("flash_attention_backward (tensor cores)");
+    return;
+  }
   if (tensor_cores) {
     const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
     const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
@@ -468,7 +585,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
         tc_query_grads_kernel<Grads><<<grid, flash::kWarps * 32, queries, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
       }
     });
-    launched("flash_attention_backward (tensor cores)");
+    launched("flash_attention_backward (tensor cores, tile program)");
     return;
   }
   const dim3 grid((T + kRows - 1) / kRows, B * NH);

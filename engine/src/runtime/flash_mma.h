@@ -1,0 +1,396 @@
+// Flash attention on tensor cores with the scores in registers: the CUDA backend's fused causal
+// attention for bf16 q, k, v (cuda/flash_attention.cu). The same math as the tile program of
+// runtime/flash_tiles.h, which stays the CPU's reference for it (same roundings, same order of the
+// online softmax), but organised as FlashAttention-2 (Dao, 2023) runs on a GPU: each warp owns 16
+// rows of a 64-row tile, and S, P, dP, dS and the accumulators O, dQ, dK, dV live in the warp's
+// registers as the fragments of PTX's `mma.sync.m16n8k16` (bf16 operands, fp32 accumulation).
+// Shared memory holds only the bf16 tiles of q, k, v and dO, read into fragments by `ldmatrix`.
+//
+// The program is written once against a small execution interface, an Exec:
+//   shared()             the block's scratch (bytes<D>(pass) of it, 16-byte aligned)
+//   thread(), warp(), lane()   this thread, its warp (0 .. kWarps - 1) and its lane (0 .. 31)
+//   sync()               a barrier for the block's kThreads threads (shared memory included)
+//   shfl_xor(x, m)       x of lane (lane ^ m) of this warp (a warp-wide call)
+//   ldsm(r, p)           ldmatrix .x4: four 8 x 8 bf16 matrices from shared memory, lane l giving
+//                        the address p of row l % 8 of matrix l / 8; r[i] receives row lane / 4,
+//                        elements 2 (lane % 4) and + 1, of matrix i (low half first)
+//   ldsm_t(r, p)         the same, transposed: r[i] receives column lane / 4, rows 2 (lane % 4)
+//                        and + 1, of matrix i
+//   mma(d, a, b0, b1)    d += A B, A 16 x 16 bf16 (row-major fragment a[4]), B 16 x 8 bf16
+//                        (column-major fragment b0, b1), d a 16 x 8 fp32 fragment
+// The CUDA backend implements it with those PTX instructions; the suites run the same code on the
+// CPU under an emulation of a warp's lanes (tests/engine/warp_emulator.h).
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with g = lane / 4 and c = lane % 4:
+//   A: a[0] rows g, columns 2c, 2c+1; a[1] row g+8, the same; a[2], a[3] those rows, columns + 8
+//   B: b0 rows (k) 2c, 2c+1 of column (n) g; b1 rows + 8
+//   C: d[0], d[1] row g, columns 2c, 2c+1; d[2], d[3] row g+8
+// A C fragment of two neighbouring 8-column tiles is an A fragment of their 16 columns, so P and
+// dS go from one product to the next without leaving the registers.
+//
+// Passes, per (sequence, head) and 64-row tile; D is the head size rounded up to 32, 64 or 128
+// (the padding columns are zeros):
+//   forward     a block per 64 query rows walks the key tiles at or before them: S = Q K^T, the
+//               running row maximum m and sum l, P = exp(scale S - m) rounded to bf16,
+//               O = O exp(m_old - m) + P V. Writes out = O / l and lse = m + log l.
+//   key grads   a block per 64 key rows walks the query tiles at or after them: S^T = K Q^T,
+//               dP^T = V dO^T, P^T = exp(scale S^T - L), dS^T = scale P^T (dP^T - delta),
+//               dV += P^T dO, dK += dS^T Q.
+//   query grads a block per 64 query rows walks the key tiles at or before them: S, dP, P and dS
+//               as above, dQ += dS K.
+// Every gradient is summed in a fixed order (no atomics), as in the tile program.
+//
+// Not part of the engine's API; included by src/runtime/cuda and the suites only.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/flash_tiles.h"
+
+namespace stagecraft::runtime::flash_mma {
+
+using flash::Slice;
+
+inline constexpr int kTile = 64;  // query (or key) rows of a block
+inline constexpr int kWarps = 4;  // 16 rows each
+inline constexpr int kThreads = kWarps * 32;
+static_assert(kTile == 16 * kWarps, "a warp owns 16 rows of a tile");
+
+// The padded head size a program is compiled for: 0 where the head size is not taken.
+STAGECRAFT_HD int padded_head(int hs) {
+  if (!flash::takes_head(hs)) return 0;
+  return hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+}
+
+// Rows of the tiles a block walks (the inner loop's tile): 64, or 32 at head size 128, where the
+// key-gradient warp holds dK and dV (128 floats a thread) and the walked tile's S and dP besides.
+template <int D>
+inline constexpr int kWalk = D <= 64 ? 64 : 32;
+
+// bf16 elements per row of a shared tile: padded by 16 bytes, so that the eight rows an ldmatrix
+// reads fall in eight different groups of four banks, and every row start stays 16-byte aligned.
+template <int D>
+inline constexpr int kLd = D + 8;
+
+// Shared memory of a pass at padded head size D.
+template <int D>
+STAGECRAFT_HD size_t bytes(flash::Pass pass) {
+  const size_t tile = size_t(kTile) * kLd<D> * 2, walk = size_t(kWalk<D>) * kLd<D> * 2;
+  switch (pass) {
+    case flash::Pass::kForward:
+      return 3 * tile;  // Q, then K and V tiles of 64 rows
+    case flash::Pass::kKeyGrads:
+      return 2 * tile + 2 * walk + 2 * size_t(kWalk<D>) * 4;  // K, V; Q, dO, L, delta
+    case flash::Pass::kQueryGrads:
+      return 2 * tile + 2 * walk;  // Q, dO; K, V
+  }
+  return 0;
+}
+
+STAGECRAFT_HD size_t bytes_for_head(flash::Pass pass, int hs) {
+  switch (padded_head(hs)) {
+    case 32:
+      return bytes<32>(pass);
+    case 64:
+      return bytes<64>(pass);
+    case 128:
+      return bytes<128>(pass);
+  }
+  return 0;
+}
+
+// Two floats as a bf16 pair, the first in the low half (the lower column or row).
+STAGECRAFT_TILE uint32_t pack(float lo, float hi) {
+  return uint32_t(to_bf16(lo).bits) | (uint32_t(to_bf16(hi).bits) << 16);
+}
+
+// Rows t0 .. t0 + n - 1 of q, k, v (which 0, 1, 2 of qkv) or of dO (which -1, dout (B, T, C) in
+// fp32 or bf16, rounded to bf16) into a tile of `rows` rows: zeros past n and past the head size.
+template <int D, typename E, typename Src>
+STAGECRAFT_TILE void stage(const E& e, bf16* tile, const Src* src, const Slice& s, int which, int t0, int n, int rows) {
+  constexpr int units = D / 8;
+  for (int u = e.thread(); u < rows * units; u += kThreads) {
+    const int r = u / units, d = u % units * 8;
+    const bool in = r < n && d < s.hs;
+    flash::put8(tile + r * kLd<D> + d,
+                in ? flash::load8(src + (which < 0 ? s.out_at(t0 + r) : s.qkv_at(t0 + r, which)) + d) : flash::Bf16x8{});
+  }
+}
+
+// This lane's ldmatrix address for the A fragment of rows r0 .. r0 + 15 and columns k0 .. k0 + 15
+// of a row-major tile; the same address loads, transposed (ldsm_t), the B fragments of rows (k)
+// r0 .. r0 + 15 and columns (n) k0 .. k0 + 15 as two 8-column tiles.
+template <int D, typename E>
+STAGECRAFT_TILE const bf16* a_rows(const E& e, const bf16* tile, int r0, int k0) {
+  return tile + (r0 + (e.lane() & 15)) * kLd<D> + k0 + (e.lane() >> 4) * 8;
+}
+
+// This lane's ldmatrix address for the B fragments of two 8-column tiles (n) n0 .. n0 + 15 over
+// rows (k) k0 .. k0 + 15 of B, read from a row-major tile that holds B^T (rows n, columns k):
+// r[0], r[1] are tile n0's b0, b1 and r[2], r[3] tile n0 + 8's.
+template <int D, typename E>
+STAGECRAFT_TILE const bf16* b_cols(const E& e, const bf16* tile, int n0, int k0) {
+  return tile + (n0 + (e.lane() & 7) + (e.lane() >> 4) * 8) * kLd<D> + k0 + ((e.lane() >> 3) & 1) * 8;
+}
+
+// acc[N / 8] += A (16 x D, fragments a[D / 16]) times B^T, B^T (N x D) a row-major shared tile.
+template <int D, int N, typename E>
+STAGECRAFT_TILE void times_transposed(const E& e, float (&acc)[N / 8][4], const uint32_t (&a)[D / 16][4], const bf16* bt) {
+  STAGECRAFT_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) {
+    STAGECRAFT_UNROLL
+    for (int nj = 0; nj < N / 16; ++nj) {
+      uint32_t b[4];
+      e.ldsm(b, b_cols<D>(e, bt, nj * 16, kk * 16));
+      e.mma(acc[2 * nj], a[kk], b[0], b[1]);
+      e.mma(acc[2 * nj + 1], a[kk], b[2], b[3]);
+    }
+  }
+}
+
+// acc[D / 8] += A (16 x K, fragments a[K / 16]) times B (K x D), a row-major shared tile.
+template <int D, int K, typename E>
+STAGECRAFT_TILE void times(const E& e, float (&acc)[D / 8][4], const uint32_t (&a)[K / 16][4], const bf16* b) {
+  STAGECRAFT_UNROLL
+  for (int kk = 0; kk < K / 16; ++kk) {
+    STAGECRAFT_UNROLL
+    for (int dj = 0; dj < D / 16; ++dj) {
+      uint32_t f[4];
+      e.ldsm_t(f, a_rows<D>(e, b, kk * 16, dj * 16));
+      e.mma(acc[2 * dj], a[kk], f[0], f[1]);
+      e.mma(acc[2 * dj + 1], a[kk], f[2], f[3]);
+    }
+  }
+}
+
+// The A fragments of this warp's 16 rows (w x 16 ..) of a row-major tile.
+template <int D, typename E>
+STAGECRAFT_TILE void fragments(const E& e, uint32_t (&a)[D / 16][4], const bf16* tile) {
+  STAGECRAFT_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) e.ldsm(a[kk], a_rows<D>(e, tile, e.warp() * 16, kk * 16));
+}
+
+// Element i of C fragment tile nt, as a bf16 pair into the A fragment of the 16-column chunk.
+template <int N>
+STAGECRAFT_TILE void to_a(uint32_t (&a)[N / 16][4], int nt, float x0, float x1, float x2, float x3) {
+  a[nt / 2][(nt & 1) * 2] = pack(x0, x1);
+  a[nt / 2][(nt & 1) * 2 + 1] = pack(x2, x3);
+}
+
+// A gradient's C fragments (16 rows of this warp, D columns) into dqkv's q, k or v part: row
+// `row0` and row0 + 8 where they are before T, columns before the head size.
+template <int D, typename E, typename Grads>
+STAGECRAFT_TILE void store_rows(const E& e, Grads* dqkv, const float (&acc)[D / 8][4], const Slice& s, int which, int row0) {
+  const int c = (e.lane() & 3) * 2;
+  STAGECRAFT_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + half * 8;
+    if (row >= s.T) continue;
+    Grads* g = dqkv + s.qkv_at(row, which);
+    STAGECRAFT_UNROLL
+    for (int dt = 0; dt < D / 8; ++dt) {
+      if (dt * 8 + c >= s.hs) break;
+      element::store(g + dt * 8 + c, acc[dt][half * 2]);
+      element::store(g + dt * 8 + c + 1, acc[dt][half * 2 + 1]);
+    }
+  }
+}
+
+// Forward of query tile qtile: out (B, T, C) in fp32 or bf16, lse (B, NH, T).
+template <int D, typename E, typename Out>
+STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, const Slice& s, int qtile) {
+  bf16* Q = reinterpret_cast<bf16*>(e.shared());
+  bf16* K = Q + kTile * kLd<D>;
+  bf16* V = K + kTile * kLd<D>;
+  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0);
+  const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
+  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  e.sync();
+  uint32_t qf[D / 16][4];
+  fragments<D>(e, qf, Q);
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int j0 = 0; j0 < q0 + rows; j0 += kTile) {
+    const int cols = flash::smaller(kTile, s.T - j0);
+    e.sync();  // the last tile's K and V are read
+    stage<D>(e, K, qkv, s, 1, j0, cols, kTile);
+    stage<D>(e, V, qkv, s, 2, j0, cols, kTile);
+    e.sync();
+    float sc[kTile / 8][4] = {};
+    times_transposed<D, kTile>(e, sc, qf, K);
+    // Scale and mask (keys after the row, rows past T: -inf), then the rows' maxima over the quad
+    // of lanes that holds them.
+    float mx[2] = {-INFINITY, -INFINITY};
+    STAGECRAFT_UNROLL
+    for (int nt = 0; nt < kTile / 8; ++nt) {
+      STAGECRAFT_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
+        sc[nt][i] = row < s.T && col <= row ? sc[nt][i] * s.scale : -INFINITY;
+        mx[i >> 1] = fmaxf(mx[i >> 1], sc[nt][i]);
+      }
+    }
+    float corr[2], m_new[2], sum[2] = {0.0f, 0.0f};
+    STAGECRAFT_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 1));
+      mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 2));
+      m_new[h] = fmaxf(m[h], mx[h]);
+      corr[h] = m_new[h] == -INFINITY ? 1.0f : expf(m[h] - m_new[h]);  // 0 on the row's first keys
+    }
+    uint32_t pf[kTile / 16][4];
+    STAGECRAFT_UNROLL
+    for (int nt = 0; nt < kTile / 8; ++nt) {
+      float p[4];
+      STAGECRAFT_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        p[i] = sc[nt][i] == -INFINITY ? 0.0f : expf(sc[nt][i] - m_new[i >> 1]);
+        sum[i >> 1] += p[i];
+      }
+      to_a<kTile>(pf, nt, p[0], p[1], p[2], p[3]);
+    }
+    STAGECRAFT_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      l[h] = l[h] * corr[h] + sum[h];  // this lane's share of the row; the quad sums at the end
+      m[h] = m_new[h];
+    }
+    STAGECRAFT_UNROLL
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][0] *= corr[0];
+      o[dt][1] *= corr[0];
+      o[dt][2] *= corr[1];
+      o[dt][3] *= corr[1];
+    }
+    times<D, kTile>(e, o, pf, V);
+  }
+  STAGECRAFT_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    l[h] += e.shfl_xor(l[h], 1);
+    l[h] += e.shfl_xor(l[h], 2);
+  }
+  STAGECRAFT_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + h * 8;
+    if (row >= s.T) continue;
+    Out* y = out + s.out_at(row);
+    STAGECRAFT_UNROLL
+    for (int dt = 0; dt < D / 8; ++dt) {
+      if (dt * 8 + c >= s.hs) break;
+      element::store(y + dt * 8 + c, o[dt][h * 2] / l[h]);
+      element::store(y + dt * 8 + c + 1, o[dt][h * 2 + 1] / l[h]);
+    }
+    if (c == 0) lse[s.row_at(row)] = m[h] + logf(l[h]);
+  }
+}
+
+// dK and dV of key tile ktile, into dqkv (B, T, 3 C) (overwritten there); dO and dqkv in fp32 or
+// bf16 each; delta as flash_tiles.h's row_delta gives it.
+template <int D, typename E, typename Grads, typename Dout>
+STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
+                               const Slice& s, int ktile) {
+  constexpr int N = kWalk<D>;
+  bf16* K = reinterpret_cast<bf16*>(e.shared());
+  bf16* V = K + kTile * kLd<D>;
+  bf16* Q = V + kTile * kLd<D>;
+  bf16* dO = Q + N * kLd<D>;
+  float* Ls = reinterpret_cast<float*>(dO + N * kLd<D>);
+  float* Ds = Ls + N;
+  const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0);
+  const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
+  stage<D>(e, K, qkv, s, 1, k0, cols, kTile);
+  stage<D>(e, V, qkv, s, 2, k0, cols, kTile);
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int i0 = k0; i0 < s.T; i0 += N) {
+    const int rows = flash::smaller(N, s.T - i0);
+    e.sync();  // the last tile's Q and dO are read
+    stage<D>(e, Q, qkv, s, 0, i0, rows, N);
+    stage<D>(e, dO, dout, s, -1, i0, rows, N);
+    for (int r = e.thread(); r < N; r += kThreads) {
+      Ls[r] = r < rows ? lse[s.row_at(i0 + r)] : 0.0f;
+      Ds[r] = r < rows ? delta[s.row_at(i0 + r)] : 0.0f;
+    }
+    e.sync();
+    float st[N / 8][4] = {}, dpt[N / 8][4] = {};
+    {
+      uint32_t kf[D / 16][4];
+      fragments<D>(e, kf, K);
+      times_transposed<D, N>(e, st, kf, Q);
+      fragments<D>(e, kf, V);
+      times_transposed<D, N>(e, dpt, kf, dO);
+    }
+    uint32_t pf[N / 16][4], dsf[N / 16][4];
+    STAGECRAFT_UNROLL
+    for (int nt = 0; nt < N / 8; ++nt) {
+      float p[4], ds[4];
+      STAGECRAFT_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int key = key0 + (i >> 1) * 8, r = nt * 8 + c + (i & 1), query = i0 + r;
+        const bool in = query < s.T && key <= query;
+        p[i] = in ? expf(st[nt][i] * s.scale - Ls[r]) : 0.0f;
+        ds[i] = in ? s.scale * p[i] * (dpt[nt][i] - Ds[r]) : 0.0f;
+      }
+      to_a<N>(pf, nt, p[0], p[1], p[2], p[3]);
+      to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
+    }
+    times<D, N>(e, dv, pf, dO);
+    times<D, N>(e, dk, dsf, Q);
+  }
+  store_rows<D>(e, dqkv, dk, s, 1, key0);
+  store_rows<D>(e, dqkv, dv, s, 2, key0);
+}
+
+// dQ of query tile qtile, into dqkv (overwritten there).
+template <int D, typename E, typename Grads, typename Dout>
+STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
+                                 const Slice& s, int qtile) {
+  constexpr int N = kWalk<D>;
+  bf16* Q = reinterpret_cast<bf16*>(e.shared());
+  bf16* dO = Q + kTile * kLd<D>;
+  bf16* K = dO + kTile * kLd<D>;
+  bf16* V = K + N * kLd<D>;
+  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0);
+  const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
+  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  stage<D>(e, dO, dout, s, -1, q0, rows, kTile);
+  float L[2], Dl[2];
+  STAGECRAFT_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + h * 8;
+    L[h] = row < s.T ? lse[s.row_at(row)] : 0.0f;
+    Dl[h] = row < s.T ? delta[s.row_at(row)] : 0.0f;
+  }
+  e.sync();
+  uint32_t qf[D / 16][4], df[D / 16][4];
+  fragments<D>(e, qf, Q);
+  fragments<D>(e, df, dO);
+  float dq[D / 8][4] = {};
+  for (int j0 = 0; j0 < q0 + rows; j0 += N) {
+    const int cols = flash::smaller(N, s.T - j0);
+    e.sync();  // the last tile's K and V are read
+    stage<D>(e, K, qkv, s, 1, j0, cols, N);
+    stage<D>(e, V, qkv, s, 2, j0, cols, N);
+    e.sync();
+    float sc[N / 8][4] = {}, dp[N / 8][4] = {};
+    times_transposed<D, N>(e, sc, qf, K);
+    times_transposed<D, N>(e, dp, df, V);
+    uint32_t dsf[N / 16][4];
+    STAGECRAFT_UNROLL
+    for (int nt = 0; nt < N / 8; ++nt) {
+      float ds[4];
+      STAGECRAFT_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
+        const bool in = row < s.T && col <= row;
+        const float p = in ? expf(sc[nt][i] * s.scale - L[i >> 1]) : 0.0f;
+        ds[i] = in ? s.scale * p * (dp[nt][i] - Dl[i >> 1]) : 0.0f;
+      }
+      to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
+    }
+    times<D, N>(e, dq, dsf, K);
+  }
+  store_rows<D>(e, dqkv, dq, s, 0, row0);
+}
+
+}  // namespace stagecraft::runtime::flash_mma

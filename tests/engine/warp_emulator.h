@@ -1,0 +1,138 @@
+// Runs a CUDA block's program written against runtime/flash_mma.h's execution interface on the
+// CPU: one std::thread per CUDA thread (kThreads of them), a std::barrier per warp for the
+// warp-wide instructions and one for the block's __syncthreads. ldmatrix, mma.sync m16n8k16 and
+// shfl.xor exchange their operands through the warp's slots exactly as the PTX ISA defines their
+// fragments, so a wrong fragment index, a missing barrier before another warp's shared-memory
+// writes are read, or an address outside the block's shared memory shows in the results or
+// stops the program with a message here. The products accumulate in fp32 in k order (a GPU's order inside one
+// instruction is its own).
+#pragma once
+
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "runtime/flash_mma.h"
+
+namespace stagecraft::test {
+
+class WarpEmulator {
+ public:
+  static constexpr int kThreads = runtime::flash_mma::kThreads;
+  static constexpr int kWarps = kThreads / 32;
+
+  // Runs body(lane_exec) on kThreads threads for one block with `bytes` of shared memory (filled
+  // with NaN bits, as nothing on a GPU promises zeros).
+  template <typename Body>
+  static void run_block(size_t bytes, Body&& body) {
+    Block blk(bytes);
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back([&blk, &body, t] { body(Lane{&blk, t}); });
+    for (auto& th : threads) th.join();
+  }
+
+ private:
+  struct Slot {
+    const runtime::bf16* addr = nullptr;
+    uint32_t a[4] = {};
+    uint32_t b[2] = {};
+    float f = 0;
+  };
+  struct Block {
+    explicit Block(size_t bytes) : smem((bytes + 15) / 16), size(bytes), block(kThreads) {
+      std::memset(smem.data(), 0xff, smem.size() * 16);
+      for (int w = 0; w < kWarps; ++w) warp.emplace_back(std::make_unique<std::barrier<>>(32));
+    }
+    struct alignas(16) Chunk {
+      unsigned char bytes[16];
+    };
+    std::vector<Chunk> smem;
+    size_t size;
+    std::barrier<> block;
+    std::vector<std::unique_ptr<std::barrier<>>> warp;
+    Slot slot[kWarps][32];
+  };
+
+ public:
+  // What flash_mma.h asks of an Exec, for one emulated thread.
+  struct Lane {
+    Block* blk;
+    int tid;
+    unsigned char* shared() const { return reinterpret_cast<unsigned char*>(blk->smem.data()); }
+    int thread() const { return tid; }
+    int warp() const { return tid / 32; }
+    int lane() const { return tid % 32; }
+    void sync() const { blk->block.arrive_and_wait(); }
+    void warp_sync() const { blk->warp[warp()]->arrive_and_wait(); }
+    Slot& mine() const { return blk->slot[warp()][lane()]; }
+    Slot& of(int lane) const { return blk->slot[warp()][lane]; }
+
+    float shfl_xor(float x, int mask) const {
+      mine().f = x;
+      warp_sync();
+      const float y = of(lane() ^ mask).f;
+      warp_sync();
+      return y;
+    }
+
+    // The bf16 at row r (0 .. 7), column col of matrix i, as the lanes gave its rows' addresses.
+    uint16_t element(int i, int r, int col) const {
+      const runtime::bf16* row = of(i * 8 + r).addr;
+      const auto* base = reinterpret_cast<const unsigned char*>(blk->smem.data());
+      const auto* at = reinterpret_cast<const unsigned char*>(row + col);
+      if (at < base || at + 2 > base + blk->size) fail("ldmatrix reads outside the block's shared memory");
+      return row[col].bits;
+    }
+    void load_matrices(uint32_t (&r)[4], const runtime::bf16* p, bool trans) const {
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) fail("an ldmatrix row address is not 16-byte aligned");
+      mine().addr = p;
+      warp_sync();
+      const int g = lane() >> 2, c = (lane() & 3) * 2;
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t lo = trans ? element(i, c, g) : element(i, g, c);
+        const uint16_t hi = trans ? element(i, c + 1, g) : element(i, g, c + 1);
+        r[i] = uint32_t(lo) | (uint32_t(hi) << 16);
+      }
+      warp_sync();
+    }
+    void ldsm(uint32_t (&r)[4], const runtime::bf16* p) const { load_matrices(r, p, false); }
+    void ldsm_t(uint32_t (&r)[4], const runtime::bf16* p) const { load_matrices(r, p, true); }
+
+    static float half(uint32_t pair, int which) {
+      return runtime::to_float(runtime::bf16{uint16_t(which ? pair >> 16 : pair & 0xffffu)});
+    }
+    void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) const {
+      Slot& s = mine();
+      for (int i = 0; i < 4; ++i) s.a[i] = a[i];
+      s.b[0] = b0;
+      s.b[1] = b1;
+      warp_sync();
+      const int g = lane() >> 2, c = (lane() & 3) * 2;
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + (i >> 1) * 8, col = c + (i & 1);
+        float acc = d[i];
+        for (int k = 0; k < 16; ++k) {
+          const Slot& as = of((row % 8) * 4 + (k % 8) / 2);
+          const Slot& bs = of(col * 4 + (k % 8) / 2);
+          acc += half(as.a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1) * half(bs.b[k >= 8 ? 1 : 0], k & 1);
+        }
+        d[i] = acc;
+      }
+      warp_sync();
+    }
+
+    // The other threads wait at a barrier that never completes: stop the program, saying why.
+    [[noreturn]] static void fail(const char* what) {
+      std::fprintf(stderr, "warp emulator: %s\n", what);
+      std::abort();
+    }
+  };
+};
+
+}  // namespace stagecraft::test
