@@ -5,7 +5,8 @@
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
 //   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown] [--micro-batch B] [--accumulate N]
-//   (default: flash fp32 H100-SXM, each shape's own micro-batch, one micro-batch a step)
+//                   [--model 124M|350M|774M]
+//   (default: flash fp32 H100-SXM, every shape, each shape's own micro-batch, one micro-batch a step)
 //
 // --micro-batch B: B sequences a micro-batch for every shape (default 8, 8 and 4).
 // --accumulate N: N micro-batches a step, their gradients summed before one update, as real
@@ -45,10 +46,17 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   bool breakdown = false;
   int micro_batch = 0, accumulate = 1;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--breakdown") {
       breakdown = true;
+    } else if (a == "--model") {
+      only = i + 1 < argc ? argv[++i] : "";
+      if (only != "124M" && only != "350M" && only != "774M") {
+        std::fprintf(stderr, "bench_gpu_train: --model takes 124M, 350M or 774M\n");
+        return 2;
+      }
     } else if (a == "--micro-batch" || a == "--accumulate") {
       char* end = nullptr;
       const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
@@ -84,6 +92,7 @@ int main(int argc, char** argv) {
   const auto data = runtime::TokenData::from_tokens(tokens);
   double peak_tflops = 0;
   for (Shape s : {Shape{"124M", 12, 768, 12, 8}, Shape{"350M", 24, 1024, 16, 8}, Shape{"774M", 36, 1280, 20, 4}}) {
+    if (!only.empty() && only != s.name) continue;
     if (micro_batch > 0) s.micro_batch = micro_batch;
     const int global_batch = s.micro_batch * accumulate;
     const std::string yaml = "cluster: {nodes: 1, gpus_per_node: 1, device: " + device_name + "}\n" +

@@ -2,10 +2,11 @@
 off (or bf16 autocast), scaled_dot_product_attention (causal), fused AdamW, optionally
 torch.compile.
 
-    python3 bench_gpu_train_torch.py [compile] [bf16] [micro_batch=B] [accumulate=N]
+    python3 bench_gpu_train_torch.py [compile] [bf16] [micro_batch=B] [accumulate=N] [model=774M]
 
 micro_batch=B sets every shape's micro-batch (default 8, 8 and 4); accumulate=N sums N
-micro-batches' gradients before each update, as bench_gpu_train --accumulate does.
+micro-batches' gradients before each update, as bench_gpu_train --accumulate does; model=NAME
+runs one shape (124M, 350M or 774M) instead of all three.
 
 Prints ms a step and tokens/s per shape; asserts nothing.
 """
@@ -61,9 +62,13 @@ def main():
     use_compile = "compile" in sys.argv[1:]
     bf16 = "bf16" in sys.argv[1:]
     options = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
-    unknown = set(options) - {"micro_batch", "accumulate"} | {a for a in sys.argv[1:] if "=" not in a} - {"compile", "bf16"}
+    unknown = set(options) - {"micro_batch", "accumulate", "model"} | {a for a in sys.argv[1:] if "=" not in a} - {"compile", "bf16"}
     if unknown:
-        sys.exit(f"bench_gpu_train_torch.py: unknown argument(s) {sorted(unknown)}; takes compile, bf16, micro_batch=B, accumulate=N")
+        sys.exit(f"bench_gpu_train_torch.py: unknown argument(s) {sorted(unknown)}; "
+                 "takes compile, bf16, micro_batch=B, accumulate=N, model=124M|350M|774M")
+    only = options.get("model")
+    if only not in (None, "124M", "350M", "774M"):
+        sys.exit("bench_gpu_train_torch.py: model takes 124M, 350M or 774M")
     try:
         micro_batch = int(options.get("micro_batch", 0))
         accumulate = int(options.get("accumulate", 1))
@@ -75,6 +80,8 @@ def main():
           f"sdpa, {'torch.compile' if use_compile else 'eager'}, {accumulate} micro-batch(es) a step")
     print(f"{'model':6} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
     for name, layers, c, nh, b in (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4)):
+        if only and name != only:
+            continue
         b = micro_batch or b
         torch.manual_seed(0)
         model = Gpt(layers, c, nh).cuda()

@@ -104,6 +104,27 @@ class WarpEmulator {
     void ldsm(uint32_t (&r)[4], const runtime::bf16* p) const { load_matrices(r, p, false); }
     void ldsm_t(uint32_t (&r)[4], const runtime::bf16* p) const { load_matrices(r, p, true); }
 
+    // The copies land at once; commit and wait have nothing to wait for (a missing wait shows
+    // only on a GPU, a missing sync() here too).
+    void check_shared(const void* dst, size_t n) const {
+      const auto* base = reinterpret_cast<const unsigned char*>(blk->smem.data());
+      const auto* at = static_cast<const unsigned char*>(dst);
+      if (at < base || at + n > base + blk->size) fail("a copy writes outside the block's shared memory");
+      if (reinterpret_cast<uintptr_t>(dst) % n != 0) fail("a copy's shared-memory address is not aligned to its size");
+    }
+    void copy16(runtime::bf16* dst, const runtime::bf16* src, bool in) const {
+      check_shared(dst, 16);
+      if (in && reinterpret_cast<uintptr_t>(src) % 16 != 0) fail("a 16-byte copy's global address is not 16-byte aligned");
+      in ? std::memcpy(dst, src, 16) : std::memset(dst, 0, 16);
+    }
+    void copy4(float* dst, const float* src, bool in) const {
+      check_shared(dst, 4);
+      *dst = in ? *src : 0.0f;
+    }
+    void commit() const {}
+    template <int N>
+    void wait() const {}
+
     static float half(uint32_t pair, int which) {
       return runtime::to_float(runtime::bf16{uint16_t(which ? pair >> 16 : pair & 0xffffu)});
     }

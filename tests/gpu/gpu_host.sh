@@ -6,8 +6,10 @@
 #
 #   tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE]    on the build machine (defaults: build,
 #                                                       gpu-bundle.tar.xz)
-#   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR] [all|suites|bench]
+#   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR] [all|suites|bench] [TST_CUDA_FUNCTION ...]
 #                                                       on the GPU host, in the source tree's root
+#                                                       (with functions: those of tst_cuda instead
+#                                                       of the three ctest entries)
 #
 # pack takes tst_cuda, bench_gpu_train, stagecraft-cli and stagecraft-worker, every shared library
 # they load but glibc's and the CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: the
@@ -20,11 +22,12 @@
 # default):
 #   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores),
 #   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
-#   bench_gpu_train flash bf16 --accumulate 8 and flash bf16 --breakdown
-#   bench_gpu_train_torch.py compile bf16 accumulate=8, the same without torch.compile, and bf16,
-#   where the host's python3 has PyTorch with CUDA (one log, torch.log)
+#   bench_gpu_train flash bf16 --accumulate 8, then the same with --breakdown
+#   bench_gpu_train_torch.py compile bf16 accumulate=8 and the same without torch.compile, where
+#   the host's python3 has PyTorch with CUDA (one log, torch.log)
 #   bench_gpu_train standard bf16 --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
-#   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300)
+#   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300); with GPU_BENCH_MODEL
+#   (124M, 350M or 774M), every benchmark but the first runs that shape alone
 # It exits non-zero when a suite failed or a library was not found, naming which.
 set -uo pipefail
 
@@ -83,6 +86,7 @@ find_lib() {
 
 check() {
   local bundle=${1:-gpu-bundle.tar.xz} logs=${2:-.} what=${3:-all}
+  local functions=("${@:4}")
   case "$what" in all|suites|bench) ;; *) die "check runs all, suites or bench, not '$what'" ;; esac
   [ -f "$bundle" ] || die "no bundle at $bundle; make one with 'tests/gpu/gpu_host.sh pack' on the build machine"
   [ -f tests/gpu/CMakeLists.txt ] || die "run check in the source tree's root (tests/gpu/CMakeLists.txt not found here)"
@@ -150,6 +154,12 @@ check() {
 
 # check's parts: they share its variables (build_here, logs, failed).
 run_suites() {
+  if [ ${#functions[@]} -gt 0 ]; then  # some of tst_cuda's checks alone
+    timeout "${GPU_TEST_TIMEOUT:-600}" "$build_here/bin/tst_cuda" "${functions[@]}" >"$logs/ctest_gpu.log" 2>&1 ||
+      failed+=("tst_cuda ${functions[*]}")
+    grep -E '^(PASS|FAIL!|SKIP|Totals)|flash on tensor cores|QWARN' "$logs/ctest_gpu.log" | tail -n 40
+    return
+  fi
   # The three suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
   ctest --test-dir "$build_here/tests/gpu" -L gpu -j3 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
     >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
@@ -159,32 +169,38 @@ run_suites() {
 }
 
 run_benchmarks() {
-  local bench=$build_here/bin/bench_gpu_train limit=${GPU_BENCH_TIMEOUT:-300}
-  # Each run is cut off at GPU_BENCH_TIMEOUT seconds. The MFU figure (several micro-batches a
-  # step) comes first, then the kernel-time breakdown, then the comparisons.
+  local bench=$build_here/bin/bench_gpu_train limit=${GPU_BENCH_TIMEOUT:-300} model=${GPU_BENCH_MODEL:-}
+  # Each run is cut off at GPU_BENCH_TIMEOUT seconds; GPU_BENCH_MODEL (124M, 350M or 774M) keeps
+  # every run but the first to that shape. Eight micro-batches a step throughout, as real runs
+  # take many. The MFU figure comes first, then the kernel-time breakdown, PyTorch's steps, and
+  # the comparisons.
   run_bench() {
-    local log=$1; shift
+    local log=$1 t0=$SECONDS; shift
     timeout "$limit" "$@" >"$logs/$log.log" 2>&1 || failed+=("bench_gpu_train ${*:2} (${log}.log)")
+    echo "$log: $((SECONDS - t0)) s"
   }
+  local one=(${model:+--model "$model"})
   run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
-  run_bench bench_flash_bf16 "$bench" flash bf16 --breakdown
+  run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16)
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch; all
-  # three modes in one log.
+  # modes in one log.
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    local mode
+    local mode t0
     : >"$logs/torch.log"
-    for mode in "compile bf16 accumulate=8" "bf16 accumulate=8" "bf16"; do
+    for mode in "compile bf16 accumulate=8" "bf16 accumulate=8"; do
+      t0=$SECONDS
       # shellcheck disable=SC2086  # the mode is several words on purpose
-      PYTHONUNBUFFERED=1 timeout "$limit" python3 tests/bench/bench_gpu_train_torch.py $mode >>"$logs/torch.log" 2>&1 ||
+      PYTHONUNBUFFERED=1 timeout "$limit" python3 tests/bench/bench_gpu_train_torch.py $mode ${model:+model=$model} >>"$logs/torch.log" 2>&1 ||
         failed+=("PyTorch $mode")
+      echo "PyTorch $mode: $((SECONDS - t0)) s"
     done
     logs_list+=(torch)
   else
     echo "no PyTorch with CUDA on this host's python3: the PyTorch reference is not run"
   fi
-  run_bench bench_standard_bf16 "$bench" standard bf16 --breakdown
-  STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16
+  run_bench bench_standard_bf16 "$bench" standard bf16 --accumulate 8 --breakdown "${one[@]}"
+  STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 --accumulate 8 "${one[@]}"
   logs_list+=(bench_standard_bf16 bench_flash_bf16_no_tensor_cores)
   local f
   for f in "${logs_list[@]}"; do
@@ -196,5 +212,5 @@ run_benchmarks() {
 case "${1:-}" in
   pack) shift; pack "$@" ;;
   check) shift; check "$@" ;;
-  *) die "usage: tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE] | check [BUNDLE] [LOG_DIR] [all|suites|bench]" ;;
+  *) die "usage: tests/gpu/gpu_host.sh pack [BUILD_DIR] [BUNDLE] | check [BUNDLE] [LOG_DIR] [all|suites|bench] [TST_CUDA_FUNCTION ...]" ;;
 esac

@@ -18,6 +18,11 @@
 //                        and + 1, of matrix i
 //   mma(d, a, b0, b1)    d += A B, A 16 x 16 bf16 (row-major fragment a[4]), B 16 x 8 bf16
 //                        (column-major fragment b0, b1), d a 16 x 8 fp32 fragment
+//   copy16(dst, src, in), copy4(dst, src, in)
+//                        an asynchronous copy of 16 (or 4) bytes from global to shared memory
+//                        (cp.async), zeros where `in` is false (src is then not read)
+//   commit(), wait<N>()  close the copies issued so far into a group; wait until at most N
+//                        groups are in flight (the copies are seen by the block after a sync())
 // The CUDA backend implements it with those PTX instructions; the suites run the same code on the
 // CPU under an emulation of a warp's lanes (tests/engine/warp_emulator.h).
 //
@@ -38,7 +43,9 @@
 //               dV += P^T dO, dK += dS^T Q.
 //   query grads a block per 64 query rows walks the key tiles at or before them: S, dP, P and dS
 //               as above, dQ += dS K.
-// Every gradient is summed in a fixed order (no atomics), as in the tile program.
+// Every gradient is summed in a fixed order (no atomics), as in the tile program. The walked
+// tiles are double-buffered: the next tile's copies (cp.async) are in flight while the warps
+// multiply the current one.
 //
 // Not part of the engine's API; included by src/runtime/cuda and the suites only.
 #pragma once
@@ -46,6 +53,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/flash_tiles.h"
 
@@ -74,17 +82,25 @@ inline constexpr int kWalk = D <= 64 ? 64 : 32;
 template <int D>
 inline constexpr int kLd = D + 8;
 
-// Shared memory of a pass at padded head size D.
+// Elements of one walked buffer (two tiles of kWalk rows: K and V, or Q and dO) and, in the key
+// gradients' pass, bytes of its row statistics (L and delta, kWalk floats each).
+template <int D>
+inline constexpr int kWalkElements = 2 * kWalk<D> * kLd<D>;
+template <int D>
+inline constexpr int kStatBytes = 2 * kWalk<D> * 4;
+
+// Shared memory of a pass at padded head size D: the block's own two tiles (forward: Q alone),
+// then two buffers of the walked tiles (forward: K and V of kTile rows, at every head size).
 template <int D>
 STAGECRAFT_HD size_t bytes(flash::Pass pass) {
-  const size_t tile = size_t(kTile) * kLd<D> * 2, walk = size_t(kWalk<D>) * kLd<D> * 2;
+  const size_t tile = size_t(kTile) * kLd<D> * 2, walk = size_t(kWalkElements<D>) * 2;
   switch (pass) {
     case flash::Pass::kForward:
-      return 3 * tile;  // Q, then K and V tiles of 64 rows
+      return 5 * tile;  // Q; K and V of 64 rows, twice
     case flash::Pass::kKeyGrads:
-      return 2 * tile + 2 * walk + 2 * size_t(kWalk<D>) * 4;  // K, V; Q, dO, L, delta
+      return 2 * tile + 2 * (walk + kStatBytes<D>);  // K, V; Q, dO, L and delta, twice
     case flash::Pass::kQueryGrads:
-      return 2 * tile + 2 * walk;  // Q, dO; K, V
+      return 2 * tile + 2 * walk;  // Q, dO; K and V, twice
   }
   return 0;
 }
@@ -116,6 +132,22 @@ STAGECRAFT_TILE void stage(const E& e, bf16* tile, const Src* src, const Slice& 
     const bool in = r < n && d < s.hs;
     flash::put8(tile + r * kLd<D> + d,
                 in ? flash::load8(src + (which < 0 ? s.out_at(t0 + r) : s.qkv_at(t0 + r, which)) + d) : flash::Bf16x8{});
+  }
+}
+
+// The same, asynchronously (the Exec's copy16) where the source is bf16; fp32 dO, which must be
+// rounded on the way, is staged as above.
+template <int D, typename E, typename Src>
+STAGECRAFT_TILE void stage_async(const E& e, bf16* tile, const Src* src, const Slice& s, int which, int t0, int n, int rows) {
+  if constexpr (!std::is_same_v<Src, bf16>) {
+    stage<D>(e, tile, src, s, which, t0, n, rows);
+  } else {
+    constexpr int units = D / 8;
+    for (int u = e.thread(); u < rows * units; u += kThreads) {
+      const int r = u / units, d = u % units * 8;
+      const bool in = r < n && d < s.hs;
+      e.copy16(tile + r * kLd<D> + d, in ? src + (which < 0 ? s.out_at(t0 + r) : s.qkv_at(t0 + r, which)) + d : src, in);
+    }
   }
 }
 
@@ -202,22 +234,34 @@ STAGECRAFT_TILE void store_rows(const E& e, Grads* dqkv, const float (&acc)[D / 
 template <int D, typename E, typename Out>
 STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, const Slice& s, int qtile) {
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
-  bf16* K = Q + kTile * kLd<D>;
-  bf16* V = K + kTile * kLd<D>;
-  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0);
+  bf16* walked = Q + kTile * kLd<D>;  // K and V of key tile j in buffer j % 2
+  constexpr int kBuffer = 2 * kTile * kLd<D>;
+  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + kTile - 1) / kTile;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
-  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
-  e.sync();
+  auto fetch = [&](int j) {  // key tile j into its buffer
+    bf16* K = walked + (j & 1) * kBuffer;
+    const int j0 = j * kTile, cols = flash::smaller(kTile, s.T - j0);
+    stage_async<D>(e, K, qkv, s, 1, j0, cols, kTile);
+    stage_async<D>(e, K + kTile * kLd<D>, qkv, s, 2, j0, cols, kTile);
+    e.commit();
+  };
+  stage_async<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  fetch(0);
   uint32_t qf[D / 16][4];
-  fragments<D>(e, qf, Q);
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  for (int j0 = 0; j0 < q0 + rows; j0 += kTile) {
-    const int cols = flash::smaller(kTile, s.T - j0);
-    e.sync();  // the last tile's K and V are read
-    stage<D>(e, K, qkv, s, 1, j0, cols, kTile);
-    stage<D>(e, V, qkv, s, 2, j0, cols, kTile);
+  for (int j = 0; j < key_tiles; ++j) {
+    const int j0 = j * kTile;
+    const bf16* K = walked + (j & 1) * kBuffer;
+    const bf16* V = K + kTile * kLd<D>;
+    if (j + 1 < key_tiles) {
+      fetch(j + 1);  // into the buffer the last iteration read (the sync at its end)
+      e.template wait<1>();
+    } else {
+      e.template wait<0>();
+    }
     e.sync();
+    if (j == 0) fragments<D>(e, qf, Q);
     float sc[kTile / 8][4] = {};
     times_transposed<D, kTile>(e, sc, qf, K);
     // Scale and mask (keys after the row, rows past T: -inf), then the rows' maxima over the quad
@@ -264,6 +308,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
       o[dt][3] *= corr[1];
     }
     times<D, kTile>(e, o, pf, V);
+    e.sync();  // every warp has read buffer j % 2
   }
   STAGECRAFT_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -293,23 +338,37 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
   constexpr int N = kWalk<D>;
   bf16* K = reinterpret_cast<bf16*>(e.shared());
   bf16* V = K + kTile * kLd<D>;
-  bf16* Q = V + kTile * kLd<D>;
-  bf16* dO = Q + N * kLd<D>;
-  float* Ls = reinterpret_cast<float*>(dO + N * kLd<D>);
-  float* Ds = Ls + N;
-  const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0);
+  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kTile * kLd<D>);  // query tile i in buffer i % 2
+  constexpr size_t kBuffer = size_t(kWalkElements<D>) * 2 + kStatBytes<D>;
+  const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0), first = k0 / N, query_tiles = (s.T + N - 1) / N;
   const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
-  stage<D>(e, K, qkv, s, 1, k0, cols, kTile);
-  stage<D>(e, V, qkv, s, 2, k0, cols, kTile);
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int i0 = k0; i0 < s.T; i0 += N) {
-    const int rows = flash::smaller(N, s.T - i0);
-    e.sync();  // the last tile's Q and dO are read
-    stage<D>(e, Q, qkv, s, 0, i0, rows, N);
-    stage<D>(e, dO, dout, s, -1, i0, rows, N);
+  auto fetch = [&](int i) {  // query tile i (Q, dO, L, delta) into its buffer
+    bf16* Qb = reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer);
+    float* Lb = reinterpret_cast<float*>(Qb + kWalkElements<D>);
+    const int i0 = i * N, rows = flash::smaller(N, s.T - i0);
+    stage_async<D>(e, Qb, qkv, s, 0, i0, rows, N);
+    stage_async<D>(e, Qb + N * kLd<D>, dout, s, -1, i0, rows, N);
     for (int r = e.thread(); r < N; r += kThreads) {
-      Ls[r] = r < rows ? lse[s.row_at(i0 + r)] : 0.0f;
-      Ds[r] = r < rows ? delta[s.row_at(i0 + r)] : 0.0f;
+      e.copy4(Lb + r, r < rows ? lse + s.row_at(i0 + r) : lse, r < rows);
+      e.copy4(Lb + N + r, r < rows ? delta + s.row_at(i0 + r) : delta, r < rows);
+    }
+    e.commit();
+  };
+  stage_async<D>(e, K, qkv, s, 1, k0, cols, kTile);
+  stage_async<D>(e, V, qkv, s, 2, k0, cols, kTile);
+  fetch(first);
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int i = first; i < query_tiles; ++i) {
+    const int i0 = i * N;
+    const bf16* Q = reinterpret_cast<const bf16*>(walked + (i & 1) * kBuffer);
+    const bf16* dO = Q + N * kLd<D>;
+    const float* Ls = reinterpret_cast<const float*>(Q + kWalkElements<D>);
+    const float* Ds = Ls + N;
+    if (i + 1 < query_tiles) {
+      fetch(i + 1);
+      e.template wait<1>();
+    } else {
+      e.template wait<0>();
     }
     e.sync();
     float st[N / 8][4] = {}, dpt[N / 8][4] = {};
@@ -336,6 +395,7 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
     }
     times<D, N>(e, dv, pf, dO);
     times<D, N>(e, dk, dsf, Q);
+    e.sync();  // every warp has read buffer i % 2
   }
   store_rows<D>(e, dqkv, dk, s, 1, key0);
   store_rows<D>(e, dqkv, dv, s, 2, key0);
@@ -348,12 +408,19 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
   constexpr int N = kWalk<D>;
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
   bf16* dO = Q + kTile * kLd<D>;
-  bf16* K = dO + kTile * kLd<D>;
-  bf16* V = K + N * kLd<D>;
-  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0);
+  bf16* walked = dO + kTile * kLd<D>;  // K and V of key tile j in buffer j % 2
+  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + N - 1) / N;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
-  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
-  stage<D>(e, dO, dout, s, -1, q0, rows, kTile);
+  auto fetch = [&](int j) {  // key tile j into its buffer
+    bf16* Kb = walked + (j & 1) * kWalkElements<D>;
+    const int j0 = j * N, cols = flash::smaller(N, s.T - j0);
+    stage_async<D>(e, Kb, qkv, s, 1, j0, cols, N);
+    stage_async<D>(e, Kb + N * kLd<D>, qkv, s, 2, j0, cols, N);
+    e.commit();
+  };
+  stage_async<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  stage_async<D>(e, dO, dout, s, -1, q0, rows, kTile);
+  fetch(0);
   float L[2], Dl[2];
   STAGECRAFT_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -361,17 +428,23 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
     L[h] = row < s.T ? lse[s.row_at(row)] : 0.0f;
     Dl[h] = row < s.T ? delta[s.row_at(row)] : 0.0f;
   }
-  e.sync();
   uint32_t qf[D / 16][4], df[D / 16][4];
-  fragments<D>(e, qf, Q);
-  fragments<D>(e, df, dO);
   float dq[D / 8][4] = {};
-  for (int j0 = 0; j0 < q0 + rows; j0 += N) {
-    const int cols = flash::smaller(N, s.T - j0);
-    e.sync();  // the last tile's K and V are read
-    stage<D>(e, K, qkv, s, 1, j0, cols, N);
-    stage<D>(e, V, qkv, s, 2, j0, cols, N);
+  for (int j = 0; j < key_tiles; ++j) {
+    const int j0 = j * N;
+    const bf16* K = walked + (j & 1) * kWalkElements<D>;
+    const bf16* V = K + N * kLd<D>;
+    if (j + 1 < key_tiles) {
+      fetch(j + 1);
+      e.template wait<1>();
+    } else {
+      e.template wait<0>();
+    }
     e.sync();
+    if (j == 0) {
+      fragments<D>(e, qf, Q);
+      fragments<D>(e, df, dO);
+    }
     float sc[N / 8][4] = {}, dp[N / 8][4] = {};
     times_transposed<D, N>(e, sc, qf, K);
     times_transposed<D, N>(e, dp, df, V);
@@ -389,6 +462,7 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
       to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
     }
     times<D, N>(e, dq, dsf, K);
+    e.sync();  // every warp has read buffer j % 2
   }
   store_rows<D>(e, dqkv, dq, s, 0, row0);
 }

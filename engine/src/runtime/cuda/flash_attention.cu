@@ -335,8 +335,8 @@ __global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(Grad
 
 // ---- tensor cores, scores in registers: flash_mma.h's program ----
 
-// What flash_mma.h asks of an Exec: a block of flash_mma::kWarps warps, ldmatrix and
-// mma.sync.m16n8k16 (bf16 in, fp32 accumulators) on sm_80 or later.
+// What flash_mma.h asks of an Exec: a block of flash_mma::kWarps warps, ldmatrix,
+// mma.sync.m16n8k16 (bf16 in, fp32 accumulators) and cp.async on sm_80 or later.
 struct MmaExec {
   unsigned char* smem;
   __device__ unsigned char* shared() const { return smem; }
@@ -363,6 +363,33 @@ struct MmaExec {
                  : "r"(a));
 #else
     __trap();
+#endif
+  }
+  __device__ void copy16(bf16* dst, const bf16* src, bool in) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
+#else
+    __trap();
+#endif
+  }
+  __device__ void copy4(float* dst, const float* src, bool in) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(in ? 4 : 0));
+#else
+    __trap();
+#endif
+  }
+  __device__ void commit() const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+  }
+  template <int N>
+  __device__ void wait() const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
   }
   __device__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) const {
