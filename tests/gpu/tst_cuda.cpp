@@ -674,10 +674,10 @@ class TestCuda : public QObject {
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
   }
 
-  // The fused attention on tensor cores (flash_attention.cu) against the tile program it runs,
-  // executed on the CPU (cpu::flash_attention_tiled_*, the same code), and against attention in
-  // fp32 on the same bf16 q, k, v: odd lengths, every tile edge, head sizes 16 to 128, out written
-  // in bf16 as training does.
+  // The fused attention on tensor cores (flash_attention.cu, runtime/flash_mma.h) against the tile
+  // program whose arithmetic it runs, executed on the CPU (cpu::flash_attention_tiled_*), and
+  // against attention in fp32 on the same bf16 q, k, v: odd lengths, every tile edge, head sizes
+  // 16 to 128, out written in bf16 as training does.
   void flashAttentionOnTensorCoresMatchesItsTileProgram_data() {
     QTest::addColumn<int>("B");
     QTest::addColumn<int>("T");

@@ -1,7 +1,10 @@
-// Flash attention on tensor cores, written once as a tile program: the CUDA backend runs it with a
-// thread block per tile (cuda/flash_attention.cu, wmma's 16 x 16 x 16 bf16 products), and the CPU
-// runs the very same code one tile after another (cpu/flash_tiles.cpp), so that the CPU suites
-// test the tiling, the causal mask, the online softmax and every bf16 rounding the GPU does.
+// The arithmetic of the CUDA backend's tensor-core flash attention, as a tile program the CPU runs
+// one tile after another (cpu/flash_tiles.cpp, kernels.h's cpu::flash_attention_tiled_*): the
+// tiling, the causal mask, the online softmax and every bf16 rounding of runtime/flash_mma.h,
+// which the GPU runs with the scores in mma fragments instead of shared memory. It is the
+// reference the suites hold flash_mma.h to, on the CPU (tst_flash_mma) and on a GPU (tst_cuda),
+// and the bf16 attention of the CPU suites' GPU stand-in (tst_trainer). It was written for a CUDA
+// block of 16 x 16 products, whose interface it keeps.
 //
 // The algorithm is FlashAttention-2's (Dao, 2023) for causal attention over qkv (B, T, 3 C) in
 // bf16, C = NH x HS, HS a multiple of 16 up to kMaxHead. Per (sequence, head):
@@ -71,7 +74,6 @@ namespace stagecraft::runtime::flash {
 
 inline constexpr int kRows = 64;  // query rows per tile
 inline constexpr int kCols = 64;  // key rows per tile
-inline constexpr int kWarps = 4;  // warps per CUDA block
 inline constexpr int kMaxHead = 128;
 static_assert(kRows == kCols, "tiles of queries and keys start together on the diagonal");
 

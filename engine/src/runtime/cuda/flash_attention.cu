@@ -2,11 +2,13 @@
 // (Dao, 2023): the T x T scores never reach global memory. Two implementations:
 //
 // Tensor cores, where q, k, v are bf16 (train.precision: bf16), the head size is a multiple of 16
-// up to 128, the GPU is sm_80 or later and its shared memory holds a tile: the tile program of
-// runtime/flash_tiles.h (its comment gives the algorithm), a block of flash::kWarps warps per tile
-// of 64 query or key rows, every 16 x 16 x 16 product a wmma bf16 multiply-accumulate in fp32.
-// The CPU runs the same program (cpu/flash_tiles.cpp), so the CPU suites test its tiling and
-// roundings. STAGECRAFT_FLASH_TENSOR_CORES=0 turns it off.
+// up to 128, the GPU is sm_80 or later and its shared memory holds a pass's tiles (every sm_80
+// GPU's does): the program of runtime/flash_mma.h (its comment gives the algorithm), a block of
+// four warps per 64-row tile, S, P, dP, dS and the accumulators in mma.sync m16n8k16 fragments,
+// the walked tiles double-buffered through cp.async. Its arithmetic is the tile program's
+// (runtime/flash_tiles.h, which the CPU runs: cpu/flash_tiles.cpp); the suites run flash_mma.h
+// itself on the CPU under a warp emulator (tests/engine/tst_flash_mma.cpp) and on a GPU against
+// the tile program (tests/gpu/tst_cuda.cpp). STAGECRAFT_FLASH_TENSOR_CORES=0 turns it off.
 //
 // fp32 cores, otherwise:
 //   forward   each thread owns one query row; key/value tiles of kTile rows are staged in shared
@@ -26,7 +28,6 @@
 // per-thread rows stay in registers).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -247,93 +248,9 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float
   }
 }
 
-// ---- tensor cores: flash_tiles.h's program, a CUDA block per tile ----
-
-// What flash_tiles.h asks of a Block, for a block of flash::kWarps warps.
-struct CudaTile {
-  unsigned char* smem;
-  __device__ unsigned char* shared() const { return smem; }
-  __device__ int thread() const { return int(threadIdx.x); }
-  __device__ int threads() const { return int(blockDim.x); }
-  __device__ int warp() const { return int(threadIdx.x) / 32; }
-  __device__ int warps() const { return int(blockDim.x) / 32; }
-  __device__ int lane() const { return int(threadIdx.x) % 32; }
-  __device__ int lanes() const { return 32; }
-  __device__ float warp_max(float x) const {
-    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-  }
-  __device__ float warp_sum(float x) const {
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-  }
-  __device__ void warp_sync() const { __syncwarp(); }
-  __device__ void sync() const { __syncthreads(); }
-
-  static constexpr int kWarps = flash::kWarps;
-#if defined(__CUDA_ARCH__)
-  using Acc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
-#else
-  struct Acc {};  // the host pass never runs a tile
-#endif
-  __device__ void acc_zero(Acc& c) const {
-#if defined(__CUDA_ARCH__)
-    nvcuda::wmma::fill_fragment(c, 0.0f);
-#endif
-  }
-  __device__ void acc_load(Acc& c, const float* p, int ld) const {
-#if defined(__CUDA_ARCH__)
-    nvcuda::wmma::load_matrix_sync(c, p, unsigned(ld), nvcuda::wmma::mem_row_major);
-#endif
-  }
-  __device__ void acc_store(float* p, int ld, const Acc& c) const {
-#if defined(__CUDA_ARCH__)
-    nvcuda::wmma::store_matrix_sync(p, c, unsigned(ld), nvcuda::wmma::mem_row_major);
-#endif
-  }
-  template <bool ACol, bool BCol>
-  __device__ void mma(Acc& c, const bf16* a, int lda, const bf16* b, int ldb, int K) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    namespace wmma = nvcuda::wmma;
-    using LayoutA = std::conditional_t<ACol, wmma::col_major, wmma::row_major>;
-    using LayoutB = std::conditional_t<BCol, wmma::col_major, wmma::row_major>;
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> fb;
-    for (int k = 0; k < K; k += 16) {
-      wmma::load_matrix_sync(fa, reinterpret_cast<const __nv_bfloat16*>(ACol ? a + size_t(k) * lda : a + k), unsigned(lda));
-      wmma::load_matrix_sync(fb, reinterpret_cast<const __nv_bfloat16*>(BCol ? b + k : b + size_t(k) * ldb), unsigned(ldb));
-      wmma::mma_sync(c, fa, fb, c);
-    }
-#else
-    __trap();  // never launched below sm_80 (flash_tensor_cores checks)
-#endif
-  }
-};
-
 extern __shared__ __align__(128) unsigned char g_tile_smem[];
 
-// The tiles with the most keys first (blockIdx.x 0 is the last query tile): the long causal rows
-// start early, and the short ones fill in at the end of the launch.
-template <typename Out>
-__global__ void __launch_bounds__(flash::kWarps * 32) tc_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
-  flash::forward_tile(CudaTile{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(gridDim.x - 1 - blockIdx.x));
-}
-
-// dqkv and dout: both fp32, or both bf16 (the stage's gradients with bf16 activations).
-template <typename Grads>
-__global__ void __launch_bounds__(flash::kWarps * 32) tc_key_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
-                                                                         const float* delta, int T, int NH, int hs) {
-  flash::key_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(blockIdx.x));
-}
-
-template <typename Grads>
-__global__ void __launch_bounds__(flash::kWarps * 32) tc_query_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
-                                                                           const float* delta, int T, int NH, int hs) {
-  flash::query_grads_tile(CudaTile{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.y)),
-                          int(gridDim.x - 1 - blockIdx.x));
-}
-
-// ---- tensor cores, scores in registers: flash_mma.h's program ----
+// ---- tensor cores: flash_mma.h's program, a block of four warps per 64-row tile ----
 
 // What flash_mma.h asks of an Exec: a block of flash_mma::kWarps warps, ldmatrix,
 // mma.sync.m16n8k16 (bf16 in, fp32 accumulators) and cp.async on sm_80 or later.
@@ -404,7 +321,8 @@ struct MmaExec {
   }
 };
 
-// As the tile program's kernels: the longest causal rows first.
+// The tiles with the most keys first (blockIdx.x 0 is the last query tile): the long causal rows
+// start early, and the short ones fill in at the end of the launch.
 template <int D, typename Out>
 __global__ void __launch_bounds__(flash_mma::kThreads) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
   flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(gridDim.x - 1 - blockIdx.x));
@@ -464,16 +382,6 @@ bool with_head_size(int hs, F&& f) {
 
 }  // namespace
 
-// Which tensor-core program runs: flash_mma.h's (scores in registers), or, with
-// STAGECRAFT_FLASH_TILES=1, flash_tiles.h's on wmma (scores in shared memory), to compare the two.
-static bool wmma_tiles() {
-  static const bool on = [] {
-    const char* v = std::getenv("STAGECRAFT_FLASH_TILES");
-    return v && std::string(v) == "1";
-  }();
-  return on;
-}
-
 bool flash_tensor_cores(bool bf16_qkv, int HS) {
   static const bool enabled = [] {
     const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
@@ -490,19 +398,20 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
     // The architecture the kernels that run here were compiled for: a build without sm_80 or
     // later code (CMAKE_CUDA_ARCHITECTURES) runs older PTX, whose tensor-core products are a trap.
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, tc_forward_kernel<float>) == cudaSuccess) g.kernel_arch = a.ptxVersion;
+    if (cudaFuncGetAttributes(&a, mma_forward_kernel<64, float>) == cudaSuccess) g.kernel_arch = a.ptxVersion;
     cudaGetLastError();
     return g;
   }();
   if (gpu.major < 8 || gpu.kernel_arch < 80) return false;
   for (const flash::Pass pass : {flash::Pass::kForward, flash::Pass::kKeyGrads, flash::Pass::kQueryGrads}) {
-    if ((wmma_tiles() ? flash::layout(pass, HS).bytes : flash_mma::bytes_for_head(pass, HS)) > size_t(gpu.optin)) return false;
+    if (flash_mma::bytes_for_head(pass, HS) > size_t(gpu.optin)) return false;
   }
   return true;
 }
 
-// The tile program moves bf16 in 16-byte units (flash_tiles.h): its bf16 buffers must be 16-byte
-// aligned, as every allocation is. Null entries are not checked.
+// The tensor-core kernels move bf16 in 16-byte units (flash_mma.h's cp.async copies, flash_tiles.h's
+// load8 for fp32 dO): their bf16 buffers must be 16-byte aligned, as every allocation is. Null
+// entries are not checked.
 static bool units_aligned(ActIn a, ActIn b = nullptr, ActIn c = nullptr) {
   for (ActIn x : {a, b, c}) {
     if (x.data && !flash::aligned16(x.data)) {
@@ -525,18 +434,6 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   if (B <= 0 || T <= 0 || !fits_grid(B, NH)) return;
   if (flash_tensor_cores(qkv.low() != nullptr, HS)) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
-    if (wmma_tiles()) {
-      const size_t bytes = flash::layout(flash::Pass::kForward, HS).bytes;
-      const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
-      with_typed(out, [&](auto* o) {
-        const auto kernel = tc_forward_kernel<std::remove_pointer_t<decltype(o)>>;
-        if (allow_shared(kernel, bytes)) {
-          kernel<<<grid, flash::kWarps * 32, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS);
-        }
-      });
-      launched("flash_attention_forward (tensor cores, tile program)");
-      return;
-    }
     const dim3 grid((T + flash_mma::kTile - 1) / flash_mma::kTile, B * NH);
     with_padded_head(HS, [&]<int D>() {
       const size_t bytes = flash_mma::bytes<D>(flash::Pass::kForward);
@@ -583,7 +480,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
       }
     });
   });
-  if (tensor_cores && !wmma_tiles()) {
+  if (tensor_cores) {
     const dim3 grid((T + flash_mma::kTile - 1) / flash_mma::kTile, B * NH);
     with_padded_head(HS, [&]<int D>() {
       const size_t keys = flash_mma::bytes<D>(flash::Pass::kKeyGrads), queries = flash_mma::bytes<D>(flash::Pass::kQueryGrads);
@@ -599,20 +496,6 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
       });
     });
     launched("flash_attention_backward (tensor cores)");
-    return;
-  }
-  if (tensor_cores) {
-    const dim3 grid((T + flash::kRows - 1) / flash::kRows, B * NH);
-    const size_t keys = flash::layout(flash::Pass::kKeyGrads, HS).bytes, queries = flash::layout(flash::Pass::kQueryGrads, HS).bytes;
-    with_typed(dqkv, [&](auto* d) {
-      using Grads = std::remove_pointer_t<decltype(d)>;
-      const Grads* dy = static_cast<const Grads*>(dout.data);
-      if (allow_shared(tc_key_grads_kernel<Grads>, keys) && allow_shared(tc_query_grads_kernel<Grads>, queries)) {
-        tc_key_grads_kernel<Grads><<<grid, flash::kWarps * 32, keys, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
-        tc_query_grads_kernel<Grads><<<grid, flash::kWarps * 32, queries, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
-      }
-    });
-    launched("flash_attention_backward (tensor cores, tile program)");
     return;
   }
   const dim3 grid((T + kRows - 1) / kRows, B * NH);
