@@ -72,20 +72,6 @@ void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const fl
   });
 }
 
-// The padded head size's instantiation.
-template <typename F>
-void with_padded(int HS, F&& f) {
-  switch (flash_mma::padded_head(HS)) {
-    case 32:
-      return f.template operator()<32>();
-    case 64:
-      return f.template operator()<64>();
-    case 128:
-      return f.template operator()<128>();
-  }
-  QFAIL("head size not taken");
-}
-
 }  // namespace
 
 class TestFlashMma : public QObject {
@@ -153,12 +139,13 @@ class TestFlashMma : public QObject {
     cpu::flash_attention_tiled_backward(tdqkv16.data(), delta16.data(), dout16_wide.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH,
                                         HS);
     for (float& v : tdqkv16) v = to_float(to_bf16(v));
-    with_padded(HS, [&]<int D>() {
+    const bool taken = flash_mma::with_padded_head(HS, [&]<int D>() {
       emulated_forward<D>(mout.data(), mlse.data(), qkv.data(), B, T, NH, HS);
       emulated_backward<D>(mdqkv.data(), dout.data(), qkv.data(), tlse.data(), delta.data(), B, T, NH, HS);
       emulated_forward<D>(mout16.data(), mlse16.data(), qkv.data(), B, T, NH, HS);
       emulated_backward<D>(mdqkv16.data(), dout16.data(), qkv.data(), tlse.data(), delta16.data(), B, T, NH, HS);
     });
+    QVERIFY(taken);
     std::vector<float> tout16(n);
     for (size_t i = 0; i < n; ++i) tout16[i] = to_float(to_bf16(tout[i]));
     double lse_err = 0;

@@ -72,6 +72,21 @@ STAGECRAFT_HD int padded_head(int hs) {
   return hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
 }
 
+// Calls f.template operator()<D>() with hs's padded head size D (a host-side dispatch to the
+// compiled programs); false, calling nothing, where the head size is not taken.
+template <typename F>
+bool with_padded_head(int hs, F&& f) {
+  switch (padded_head(hs)) {
+    case 32:
+      return f.template operator()<32>(), true;
+    case 64:
+      return f.template operator()<64>(), true;
+    case 128:
+      return f.template operator()<128>(), true;
+  }
+  return false;
+}
+
 // Rows of the tiles a block walks (the inner loop's tile): 64, or 32 at head size 128, where the
 // key-gradient warp holds dK and dV (128 floats a thread) and the walked tile's S and dP besides.
 template <int D>

@@ -341,19 +341,6 @@ __global__ void __launch_bounds__(flash_mma::kThreads) mma_query_grads_kernel(Gr
                             int(gridDim.x - 1 - blockIdx.x));
 }
 
-// Calls f.template operator()<D>() with flash_mma's padded head size for hs.
-template <typename F>
-void with_padded_head(int hs, F&& f) {
-  switch (flash_mma::padded_head(hs)) {
-    case 32:
-      return f.template operator()<32>();
-    case 64:
-      return f.template operator()<64>();
-    case 128:
-      return f.template operator()<128>();
-  }
-}
-
 // Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
 // false, with the error recorded, where the GPU refuses. Set once per kernel and size: a process
 // drives one GPU (cuda_context.h), and a head size keeps its layout.
@@ -435,7 +422,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   if (flash_tensor_cores(qkv.low() != nullptr, HS)) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
     const dim3 grid((T + flash_mma::kTile - 1) / flash_mma::kTile, B * NH);
-    with_padded_head(HS, [&]<int D>() {
+    flash_mma::with_padded_head(HS, [&]<int D>() {
       const size_t bytes = flash_mma::bytes<D>(flash::Pass::kForward);
       with_typed(out, [&](auto* o) {
         const auto kernel = mma_forward_kernel<D, std::remove_pointer_t<decltype(o)>>;
@@ -482,7 +469,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
   });
   if (tensor_cores) {
     const dim3 grid((T + flash_mma::kTile - 1) / flash_mma::kTile, B * NH);
-    with_padded_head(HS, [&]<int D>() {
+    flash_mma::with_padded_head(HS, [&]<int D>() {
       const size_t keys = flash_mma::bytes<D>(flash::Pass::kKeyGrads), queries = flash_mma::bytes<D>(flash::Pass::kQueryGrads);
       with_typed(dqkv, [&](auto* d) {
         using Grads = std::remove_pointer_t<decltype(d)>;
