@@ -16,6 +16,7 @@
 // (kernel_breakdown.h; each kernel timed alone, so the step there is slower than the row's).
 //
 // Asserts nothing about time; exits 77 without a GPU.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +41,9 @@ struct Shape {
   int layers, hidden, heads, micro_batch;
 };
 
+// GPT-2's shapes, each with its default micro-batch.
+constexpr Shape kShapes[] = {{"124M", 12, 768, 12, 8}, {"350M", 24, 1024, 16, 8}, {"774M", 36, 1280, 20, 4}};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,7 +57,7 @@ int main(int argc, char** argv) {
       breakdown = true;
     } else if (a == "--model") {
       only = i + 1 < argc ? argv[++i] : "";
-      if (only != "124M" && only != "350M" && only != "774M") {
+      if (std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& s) { return only == s.name; })) {
         std::fprintf(stderr, "bench_gpu_train: --model takes 124M, 350M or 774M\n");
         return 2;
       }
@@ -91,7 +95,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) % 50257);
   const auto data = runtime::TokenData::from_tokens(tokens);
   double peak_tflops = 0;
-  for (Shape s : {Shape{"124M", 12, 768, 12, 8}, Shape{"350M", 24, 1024, 16, 8}, Shape{"774M", 36, 1280, 20, 4}}) {
+  for (Shape s : kShapes) {
     if (!only.empty() && only != s.name) continue;
     if (micro_batch > 0) s.micro_batch = micro_batch;
     const int global_batch = s.micro_batch * accumulate;

@@ -58,6 +58,10 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+# GPT-2's shapes as bench_gpu_train's: name, layers, hidden, heads, default micro-batch.
+SHAPES = (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4))
+
+
 def main():
     use_compile = "compile" in sys.argv[1:]
     bf16 = "bf16" in sys.argv[1:]
@@ -67,7 +71,7 @@ def main():
         sys.exit(f"bench_gpu_train_torch.py: unknown argument(s) {sorted(unknown)}; "
                  "takes compile, bf16, micro_batch=B, accumulate=N, model=124M|350M|774M")
     only = options.get("model")
-    if only not in (None, "124M", "350M", "774M"):
+    if only not in (None, *(shape[0] for shape in SHAPES)):
         sys.exit("bench_gpu_train_torch.py: model takes 124M, 350M or 774M")
     try:
         micro_batch = int(options.get("micro_batch", 0))
@@ -79,7 +83,7 @@ def main():
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}, {'bf16 autocast' if bf16 else 'fp32 (TF32 off)'}, "
           f"sdpa, {'torch.compile' if use_compile else 'eager'}, {accumulate} micro-batch(es) a step")
     print(f"{'model':6} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
-    for name, layers, c, nh, b in (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4)):
+    for name, layers, c, nh, b in SHAPES:
         if only and name != only:
             continue
         b = micro_batch or b

@@ -24,7 +24,7 @@
 #   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
 #   bench_gpu_train flash bf16 --accumulate 8, then the same with --breakdown
 #   bench_gpu_train_torch.py compile bf16 accumulate=8 and the same without torch.compile, where
-#   the host's python3 has PyTorch with CUDA (one log, torch.log)
+#   the host's python3 has PyTorch with CUDA
 #   bench_gpu_train standard bf16 --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
 #   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300); with GPU_BENCH_MODEL
 #   (124M, 350M or 774M), every benchmark but the first runs that shape alone
@@ -174,28 +174,21 @@ run_benchmarks() {
   # every run but the first to that shape. Eight micro-batches a step throughout, as real runs
   # take many. The MFU figure comes first, then the kernel-time breakdown, PyTorch's steps, and
   # the comparisons.
-  run_bench() {
+  run_bench() {  # LOG PROGRAM ARGS...: the run's output in LOG.log, its seconds printed
     local log=$1 t0=$SECONDS; shift
-    timeout "$limit" "$@" >"$logs/$log.log" 2>&1 || failed+=("bench_gpu_train ${*:2} (${log}.log)")
+    timeout "$limit" "$@" >"$logs/$log.log" 2>&1 || failed+=("$(basename "$1") ${*:2} (${log}.log)")
     echo "$log: $((SECONDS - t0)) s"
   }
   local one=(${model:+--model "$model"})
   run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16)
-  # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch; all
-  # modes in one log.
+  # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    local mode t0
-    : >"$logs/torch.log"
-    for mode in "compile bf16 accumulate=8" "bf16 accumulate=8"; do
-      t0=$SECONDS
-      # shellcheck disable=SC2086  # the mode is several words on purpose
-      PYTHONUNBUFFERED=1 timeout "$limit" python3 tests/bench/bench_gpu_train_torch.py $mode ${model:+model=$model} >>"$logs/torch.log" 2>&1 ||
-        failed+=("PyTorch $mode")
-      echo "PyTorch $mode: $((SECONDS - t0)) s"
-    done
-    logs_list+=(torch)
+    local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 ${model:+model=$model})
+    PYTHONUNBUFFERED=1 run_bench torch_compile "${torch_bench[@]}" compile
+    PYTHONUNBUFFERED=1 run_bench torch_eager "${torch_bench[@]}"
+    logs_list+=(torch_compile torch_eager)
   else
     echo "no PyTorch with CUDA on this host's python3: the PyTorch reference is not run"
   fi

@@ -138,32 +138,36 @@ STAGECRAFT_TILE uint32_t pack(float lo, float hi) {
 }
 
 // Rows t0 .. t0 + n - 1 of q, k, v (which 0, 1, 2 of qkv) or of dO (which -1, dout (B, T, C) in
-// fp32 or bf16, rounded to bf16) into a tile of `rows` rows: zeros past n and past the head size.
+// fp32 or bf16) into a tile of `rows` rows: zeros past n and past the head size. bf16 goes
+// asynchronously (the Exec's copy16, seen after its wait and a sync()); fp32 dO, which must be
+// rounded on the way, is loaded and stored.
 template <int D, typename E, typename Src>
 STAGECRAFT_TILE void stage(const E& e, bf16* tile, const Src* src, const Slice& s, int which, int t0, int n, int rows) {
   constexpr int units = D / 8;
   for (int u = e.thread(); u < rows * units; u += kThreads) {
     const int r = u / units, d = u % units * 8;
     const bool in = r < n && d < s.hs;
-    flash::put8(tile + r * kLd<D> + d,
-                in ? flash::load8(src + (which < 0 ? s.out_at(t0 + r) : s.qkv_at(t0 + r, which)) + d) : flash::Bf16x8{});
+    const Src* from = in ? src + s.at(t0 + r, which) + d : src;
+    if constexpr (std::is_same_v<Src, bf16>) {
+      e.copy16(tile + r * kLd<D> + d, from, in);
+    } else {
+      flash::put8(tile + r * kLd<D> + d, in ? flash::load8(from) : flash::Bf16x8{});
+    }
   }
 }
 
-// The same, asynchronously (the Exec's copy16) where the source is bf16; fp32 dO, which must be
-// rounded on the way, is staged as above.
-template <int D, typename E, typename Src>
-STAGECRAFT_TILE void stage_async(const E& e, bf16* tile, const Src* src, const Slice& s, int which, int t0, int n, int rows) {
-  if constexpr (!std::is_same_v<Src, bf16>) {
-    stage<D>(e, tile, src, s, which, t0, n, rows);
+// Before working on walked tile j of `tiles`: starts tile j + 1's copies (fetch(j + 1), into the
+// buffer that iteration j - 1 read and finished with a sync()), waits for tile j's, and makes
+// them seen by the block.
+template <typename E, typename Fetch>
+STAGECRAFT_TILE void next_tile(const E& e, int j, int tiles, Fetch&& fetch) {
+  if (j + 1 < tiles) {
+    fetch(j + 1);
+    e.template wait<1>();
   } else {
-    constexpr int units = D / 8;
-    for (int u = e.thread(); u < rows * units; u += kThreads) {
-      const int r = u / units, d = u % units * 8;
-      const bool in = r < n && d < s.hs;
-      e.copy16(tile + r * kLd<D> + d, in ? src + (which < 0 ? s.out_at(t0 + r) : s.qkv_at(t0 + r, which)) + d : src, in);
-    }
+    e.template wait<0>();
   }
+  e.sync();
 }
 
 // This lane's ldmatrix address for the A fragment of rows r0 .. r0 + 15 and columns k0 .. k0 + 15
@@ -226,21 +230,23 @@ STAGECRAFT_TILE void to_a(uint32_t (&a)[N / 16][4], int nt, float x0, float x1, 
   a[nt / 2][(nt & 1) * 2 + 1] = pack(x2, x3);
 }
 
-// A gradient's C fragments (16 rows of this warp, D columns) into dqkv's q, k or v part: row
-// `row0` and row0 + 8 where they are before T, columns before the head size.
-template <int D, typename E, typename Grads>
-STAGECRAFT_TILE void store_rows(const E& e, Grads* dqkv, const float (&acc)[D / 8][4], const Slice& s, int which, int row0) {
+// C fragments of this warp's 16 rows and D columns, each divided by its row's `by`, into rows
+// row0 and row0 + 8 (where they are before T) of out (which -1) or of dqkv's q, k or v part
+// (which 0, 1, 2), columns before the head size.
+template <int D, typename E, typename Dst>
+STAGECRAFT_TILE void store_rows(const E& e, Dst* dst, const float (&acc)[D / 8][4], const float (&by)[2], const Slice& s, int which,
+                                int row0) {
   const int c = (e.lane() & 3) * 2;
   STAGECRAFT_UNROLL
   for (int half = 0; half < 2; ++half) {
     const int row = row0 + half * 8;
     if (row >= s.T) continue;
-    Grads* g = dqkv + s.qkv_at(row, which);
+    Dst* y = dst + s.at(row, which);
     STAGECRAFT_UNROLL
     for (int dt = 0; dt < D / 8; ++dt) {
       if (dt * 8 + c >= s.hs) break;
-      element::store(g + dt * 8 + c, acc[dt][half * 2]);
-      element::store(g + dt * 8 + c + 1, acc[dt][half * 2 + 1]);
+      element::store(y + dt * 8 + c, acc[dt][half * 2] / by[half]);
+      element::store(y + dt * 8 + c + 1, acc[dt][half * 2 + 1] / by[half]);
     }
   }
 }
@@ -253,29 +259,24 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
   constexpr int kBuffer = 2 * kTile * kLd<D>;
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + kTile - 1) / kTile;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
+  auto buffer = [&](int j) { return walked + (j & 1) * kBuffer; };
   auto fetch = [&](int j) {  // key tile j into its buffer
-    bf16* K = walked + (j & 1) * kBuffer;
+    bf16* K = buffer(j);
     const int j0 = j * kTile, cols = flash::smaller(kTile, s.T - j0);
-    stage_async<D>(e, K, qkv, s, 1, j0, cols, kTile);
-    stage_async<D>(e, K + kTile * kLd<D>, qkv, s, 2, j0, cols, kTile);
+    stage<D>(e, K, qkv, s, 1, j0, cols, kTile);
+    stage<D>(e, K + kTile * kLd<D>, qkv, s, 2, j0, cols, kTile);
     e.commit();
   };
-  stage_async<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
   fetch(0);
   uint32_t qf[D / 16][4];
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int j = 0; j < key_tiles; ++j) {
     const int j0 = j * kTile;
-    const bf16* K = walked + (j & 1) * kBuffer;
+    const bf16* K = buffer(j);
     const bf16* V = K + kTile * kLd<D>;
-    if (j + 1 < key_tiles) {
-      fetch(j + 1);  // into the buffer the last iteration read (the sync at its end)
-      e.template wait<1>();
-    } else {
-      e.template wait<0>();
-    }
-    e.sync();
+    next_tile(e, j, key_tiles, fetch);
     if (j == 0) fragments<D>(e, qf, Q);
     float sc[kTile / 8][4] = {};
     times_transposed<D, kTile>(e, sc, qf, K);
@@ -330,18 +331,10 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
     l[h] += e.shfl_xor(l[h], 1);
     l[h] += e.shfl_xor(l[h], 2);
   }
+  store_rows<D>(e, out, o, l, s, -1, row0);
   STAGECRAFT_UNROLL
   for (int h = 0; h < 2; ++h) {
-    const int row = row0 + h * 8;
-    if (row >= s.T) continue;
-    Out* y = out + s.out_at(row);
-    STAGECRAFT_UNROLL
-    for (int dt = 0; dt < D / 8; ++dt) {
-      if (dt * 8 + c >= s.hs) break;
-      element::store(y + dt * 8 + c, o[dt][h * 2] / l[h]);
-      element::store(y + dt * 8 + c + 1, o[dt][h * 2 + 1] / l[h]);
-    }
-    if (c == 0) lse[s.row_at(row)] = m[h] + logf(l[h]);
+    if (row0 + h * 8 < s.T && c == 0) lse[s.row_at(row0 + h * 8)] = m[h] + logf(l[h]);
   }
 }
 
@@ -357,35 +350,30 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
   constexpr size_t kBuffer = size_t(kWalkElements<D>) * 2 + kStatBytes<D>;
   const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0), first = k0 / N, query_tiles = (s.T + N - 1) / N;
   const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
-  auto fetch = [&](int i) {  // query tile i (Q, dO, L, delta) into its buffer
-    bf16* Qb = reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer);
+  auto buffer = [&](int i) { return reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer); };  // Q, dO, then L, delta
+  auto fetch = [&](int i) {  // query tile i into its buffer
+    bf16* Qb = buffer(i);
     float* Lb = reinterpret_cast<float*>(Qb + kWalkElements<D>);
     const int i0 = i * N, rows = flash::smaller(N, s.T - i0);
-    stage_async<D>(e, Qb, qkv, s, 0, i0, rows, N);
-    stage_async<D>(e, Qb + N * kLd<D>, dout, s, -1, i0, rows, N);
+    stage<D>(e, Qb, qkv, s, 0, i0, rows, N);
+    stage<D>(e, Qb + N * kLd<D>, dout, s, -1, i0, rows, N);
     for (int r = e.thread(); r < N; r += kThreads) {
       e.copy4(Lb + r, r < rows ? lse + s.row_at(i0 + r) : lse, r < rows);
       e.copy4(Lb + N + r, r < rows ? delta + s.row_at(i0 + r) : delta, r < rows);
     }
     e.commit();
   };
-  stage_async<D>(e, K, qkv, s, 1, k0, cols, kTile);
-  stage_async<D>(e, V, qkv, s, 2, k0, cols, kTile);
+  stage<D>(e, K, qkv, s, 1, k0, cols, kTile);
+  stage<D>(e, V, qkv, s, 2, k0, cols, kTile);
   fetch(first);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int i = first; i < query_tiles; ++i) {
     const int i0 = i * N;
-    const bf16* Q = reinterpret_cast<const bf16*>(walked + (i & 1) * kBuffer);
+    const bf16* Q = buffer(i);
     const bf16* dO = Q + N * kLd<D>;
     const float* Ls = reinterpret_cast<const float*>(Q + kWalkElements<D>);
     const float* Ds = Ls + N;
-    if (i + 1 < query_tiles) {
-      fetch(i + 1);
-      e.template wait<1>();
-    } else {
-      e.template wait<0>();
-    }
-    e.sync();
+    next_tile(e, i, query_tiles, fetch);
     float st[N / 8][4] = {}, dpt[N / 8][4] = {};
     {
       uint32_t kf[D / 16][4];
@@ -401,9 +389,9 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
       STAGECRAFT_UNROLL
       for (int i = 0; i < 4; ++i) {
         const int key = key0 + (i >> 1) * 8, r = nt * 8 + c + (i & 1), query = i0 + r;
-        const bool in = query < s.T && key <= query;
-        p[i] = in ? expf(st[nt][i] * s.scale - Ls[r]) : 0.0f;
-        ds[i] = in ? s.scale * p[i] * (dpt[nt][i] - Ds[r]) : 0.0f;
+        const flash::ProbGrad g = flash::prob_grad(query < s.T && key <= query, st[nt][i], dpt[nt][i], Ls[r], Ds[r], s.scale);
+        p[i] = g.p;
+        ds[i] = g.ds;
       }
       to_a<N>(pf, nt, p[0], p[1], p[2], p[3]);
       to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
@@ -412,8 +400,9 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
     times<D, N>(e, dk, dsf, Q);
     e.sync();  // every warp has read buffer i % 2
   }
-  store_rows<D>(e, dqkv, dk, s, 1, key0);
-  store_rows<D>(e, dqkv, dv, s, 2, key0);
+  const float as_is[2] = {1.0f, 1.0f};  // x / 1 is x
+  store_rows<D>(e, dqkv, dk, as_is, s, 1, key0);
+  store_rows<D>(e, dqkv, dv, as_is, s, 2, key0);
 }
 
 // dQ of query tile qtile, into dqkv (overwritten there).
@@ -426,15 +415,16 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
   bf16* walked = dO + kTile * kLd<D>;  // K and V of key tile j in buffer j % 2
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + N - 1) / N;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
+  auto buffer = [&](int j) { return walked + (j & 1) * kWalkElements<D>; };
   auto fetch = [&](int j) {  // key tile j into its buffer
-    bf16* Kb = walked + (j & 1) * kWalkElements<D>;
+    bf16* Kb = buffer(j);
     const int j0 = j * N, cols = flash::smaller(N, s.T - j0);
-    stage_async<D>(e, Kb, qkv, s, 1, j0, cols, N);
-    stage_async<D>(e, Kb + N * kLd<D>, qkv, s, 2, j0, cols, N);
+    stage<D>(e, Kb, qkv, s, 1, j0, cols, N);
+    stage<D>(e, Kb + N * kLd<D>, qkv, s, 2, j0, cols, N);
     e.commit();
   };
-  stage_async<D>(e, Q, qkv, s, 0, q0, rows, kTile);
-  stage_async<D>(e, dO, dout, s, -1, q0, rows, kTile);
+  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  stage<D>(e, dO, dout, s, -1, q0, rows, kTile);
   fetch(0);
   float L[2], Dl[2];
   STAGECRAFT_UNROLL
@@ -447,15 +437,9 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
   float dq[D / 8][4] = {};
   for (int j = 0; j < key_tiles; ++j) {
     const int j0 = j * N;
-    const bf16* K = walked + (j & 1) * kWalkElements<D>;
+    const bf16* K = buffer(j);
     const bf16* V = K + N * kLd<D>;
-    if (j + 1 < key_tiles) {
-      fetch(j + 1);
-      e.template wait<1>();
-    } else {
-      e.template wait<0>();
-    }
-    e.sync();
+    next_tile(e, j, key_tiles, fetch);
     if (j == 0) {
       fragments<D>(e, qf, Q);
       fragments<D>(e, df, dO);
@@ -470,16 +454,15 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
       STAGECRAFT_UNROLL
       for (int i = 0; i < 4; ++i) {
         const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
-        const bool in = row < s.T && col <= row;
-        const float p = in ? expf(sc[nt][i] * s.scale - L[i >> 1]) : 0.0f;
-        ds[i] = in ? s.scale * p * (dp[nt][i] - Dl[i >> 1]) : 0.0f;
+        ds[i] = flash::prob_grad(row < s.T && col <= row, sc[nt][i], dp[nt][i], L[i >> 1], Dl[i >> 1], s.scale).ds;
       }
       to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
     }
     times<D, N>(e, dq, dsf, K);
     e.sync();  // every warp has read buffer j % 2
   }
-  store_rows<D>(e, dqkv, dq, s, 0, row0);
+  const float as_is[2] = {1.0f, 1.0f};  // x / 1 is x
+  store_rows<D>(e, dqkv, dq, as_is, s, 0, row0);
 }
 
 }  // namespace stagecraft::runtime::flash_mma

@@ -148,6 +148,8 @@ struct Slice {
     return (size_t(b) * T + t) * 3 * NH * hs + size_t(which) * NH * hs + size_t(h) * hs;
   }
   STAGECRAFT_TILE size_t out_at(int t) const { return (size_t(b) * T + t) * NH * hs + size_t(h) * hs; }
+  // Row t of q, k or v (which 0, 1, 2: qkv_at), or of out, dO (which -1: out_at).
+  STAGECRAFT_TILE size_t at(int t, int which) const { return which < 0 ? out_at(t) : qkv_at(t, which); }
   STAGECRAFT_TILE size_t row_at(int t) const { return (size_t(b) * NH + h) * T + t; }
 };
 
@@ -217,13 +219,14 @@ STAGECRAFT_TILE void store8(bf16* p, const float* x) {
   put8(p, u);
 }
 
-// Copies rows t0 .. t0 + n - 1 of q, k or v (bf16) into a tile of `rows` rows, zeros past n.
-template <typename Block>
-STAGECRAFT_TILE void stage_rows(const Block& blk, bf16* tile, const bf16* qkv, const Slice& s, int which, int t0, int n, int rows) {
+// Copies rows t0 .. t0 + n - 1 of q, k or v (bf16; which 0, 1, 2) or of dO (fp32, rounded to bf16
+// on the way in, or bf16; which -1) into a tile of `rows` rows, zeros past n.
+template <typename Block, typename Src>
+STAGECRAFT_TILE void stage_rows(const Block& blk, bf16* tile, const Src* src, const Slice& s, int which, int t0, int n, int rows) {
   const int ld = ld16(s.hs), units = s.hs / 8;
   for (int e = blk.thread(); e < rows * units; e += blk.threads()) {
     const int r = e / units, d = e % units * 8;
-    put8(tile + r * ld + d, r < n ? load8(qkv + s.qkv_at(t0 + r, which) + d) : Bf16x8{});
+    put8(tile + r * ld + d, r < n ? load8(src + s.at(t0 + r, which) + d) : Bf16x8{});
   }
 }
 
@@ -232,16 +235,6 @@ template <typename Block>
 STAGECRAFT_TILE void stage_keys(const Block& blk, bf16* K, bf16* V, const bf16* qkv, const Slice& s, int t0, int n) {
   stage_rows(blk, K, qkv, s, 1, t0, n, kCols);
   stage_rows(blk, V, qkv, s, 2, t0, n, kCols);
-}
-
-// The same for dO (fp32, rounded to bf16 on the way in, or bf16).
-template <typename Block, typename Dout>
-STAGECRAFT_TILE void stage_dout(const Block& blk, bf16* tile, const Dout* dout, const Slice& s, int t0, int n) {
-  const int ld = ld16(s.hs), units = s.hs / 8;
-  for (int e = blk.thread(); e < kRows * units; e += blk.threads()) {
-    const int r = e / units, d = e % units * 8;
-    put8(tile + r * ld + d, r < n ? load8(dout + s.out_at(t0 + r) + d) : Bf16x8{});
-  }
 }
 
 template <typename Block>
@@ -399,6 +392,17 @@ STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const 
   for (int r = blk.thread(); r < rows; r += blk.threads()) lse[s.row_at(q0 + r)] = m[r] + logf(l[r]);
 }
 
+// A score's probability P = exp(scale S - L) under its row's log-sum-exp L, and its gradient
+// dS = scale P (dP - delta), both 0 where `in` is false (the causal mask, the sequence's end);
+// every pass of both programs (this one and flash_mma.h) takes them from here.
+struct ProbGrad {
+  float p, ds;
+};
+STAGECRAFT_TILE ProbGrad prob_grad(bool in, float S, float dP, float L, float delta, float scale) {
+  const float p = in ? expf(S * scale - L) : 0.0f;
+  return {p, in ? scale * p * (dP - delta) : 0.0f};
+}
+
 // P and dS of a staged score tile: query rows i0 .. i0 + rows - 1, key rows j0 .. j0 + cols - 1.
 // Writes P only where P is given.
 template <typename Block>
@@ -408,9 +412,9 @@ STAGECRAFT_TILE void probabilities(const Block& blk, bf16* P, bf16* dS, const fl
   for (int e = blk.thread(); e < kRows * kCols; e += blk.threads()) {
     const int r = e / kCols, c = e % kCols;
     const bool in = r < rows && c < cols && j0 + c <= i0 + r;
-    const float p = in ? expf(S[r * lds + c] * s.scale - L[r]) : 0.0f;
-    if (P) P[r * ldp + c] = to_bf16(p);
-    dS[r * ldp + c] = to_bf16(in ? s.scale * p * (dP[r * lds + c] - delta[r]) : 0.0f);
+    const ProbGrad g = prob_grad(in, S[r * lds + c], dP[r * lds + c], L[r], delta[r], s.scale);
+    if (P) P[r * ldp + c] = to_bf16(g.p);
+    dS[r * ldp + c] = to_bf16(g.ds);
   }
 }
 
@@ -441,7 +445,7 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, Grads* dqkv, const bf16* q
   for (int i0 = k0 / kRows * kRows; i0 < s.T; i0 += kRows) {
     const int rows = smaller(kRows, s.T - i0);
     stage_rows(blk, Q, qkv, s, 0, i0, rows, kRows);
-    stage_dout(blk, dO, dout, s, i0, rows);
+    stage_rows(blk, dO, dout, s, -1, i0, rows, kRows);
     stage_row_stats(blk, Ls, Ds, lse, delta, s, i0, rows);
     blk.sync();
     scores(blk, S, dP, Q, K, dO, V, i0, k0, hs);
@@ -466,7 +470,7 @@ STAGECRAFT_TILE void query_grads_tile(const Block& blk, Grads* dqkv, const bf16*
   const int hs = s.hs;
   const int q0 = qtile * kRows, rows = smaller(kRows, s.T - q0);
   stage_rows(blk, Q, qkv, s, 0, q0, rows, kRows);
-  stage_dout(blk, dO, dout, s, q0, rows);
+  stage_rows(blk, dO, dout, s, -1, q0, rows, kRows);
   stage_row_stats(blk, Ls, Ds, lse, delta, s, q0, rows);
   Grad<Block> dQ;
   zero_grad(blk, dQ);
