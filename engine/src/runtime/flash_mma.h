@@ -43,7 +43,10 @@
 //               dV += P^T dO, dK += dS^T Q.
 //   query grads a block per 64 query rows walks the key tiles at or before them: S, dP, P and dS
 //               as above, dQ += dS K.
-// Every gradient is summed in a fixed order (no atomics), as in the tile program. The walked
+// Only the tiles that reach the diagonal (or the sequence's end) are masked: in the others every key
+// precedes every query, and the per-element mask is compiled out (a second instantiation of the
+// tile's element loop, chosen per tile). Every gradient is summed in a fixed order (no atomics), as
+// in the tile program. The walked
 // tiles are double-buffered: the next tile's copies (cp.async) are in flight while the warps
 // multiply the current one.
 //
@@ -280,41 +283,59 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
     if (j == 0) fragments<D>(e, qf, Q);
     float sc[kTile / 8][4] = {};
     times_transposed<D, kTile>(e, sc, qf, K);
-    // Scale and mask (keys after the row, rows past T: -inf), then the rows' maxima over the quad
-    // of lanes that holds them.
-    float mx[2] = {-INFINITY, -INFINITY};
-    STAGECRAFT_UNROLL
-    for (int nt = 0; nt < kTile / 8; ++nt) {
-      STAGECRAFT_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
-        sc[nt][i] = row < s.T && col <= row ? sc[nt][i] * s.scale : -INFINITY;
-        mx[i >> 1] = fmaxf(mx[i >> 1], sc[nt][i]);
-      }
-    }
-    float corr[2], m_new[2], sum[2] = {0.0f, 0.0f};
-    STAGECRAFT_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 1));
-      mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 2));
-      m_new[h] = fmaxf(m[h], mx[h]);
-      corr[h] = m_new[h] == -INFINITY ? 1.0f : expf(m[h] - m_new[h]);  // 0 on the row's first keys
-    }
+    // P of the tile and the online softmax's update. Masked (keys after the row, rows past T:
+    // -inf) only where the tile reaches the diagonal; before it, every key precedes every row of
+    // the block and the mask's per-element work is left out (rows past T then get finite values
+    // that are never stored).
     uint32_t pf[kTile / 16][4];
-    STAGECRAFT_UNROLL
-    for (int nt = 0; nt < kTile / 8; ++nt) {
-      float p[4];
+    float corr[2];
+    auto probabilities = [&](auto masked) {
+      float mx[2] = {-INFINITY, -INFINITY};  // the rows' maxima, over the quad of lanes that holds them
       STAGECRAFT_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        p[i] = sc[nt][i] == -INFINITY ? 0.0f : expf(sc[nt][i] - m_new[i >> 1]);
-        sum[i >> 1] += p[i];
+      for (int nt = 0; nt < kTile / 8; ++nt) {
+        STAGECRAFT_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (decltype(masked)::value) {
+            const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
+            sc[nt][i] = row < s.T && col <= row ? sc[nt][i] * s.scale : -INFINITY;
+          } else {
+            sc[nt][i] *= s.scale;
+          }
+          mx[i >> 1] = fmaxf(mx[i >> 1], sc[nt][i]);
+        }
       }
-      to_a<kTile>(pf, nt, p[0], p[1], p[2], p[3]);
-    }
-    STAGECRAFT_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      l[h] = l[h] * corr[h] + sum[h];  // this lane's share of the row; the quad sums at the end
-      m[h] = m_new[h];
+      float m_new[2], sum[2] = {0.0f, 0.0f};
+      STAGECRAFT_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 1));
+        mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 2));
+        m_new[h] = fmaxf(m[h], mx[h]);
+        corr[h] = m_new[h] == -INFINITY ? 1.0f : expf(m[h] - m_new[h]);  // 0 on the row's first keys
+      }
+      STAGECRAFT_UNROLL
+      for (int nt = 0; nt < kTile / 8; ++nt) {
+        float p[4];
+        STAGECRAFT_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (decltype(masked)::value) {
+            p[i] = sc[nt][i] == -INFINITY ? 0.0f : expf(sc[nt][i] - m_new[i >> 1]);
+          } else {
+            p[i] = expf(sc[nt][i] - m_new[i >> 1]);  // finite: m_new is a maximum of finite scores
+          }
+          sum[i >> 1] += p[i];
+        }
+        to_a<kTile>(pf, nt, p[0], p[1], p[2], p[3]);
+      }
+      STAGECRAFT_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        l[h] = l[h] * corr[h] + sum[h];  // this lane's share of the row; the quad sums at the end
+        m[h] = m_new[h];
+      }
+    };
+    if (j0 + kTile <= q0) {
+      probabilities(std::false_type{});
+    } else {
+      probabilities(std::true_type{});
     }
     STAGECRAFT_UNROLL
     for (int dt = 0; dt < D / 8; ++dt) {
@@ -383,18 +404,26 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
       times_transposed<D, N>(e, dpt, kf, dO);
     }
     uint32_t pf[N / 16][4], dsf[N / 16][4];
-    STAGECRAFT_UNROLL
-    for (int nt = 0; nt < N / 8; ++nt) {
-      float p[4], ds[4];
+    auto prob_grads = [&](auto masked) {
       STAGECRAFT_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        const int key = key0 + (i >> 1) * 8, r = nt * 8 + c + (i & 1), query = i0 + r;
-        const flash::ProbGrad g = flash::prob_grad(query < s.T && key <= query, st[nt][i], dpt[nt][i], Ls[r], Ds[r], s.scale);
-        p[i] = g.p;
-        ds[i] = g.ds;
+      for (int nt = 0; nt < N / 8; ++nt) {
+        float p[4], ds[4];
+        STAGECRAFT_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int key = key0 + (i >> 1) * 8, r = nt * 8 + c + (i & 1), query = i0 + r;
+          const bool in = !decltype(masked)::value || (query < s.T && key <= query);
+          const flash::ProbGrad g = flash::prob_grad(in, st[nt][i], dpt[nt][i], Ls[r], Ds[r], s.scale);
+          p[i] = g.p;
+          ds[i] = g.ds;
+        }
+        to_a<N>(pf, nt, p[0], p[1], p[2], p[3]);
+        to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
       }
-      to_a<N>(pf, nt, p[0], p[1], p[2], p[3]);
-      to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
+    };
+    if (i0 >= k0 + kTile && i0 + N <= s.T) {  // every query of the tile follows every key of the block: no mask
+      prob_grads(std::false_type{});
+    } else {
+      prob_grads(std::true_type{});
     }
     times<D, N>(e, dv, pf, dO);
     times<D, N>(e, dk, dsf, Q);
@@ -448,15 +477,25 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
     times_transposed<D, N>(e, sc, qf, K);
     times_transposed<D, N>(e, dp, df, V);
     uint32_t dsf[N / 16][4];
-    STAGECRAFT_UNROLL
-    for (int nt = 0; nt < N / 8; ++nt) {
-      float ds[4];
+    auto prob_grads = [&](auto masked) {
       STAGECRAFT_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
-        ds[i] = flash::prob_grad(row < s.T && col <= row, sc[nt][i], dp[nt][i], L[i >> 1], Dl[i >> 1], s.scale).ds;
+      for (int nt = 0; nt < N / 8; ++nt) {
+        float ds[4];
+        STAGECRAFT_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
+          const bool in = !decltype(masked)::value || (row < s.T && col <= row);
+          ds[i] = flash::prob_grad(in, sc[nt][i], dp[nt][i], L[i >> 1], Dl[i >> 1], s.scale).ds;
+        }
+        to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
       }
-      to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
+    };
+    // Keys before every row of the block need no mask; rows past T then get finite values that are
+    // never stored (their q and dO are zeros, L and delta 0).
+    if (j0 + N <= q0) {
+      prob_grads(std::false_type{});
+    } else {
+      prob_grads(std::true_type{});
     }
     times<D, N>(e, dq, dsf, K);
     e.sync();  // every warp has read buffer j % 2

@@ -321,10 +321,18 @@ struct MmaExec {
   }
 };
 
+// Forward blocks an SM must hold at once (__launch_bounds__ caps the registers to fit them): four at
+// head sizes up to 64, 128 registers a thread, which ptxas at sm_90 reaches without spilling, and
+// 46 KB of shared memory a block at head size 64. The gradient kernels stay uncapped (170 to 239
+// registers at head size 64, two blocks an SM): capped to three blocks (168 registers), their bf16
+// programs spill 32 and 64 bytes.
+template <int D>
+inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
+
 // The tiles with the most keys first (blockIdx.x 0 is the last query tile): the long causal rows
 // start early, and the short ones fill in at the end of the launch.
 template <int D, typename Out>
-__global__ void __launch_bounds__(flash_mma::kThreads) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
+__global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
   flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.y)), int(gridDim.x - 1 - blockIdx.x));
 }
 
