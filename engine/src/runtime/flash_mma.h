@@ -37,7 +37,8 @@
 // (the padding columns are zeros):
 //   forward     a block per 64 query rows walks the key tiles at or before them: S = Q K^T, the
 //               running row maximum m and sum l, P = exp(scale S - m) rounded to bf16,
-//               O = O exp(m_old - m) + P V. Writes out = O / l and lse = m + log l.
+//               O = O exp(m_old - m) + P V. Writes out = O / l and lse = m + log l. Exponentials
+//               are taken base 2 with the scale folded in, as flash_tiles.h's kLog2e says.
 //   key grads   a block per 64 key rows walks the query tiles at or after them: S^T = K Q^T,
 //               dP^T = V dO^T, P^T = exp(scale S^T - L), dS^T = scale P^T (dP^T - delta),
 //               dV += P^T dO, dK += dS^T Q.
@@ -297,9 +298,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
         for (int i = 0; i < 4; ++i) {
           if constexpr (decltype(masked)::value) {
             const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
-            sc[nt][i] = row < s.T && col <= row ? sc[nt][i] * s.scale : -INFINITY;
-          } else {
-            sc[nt][i] *= s.scale;
+            if (row >= s.T || col > row) sc[nt][i] = -INFINITY;
           }
           mx[i >> 1] = fmaxf(mx[i >> 1], sc[nt][i]);
         }
@@ -309,8 +308,8 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
       for (int h = 0; h < 2; ++h) {
         mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 1));
         mx[h] = fmaxf(mx[h], e.shfl_xor(mx[h], 2));
-        m_new[h] = fmaxf(m[h], mx[h]);
-        corr[h] = m_new[h] == -INFINITY ? 1.0f : expf(m[h] - m_new[h]);  // 0 on the row's first keys
+        m_new[h] = fmaxf(m[h], mx[h] * s.scale_log2);  // base 2, as in the tile program; scale > 0
+        corr[h] = m_new[h] == -INFINITY ? 1.0f : exp2f(m[h] - m_new[h]);  // 0 on the row's first keys
       }
       STAGECRAFT_UNROLL
       for (int nt = 0; nt < kTile / 8; ++nt) {
@@ -318,9 +317,9 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
         STAGECRAFT_UNROLL
         for (int i = 0; i < 4; ++i) {
           if constexpr (decltype(masked)::value) {
-            p[i] = sc[nt][i] == -INFINITY ? 0.0f : expf(sc[nt][i] - m_new[i >> 1]);
+            p[i] = sc[nt][i] == -INFINITY ? 0.0f : exp2f(sc[nt][i] * s.scale_log2 - m_new[i >> 1]);
           } else {
-            p[i] = expf(sc[nt][i] - m_new[i >> 1]);  // finite: m_new is a maximum of finite scores
+            p[i] = exp2f(sc[nt][i] * s.scale_log2 - m_new[i >> 1]);  // finite: m_new is a maximum of finite scores
           }
           sum[i >> 1] += p[i];
         }
@@ -355,7 +354,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
   store_rows<D>(e, out, o, l, s, -1, row0);
   STAGECRAFT_UNROLL
   for (int h = 0; h < 2; ++h) {
-    if (row0 + h * 8 < s.T && c == 0) lse[s.row_at(row0 + h * 8)] = m[h] + logf(l[h]);
+    if (row0 + h * 8 < s.T && c == 0) lse[s.row_at(row0 + h * 8)] = m[h] * flash::kLn2 + logf(l[h]);
   }
 }
 
@@ -412,7 +411,7 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
         for (int i = 0; i < 4; ++i) {
           const int key = key0 + (i >> 1) * 8, r = nt * 8 + c + (i & 1), query = i0 + r;
           const bool in = !decltype(masked)::value || (query < s.T && key <= query);
-          const flash::ProbGrad g = flash::prob_grad(in, st[nt][i], dpt[nt][i], Ls[r], Ds[r], s.scale);
+          const flash::ProbGrad g = flash::prob_grad(in, st[nt][i], dpt[nt][i], flash::log2e_of(Ls[r]), Ds[r], s);
           p[i] = g.p;
           ds[i] = g.ds;
         }
@@ -459,7 +458,7 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
   STAGECRAFT_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + h * 8;
-    L[h] = row < s.T ? lse[s.row_at(row)] : 0.0f;
+    L[h] = row < s.T ? flash::log2e_of(lse[s.row_at(row)]) : 0.0f;  // base 2, as prob_grad takes it
     Dl[h] = row < s.T ? delta[s.row_at(row)] : 0.0f;
   }
   uint32_t qf[D / 16][4], df[D / 16][4];
@@ -485,7 +484,7 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
         for (int i = 0; i < 4; ++i) {
           const int row = row0 + (i >> 1) * 8, col = j0 + nt * 8 + c + (i & 1);
           const bool in = !decltype(masked)::value || (row < s.T && col <= row);
-          ds[i] = flash::prob_grad(in, sc[nt][i], dp[nt][i], L[i >> 1], Dl[i >> 1], s.scale).ds;
+          ds[i] = flash::prob_grad(in, sc[nt][i], dp[nt][i], L[i >> 1], Dl[i >> 1], s).ds;
         }
         to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
       }

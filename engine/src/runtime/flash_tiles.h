@@ -11,7 +11,7 @@
 //   forward   a block per kRows query rows: Q stays in shared memory; for each kCols key rows at
 //             or before the block's last row, S = Q K^T on tensor cores, then per row the running
 //             maximum m and sum l, P = exp(scale S - m) rounded to bf16, O rescaled by
-//             exp(m_old - m) and O += P V on tensor cores. Writes out = O / l and the row's
+//             exp(m_old - m) and O += P V on tensor cores (exponentials base 2: kLog2e below). Writes out = O / l and the row's
 //             log-sum-exp L = m + log l (B, NH, T). The T x T scores never leave shared memory.
 //   backward  delta_i = dO_i . O_i is computed before (the CUDA backend's delta kernel, or the CPU
 //             driver), with dO rounded to bf16 as dP takes it, so that each row of dS sums to
@@ -139,10 +139,18 @@ STAGECRAFT_HD Arrays arrays(unsigned char* sm, const Layout& l) {
           wide + l.s / 4, wide + l.dp / 4, wide + l.acc / 4, wide + l.row / 4, wide + l.row2 / 4};
 }
 
+// Exponentials are taken base 2, with the scale and log2(e) folded into one factor of the score:
+// exp2(scale_log2 S - m) is one multiply-add and the GPU's exp2 instruction, where exp(scale S - m)
+// is a multiply, a subtraction and exp's range reduction. The running maxima m are kept in that
+// base-2 unit; the log-sum-exp L written out stays natural (m ln 2 + log l).
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
 // One (sequence, head) slice of qkv, dqkv and the per-row arrays.
 struct Slice {
   int T = 0, NH = 0, hs = 0;
-  float scale = 0;  // 1 / sqrt(hs)
+  float scale = 0;       // 1 / sqrt(hs)
+  float scale_log2 = 0;  // scale log2(e): exp(scale S - x) = exp2(scale_log2 S - x log2(e))
   int b = 0, h = 0;
   STAGECRAFT_TILE size_t qkv_at(int t, int which) const {  // which: 0 q, 1 k, 2 v
     return (size_t(b) * T + t) * 3 * NH * hs + size_t(which) * NH * hs + size_t(h) * hs;
@@ -160,6 +168,7 @@ STAGECRAFT_HD Slice slice_of(int T, int NH, int hs, int bh) {
   s.NH = NH;
   s.hs = hs;
   s.scale = 1.0f / sqrtf(float(hs));
+  s.scale_log2 = s.scale * kLog2e;
   s.b = bh / NH;
   s.h = bh % NH;
   return s;
@@ -361,12 +370,12 @@ STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const 
     for (int r = blk.warp(); r < kRows; r += blk.warps()) {
       const int valid = r < rows ? smaller(cols, q0 + r - j0 + 1) : 0;
       float mx = -INFINITY;
-      for (int c = blk.lane(); c < valid; c += blk.lanes()) mx = fmaxf(mx, S[r * lds + c] * s.scale);
-      const float m_old = m[r], m_new = fmaxf(m_old, blk.warp_max(mx));
-      const float corr = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);  // 0 on the row's first keys
+      for (int c = blk.lane(); c < valid; c += blk.lanes()) mx = fmaxf(mx, S[r * lds + c]);
+      const float m_old = m[r], m_new = fmaxf(m_old, blk.warp_max(mx) * s.scale_log2);  // scale > 0: the same maximum
+      const float corr = m_new == -INFINITY ? 1.0f : exp2f(m_old - m_new);  // 0 on the row's first keys
       float sum = 0.0f;
       for (int c = blk.lane(); c < kCols; c += blk.lanes()) {
-        const float p = c < valid ? expf(S[r * lds + c] * s.scale - m_new) : 0.0f;
+        const float p = c < valid ? exp2f(S[r * lds + c] * s.scale_log2 - m_new) : 0.0f;
         P[r * ldp + c] = to_bf16(p);
         sum += p;
       }
@@ -389,18 +398,20 @@ STAGECRAFT_TILE void forward_tile(const Block& blk, Out* out, float* lse, const 
     for (int i = 0; i < 8; ++i) o[i] = O[r * ldo + d + i] / l[r];
     store8(out + s.out_at(q0 + r) + d, o);
   }
-  for (int r = blk.thread(); r < rows; r += blk.threads()) lse[s.row_at(q0 + r)] = m[r] + logf(l[r]);
+  for (int r = blk.thread(); r < rows; r += blk.threads()) lse[s.row_at(q0 + r)] = m[r] * kLn2 + logf(l[r]);
 }
 
-// A score's probability P = exp(scale S - L) under its row's log-sum-exp L, and its gradient
-// dS = scale P (dP - delta), both 0 where `in` is false (the causal mask, the sequence's end);
-// every pass of both programs (this one and flash_mma.h) takes them from here.
+// A score's probability P = exp(scale S - L) under its row's log-sum-exp L, given as L2 = L log2(e)
+// (log2e_of), and its gradient dS = scale P (dP - delta), both 0 where `in` is false (the causal
+// mask, the sequence's end); every pass of both programs (this one and flash_mma.h) takes them from
+// here.
 struct ProbGrad {
   float p, ds;
 };
-STAGECRAFT_TILE ProbGrad prob_grad(bool in, float S, float dP, float L, float delta, float scale) {
-  const float p = in ? expf(S * scale - L) : 0.0f;
-  return {p, in ? scale * p * (dP - delta) : 0.0f};
+STAGECRAFT_TILE float log2e_of(float L) { return L * kLog2e; }
+STAGECRAFT_TILE ProbGrad prob_grad(bool in, float S, float dP, float L2, float delta, const Slice& s) {
+  const float p = in ? exp2f(S * s.scale_log2 - L2) : 0.0f;
+  return {p, in ? s.scale * p * (dP - delta) : 0.0f};
 }
 
 // P and dS of a staged score tile: query rows i0 .. i0 + rows - 1, key rows j0 .. j0 + cols - 1.
@@ -412,7 +423,7 @@ STAGECRAFT_TILE void probabilities(const Block& blk, bf16* P, bf16* dS, const fl
   for (int e = blk.thread(); e < kRows * kCols; e += blk.threads()) {
     const int r = e / kCols, c = e % kCols;
     const bool in = r < rows && c < cols && j0 + c <= i0 + r;
-    const ProbGrad g = prob_grad(in, S[r * lds + c], dP[r * lds + c], L[r], delta[r], s.scale);
+    const ProbGrad g = prob_grad(in, S[r * lds + c], dP[r * lds + c], log2e_of(L[r]), delta[r], s);
     if (P) P[r * ldp + c] = to_bf16(g.p);
     dS[r * ldp + c] = to_bf16(g.ds);
   }
