@@ -5,6 +5,7 @@
 // the segment calls (one call over many ranges) against one call per range, bf16 rounding
 // (bf16.h) against an independent rule and bf16 activations in the Ops table against rounded
 // fp32 outputs, and sharded RNG draws against unsharded ones.
+#include "runtime/element_math.h"
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/rng.h"
@@ -614,6 +615,67 @@ class TestKernels : public QObject {
 
   // The lookup both backends' segment kernels run: every element of the concatenation, with every
   // hint (right, wrong, out of range), finds the one segment that holds it.
+  // The CUDA backend's token gradient (element_math.h: links scanned chunk by chunk, as its
+  // kernel scans tiles of the tokens, then each token's chain of rows) gives the bits of the CPU's
+  // encoder_backward, which adds the rows in ascending order.
+  void tokenChainsGiveTheCpusEmbeddingGradient_data() {
+    QTest::addColumn<QList<int>>("tokens");  // empty: rows random tokens below vocab
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("vocab");
+    QTest::addColumn<int>("chunk");
+    QTest::newRow("the worked example") << QList<int>{4, 9, 4, 4} << 4 << 10 << 256;
+    QTest::newRow("repeats, chunks of 8") << QList<int>{} << 37 << 5 << 8;
+    QTest::newRow("one token throughout, chunks of 7") << QList<int>{} << 20 << 1 << 7;
+    QTest::newRow("mostly distinct, chunks of 1") << QList<int>{} << 50 << 1000 << 1;
+    QTest::newRow("GPT-2's vocabulary, 1024 rows, tiles of 256") << QList<int>{} << 1024 << 50257 << 256;
+  }
+  void tokenChainsGiveTheCpusEmbeddingGradient() {
+    QFETCH(QList<int>, tokens);
+    QFETCH(int, rows);
+    QFETCH(int, vocab);
+    QFETCH(int, chunk);
+    const int C = 5;
+    std::vector<int32_t> tok = tokens.isEmpty() ? tokens_of(size_t(rows), vocab, 41) : std::vector<int32_t>(tokens.begin(), tokens.end());
+    std::vector<int32_t> links(static_cast<size_t>(rows));
+    for (int row = 0; row < rows; ++row) {
+      int next = -1;
+      bool earlier = false;
+      for (int j0 = 0; j0 < rows; j0 += chunk) {
+        element::scan_token_links(tok.data() + j0, std::min(chunk, rows - j0), j0, row, tok[size_t(row)], next, earlier);
+      }
+      links[size_t(row)] = element::token_link(next, earlier);
+    }
+    if (!tokens.isEmpty()) {  // element_math.h's worked example
+      QCOMPARE(element::link_next(links[0]), 2);
+      QVERIFY(!element::link_has_earlier(links[0]));
+      QCOMPARE(element::link_next(links[1]), -1);
+      QVERIFY(!element::link_has_earlier(links[1]));
+      QCOMPARE(element::link_next(links[2]), 3);
+      QVERIFY(element::link_has_earlier(links[2]));
+      QCOMPARE(element::link_next(links[3]), -1);
+      QVERIFY(element::link_has_earlier(links[3]));
+    }
+    std::vector<float> dout(size_t(rows) * C), want(size_t(vocab) * C);
+    const auto d = randn(dout.size(), 42), w = randn(want.size(), 43);
+    std::copy(d.begin(), d.end(), dout.begin());
+    std::copy(w.begin(), w.end(), want.begin());
+    std::vector<float> got = want;
+    cpu::encoder_backward(want.data(), static_cast<float*>(nullptr), dout.data(), tok.data(), 1, rows, C);
+    int chains = 0;
+    for (int row = 0; row < rows; ++row) {
+      if (element::link_has_earlier(links[size_t(row)])) continue;
+      ++chains;
+      for (int c = 0; c < C; ++c) {
+        float& g = got[size_t(tok[size_t(row)]) * C + c];
+        g = element::token_chain_sum(g, dout.data(), links.data(), C, row, c);
+      }
+    }
+    std::vector<int32_t> distinct = tok;
+    std::sort(distinct.begin(), distinct.end());
+    QCOMPARE(chains, int(std::unique(distinct.begin(), distinct.end()) - distinct.begin()));  // one chain a token
+    QVERIFY(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  }
+
   void segmentOfFindsTheSegmentThatHoldsAnElement_data() {
     QTest::addColumn<QList<int>>("counts");
     QTest::newRow("one segment") << QList<int>{5};

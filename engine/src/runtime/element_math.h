@@ -1,7 +1,8 @@
 // The per-element math of the layers, written once for both backends: the CPU kernels
 // (src/runtime/cpu/pointwise.cpp) call these in their vectorised loops and the CUDA kernels
 // (src/runtime/cuda/cuda_kernels.cu) call them per thread, so the CPU suites test the formulas
-// the GPU runs. So is the index arithmetic they share: which segment of a list holds an element. Only the exponential differs per backend (the CPU's vectorisable exp_fast, the
+// the GPU runs. So is the index arithmetic they share: which segment of a list holds an element,
+// and the chains of rows by which the GPU adds the embeddings' token gradient in the CPU's order. Only the exponential differs per backend (the CPU's vectorisable exp_fast, the
 // GPU's expf), so the functions here take what depends on it (a sigmoid) as an argument.
 //
 // Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
@@ -125,6 +126,38 @@ STAGECRAFT_HD size_t segment_of(const cpu::Segment* segs, size_t n, size_t i, si
     }
   }
   return lo;
+}
+
+// The embeddings' token gradient without atomics (the CUDA backend's encoder_backward): dwte's row
+// of a token gets dout's rows of that token added in ascending order onto it, as the CPU's
+// encoder_backward adds them, so both give the same bits. A links pass gives every row a link: the
+// next row with its token (or none), and whether an earlier row has it; then the thread of a
+// token's first row walks the chain.
+// Worked example: tokens {4, 9, 4, 4} link as {next 2, next none, next 3 + earlier, none + earlier};
+// the thread of row 0 adds rows 0, 2, 3 of dout onto dwte's row 4, row 1's adds row 1 onto row 9.
+inline constexpr int32_t kLinkEarlier = 1 << 30;   // an earlier row has the token
+inline constexpr int32_t kLinkNone = kLinkEarlier - 1;  // no later row has it
+
+// Scans the tokens of rows j0 .. j0 + n - 1 (chunk[0 .. n)) for row's token t: the first later row
+// goes to next, where next < 0 so far; earlier is set where an earlier row has t. Called over
+// consecutive chunks from row 0 on, it gives the link's two parts.
+STAGECRAFT_HD void scan_token_links(const int32_t* chunk, int n, int j0, int row, int32_t t, int& next, bool& earlier) {
+  for (int k = 0; k < n; ++k) {
+    if (chunk[k] != t) continue;
+    const int j = j0 + k;
+    if (j < row) earlier = true;
+    if (j > row && next < 0) next = j;
+  }
+}
+STAGECRAFT_HD int32_t token_link(int next, bool earlier) { return (next < 0 ? kLinkNone : next) | (earlier ? kLinkEarlier : 0); }
+STAGECRAFT_HD bool link_has_earlier(int32_t link) { return (link & kLinkEarlier) != 0; }
+STAGECRAFT_HD int link_next(int32_t link) { return (link & kLinkNone) == kLinkNone ? -1 : (link & kLinkNone); }
+
+// w (dwte's element c of the token of `row`, a chain's first row) plus column c of the chain's rows
+// of dout (C columns), added in order.
+STAGECRAFT_HD float token_chain_sum(float w, const float* dout, const int32_t* links, int C, int row, int c) {
+  for (int j = row; j >= 0; j = link_next(links[j])) w += dout[size_t(j) * C + c];
+  return w;
 }
 
 }  // namespace stagecraft::runtime::element

@@ -180,10 +180,8 @@ __global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const 
 // The embeddings' gradients add the rows of dout in ascending order onto the existing gradient, as
 // the CPU's encoder_backward does, so the two give the same bits, and no atomics.
 //
-// links[row] for the token gradient: the next row with the same token (or -1), and in bit 30 whether
-// an earlier row has it (then that row's thread chain covers this one). One thread per row scans
-// the tokens through shared memory: N^2 comparisons, 16.8M at 4096 rows.
-constexpr int32_t kHasEarlier = 1 << 30;
+// links[row] for the token gradient (element_math.h: token_link): one thread per row scans the
+// tokens through shared memory, N^2 comparisons (16.8M at 4096 rows).
 __global__ void token_links_kernel(int32_t* links, const int32_t* tokens, int N) {
   __shared__ int32_t tile[kThreads];
   const int row = blockIdx.x * blockDim.x + threadIdx.x;
@@ -194,27 +192,18 @@ __global__ void token_links_kernel(int32_t* links, const int32_t* tokens, int N)
     __syncthreads();
     if (j0 + int(threadIdx.x) < N) tile[threadIdx.x] = tokens[j0 + threadIdx.x];
     __syncthreads();
-    const int n = min(kThreads, N - j0);
-    for (int k = 0; k < n; ++k) {
-      if (tile[k] != t) continue;
-      const int j = j0 + k;
-      if (j < row) earlier = true;
-      if (j > row && next < 0) next = j;
-    }
+    element::scan_token_links(tile, min(kThreads, N - j0), j0, row, t, next, earlier);
   }
-  if (row < N) links[row] = (next < 0 ? kHasEarlier - 1 : next) | (earlier ? kHasEarlier : 0);
+  if (row < N) links[row] = element::token_link(next, earlier);
 }
 
-// dwte (V, C) += dout rows by token: the thread (row, c) of a token's first row adds the token's
-// rows in order, following links.
+// dwte (V, C) += dout rows by token: thread (row, c) of a token's first row walks its chain.
 __global__ void encoder_token_grads_kernel(float* dwte, const float* dout, const int32_t* tokens, const int32_t* links, int C, size_t n) {
   GRID_STRIDE(i, n) {
     const int row = int(i / C), c = int(i % C);
-    if (links[row] & kHasEarlier) continue;
+    if (element::link_has_earlier(links[row])) continue;
     float* w = dwte + size_t(tokens[row]) * C + c;
-    float s = *w;
-    for (int j = row; j != kHasEarlier - 1; j = links[j] & (kHasEarlier - 1)) s += dout[size_t(j) * C + c];
-    *w = s;
+    *w = element::token_chain_sum(*w, dout, links, C, row, c);
   }
 }
 
