@@ -28,6 +28,7 @@
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/device.h"
+#include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
 #include "kernel_breakdown.h"
@@ -121,9 +122,10 @@ int main(int argc, char** argv) {
                                              });
     auto layout = comm::rank_layout_of(plan.value(), 0);
     if (!groups.ok() || !layout.ok()) return 1;
-    double best = 1e9;
+    double best = 1e9, ready_s = 0;
     size_t peak = 0;
     {
+      const auto created = std::chrono::steady_clock::now();
       auto t = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data, &dev);
       if (!t.ok()) {
         std::printf("%-6s %3d %s\n", s.name, s.micro_batch, t.status().message().c_str());
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", st.message().c_str());
         return 1;
       }
+      ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - created).count();
       for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up: the allocator's pool, cuBLAS's heuristics
       for (int rep = 0; rep < 5; ++rep) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -152,6 +155,7 @@ int main(int argc, char** argv) {
     std::printf("%-6s %3d %9.1f %9.0f %9.1f %6.1f%% %9.2f | %9.1f %9.0f %9.2f\n", s.name, s.micro_batch, best * 1e3,
                 tokens_per_step / best, tflops, 100.0 * tflops / e.peak_tflops, peak / double(1ull << 30), e.step_time_s * 1e3,
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
+    std::printf("       trainer created and its weights drawn in %.1f s (%d host threads)\n", ready_s, runtime::cpu::num_threads());
     std::fflush(stdout);
     if (breakdown && !bench::print_kernel_breakdown(cfg.value(), layout.value(), groups->trainer_groups(), data, dev, 3)) return 1;
   }
