@@ -91,35 +91,39 @@ bool with_padded_head(int hs, F&& f) {
   return false;
 }
 
-// Rows of the tiles a block walks (the inner loop's tile): 64, or 32 at head size 128, where the
-// key-gradient warp holds dK and dV (128 floats a thread) and the walked tile's S and dP besides.
-template <int D>
-inline constexpr int kWalk = D <= 64 ? 64 : 32;
+// Rows of the tiles a gradient pass walks (its inner loop's tile). The key-gradient warp holds dK
+// and dV (D / 2 floats a thread) from the first tile to the last and the walked tile's S, P, dP
+// and dS besides: it walks 32 query rows, so that at head size 64 its bf16 program fits 168
+// registers, three blocks an SM (ptxas at sm_90; walking 64, it took 240: two). The query-gradient
+// pass walks 64 key rows up to head size 64 (168 registers, three blocks an SM either way) and 32
+// at 128.
+template <int D, flash::Pass P>
+inline constexpr int kWalk = P == flash::Pass::kKeyGrads || D > 64 ? 32 : 64;
 
 // bf16 elements per row of a shared tile: padded by 16 bytes, so that the eight rows an ldmatrix
 // reads fall in eight different groups of four banks, and every row start stays 16-byte aligned.
 template <int D>
 inline constexpr int kLd = D + 8;
 
-// Elements of one walked buffer (two tiles of kWalk rows: K and V, or Q and dO) and, in the key
-// gradients' pass, bytes of its row statistics (L and delta, kWalk floats each).
+// Elements of one walked buffer of a gradient pass (two tiles of kWalk rows: K and V, or Q and dO)
+// and, in the key gradients' pass, bytes of its row statistics (L and delta, kWalk floats each).
+template <int D, flash::Pass P>
+inline constexpr int kWalkElements = 2 * kWalk<D, P> * kLd<D>;
 template <int D>
-inline constexpr int kWalkElements = 2 * kWalk<D> * kLd<D>;
-template <int D>
-inline constexpr int kStatBytes = 2 * kWalk<D> * 4;
+inline constexpr int kStatBytes = 2 * kWalk<D, flash::Pass::kKeyGrads> * 4;
 
 // Shared memory of a pass at padded head size D: the block's own two tiles (forward: Q alone),
 // then two buffers of the walked tiles (forward: K and V of kTile rows, at every head size).
 template <int D>
 STAGECRAFT_HD size_t bytes(flash::Pass pass) {
-  const size_t tile = size_t(kTile) * kLd<D> * 2, walk = size_t(kWalkElements<D>) * 2;
+  const size_t tile = size_t(kTile) * kLd<D> * 2;
   switch (pass) {
     case flash::Pass::kForward:
       return 5 * tile;  // Q; K and V of 64 rows, twice
-    case flash::Pass::kKeyGrads:
-      return 2 * tile + 2 * (walk + kStatBytes<D>);  // K, V; Q, dO, L and delta, twice
-    case flash::Pass::kQueryGrads:
-      return 2 * tile + 2 * walk;  // Q, dO; K and V, twice
+    case flash::Pass::kKeyGrads:  // K, V; Q, dO, L and delta, twice
+      return 2 * tile + 2 * (size_t(kWalkElements<D, flash::Pass::kKeyGrads>) * 2 + kStatBytes<D>);
+    case flash::Pass::kQueryGrads:  // Q, dO; K and V, twice
+      return 2 * tile + 2 * size_t(kWalkElements<D, flash::Pass::kQueryGrads>) * 2;
   }
   return 0;
 }
@@ -363,17 +367,18 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
 template <int D, typename E, typename Grads, typename Dout>
 STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                const Slice& s, int ktile) {
-  constexpr int N = kWalk<D>;
+  constexpr flash::Pass kPass = flash::Pass::kKeyGrads;
+  constexpr int N = kWalk<D, kPass>;
   bf16* K = reinterpret_cast<bf16*>(e.shared());
   bf16* V = K + kTile * kLd<D>;
   unsigned char* walked = reinterpret_cast<unsigned char*>(V + kTile * kLd<D>);  // query tile i in buffer i % 2
-  constexpr size_t kBuffer = size_t(kWalkElements<D>) * 2 + kStatBytes<D>;
+  constexpr size_t kBuffer = size_t(kWalkElements<D, kPass>) * 2 + kStatBytes<D>;
   const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0), first = k0 / N, query_tiles = (s.T + N - 1) / N;
   const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
   auto buffer = [&](int i) { return reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer); };  // Q, dO, then L, delta
   auto fetch = [&](int i) {  // query tile i into its buffer
     bf16* Qb = buffer(i);
-    float* Lb = reinterpret_cast<float*>(Qb + kWalkElements<D>);
+    float* Lb = reinterpret_cast<float*>(Qb + kWalkElements<D, kPass>);
     const int i0 = i * N, rows = flash::smaller(N, s.T - i0);
     stage<D>(e, Qb, qkv, s, 0, i0, rows, N);
     stage<D>(e, Qb + N * kLd<D>, dout, s, -1, i0, rows, N);
@@ -391,7 +396,7 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
     const int i0 = i * N;
     const bf16* Q = buffer(i);
     const bf16* dO = Q + N * kLd<D>;
-    const float* Ls = reinterpret_cast<const float*>(Q + kWalkElements<D>);
+    const float* Ls = reinterpret_cast<const float*>(Q + kWalkElements<D, kPass>);
     const float* Ds = Ls + N;
     next_tile(e, i, query_tiles, fetch);
     float st[N / 8][4] = {}, dpt[N / 8][4] = {};
@@ -437,13 +442,14 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
 template <int D, typename E, typename Grads, typename Dout>
 STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                  const Slice& s, int qtile) {
-  constexpr int N = kWalk<D>;
+  constexpr flash::Pass kPass = flash::Pass::kQueryGrads;
+  constexpr int N = kWalk<D, kPass>;
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
   bf16* dO = Q + kTile * kLd<D>;
   bf16* walked = dO + kTile * kLd<D>;  // K and V of key tile j in buffer j % 2
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + N - 1) / N;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
-  auto buffer = [&](int j) { return walked + (j & 1) * kWalkElements<D>; };
+  auto buffer = [&](int j) { return walked + (j & 1) * kWalkElements<D, kPass>; };
   auto fetch = [&](int j) {  // key tile j into its buffer
     bf16* Kb = buffer(j);
     const int j0 = j * N, cols = flash::smaller(N, s.T - j0);
