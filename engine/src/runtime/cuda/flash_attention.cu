@@ -323,9 +323,9 @@ struct MmaExec {
 
 // Forward blocks an SM must hold at once (__launch_bounds__ caps the registers to fit them): four at
 // head sizes up to 64, 128 registers a thread, which ptxas at sm_90 reaches without spilling, and
-// 46 KB of shared memory a block at head size 64. The gradient kernels stay uncapped (170 to 239
-// registers at head size 64, two blocks an SM): capped to three blocks (168 registers), their bf16
-// programs spill 32 and 64 bytes.
+// 46 KB of shared memory a block at head size 64. The gradient kernels are not capped: at head size
+// 64 ptxas gives both 168 registers, three blocks an SM, without spilling (flash_mma.h's kWalk), where
+// a cap made it spill.
 template <int D>
 inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
 
