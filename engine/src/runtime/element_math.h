@@ -2,8 +2,9 @@
 // (src/runtime/cpu/pointwise.cpp) call these in their vectorised loops and the CUDA kernels
 // (src/runtime/cuda/cuda_kernels.cu) call them per thread, so the CPU suites test the formulas
 // the GPU runs. So is the index arithmetic they share: which segment of a list holds an element,
-// and the chains of rows by which the GPU adds the embeddings' token gradient in the CPU's order. Only the exponential differs per backend (the CPU's vectorisable exp_fast, the
-// GPU's expf), so the functions here take what depends on it (a sigmoid) as an argument.
+// and the chains of rows by which the GPU adds the embeddings' token gradient in the CPU's order.
+// Only the exponential differs per backend (the CPU's vectorisable exp_fast, the GPU's expf), so
+// the functions here take what depends on it (a sigmoid) as an argument.
 //
 // Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
 #pragma once

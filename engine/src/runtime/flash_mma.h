@@ -45,11 +45,10 @@
 //   query grads a block per 64 query rows walks the key tiles at or before them: S, dP, P and dS
 //               as above, dQ += dS K.
 // Only the tiles that reach the diagonal (or the sequence's end) are masked: in the others every key
-// precedes every query, and the per-element mask is compiled out (a second instantiation of the
-// tile's element loop, chosen per tile). Every gradient is summed in a fixed order (no atomics), as
-// in the tile program. The walked
-// tiles are double-buffered: the next tile's copies (cp.async) are in flight while the warps
-// multiply the current one.
+// precedes every query, and the per-element mask is compiled out (with_mask). Every gradient is
+// summed in a fixed order (no atomics), as in the tile program. The walked tiles are
+// double-buffered: the next tile's copies (cp.async) are in flight while the warps multiply the
+// current one.
 //
 // Not part of the engine's API; included by src/runtime/cuda and the suites only.
 #pragma once
@@ -176,6 +175,17 @@ STAGECRAFT_TILE void next_tile(const E& e, int j, int tiles, Fetch&& fetch) {
     e.template wait<0>();
   }
   e.sync();
+}
+
+// Calls f(std::true_type{}) where a tile needs the causal mask, else f(std::false_type{}): the
+// tile's element loop is compiled twice, and the second leaves out the mask's per-element work.
+template <typename F>
+STAGECRAFT_TILE void with_mask(bool needed, F&& f) {
+  if (needed) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
 }
 
 // This lane's ldmatrix address for the A fragment of rows r0 .. r0 + 15 and columns k0 .. k0 + 15
@@ -335,11 +345,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
         m[h] = m_new[h];
       }
     };
-    if (j0 + kTile <= q0) {
-      probabilities(std::false_type{});
-    } else {
-      probabilities(std::true_type{});
-    }
+    with_mask(j0 + kTile > q0, probabilities);
     STAGECRAFT_UNROLL
     for (int dt = 0; dt < D / 8; ++dt) {
       o[dt][0] *= corr[0];
@@ -424,11 +430,8 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
         to_a<N>(dsf, nt, ds[0], ds[1], ds[2], ds[3]);
       }
     };
-    if (i0 >= k0 + kTile && i0 + N <= s.T) {  // every query of the tile follows every key of the block: no mask
-      prob_grads(std::false_type{});
-    } else {
-      prob_grads(std::true_type{});
-    }
+    // Masked where a query of the tile may come before a key of the block, or the tile passes T.
+    with_mask(i0 < k0 + kTile || i0 + N > s.T, prob_grads);
     times<D, N>(e, dv, pf, dO);
     times<D, N>(e, dk, dsf, Q);
     e.sync();  // every warp has read buffer i % 2
@@ -497,11 +500,7 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
     };
     // Keys before every row of the block need no mask; rows past T then get finite values that are
     // never stored (their q and dO are zeros, L and delta 0).
-    if (j0 + N <= q0) {
-      prob_grads(std::false_type{});
-    } else {
-      prob_grads(std::true_type{});
-    }
+    with_mask(j0 + N > q0, prob_grads);
     times<D, N>(e, dq, dsf, K);
     e.sync();  // every warp has read buffer j % 2
   }

@@ -11,8 +11,9 @@
 //   forward   a block per kRows query rows: Q stays in shared memory; for each kCols key rows at
 //             or before the block's last row, S = Q K^T on tensor cores, then per row the running
 //             maximum m and sum l, P = exp(scale S - m) rounded to bf16, O rescaled by
-//             exp(m_old - m) and O += P V on tensor cores (exponentials base 2: kLog2e below). Writes out = O / l and the row's
-//             log-sum-exp L = m + log l (B, NH, T). The T x T scores never leave shared memory.
+//             exp(m_old - m) and O += P V on tensor cores (exponentials base 2: kLog2e below).
+//             Writes out = O / l and the row's log-sum-exp L = m + log l (B, NH, T). The T x T
+//             scores never leave shared memory.
 //   backward  delta_i = dO_i . O_i is computed before (the CUDA backend's delta kernel, or the CPU
 //             driver), with dO rounded to bf16 as dP takes it, so that each row of dS sums to
 //             zero as softmax's gradient does. A block per kCols key rows walks the query tiles at or after it and
