@@ -676,6 +676,99 @@ class TestKernels : public QObject {
     QVERIFY(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
   }
 
+  // The CUDA backend's cross-entropy (element_math.h's online softmax): a row's running maximum
+  // and sum, added one value at a time and merged as its kernel merges them (256 threads adding
+  // every 256th value four at a time, a warp's lanes by xor shuffles, then the warps in order),
+  // give the two-pass log-sum-exp and probabilities; every lane of a warp ends with the same bits.
+  void onlineSoftmaxGivesTheTwoPassStatistics_data() {
+    QTest::addColumn<QList<double>>("values");  // empty: n random values
+    QTest::addColumn<int>("n");
+    const double inf = std::numeric_limits<double>::infinity();
+    QTest::newRow("the worked example") << QList<double>{0.0, std::log(3.0)} << 2;
+    QTest::newRow("one value") << QList<double>{-3.5} << 1;
+    QTest::newRow("-inf values add nothing") << QList<double>{-inf, 0.5, -inf, 2.0, -inf} << 5;
+    QTest::newRow("a rising row") << QList<double>{} << -300;  // -n: 0, 1, ..., n - 1 scaled
+    QTest::newRow("odd length") << QList<double>{} << 301;
+    QTest::newRow("GPT-2's padded vocabulary") << QList<double>{} << 50304;
+  }
+  void onlineSoftmaxGivesTheTwoPassStatistics() {
+    QFETCH(QList<double>, values);
+    QFETCH(int, n);
+    std::vector<float> x;
+    if (!values.isEmpty()) {
+      for (double v : values) x.push_back(float(v));
+    } else if (n < 0) {
+      for (int i = 0; i < -n; ++i) x.push_back(0.05f * float(i));
+    } else {
+      x = cast<float>(randn(size_t(n), 120));
+      for (float& v : x) v *= 4.0f;
+    }
+    const auto ex = [](float v) { return std::exp(v); };
+    double M = -std::numeric_limits<double>::infinity(), S = 0;
+    for (float v : x) M = std::max(M, double(v));
+    for (float v : x) S += std::exp(double(v) - M);
+    const double lse = M + std::log(S);
+    // One float sum over the whole row drifts with its length (7e-5 over 50,304 values); the
+    // kernel's sums are 256 times shorter.
+    auto agrees = [&](const element::SoftmaxRun& r, const char* how, double tol) {
+      QVERIFY2(std::abs(double(r.m) + std::log(double(r.s)) - lse) <= tol * std::max(1.0, std::abs(lse)),
+               qPrintable(QString("%1: log-sum-exp %2, want %3").arg(how).arg(double(r.m) + std::log(double(r.s)), 0, 'g', 9).arg(lse, 0, 'g', 9)));
+      double worst = 0;
+      for (float v : x) {
+        const double p = std::exp(double(v) - M) / S, got = std::exp(double(v) - double(r.m)) / double(r.s);
+        worst = std::max(worst, std::abs(got - p) / std::max(p, 1e-30));
+      }
+      QVERIFY2(worst <= tol, qPrintable(QString("%1: probability off by %2 of itself").arg(how).arg(worst)));
+    };
+    element::SoftmaxRun seq = element::softmax_empty();
+    for (float v : x) element::softmax_add(seq, v, ex);
+    agrees(seq, "one value at a time", std::max(1e-5, 4e-9 * double(x.size())));
+    if (values.size() == 2) {  // the worked example: {ln 3, 4/3}
+      QCOMPARE(seq.m, float(std::log(3.0)));
+      QVERIFY(std::abs(seq.s - 4.0f / 3.0f) < 1e-6f);
+    }
+    // The kernel's grouping.
+    constexpr int kThreads = 256, kWarp = 32, kUnroll = 4;
+    const int V = int(x.size());
+    std::vector<element::SoftmaxRun> lane(kThreads, element::softmax_empty());
+    for (int t = 0; t < kThreads; ++t) {
+      for (int j0 = t; j0 < V; j0 += kUnroll * kThreads) {
+        for (int u = 0; u < kUnroll; ++u) {
+          element::softmax_add(lane[size_t(t)], j0 + u * kThreads < V ? x[size_t(j0 + u * kThreads)] : -INFINITY, ex);
+        }
+      }
+    }
+    for (int o = kWarp / 2; o > 0; o /= 2) {
+      const std::vector<element::SoftmaxRun> before = lane;
+      for (int t = 0; t < kThreads; ++t) lane[size_t(t)] = element::softmax_merge(before[size_t(t)], before[size_t(t ^ o)], ex);
+    }
+    for (int t = 0; t < kThreads; ++t) {
+      const element::SoftmaxRun& first = lane[size_t(t / kWarp * kWarp)];
+      QVERIFY2(std::memcmp(&lane[size_t(t)], &first, sizeof first) == 0, qPrintable(QString("lane %1 differs from its warp's first").arg(t)));
+    }
+    element::SoftmaxRun block = lane[0];
+    for (int w = 1; w < kThreads / kWarp; ++w) block = element::softmax_merge(block, lane[size_t(w * kWarp)], ex);
+    agrees(block, "the kernel's grouping", 1e-5);
+  }
+
+  // Empty runs merge into an empty run, and a NaN value makes the sum NaN wherever it comes (an
+  // overflow upstream stays seen).
+  void onlineSoftmaxKeepsEmptyRowsAndNaNs() {
+    const auto ex = [](float v) { return std::exp(v); };
+    element::SoftmaxRun a = element::softmax_empty(), b = element::softmax_empty();
+    element::softmax_add(a, -INFINITY, ex);
+    const element::SoftmaxRun e = element::softmax_merge(a, b, ex);
+    QVERIFY(e.m == -INFINITY && e.s == 0.0f);
+    for (int at = 0; at < 3; ++at) {
+      element::SoftmaxRun r = element::softmax_empty();
+      for (int i = 0; i < 3; ++i) element::softmax_add(r, i == at ? std::numeric_limits<float>::quiet_NaN() : float(i), ex);
+      QVERIFY2(std::isnan(r.s), qPrintable(QString("NaN at %1: sum %2").arg(at).arg(r.s)));
+      element::SoftmaxRun other = element::softmax_empty();
+      element::softmax_add(other, 1.0f, ex);
+      QVERIFY(std::isnan(element::softmax_merge(other, r, ex).s));
+    }
+  }
+
   void segmentOfFindsTheSegmentThatHoldsAnElement_data() {
     QTest::addColumn<QList<int>>("counts");
     QTest::newRow("one segment") << QList<int>{5};

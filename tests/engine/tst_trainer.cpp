@@ -736,7 +736,7 @@ class TestTrainer : public QObject {
     QCOMPARE(calls["matmul_backward"], 17 * mbs);
     QCOMPARE(calls["layernorm_forward"], 9 * mbs);
     QCOMPARE(calls["attention_forward"], 4 * mbs);
-    QCOMPARE(calls["crossentropy_forward"], mbs);
+    QCOMPARE(calls["crossentropy_forward_backward"], mbs);
     QCOMPARE(calls["adamw_update_segments"], 2LL);
     QCOMPARE(calls["sum_of_squares_segments"], 2LL);
     QCOMPARE(calls.count("round_to_bf16"), size_t(0));

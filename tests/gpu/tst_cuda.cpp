@@ -463,6 +463,15 @@ class TestCuda : public QObject {
       cpu.crossentropy_backward(logits.h(), logits.h(), tgt.host.data(), dloss, BT, V);
       gk.crossentropy_backward(logits.g(), logits.g(), tgt.dev.data(), dloss, BT, V);
       check("crossentropy_backward", logits);
+      // Both in one pass, the gradient over the logits as the stage calls it: the two calls'
+      // results within float rounding (the online softmax sums in another order).
+      Twin flogits(d, randn(size_t(BT) * V, 27, 4.0)), flosses(d, size_t(BT));
+      const double lf = gk.crossentropy_forward_backward(flosses.g(), flogits.g(), flogits.g(), tgt.dev.data(), dloss, BT, V);
+      QVERIFY2(close(lc, lf, tol), qPrintable(QString("fused mean loss %1 vs %2").arg(lc, 0, 'g', 10).arg(lf, 0, 'g', 10)));
+      flosses.host = losses.host;
+      flogits.host = logits.host;  // the CPU's gradient
+      check("crossentropy_forward_backward losses", flosses);
+      check("crossentropy_forward_backward dlogits", flogits);
     }
     {  // AdamW, norm, scale
       Twin p(d, randn(n, 28)), m(d, randn(n, 29, 0.1)), v(d, randn(n, 30, 0.0)), g(d, randn(n, 31));
@@ -659,6 +668,17 @@ class TestCuda : public QObject {
       gk.crossentropy_backward(dl.g(), probs.g(), tgt.dev.data(), 1.0f / BT, BT, V);
       QVERIFY(d.synchronize().ok());
       check("crossentropy_backward bf16 out", dl.back(d), Low16::wide(dl.host), 0.0);
+      // In one pass from the logits, into bf16 (a few elements may round the other way).
+      Twin logits(d, randn(size_t(BT) * V, 55, 4.0)), losses(d, size_t(BT));
+      Low16 fdl(d, size_t(BT) * V);
+      const std::vector<float> raw = logits.host;
+      cpu.crossentropy_forward(losses.h(), logits.h(), logits.h(), tgt.host.data(), BT, V);
+      cpu.crossentropy_backward(fdl.h(), logits.h(), tgt.host.data(), 1.0f / BT, BT, V);
+      gk.crossentropy_forward_backward(losses.g(), fdl.g(), logits.g(), tgt.dev.data(), 1.0f / BT, BT, V);
+      QVERIFY(d.synchronize().ok());
+      check("crossentropy_forward_backward losses", losses.back(d), losses.host, 1e-5);
+      check("crossentropy_forward_backward bf16 dlogits", fdl.back(d), Low16::wide(fdl.host), one_rounding);
+      QVERIFY2(logits.back(d) != raw, "the logits are not left as they were");
     }
     {  // the weights' bf16 copy: bf16.h's rounding on the GPU, bit for bit the CPU's
       std::vector<float> v = randn(100003, 50, 3.0);
@@ -849,6 +869,65 @@ class TestCuda : public QObject {
       QVERIFY2(std::isnan(bad) ? std::isnan(s) : std::isinf(s), qPrintable(QString("with %1: %2").arg(bad).arg(s)));
     }
     QVERIFY(d.synchronize().ok());
+  }
+
+  // Bias and layernorm parameter gradients over many rows: the column sums in two launches over
+  // chunks of rows (cuda_kernels.cu's sum_columns), chunks that grow past 256 of them, against the
+  // CPU's sums (float sums in another order: within 1e-4 of the gradient's scale over 70,001 rows,
+  // where a chunk lost or added twice would be off by a whole chunk's share), and the same bits on
+  // a second run; the bias from fp32 and from bf16 gradients.
+  void columnSumsMatchTheCpuOverManyChunks_data() {
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    QTest::newRow("a 124M micro-batch's rows, odd columns") << 8192 << 771;
+    QTest::newRow("one chunk and one row") << 257 << 33;
+    QTest::newRow("rows past 256 chunks of 256") << 70001 << 5;
+  }
+  void columnSumsMatchTheCpuOverManyChunks() {
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    Device& d = *gpu_;
+    const Ops& cpu = cpu_ops();
+    const size_t n = size_t(rows) * cols;
+    const int C = 8;  // the GEMM's other side, small: the bias is what is checked
+    const double tol = 1e-4;
+    auto check = [&](const char* what, const Twin& t, const Twin& again) {
+      QVERIFY2(d.synchronize().ok(), what);
+      const std::vector<float> got = t.back(d);
+      const double e = rel_err(got, t.host);
+      QVERIFY2(e <= tol, qPrintable(QString("%1: relative error %2").arg(what).arg(e)));
+      QVERIFY2(got == again.back(d), qPrintable(QString("%1: two runs differ").arg(what)));
+    };
+    Twin inp(d, randn(size_t(rows) * C, 62)), w(d, randn(size_t(C) * cols, 63, 0.2)), dout(d, randn(n, 64));
+    for (const auto precision : {config::Precision::kFp32, config::Precision::kBf16}) {
+      QVERIFY(d.set_precision(precision).ok());
+      const Ops& gk = d.ops();
+      Low16 dl(d, dout.host);
+      Twin dinp(d, size_t(rows) * C), dw(d, size_t(C) * cols), db(d, randn(size_t(cols), 65)), db2(d, db.host);
+      if (precision == config::Precision::kFp32) {
+        cpu.matmul_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), rows, C, cols);
+        gk.matmul_backward(dinp.g(), dw.g(), db.g(), dout.g(), inp.g(), w.g(), rows, C, cols);
+        gk.matmul_backward(dinp.g(), dw.g(), db2.g(), dout.g(), inp.g(), w.g(), rows, C, cols);
+        check("bias gradient", db, db2);
+      } else {
+        cpu.matmul_backward(dinp.h(), dw.h(), db.h(), dl.h(), inp.h(), w.h(), rows, C, cols);
+        gk.matmul_backward(dinp.g(), dw.g(), db.g(), dl.g(), inp.g(), w.g(), rows, C, cols);
+        gk.matmul_backward(dinp.g(), dw.g(), db2.g(), dl.g(), inp.g(), w.g(), rows, C, cols);
+        check("bias gradient from bf16", db, db2);
+      }
+    }
+    QVERIFY(d.set_precision(config::Precision::kFp32).ok());
+    const Ops& gk = d.ops();
+    Twin x(d, randn(n, 66, 2.0)), lw(d, randn(size_t(cols), 67)), lb(d, randn(size_t(cols), 68)), out(d, n), mean(d, size_t(rows)),
+        rstd(d, size_t(rows));
+    cpu.layernorm_forward(out.h(), mean.h(), rstd.h(), x.h(), lw.h(), lb.h(), rows, cols);
+    gk.layernorm_forward(out.g(), mean.g(), rstd.g(), x.g(), lw.g(), lb.g(), rows, cols);
+    Twin dx(d, n), dw(d, randn(size_t(cols), 69)), db(d, randn(size_t(cols), 70)), dw2(d, dw.host), db2(d, db.host);
+    cpu.layernorm_backward(dx.h(), dw.h(), db.h(), dout.h(), x.h(), lw.h(), mean.h(), rstd.h(), rows, cols);
+    gk.layernorm_backward(dx.g(), dw.g(), db.g(), dout.g(), x.g(), lw.g(), mean.g(), rstd.g(), rows, cols);
+    gk.layernorm_backward(nullptr, dw2.g(), db2.g(), dout.g(), x.g(), lw.g(), mean.g(), rstd.g(), rows, cols);
+    check("layernorm dweight", dw, dw2);
+    check("layernorm dbias", db, db2);
   }
 
   void deviceReportsFailuresAsStatus() {

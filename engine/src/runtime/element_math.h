@@ -2,9 +2,11 @@
 // (src/runtime/cpu/pointwise.cpp) call these in their vectorised loops and the CUDA kernels
 // (src/runtime/cuda/cuda_kernels.cu) call them per thread, so the CPU suites test the formulas
 // the GPU runs. So is the index arithmetic they share: which segment of a list holds an element,
-// and the chains of rows by which the GPU adds the embeddings' token gradient in the CPU's order.
-// Only the exponential differs per backend (the CPU's vectorisable exp_fast, the GPU's expf), so
-// the functions here take what depends on it (a sigmoid) as an argument.
+// and the chains of rows by which the GPU adds the embeddings' token gradient in the CPU's order;
+// and the online softmax's running statistics, which the GPU's cross-entropy keeps (the CPU suites
+// check them against the CPU's two passes). Only the exponential differs per backend (the CPU's
+// vectorisable exp_fast, the GPU's expf), so the functions here take what depends on it (a
+// sigmoid, or the exponential itself) as an argument.
 //
 // Not part of the engine's API; included by src/runtime/cpu and src/runtime/cuda only.
 #pragma once
@@ -107,6 +109,37 @@ inline AdamWStep<Real> adamw_step(const cpu::AdamWOptions& opt, int64_t step, bo
           Real(1 - std::pow(double(opt.beta1), double(step))),
           Real(1 - std::pow(double(opt.beta2), double(step))),
           grad_scale};
+}
+
+// Cross-entropy over a row read once (the CUDA backend's crossentropy_forward_backward): the
+// online softmax (Milakov and Gimelshein, 2018) keeps a running maximum m of the values seen and
+// the sum s of exp(x - m) over them, rescaled where m grows. Runs over parts of a row merge into
+// the run of the whole, in any grouping, up to rounding; the row's log-sum-exp is then m + log s
+// and its probabilities exp(x - m) / s. `exp` is the backend's exponential (exp(-inf) must be 0).
+// -inf values add nothing; a NaN value makes s NaN, so that an overflow upstream stays seen.
+// Worked example: {0, ln 3} from the empty run {-inf, 0}: {0, 1}, then {ln 3, 1 * 1/3 + 1} = {ln 3,
+// 4/3}: log-sum-exp ln 3 + ln(4/3) = ln 4, as log(1 + 3).
+struct SoftmaxRun {
+  float m;  // -inf while empty
+  float s;
+};
+STAGECRAFT_HD SoftmaxRun softmax_empty() { return {-INFINITY, 0.0f}; }
+
+template <typename Exp>
+STAGECRAFT_HD void softmax_add(SoftmaxRun& r, float x, Exp exp) {
+  if (x > r.m) {
+    r.s = r.s * exp(r.m - x) + 1.0f;  // exp(-inf) = 0 on the run's first value
+    r.m = x;
+  } else if (x != -INFINITY) {
+    r.s += exp(x - r.m);
+  }
+}
+
+template <typename Exp>
+STAGECRAFT_HD SoftmaxRun softmax_merge(SoftmaxRun a, SoftmaxRun b, Exp exp) {
+  const float m = b.m > a.m ? b.m : a.m;
+  if (m == -INFINITY) return a;  // both empty
+  return {m, a.s * exp(a.m - m) + b.s * exp(b.m - m)};
 }
 
 // The segment of a laid-out list (kernels.h's Segment; layout_segments) that holds element i of

@@ -397,12 +397,11 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     float* logits = logits_.data();
     k_->layernorm_forward(lnf_->out(), lnf_mean_.data(), lnf_rstd_.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
     k_->matmul_forward(logits, lnf_->in(), w(head->offset), nullptr, BT, C, V, Layout::kOutIn);
-    const double l = k_->crossentropy_forward(losses_.data(), logits, logits, targets_.data(), BT, V);
-    if (loss) *loss = l;
-    // The loss's gradient at the logits: over them in place, or into a bf16 buffer with bf16
-    // activations, so that the head's GEMMs read it as it is.
+    // The loss, and its gradient at the logits: over them in place, or into a bf16 buffer with
+    // bf16 activations, so that the head's GEMMs read it as it is.
     const ActOut dlogits = dlogits_ ? dlogits_->out() : ActOut(logits);
-    k_->crossentropy_backward(dlogits, logits, targets_.data(), loss_scale, BT, V);
+    const double l = k_->crossentropy_forward_backward(losses_.data(), dlogits, logits, targets_.data(), loss_scale, BT, V);
+    if (loss) *loss = l;
     k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, dlogits, lnf_->in(), w(head->offset), BT, C, V,
                         Layout::kOutIn);
     if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;

@@ -101,6 +101,11 @@ class ObservedOps : public Ops {
     Scope s(*this, {"crossentropy_backward", rows(N, V)});
     base().crossentropy_backward(dlogits, probs, targets, dloss, N, V);
   }
+  double crossentropy_forward_backward(float* losses, ActOut dlogits, float* logits, const int32_t* targets, float dloss, int N,
+                                       int V) const override {
+    Scope s(*this, {"crossentropy_forward_backward", rows(N, V)});
+    return base().crossentropy_forward_backward(losses, dlogits, logits, targets, dloss, N, V);
+  }
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
                     float grad_scale) const override {
     Scope s(*this, {"adamw_update", elements(N)});

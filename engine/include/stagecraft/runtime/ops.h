@@ -6,8 +6,8 @@
 // kernels.h function of the same name — which gradients accumulate, what may alias, what the
 // sizes are — on every backend. CPU: runtime::cpu's kernels. CUDA: runtime::cuda's, launched
 // in order on the device's stream, so a call returns before the GPU has finished (the host only
-// waits where a result comes back: crossentropy_forward, sum_of_squares and
-// sum_of_squares_segments).
+// waits where a result comes back: crossentropy_forward, crossentropy_forward_backward,
+// sum_of_squares and sum_of_squares_segments).
 //
 // Activations (the layernorms', attention's and GELU's outputs, q k v and GELU's input — what the
 // GEMMs write and read but the residual stream — and the gradients between a GEMM and the kernel
@@ -115,6 +115,17 @@ class Ops {
   virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const = 0;
   virtual double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const = 0;
   virtual void crossentropy_backward(ActOut dlogits, const float* probs, const int32_t* targets, float dloss, int N, int V) const = 0;
+  // Both in one call, as the stage's head makes them: losses (N), and dlogits (N, V) = dloss
+  // (softmax(logits) - onehot(targets)); returns the mean loss. logits is clobbered, and may be
+  // dlogits itself. The default calls the two; CUDA's reads the logits in one pass and keeps no
+  // probabilities (element_math.h's online softmax), the difference in rounding within float
+  // epsilon of the two calls'.
+  virtual double crossentropy_forward_backward(float* losses, ActOut dlogits, float* logits, const int32_t* targets, float dloss, int N,
+                                               int V) const {
+    const double loss = crossentropy_forward(losses, logits, logits, targets, N, V);
+    crossentropy_backward(dlogits, logits, targets, dloss, N, V);
+    return loss;
+  }
   virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step,
                             bool decay, float grad_scale = 1.0f) const = 0;
   virtual double sum_of_squares(const float* x, size_t N) const = 0;

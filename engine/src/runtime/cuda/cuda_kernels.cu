@@ -11,9 +11,11 @@
 // The per-element formulas (GELU, layernorm's gradient, AdamW) are element_math.h's, shared with
 // the CPU kernels. Reductions that come back to the host (the loss, the sum of squares) are two-
 // pass in a fixed order, so they do not depend on scheduling (the sum of squares over a segment
-// list in one launch: its last block adds the blocks' partials in order); the embedding, bias and
-// layernorm parameter gradients accumulate with atomics (order-dependent rounding, within float
-// epsilon). The segment calls find each element's segment with element_math.h's segment_of.
+// list in one launch: its last block adds the blocks' partials in order); so are the embedding,
+// bias and layernorm parameter gradients (no atomics), so that a run repeats to the bit. The
+// cross-entropy reads each row of logits for its loss and gradient together, through
+// element_math.h's online softmax. The segment calls find each element's segment with
+// element_math.h's segment_of.
 //
 // Every launch goes to the context's stream (cuda_context.h); launch failures are recorded
 // there and reported by the next Device::synchronize().
@@ -21,6 +23,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -129,42 +132,120 @@ __global__ void add_bias_kernel(float* out, const Bias* bias, size_t rows, int O
   GRID_STRIDE(i, rows * OC) out[i] += element::load(bias + i % OC);
 }
 
-// Column sums without atomics, so that a gradient has the same bits on every run: a block of
-// kSumLanes x kSumLanes threads takes kSumLanes columns; thread (x, y) sums rows y, y + kSumLanes,
-// ... of column x in order, and thread (x, 0) adds the partial sums in order of y.
-constexpr int kSumLanes = 32;
-const dim3 kSumBlock(kSumLanes, kSumLanes);
-unsigned sum_blocks(int cols) { return unsigned((cols + kSumLanes - 1) / kSumLanes); }
+// Column sums without atomics, so that a gradient has the same bits on every run, and over the
+// whole GPU, so that a few columns (a bias or a layernorm of C) still fill it: the rows are cut
+// into chunks of at least kChunkRows (at most kMaxChunks of them); block (g, k) of a first launch
+// sums chunk k of columns kSumLanes g .. kSumLanes g + kSumLanes - 1 — thread (x, y) rows y, y +
+// kSumRows, ... of its chunk in column x, then the kSumRows partials added in order of y — into
+// partials[k][column]; a second launch adds each column's chunk partials in order of k onto the
+// gradient. The order depends on the sizes only. What a row adds to a column is a Terms type's:
+// kSums sums at once, add(s, r, c).
+constexpr int kSumLanes = 32, kSumRows = 8, kChunkRows = 256, kMaxChunks = 256;
 
-// The column's sum over this block's kSumLanes partials (valid in threads y == 0).
-template <int kSums>
-__device__ void add_partials(float (&part)[kSums][kSumLanes][kSumLanes + 1], float (&s)[kSums]) {
-  for (int k = 0; k < kSums; ++k) part[k][threadIdx.y][threadIdx.x] = s[k];
-  __syncthreads();
-  if (threadIdx.y != 0) return;
-  for (int k = 0; k < kSums; ++k) {
-    s[k] = 0;
-    for (int y = 0; y < kSumLanes; ++y) s[k] += part[k][y][threadIdx.x];
+template <typename Terms>
+__global__ void column_partials_kernel(float* partials, Terms terms, int rows, int cols, int chunk_rows) {
+  constexpr int K = Terms::kSums;
+  __shared__ float part[K][kSumRows][kSumLanes + 1];
+  const int c = blockIdx.x * kSumLanes + threadIdx.x;
+  const int r0 = blockIdx.y * chunk_rows, r1 = min(rows, r0 + chunk_rows);
+  float s[K] = {};
+  if (c < cols) {
+#pragma unroll 4
+    for (int r = r0 + threadIdx.y; r < r1; r += kSumRows) terms.add(s, r, c);
   }
+  for (int k = 0; k < K; ++k) part[k][threadIdx.y][threadIdx.x] = s[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  for (int k = 0; k < K; ++k) {
+    float t = 0.0f;
+    for (int y = 0; y < kSumRows; ++y) t += part[k][y][threadIdx.x];
+    partials[(size_t(k) * gridDim.y + blockIdx.y) * cols + c] = t;
+  }
+}
+
+// The gradients the sums go onto (acc[k] += sum k), nullptr where one is not wanted.
+struct SumTargets {
+  float* acc[2];
+};
+
+template <int K>
+__global__ void add_column_partials_kernel(SumTargets to, const float* partials, int chunks, int cols) {
+  GRID_STRIDE(c, size_t(cols)) {
+    for (int k = 0; k < K; ++k) {
+      if (!to.acc[k]) continue;
+      float t = 0.0f;
+      for (int q = 0; q < chunks; ++q) t += partials[(size_t(k) * chunks + q) * cols + c];
+      to.acc[k][c] += t;
+    }
+  }
+}
+
+// A bias gradient: column c of x (rows, cols).
+template <typename In>
+struct ColumnTerms {
+  static constexpr int kSums = 1;
+  const In* x;
+  int cols;
+  __device__ void add(float (&s)[1], int r, int c) const { s[0] += element::load(x + size_t(r) * cols + c); }
+};
+
+template <typename In>
+ColumnTerms<In> column_terms(const In* x, int cols) {
+  return {x, cols};
+}
+
+// Layernorm's parameter gradients: dweight += dy * norm, dbias += dy.
+struct LayernormParamTerms {
+  static constexpr int kSums = 2;
+  const float *dout, *inp, *mean, *rstd;
+  int C;
+  __device__ void add(float (&s)[2], int r, int c) const {
+    const size_t i = size_t(r) * C + c;
+    const float dy = dout[i];
+    s[0] += dy * (inp[i] - mean[r]) * rstd[r];
+    s[1] += dy;
+  }
+};
+
+// p with room for `bytes` (its contents undefined), grown on the stream where it is smaller;
+// nullptr where it could not grow (recorded).
+void* grown(void*& p, size_t& cap, size_t bytes) {
+  if (cap < bytes) {
+    if (p) STAGECRAFT_CUDA_OK(cudaFreeAsync(p, stream()));
+    p = nullptr;
+    cap = 0;
+    if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(&p, bytes, stream()))) return nullptr;
+    cap = bytes;
+  }
+  return p;
+}
+
+// The chunk partials' scratch: one call at a time holds it, from its first launch to its second
+// (ranks that are threads of one process share the stream).
+struct SumScratch {
+  std::mutex mutex;
+  void* p = nullptr;
+  size_t cap = 0;  // bytes
+};
+SumScratch g_sums;
+
+template <typename Terms>
+void sum_columns(SumTargets to, const Terms& terms, int rows, int cols, const char* what) {
+  if (rows <= 0 || cols <= 0) return;
+  const int chunk_rows = std::max(kChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
+  const int chunks = (rows + chunk_rows - 1) / chunk_rows;
+  std::lock_guard<std::mutex> lock(g_sums.mutex);
+  float* partials = static_cast<float*>(grown(g_sums.p, g_sums.cap, size_t(Terms::kSums) * chunks * cols * sizeof(float)));
+  if (!partials) return;  // recorded
+  const dim3 grid(unsigned((cols + kSumLanes - 1) / kSumLanes), unsigned(chunks)), block(kSumLanes, kSumRows);
+  column_partials_kernel<<<grid, block, 0, stream()>>>(partials, terms, rows, cols, chunk_rows);
+  add_column_partials_kernel<Terms::kSums><<<blocks_for(size_t(cols)), kThreads, 0, stream()>>>(to, partials, chunks, cols);
+  launched(what);
 }
 
 // acc (cols) += column sums of x (rows, cols).
-template <typename In>
-__global__ void column_sums_kernel(float* acc, const In* x, int rows, int cols) {
-  __shared__ float part[1][kSumLanes][kSumLanes + 1];
-  const int c = blockIdx.x * kSumLanes + threadIdx.x;
-  float s[1] = {0.0f};
-  if (c < cols) {
-    for (int r = threadIdx.y; r < rows; r += kSumLanes) s[0] += element::load(x + size_t(r) * cols + c);
-  }
-  add_partials(part, s);
-  if (threadIdx.y == 0 && c < cols) acc[c] += s[0];
-}
-
 void column_sums(float* acc, ActIn x, int rows, int cols) {
-  if (rows <= 0 || cols <= 0) return;
-  with_typed(x, [&](const auto* in) { column_sums_kernel<<<sum_blocks(cols), kSumBlock, 0, stream()>>>(acc, in, rows, cols); });
-  launched("column_sums");
+  with_typed(x, [&](const auto* in) { sum_columns(SumTargets{{acc, nullptr}}, column_terms(in, cols), rows, cols, "column_sums"); });
 }
 
 // ---- embeddings --------------------------------------------------------------------------------
@@ -265,26 +346,6 @@ __global__ void layernorm_dinp_kernel(float* dinp, bf16* dinp_low, const float* 
   }
 }
 
-// dweight (C) += sum over rows of dy * norm; dbias (C) += sum of dy: column sums as column_sums
-// takes them (a fixed order, no atomics).
-__global__ void layernorm_dparams_kernel(float* dweight, float* dbias, const float* dout, const float* inp, const float* mean,
-                                         const float* rstd, int N, int C) {
-  __shared__ float part[2][kSumLanes][kSumLanes + 1];
-  const int c = blockIdx.x * kSumLanes + threadIdx.x;
-  float s[2] = {0.0f, 0.0f};  // dweight, dbias
-  if (c < C) {
-    for (int r = threadIdx.y; r < N; r += kSumLanes) {
-      const float dy = dout[size_t(r) * C + c];
-      s[0] += dy * (inp[size_t(r) * C + c] - mean[r]) * rstd[r];
-      s[1] += dy;
-    }
-  }
-  add_partials(part, s);
-  if (threadIdx.y != 0 || c >= C) return;
-  if (dweight) dweight[c] += s[0];
-  if (dbias) dbias[c] += s[1];
-}
-
 // ---- softmax rows ------------------------------------------------------------------------------
 
 // Causal attention rows: att (rows = B*NH*T, T) holds scale * q.k; row t of each (b, h) becomes
@@ -350,6 +411,57 @@ __global__ void crossentropy_backward_kernel(Out* dlogits, const float* probs, c
     const int j = int(i % V);
     element::store(dlogits + i, dloss * probs[i] - (j == targets[row] ? dloss : 0.0f));
   }
+}
+
+// expf as element_math.h's online softmax takes the exponential.
+struct Expf {
+  __host__ __device__ float operator()(float x) const { return expf(x); }
+};
+
+// A block's online-softmax runs merged into one, in a fixed order (across a warp by shuffles, then
+// the warps in order); every thread gets the same run.
+__device__ element::SoftmaxRun block_softmax(element::SoftmaxRun r) {
+  __shared__ element::SoftmaxRun shared[kThreads / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const element::SoftmaxRun other{__shfl_xor_sync(0xffffffffu, r.m, o), __shfl_xor_sync(0xffffffffu, r.s, o)};
+    r = element::softmax_merge(r, other, Expf{});  // the same in both lanes: max and + commute
+  }
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = r;
+  __syncthreads();
+  r = shared[0];
+  for (int w = 1; w < kThreads / kWarp; ++w) r = element::softmax_merge(r, shared[w], Expf{});
+  return r;
+}
+
+// Cross-entropy and its gradient in one pass over the logits, one block a row: the row's online
+// softmax (element_math.h) in one read, then dlogits = dloss (exp(x - m) / s - onehot) in a second,
+// and losses[row] = m + log s - logit[target]. No probabilities are kept. dlogits may alias logits:
+// each element is read before it is written, by the same thread, and every thread reads the target
+// logit before the block's merge, whose barriers come before any write.
+template <typename Out>
+__global__ void crossentropy_fused_kernel(float* losses, Out* dlogits, const float* logits, const int32_t* targets, float dloss, int V) {
+  constexpr int kUnroll = 4;  // loads in flight per thread
+  const size_t row = blockIdx.x;
+  const float* x = logits + row * V;
+  Out* d = dlogits + row * V;
+  element::SoftmaxRun run = element::softmax_empty();
+  for (int j0 = threadIdx.x; j0 < V; j0 += kUnroll * kThreads) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = j0 + u * kThreads < V ? x[j0 + u * kThreads] : -INFINITY;  // -inf adds nothing
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) element::softmax_add(run, v[u], Expf{});
+  }
+  const int target = targets[row];
+  const float target_logit = x[target];
+  run = block_softmax(run);
+  const float inv = 1.0f / run.s;
+  for (int j = threadIdx.x; j < V; j += kThreads) {
+    element::store(d + j, dloss * (expf(x[j] - run.m) * inv) - (j == target ? dloss : 0.0f));
+  }
+  if (threadIdx.x == 0) losses[row] = run.m + logf(run.s) - target_logit;
 }
 
 // ---- one launch over a segment list (ops.h: SegmentList) ---------------------------------------
@@ -531,15 +643,7 @@ LowScratch g_low;
 // not grow (recorded). The caller holds g_low.mutex.
 template <typename T>
 T* scratch_slot(int k, size_t n) {
-  const size_t bytes = n * sizeof(T);
-  if (g_low.cap[k] < bytes) {
-    if (g_low.p[k]) STAGECRAFT_CUDA_OK(cudaFreeAsync(g_low.p[k], stream()));
-    g_low.p[k] = nullptr;
-    g_low.cap[k] = 0;
-    if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(&g_low.p[k], bytes, stream()))) return nullptr;
-    g_low.cap[k] = bytes;
-  }
-  return static_cast<T*>(g_low.p[k]);
+  return static_cast<T*>(grown(g_low.p[k], g_low.cap[k], n * sizeof(T)));
 }
 
 // x (n elements of From) as To in scratch slot k, or nullptr (recorded).
@@ -792,10 +896,7 @@ class CudaOps final : public Ops {
       layernorm_dinp_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(dinp, dinp_low, dout, inp, weight, mean, rstd, N, C);
       launched("layernorm_backward");
     }
-    if (dweight || dbias) {
-      layernorm_dparams_kernel<<<sum_blocks(C), kSumBlock, 0, stream()>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
-      launched("layernorm_backward");
-    }
+    if (dweight || dbias) sum_columns(SumTargets{{dweight, dbias}}, LayernormParamTerms{dout, inp, mean, rstd, C}, N, C, "layernorm_backward");
   }
 
   // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16
@@ -970,6 +1071,15 @@ class CudaOps final : public Ops {
       crossentropy_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(d, probs, targets, dloss, V, n);
     });
     launched("crossentropy_backward");
+  }
+  double crossentropy_forward_backward(float* losses, ActOut dlogits, float* logits, const int32_t* targets, float dloss, int N,
+                                       int V) const override {
+    if (N <= 0) return 0.0;
+    with_typed(dlogits, [&](auto* d) {
+      crossentropy_fused_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(losses, d, logits, targets, dloss, V);
+    });
+    launched("crossentropy_forward_backward");
+    return reduce_to_host<false>(losses, size_t(N)) / N;
   }
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWOptions& opt, int64_t step, bool decay,
                     float grad_scale) const override {
