@@ -22,7 +22,9 @@
 # default):
 #   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores),
 #   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
-#   bench_gpu_train flash bf16 --accumulate 8, then the same with --breakdown
+#   bench_gpu_train flash bf16 --accumulate 8; 32 sequences a step in micro-batches of 16
+#   (--micro-batch 16 --accumulate 2, one shape: 774M or GPU_BENCH_MODEL); the first with
+#   --breakdown
 #   bench_gpu_train_torch.py compile bf16 accumulate=8 and the same without torch.compile, where
 #   the host's python3 has PyTorch with CUDA
 #   bench_gpu_train standard bf16 --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
@@ -181,8 +183,11 @@ run_benchmarks() {
   }
   local one=(${model:+--model "$model"})
   run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
+  # 32 sequences a step, as 774M's default four micro-batches of 4 x 8 make, in micro-batches of
+  # 16 (GEMMs of 16,384 rows); 774M unless GPU_BENCH_MODEL names another shape.
+  run_bench bench_flash_bf16_micro16 "$bench" flash bf16 --micro-batch 16 --accumulate 2 --model "${model:-774M}"
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
-  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16)
+  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 ${model:+model=$model})
