@@ -25,8 +25,8 @@
 #   bench_gpu_train flash bf16 --accumulate 8; 32 sequences a step in micro-batches of 16
 #   (--micro-batch 16 --accumulate 2, one shape: 774M or GPU_BENCH_MODEL); the first with
 #   --breakdown
-#   bench_gpu_train_torch.py compile bf16 accumulate=8 and the same without torch.compile, where
-#   the host's python3 has PyTorch with CUDA
+#   bench_gpu_train_torch.py compile bf16 accumulate=8, in micro-batches of 16 as above, and the
+#   first without torch.compile, where the host's python3 has PyTorch with CUDA
 #   bench_gpu_train standard bf16 --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
 #   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300); with GPU_BENCH_MODEL
 #   (124M, 350M or 774M), every benchmark but the first runs that shape alone
@@ -192,8 +192,10 @@ run_benchmarks() {
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 ${model:+model=$model})
     PYTHONUNBUFFERED=1 run_bench torch_compile "${torch_bench[@]}" compile
+    PYTHONUNBUFFERED=1 run_bench torch_compile_micro16 python3 tests/bench/bench_gpu_train_torch.py bf16 compile micro_batch=16 \
+      accumulate=2 model="${model:-774M}"
     PYTHONUNBUFFERED=1 run_bench torch_eager "${torch_bench[@]}"
-    logs_list+=(torch_compile torch_eager)
+    logs_list+=(torch_compile torch_compile_micro16 torch_eager)
   else
     echo "no PyTorch with CUDA on this host's python3: the PyTorch reference is not run"
   fi
