@@ -750,6 +750,35 @@ class TestTrainer : public QObject {
     prof.reset();
     QVERIFY(prof.kernels().empty());
 
+    // The fused attention's work (ObservedOps::causal_flops), for its TFLOP/s: per call two
+    // products over the causal half forward and five backward, 2 HS operations a pair of a query
+    // and a key at or before it (B 1, T 16, 2 heads of 16: 136 pairs a head).
+    {
+      TiledFlashOps tiles;
+      testing::MemoryMap fmap;
+      testing::OffHostDevice foff(fmap, &tiles);
+      ProfiledDevice fprof(foff);
+      const RunOut f = train({"cluster.nodes=1", "cluster.gpus_per_node=1", "model.heads=2", "train.precision=bf16", "train.attention=flash"},
+                             1, false, Memory::kHost, &fprof);
+      QVERIFY2(f.error.empty(), f.error.c_str());
+      const double pair_ops = 2.0 * 16 * 2 * 136;  // 2 HS, times heads and pairs
+      long long forwards = 0, backwards = 0;
+      for (const auto& k : fprof.kernels()) {
+        if (k.name == std::string("flash_attention_forward")) {
+          forwards += k.calls;
+          QCOMPARE(k.flops, double(k.calls) * 2 * pair_ops);
+        } else if (k.name == std::string("flash_attention_backward")) {
+          backwards += k.calls;
+          QCOMPARE(k.flops, double(k.calls) * 5 * pair_ops);
+        }
+      }
+      QCOMPARE(forwards, 4LL * 8);  // 4 layers, 8 micro-batches
+      QCOMPARE(backwards, 4LL * 8);
+      QCOMPARE(tiles.forwards.load(), 4 * 8);
+      const std::string ftable = fprof.format(1);
+      QVERIFY2(ftable.find("flash_attention_backward") != std::string::npos && ftable.find("TFLOP/s") != std::string::npos, ftable.c_str());
+    }
+
     testing::MemoryMap map;
     testing::OffHostDevice off(map);
     ProfiledDevice low(off);

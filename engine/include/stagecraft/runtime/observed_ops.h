@@ -15,7 +15,7 @@
 namespace stagecraft::runtime {
 
 // What a call of a kernel is: its name (the Ops function's), its shape in words, and its
-// floating-point operations where it is a GEMM (0 otherwise).
+// floating-point operations where it is a GEMM or the fused attention (0 otherwise).
 struct KernelCall {
   const char* name = "";
   std::string shape;
@@ -61,12 +61,12 @@ class ObservedOps : public Ops {
   bool has_flash_attention() const override { return base().has_flash_attention(); }
   int max_flash_head() const override { return base().max_flash_head(); }
   void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
-    Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS)});
+    Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS), causal_flops(B, T, NH, HS, 2)});
     base().flash_attention_forward(out, lse, qkv, B, T, NH, HS);
   }
   void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
                                 int NH, int HS) const override {
-    Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS)});
+    Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS), causal_flops(B, T, NH, HS, 5)});
     base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
   }
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
@@ -152,6 +152,13 @@ class ObservedOps : public Ops {
   }
   static std::string rows(long long N, long long C) { return std::to_string(N) + "x" + std::to_string(C); }
   static std::string elements(size_t N) { return std::to_string(N); }
+  // The fused causal attention's work as FlashAttention-2 counts it: `products` products over the
+  // pairs of a query and a key at or before it, 2 HS operations a pair; two forward (S, P V), five
+  // backward (S, dP, dV, dK, dQ — this engine's kernels make seven there, S and dP twice, so that
+  // dQ needs no atomics).
+  static double causal_flops(int B, int T, int NH, int HS, int products) {
+    return 2.0 * HS * products * B * NH * (double(T) * (T + 1) / 2);
+  }
   static std::string heads(int B, int T, int NH, int HS) {
     return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " + std::to_string(HS);
   }

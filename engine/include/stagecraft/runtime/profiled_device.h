@@ -8,8 +8,8 @@
 // kernels (copies, a communicator's transfers on its stream) is waited for at the next kernel's
 // start and counted as "between kernels", not as a kernel. The waits serialise host and device,
 // so a profiled step is slower than a plain one; the breakdown says where a step's device time
-// goes, not how long a plain step takes. Calls are grouped by kernel and shape; a GEMM's group
-// also has its floating-point operations, hence its TFLOP/s.
+// goes, not how long a plain step takes. Calls are grouped by kernel and shape; a GEMM's group,
+// and the fused attention's, also has its floating-point operations, hence its TFLOP/s.
 //
 // Thread-safe (ranks that are threads of one process may share one).
 #pragma once
@@ -31,7 +31,7 @@ struct KernelTime {
   std::string name, shape;
   long long calls = 0;
   double seconds = 0;
-  double flops = 0;  // all calls' (GEMMs only)
+  double flops = 0;  // all calls' (GEMMs and the fused attention only)
 };
 
 class ProfiledDevice final : public Device {
