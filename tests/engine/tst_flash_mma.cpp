@@ -62,14 +62,24 @@ void emulated_forward(Out* out, float* lse, const bf16* qkv, int B, int T, int N
              [&](const WarpEmulator::Lane& e, const flash::Slice& s, int t) { flash_mma::forward<D>(e, out, lse, qkv, s, t); });
 }
 
+// Both gradient passes as the GPU's one launch takes them: block y of a head's 2 x tiles runs
+// grads_tile's pass and tile, in the larger pass's shared memory.
 template <int D, typename Grads>
 void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS) {
-  each_block(flash::Pass::kKeyGrads, D, B, T, NH, HS, [&](const WarpEmulator::Lane& e, const flash::Slice& s, int t) {
-    flash_mma::key_grads<D>(e, dqkv, qkv, dout, lse, delta, s, t);
-  });
-  each_block(flash::Pass::kQueryGrads, D, B, T, NH, HS, [&](const WarpEmulator::Lane& e, const flash::Slice& s, int t) {
-    flash_mma::query_grads<D>(e, dqkv, qkv, dout, lse, delta, s, t);
-  });
+  QVERIFY(flash_mma::padded_head(HS) == D);
+  for (int bh = 0; bh < B * NH; ++bh) {
+    for (int y = 0; y < 2 * tiles(T); ++y) {
+      const flash_mma::GradsTile g = flash_mma::grads_tile(tiles(T), y);
+      WarpEmulator::run_block(flash_mma::grads_bytes<D>(), [&](const WarpEmulator::Lane& e) {
+        const flash::Slice s = flash::slice_of(T, NH, HS, bh);
+        if (g.key) {
+          flash_mma::key_grads<D>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+        } else {
+          flash_mma::query_grads<D>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+        }
+      });
+    }
+  }
 }
 
 }  // namespace
@@ -95,6 +105,30 @@ class TestFlashMma : public QObject {
     for (const flash::Pass pass : {flash::Pass::kForward, flash::Pass::kKeyGrads, flash::Pass::kQueryGrads}) {
       QVERIFY(flash_mma::bytes<128>(pass) <= 99 * 1024);
       QVERIFY(flash_mma::bytes<64>(pass) < flash_mma::bytes<128>(pass));
+    }
+  }
+
+  // The one-launch order of the gradient passes: every tile of both passes once, longest first
+  // by the walk each makes (four products a walked tile in the key pass, three in the query
+  // pass), and flash_mma.h's worked example.
+  void gradientTilesStartLongestFirst() {
+    const flash_mma::GradsTile example[] = {{true, 0}, {false, 1}, {true, 1}, {false, 0}};
+    for (int y = 0; y < 4; ++y) {
+      const flash_mma::GradsTile g = flash_mma::grads_tile(2, y);
+      QVERIFY2(g.key == example[y].key && g.tile == example[y].tile, qPrintable(QString("block %1").arg(y)));
+    }
+    for (int n = 1; n <= 70; ++n) {
+      std::vector<int> keys(size_t(n), 0), queries(size_t(n), 0);
+      int last = std::numeric_limits<int>::max();
+      for (int y = 0; y < 2 * n; ++y) {
+        const flash_mma::GradsTile g = flash_mma::grads_tile(n, y);
+        QVERIFY2(g.tile >= 0 && g.tile < n, qPrintable(QString("%1 tiles, block %2: tile %3").arg(n).arg(y).arg(g.tile)));
+        ++(g.key ? keys : queries)[size_t(g.tile)];
+        const int cost = g.key ? 4 * (n - g.tile) : 3 * (g.tile + 1);
+        QVERIFY2(cost <= last, qPrintable(QString("%1 tiles, block %2: %3 after %4").arg(n).arg(y).arg(cost).arg(last)));
+        last = cost;
+      }
+      for (int t = 0; t < n; ++t) QVERIFY2(keys[size_t(t)] == 1 && queries[size_t(t)] == 1, qPrintable(QString("%1 tiles: tile %2").arg(n).arg(t)));
     }
   }
 

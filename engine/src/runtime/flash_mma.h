@@ -139,6 +139,35 @@ STAGECRAFT_HD size_t bytes_for_head(flash::Pass pass, int hs) {
   return 0;
 }
 
+// The two gradient passes run as one launch (cuda/flash_attention.cu): of a head's 2 x tiles blocks,
+// block y takes the y-th longest of both passes' tiles, so that the longest start first and the
+// passes end together. A key tile k walks tiles - k query tiles' worth of rows with four products
+// each, a query tile q walks q + 1 key tiles with three; ties go to the key pass.
+// Worked example, 2 tiles: key 0 (8), query 1 (6), key 1 (4), query 0 (3).
+struct GradsTile {
+  bool key;  // the key gradients' pass, else the query gradients'
+  int tile;
+};
+STAGECRAFT_HD GradsTile grads_tile(int tiles, int y) {
+  int k = 0, q = tiles - 1;  // each pass's next tile in its own longest-first order
+  for (;; --y) {
+    const bool key = k < tiles && (q < 0 || 4 * (tiles - k) >= 3 * (q + 1));
+    if (y <= 0) return {key, key ? k : q};
+    if (key) {
+      ++k;
+    } else {
+      --q;
+    }
+  }
+}
+
+// Shared memory of the one-launch gradient passes: the larger of the two.
+template <int D>
+STAGECRAFT_HD size_t grads_bytes() {
+  const size_t keys = bytes<D>(flash::Pass::kKeyGrads), queries = bytes<D>(flash::Pass::kQueryGrads);
+  return keys > queries ? keys : queries;
+}
+
 // Two floats as a bf16 pair, the first in the low half (the lower column or row).
 STAGECRAFT_TILE uint32_t pack(float lo, float hi) {
   return uint32_t(to_bf16(lo).bits) | (uint32_t(to_bf16(hi).bits) << 16);

@@ -332,28 +332,32 @@ inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
 // The grid of the tensor-core passes is (B x NH, tiles), blockIdx.x the (sequence, head) and
 // blockIdx.y the tile's place in the order of work, so that blocks, which start in the order of
 // their index (x first), start longest first over the whole launch: every head's tiles with the
-// most walked tiles (the forward's and query gradients' last query tiles, the key gradients' first
-// key tiles), then the next longest, and the shortest fill in at the end. Ordered so within each
-// head only, a head's long tiles started late and ran on alone: by a count of walked tiles
-// (blocks as long as their walks, all SMs' blocks at once), the forward at GPT-2 774M (B 4, 20
-// heads, T 1024, four blocks on each of 132 SMs) ends after 32.5 tile times against 23.5 so, and
-// each gradient pass (three blocks an SM) after 39.5 against 31.5.
+// most walked tiles (the forward's last query tiles; in the backward, mma_grads_kernel's), then
+// the next longest, and the shortest fill in at the end. Ordered so within each head only, a
+// head's long tiles started late and ran on alone: by a count of walked tiles (blocks as long as
+// their walks, all SMs' blocks at once), the forward at GPT-2 774M (B 4, 20 heads, T 1024, four
+// blocks on each of 132 SMs) ends after 32.5 tile times against 23.5 so; the backward (three
+// blocks an SM; a walked tile 4 products in the key pass, 3 in the query pass) after 272 products'
+// times as two launches ordered within heads, 216 as two launches ordered so, 201 as one (ideal:
+// 199).
 template <int D, typename Out>
 __global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
   flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.x)), int(gridDim.y - 1 - blockIdx.y));
 }
 
+// Both gradient passes in one launch: blockIdx.y takes flash_mma.h's grads_tile, the longest of
+// either pass first, so that the two passes' tails are one (they read the same inputs and write
+// disjoint parts of dqkv: dQ, and dK with dV).
 template <int D, typename Grads>
-__global__ void __launch_bounds__(flash_mma::kThreads) mma_key_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
-                                                                           const float* delta, int T, int NH, int hs) {
-  flash_mma::key_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.x)), int(blockIdx.y));
-}
-
-template <int D, typename Grads>
-__global__ void __launch_bounds__(flash_mma::kThreads) mma_query_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout,
-                                                                             const float* lse, const float* delta, int T, int NH, int hs) {
-  flash_mma::query_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, int(blockIdx.x)),
-                            int(gridDim.y - 1 - blockIdx.y));
+__global__ void __launch_bounds__(flash_mma::kThreads) mma_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
+                                                                       const float* delta, int T, int NH, int hs) {
+  const flash::Slice s = flash::slice_of(T, NH, hs, int(blockIdx.x));
+  const flash_mma::GradsTile g = flash_mma::grads_tile(int(gridDim.y) / 2, int(blockIdx.y));
+  if (g.key) {
+    flash_mma::key_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, s, g.tile);
+  } else {
+    flash_mma::query_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, s, g.tile);
+  }
 }
 
 // Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
@@ -425,11 +429,11 @@ static bool units_aligned(ActIn a, ActIn b = nullptr, ActIn c = nullptr) {
 }
 
 // A launch's y dimension, which CUDA limits to 65535, takes B x NH in the fp32-core kernels' grid
-// and the 64-row tiles in the tensor cores' (whose x takes B x NH).
+// and the 64-row tiles in the tensor cores' (whose x takes B x NH), twice over in the backward.
 static bool fits_grid(int B, int T, int NH, bool tensor_cores) {
   if (tensor_cores) {
-    if ((T + flash_mma::kTile - 1) / flash_mma::kTile <= 65535) return true;
-    record_error("flash attention: seq_len " + std::to_string(T) + " makes more than the 65535 tiles of " +
+    if (2 * ((T + flash_mma::kTile - 1) / flash_mma::kTile) <= 65535) return true;
+    record_error("flash attention: seq_len " + std::to_string(T) + " makes more than the 32767 tiles of " +
                  std::to_string(flash_mma::kTile) + " rows a launch takes; lower model.seq_len");
     return false;
   }
@@ -493,18 +497,14 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     });
   });
   if (tensor_cores) {
-    const dim3 grid(B * NH, (T + flash_mma::kTile - 1) / flash_mma::kTile);
+    const dim3 grid(B * NH, 2 * ((T + flash_mma::kTile - 1) / flash_mma::kTile));  // both passes' tiles
     flash_mma::with_padded_head(HS, [&]<int D>() {
-      const size_t keys = flash_mma::bytes<D>(flash::Pass::kKeyGrads), queries = flash_mma::bytes<D>(flash::Pass::kQueryGrads);
+      const size_t bytes = flash_mma::grads_bytes<D>();
       with_typed(dqkv, [&](auto* d) {
         using Grads = std::remove_pointer_t<decltype(d)>;
         const Grads* dy = static_cast<const Grads*>(dout.data);
-        const auto key_kernel = mma_key_grads_kernel<D, Grads>;
-        const auto query_kernel = mma_query_grads_kernel<D, Grads>;
-        if (allow_shared(key_kernel, keys) && allow_shared(query_kernel, queries)) {
-          key_kernel<<<grid, flash_mma::kThreads, keys, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
-          query_kernel<<<grid, flash_mma::kThreads, queries, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
-        }
+        const auto kernel = mma_grads_kernel<D, Grads>;
+        if (allow_shared(kernel, bytes)) kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
       });
     });
     launched("flash_attention_backward (tensor cores)");
