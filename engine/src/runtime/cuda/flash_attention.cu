@@ -49,6 +49,11 @@ namespace {
 constexpr int kRows = 64;   // threads per block: query (or key) rows per block
 constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a time
 
+// The fp32-core kernels' grid is (B x NH, row blocks), as the tensor cores' is (below): blockIdx.x
+// the (sequence, head), blockIdx.y the block's place in the order of work, the longest first over
+// the whole launch (the forward's and dQ's last rows, dK and dV's first).
+__device__ __forceinline__ int last_first_block() { return int(gridDim.y - 1 - blockIdx.y); }
+
 // The block's threads copy key and value rows j0 .. j0 + kTile - 1 of head h (zeros past T and
 // past the head size) from the sequence's qkv rows into shared memory.
 template <int D, typename In>
@@ -64,9 +69,9 @@ __device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], co
 
 template <int D, typename Out, typename In>
 __global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T, int NH, int hs, float scale) {
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH, block = last_first_block();
   const int Cl = NH * hs, C3 = 3 * Cl;
-  const int row = blockIdx.x * kRows + threadIdx.x;
+  const int row = block * kRows + threadIdx.x;
   const In* base = qkv + size_t(b) * T * C3;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
@@ -77,7 +82,7 @@ __global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T,
     acc[d] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  const int last_row = min(T - 1, blockIdx.x * kRows + kRows - 1);  // causal: no key beyond it
+  const int last_row = min(T - 1, block * kRows + kRows - 1);  // causal: no key beyond it
   for (int j0 = 0; j0 <= last_row; j0 += kTile) {
     stage_kv_tile<D>(ks, vs, base, j0, T, Cl, h, hs);
     __syncthreads();
@@ -134,9 +139,9 @@ __global__ void flash_delta_kernel(float* delta, const In* out, const Dout* dout
 template <int D, typename In>
 __global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const float* dout, const float* lse, const float* delta, int T,
                                            int NH, int hs, float scale) {
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH, block = int(blockIdx.y);  // the first keys walk the most queries
   const int Cl = NH * hs, C3 = 3 * Cl;
-  const int col = blockIdx.x * kRows + threadIdx.x;  // key row
+  const int col = block * kRows + threadIdx.x;  // key row
   const In* base = qkv + size_t(b) * T * C3;
   const float* dy = dout + size_t(b) * T * Cl;
   __shared__ float qs[kTile][D];
@@ -151,7 +156,7 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const flo
     dk[d] = 0.0f;
     dv[d] = 0.0f;
   }
-  const int first_col = blockIdx.x * kRows;  // causal: no query before it matters
+  const int first_col = block * kRows;  // causal: no query before it matters
   for (int i0 = (first_col / kTile) * kTile; i0 < T; i0 += kTile) {
     for (int e = threadIdx.x; e < kTile * D; e += kRows) {
       const int i = e / D, d = e % D;
@@ -202,9 +207,9 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const flo
 template <int D, typename In>
 __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float* dout, const float* lse, const float* delta, int T,
                                          int NH, int hs, float scale) {
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH, block = last_first_block();
   const int Cl = NH * hs, C3 = 3 * Cl;
-  const int row = blockIdx.x * kRows + threadIdx.x;
+  const int row = block * kRows + threadIdx.x;
   const In* base = qkv + size_t(b) * T * C3;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
@@ -218,7 +223,7 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float
   }
   const float L = row < T ? lse[size_t(bh) * T + row] : 0.0f;
   const float Di = row < T ? delta[size_t(bh) * T + row] : 0.0f;
-  const int last_row = min(T - 1, blockIdx.x * kRows + kRows - 1);
+  const int last_row = min(T - 1, block * kRows + kRows - 1);
   for (int j0 = 0; j0 <= last_row; j0 += kTile) {
     stage_kv_tile<D>(ks, vs, base, j0, T, Cl, h, hs);
     __syncthreads();
@@ -428,25 +433,20 @@ static bool units_aligned(ActIn a, ActIn b = nullptr, ActIn c = nullptr) {
   return true;
 }
 
-// A launch's y dimension, which CUDA limits to 65535, takes B x NH in the fp32-core kernels' grid
-// and the 64-row tiles in the tensor cores' (whose x takes B x NH), twice over in the backward.
-static bool fits_grid(int B, int T, int NH, bool tensor_cores) {
-  if (tensor_cores) {
-    if (2 * ((T + flash_mma::kTile - 1) / flash_mma::kTile) <= 65535) return true;
-    record_error("flash attention: seq_len " + std::to_string(T) + " makes more than the 32767 tiles of " +
-                 std::to_string(flash_mma::kTile) + " rows a launch takes; lower model.seq_len");
-    return false;
-  }
-  if (size_t(B) * NH <= 65535) return true;
-  record_error("flash attention: micro_batch x heads per tp rank is " + std::to_string(size_t(B) * NH) +
-               ", above the 65535 a launch takes; lower train.micro_batch or raise parallel.tp");
+// A launch's y dimension, which CUDA limits to 65535, takes the blocks of rows: 64-row tiles on
+// tensor cores, twice over in the backward (both passes), and kRows-row blocks on fp32 cores.
+static bool fits_grid(int T, bool tensor_cores) {
+  const long long blocks = tensor_cores ? 2LL * ((T + flash_mma::kTile - 1) / flash_mma::kTile) : (T + kRows - 1LL) / kRows;
+  if (blocks <= 65535) return true;
+  record_error("flash attention: seq_len " + std::to_string(T) + " makes " + std::to_string(blocks) +
+               " blocks of rows, above the 65535 a launch takes; lower model.seq_len");
   return false;
 }
 
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) {
   if (B <= 0 || T <= 0) return;
   const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
-  if (!fits_grid(B, T, NH, tensor_cores)) return;
+  if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
     const dim3 grid(B * NH, (T + flash_mma::kTile - 1) / flash_mma::kTile);
@@ -460,7 +460,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
     launched("flash_attention_forward (tensor cores)");
     return;
   }
-  const dim3 grid((T + kRows - 1) / kRows, B * NH);
+  const dim3 grid(B * NH, (T + kRows - 1) / kRows);
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(out, [&](auto* o) {
@@ -484,7 +484,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
   }
   const size_t rows = size_t(B) * NH * T;
   const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
-  if (!fits_grid(B, T, NH, tensor_cores)) return;
+  if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores && !units_aligned(qkv, dout.low() ? dout : ActIn(nullptr), dqkv.low() ? ActIn(dqkv) : ActIn(nullptr))) return;
   with_typed(out, [&](const auto* o) {
     with_typed(dout, [&](const auto* dy) {
@@ -510,7 +510,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     launched("flash_attention_backward (tensor cores)");
     return;
   }
-  const dim3 grid((T + kRows - 1) / kRows, B * NH);
+  const dim3 grid(B * NH, (T + kRows - 1) / kRows);
   const float scale = 1.0f / sqrtf(float(HS));
   float* dq = dqkv.f32();
   const float* dy = dout.f32();
