@@ -70,18 +70,25 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// Sum (or max) over a block of kThreads threads; every thread gets the result.
-template <typename T, bool kMax>
-__device__ T block_reduce(T v) {
+// A block of kThreads threads' warp results (v: this warp's, the same in every lane) combined in
+// the order of the warps; every thread gets the result.
+template <typename T, typename Combine>
+__device__ T across_warps(T v, Combine combine) {
   __shared__ T shared[kThreads / kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  v = kMax ? static_cast<T>(warp_max(static_cast<float>(v))) : warp_sum(v);
   __syncthreads();  // `shared` may still be read by a previous call
   if (lane == 0) shared[warp] = v;
   __syncthreads();
   T r = shared[0];
-  for (int w = 1; w < kThreads / kWarp; ++w) r = kMax ? (shared[w] > r ? shared[w] : r) : r + shared[w];
+  for (int w = 1; w < kThreads / kWarp; ++w) r = combine(r, shared[w]);
   return r;
+}
+
+// Sum (or max) over a block of kThreads threads; every thread gets the result.
+template <typename T, bool kMax>
+__device__ T block_reduce(T v) {
+  v = kMax ? static_cast<T>(warp_max(static_cast<float>(v))) : warp_sum(v);
+  return across_warps(v, [](T r, T w) { return kMax ? (w > r ? w : r) : r + w; });
 }
 
 #define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
@@ -421,18 +428,11 @@ struct Expf {
 // A block's online-softmax runs merged into one, in a fixed order (across a warp by shuffles, then
 // the warps in order); every thread gets the same run.
 __device__ element::SoftmaxRun block_softmax(element::SoftmaxRun r) {
-  __shared__ element::SoftmaxRun shared[kThreads / kWarp];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const auto merge = [](element::SoftmaxRun a, element::SoftmaxRun b) { return element::softmax_merge(a, b, Expf{}); };
   for (int o = kWarp / 2; o > 0; o /= 2) {
-    const element::SoftmaxRun other{__shfl_xor_sync(0xffffffffu, r.m, o), __shfl_xor_sync(0xffffffffu, r.s, o)};
-    r = element::softmax_merge(r, other, Expf{});  // the same in both lanes: max and + commute
+    r = merge(r, {__shfl_xor_sync(0xffffffffu, r.m, o), __shfl_xor_sync(0xffffffffu, r.s, o)});  // the same in both lanes: max and + commute
   }
-  __syncthreads();  // `shared` may still be read by a previous call
-  if (lane == 0) shared[warp] = r;
-  __syncthreads();
-  r = shared[0];
-  for (int w = 1; w < kThreads / kWarp; ++w) r = element::softmax_merge(r, shared[w], Expf{});
-  return r;
+  return across_warps(r, merge);
 }
 
 // Cross-entropy and its gradient in one pass over the logits, one block a row: the row's online

@@ -49,10 +49,17 @@ namespace {
 constexpr int kRows = 64;   // threads per block: query (or key) rows per block
 constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a time
 
-// The fp32-core kernels' grid is (B x NH, row blocks), as the tensor cores' is (below): blockIdx.x
-// the (sequence, head), blockIdx.y the block's place in the order of work, the longest first over
-// the whole launch (the forward's and dQ's last rows, dK and dV's first).
+// Every flash kernel's grid is (B x NH, blocks of rows): blockIdx.x the (sequence, head),
+// blockIdx.y the block's place in the order of work, the longest first over the whole launch (see
+// mma_forward_kernel). Where the last rows walk the most (the forward's, dQ's), block y takes the
+// rows counted from the end.
 __device__ __forceinline__ int last_first_block() { return int(gridDim.y - 1 - blockIdx.y); }
+
+// Blocks of rows of a sequence of T: 64-row tiles on tensor cores, kRows-row blocks on fp32 cores.
+static int row_blocks(int T, bool tensor_cores) {
+  const int rows = tensor_cores ? flash_mma::kTile : kRows;
+  return int((T + rows - 1LL) / rows);
+}
 
 // The block's threads copy key and value rows j0 .. j0 + kTile - 1 of head h (zeros past T and
 // past the head size) from the sequence's qkv rows into shared memory.
@@ -347,7 +354,7 @@ inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
 // 199).
 template <int D, typename Out>
 __global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
-  flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.x)), int(gridDim.y - 1 - blockIdx.y));
+  flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.x)), last_first_block());
 }
 
 // Both gradient passes in one launch: blockIdx.y takes flash_mma.h's grads_tile, the longest of
@@ -436,7 +443,7 @@ static bool units_aligned(ActIn a, ActIn b = nullptr, ActIn c = nullptr) {
 // A launch's y dimension, which CUDA limits to 65535, takes the blocks of rows: 64-row tiles on
 // tensor cores, twice over in the backward (both passes), and kRows-row blocks on fp32 cores.
 static bool fits_grid(int T, bool tensor_cores) {
-  const long long blocks = tensor_cores ? 2LL * ((T + flash_mma::kTile - 1) / flash_mma::kTile) : (T + kRows - 1LL) / kRows;
+  const long long blocks = (tensor_cores ? 2LL : 1LL) * row_blocks(T, tensor_cores);
   if (blocks <= 65535) return true;
   record_error("flash attention: seq_len " + std::to_string(T) + " makes " + std::to_string(blocks) +
                " blocks of rows, above the 65535 a launch takes; lower model.seq_len");
@@ -449,7 +456,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
-    const dim3 grid(B * NH, (T + flash_mma::kTile - 1) / flash_mma::kTile);
+    const dim3 grid(B * NH, row_blocks(T, true));
     flash_mma::with_padded_head(HS, [&]<int D>() {
       const size_t bytes = flash_mma::bytes<D>(flash::Pass::kForward);
       with_typed(out, [&](auto* o) {
@@ -460,7 +467,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
     launched("flash_attention_forward (tensor cores)");
     return;
   }
-  const dim3 grid(B * NH, (T + kRows - 1) / kRows);
+  const dim3 grid(B * NH, row_blocks(T, false));
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(out, [&](auto* o) {
@@ -497,7 +504,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     });
   });
   if (tensor_cores) {
-    const dim3 grid(B * NH, 2 * ((T + flash_mma::kTile - 1) / flash_mma::kTile));  // both passes' tiles
+    const dim3 grid(B * NH, 2 * row_blocks(T, true));  // both passes' tiles
     flash_mma::with_padded_head(HS, [&]<int D>() {
       const size_t bytes = flash_mma::grads_bytes<D>();
       with_typed(dqkv, [&](auto* d) {
@@ -510,7 +517,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     launched("flash_attention_backward (tensor cores)");
     return;
   }
-  const dim3 grid(B * NH, (T + kRows - 1) / kRows);
+  const dim3 grid(B * NH, row_blocks(T, false));
   const float scale = 1.0f / sqrtf(float(HS));
   float* dq = dqkv.f32();
   const float* dy = dout.f32();
