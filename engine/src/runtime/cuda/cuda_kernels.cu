@@ -95,20 +95,104 @@ __device__ T block_reduce(T v) {
 
 // ---- element-wise ------------------------------------------------------------------------------
 
-template <typename Out, typename In>
-__global__ void gelu_forward_kernel(Out* out, const In* inp, size_t n) {
-  GRID_STRIDE(i, n) {
-    const float x = element::load(inp + i);
-    element::store(out + i, element::gelu_value(x, sigmoid(element::gelu_arg(x))));
+// W consecutive elements from p as floats, or stored to p: W 1 (scalar), 4 or 8, in one to two
+// 8- or 16-byte accesses, p then aligned to 4 W bytes for floats, 2 W for bf16 (at least 8).
+template <int W>
+__device__ __forceinline__ void load_vec(float (&v)[W], const float* p) {
+  if constexpr (W == 1) {
+    v[0] = *p;
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) {
+      const float4 f = *reinterpret_cast<const float4*>(p + i);
+      v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
+    }
+  }
+}
+__device__ __forceinline__ float low_half(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float high_half(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+template <int W>
+__device__ __forceinline__ void load_vec(float (&v)[W], const bf16* p) {
+  if constexpr (W == 1) {
+    v[0] = to_float(*p);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) {
+      const uint2 u = *reinterpret_cast<const uint2*>(p + i);
+      v[i] = low_half(u.x), v[i + 1] = high_half(u.x), v[i + 2] = low_half(u.y), v[i + 3] = high_half(u.y);
+    }
+  }
+}
+template <int W>
+__device__ __forceinline__ void store_vec(float* p, const float (&v)[W]) {
+  if constexpr (W == 1) {
+    *p = v[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) *reinterpret_cast<float4*>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+  }
+}
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  return uint32_t(to_bf16(lo).bits) | (uint32_t(to_bf16(hi).bits) << 16);
+}
+template <int W>
+__device__ __forceinline__ void store_vec(bf16* p, const float (&v)[W]) {
+  if constexpr (W == 1) {
+    *p = to_bf16(v[0]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) *reinterpret_cast<uint2*>(p + i) = make_uint2(bf16_pair(v[i], v[i + 1]), bf16_pair(v[i + 2], v[i + 3]));
   }
 }
 
-template <typename Out, typename In, typename Dy>
-__global__ void gelu_backward_kernel(Out* dinp, const In* inp, const Dy* dout, size_t n) {
-  GRID_STRIDE(i, n) {
-    const float x = element::load(inp + i);
-    element::store(dinp + i, element::load(dout + i) * element::gelu_slope(x, sigmoid(element::gelu_arg(x))));
+// Whether every pointer is 16-byte aligned: the element-wise kernels then take 8 elements a
+// thread (kVecElements) in 16-byte accesses, else one.
+constexpr int kVecElements = 8;
+template <typename... P>
+bool aligned16(const P*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
+// An element-wise kernel's grid stride over n elements, W a thread: at(i) for elements i .. i + W - 1
+// (at.template operator()<W>), then the tail past a multiple of W one element a thread
+// (operator()<1>).
+template <int W, typename At>
+__device__ __forceinline__ void vec_stride(size_t n, At&& at) {
+  GRID_STRIDE(v, n / W) at.template operator()<W>(v * W);
+  if constexpr (W > 1) {
+    const size_t i = n / W * W + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i < n) at.template operator()<1>(i);
   }
+}
+
+template <int W, typename Out, typename In>
+__device__ __forceinline__ void gelu_forward_at(Out* out, const In* inp, size_t i) {
+  float x[W], y[W];
+  load_vec<W>(x, inp + i);
+#pragma unroll
+  for (int j = 0; j < W; ++j) y[j] = element::gelu_value(x[j], sigmoid(element::gelu_arg(x[j])));
+  store_vec<W>(out + i, y);
+}
+
+template <int W, typename Out, typename In>
+__global__ void gelu_forward_kernel(Out* out, const In* inp, size_t n) {
+  vec_stride<W>(n, [&]<int K>(size_t i) { gelu_forward_at<K>(out, inp, i); });
+}
+
+// dinp may be dout: each thread reads its elements before it writes them.
+template <int W, typename Out, typename In, typename Dy>
+__device__ __forceinline__ void gelu_backward_at(Out* dinp, const In* inp, const Dy* dout, size_t i) {
+  float x[W], dy[W], d[W];
+  load_vec<W>(x, inp + i);
+  load_vec<W>(dy, dout + i);
+#pragma unroll
+  for (int j = 0; j < W; ++j) d[j] = dy[j] * element::gelu_slope(x[j], sigmoid(element::gelu_arg(x[j])));
+  store_vec<W>(dinp + i, d);
+}
+
+template <int W, typename Out, typename In, typename Dy>
+__global__ void gelu_backward_kernel(Out* dinp, const In* inp, const Dy* dout, size_t n) {
+  vec_stride<W>(n, [&]<int K>(size_t i) { gelu_backward_at<K>(dinp, inp, dout, i); });
 }
 
 __global__ void add_kernel(float* out, const float* a, const float* b, size_t n) {
@@ -144,8 +228,8 @@ __global__ void add_bias_kernel(float* out, const Bias* bias, size_t rows, int O
 // into chunks of at least kChunkRows (at most kMaxChunks of them); block (g, k) of a first launch
 // sums chunk k of columns kSumLanes g .. kSumLanes g + kSumLanes - 1 — thread (x, y) rows y, y +
 // kSumRows, ... of its chunk in column x, then the kSumRows partials added in order of y — into
-// partials[k][column]; a second launch adds each column's chunk partials in order of k onto the
-// gradient. The order depends on the sizes only. What a row adds to a column is a Terms type's:
+// partials[k][column]; a second launch adds each column's chunk partials onto the gradient, in the
+// same way over the chunks. The order depends on the sizes only. What a row adds to a column is a Terms type's:
 // kSums sums at once, add(s, r, c).
 constexpr int kSumLanes = 32, kSumRows = 8, kChunkRows = 256, kMaxChunks = 256;
 
@@ -175,16 +259,31 @@ struct SumTargets {
   float* acc[2];
 };
 
-template <int K>
+// acc[k][c] += the sum over chunks of partials[k][chunk][c]: block (g, k) takes columns kSumLanes g
+// .., thread (x, y) chunks y, y + kSumRows, ... of column x, the kSumRows partials then added in
+// order of y (a fixed order for the sizes, as column_partials_kernel's).
 __global__ void add_column_partials_kernel(SumTargets to, const float* partials, int chunks, int cols) {
-  GRID_STRIDE(c, size_t(cols)) {
-    for (int k = 0; k < K; ++k) {
-      if (!to.acc[k]) continue;
-      float t = 0.0f;
-      for (int q = 0; q < chunks; ++q) t += partials[(size_t(k) * chunks + q) * cols + c];
-      to.acc[k][c] += t;
-    }
+  __shared__ float part[kSumRows][kSumLanes + 1];
+  const int c = blockIdx.x * kSumLanes + threadIdx.x, k = blockIdx.y;
+  float* acc = to.acc[k];
+  if (!acc) return;  // the whole block
+  float s = 0.0f;
+  if (c < cols) {
+#pragma unroll 8
+    for (int q = threadIdx.y; q < chunks; q += kSumRows) s += partials[(size_t(k) * chunks + q) * cols + c];
   }
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  float t = 0.0f;
+  for (int y = 0; y < kSumRows; ++y) t += part[y][threadIdx.x];
+  acc[c] += t;
+}
+
+// Launches add_column_partials_kernel for K sums.
+void add_column_partials(SumTargets to, int K, const float* partials, int chunks, int cols, cudaStream_t stream) {
+  const dim3 grid(unsigned((cols + kSumLanes - 1) / kSumLanes), unsigned(K)), block(kSumLanes, kSumRows);
+  add_column_partials_kernel<<<grid, block, 0, stream>>>(to, partials, chunks, cols);
 }
 
 // A bias gradient: column c of x (rows, cols).
@@ -246,7 +345,7 @@ void sum_columns(SumTargets to, const Terms& terms, int rows, int cols, const ch
   if (!partials) return;  // recorded
   const dim3 grid(unsigned((cols + kSumLanes - 1) / kSumLanes), unsigned(chunks)), block(kSumLanes, kSumRows);
   column_partials_kernel<<<grid, block, 0, stream()>>>(partials, terms, rows, cols, chunk_rows);
-  add_column_partials_kernel<Terms::kSums><<<blocks_for(size_t(cols)), kThreads, 0, stream()>>>(to, partials, chunks, cols);
+  add_column_partials(to, Terms::kSums, partials, chunks, cols, stream());
   launched(what);
 }
 
@@ -350,6 +449,137 @@ __global__ void layernorm_dinp_kernel(float* dinp, bf16* dinp_low, const float* 
     const float v = dx[c] + element::layernorm_dx(dy[c], weight[c], (x[c] - m) * r, r, a, b);
     dx[c] = v;
     if (low) low[c] = to_bf16(v);
+  }
+}
+
+// Rows of C = 4 m floats, m <= 32 kVec, held in registers: one warp a row, lane l holding the
+// float4s l, l + 32, ... of it, so that every element is read from memory once (layernorm_rows).
+// Rows whose C is no multiple of 4, wider than 2048, or not 16-byte aligned take the kernels above.
+constexpr int kRowWarps = 4;  // warps of a block of the row kernels
+template <int kVec>
+struct RowVecs {
+  float4 v[kVec];
+};
+template <int kVec>
+__device__ __forceinline__ void load_row(RowVecs<kVec>& r, const float* row, int n4) {
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const int i = lane + k * kWarp;
+    r.v[k] = i < n4 ? reinterpret_cast<const float4*>(row)[i] : make_float4(0, 0, 0, 0);
+  }
+}
+__device__ __forceinline__ float4 ldg4(const float* p, int i) { return __ldg(reinterpret_cast<const float4*>(p) + i); }
+__device__ __forceinline__ float& at(float4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+__device__ __forceinline__ float at(const float4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+
+template <int kVec, typename Out>
+__global__ void __launch_bounds__(kRowWarps * kWarp) layernorm_forward_vec_kernel(Out* out, float* mean, float* rstd, const float* inp,
+                                                                                   const float* weight, const float* bias, int N, int C) {
+  const int row = blockIdx.x * kRowWarps + threadIdx.x / kWarp, lane = threadIdx.x % kWarp, n4 = C / 4;
+  if (row >= N) return;
+  RowVecs<kVec> x;
+  load_row(x, inp + size_t(row) * C, n4);
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) s += (x.v[k].x + x.v[k].y) + (x.v[k].z + x.v[k].w);  // zeros past the row
+  const float m = warp_sum(s) / C;
+  float v = 0;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    if (lane + k * kWarp >= n4) break;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v += (at(x.v[k], j) - m) * (at(x.v[k], j) - m);
+  }
+  const float r = element::layernorm_rstd(warp_sum(v) / C);
+  Out* o = out + size_t(row) * C;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const int i = lane + k * kWarp;
+    if (i >= n4) break;
+    const float4 w = ldg4(weight, i), b = ldg4(bias, i);
+    float y[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) y[j] = (at(x.v[k], j) - m) * r * at(w, j) + at(b, j);
+    store_vec<4>(o + 4 * i, y);
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
+// Layernorm's backward over rows held in registers. Block b takes rows b chunk_rows .. (b + 1)
+// chunk_rows - 1, its warp w every kRowWarps-th of them from w. With dinp, it accumulates the
+// input gradient (and its bf16 copy into dinp_low, where given); with partials, it also sums the
+// parameter gradients' terms, dy norm and dy, per column: each warp over its rows in order in
+// shared memory, then the warps in order into partials[k][b][column] (k 0: dweight, 1: dbias),
+// which add_column_partials_kernel adds over the blocks. So dout and inp are read once
+// for both, and the sums' order depends on the sizes only.
+template <int kVec>
+__global__ void __launch_bounds__(kRowWarps * kWarp)
+    layernorm_backward_vec_kernel(float* dinp, bf16* dinp_low, float* partials, const float* dout, const float* inp, const float* weight,
+                                  const float* mean, const float* rstd, int N, int C, int chunk_rows) {
+  extern __shared__ float4 sums[];  // with partials: [warp][2][C / 4]
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, n4 = C / 4;
+  float4* my = sums + size_t(warp) * 2 * n4;
+  if (partials) {
+    for (int i = lane; i < 2 * n4; i += kWarp) my[i] = make_float4(0, 0, 0, 0);
+  }
+  const int r0 = blockIdx.x * chunk_rows, r1 = min(N, r0 + chunk_rows);
+  for (int row = r0 + warp; row < r1; row += kRowWarps) {
+    RowVecs<kVec> dy, x;
+    load_row(dy, dout + size_t(row) * C, n4);
+    load_row(x, inp + size_t(row) * C, n4);
+    const float m = mean[row], r = rstd[row];
+    float a = 0, b = 0;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int i = lane + k * kWarp;
+      if (i >= n4) break;
+      const float4 w = ldg4(weight, i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float dn = at(dy.v[k], j) * at(w, j), norm = (at(x.v[k], j) - m) * r;
+        a += dn;
+        b += dn * norm;
+        at(x.v[k], j) = norm;  // x is not needed past here
+      }
+      if (partials) {
+        float4 &dw = my[i], &db = my[n4 + i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          at(dw, j) += at(dy.v[k], j) * at(x.v[k], j);
+          at(db, j) += at(dy.v[k], j);
+        }
+      }
+    }
+    if (!dinp) continue;
+    a = warp_sum(a) / C;
+    b = warp_sum(b) / C;
+    float* dx = dinp + size_t(row) * C;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int i = lane + k * kWarp;
+      if (i >= n4) break;
+      const float4 w = ldg4(weight, i);
+      float4 d = reinterpret_cast<const float4*>(dx)[i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) at(d, j) += element::layernorm_dx(at(dy.v[k], j), at(w, j), at(x.v[k], j), r, a, b);
+      reinterpret_cast<float4*>(dx)[i] = d;
+      if (dinp_low) {
+        const float v[4] = {d.x, d.y, d.z, d.w};
+        store_vec<4>(dinp_low + size_t(row) * C + 4 * i, v);
+      }
+    }
+  }
+  if (!partials) return;
+  __syncthreads();
+  const float* all = reinterpret_cast<const float*>(sums);
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {  // c: column c % C of sum c / C
+    float t = 0;
+    for (int w = 0; w < kRowWarps; ++w) t += all[size_t(w) * 2 * C + c];
+    partials[(size_t(c / C) * gridDim.x + blockIdx.x) * C + c % C] = t;
   }
 }
 
@@ -708,6 +938,62 @@ const In* operand(int slot, ActIn x, size_t n) {
   }
 }
 
+// Calls f.template operator()<kVec>() with the float4s a lane holds of a row of C floats
+// (layernorm_forward_vec_kernel and layernorm_backward_vec_kernel); false, calling nothing, where C
+// takes the scalar kernels (no multiple of 4, or wider than 2048).
+bool takes_row_vecs(int C) { return C > 0 && C % 4 == 0 && C <= 16 * 4 * kWarp; }
+template <typename F>
+bool with_row_vecs(int C, F&& f) {
+  if (!takes_row_vecs(C)) return false;
+  const int per_lane = (C / 4 + kWarp - 1) / kWarp;
+  if (per_lane <= 4) {
+    f.template operator()<4>();
+  } else if (per_lane <= 8) {
+    f.template operator()<8>();
+  } else if (per_lane <= 12) {
+    f.template operator()<12>();
+  } else {
+    f.template operator()<16>();
+  }
+  return true;
+}
+
+// Blocks of the row kernels for N rows, rows_per_warp each.
+unsigned row_blocks(int N, int rows_per_warp) {
+  const int rows = kRowWarps * rows_per_warp;
+  return static_cast<unsigned>((N + rows - 1) / rows);
+}
+
+// Layernorm's backward through layernorm_backward_vec_kernel, its parameter sums in the same
+// pass; false, launching nothing, where the rows take the scalar kernels. The parameter sums cut
+// the rows into at most 256 chunks of at least 16 (a block each), as sum_columns does.
+bool layernorm_backward_vec(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                            const float* mean, const float* rstd, int N, int C, bf16* dinp_low) {
+  if (!takes_row_vecs(C) || !aligned16(dout, inp, weight, dinp, dinp_low)) return false;
+  const bool sums = dweight || dbias;
+  const int chunk_rows = sums ? std::max(4 * kRowWarps, (N + 255) / 256) : kRowWarps;
+  const int chunks = (N + chunk_rows - 1) / chunk_rows;
+  const size_t shared = sums ? size_t(kRowWarps) * 2 * C * sizeof(float) : 0;
+  std::unique_lock<std::mutex> lock(g_sums.mutex, std::defer_lock);
+  float* partials = nullptr;
+  if (sums) {
+    lock.lock();
+    partials = static_cast<float*>(grown(g_sums.p, g_sums.cap, size_t(2) * chunks * C * sizeof(float)));
+    if (!partials) return true;  // recorded
+  }
+  return with_row_vecs(C, [&]<int V>() {
+    auto kernel = layernorm_backward_vec_kernel<V>;
+    if (shared > 48 * 1024 &&
+        !STAGECRAFT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)))) {
+      return;
+    }
+    kernel<<<unsigned(chunks), kRowWarps * kWarp, shared, stream()>>>(dinp, dinp_low, partials, dout, inp, weight, mean, rstd, N, C,
+                                                                      chunk_rows);
+    if (sums) add_column_partials(SumTargets{{dweight, dbias}}, 2, partials, chunks, C, stream());
+    launched("layernorm_backward");
+  });
+}
+
 unsigned warp_rows_blocks(int rows) { return static_cast<unsigned>((rows + kThreads / kWarp - 1) / (kThreads / kWarp)); }
 
 class CudaOps final : public Ops {
@@ -884,7 +1170,10 @@ class CudaOps final : public Ops {
                          int C) const override {
     if (N <= 0) return;
     with_typed(out, [&](auto* o) {
-      layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
+      const bool vec = aligned16(o, inp, weight, bias) && with_row_vecs(C, [&]<int V>() {
+        layernorm_forward_vec_kernel<V><<<row_blocks(N, 1), kRowWarps * kWarp, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
+      });
+      if (!vec) layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
     });
     launched("layernorm_forward");
   }
@@ -892,6 +1181,7 @@ class CudaOps final : public Ops {
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                           const float* mean, const float* rstd, int N, int C, bf16* dinp_low) const override {
     if (N <= 0) return;
+    if (layernorm_backward_vec(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_low)) return;
     if (dinp) {
       layernorm_dinp_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(dinp, dinp_low, dout, inp, weight, mean, rstd, N, C);
       launched("layernorm_backward");
@@ -1014,7 +1304,13 @@ class CudaOps final : public Ops {
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     if (N == 0) return;
     with_typed(out, [&](auto* o) {
-      with_typed(inp, [&](const auto* x) { gelu_forward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(o, x, N); });
+      with_typed(inp, [&](const auto* x) {
+        if (aligned16(o, x)) {
+          gelu_forward_kernel<kVecElements><<<blocks_for(N / kVecElements), kThreads, 0, stream()>>>(o, x, N);
+        } else {
+          gelu_forward_kernel<1><<<blocks_for(N), kThreads, 0, stream()>>>(o, x, N);
+        }
+      });
     });
     launched("gelu_forward");
   }
@@ -1023,7 +1319,13 @@ class CudaOps final : public Ops {
     if (N == 0) return;
     with_typed(dinp, [&](auto* d) {
       with_typed(inp, [&](const auto* x) {
-        with_typed(dout, [&](const auto* dy) { gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dy, N); });
+        with_typed(dout, [&](const auto* dy) {
+          if (aligned16(d, x, dy)) {
+            gelu_backward_kernel<kVecElements><<<blocks_for(N / kVecElements), kThreads, 0, stream()>>>(d, x, dy, N);
+          } else {
+            gelu_backward_kernel<1><<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dy, N);
+          }
+        });
       });
     });
     launched("gelu_backward");
