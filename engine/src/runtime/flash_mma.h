@@ -168,9 +168,18 @@ STAGECRAFT_HD size_t grads_bytes() {
   return keys > queries ? keys : queries;
 }
 
-// Two floats as a bf16 pair, the first in the low half (the lower column or row).
+// Two floats as a bf16 pair, the first in the low half (the lower column or row). On a GPU one
+// instruction (cvt.rn.bf16x2.f32) where bf16.h's to_bf16 takes a handful of integer operations an
+// element: the same rounding, to nearest with ties to even, for every value but NaN, which it
+// makes the canonical NaN rather than keeping the payload.
 STAGECRAFT_TILE uint32_t pack(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // the first source goes to the high half
+  return r;
+#else
   return uint32_t(to_bf16(lo).bits) | (uint32_t(to_bf16(hi).bits) << 16);
+#endif
 }
 
 // Rows t0 .. t0 + n - 1 of q, k, v (which 0, 1, 2 of qkv) or of dO (which -1, dout (B, T, C) in
