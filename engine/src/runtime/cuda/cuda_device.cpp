@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -36,7 +37,16 @@ class CudaDevice final : public Device {
   Result<void*> allocate(size_t bytes) override {
     if (bytes == 0) return static_cast<void*>(nullptr);
     void* p = nullptr;
-    const cudaError_t e = cudaMallocAsync(&p, bytes, context()->stream);
+    Context& c = *context();
+    cudaError_t e = cudaMallocAsync(&p, bytes, c.stream);
+    if (e == cudaErrorMemoryAllocation) {
+      // The pool keeps freed memory (cuda_context.h): hand what it holds unused back to the
+      // driver, once the stream's frees are done, and try again.
+      cudaGetLastError();
+      cudaStreamSynchronize(c.stream);
+      cudaMemPoolTrimTo(c.pool, 0);
+      e = cudaMallocAsync(&p, bytes, c.stream);
+    }
     if (e != cudaSuccess) {
       cudaGetLastError();  // an out-of-memory is not sticky: clear it so later calls work
       size_t free_bytes = 0, total = 0;
@@ -180,6 +190,13 @@ Status open_context(int ordinal) {
   if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) return fail("cudaSetDevice", cudaGetErrorString(e));
   if (cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking); e != cudaSuccess) {
     return fail("cudaStreamCreate", cudaGetErrorString(e));
+  }
+  if (cudaError_t e = cudaDeviceGetDefaultMemPool(&c->pool, ordinal); e != cudaSuccess) {
+    return fail("cudaDeviceGetDefaultMemPool", cudaGetErrorString(e));
+  }
+  uint64_t keep_all = UINT64_MAX;
+  if (cudaError_t e = cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep_all); e != cudaSuccess) {
+    return fail("cudaMemPoolSetAttribute", cudaGetErrorString(e));
   }
   if (cublasStatus_t s = cublasCreate(&c->cublas); s != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", cublasGetStatusString(s));
   cublasSetStream(c->cublas, c->stream);
