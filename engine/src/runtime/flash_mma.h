@@ -92,10 +92,11 @@ bool with_padded_head(int hs, F&& f) {
 
 // Rows of the tiles a gradient pass walks (its inner loop's tile). The key-gradient warp holds dK
 // and dV (D / 2 floats a thread) from the first tile to the last and the walked tile's S, P, dP
-// and dS besides: it walks 32 query rows, so that at head size 64 its bf16 program fits 168
-// registers, three blocks an SM (ptxas at sm_90; walking 64, it took 240: two). The query-gradient
-// pass walks 64 key rows up to head size 64 (168 registers, three blocks an SM either way) and 32
-// at 128.
+// and dS besides: it walks 32 query rows, so that at head size 64 its bf16 program took 168
+// registers, three blocks an SM (ptxas at sm_90, with bf16.h's integer rounding in pack; walking
+// 64, it took 240: two). The query-gradient pass walks 64 key rows up to head size 64 (168
+// registers either way) and 32 at 128. cuda/flash_attention.cu says what the one-launch gradient
+// kernel takes now.
 template <int D, flash::Pass P>
 inline constexpr int kWalk = P == flash::Pass::kKeyGrads || D > 64 ? 32 : 64;
 
