@@ -22,14 +22,14 @@
 # default):
 #   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores),
 #   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
-#   bench_gpu_train flash bf16 --accumulate 8; 32 sequences a step in micro-batches of 16
-#   (--micro-batch 16 --accumulate 2, one shape: 774M or GPU_BENCH_MODEL); the first with
-#   --breakdown
-#   bench_gpu_train_torch.py compile bf16 accumulate=8, in micro-batches of 16 as above, and the
-#   first without torch.compile, where the host's python3 has PyTorch with CUDA
-#   bench_gpu_train standard bf16 --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
-#   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300); with GPU_BENCH_MODEL
-#   (124M, 350M or 774M), every benchmark but the first runs that shape alone
+#   bench_gpu_train flash bf16 --accumulate 8, every shape; then one shape (774M, or
+#   GPU_BENCH_MODEL: 124M, 350M or 774M): 32 sequences a step in micro-batches of 16
+#   (--micro-batch 16 --accumulate 2), --accumulate 8 with --breakdown, and
+#   bench_gpu_train_torch.py compile bf16 at both, where the host's python3 has PyTorch with CUDA
+#   GPU_BENCH_EXTRA=1: also PyTorch without torch.compile, bench_gpu_train standard bf16
+#   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
+#   GPU_NCU=1: also Nsight Compute on the tensor-core attention kernels (ncu.log)
+#   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300)
 # It exits non-zero when a suite failed or a library was not found, naming which.
 set -uo pipefail
 
@@ -172,36 +172,56 @@ run_suites() {
 
 run_benchmarks() {
   local bench=$build_here/bin/bench_gpu_train limit=${GPU_BENCH_TIMEOUT:-300} model=${GPU_BENCH_MODEL:-}
-  # Each run is cut off at GPU_BENCH_TIMEOUT seconds; GPU_BENCH_MODEL (124M, 350M or 774M) keeps
-  # every run but the first to that shape. Eight micro-batches a step throughout, as real runs
-  # take many. The MFU figure comes first, then the kernel-time breakdown, PyTorch's steps, and
-  # the comparisons.
+  # Each run is cut off at GPU_BENCH_TIMEOUT seconds. Eight micro-batches a step throughout, as
+  # real runs take many. The MFU figure of every shape comes first, then one shape's (774M, or
+  # GPU_BENCH_MODEL's) runs: in micro-batches of 16, the kernel-time breakdown, PyTorch's steps.
+  # On an H200 the default set took about 4 minutes, torch.compile most of it.
   run_bench() {  # LOG PROGRAM ARGS...: the run's output in LOG.log, its seconds printed
     local log=$1 t0=$SECONDS; shift
     timeout "$limit" "$@" >"$logs/$log.log" 2>&1 || failed+=("$(basename "$1") ${*:2} (${log}.log)")
     echo "$log: $((SECONDS - t0)) s"
   }
-  local one=(${model:+--model "$model"})
+  local one=(--model "${model:-774M}")
   run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
   # 32 sequences a step, as 774M's default four micro-batches of 4 x 8 make, in micro-batches of
-  # 16 (GEMMs of 16,384 rows); 774M unless GPU_BENCH_MODEL names another shape.
-  run_bench bench_flash_bf16_micro16 "$bench" flash bf16 --micro-batch 16 --accumulate 2 --model "${model:-774M}"
+  # 16 (GEMMs of 16,384 rows).
+  run_bench bench_flash_bf16_micro16 "$bench" flash bf16 --micro-batch 16 --accumulate 2 "${one[@]}"
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 ${model:+model=$model})
+    local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 model="${model:-774M}")
     PYTHONUNBUFFERED=1 run_bench torch_compile "${torch_bench[@]}" compile
     PYTHONUNBUFFERED=1 run_bench torch_compile_micro16 python3 tests/bench/bench_gpu_train_torch.py bf16 compile micro_batch=16 \
       accumulate=2 model="${model:-774M}"
-    PYTHONUNBUFFERED=1 run_bench torch_eager "${torch_bench[@]}"
-    logs_list+=(torch_compile torch_compile_micro16 torch_eager)
+    logs_list+=(torch_compile torch_compile_micro16)
+    if [ "${GPU_BENCH_EXTRA:-0}" = 1 ]; then
+      PYTHONUNBUFFERED=1 run_bench torch_eager "${torch_bench[@]}"
+      logs_list+=(torch_eager)
+    fi
   else
     echo "no PyTorch with CUDA on this host's python3: the PyTorch reference is not run"
   fi
-  run_bench bench_standard_bf16 "$bench" standard bf16 --accumulate 8 --breakdown "${one[@]}"
-  STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 --accumulate 8 "${one[@]}"
-  logs_list+=(bench_standard_bf16 bench_flash_bf16_no_tensor_cores)
+  # GPU_BENCH_EXTRA=1: standard attention and the fp32-core fused attention too.
+  if [ "${GPU_BENCH_EXTRA:-0}" = 1 ]; then
+    run_bench bench_standard_bf16 "$bench" standard bf16 --accumulate 8 --breakdown "${one[@]}"
+    STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 --accumulate 8 "${one[@]}"
+    logs_list+=(bench_standard_bf16 bench_flash_bf16_no_tensor_cores)
+  fi
+  # GPU_NCU=1: Nsight Compute's view of the tensor-core attention (one forward and one gradient
+  # launch of a 124M step: throughput, pipes, warp states, occupancy), where ncu is installed.
+  if [ "${GPU_NCU:-0}" = 1 ]; then
+    local ncu
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+    if [ -n "$ncu" ]; then
+      run_bench ncu "$ncu" --clock-control none -k regex:mma_ --launch-skip 35 --launch-count 2 --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+        "$bench" flash bf16 --model 124M
+      grep -E 'mma_|Duration|Issue Slots|pipeline|Registers Per|Warp Cycles Per Issued|Achieved Active Warps' "$logs/ncu.log" | cut -c1-150
+    else
+      echo "GPU_NCU=1: no ncu on this host"
+    fi
+  fi
   local f
   for f in "${logs_list[@]}"; do
     echo "== $f"
