@@ -24,7 +24,8 @@
 #   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
 #   bench_gpu_train flash bf16 --accumulate 8, every shape; then one shape (774M, or
 #   GPU_BENCH_MODEL: 124M, 350M or 774M): 32 sequences a step in micro-batches of 16
-#   (--micro-batch 16 --accumulate 2), --accumulate 8 with --breakdown, and
+#   (--micro-batch 16 --accumulate 2; the SM clock and power sampled meanwhile into
+#   clocks_micro16.log), --accumulate 8 with --breakdown, and
 #   bench_gpu_train_torch.py compile bf16 at both, where the host's python3 has PyTorch with CUDA
 #   GPU_BENCH_EXTRA=1: also PyTorch without torch.compile, bench_gpu_train standard bf16
 #   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
@@ -184,8 +185,18 @@ run_benchmarks() {
   local one=(--model "${model:-774M}")
   run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
   # 32 sequences a step, as 774M's default four micro-batches of 4 x 8 make, in micro-batches of
-  # 16 (GEMMs of 16,384 rows).
+  # 16 (GEMMs of 16,384 rows), with the GPU's SM clock and power sampled every 200 ms meanwhile:
+  # such a step took some 80 ms longer than its kernels timed alone, and a clock held down under
+  # long GEMMs would show here.
+  local sampler=
+  nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 >"$logs/clocks_micro16.log" 2>&1 &
+  sampler=$!
   run_bench bench_flash_bf16_micro16 "$bench" flash bf16 --micro-batch 16 --accumulate 2 "${one[@]}"
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  awk -F', *' '$1 ~ /^[0-9]+$/ {n++; c+=$1; p+=$2; if (!lo || $1 < lo) lo=$1; if ($1 > hi) hi=$1}
+    END {if (n) printf "micro-batches of 16: SM clock %d to %d MHz (mean %.0f), mean power %.0f W, %d samples\n", lo, hi, c/n, p/n, n}' \
+    "$logs/clocks_micro16.log"
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
