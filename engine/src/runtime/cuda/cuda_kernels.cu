@@ -153,6 +153,17 @@ bool aligned16(const P*... p) {
   return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
 }
 
+// launch.template operator()<W>(blocks) for an element-wise kernel over n elements: W kVecElements
+// where its pointers are aligned (aligned16), else 1, with the blocks that W a thread takes.
+template <typename Launch>
+void elementwise_launch(size_t n, bool aligned, Launch&& launch) {
+  if (aligned) {
+    launch.template operator()<kVecElements>(blocks_for(n / kVecElements));
+  } else {
+    launch.template operator()<1>(blocks_for(n));
+  }
+}
+
 // An element-wise kernel's grid stride over n elements, W a thread: at(i) for elements i .. i + W - 1
 // (at.template operator()<W>), then the tail past a multiple of W one element a thread
 // (operator()<1>).
@@ -938,10 +949,12 @@ const In* operand(int slot, ActIn x, size_t n) {
   }
 }
 
-// Calls f.template operator()<kVec>() with the float4s a lane holds of a row of C floats
-// (layernorm_forward_vec_kernel and layernorm_backward_vec_kernel); false, calling nothing, where C
-// takes the scalar kernels (no multiple of 4, or wider than 2048).
+// Whether rows of C floats go through the row kernels (layernorm_forward_vec_kernel and
+// layernorm_backward_vec_kernel): a multiple of 4, at most 2048.
 bool takes_row_vecs(int C) { return C > 0 && C % 4 == 0 && C <= 16 * 4 * kWarp; }
+
+// Calls f.template operator()<kVec>() with the float4s a lane holds of a row of C floats; false,
+// calling nothing, where C takes the scalar kernels.
 template <typename F>
 bool with_row_vecs(int C, F&& f) {
   if (!takes_row_vecs(C)) return false;
@@ -958,15 +971,12 @@ bool with_row_vecs(int C, F&& f) {
   return true;
 }
 
-// Blocks of the row kernels for N rows, rows_per_warp each.
-unsigned row_blocks(int N, int rows_per_warp) {
-  const int rows = kRowWarps * rows_per_warp;
-  return static_cast<unsigned>((N + rows - 1) / rows);
-}
+// Blocks of the row kernels for N rows, a row a warp.
+unsigned row_blocks(int N) { return static_cast<unsigned>((N + kRowWarps - 1) / kRowWarps); }
 
 // Layernorm's backward through layernorm_backward_vec_kernel, its parameter sums in the same
 // pass; false, launching nothing, where the rows take the scalar kernels. The parameter sums cut
-// the rows into at most 256 chunks of at least 16 (a block each), as sum_columns does.
+// the rows into at most 256 chunks (as sum_columns does) of at least 16 rows, a block each.
 bool layernorm_backward_vec(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                             const float* mean, const float* rstd, int N, int C, bf16* dinp_low) {
   if (!takes_row_vecs(C) || !aligned16(dout, inp, weight, dinp, dinp_low)) return false;
@@ -1171,7 +1181,7 @@ class CudaOps final : public Ops {
     if (N <= 0) return;
     with_typed(out, [&](auto* o) {
       const bool vec = aligned16(o, inp, weight, bias) && with_row_vecs(C, [&]<int V>() {
-        layernorm_forward_vec_kernel<V><<<row_blocks(N, 1), kRowWarps * kWarp, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
+        layernorm_forward_vec_kernel<V><<<row_blocks(N), kRowWarps * kWarp, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
       });
       if (!vec) layernorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(o, mean, rstd, inp, weight, bias, N, C);
     });
@@ -1305,11 +1315,8 @@ class CudaOps final : public Ops {
     if (N == 0) return;
     with_typed(out, [&](auto* o) {
       with_typed(inp, [&](const auto* x) {
-        if (aligned16(o, x)) {
-          gelu_forward_kernel<kVecElements><<<blocks_for(N / kVecElements), kThreads, 0, stream()>>>(o, x, N);
-        } else {
-          gelu_forward_kernel<1><<<blocks_for(N), kThreads, 0, stream()>>>(o, x, N);
-        }
+        elementwise_launch(N, aligned16(o, x),
+                           [&]<int W>(unsigned blocks) { gelu_forward_kernel<W><<<blocks, kThreads, 0, stream()>>>(o, x, N); });
       });
     });
     launched("gelu_forward");
@@ -1320,11 +1327,8 @@ class CudaOps final : public Ops {
     with_typed(dinp, [&](auto* d) {
       with_typed(inp, [&](const auto* x) {
         with_typed(dout, [&](const auto* dy) {
-          if (aligned16(d, x, dy)) {
-            gelu_backward_kernel<kVecElements><<<blocks_for(N / kVecElements), kThreads, 0, stream()>>>(d, x, dy, N);
-          } else {
-            gelu_backward_kernel<1><<<blocks_for(N), kThreads, 0, stream()>>>(d, x, dy, N);
-          }
+          elementwise_launch(N, aligned16(d, x, dy),
+                             [&]<int W>(unsigned blocks) { gelu_backward_kernel<W><<<blocks, kThreads, 0, stream()>>>(d, x, dy, N); });
         });
       });
     });
