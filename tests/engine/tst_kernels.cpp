@@ -920,6 +920,25 @@ class TestKernels : public QObject {
     QVERIFY(cpu_ops().sum_of_squares_segments(g.data(), made->list()) == 0.0);
   }
 
+  // A table is in quads (ops.h: SegmentList::quads) only where every begin, moment and count is a
+  // multiple of 4; one element off anywhere, and it is not.
+  void segmentTableKnowsQuads() {
+    size_t end = 0;
+    auto quads = [&](std::vector<cpu::Segment> segs) {
+      auto t = SegmentTable::make(host_device(), std::move(segs));
+      return t.ok() && t->list().quads;
+    };
+    const auto four = place_segments({8, 0, 4, 100000}, 16, 12, &end, 4);
+    QVERIFY(quads(four));
+    QVERIFY(!quads(place_segments({8, 0, 4, 100000}, 16, 12, &end, 1)));  // begins 1 and 2 apart
+    for (const auto field : {&cpu::Segment::begin, &cpu::Segment::moment, &cpu::Segment::count}) {
+      auto off = four;
+      off[3].*field += 1;
+      QVERIFY(!quads(off));
+    }
+    QVERIFY(!SegmentTable().list().quads);
+  }
+
   // ---- RNG ---------------------------------------------------------------------------------------
 
   // Known-answer vectors of Philox4x32-10 from Random123 (kat_vectors).

@@ -813,30 +813,39 @@ class TestCuda : public QObject {
 
   // AdamW and the sum of squares over a segment list, one launch each, against the CPU's segment
   // calls: moments indexed from a shard's begin as the trainer's, every other segment decayed.
+  // Lists in quads (every begin, moment and count a multiple of 4) take the 16-byte AdamW kernel,
+  // the others one element a thread.
   void segmentCallsMatchTheCpu_data() {
     QTest::addColumn<QList<int>>("counts");
     QTest::addColumn<double>("grad_scale");
-    QTest::newRow("odd sizes, empty first, between and last") << QList<int>{0, 17, 1, 0, 0, 100003, 3, 0} << 1.0;
-    QTest::newRow("one segment of one element") << QList<int>{1} << 0.37;
+    QTest::addColumn<bool>("quads");
+    QTest::newRow("odd sizes, empty first, between and last") << QList<int>{0, 17, 1, 0, 0, 100003, 3, 0} << 1.0 << false;
+    QTest::newRow("one segment of one element") << QList<int>{1} << 0.37 << false;
     // 1,000,007 elements: more than one grid stride of the sum's capped grid (1023 x 256 threads).
-    QTest::newRow("more elements than one stride of the sum's grid") << QList<int>{300001, 5, 700001} << 0.5;
-    QList<int> many;
+    QTest::newRow("more elements than one stride of the sum's grid") << QList<int>{300001, 5, 700001} << 0.5 << false;
+    QList<int> many, many4;
     for (int k = 0; k < 1100; ++k) many.append((k * 37) % 50);
-    QTest::newRow("1100 small segments") << many << 1.0;
+    for (int k = 0; k < 1100; ++k) many4.append((k * 36) % 52);
+    QTest::newRow("1100 small segments") << many << 1.0 << false;
+    QTest::newRow("in quads: empty first, between and last") << QList<int>{0, 16, 4, 0, 0, 100004, 8, 0} << 1.0 << true;
+    QTest::newRow("in quads: more than one stride of the sum's grid") << QList<int>{300004, 4, 700008} << 0.5 << true;
+    QTest::newRow("in quads: 1100 small segments") << many4 << 0.37 << true;
   }
   void segmentCallsMatchTheCpu() {
     QFETCH(QList<int>, counts);
     QFETCH(double, grad_scale);
+    QFETCH(bool, quads);
     Device& d = *gpu_;
-    const size_t shard_begin = 11;
+    const size_t shard_begin = quads ? 12 : 11;
     size_t at = 0;
-    const std::vector<Segment> segs = testing::place_segments(counts, shard_begin + 2, shard_begin, &at);
+    const std::vector<Segment> segs = testing::place_segments(counts, shard_begin + (quads ? 4 : 2), shard_begin, &at, quads ? 4 : 1);
     const size_t n = at + 5, nm = n - shard_begin;
     Twin p(d, randn(n, 40)), g(d, randn(n, 41)), m(d, randn(nm, 42, 0.1)), v(d, std::vector<float>(nm, 0.01f));
     auto host_table = SegmentTable::make(host_device(), segs);
     auto gpu_table = SegmentTable::make(d, segs);
     QVERIFY(host_table.ok() && gpu_table.ok());
     QCOMPARE(gpu_table->list().elements, host_table->elements());
+    QCOMPARE(gpu_table->list().quads, quads);
     AdamWOptions opt;
     opt.lr = 1e-3f;
     opt.weight_decay = 0.1f;

@@ -1,6 +1,7 @@
 // SegmentTable: a segment list laid out and uploaded once. See segment_table.h.
 #include "stagecraft/runtime/segment_table.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,8 @@ namespace stagecraft::runtime {
 Result<SegmentTable> SegmentTable::make(Device& device, std::vector<Segment> segments) {
   SegmentTable t;
   t.elements_ = cpu::layout_segments(segments.data(), segments.size());
+  t.quads_ = std::all_of(segments.begin(), segments.end(),
+                         [](const Segment& s) { return s.begin % 4 == 0 && s.moment % 4 == 0 && s.count % 4 == 0; });
   auto buf = Buffer<Segment>::make(device, segments.size());
   if (!buf.ok()) return buf.status().with_context("segment table of " + std::to_string(segments.size()) + " ranges");
   t.device_ = std::move(buf).value();

@@ -41,6 +41,9 @@ struct SegmentList {
   const Segment* segments = nullptr;  // (count): device memory
   size_t count = 0;
   size_t elements = 0;  // the sum of the segments' counts
+  // Every segment's begin, moment and count are multiples of 4 (so is every `first`): a backend
+  // may then update four elements at a time. False promises nothing.
+  bool quads = false;
 };
 
 enum class ActType : uint8_t { kF32, kBf16 };

@@ -29,7 +29,7 @@ class SegmentTable {
   [[nodiscard]] static Result<SegmentTable> make(Device& device, std::vector<Segment> segments);
 
   // What the Ops segment calls take: the table in the device's memory and its element total.
-  SegmentList list() const { return {device_.data(), device_.size(), elements_}; }
+  SegmentList list() const { return {device_.data(), device_.size(), elements_, quads_}; }
   // The same segments in host memory, laid out.
   const std::vector<Segment>& segments() const { return host_; }
   size_t elements() const { return elements_; }  // the sum of the segments' counts
@@ -38,6 +38,7 @@ class SegmentTable {
   std::vector<Segment> host_;
   Buffer<Segment> device_;
   size_t elements_ = 0;
+  bool quads_ = false;  // SegmentList::quads
 };
 
 }  // namespace stagecraft::runtime
