@@ -333,14 +333,20 @@ struct MmaExec {
   }
 };
 
-// Forward blocks an SM must hold at once (__launch_bounds__ caps the registers to fit them): four at
-// head sizes up to 64, 128 registers a thread, which ptxas at sm_90 reaches without spilling, and
-// 46 KB of shared memory a block at head size 64. The gradient kernel is not capped: at head size
-// 64 it took 168 registers, three blocks an SM, with bf16.h's integer rounding in flash_mma.h's
-// pack, and takes 190, two blocks an SM, with the conversion instruction (Nsight Compute on an
-// H200), at the same speed (101.9 ms of a GPT-2 774M step against 102.4); a cap made it spill.
+// Blocks an SM must hold at once (__launch_bounds__ caps the registers to fit them).
+// Forward: four at head sizes up to 64, 128 registers a thread, which ptxas at sm_90 reaches
+// without spilling, and 46 KB of shared memory a block at head size 64.
+// Gradients: three up to head size 64, 168 registers. Uncapped, ptxas at sm_90 gives the kernel
+// 228 at head size 64 (two blocks an SM); capped, it spills 68 bytes a thread and loads 84, and
+// runs faster all the same: on an H200, 89.0 ms of a GPT-2 774M step (8 micro-batches of 4)
+// against 99.6. Of the other forms timed with it (on the same GPU, in one process each), walking
+// 64 query rows in the key pass (243 registers, two blocks) took 97.1 ms, keeping K's and V's
+// fragments in registers over the walk 99.2 (228, two blocks; 93.6 capped to three, with 188
+// bytes spilled), and both 93.6 (249). At 128 the cap would spill some 500 bytes: uncapped.
 template <int D>
 inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
+template <int D>
+inline constexpr int kGradsBlocks = D <= 64 ? 3 : 1;
 
 // The grid of the tensor-core passes is (B x NH, tiles), blockIdx.x the (sequence, head) and
 // blockIdx.y the tile's place in the order of work, so that blocks, which start in the order of
@@ -362,7 +368,7 @@ __global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>) mma_fo
 // either pass first, so that the two passes' tails are one (they read the same inputs and write
 // disjoint parts of dqkv: dQ, and dK with dV).
 template <int D, typename Grads>
-__global__ void __launch_bounds__(flash_mma::kThreads) mma_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
+__global__ void __launch_bounds__(flash_mma::kThreads, kGradsBlocks<D>) mma_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
                                                                        const float* delta, int T, int NH, int hs) {
   const flash::Slice s = flash::slice_of(T, NH, hs, int(blockIdx.x));
   const flash_mma::GradsTile g = flash_mma::grads_tile(int(gridDim.y) / 2, int(blockIdx.y));
