@@ -201,9 +201,9 @@ run_benchmarks() {
   # process's start, the model's set-up and its end).
   awk -F', *' '$1 ~ /^[0-9]+$/ {n++; c[n]=$1; p[n]=$2; r[n]=$3; if ($2 > top) top=$2}
     END {for (i = 1; i <= n; i++) if (p[i] >= top / 2) {k++; cs+=c[i]; ps+=p[i]; if (!lo || c[i] < lo) lo=c[i]; if (c[i] > hi) hi=c[i];
-           if (r[i] != "" && r[i] !~ /^0x0+$/) held++}
-         if (k) printf "micro-batches of 16, under load (%d of %d samples): SM clock %d to %d MHz (mean %.0f), mean power %.0f W (most %.0f); clock held down in %d\n",
-           k, n, lo, hi, cs/k, ps/k, top, held}' "$logs/clocks_micro16.log"
+           if (r[i] != "") {reasons++; if (r[i] !~ /^0x0+$/) held++}}
+         if (k) printf "micro-batches of 16, under load (%d of %d samples): SM clock %d to %d MHz (mean %.0f), mean power %.0f W (most %.0f)%s\n",
+           k, n, lo, hi, cs/k, ps/k, top, reasons ? sprintf("; clock held down in %d", held) : ""}' "$logs/clocks_micro16.log"
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
