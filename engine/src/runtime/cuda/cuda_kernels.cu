@@ -153,12 +153,13 @@ bool aligned16(const P*... p) {
   return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
 }
 
-// launch.template operator()<W>(blocks) for an element-wise kernel over n elements: W kVecElements
-// where its pointers are aligned (aligned16), else 1, with the blocks that W a thread takes.
-template <typename Launch>
-void elementwise_launch(size_t n, bool aligned, Launch&& launch) {
-  if (aligned) {
-    launch.template operator()<kVecElements>(blocks_for(n / kVecElements));
+// launch.template operator()<W>(blocks) for an element-wise kernel over n elements: W `Wide`
+// (kVecElements unless given) where `wide` (its pointers aligned, aligned16), else 1, with the
+// blocks that W a thread takes.
+template <int Wide = kVecElements, typename Launch>
+void elementwise_launch(size_t n, bool wide, Launch&& launch) {
+  if (wide) {
+    launch.template operator()<Wide>(blocks_for(n / Wide));
   } else {
     launch.template operator()<1>(blocks_for(n));
   }
@@ -1408,13 +1409,10 @@ class CudaOps final : public Ops {
                              int64_t step, float grad_scale) const override {
     if (segs.elements == 0) return;
     const auto plain = element::adamw_step<float>(opt, step, false, grad_scale), decayed = element::adamw_step<float>(opt, step, true, grad_scale);
-    if (segs.quads && aligned16(params, m, v, grads)) {
-      adamw_segments_kernel<4><<<blocks_for(segs.elements / 4), kThreads, 0, stream()>>>(params, m, v, grads, segs.segments, segs.count,
-                                                                                        segs.elements, plain, decayed);
-    } else {
-      adamw_segments_kernel<1><<<blocks_for(segs.elements), kThreads, 0, stream()>>>(params, m, v, grads, segs.segments, segs.count,
-                                                                                    segs.elements, plain, decayed);
-    }
+    elementwise_launch<4>(segs.elements, segs.quads && aligned16(params, m, v, grads), [&]<int W>(unsigned blocks) {
+      adamw_segments_kernel<W><<<blocks, kThreads, 0, stream()>>>(params, m, v, grads, segs.segments, segs.count, segs.elements, plain,
+                                                                  decayed);
+    });
     launched("adamw_update_segments");
   }
   double sum_of_squares_segments(const float* x, SegmentList segs) const override { return sum_of_squares_segments_to_host(x, segs); }
