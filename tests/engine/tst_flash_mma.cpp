@@ -45,9 +45,9 @@ double rel_err(const std::vector<A>& a, const std::vector<float>& b) {
 int tiles(int T) { return (T + flash_mma::kTile - 1) / flash_mma::kTile; }
 
 // Every block of a pass over (sequence, head) x tile, one after another.
-template <typename F>
+template <typename Core, typename F>
 void each_block(flash::Pass pass, int D, int B, int T, int NH, int HS, F&& f) {
-  const size_t bytes = flash_mma::bytes_for_head(pass, HS);
+  const size_t bytes = flash_mma::bytes_for_head<Core>(pass, HS);
   QVERIFY(bytes > 0 && flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
     for (int t = 0; t < tiles(T); ++t) {
@@ -56,26 +56,26 @@ void each_block(flash::Pass pass, int D, int B, int T, int NH, int HS, F&& f) {
   }
 }
 
-template <int D, typename Out>
+template <int D, typename Core, typename Out>
 void emulated_forward(Out* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
-  each_block(flash::Pass::kForward, D, B, T, NH, HS,
-             [&](const WarpEmulator::Lane& e, const flash::Slice& s, int t) { flash_mma::forward<D>(e, out, lse, qkv, s, t); });
+  each_block<Core>(flash::Pass::kForward, D, B, T, NH, HS,
+                   [&](const WarpEmulator::Lane& e, const flash::Slice& s, int t) { flash_mma::forward<D, Core>(e, out, lse, qkv, s, t); });
 }
 
 // Both gradient passes as the GPU's one launch takes them: block y of a head's 2 x tiles runs
 // grads_tile's pass and tile, in the larger pass's shared memory.
-template <int D, typename Grads>
+template <int D, typename Core, typename Grads>
 void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS) {
   QVERIFY(flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
     for (int y = 0; y < 2 * tiles(T); ++y) {
       const flash_mma::GradsTile g = flash_mma::grads_tile(tiles(T), y);
-      WarpEmulator::run_block(flash_mma::grads_bytes<D>(), [&](const WarpEmulator::Lane& e) {
+      WarpEmulator::run_block(flash_mma::grads_bytes<D, Core>(), [&](const WarpEmulator::Lane& e) {
         const flash::Slice s = flash::slice_of(T, NH, HS, bh);
         if (g.key) {
-          flash_mma::key_grads<D>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+          flash_mma::key_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
         } else {
-          flash_mma::query_grads<D>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+          flash_mma::query_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
         }
       });
     }
@@ -132,20 +132,48 @@ class TestFlashMma : public QObject {
     }
   }
 
+  // The 128-byte swizzle of flash_wgmma.h's tiles: row r's 16-byte unit u at unit u ^ (r % 8),
+  // 64-column blocks one after another; and its descriptors' fields where the PTX ISA puts them.
+  void warpgroupTilesAreSwizzled() {
+    bf16* tile = nullptr;
+    QCOMPARE(flash_mma::Wgmma::unit<64>(tile, 32, 0, 0) - tile, 0);
+    QCOMPARE(flash_mma::Wgmma::unit<64>(tile, 32, 0, 8) - tile, 8);
+    QCOMPARE(flash_mma::Wgmma::unit<64>(tile, 32, 1, 0) - tile, 64 + 8);
+    QCOMPARE(flash_mma::Wgmma::unit<64>(tile, 32, 3, 16) - tile, 3 * 64 + (2 ^ 3) * 8);
+    QCOMPARE(flash_mma::Wgmma::unit<64>(tile, 32, 9, 56) - tile, 9 * 64 + (7 ^ 1) * 8);
+    QCOMPARE(flash_mma::Wgmma::unit<128>(tile, 32, 2, 72) - tile, 32 * 64 + 2 * 64 + (1 ^ 2) * 8);
+    QCOMPARE(flash_mma::descriptor(0x1230, 16, 1024), uint64_t(0x123) | uint64_t(1) << 16 | uint64_t(64) << 32 | uint64_t(1) << 62);
+    // Every pass fits a block on Hopper (227 KiB) with its 1 KiB of slack, and each tile starts
+    // on a 1024-byte swizzle pattern.
+    for (const flash::Pass pass : {flash::Pass::kForward, flash::Pass::kKeyGrads, flash::Pass::kQueryGrads}) {
+      QVERIFY((flash_mma::bytes<128, flash_mma::Wgmma>(pass) <= 227 * 1024));
+      QCOMPARE((flash_mma::walked_bytes<64, flash_mma::Wgmma>(pass) % 1024), size_t(0));
+    }
+    QCOMPARE((flash_mma::bytes<64, flash_mma::Wgmma>(flash::Pass::kForward)), size_t(5 * 64 * 128 + 1024));
+  }
+
   void programMatchesTheTileProgram_data() {
+    QTest::addColumn<bool>("warpgroup");
     QTest::addColumn<int>("B");
     QTest::addColumn<int>("T");
     QTest::addColumn<int>("NH");
     QTest::addColumn<int>("HS");
-    QTest::newRow("T1 HS16: a single position, padded head") << 1 << 1 << 2 << 16;
-    QTest::newRow("T17 HS32: one partial tile") << 2 << 17 << 1 << 32;
-    QTest::newRow("T64 HS64: one whole tile") << 1 << 64 << 2 << 64;
-    QTest::newRow("T65 HS64: a second tile of one row") << 1 << 65 << 1 << 64;
-    QTest::newRow("T200 HS48: four tiles, padded head") << 1 << 200 << 2 << 48;
-    QTest::newRow("T130 HS128: walked tiles of 32") << 1 << 130 << 1 << 128;
-    QTest::newRow("T100 HS96") << 1 << 100 << 1 << 96;
+    QTest::newRow("T1 HS16: a single position, padded head") << false << 1 << 1 << 2 << 16;
+    QTest::newRow("T17 HS32: one partial tile") << false << 2 << 17 << 1 << 32;
+    QTest::newRow("T64 HS64: one whole tile") << false << 1 << 64 << 2 << 64;
+    QTest::newRow("T65 HS64: a second tile of one row") << false << 1 << 65 << 1 << 64;
+    QTest::newRow("T200 HS48: four tiles, padded head") << false << 1 << 200 << 2 << 48;
+    QTest::newRow("T130 HS128: walked tiles of 32") << false << 1 << 130 << 1 << 128;
+    QTest::newRow("T100 HS96") << false << 1 << 100 << 1 << 96;
+    // flash_wgmma.h's warpgroup products, the same program.
+    QTest::newRow("wgmma T1 HS64: a single position") << true << 1 << 1 << 2 << 64;
+    QTest::newRow("wgmma T64 HS64: one whole tile") << true << 1 << 64 << 2 << 64;
+    QTest::newRow("wgmma T200 HS48: four tiles, padded head") << true << 2 << 200 << 1 << 48;
+    QTest::newRow("wgmma T130 HS128: two column blocks") << true << 1 << 130 << 1 << 128;
+    QTest::newRow("wgmma T100 HS96") << true << 1 << 100 << 1 << 96;
   }
   void programMatchesTheTileProgram() {
+    QFETCH(bool, warpgroup);
     QFETCH(int, B);
     QFETCH(int, T);
     QFETCH(int, NH);
@@ -173,12 +201,19 @@ class TestFlashMma : public QObject {
     cpu::flash_attention_tiled_backward(tdqkv16.data(), delta16.data(), dout16_wide.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH,
                                         HS);
     for (float& v : tdqkv16) v = to_float(to_bf16(v));
-    const bool taken = flash_mma::with_padded_head(HS, [&]<int D>() {
-      emulated_forward<D>(mout.data(), mlse.data(), qkv.data(), B, T, NH, HS);
-      emulated_backward<D>(mdqkv.data(), dout.data(), qkv.data(), tlse.data(), delta.data(), B, T, NH, HS);
-      emulated_forward<D>(mout16.data(), mlse16.data(), qkv.data(), B, T, NH, HS);
-      emulated_backward<D>(mdqkv16.data(), dout16.data(), qkv.data(), tlse.data(), delta16.data(), B, T, NH, HS);
-    });
+    auto emulate = [&]<typename Core>() {
+      return flash_mma::with_padded_head(HS, [&]<int D>() {
+        if constexpr (Core::template kTakes<D>) {
+          emulated_forward<D, Core>(mout.data(), mlse.data(), qkv.data(), B, T, NH, HS);
+          emulated_backward<D, Core>(mdqkv.data(), dout.data(), qkv.data(), tlse.data(), delta.data(), B, T, NH, HS);
+          emulated_forward<D, Core>(mout16.data(), mlse16.data(), qkv.data(), B, T, NH, HS);
+          emulated_backward<D, Core>(mdqkv16.data(), dout16.data(), qkv.data(), tlse.data(), delta16.data(), B, T, NH, HS);
+        } else {
+          QFAIL("a head size the core does not take");
+        }
+      });
+    };
+    const bool taken = warpgroup ? emulate.template operator()<flash_mma::Wgmma>() : emulate.template operator()<flash_mma::MmaSync>();
     QVERIFY(taken);
     std::vector<float> tout16(n);
     for (size_t i = 0; i < n; ++i) tout16[i] = to_float(to_bf16(tout[i]));

@@ -5,7 +5,8 @@
 // fragments, so a wrong fragment index, a missing barrier before another warp's shared-memory
 // writes are read, or an address outside the block's shared memory shows in the results or
 // stops the program with a message here. The products accumulate in fp32 in k order (a GPU's order inside one
-// instruction is its own).
+// instruction is its own). The warpgroup products of runtime/flash_wgmma.h read their shared
+// operands through their descriptors (wgmma_ss, wgmma_rs below).
 #pragma once
 
 #include <barrier>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "runtime/flash_mma.h"
+#include "runtime/flash_wgmma.h"
 
 namespace stagecraft::test {
 
@@ -145,6 +147,76 @@ class WarpEmulator {
         }
         d[i] = acc;
       }
+      warp_sync();
+    }
+
+    // ---- the warpgroup products of runtime/flash_wgmma.h (wgmma.mma_async m64nNk16) ----
+    // Issued and completed at once: fence, commit and wait have nothing to order here (a missing
+    // wait or fence shows only on a GPU). Warp w computes rows 16 w .. 16 w + 15 of the 64, its
+    // lanes holding them as mma.sync's C fragments; every operand read from shared memory goes
+    // through the descriptor as the PTX ISA defines it, the 128-byte swizzle applied to the
+    // address's bits as the hardware applies it, so a tile staged in another layout, or one that
+    // does not start 1024-byte aligned, gives wrong products here too.
+    uint32_t shared_address(const void* p) const {
+      const auto* base = reinterpret_cast<const unsigned char*>(blk->smem.data());
+      const auto* at = static_cast<const unsigned char*>(p);
+      if (at < base || at >= base + blk->size) fail("a shared address outside the block's shared memory");
+      return uint32_t(at - base);
+    }
+    void wgmma_fence() const {}
+    void wgmma_commit() const {}
+    template <int N>
+    void wgmma_wait() const {}
+    void async_fence() const {}
+    template <typename T>
+    void hold(T&) const {}
+
+    // Element (mn, k) of the matrix a descriptor gives: K-major, row mn of 16 k; MN-major, row k
+    // of the mn columns.
+    uint16_t described(uint64_t desc, bool mn_major, int mn, int k) const {
+      const size_t start = size_t(desc & 0x3fffu) << 4, leading = size_t((desc >> 16) & 0x3fffu) << 4,
+                   stride = size_t((desc >> 32) & 0x3fffu) << 4;
+      if ((desc >> 62) != 1) fail("a wgmma descriptor without the 128-byte swizzle");
+      if (((desc >> 49) & 7u) != 0) fail("a wgmma descriptor with a base offset");
+      size_t at = mn_major ? start + size_t(mn / 64) * leading + size_t(k / 8) * stride + size_t(k % 8) * 128 + size_t(mn % 64 / 8) * 16 +
+                                 size_t(mn % 8) * 2
+                           : start + size_t(mn / 8) * stride + size_t(mn % 8) * 128 + size_t(k / 8) * 16 + size_t(k % 8) * 2;
+      at ^= ((at >> 7) & 7u) << 4;
+      if (at + 2 > blk->size) fail("wgmma reads outside the block's shared memory");
+      uint16_t bits;
+      std::memcpy(&bits, reinterpret_cast<const unsigned char*>(blk->smem.data()) + at, 2);
+      return bits;
+    }
+    static float wide(uint16_t bits) { return runtime::to_float(runtime::bf16{bits}); }
+
+    // acc (this warp's 16 rows x N) += A B over 16 k, a(row, k) giving A's element of this
+    // warp's row 0 .. 15.
+    template <int N, typename A>
+    void warpgroup_product(float (&acc)[N / 8][4], uint64_t b, bool trans_b, A&& a) const {
+      const int g = lane() >> 2, c = (lane() & 3) * 2;
+      for (int nt = 0; nt < N / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) {
+          const int row = g + (i >> 1) * 8, col = nt * 8 + c + (i & 1);
+          float sum = acc[nt][i];
+          for (int k = 0; k < 16; ++k) sum += a(row, k) * wide(described(b, trans_b, col, k));
+          acc[nt][i] = sum;
+        }
+      }
+    }
+    template <int N>
+    void wgmma_ss(float (&acc)[N / 8][4], uint64_t a, uint64_t b) const {
+      const int w = warp();
+      warpgroup_product<N>(acc, b, false, [&](int row, int k) { return wide(described(a, false, 16 * w + row, k)); });
+    }
+    template <int N, int TransB>
+    void wgmma_rs(float (&acc)[N / 8][4], const uint32_t (&a)[4], uint64_t b) const {
+      Slot& s = mine();
+      for (int i = 0; i < 4; ++i) s.a[i] = a[i];
+      warp_sync();
+      warpgroup_product<N>(acc, b, TransB == 1, [&](int row, int k) {
+        const Slot& as = of((row % 8) * 4 + (k % 8) / 2);
+        return half(as.a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1);
+      });
       warp_sync();
     }
 

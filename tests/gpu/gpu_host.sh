@@ -9,7 +9,7 @@
 #   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR] [all|suites|bench] [TST_CUDA_FUNCTION ...]
 #                                                       on the GPU host, in the source tree's root
 #                                                       (with functions: those of tst_cuda instead
-#                                                       of the three ctest entries)
+#                                                       of the four ctest entries)
 #
 # pack takes tst_cuda, bench_gpu_train, stagecraft-cli and stagecraft-worker, every shared library
 # they load but glibc's and the CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: the
@@ -20,12 +20,15 @@
 # (the toolkit's lib64, or the nvidia-* Python packages' lib folders), then runs, each with its
 # log in LOG_DIR (default: the current directory), the suites, the benchmarks or both (all, the
 # default):
-#   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores),
-#   the three at once, each cut off after GPU_TEST_TIMEOUT seconds (default 600)
-#   bench_gpu_train flash bf16 --accumulate 8, every shape; then one shape (774M, or
+#   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores,
+#   tst_cuda_flash_wgmma), the four at once, each cut off after GPU_TEST_TIMEOUT seconds (default
+#   600); tst_cuda_flash_wgmma skips on GPUs other than compute capability 9.0
+#   bench_gpu_train flash bf16 --accumulate 8, every shape; the same with Hopper's warpgroup
+#   attention (STAGECRAFT_FLASH_WGMMA=1) on compute capability 9.0; then one shape (774M, or
 #   GPU_BENCH_MODEL: 124M, 350M or 774M): 32 sequences a step in micro-batches of 16
 #   (--micro-batch 16 --accumulate 2; the SM clock and power sampled meanwhile into
-#   clocks_micro16.log), --accumulate 8 with --breakdown, and
+#   clocks_micro16.log), --accumulate 8 with --breakdown (and again with the warpgroup
+#   attention on 9.0), and
 #   bench_gpu_train_torch.py compile bf16 at both, where the host's python3 has PyTorch with CUDA
 #   GPU_BENCH_EXTRA=1: also PyTorch without torch.compile, bench_gpu_train standard bf16
 #   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
@@ -163,12 +166,21 @@ run_suites() {
     grep -E '^(PASS|FAIL!|SKIP|Totals)|flash on tensor cores|QWARN' "$logs/ctest_gpu.log" | tail -n 40
     return
   fi
-  # The three suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
-  ctest --test-dir "$build_here/tests/gpu" -L gpu -j3 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
+  # The four suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
+  ctest --test-dir "$build_here/tests/gpu" -L gpu -j4 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
     >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
-  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG' "$logs/ctest_gpu.log" | tail -n 80
-  # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable.
-  grep -q '\*\*\*Skipped' "$logs/ctest_gpu.log" && failed+=("a GPU suite skipped (its SKIPPED line above says why)")
+  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG|flash on tensor cores \(wgmma' "$logs/ctest_gpu.log" | tail -n 80
+  # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable,
+  # but for the warpgroup attention's entry on a GPU other than compute capability 9.0.
+  grep '\*\*\*Skipped' "$logs/ctest_gpu.log" | grep -qv tst_cuda_flash_wgmma && failed+=("a GPU suite skipped (its SKIPPED line above says why)")
+  if hopper && grep '\*\*\*Skipped' "$logs/ctest_gpu.log" | grep -q tst_cuda_flash_wgmma; then
+    failed+=("tst_cuda_flash_wgmma skipped on a GPU of compute capability 9.0")
+  fi
+}
+
+# Whether the GPU is of compute capability 9.0 (H100, H200), where the warpgroup attention runs.
+hopper() {
+  [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ')" = 9.0 ]
 }
 
 run_benchmarks() {
@@ -206,6 +218,12 @@ run_benchmarks() {
            k, n, lo, hi, cs/k, ps/k, top, reasons ? sprintf("; clock held down in %d", held) : ""}' "$logs/clocks_micro16.log"
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
+  # Hopper's warpgroup attention (runtime/flash_wgmma.h) in place of mma.sync, where it runs.
+  if hopper; then
+    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma_accumulate8 "$bench" flash bf16 --accumulate 8
+    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
+    logs_list+=(bench_flash_bf16_wgmma_accumulate8 bench_flash_bf16_wgmma)
+  fi
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 model="${model:-774M}")
@@ -232,10 +250,10 @@ run_benchmarks() {
     local ncu
     ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
     if [ -n "$ncu" ]; then
-      run_bench ncu "$ncu" --clock-control none -k regex:mma_ --launch-skip 35 --launch-count 2 --section SpeedOfLight \
+      run_bench ncu "$ncu" --clock-control none -k regex:tensor_ --launch-skip 35 --launch-count 2 --section SpeedOfLight \
         --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
         "$bench" flash bf16 --model 124M
-      grep -E 'mma_|Duration|Issue Slots|pipeline|Registers Per|Warp Cycles Per Issued|Achieved Active Warps' "$logs/ncu.log" | cut -c1-150
+      grep -E 'tensor_|Duration|Issue Slots|pipeline|Registers Per|Warp Cycles Per Issued|Achieved Active Warps' "$logs/ncu.log" | cut -c1-150
     else
       echo "GPU_NCU=1: no ncu on this host"
     fi

@@ -36,6 +36,9 @@
 #if defined(STAGECRAFT_WITH_CUDA)
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/lt_gemm.h"
+#if defined(STAGECRAFT_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
 #endif
 #include "local_store.h"
 #include "off_host_device.h"
@@ -151,6 +154,20 @@ bool on_tensor_cores(bool bf16_qkv, int HS) {
   (void)HS;
   return false;
 #endif
+}
+// Whether they are Hopper's warpgroup products (flash_wgmma.cu), and whether
+// STAGECRAFT_FLASH_WGMMA=1 asked for them.
+bool on_warpgroups(int HS) {
+#if defined(STAGECRAFT_WITH_CUDA)
+  return cuda::flash_warpgroup(HS);
+#else
+  (void)HS;
+  return false;
+#endif
+}
+bool warpgroups_asked() {
+  const char* v = std::getenv("STAGECRAFT_FLASH_WGMMA");
+  return v && std::string(v) == "1";
 }
 bool tensor_cores_turned_off() {
   const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
@@ -756,12 +773,32 @@ class TestCuda : public QObject {
     for (size_t r = 0; r < rows; ++r) lse_err = std::max(lse_err, double(std::abs(glse[r] - tlse[r])));
     const double to = rel_err(gout, tout), tg = rel_err(gdqkv, tdqkv), ro = rel_err(gout, rout), rg = rel_err(gdqkv, rdqkv),
                  tg16 = rel_err(gdqkv16, tdqkv16);
-    std::printf("flash on tensor cores, B %d T %d NH %d HS %d: vs its tile program out %.2e dqkv %.2e (bf16 dout and dqkv %.2e) lse %.2e; "
+    std::printf("flash on tensor cores (%s), B %d T %d NH %d HS %d: vs its tile program out %.2e dqkv %.2e (bf16 dout and dqkv %.2e) lse %.2e; "
                 "vs fp32 attention out %.2e dqkv %.2e\n",
-                B, T, NH, HS, to, tg, tg16, lse_err, ro, rg);
+                on_warpgroups(HS) ? "wgmma" : "mma.sync", B, T, NH, HS, to, tg, tg16, lse_err, ro, rg);
     QVERIFY2(to <= 1e-2 && tg <= 1e-2 && tg16 <= 1e-2 && lse_err <= 1e-4 && ro <= 1e-2 && rg <= 1e-2,
              qPrintable(QString("tile program: out %1, dqkv %2, bf16 dqkv %3, lse %4; fp32 attention: out %5, dqkv %6")
                             .arg(to).arg(tg).arg(tg16).arg(lse_err).arg(ro).arg(rg)));
+  }
+
+  // Hopper's warpgroup products run the tensor-core attention where STAGECRAFT_FLASH_WGMMA=1 asks
+  // for them, on a GPU of compute capability 9.0 (the ctest entry tst_cuda_flash_wgmma, whose other
+  // tests then check them against the tile program and in training), at head sizes padded to 64
+  // and 128; never where it does not ask.
+  void warpgroupProductsRunWhereAsked() {
+#if defined(STAGECRAFT_WITH_CUDA)
+    if (!warpgroups_asked()) {
+      QVERIFY(!on_warpgroups(64) && !on_warpgroups(128));
+      return;
+    }
+    // Asked, main() has checked that they can run here.
+    QVERIFY(on_warpgroups(64));
+    QVERIFY(on_warpgroups(48));   // padded to 64
+    QVERIFY(on_warpgroups(128));
+    QVERIFY(!on_warpgroups(32));  // mma.sync's
+#else
+    QSKIP("a build without the CUDA backend");
+#endif
   }
 
   // A 16-bit GEMM with a bias takes cuBLASLt's bias epilogue at GPT-2's c_attn shape (operands
@@ -1301,6 +1338,22 @@ int main(int argc, char** argv) {
   if (runtime::cuda_device_count() == 0) {
     std::printf("SKIPPED: no GPU is visible to this process (nvidia-smi, CUDA_VISIBLE_DEVICES)\n");
     return 77;
+  }
+  // Asked for the warpgroup products (tst_cuda_flash_wgmma) where they cannot run: the whole
+  // entry is skipped, not passed on mma.sync.
+  if (warpgroups_asked()) {
+#if !defined(STAGECRAFT_FLASH_WGMMA)
+    std::printf("SKIPPED: this build has no warpgroup kernels (STAGECRAFT_FLASH_WGMMA=OFF: CMAKE_CUDA_ARCHITECTURES without Hopper)\n");
+    return 77;
+#else
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major != 9 || minor != 0) {
+      std::printf("SKIPPED: warpgroup products run on compute capability 9.0; this GPU is %d.%d\n", major, minor);
+      return 77;
+    }
+#endif
   }
   TestCuda t;
   return QTest::qExec(&t, argc, argv);

@@ -6,8 +6,11 @@
 // registers as the fragments of PTX's `mma.sync.m16n8k16` (bf16 operands, fp32 accumulation).
 // Shared memory holds only the bf16 tiles of q, k, v and dO, read into fragments by `ldmatrix`.
 //
-// The program is written once against a small execution interface, an Exec:
-//   shared()             the block's scratch (bytes<D>(pass) of it, 16-byte aligned)
+// The program is written once against a small execution interface, an Exec, and over a Core, the
+// family of tensor-core instructions its products run on (MmaSync below: mma.sync and ldmatrix,
+// sm_80 on; runtime/flash_wgmma.h's Wgmma: Hopper's warpgroup products, sm_90a). The Exec gives:
+//   shared()             the block's scratch (bytes<D, Core>(pass) less the Core's kSlack of it,
+//                        aligned to the Core's kAlign)
 //   thread(), warp(), lane()   this thread, its warp (0 .. kWarps - 1) and its lane (0 .. 31)
 //   sync()               a barrier for the block's kThreads threads (shared memory included)
 //   shfl_xor(x, m)       x of lane (lane ^ m) of this warp (a warp-wide call)
@@ -23,8 +26,8 @@
 //                        (cp.async), zeros where `in` is false (src is then not read)
 //   commit(), wait<N>()  close the copies issued so far into a group; wait until at most N
 //                        groups are in flight (the copies are seen by the block after a sync())
-// The CUDA backend implements it with those PTX instructions; the suites run the same code on the
-// CPU under an emulation of a warp's lanes (tests/engine/warp_emulator.h).
+// The CUDA backend implements it with those PTX instructions (cuda/flash_kernels.cuh); the suites
+// run the same code on the CPU under an emulation of a warp's lanes (tests/engine/warp_emulator.h).
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with g = lane / 4 and c = lane % 4:
 //   A: a[0] rows g, columns 2c, 2c+1; a[1] row g+8, the same; a[2], a[3] those rows, columns + 8
@@ -105,40 +108,9 @@ inline constexpr int kWalk = P == flash::Pass::kKeyGrads || D > 64 ? 32 : 64;
 template <int D>
 inline constexpr int kLd = D + 8;
 
-// Elements of one walked buffer of a gradient pass (two tiles of kWalk rows: K and V, or Q and dO)
-// and, in the key gradients' pass, bytes of its row statistics (L and delta, kWalk floats each).
-template <int D, flash::Pass P>
-inline constexpr int kWalkElements = 2 * kWalk<D, P> * kLd<D>;
+// Bytes of the row statistics of a key-gradient walked tile (L and delta, kWalk floats each).
 template <int D>
 inline constexpr int kStatBytes = 2 * kWalk<D, flash::Pass::kKeyGrads> * 4;
-
-// Shared memory of a pass at padded head size D: the block's own two tiles (forward: Q alone),
-// then two buffers of the walked tiles (forward: K and V of kTile rows, at every head size).
-template <int D>
-STAGECRAFT_HD size_t bytes(flash::Pass pass) {
-  const size_t tile = size_t(kTile) * kLd<D> * 2;
-  switch (pass) {
-    case flash::Pass::kForward:
-      return 5 * tile;  // Q; K and V of 64 rows, twice
-    case flash::Pass::kKeyGrads:  // K, V; Q, dO, L and delta, twice
-      return 2 * tile + 2 * (size_t(kWalkElements<D, flash::Pass::kKeyGrads>) * 2 + kStatBytes<D>);
-    case flash::Pass::kQueryGrads:  // Q, dO; K and V, twice
-      return 2 * tile + 2 * size_t(kWalkElements<D, flash::Pass::kQueryGrads>) * 2;
-  }
-  return 0;
-}
-
-STAGECRAFT_HD size_t bytes_for_head(flash::Pass pass, int hs) {
-  switch (padded_head(hs)) {
-    case 32:
-      return bytes<32>(pass);
-    case 64:
-      return bytes<64>(pass);
-    case 128:
-      return bytes<128>(pass);
-  }
-  return 0;
-}
 
 // The two gradient passes run as one launch (cuda/flash_attention.cu): of a head's 2 x tiles blocks,
 // block y takes the y-th longest of both passes' tiles, so that the longest start first and the
@@ -162,13 +134,6 @@ STAGECRAFT_HD GradsTile grads_tile(int tiles, int y) {
   }
 }
 
-// Shared memory of the one-launch gradient passes: the larger of the two.
-template <int D>
-STAGECRAFT_HD size_t grads_bytes() {
-  const size_t keys = bytes<D>(flash::Pass::kKeyGrads), queries = bytes<D>(flash::Pass::kQueryGrads);
-  return keys > queries ? keys : queries;
-}
-
 // Two floats as a bf16 pair, the first in the low half (the lower column or row). On a GPU one
 // instruction (cvt.rn.bf16x2.f32) where bf16.h's to_bf16 takes a handful of integer operations an
 // element: the same rounding, to nearest with ties to even, for every value but NaN, which it
@@ -187,7 +152,7 @@ STAGECRAFT_TILE uint32_t pack(float lo, float hi) {
 // fp32 or bf16) into a tile of `rows` rows: zeros past n and past the head size. bf16 goes
 // asynchronously (the Exec's copy16, seen after its wait and a sync()); fp32 dO, which must be
 // rounded on the way, is loaded and stored.
-template <int D, typename E, typename Src>
+template <int D, typename Core, typename E, typename Src>
 STAGECRAFT_TILE void stage(const E& e, bf16* tile, const Src* src, const Slice& s, int which, int t0, int n, int rows) {
   constexpr int units = D / 8;
   for (int u = e.thread(); u < rows * units; u += kThreads) {
@@ -195,17 +160,17 @@ STAGECRAFT_TILE void stage(const E& e, bf16* tile, const Src* src, const Slice& 
     const bool in = r < n && d < s.hs;
     const Src* from = in ? src + s.at(t0 + r, which) + d : src;
     if constexpr (std::is_same_v<Src, bf16>) {
-      e.copy16(tile + r * kLd<D> + d, from, in);
+      e.copy16(Core::template unit<D>(tile, rows, r, d), from, in);
     } else {
-      flash::put8(tile + r * kLd<D> + d, in ? flash::load8(from) : flash::Bf16x8{});
+      flash::put8(Core::template unit<D>(tile, rows, r, d), in ? flash::load8(from) : flash::Bf16x8{});
     }
   }
 }
 
 // Before working on walked tile j of `tiles`: starts tile j + 1's copies (fetch(j + 1), into the
 // buffer that iteration j - 1 read and finished with a sync()), waits for tile j's, and makes
-// them seen by the block.
-template <typename E, typename Fetch>
+// them seen by the block (and by the Core's products).
+template <typename Core, typename E, typename Fetch>
 STAGECRAFT_TILE void next_tile(const E& e, int j, int tiles, Fetch&& fetch) {
   if (j + 1 < tiles) {
     fetch(j + 1);
@@ -213,6 +178,7 @@ STAGECRAFT_TILE void next_tile(const E& e, int j, int tiles, Fetch&& fetch) {
   } else {
     e.template wait<0>();
   }
+  Core::seen(e);
   e.sync();
 }
 
@@ -287,6 +253,101 @@ STAGECRAFT_TILE void to_a(uint32_t (&a)[N / 16][4], int nt, float x0, float x1, 
   a[nt / 2][(nt & 1) * 2 + 1] = pack(x2, x3);
 }
 
+// The tensor-core instructions a program runs on, a Core: how a shared tile of `rows` rows and D
+// columns is laid out, how the products read it, and what orders them.
+//   tile_elements<D>(rows)    bf16 elements of a tile (its successor starts there)
+//   unit<D>(tile, rows, r, d) the address of elements d .. d + 7 (d % 8 == 0) of row r
+//   Operand<D>, load(e, a, tile)
+//                             the A side of times_transposed: this warp's 16 of a 64-row tile's
+//                             rows (the warp's rows of tile, as loaded by `load`)
+//   times_transposed<D, N>(e, acc, a, bt)
+//                             acc (this warp's 16 rows x N, C fragments) += A B^T, B^T the N x D
+//                             tile bt
+//   times<D, K>(e, acc, a, b) acc (16 x D) += A B, A this warp's 16 x K in A fragments (P or dS
+//                             from registers), B the K x D tile b
+//   begin(e, acc...), end(e, acc...)
+//                             bracket products; their accumulators are read only after end
+//   seen(e)                   after a wait for copies and before the sync() that shows them
+//   kAlign, kSlack            what every walked buffer's start is rounded to; bytes of shared
+//                             memory a block needs beyond its tiles
+//   kTakes<D>                 whether it runs padded head size D
+// MmaSync is mma.sync m16n8k16 on sm_80 or later: each warp loads its operands with ldmatrix from
+// tiles whose rows are padded (kLd), and every product completes in order. flash_wgmma.h's Wgmma
+// is Hopper's warpgroup products.
+struct MmaSync {
+  static constexpr size_t kAlign = 16, kSlack = 0;
+  template <int D>
+  static constexpr bool kTakes = true;  // every padded head size
+  template <int D>
+  static constexpr int tile_elements(int rows) {
+    return rows * kLd<D>;
+  }
+  template <int D>
+  STAGECRAFT_TILE static bf16* unit(bf16* tile, int /*rows*/, int r, int d) {
+    return tile + r * kLd<D> + d;
+  }
+  template <int D>
+  using Operand = uint32_t[D / 16][4];
+  template <int D, typename E>
+  STAGECRAFT_TILE static void load(const E& e, Operand<D>& a, const bf16* tile) {
+    fragments<D>(e, a, tile);
+  }
+  template <int D, int N, typename E>
+  STAGECRAFT_TILE static void times_transposed(const E& e, float (&acc)[N / 8][4], const Operand<D>& a, const bf16* bt) {
+    flash_mma::times_transposed<D, N>(e, acc, a, bt);
+  }
+  template <int D, int K, typename E>
+  STAGECRAFT_TILE static void times(const E& e, float (&acc)[D / 8][4], const uint32_t (&a)[K / 16][4], const bf16* b) {
+    flash_mma::times<D, K>(e, acc, a, b);
+  }
+  template <typename E, typename... Acc>
+  STAGECRAFT_TILE static void begin(const E&, Acc&...) {}
+  template <typename E, typename... Acc>
+  STAGECRAFT_TILE static void end(const E&, Acc&...) {}
+  template <typename E>
+  STAGECRAFT_TILE static void seen(const E&) {}
+};
+
+STAGECRAFT_HD constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Bytes of a walked buffer of a pass (two tiles of kWalk rows: K and V, or Q and dO, and in the key
+// gradients' pass L and delta), rounded to the Core's kAlign.
+template <int D, typename Core>
+STAGECRAFT_HD constexpr size_t walked_bytes(flash::Pass pass) {
+  const int rows = pass == flash::Pass::kForward ? kTile : pass == flash::Pass::kKeyGrads ? kWalk<D, flash::Pass::kKeyGrads>
+                                                                                          : kWalk<D, flash::Pass::kQueryGrads>;
+  const size_t tiles = 2 * size_t(Core::template tile_elements<D>(rows)) * 2;
+  return round_up(pass == flash::Pass::kKeyGrads ? tiles + kStatBytes<D> : tiles, Core::kAlign);
+}
+
+// Shared memory of a pass at padded head size D: the block's own tiles (forward: Q; the key
+// gradients: K and V; the query gradients: Q and dO), then two buffers of the walked tiles.
+template <int D, typename Core = MmaSync>
+STAGECRAFT_HD constexpr size_t bytes(flash::Pass pass) {
+  const size_t tile = size_t(Core::template tile_elements<D>(kTile)) * 2;
+  return (pass == flash::Pass::kForward ? 1 : 2) * tile + 2 * walked_bytes<D, Core>(pass) + Core::kSlack;
+}
+
+template <typename Core = MmaSync>
+STAGECRAFT_HD size_t bytes_for_head(flash::Pass pass, int hs) {
+  switch (padded_head(hs)) {
+    case 32:
+      return bytes<32, Core>(pass);
+    case 64:
+      return bytes<64, Core>(pass);
+    case 128:
+      return bytes<128, Core>(pass);
+  }
+  return 0;
+}
+
+// Shared memory of the one-launch gradient passes: the larger of the two.
+template <int D, typename Core = MmaSync>
+STAGECRAFT_HD constexpr size_t grads_bytes() {
+  const size_t keys = bytes<D, Core>(flash::Pass::kKeyGrads), queries = bytes<D, Core>(flash::Pass::kQueryGrads);
+  return keys > queries ? keys : queries;
+}
+
 // C fragments of this warp's 16 rows and D columns, each divided by its row's `by`, into rows
 // row0 and row0 + 8 (where they are before T) of out (which -1) or of dqkv's q, k or v part
 // (which 0, 1, 2), columns before the head size.
@@ -309,34 +370,37 @@ STAGECRAFT_TILE void store_rows(const E& e, Dst* dst, const float (&acc)[D / 8][
 }
 
 // Forward of query tile qtile: out (B, T, C) in fp32 or bf16, lse (B, NH, T).
-template <int D, typename E, typename Out>
+template <int D, typename Core, typename E, typename Out>
 STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, const Slice& s, int qtile) {
+  constexpr int kRows = Core::template tile_elements<D>(kTile);  // a tile's elements
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
-  bf16* walked = Q + kTile * kLd<D>;  // K and V of key tile j in buffer j % 2
-  constexpr int kBuffer = 2 * kTile * kLd<D>;
+  bf16* walked = Q + kRows;  // K and V of key tile j in buffer j % 2
+  constexpr int kBuffer = 2 * kRows;
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + kTile - 1) / kTile;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
   auto buffer = [&](int j) { return walked + (j & 1) * kBuffer; };
   auto fetch = [&](int j) {  // key tile j into its buffer
     bf16* K = buffer(j);
     const int j0 = j * kTile, cols = flash::smaller(kTile, s.T - j0);
-    stage<D>(e, K, qkv, s, 1, j0, cols, kTile);
-    stage<D>(e, K + kTile * kLd<D>, qkv, s, 2, j0, cols, kTile);
+    stage<D, Core>(e, K, qkv, s, 1, j0, cols, kTile);
+    stage<D, Core>(e, K + kRows, qkv, s, 2, j0, cols, kTile);
     e.commit();
   };
-  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
+  stage<D, Core>(e, Q, qkv, s, 0, q0, rows, kTile);
   fetch(0);
-  uint32_t qf[D / 16][4];
+  typename Core::template Operand<D> qf;
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int j = 0; j < key_tiles; ++j) {
     const int j0 = j * kTile;
     const bf16* K = buffer(j);
-    const bf16* V = K + kTile * kLd<D>;
-    next_tile(e, j, key_tiles, fetch);
-    if (j == 0) fragments<D>(e, qf, Q);
+    const bf16* V = K + kRows;
+    next_tile<Core>(e, j, key_tiles, fetch);
+    if (j == 0) Core::template load<D>(e, qf, Q);
     float sc[kTile / 8][4] = {};
-    times_transposed<D, kTile>(e, sc, qf, K);
+    Core::begin(e, sc);
+    Core::template times_transposed<D, kTile>(e, sc, qf, K);
+    Core::end(e, sc);
     // P of the tile and the online softmax's update. Masked (keys after the row, rows past T:
     // -inf) only where the tile reaches the diagonal; before it, every key precedes every row of
     // the block and the mask's per-element work is left out (rows past T then get finite values
@@ -392,7 +456,9 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
       o[dt][2] *= corr[1];
       o[dt][3] *= corr[1];
     }
-    times<D, kTile>(e, o, pf, V);
+    Core::begin(e, o, pf);
+    Core::template times<D, kTile>(e, o, pf, V);
+    Core::end(e, o, pf);
     e.sync();  // every warp has read buffer j % 2
   }
   STAGECRAFT_UNROLL
@@ -409,48 +475,51 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
 
 // dK and dV of key tile ktile, into dqkv (B, T, 3 C) (overwritten there); dO and dqkv in fp32 or
 // bf16 each; delta as flash_tiles.h's row_delta gives it.
-template <int D, typename E, typename Grads, typename Dout>
+template <int D, typename Core, typename E, typename Grads, typename Dout>
 STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                const Slice& s, int ktile) {
   constexpr flash::Pass kPass = flash::Pass::kKeyGrads;
   constexpr int N = kWalk<D, kPass>;
+  constexpr int kRows = Core::template tile_elements<D>(kTile), kWalked = Core::template tile_elements<D>(N);
   bf16* K = reinterpret_cast<bf16*>(e.shared());
-  bf16* V = K + kTile * kLd<D>;
-  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kTile * kLd<D>);  // query tile i in buffer i % 2
-  constexpr size_t kBuffer = size_t(kWalkElements<D, kPass>) * 2 + kStatBytes<D>;
+  bf16* V = K + kRows;
+  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kRows);  // query tile i in buffer i % 2
+  constexpr size_t kBuffer = walked_bytes<D, Core>(kPass);
   const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0), first = k0 / N, query_tiles = (s.T + N - 1) / N;
   const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
   auto buffer = [&](int i) { return reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer); };  // Q, dO, then L, delta
   auto fetch = [&](int i) {  // query tile i into its buffer
     bf16* Qb = buffer(i);
-    float* Lb = reinterpret_cast<float*>(Qb + kWalkElements<D, kPass>);
+    float* Lb = reinterpret_cast<float*>(Qb + 2 * kWalked);
     const int i0 = i * N, rows = flash::smaller(N, s.T - i0);
-    stage<D>(e, Qb, qkv, s, 0, i0, rows, N);
-    stage<D>(e, Qb + N * kLd<D>, dout, s, -1, i0, rows, N);
+    stage<D, Core>(e, Qb, qkv, s, 0, i0, rows, N);
+    stage<D, Core>(e, Qb + kWalked, dout, s, -1, i0, rows, N);
     for (int r = e.thread(); r < N; r += kThreads) {
       e.copy4(Lb + r, r < rows ? lse + s.row_at(i0 + r) : lse, r < rows);
       e.copy4(Lb + N + r, r < rows ? delta + s.row_at(i0 + r) : delta, r < rows);
     }
     e.commit();
   };
-  stage<D>(e, K, qkv, s, 1, k0, cols, kTile);
-  stage<D>(e, V, qkv, s, 2, k0, cols, kTile);
+  stage<D, Core>(e, K, qkv, s, 1, k0, cols, kTile);
+  stage<D, Core>(e, V, qkv, s, 2, k0, cols, kTile);
   fetch(first);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int i = first; i < query_tiles; ++i) {
     const int i0 = i * N;
     const bf16* Q = buffer(i);
-    const bf16* dO = Q + N * kLd<D>;
-    const float* Ls = reinterpret_cast<const float*>(Q + kWalkElements<D, kPass>);
+    const bf16* dO = Q + kWalked;
+    const float* Ls = reinterpret_cast<const float*>(Q + 2 * kWalked);
     const float* Ds = Ls + N;
-    next_tile(e, i, query_tiles, fetch);
+    next_tile<Core>(e, i, query_tiles, fetch);
     float st[N / 8][4] = {}, dpt[N / 8][4] = {};
     {
-      uint32_t kf[D / 16][4];
-      fragments<D>(e, kf, K);
-      times_transposed<D, N>(e, st, kf, Q);
-      fragments<D>(e, kf, V);
-      times_transposed<D, N>(e, dpt, kf, dO);
+      typename Core::template Operand<D> kf;
+      Core::begin(e, st, dpt);
+      Core::template load<D>(e, kf, K);
+      Core::template times_transposed<D, N>(e, st, kf, Q);
+      Core::template load<D>(e, kf, V);
+      Core::template times_transposed<D, N>(e, dpt, kf, dO);
+      Core::end(e, st, dpt);
     }
     uint32_t pf[N / 16][4], dsf[N / 16][4];
     auto prob_grads = [&](auto masked) {
@@ -471,8 +540,10 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
     };
     // Masked where a query of the tile may come before a key of the block, or the tile passes T.
     with_mask(i0 < k0 + kTile || i0 + N > s.T, prob_grads);
-    times<D, N>(e, dv, pf, dO);
-    times<D, N>(e, dk, dsf, Q);
+    Core::begin(e, dv, dk, pf, dsf);
+    Core::template times<D, N>(e, dv, pf, dO);
+    Core::template times<D, N>(e, dk, dsf, Q);
+    Core::end(e, dv, dk, pf, dsf);
     e.sync();  // every warp has read buffer i % 2
   }
   const float as_is[2] = {1.0f, 1.0f};  // x / 1 is x
@@ -481,26 +552,27 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
 }
 
 // dQ of query tile qtile, into dqkv (overwritten there).
-template <int D, typename E, typename Grads, typename Dout>
+template <int D, typename Core, typename E, typename Grads, typename Dout>
 STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                  const Slice& s, int qtile) {
   constexpr flash::Pass kPass = flash::Pass::kQueryGrads;
   constexpr int N = kWalk<D, kPass>;
+  constexpr int kRows = Core::template tile_elements<D>(kTile), kWalked = Core::template tile_elements<D>(N);
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
-  bf16* dO = Q + kTile * kLd<D>;
-  bf16* walked = dO + kTile * kLd<D>;  // K and V of key tile j in buffer j % 2
+  bf16* dO = Q + kRows;
+  bf16* walked = dO + kRows;  // K and V of key tile j in buffer j % 2
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + N - 1) / N;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
-  auto buffer = [&](int j) { return walked + (j & 1) * kWalkElements<D, kPass>; };
+  auto buffer = [&](int j) { return walked + (j & 1) * (walked_bytes<D, Core>(kPass) / 2); };
   auto fetch = [&](int j) {  // key tile j into its buffer
     bf16* Kb = buffer(j);
     const int j0 = j * N, cols = flash::smaller(N, s.T - j0);
-    stage<D>(e, Kb, qkv, s, 1, j0, cols, N);
-    stage<D>(e, Kb + N * kLd<D>, qkv, s, 2, j0, cols, N);
+    stage<D, Core>(e, Kb, qkv, s, 1, j0, cols, N);
+    stage<D, Core>(e, Kb + kWalked, qkv, s, 2, j0, cols, N);
     e.commit();
   };
-  stage<D>(e, Q, qkv, s, 0, q0, rows, kTile);
-  stage<D>(e, dO, dout, s, -1, q0, rows, kTile);
+  stage<D, Core>(e, Q, qkv, s, 0, q0, rows, kTile);
+  stage<D, Core>(e, dO, dout, s, -1, q0, rows, kTile);
   fetch(0);
   float L[2], Dl[2];
   STAGECRAFT_UNROLL
@@ -509,20 +581,22 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
     L[h] = row < s.T ? flash::log2e_of(lse[s.row_at(row)]) : 0.0f;  // base 2, as prob_grad takes it
     Dl[h] = row < s.T ? delta[s.row_at(row)] : 0.0f;
   }
-  uint32_t qf[D / 16][4], df[D / 16][4];
+  typename Core::template Operand<D> qf, df;
   float dq[D / 8][4] = {};
   for (int j = 0; j < key_tiles; ++j) {
     const int j0 = j * N;
     const bf16* K = buffer(j);
-    const bf16* V = K + N * kLd<D>;
-    next_tile(e, j, key_tiles, fetch);
+    const bf16* V = K + kWalked;
+    next_tile<Core>(e, j, key_tiles, fetch);
     if (j == 0) {
-      fragments<D>(e, qf, Q);
-      fragments<D>(e, df, dO);
+      Core::template load<D>(e, qf, Q);
+      Core::template load<D>(e, df, dO);
     }
     float sc[N / 8][4] = {}, dp[N / 8][4] = {};
-    times_transposed<D, N>(e, sc, qf, K);
-    times_transposed<D, N>(e, dp, df, V);
+    Core::begin(e, sc, dp);
+    Core::template times_transposed<D, N>(e, sc, qf, K);
+    Core::template times_transposed<D, N>(e, dp, df, V);
+    Core::end(e, sc, dp);
     uint32_t dsf[N / 16][4];
     auto prob_grads = [&](auto masked) {
       STAGECRAFT_UNROLL
@@ -540,7 +614,9 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
     // Keys before every row of the block need no mask; rows past T then get finite values that are
     // never stored (their q and dO are zeros, L and delta 0).
     with_mask(j0 + N > q0, prob_grads);
-    times<D, N>(e, dq, dsf, K);
+    Core::begin(e, dq, dsf);
+    Core::template times<D, N>(e, dq, dsf, K);
+    Core::end(e, dq, dsf);
     e.sync();  // every warp has read buffer j % 2
   }
   const float as_is[2] = {1.0f, 1.0f};  // x / 1 is x

@@ -33,6 +33,12 @@ inline constexpr int kMaxHead = 128;
 // cores (flash_attention.cu says when).
 bool flash_tensor_cores(bool bf16_qkv, int HS);
 
+// Whether those tensor cores are Hopper's warpgroup products (flash_wgmma.cu) for head size HS:
+// in a build with them (STAGECRAFT_FLASH_WGMMA), on a GPU of compute capability 9.0, at head
+// sizes padded to 64 or 128, and while they wait for a GPU run that checks them against the tile
+// program, only where STAGECRAFT_FLASH_WGMMA=1 asks for them. mma.sync runs everywhere else.
+bool flash_warpgroup(int HS);
+
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
 // dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch. dqkv and dout both fp32, or both

@@ -9,6 +9,10 @@
 // (runtime/flash_tiles.h, which the CPU runs: cpu/flash_tiles.cpp); the suites run flash_mma.h
 // itself on the CPU under a warp emulator (tests/engine/tst_flash_mma.cpp) and on a GPU against
 // the tile program (tests/gpu/tst_cuda.cpp). STAGECRAFT_FLASH_TENSOR_CORES=0 turns it off.
+// On compute capability 9.0 the same program can take its products as Hopper's warpgroup products
+// instead (runtime/flash_wgmma.h, compiled apart for sm_90a: flash_wgmma.cu), where
+// STAGECRAFT_FLASH_WGMMA=1 asks for them (cuda_kernels.h's flash_warpgroup says when). The
+// kernels and launches of both are flash_kernels.cuh.
 //
 // fp32 cores, otherwise:
 //   forward   each thread owns one query row; key/value tiles of kTile rows are staged in shared
@@ -38,6 +42,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/flash_kernels.cuh"
 #include "runtime/element_math.h"
 #include "runtime/flash_mma.h"
 #include "runtime/flash_tiles.h"
@@ -48,12 +53,6 @@ namespace {
 
 constexpr int kRows = 64;   // threads per block: query (or key) rows per block
 constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a time
-
-// Every flash kernel's grid is (B x NH, blocks of rows): blockIdx.x the (sequence, head),
-// blockIdx.y the block's place in the order of work, the longest first over the whole launch (see
-// mma_forward_kernel). Where the last rows walk the most (the forward's, dQ's), block y takes the
-// rows counted from the end.
-__device__ __forceinline__ int last_first_block() { return int(gridDim.y - 1 - blockIdx.y); }
 
 // Blocks of rows of a sequence of T: 64-row tiles on tensor cores, kRows-row blocks on fp32 cores.
 static int row_blocks(int T, bool tensor_cores) {
@@ -260,141 +259,6 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float
   }
 }
 
-extern __shared__ __align__(128) unsigned char g_tile_smem[];
-
-// ---- tensor cores: flash_mma.h's program, a block of four warps per 64-row tile ----
-
-// What flash_mma.h asks of an Exec: a block of flash_mma::kWarps warps, ldmatrix,
-// mma.sync.m16n8k16 (bf16 in, fp32 accumulators) and cp.async on sm_80 or later.
-struct MmaExec {
-  unsigned char* smem;
-  __device__ unsigned char* shared() const { return smem; }
-  __device__ int thread() const { return int(threadIdx.x); }
-  __device__ int warp() const { return int(threadIdx.x) / 32; }
-  __device__ int lane() const { return int(threadIdx.x) % 32; }
-  __device__ void sync() const { __syncthreads(); }
-  __device__ float shfl_xor(float x, int mask) const { return __shfl_xor_sync(0xffffffffu, x, mask); }
-  __device__ void ldsm(uint32_t (&r)[4], const bf16* p) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#else
-    __trap();  // never launched below sm_80 (flash_tensor_cores checks)
-#endif
-  }
-  __device__ void ldsm_t(uint32_t (&r)[4], const bf16* p) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#else
-    __trap();
-#endif
-  }
-  __device__ void copy16(bf16* dst, const bf16* src, bool in) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
-#else
-    __trap();
-#endif
-  }
-  __device__ void copy4(float* dst, const float* src, bool in) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(in ? 4 : 0));
-#else
-    __trap();
-#endif
-  }
-  __device__ void commit() const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-  }
-  template <int N>
-  __device__ void wait() const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-  }
-  __device__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap();
-#endif
-  }
-};
-
-// Blocks an SM must hold at once (__launch_bounds__ caps the registers to fit them).
-// Forward: four at head sizes up to 64, 128 registers a thread, which ptxas at sm_90 reaches
-// without spilling, and 46 KB of shared memory a block at head size 64.
-// Gradients: three up to head size 64, 168 registers. Uncapped, ptxas at sm_90 gives the kernel
-// 228 at head size 64 (two blocks an SM); capped, it spills 68 bytes a thread and loads 84, and
-// runs faster all the same: on an H200, 89.0 ms of a GPT-2 774M step (8 micro-batches of 4)
-// against 99.6. Of the other forms timed with it (on the same GPU, in one process each), walking
-// 64 query rows in the key pass (243 registers, two blocks) took 97.1 ms, keeping K's and V's
-// fragments in registers over the walk 99.2 (228, two blocks; 93.6 capped to three, with 188
-// bytes spilled), and both 93.6 (249). At 128 the cap would spill some 500 bytes: uncapped.
-template <int D>
-inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
-template <int D>
-inline constexpr int kGradsBlocks = D <= 64 ? 3 : 1;
-
-// The grid of the tensor-core passes is (B x NH, tiles), blockIdx.x the (sequence, head) and
-// blockIdx.y the tile's place in the order of work, so that blocks, which start in the order of
-// their index (x first), start longest first over the whole launch: every head's tiles with the
-// most walked tiles (the forward's last query tiles; in the backward, mma_grads_kernel's), then
-// the next longest, and the shortest fill in at the end. Ordered so within each head only, a
-// head's long tiles started late and ran on alone: by a count of walked tiles (blocks as long as
-// their walks, all SMs' blocks at once), the forward at GPT-2 774M (B 4, 20 heads, T 1024, four
-// blocks on each of 132 SMs) ends after 32.5 tile times against 23.5 so; the backward (three
-// blocks an SM; a walked tile 4 products in the key pass, 3 in the query pass) after 272 products'
-// times as two launches ordered within heads, 216 as two launches ordered so, 201 as one (ideal:
-// 199).
-template <int D, typename Out>
-__global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>) mma_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
-  flash_mma::forward<D>(MmaExec{g_tile_smem}, out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.x)), last_first_block());
-}
-
-// Both gradient passes in one launch: blockIdx.y takes flash_mma.h's grads_tile, the longest of
-// either pass first, so that the two passes' tails are one (they read the same inputs and write
-// disjoint parts of dqkv: dQ, and dK with dV).
-template <int D, typename Grads>
-__global__ void __launch_bounds__(flash_mma::kThreads, kGradsBlocks<D>) mma_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse,
-                                                                       const float* delta, int T, int NH, int hs) {
-  const flash::Slice s = flash::slice_of(T, NH, hs, int(blockIdx.x));
-  const flash_mma::GradsTile g = flash_mma::grads_tile(int(gridDim.y) / 2, int(blockIdx.y));
-  if (g.key) {
-    flash_mma::key_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, s, g.tile);
-  } else {
-    flash_mma::query_grads<D>(MmaExec{g_tile_smem}, dqkv, qkv, dout, lse, delta, s, g.tile);
-  }
-}
-
-// Lets kernel use `bytes` of dynamic shared memory (above the default 48 KiB needs the opt-in);
-// false, with the error recorded, where the GPU refuses. Set once per kernel and size: a process
-// drives one GPU (cuda_context.h), and a head size keeps its layout.
-// (Kernels of one signature share a type, so the record is keyed by the kernel itself.)
-template <typename Kernel>
-bool allow_shared(Kernel kernel, size_t bytes) {
-  static std::mutex mutex;
-  static std::map<const void*, size_t> allowed;  // per kernel: what it was last allowed
-  std::lock_guard<std::mutex> lock(mutex);
-  size_t& now = allowed[reinterpret_cast<const void*>(kernel)];
-  if (bytes <= now) return true;
-  if (!STAGECRAFT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))) return false;
-  now = bytes;
-  return true;
-}
-
 // Calls f.template operator()<D>() with the smallest supported D >= hs.
 template <typename F>
 bool with_head_size(int hs, F&& f) {
@@ -423,7 +287,7 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
     // The architecture the kernels that run here were compiled for: a build without sm_80 or
     // later code (CMAKE_CUDA_ARCHITECTURES) runs older PTX, whose tensor-core products are a trap.
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, mma_forward_kernel<64, float>) == cudaSuccess) g.kernel_arch = a.ptxVersion;
+    if (cudaFuncGetAttributes(&a, tensor_forward_kernel<flash_mma::MmaSync, 64, float>) == cudaSuccess) g.kernel_arch = a.ptxVersion;
     cudaGetLastError();
     return g;
   }();
@@ -432,6 +296,19 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
     if (flash_mma::bytes_for_head(pass, HS) > size_t(gpu.optin)) return false;
   }
   return true;
+}
+
+bool flash_warpgroup(int HS) {
+#if defined(STAGECRAFT_FLASH_WGMMA)
+  static const bool asked = [] {
+    const char* v = std::getenv("STAGECRAFT_FLASH_WGMMA");
+    return v && std::string(v) == "1";
+  }();
+  return asked && flash_tensor_cores(true, HS) && warpgroup_ready(HS);
+#else
+  (void)HS;
+  return false;
+#endif
 }
 
 // The tensor-core kernels move bf16 in 16-byte units (flash_mma.h's cp.async copies, flash_tiles.h's
@@ -463,15 +340,13 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
-    const dim3 grid(B * NH, row_blocks(T, true));
-    flash_mma::with_padded_head(HS, [&]<int D>() {
-      const size_t bytes = flash_mma::bytes<D>(flash::Pass::kForward);
-      with_typed(out, [&](auto* o) {
-        const auto kernel = mma_forward_kernel<D, std::remove_pointer_t<decltype(o)>>;
-        if (allow_shared(kernel, bytes)) kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(o, lse, qkv.low(), T, NH, HS);
-      });
-    });
-    launched("flash_attention_forward (tensor cores)");
+    if (flash_warpgroup(HS)) {
+      warpgroup_forward(out, lse, qkv.low(), B, T, NH, HS);
+      launched("flash_attention_forward (warpgroup tensor cores)");
+    } else {
+      launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv.low(), B, T, NH, HS);
+      launched("flash_attention_forward (tensor cores)");
+    }
     return;
   }
   const dim3 grid(B * NH, row_blocks(T, false));
@@ -511,16 +386,12 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     });
   });
   if (tensor_cores) {
-    const dim3 grid(B * NH, 2 * row_blocks(T, true));  // both passes' tiles
-    flash_mma::with_padded_head(HS, [&]<int D>() {
-      const size_t bytes = flash_mma::grads_bytes<D>();
-      with_typed(dqkv, [&](auto* d) {
-        using Grads = std::remove_pointer_t<decltype(d)>;
-        const Grads* dy = static_cast<const Grads*>(dout.data);
-        const auto kernel = mma_grads_kernel<D, Grads>;
-        if (allow_shared(kernel, bytes)) kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(d, qkv.low(), dy, lse, delta, T, NH, HS);
-      });
-    });
+    if (flash_warpgroup(HS)) {
+      warpgroup_grads(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS);
+      launched("flash_attention_backward (warpgroup tensor cores)");
+      return;
+    }
+    launch_tensor_grads<flash_mma::MmaSync>(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS);
     launched("flash_attention_backward (tensor cores)");
     return;
   }
