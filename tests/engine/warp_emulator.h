@@ -59,6 +59,20 @@ class WarpEmulator {
     std::barrier<> block;
     std::vector<std::unique_ptr<std::barrier<>>> warp;
     Slot slot[kWarps][32];
+    // What wgmma may read, a 4-byte word of shared memory at a time: kFree (nothing copied there,
+    // or stored by the threads themselves), kInFlight (a cp.async not yet waited for), kLanded
+    // (waited for by its thread, not yet fenced for the async proxy), kFenced.
+    enum : uint8_t { kFree, kInFlight, kLanded, kFenced };
+    std::vector<uint8_t> word = std::vector<uint8_t>(smem.size() * 4, kFree);
+    struct Copies {
+      std::vector<std::pair<size_t, int>> in_flight;  // word, group
+      std::vector<size_t> landed;
+      int groups = 0;  // committed so far; the open group's index
+    };
+    Copies copies[kThreads];
+    // Each thread's warpgroup products: 0 none in flight, 1 fenced (wgmma.fence), 2 issued,
+    // 3 committed.
+    int products[kThreads] = {};
   };
 
  public:
@@ -70,7 +84,10 @@ class WarpEmulator {
     int thread() const { return tid; }
     int warp() const { return tid / 32; }
     int lane() const { return tid % 32; }
-    void sync() const { blk->block.arrive_and_wait(); }
+    void sync() const {
+      if (blk->products[tid] >= 2) fail("a barrier with warpgroup products issued and not waited for (wgmma.wait_group)");
+      blk->block.arrive_and_wait();
+    }
     void warp_sync() const { blk->warp[warp()]->arrive_and_wait(); }
     Slot& mine() const { return blk->slot[warp()][lane()]; }
     Slot& of(int lane) const { return blk->slot[warp()][lane]; }
@@ -106,26 +123,49 @@ class WarpEmulator {
     void ldsm(uint32_t (&r)[4], const runtime::bf16* p) const { load_matrices(r, p, false); }
     void ldsm_t(uint32_t (&r)[4], const runtime::bf16* p) const { load_matrices(r, p, true); }
 
-    // The copies land at once; commit and wait have nothing to wait for (a missing wait shows
-    // only on a GPU, a missing sync() here too).
+    // The copies land at once. Which have been waited for is tracked for the warpgroup products'
+    // reads below; for ldmatrix's, a missing wait shows only on a GPU, a missing sync() here too.
     void check_shared(const void* dst, size_t n) const {
       const auto* base = reinterpret_cast<const unsigned char*>(blk->smem.data());
       const auto* at = static_cast<const unsigned char*>(dst);
       if (at < base || at + n > base + blk->size) fail("a copy writes outside the block's shared memory");
       if (reinterpret_cast<uintptr_t>(dst) % n != 0) fail("a copy's shared-memory address is not aligned to its size");
     }
+    void copied(const void* dst, size_t n) const {
+      Block::Copies& c = blk->copies[tid];
+      const size_t first = size_t(static_cast<const unsigned char*>(dst) - reinterpret_cast<const unsigned char*>(blk->smem.data())) / 4;
+      for (size_t w = first; w < first + n / 4; ++w) {
+        blk->word[w] = Block::kInFlight;
+        c.in_flight.emplace_back(w, c.groups);
+      }
+    }
     void copy16(runtime::bf16* dst, const runtime::bf16* src, bool in) const {
       check_shared(dst, 16);
       if (in && reinterpret_cast<uintptr_t>(src) % 16 != 0) fail("a 16-byte copy's global address is not 16-byte aligned");
       in ? std::memcpy(dst, src, 16) : std::memset(dst, 0, 16);
+      copied(dst, 16);
     }
     void copy4(float* dst, const float* src, bool in) const {
       check_shared(dst, 4);
       *dst = in ? *src : 0.0f;
+      copied(dst, 4);
     }
-    void commit() const {}
+    void commit() const { ++blk->copies[tid].groups; }
+    // The copies of every group but the newest N have landed (for wgmma, once fenced).
     template <int N>
-    void wait() const {}
+    void wait() const {
+      Block::Copies& c = blk->copies[tid];
+      std::vector<std::pair<size_t, int>> still;
+      for (const auto& [w, group] : c.in_flight) {
+        if (group < c.groups - N) {
+          blk->word[w] = Block::kLanded;
+          c.landed.push_back(w);
+        } else {
+          still.emplace_back(w, group);
+        }
+      }
+      c.in_flight = std::move(still);
+    }
 
     static float half(uint32_t pair, int which) {
       return runtime::to_float(runtime::bf16{uint16_t(which ? pair >> 16 : pair & 0xffffu)});
@@ -151,8 +191,10 @@ class WarpEmulator {
     }
 
     // ---- the warpgroup products of runtime/flash_wgmma.h (wgmma.mma_async m64nNk16) ----
-    // Issued and completed at once: fence, commit and wait have nothing to order here (a missing
-    // wait or fence shows only on a GPU). Warp w computes rows 16 w .. 16 w + 15 of the 64, its
+    // Issued and completed at once, but in the order a GPU needs checked: every product after a
+    // wgmma.fence, none in flight at a barrier, and every copy it reads waited for and fenced for
+    // the async proxy by the thread that made it (a store by the threads themselves is not
+    // tracked). Warp w computes rows 16 w .. 16 w + 15 of the 64, its
     // lanes holding them as mma.sync's C fragments; every operand read from shared memory goes
     // through the descriptor as the PTX ISA defines it, the 128-byte swizzle applied to the
     // address's bits as the hardware applies it, so a tile staged in another layout, or one that
@@ -163,11 +205,30 @@ class WarpEmulator {
       if (at < base || at >= base + blk->size) fail("a shared address outside the block's shared memory");
       return uint32_t(at - base);
     }
-    void wgmma_fence() const {}
-    void wgmma_commit() const {}
+    // The order of a thread's products: wgmma.fence, the products, commit, wait (for all: N 0).
+    void wgmma_fence() const { blk->products[tid] = 1; }
+    void issue() const {
+      int& p = blk->products[tid];
+      if (p == 0) fail("a warpgroup product without wgmma.fence before it");
+      if (p == 3) fail("a warpgroup product after its group was committed, without a wgmma.fence");
+      p = 2;
+    }
+    void wgmma_commit() const {
+      if (blk->products[tid] == 2) blk->products[tid] = 3;
+    }
     template <int N>
-    void wgmma_wait() const {}
-    void async_fence() const {}
+    void wgmma_wait() const {
+      static_assert(N == 0, "the programs wait for all their products");
+      blk->products[tid] = 0;
+    }
+    // fence.proxy.async: this thread's landed copies become visible to wgmma.
+    void async_fence() const {
+      Block::Copies& c = blk->copies[tid];
+      for (size_t w : c.landed) {
+        if (blk->word[w] == Block::kLanded) blk->word[w] = Block::kFenced;
+      }
+      c.landed.clear();
+    }
     template <typename T>
     void hold(T&) const {}
 
@@ -183,6 +244,8 @@ class WarpEmulator {
                            : start + size_t(mn / 8) * stride + size_t(mn % 8) * 128 + size_t(k / 8) * 16 + size_t(k % 8) * 2;
       at ^= ((at >> 7) & 7u) << 4;
       if (at + 2 > blk->size) fail("wgmma reads outside the block's shared memory");
+      if (blk->word[at / 4] == Block::kInFlight) fail("wgmma reads a copy into shared memory that was not waited for");
+      if (blk->word[at / 4] == Block::kLanded) fail("wgmma reads a copy into shared memory not fenced for it (fence.proxy.async)");
       uint16_t bits;
       std::memcpy(&bits, reinterpret_cast<const unsigned char*>(blk->smem.data()) + at, 2);
       return bits;
@@ -205,11 +268,13 @@ class WarpEmulator {
     }
     template <int N>
     void wgmma_ss(float (&acc)[N / 8][4], uint64_t a, uint64_t b) const {
+      issue();
       const int w = warp();
       warpgroup_product<N>(acc, b, false, [&](int row, int k) { return wide(described(a, false, 16 * w + row, k)); });
     }
     template <int N, int TransB>
     void wgmma_rs(float (&acc)[N / 8][4], const uint32_t (&a)[4], uint64_t b) const {
+      issue();
       Slot& s = mine();
       for (int i = 0; i < 4; ++i) s.a[i] = a[i];
       warp_sync();
