@@ -18,6 +18,35 @@ namespace {
 template <int N>
 struct Tag {};
 
+// The accumulators of an m64nNk16 product, N / 2 floats a thread at d: their asm operands, and
+// the placeholders that name them (%0 on).
+#define STAGECRAFT_ACC8(o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
+#define STAGECRAFT_ACC16 STAGECRAFT_ACC8(0), STAGECRAFT_ACC8(8)
+#define STAGECRAFT_ACC32 STAGECRAFT_ACC16, STAGECRAFT_ACC8(16), STAGECRAFT_ACC8(24)
+#define STAGECRAFT_ACC64 STAGECRAFT_ACC32, STAGECRAFT_ACC8(32), STAGECRAFT_ACC8(40), STAGECRAFT_ACC8(48), STAGECRAFT_ACC8(56)
+#define STAGECRAFT_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define STAGECRAFT_REGS32 STAGECRAFT_REGS16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define STAGECRAFT_REGS64 STAGECRAFT_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+// wgmma with A and B K-major in shared memory (descriptors a, b); A, B and SCALE the placeholders
+// of a, b and the scale-d flag (1: accumulate).
+#define STAGECRAFT_WGMMA_SS(N, REGS, ACC, A, B, SCALE)                                                             \
+  __device__ static void ss(Tag<N>, float* d, uint64_t a, uint64_t b) {                                           \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                                \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS "}, " A ", " B ", p, 1, 1, 0, 0;\n}\n" \
+                 : ACC                                                                                            \
+                 : "l"(a), "l"(b), "n"(1));                                                                       \
+  }
+// wgmma with A this warp's fragment in registers and B in shared memory, MN-major where TransB.
+#define STAGECRAFT_WGMMA_RS(N, REGS, ACC, A, B, SCALE, TRANS)                                                      \
+  template <int TransB>                                                                                           \
+  __device__ static void rs(Tag<N>, float* d, const uint32_t(&a)[4], uint64_t b) {                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                                \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS "}, {" A "}, " B ", p, 1, 1, " TRANS  \
+                 ";\n}\n"                                                                                         \
+                 : ACC                                                                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1), "n"(TransB));                      \
+  }
+
 // flash_wgmma.h's Exec on a GPU: MmaExec's instructions, the block's shared memory from its first
 // 1024-byte boundary (the swizzle's pattern; bytes<D, Wgmma> has the kSlack for it), and wgmma.
 struct WgmmaExec : MmaExec {
@@ -47,81 +76,12 @@ struct WgmmaExec : MmaExec {
     rs<TransB>(Tag<N>{}, &acc[0][0], a, b);
   }
 
-  // m64n32k16: A and B K-major in shared memory.
-  __device__ static void ss(Tag<32>, float* d, uint64_t a, uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-          "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(a), "l"(b), "n"(1));
-  }
-  // m64n64k16: A and B K-major in shared memory.
-  __device__ static void ss(Tag<64>, float* d, uint64_t a, uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-          "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-          "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(a), "l"(b), "n"(1));
-  }
-  // m64n64k16: A this warp's fragment in registers, B in shared memory (MN-major where TransB).
-  template <int TransB>
-  __device__ static void rs(Tag<64>, float* d, const uint32_t (&a)[4], uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-          "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-          "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1), "n"(TransB));
-  }
-
-  // m64n128k16: A this warp's fragment in registers, B in shared memory (MN-major where TransB).
-  template <int TransB>
-  __device__ static void rs(Tag<128>, float* d, const uint32_t (&a)[4], uint64_t b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-          "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-          "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-          "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
-          "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-          "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1), "n"(TransB));
-  }
+  // The products, one per shape the Core takes (m64nNk16, bf16 in, fp32 accumulators): the N / 2
+  // accumulators of this thread are the asm's first operands, then the rest in order.
+  STAGECRAFT_WGMMA_SS(32, STAGECRAFT_REGS16, STAGECRAFT_ACC16, "%16", "%17", "%18")
+  STAGECRAFT_WGMMA_SS(64, STAGECRAFT_REGS32, STAGECRAFT_ACC32, "%32", "%33", "%34")
+  STAGECRAFT_WGMMA_RS(64, STAGECRAFT_REGS32, STAGECRAFT_ACC32, "%32, %33, %34, %35", "%36", "%37", "%38")
+  STAGECRAFT_WGMMA_RS(128, STAGECRAFT_REGS64, STAGECRAFT_ACC64, "%64, %65, %66, %67", "%68", "%69", "%70")
 #else
   // Never run: the file is compiled for sm_90a alone, and the host pass sees these only.
   __device__ void wgmma_fence() const {}
