@@ -372,10 +372,10 @@ STAGECRAFT_TILE void store_rows(const E& e, Dst* dst, const float (&acc)[D / 8][
 // Forward of query tile qtile: out (B, T, C) in fp32 or bf16, lse (B, NH, T).
 template <int D, typename Core, typename E, typename Out>
 STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, const Slice& s, int qtile) {
-  constexpr int kRows = Core::template tile_elements<D>(kTile);  // a tile's elements
+  constexpr int kOwnTile = Core::template tile_elements<D>(kTile);  // elements of a 64-row tile
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
-  bf16* walked = Q + kRows;  // K and V of key tile j in buffer j % 2
-  constexpr int kBuffer = 2 * kRows;
+  bf16* walked = Q + kOwnTile;  // K and V of key tile j in buffer j % 2
+  constexpr int kBuffer = 2 * kOwnTile;
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + kTile - 1) / kTile;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
   auto buffer = [&](int j) { return walked + (j & 1) * kBuffer; };
@@ -383,7 +383,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
     bf16* K = buffer(j);
     const int j0 = j * kTile, cols = flash::smaller(kTile, s.T - j0);
     stage<D, Core>(e, K, qkv, s, 1, j0, cols, kTile);
-    stage<D, Core>(e, K + kRows, qkv, s, 2, j0, cols, kTile);
+    stage<D, Core>(e, K + kOwnTile, qkv, s, 2, j0, cols, kTile);
     e.commit();
   };
   stage<D, Core>(e, Q, qkv, s, 0, q0, rows, kTile);
@@ -394,7 +394,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
   for (int j = 0; j < key_tiles; ++j) {
     const int j0 = j * kTile;
     const bf16* K = buffer(j);
-    const bf16* V = K + kRows;
+    const bf16* V = K + kOwnTile;
     next_tile<Core>(e, j, key_tiles, fetch);
     if (j == 0) Core::template load<D>(e, qf, Q);
     float sc[kTile / 8][4] = {};
@@ -480,20 +480,21 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
                                const Slice& s, int ktile) {
   constexpr flash::Pass kPass = flash::Pass::kKeyGrads;
   constexpr int N = kWalk<D, kPass>;
-  constexpr int kRows = Core::template tile_elements<D>(kTile), kWalked = Core::template tile_elements<D>(N);
+  // Elements of the block's own tiles and of a walked one.
+  constexpr int kOwnTile = Core::template tile_elements<D>(kTile), kWalkedTile = Core::template tile_elements<D>(N);
   bf16* K = reinterpret_cast<bf16*>(e.shared());
-  bf16* V = K + kRows;
-  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kRows);  // query tile i in buffer i % 2
+  bf16* V = K + kOwnTile;
+  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kOwnTile);  // query tile i in buffer i % 2
   constexpr size_t kBuffer = walked_bytes<D, Core>(kPass);
   const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0), first = k0 / N, query_tiles = (s.T + N - 1) / N;
   const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
   auto buffer = [&](int i) { return reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer); };  // Q, dO, then L, delta
   auto fetch = [&](int i) {  // query tile i into its buffer
     bf16* Qb = buffer(i);
-    float* Lb = reinterpret_cast<float*>(Qb + 2 * kWalked);
+    float* Lb = reinterpret_cast<float*>(Qb + 2 * kWalkedTile);
     const int i0 = i * N, rows = flash::smaller(N, s.T - i0);
     stage<D, Core>(e, Qb, qkv, s, 0, i0, rows, N);
-    stage<D, Core>(e, Qb + kWalked, dout, s, -1, i0, rows, N);
+    stage<D, Core>(e, Qb + kWalkedTile, dout, s, -1, i0, rows, N);
     for (int r = e.thread(); r < N; r += kThreads) {
       e.copy4(Lb + r, r < rows ? lse + s.row_at(i0 + r) : lse, r < rows);
       e.copy4(Lb + N + r, r < rows ? delta + s.row_at(i0 + r) : delta, r < rows);
@@ -507,8 +508,8 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
   for (int i = first; i < query_tiles; ++i) {
     const int i0 = i * N;
     const bf16* Q = buffer(i);
-    const bf16* dO = Q + kWalked;
-    const float* Ls = reinterpret_cast<const float*>(Q + 2 * kWalked);
+    const bf16* dO = Q + kWalkedTile;
+    const float* Ls = reinterpret_cast<const float*>(Q + 2 * kWalkedTile);
     const float* Ds = Ls + N;
     next_tile<Core>(e, i, query_tiles, fetch);
     float st[N / 8][4] = {}, dpt[N / 8][4] = {};
@@ -557,10 +558,11 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
                                  const Slice& s, int qtile) {
   constexpr flash::Pass kPass = flash::Pass::kQueryGrads;
   constexpr int N = kWalk<D, kPass>;
-  constexpr int kRows = Core::template tile_elements<D>(kTile), kWalked = Core::template tile_elements<D>(N);
+  // Elements of the block's own tiles and of a walked one.
+  constexpr int kOwnTile = Core::template tile_elements<D>(kTile), kWalkedTile = Core::template tile_elements<D>(N);
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
-  bf16* dO = Q + kRows;
-  bf16* walked = dO + kRows;  // K and V of key tile j in buffer j % 2
+  bf16* dO = Q + kOwnTile;
+  bf16* walked = dO + kOwnTile;  // K and V of key tile j in buffer j % 2
   const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + N - 1) / N;
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
   auto buffer = [&](int j) { return walked + (j & 1) * (walked_bytes<D, Core>(kPass) / 2); };
@@ -568,7 +570,7 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
     bf16* Kb = buffer(j);
     const int j0 = j * N, cols = flash::smaller(N, s.T - j0);
     stage<D, Core>(e, Kb, qkv, s, 1, j0, cols, N);
-    stage<D, Core>(e, Kb + kWalked, qkv, s, 2, j0, cols, N);
+    stage<D, Core>(e, Kb + kWalkedTile, qkv, s, 2, j0, cols, N);
     e.commit();
   };
   stage<D, Core>(e, Q, qkv, s, 0, q0, rows, kTile);
@@ -586,7 +588,7 @@ STAGECRAFT_TILE void query_grads(const E& e, Grads* dqkv, const bf16* qkv, const
   for (int j = 0; j < key_tiles; ++j) {
     const int j0 = j * N;
     const bf16* K = buffer(j);
-    const bf16* V = K + kWalked;
+    const bf16* V = K + kWalkedTile;
     next_tile<Core>(e, j, key_tiles, fetch);
     if (j == 0) {
       Core::template load<D>(e, qf, Q);

@@ -138,7 +138,8 @@ inline constexpr int kGradsBlocks = D <= 64 ? 3 : 1;
 // times as two launches ordered within heads, 216 as two launches ordered so, 201 as one (ideal:
 // 199).
 template <typename Core, int D, typename Out>
-__global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>) tensor_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
+__global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>)
+    tensor_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
   flash_mma::forward<D, Core>(ExecOf<Core>::type::at(g_tile_smem), out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.x)),
                               last_first_block());
 }
