@@ -170,6 +170,11 @@ class WarpEmulator {
     static float half(uint32_t pair, int which) {
       return runtime::to_float(runtime::bf16{uint16_t(which ? pair >> 16 : pair & 0xffffu)});
     }
+    // Element (row, k) of the 16 x 16 A whose fragments this warp's lanes put in their slots.
+    float a_element(int row, int k) const {
+      const Slot& as = of((row % 8) * 4 + (k % 8) / 2);
+      return half(as.a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1);
+    }
     void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) const {
       Slot& s = mine();
       for (int i = 0; i < 4; ++i) s.a[i] = a[i];
@@ -181,9 +186,8 @@ class WarpEmulator {
         const int row = g + (i >> 1) * 8, col = c + (i & 1);
         float acc = d[i];
         for (int k = 0; k < 16; ++k) {
-          const Slot& as = of((row % 8) * 4 + (k % 8) / 2);
           const Slot& bs = of(col * 4 + (k % 8) / 2);
-          acc += half(as.a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1) * half(bs.b[k >= 8 ? 1 : 0], k & 1);
+          acc += a_element(row, k) * half(bs.b[k >= 8 ? 1 : 0], k & 1);
         }
         d[i] = acc;
       }
@@ -278,10 +282,7 @@ class WarpEmulator {
       Slot& s = mine();
       for (int i = 0; i < 4; ++i) s.a[i] = a[i];
       warp_sync();
-      warpgroup_product<N>(acc, b, TransB == 1, [&](int row, int k) {
-        const Slot& as = of((row % 8) * 4 + (k % 8) / 2);
-        return half(as.a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1);
-      });
+      warpgroup_product<N>(acc, b, TransB == 1, [&](int row, int k) { return a_element(row, k); });
       warp_sync();
     }
 
