@@ -72,6 +72,10 @@ inline constexpr int kWarps = 4;  // 16 rows each
 inline constexpr int kThreads = kWarps * 32;
 static_assert(kTile == 16 * kWarps, "a warp owns 16 rows of a tile");
 
+// The 64-row tiles of the first T rows of a sequence: a pass's blocks per (sequence, head), and
+// the key tiles a query tile's rows reach (T is at most config_schema.cpp's 1e9: no overflow).
+STAGECRAFT_HD constexpr int tiles(int T) { return (T + kTile - 1) / kTile; }
+
 // The padded head size a program is compiled for: 0 where the head size is not taken.
 STAGECRAFT_HD int padded_head(int hs) {
   if (!flash::takes_head(hs)) return 0;
@@ -376,7 +380,7 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
   bf16* Q = reinterpret_cast<bf16*>(e.shared());
   bf16* walked = Q + kOwnTile;  // K and V of key tile j in buffer j % 2
   constexpr int kBuffer = 2 * kOwnTile;
-  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = (q0 + rows + kTile - 1) / kTile;
+  const int q0 = qtile * kTile, rows = flash::smaller(kTile, s.T - q0), key_tiles = tiles(q0 + rows);
   const int c = (e.lane() & 3) * 2, row0 = q0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's rows: row0, row0 + 8
   auto buffer = [&](int j) { return walked + (j & 1) * kBuffer; };
   auto fetch = [&](int j) {  // key tile j into its buffer

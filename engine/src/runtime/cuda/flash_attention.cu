@@ -55,10 +55,7 @@ constexpr int kRows = 64;   // threads per block: query (or key) rows per block
 constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a time
 
 // Blocks of rows of a sequence of T: 64-row tiles on tensor cores, kRows-row blocks on fp32 cores.
-static int row_blocks(int T, bool tensor_cores) {
-  const int rows = tensor_cores ? flash_mma::kTile : kRows;
-  return int((T + rows - 1LL) / rows);
-}
+static int row_blocks(int T, bool tensor_cores) { return tensor_cores ? flash_mma::tiles(T) : int((T + kRows - 1LL) / kRows); }
 
 // The block's threads copy key and value rows j0 .. j0 + kTile - 1 of head h (zeros past T and
 // past the head size) from the sequence's qkv rows into shared memory.

@@ -44,26 +44,22 @@ struct MmaExec {
   __device__ int lane() const { return int(threadIdx.x) % 32; }
   __device__ void sync() const { __syncthreads(); }
   __device__ float shfl_xor(float x, int mask) const { return __shfl_xor_sync(0xffffffffu, x, mask); }
-  __device__ void ldsm(uint32_t (&r)[4], const bf16* p) const {
+  // ldmatrix .x4, as flash_mma.h's ldsm (SUFFIX "") and ldsm_t (".trans") read it.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#else
-    __trap();  // never launched below sm_80 (flash_tensor_cores checks)
-#endif
+#define STAGECRAFT_LDMATRIX(NAME, SUFFIX)                                                        \
+  __device__ void NAME(uint32_t(&r)[4], const bf16* p) const {                                  \
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));                       \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" SUFFIX ".shared.b16 {%0, %1, %2, %3}, [%4];\n" \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                \
+                 : "r"(a));                                                                      \
   }
-  __device__ void ldsm_t(uint32_t (&r)[4], const bf16* p) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#else
-    __trap();
+#else  // never launched below sm_80 (flash_tensor_cores checks)
+#define STAGECRAFT_LDMATRIX(NAME, SUFFIX) \
+  __device__ void NAME(uint32_t(&)[4], const bf16*) const { __trap(); }
 #endif
-  }
+  STAGECRAFT_LDMATRIX(ldsm, "")
+  STAGECRAFT_LDMATRIX(ldsm_t, ".trans")
+#undef STAGECRAFT_LDMATRIX
   __device__ void copy16(bf16* dst, const bf16* src, bool in) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -179,7 +175,7 @@ bool allow_shared(Kernel kernel, size_t bytes) {
 // The forward's launch: a block of kThreads per 64-row query tile, (B x NH, tiles).
 template <typename Core>
 void launch_tensor_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
-  const dim3 grid(B * NH, (T + flash_mma::kTile - 1) / flash_mma::kTile);
+  const dim3 grid(B * NH, flash_mma::tiles(T));
   flash_mma::with_padded_head(HS, [&]<int D>() {
     if constexpr (Core::template kTakes<D>) {
       const size_t bytes = flash_mma::bytes<D, Core>(flash::Pass::kForward);
@@ -197,7 +193,7 @@ void launch_tensor_forward(ActOut out, float* lse, const bf16* qkv, int B, int T
 template <typename Core>
 void launch_tensor_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH,
                          int HS) {
-  const dim3 grid(B * NH, 2 * ((T + flash_mma::kTile - 1) / flash_mma::kTile));  // both passes' tiles
+  const dim3 grid(B * NH, 2 * flash_mma::tiles(T));  // both passes' tiles
   flash_mma::with_padded_head(HS, [&]<int D>() {
     if constexpr (Core::template kTakes<D>) {
       const size_t bytes = flash_mma::grads_bytes<D, Core>();
