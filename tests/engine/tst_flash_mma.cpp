@@ -2,7 +2,8 @@
 // fragments, ldmatrix from shared memory) run on the CPU under warp_emulator.h, against the tile
 // program (src/runtime/flash_tiles.h, cpu::flash_attention_tiled_*) that has the same roundings
 // and is itself checked against attention in double (tst_kernels). Every tile edge, head sizes
-// 16 to 128 (padded to 32, 64, 128), fp32 and bf16 outputs and gradients, as the GPU runs them.
+// 16 to 128 (padded to 32, 64, 128), fp32 and bf16 outputs and gradients, as the GPU runs them;
+// and the single products of Hopper's Core that tst_cuda also runs on a GPU (wgmma_products.h).
 #include <QtTest>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "runtime/flash_mma.h"
 #include "stagecraft/runtime/kernels.h"
 #include "warp_emulator.h"
+#include "wgmma_products.h"
 
 using namespace stagecraft;
 using namespace stagecraft::runtime;
@@ -42,15 +44,13 @@ double rel_err(const std::vector<A>& a, const std::vector<float>& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-int tiles(int T) { return (T + flash_mma::kTile - 1) / flash_mma::kTile; }
-
 // Every block of a pass over (sequence, head) x tile, one after another.
 template <typename Core, typename F>
 void each_block(flash::Pass pass, int D, int B, int T, int NH, int HS, F&& f) {
   const size_t bytes = flash_mma::bytes_for_head<Core>(pass, HS);
   QVERIFY(bytes > 0 && flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
-    for (int t = 0; t < tiles(T); ++t) {
+    for (int t = 0; t < flash_mma::tiles(T); ++t) {
       WarpEmulator::run_block(bytes, [&](const WarpEmulator::Lane& e) { f(e, flash::slice_of(T, NH, HS, bh), t); });
     }
   }
@@ -68,8 +68,8 @@ template <int D, typename Core, typename Grads>
 void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS) {
   QVERIFY(flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
-    for (int y = 0; y < 2 * tiles(T); ++y) {
-      const flash_mma::GradsTile g = flash_mma::grads_tile(tiles(T), y);
+    for (int y = 0; y < 2 * flash_mma::tiles(T); ++y) {
+      const flash_mma::GradsTile g = flash_mma::grads_tile(flash_mma::tiles(T), y);
       WarpEmulator::run_block(flash_mma::grads_bytes<D, Core>(), [&](const WarpEmulator::Lane& e) {
         const flash::Slice s = flash::slice_of(T, NH, HS, bh);
         if (g.key) {
@@ -150,6 +150,41 @@ class TestFlashMma : public QObject {
       QCOMPARE((flash_mma::walked_bytes<64, flash_mma::Wgmma>(pass) % 1024), size_t(0));
     }
     QCOMPARE((flash_mma::bytes<64, flash_mma::Wgmma>(flash::Pass::kForward)), size_t(5 * 64 * 128 + 1024));
+  }
+
+  // wgmma_products.h's single products of the Wgmma Core under the emulator against the plain
+  // products, at every shape the probe takes: the programs that tst_cuda runs on a GPU
+  // (warpgroupProductsMatchPlainProducts), checked here, so that a failure there is the GPU's
+  // reading of the descriptors, swizzle or fragments, not the probe's.
+  void warpgroupProductsMatchPlainProducts() {
+    namespace wp = test::wgmma_products;
+    auto bf16s = [](const std::vector<float>& v) {
+      std::vector<bf16> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
+      return out;
+    };
+    unsigned seed = 60;
+    for (const int D : {64, 128}) {
+      for (const int N : {32, 64}) {
+        const auto q = bf16s(randn(size_t(wp::kTile) * D, ++seed)), k = bf16s(randn(size_t(N) * D, ++seed));
+        std::vector<float> s = randn(size_t(wp::kTile) * N, ++seed);
+        const std::vector<double> s_ref = wp::plain_times_transposed(D, N, s, q, k);
+        const std::vector<float> p = randn(size_t(wp::kTile) * N, ++seed);
+        const auto v = bf16s(randn(size_t(N) * D, ++seed));
+        std::vector<float> o = randn(size_t(wp::kTile) * D, ++seed);
+        const std::vector<double> o_ref = wp::plain_times(D, N, o, p, v);
+        QVERIFY(wp::with_shape(D, N, [&]<int kD, int kN>() {
+          WarpEmulator::run_block(wp::kTimesTransposedBytes<kD, kN>, [&](const WarpEmulator::Lane& e) {
+            wp::times_transposed_block<kD, kN>(e, s.data(), q.data(), k.data());
+          });
+          WarpEmulator::run_block(wp::kTimesBytes<kD, kN>, [&](const WarpEmulator::Lane& e) { wp::times_block<kD, kN>(e, o.data(), p.data(), v.data()); });
+        }));
+        const double err = wp::error(s, s_ref), err_times = wp::error(o, o_ref);
+        QVERIFY2(err < 1e-5, qPrintable(QString("K-major (S = Q K^T) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err)));
+        QVERIFY2(err_times < 1e-5, qPrintable(QString("MN-major (O += P V) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err_times)));
+      }
+    }
+    QVERIFY(!wp::with_shape(32, 32, []<int, int>() {}));
   }
 
   void programMatchesTheTileProgram_data() {

@@ -169,7 +169,7 @@ run_suites() {
   # The four suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
   ctest --test-dir "$build_here/tests/gpu" -L gpu -j4 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
     >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
-  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG|flash on tensor cores \(wgmma' "$logs/ctest_gpu.log" | tail -n 80
+  grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG|flash on tensor cores \(wgmma|wgmma (K|MN)-major' "$logs/ctest_gpu.log" | tail -n 80
   # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable,
   # but for the warpgroup attention's entry on a GPU other than compute capability 9.0.
   grep '\*\*\*Skipped' "$logs/ctest_gpu.log" | grep -qv tst_cuda_flash_wgmma && failed+=("a GPU suite skipped (its SKIPPED line above says why)")

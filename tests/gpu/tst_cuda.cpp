@@ -1,7 +1,8 @@
 // The CUDA backend against the CPU engine, on a real GPU: every kernel of the Ops table (ops.h)
 // against the CPU kernel on random shapes with odd sizes (fp32 within 1e-5 of the tensor's scale),
 // the one-launch segment calls against the CPU's on segment lists with empty and one-element
-// segments (and the sum of squares the same bits launch after launch),
+// segments (and the sum of squares the same bits launch after launch), the fused attention
+// against its tile program (and, on Hopper, each wgmma reading alone against a plain product),
 // a 20-step run on cuda against the CPU engine's losses (1e-4), dp 2 x tp 2 x pp 2 ranks sharing
 // one GPU through host-staged communication against the single rank, checkpoints moving
 // between cpu and cuda, and NCCL: its groups of one on the GPU (device copies, a run whose
@@ -44,6 +45,10 @@
 #include "off_host_device.h"
 #include "segment_test_support.h"
 #include "thread_comm.h"
+#if defined(STAGECRAFT_WGMMA_PROBE)
+#include "wgmma_probe.h"
+#include "wgmma_products.h"
+#endif
 
 #include <QtTest>
 
@@ -798,6 +803,58 @@ class TestCuda : public QObject {
     QVERIFY(!on_warpgroups(32));  // mma.sync's
 #else
     QSKIP("a build without the CUDA backend");
+#endif
+  }
+
+  // Single products of Hopper's warpgroup Core on the GPU (tests/engine/wgmma_products.h's block
+  // programs, which tst_flash_mma runs under the emulator) against plain products in double, each
+  // added to accumulators that start from given values:
+  //   S = Q K^T's reading: both tiles K-major through descriptors, at head sizes 64 and 128 (one
+  //   and two 64-column blocks of the swizzle), over 32 and 64 keys;
+  //   O += P V's: P from registers as mma.sync's A fragments, V read MN-major, over 32 and 64 keys.
+  // Where the attention's wgmma kernels disagree with the tile program, this says whether one of
+  // the readings is wrong or the program around them. On compute capability 9.0 in builds with the
+  // wgmma kernels, asked for or not; skipped, saying why, elsewhere.
+  void warpgroupProductsMatchPlainProducts() {
+#if !defined(STAGECRAFT_WGMMA_PROBE)
+    QSKIP("this build has no warpgroup kernels (STAGECRAFT_FLASH_WGMMA=OFF: CMAKE_CUDA_ARCHITECTURES without Hopper)");
+#else
+    namespace wp = test::wgmma_products;
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major != 9 || minor != 0) {
+      QSKIP(qPrintable(QString("warpgroup products run on compute capability 9.0; this GPU is %1.%2").arg(major).arg(minor)));
+    }
+    auto bf16s = [](const std::vector<float>& v) {
+      std::vector<bf16> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
+      return out;
+    };
+    uint64_t stream = 900;
+    for (const int D : {64, 128}) {
+      for (const int N : {32, 64}) {
+        const auto q = bf16s(randn(size_t(wp::kTile) * D, ++stream)), k = bf16s(randn(size_t(N) * D, ++stream));
+        std::vector<float> s = randn(size_t(wp::kTile) * N, ++stream);
+        const std::vector<double> s_ref = wp::plain_times_transposed(D, N, s, q, k);
+        const std::string failed = test::probe_times_transposed(D, N, q, k, s);
+        QVERIFY2(failed.empty(), failed.c_str());
+        const double err = wp::error(s, s_ref);
+        std::printf("wgmma K-major (S = Q K^T), head size %d, %d keys: error %.2e\n", D, N, err);
+        QVERIFY2(err < 1e-4, qPrintable(QString("wgmma K-major (S = Q K^T) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err)));
+
+        const std::vector<float> p = randn(size_t(wp::kTile) * N, ++stream);
+        const auto v = bf16s(randn(size_t(N) * D, ++stream));
+        std::vector<float> o = randn(size_t(wp::kTile) * D, ++stream);
+        const std::vector<double> o_ref = wp::plain_times(D, N, o, p, v);
+        const std::string failed_times = test::probe_times(D, N, p, v, o);
+        QVERIFY2(failed_times.empty(), failed_times.c_str());
+        const double err_times = wp::error(o, o_ref);
+        std::printf("wgmma MN-major (O += P V), head size %d, %d keys: error %.2e\n", D, N, err_times);
+        QVERIFY2(err_times < 1e-4,
+                 qPrintable(QString("wgmma MN-major (O += P V) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err_times)));
+      }
+    }
 #endif
   }
 
