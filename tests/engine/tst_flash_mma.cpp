@@ -158,19 +158,14 @@ class TestFlashMma : public QObject {
   // reading of the descriptors, swizzle or fragments, not the probe's.
   void warpgroupProductsMatchPlainProducts() {
     namespace wp = test::wgmma_products;
-    auto bf16s = [](const std::vector<float>& v) {
-      std::vector<bf16> out(v.size());
-      for (size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
-      return out;
-    };
     unsigned seed = 60;
     for (const int D : {64, 128}) {
       for (const int N : {32, 64}) {
-        const auto q = bf16s(randn(size_t(wp::kTile) * D, ++seed)), k = bf16s(randn(size_t(N) * D, ++seed));
+        const auto q = wp::bf16s(randn(size_t(wp::kTile) * D, ++seed)), k = wp::bf16s(randn(size_t(N) * D, ++seed));
         std::vector<float> s = randn(size_t(wp::kTile) * N, ++seed);
         const std::vector<double> s_ref = wp::plain_times_transposed(D, N, s, q, k);
         const std::vector<float> p = randn(size_t(wp::kTile) * N, ++seed);
-        const auto v = bf16s(randn(size_t(N) * D, ++seed));
+        const auto v = wp::bf16s(randn(size_t(N) * D, ++seed));
         std::vector<float> o = randn(size_t(wp::kTile) * D, ++seed);
         const std::vector<double> o_ref = wp::plain_times(D, N, o, p, v);
         QVERIFY(wp::with_shape(D, N, [&]<int kD, int kN>() {

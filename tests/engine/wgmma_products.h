@@ -123,6 +123,13 @@ bool with_shape(int D, int N, F&& f) {
   return true;
 }
 
+// v rounded to bf16, as the probes' tiles take it.
+inline std::vector<bf16> bf16s(const std::vector<float>& v) {
+  std::vector<bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = runtime::to_bf16(v[i]);
+  return out;
+}
+
 // The plain products in double, from c's starting values.
 inline std::vector<double> plain_times_transposed(int D, int N, const std::vector<float>& c, const std::vector<bf16>& a,
                                                   const std::vector<bf16>& bt) {

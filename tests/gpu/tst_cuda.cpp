@@ -826,15 +826,10 @@ class TestCuda : public QObject {
     if (major != 9 || minor != 0) {
       QSKIP(qPrintable(QString("warpgroup products run on compute capability 9.0; this GPU is %1.%2").arg(major).arg(minor)));
     }
-    auto bf16s = [](const std::vector<float>& v) {
-      std::vector<bf16> out(v.size());
-      for (size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
-      return out;
-    };
     uint64_t stream = 900;
     for (const int D : {64, 128}) {
       for (const int N : {32, 64}) {
-        const auto q = bf16s(randn(size_t(wp::kTile) * D, ++stream)), k = bf16s(randn(size_t(N) * D, ++stream));
+        const auto q = wp::bf16s(randn(size_t(wp::kTile) * D, ++stream)), k = wp::bf16s(randn(size_t(N) * D, ++stream));
         std::vector<float> s = randn(size_t(wp::kTile) * N, ++stream);
         const std::vector<double> s_ref = wp::plain_times_transposed(D, N, s, q, k);
         const std::string failed = test::probe_times_transposed(D, N, q, k, s);
@@ -844,7 +839,7 @@ class TestCuda : public QObject {
         QVERIFY2(err < 1e-4, qPrintable(QString("wgmma K-major (S = Q K^T) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err)));
 
         const std::vector<float> p = randn(size_t(wp::kTile) * N, ++stream);
-        const auto v = bf16s(randn(size_t(N) * D, ++stream));
+        const auto v = wp::bf16s(randn(size_t(N) * D, ++stream));
         std::vector<float> o = randn(size_t(wp::kTile) * D, ++stream);
         const std::vector<double> o_ref = wp::plain_times(D, N, o, p, v);
         const std::string failed_times = test::probe_times(D, N, p, v, o);
