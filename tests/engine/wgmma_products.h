@@ -16,6 +16,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/flash_wgmma.h"
@@ -123,13 +126,6 @@ bool with_shape(int D, int N, F&& f) {
   return true;
 }
 
-// v rounded to bf16, as the probes' tiles take it.
-inline std::vector<bf16> bf16s(const std::vector<float>& v) {
-  std::vector<bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = runtime::to_bf16(v[i]);
-  return out;
-}
-
 // The plain products in double, from c's starting values.
 inline std::vector<double> plain_times_transposed(int D, int N, const std::vector<float>& c, const std::vector<bf16>& a,
                                                   const std::vector<bf16>& bt) {
@@ -160,6 +156,56 @@ inline double error(const std::vector<float>& got, const std::vector<double>& re
     scale = std::max(scale, std::abs(ref[i]));
   }
   return diff / scale;
+}
+
+// One shape's operands for both probes: S (64 x N) += Q (64 x D) K^T and O (64 x D) += P (64 x N)
+// V, with S and O holding the accumulators' starting values until a probe runs (and its results
+// after), and the plain products.
+struct Case {
+  int D = 0, N = 0;
+  std::vector<bf16> q, k, v;
+  std::vector<float> s, p, o;
+  std::vector<double> s_plain, o_plain;
+};
+
+// Every shape with_shape takes, its operands from draw(n) (n normal floats; q, k and v rounded to
+// bf16).
+template <typename Draw>
+std::vector<Case> cases(Draw&& draw) {
+  auto bf16s = [&](size_t n) {
+    const std::vector<float> x = draw(n);
+    std::vector<bf16> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = runtime::to_bf16(x[i]);
+    return out;
+  };
+  std::vector<Case> all;
+  for (const int D : {64, 128}) {
+    for (const int N : {32, 64}) {
+      Case c{D, N, bf16s(size_t(kTile) * D), bf16s(size_t(N) * D), bf16s(size_t(N) * D), draw(size_t(kTile) * N), draw(size_t(kTile) * N),
+             draw(size_t(kTile) * D), {}, {}};
+      c.s_plain = plain_times_transposed(D, N, c.s, c.q, c.k);
+      c.o_plain = plain_times(D, N, c.o, c.p, c.v);
+      all.push_back(std::move(c));
+    }
+  }
+  return all;
+}
+
+// After both probes ran on c: empty where each is within `tolerance` of its plain product (as
+// error counts), else which reading is off and by how much. `print` also says each error.
+inline std::string check(const Case& c, double tolerance, bool print = false) {
+  std::string out;
+  const struct {
+    const char* reading;
+    double err;
+  } results[] = {{"K-major (S = Q K^T)", error(c.s, c.s_plain)}, {"MN-major (O += P V)", error(c.o, c.o_plain)}};
+  for (const auto& r : results) {
+    char line[160];
+    std::snprintf(line, sizeof line, "wgmma %s at head size %d over %d keys: error %.2e", r.reading, c.D, c.N, r.err);
+    if (print) std::printf("%s\n", line);
+    if (!(r.err < tolerance)) out += std::string(out.empty() ? "" : "; ") + line;
+  }
+  return out;
 }
 
 }  // namespace stagecraft::test::wgmma_products

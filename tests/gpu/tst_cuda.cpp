@@ -827,28 +827,12 @@ class TestCuda : public QObject {
       QSKIP(qPrintable(QString("warpgroup products run on compute capability 9.0; this GPU is %1.%2").arg(major).arg(minor)));
     }
     uint64_t stream = 900;
-    for (const int D : {64, 128}) {
-      for (const int N : {32, 64}) {
-        const auto q = wp::bf16s(randn(size_t(wp::kTile) * D, ++stream)), k = wp::bf16s(randn(size_t(N) * D, ++stream));
-        std::vector<float> s = randn(size_t(wp::kTile) * N, ++stream);
-        const std::vector<double> s_ref = wp::plain_times_transposed(D, N, s, q, k);
-        const std::string failed = test::probe_times_transposed(D, N, q, k, s);
-        QVERIFY2(failed.empty(), failed.c_str());
-        const double err = wp::error(s, s_ref);
-        std::printf("wgmma K-major (S = Q K^T), head size %d, %d keys: error %.2e\n", D, N, err);
-        QVERIFY2(err < 1e-4, qPrintable(QString("wgmma K-major (S = Q K^T) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err)));
-
-        const std::vector<float> p = randn(size_t(wp::kTile) * N, ++stream);
-        const auto v = wp::bf16s(randn(size_t(N) * D, ++stream));
-        std::vector<float> o = randn(size_t(wp::kTile) * D, ++stream);
-        const std::vector<double> o_ref = wp::plain_times(D, N, o, p, v);
-        const std::string failed_times = test::probe_times(D, N, p, v, o);
-        QVERIFY2(failed_times.empty(), failed_times.c_str());
-        const double err_times = wp::error(o, o_ref);
-        std::printf("wgmma MN-major (O += P V), head size %d, %d keys: error %.2e\n", D, N, err_times);
-        QVERIFY2(err_times < 1e-4,
-                 qPrintable(QString("wgmma MN-major (O += P V) at head size %1 over %2 keys: error %3").arg(D).arg(N).arg(err_times)));
-      }
+    for (wp::Case& c : wp::cases([&](size_t n) { return randn(n, ++stream); })) {
+      std::string failed = test::probe_times_transposed(c.D, c.N, c.q, c.k, c.s);
+      if (failed.empty()) failed = test::probe_times(c.D, c.N, c.p, c.v, c.o);
+      QVERIFY2(failed.empty(), failed.c_str());
+      const std::string off = wp::check(c, 1e-4, true);
+      QVERIFY2(off.empty(), off.c_str());
     }
 #endif
   }
