@@ -295,18 +295,10 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
   return true;
 }
 
-bool flash_warpgroup(int HS) {
-#if defined(STAGECRAFT_FLASH_WGMMA)
-  static const bool asked = [] {
-    const char* v = std::getenv("STAGECRAFT_FLASH_WGMMA");
-    return v && std::string(v) == "1";
-  }();
-  return asked && flash_tensor_cores(true, HS) && warpgroup_ready(HS);
-#else
-  (void)HS;
-  return false;
+#if !defined(STAGECRAFT_FLASH_WGMMA)
+// A build without the Hopper kernels: mma.sync everywhere (flash_wgmma.cu defines it otherwise).
+bool flash_warpgroup(int) { return false; }
 #endif
-}
 
 // The tensor-core kernels move bf16 in 16-byte units (flash_mma.h's cp.async copies, flash_tiles.h's
 // load8 for fp32 dO): their bf16 buffers must be 16-byte aligned, as every allocation is. Null
@@ -337,13 +329,15 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
+#if defined(STAGECRAFT_FLASH_WGMMA)
     if (flash_warpgroup(HS)) {
       warpgroup_forward(out, lse, qkv.low(), B, T, NH, HS);
       launched("flash_attention_forward (warpgroup tensor cores)");
-    } else {
-      launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv.low(), B, T, NH, HS);
-      launched("flash_attention_forward (tensor cores)");
+      return;
     }
+#endif
+    launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv.low(), B, T, NH, HS);
+    launched("flash_attention_forward (tensor cores)");
     return;
   }
   const dim3 grid(B * NH, row_blocks(T, false));
@@ -383,11 +377,13 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     });
   });
   if (tensor_cores) {
+#if defined(STAGECRAFT_FLASH_WGMMA)
     if (flash_warpgroup(HS)) {
       warpgroup_grads(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS);
       launched("flash_attention_backward (warpgroup tensor cores)");
       return;
     }
+#endif
     launch_tensor_grads<flash_mma::MmaSync>(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS);
     launched("flash_attention_backward (tensor cores)");
     return;

@@ -211,11 +211,9 @@ void launch_tensor_grads(ActOut dqkv, const void* dout, const bf16* qkv, const f
 
 }  // namespace
 
-// flash_wgmma.cu, in a build with STAGECRAFT_FLASH_WGMMA: whether its kernels run head size HS on
-// this GPU (compute capability 9.0, head size padded to 64 or 128, the passes' shared memory
-// within the GPU's), and both passes' launches over them, as launch_tensor_forward and
-// launch_tensor_grads take them.
-bool warpgroup_ready(int HS);
+// flash_wgmma.cu, in a build with STAGECRAFT_FLASH_WGMMA: both passes' launches over its kernels,
+// as launch_tensor_forward and launch_tensor_grads take them, where cuda_kernels.h's
+// flash_warpgroup says they run.
 void warpgroup_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS);
 void warpgroup_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS);
 
