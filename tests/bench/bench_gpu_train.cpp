@@ -23,18 +23,15 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/comm/communicator.h"
-#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/device.h"
 #if defined(STAGECRAFT_WITH_CUDA)
 #include "runtime/cuda/cuda_kernels.h"
 #endif
 #include "stagecraft/runtime/kernels.h"
-#include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
 #include "kernel_breakdown.h"
+#include "single_rank.h"
 
 using namespace stagecraft;
 
@@ -103,9 +100,7 @@ int main(int argc, char** argv) {
 #endif
   std::printf("%-6s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
               "pred ms", "pred tok/s", "pred GiB");
-  std::vector<uint16_t> tokens(1 << 20);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) % 50257);
-  const auto data = runtime::TokenData::from_tokens(tokens);
+  const auto data = bench::synthetic_tokens(1 << 20, 50257);
   double peak_tflops = 0;
   for (Shape s : kShapes) {
     if (!only.empty() && only != s.name) continue;
@@ -122,22 +117,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
       return 1;
     }
-    auto plan = plan::make_plan(cfg.value());
-    if (!plan.ok()) {
-      std::fprintf(stderr, "%s\n", plan.status().message().c_str());
-      return 1;
-    }
-    auto groups = comm::build_process_groups(plan->topology, 0, cfg->model.tied_embeddings,
-                                             [](const std::string& name, const std::vector<int>& ranks) {
-                                               return comm::make_single_rank_communicator(ranks.front(), name);
-                                             });
-    auto layout = comm::rank_layout_of(plan.value(), 0);
-    if (!groups.ok() || !layout.ok()) return 1;
+    auto rank = bench::single_rank(cfg.value());
+    if (!rank) return 1;
     double best = 1e9, ready_s = 0;
     size_t peak = 0;
     {
       const auto created = std::chrono::steady_clock::now();
-      auto t = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data, &dev);
+      auto t = runtime::Trainer::create(cfg.value(), rank->layout, rank->groups.trainer_groups(), &data, &dev);
       if (!t.ok()) {
         std::printf("%-6s %3d %s\n", s.name, s.micro_batch, t.status().message().c_str());
         continue;
@@ -159,7 +145,7 @@ int main(int argc, char** argv) {
         peak = std::max(peak, st->mem_bytes);
       }
     }
-    const auto& e = plan->estimate;
+    const auto& e = rank->plan.estimate;
     peak_tflops = e.peak_tflops;
     const double tokens_per_step = double(global_batch) * 1024;
     const double tflops = e.model_flops / best / 1e12;
@@ -168,7 +154,7 @@ int main(int argc, char** argv) {
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::printf("       trainer created and its weights drawn in %.1f s (%d host threads)\n", ready_s, runtime::cpu::num_threads());
     std::fflush(stdout);
-    if (breakdown && !bench::print_kernel_breakdown(cfg.value(), layout.value(), groups->trainer_groups(), data, dev, 3)) return 1;
+    if (breakdown && !bench::print_kernel_breakdown(cfg.value(), rank->layout, rank->groups.trainer_groups(), data, dev, 3)) return 1;
   }
   std::printf("MFU against the catalog's dense %s peak of %s (%.1f TFLOP/s).\n", precision.c_str(), device_name.c_str(), peak_tflops);
   return 0;

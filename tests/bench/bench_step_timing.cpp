@@ -12,14 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/comm/communicator.h"
-#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/worker_events.h"
-#include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/kernels.h"
-#include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
+#include "single_rank.h"
 
 using namespace stagecraft;
 
@@ -42,19 +39,11 @@ int main() {
     std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
     return 1;
   }
-  auto plan = plan::make_plan(cfg.value());
-  if (!plan.ok()) return 1;
-  auto groups = comm::build_process_groups(plan->topology, 0, cfg->model.tied_embeddings,
-                                           [](const std::string& name, const std::vector<int>& ranks) {
-                                             return comm::make_single_rank_communicator(ranks.front(), name);
-                                           });
-  auto layout = comm::rank_layout_of(plan.value(), 0);
-  if (!groups.ok() || !layout.ok()) return 1;
-  std::vector<uint16_t> tokens(1 << 16);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) & 255);
-  const auto data = runtime::TokenData::from_tokens(tokens);
+  auto rank = bench::single_rank(cfg.value());
+  if (!rank) return 1;
+  const auto data = bench::synthetic_tokens(1 << 16, 256);
   runtime::cpu::set_num_threads(1);
-  auto t = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data);
+  auto t = runtime::Trainer::create(cfg.value(), rank->layout, rank->groups.trainer_groups(), &data);
   if (!t.ok() || !t.value()->start()) return 1;
   for (int i = 0; i < 5; ++i) (void)t.value()->train_step();  // warm-up
 

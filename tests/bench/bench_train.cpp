@@ -9,14 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/comm/communicator.h"
-#include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/kernels.h"
-#include "stagecraft/runtime/token_data.h"
 #include "stagecraft/runtime/trainer.h"
 #include "kernel_breakdown.h"
+#include "single_rank.h"
 
 using namespace stagecraft;
 
@@ -31,29 +28,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
     return 1;
   }
-  auto plan = plan::make_plan(cfg.value());
-  if (!plan.ok()) {
-    std::fprintf(stderr, "%s\n", plan.status().message().c_str());
-    return 1;
-  }
-  // One rank: every group is the rank alone, every collective the identity.
-  auto groups = comm::build_process_groups(plan->topology, 0, cfg->model.tied_embeddings,
-                                           [](const std::string& name, const std::vector<int>& ranks) {
-                                             return comm::make_single_rank_communicator(ranks.front(), name);
-                                           });
-  auto layout = comm::rank_layout_of(plan.value(), 0);
-  if (!groups.ok() || !layout.ok()) {
-    std::fprintf(stderr, "%s%s\n", groups.status().message().c_str(), layout.status().message().c_str());
-    return 1;
-  }
-  std::vector<uint16_t> tokens(1 << 16);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) & 255);
-  const auto data = runtime::TokenData::from_tokens(tokens);
+  auto rank = bench::single_rank(cfg.value());
+  if (!rank) return 1;
+  const auto data = bench::synthetic_tokens(1 << 16, 256);
   std::printf("Stagecraft engine (GptStage + Trainer), 4 layers, C 256, NH 4, T 256, B 8, V 256, AdamW\n");
   std::printf("%7s %10s %10s\n", "threads", "ms/step", "tokens/s");
   for (int threads : {1, 2}) {
     runtime::cpu::set_num_threads(threads);
-    auto t = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data);
+    auto t = runtime::Trainer::create(cfg.value(), rank->layout, rank->groups.trainer_groups(), &data);
     if (!t.ok() || !t.value()->start()) return 1;
     for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up
     double best = 1e9;
@@ -68,7 +50,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (breakdown) {
     std::printf("\n");
-    if (!bench::print_kernel_breakdown(cfg.value(), layout.value(), groups->trainer_groups(), data, runtime::host_device(), 3)) return 1;
+    if (!bench::print_kernel_breakdown(cfg.value(), rank->layout, rank->groups.trainer_groups(), data, runtime::host_device(), 3)) return 1;
   }
   std::printf("\nPyTorch (/usr/bin/python3, the same model and batch):\n");
   std::fflush(stdout);
