@@ -174,6 +174,21 @@ bool warpgroups_asked() {
   const char* v = std::getenv("STAGECRAFT_FLASH_WGMMA");
   return v && std::string(v) == "1";
 }
+// Why the warpgroup products cannot run in this process (empty where they can): a build without
+// them, or a GPU other than compute capability 9.0 (their sm_90a code loads there only).
+constexpr const char* kNoWarpgroupKernels =
+    "this build has no warpgroup kernels (STAGECRAFT_FLASH_WGMMA=OFF: CMAKE_CUDA_ARCHITECTURES without Hopper)";
+std::string warpgroups_unable() {
+#if defined(STAGECRAFT_FLASH_WGMMA)
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (major == 9 && minor == 0) return "";
+  return "warpgroup products run on compute capability 9.0; this GPU is " + std::to_string(major) + "." + std::to_string(minor);
+#else
+  return kNoWarpgroupKernels;
+#endif
+}
 bool tensor_cores_turned_off() {
   const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
   return v && std::string(v) == "0";
@@ -817,15 +832,10 @@ class TestCuda : public QObject {
   // wgmma kernels, asked for or not; skipped, saying why, elsewhere.
   void warpgroupProductsMatchPlainProducts() {
 #if !defined(STAGECRAFT_WGMMA_PROBE)
-    QSKIP("this build has no warpgroup kernels (STAGECRAFT_FLASH_WGMMA=OFF: CMAKE_CUDA_ARCHITECTURES without Hopper)");
+    QSKIP(kNoWarpgroupKernels);
 #else
     namespace wp = test::wgmma_products;
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-    if (major != 9 || minor != 0) {
-      QSKIP(qPrintable(QString("warpgroup products run on compute capability 9.0; this GPU is %1.%2").arg(major).arg(minor)));
-    }
+    if (const std::string unable = warpgroups_unable(); !unable.empty()) QSKIP(unable.c_str());
     uint64_t stream = 900;
     for (wp::Case& c : wp::cases([&](size_t n) { return randn(n, ++stream); })) {
       std::string failed = test::probe_times_transposed(c.D, c.N, c.q, c.k, c.s);
@@ -1378,18 +1388,10 @@ int main(int argc, char** argv) {
   // Asked for the warpgroup products (tst_cuda_flash_wgmma) where they cannot run: the whole
   // entry is skipped, not passed on mma.sync.
   if (warpgroups_asked()) {
-#if !defined(STAGECRAFT_FLASH_WGMMA)
-    std::printf("SKIPPED: this build has no warpgroup kernels (STAGECRAFT_FLASH_WGMMA=OFF: CMAKE_CUDA_ARCHITECTURES without Hopper)\n");
-    return 77;
-#else
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-    if (major != 9 || minor != 0) {
-      std::printf("SKIPPED: warpgroup products run on compute capability 9.0; this GPU is %d.%d\n", major, minor);
+    if (const std::string unable = warpgroups_unable(); !unable.empty()) {
+      std::printf("SKIPPED: %s\n", unable.c_str());
       return 77;
     }
-#endif
   }
   TestCuda t;
   return QTest::qExec(&t, argc, argv);
