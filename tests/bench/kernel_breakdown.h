@@ -34,8 +34,8 @@ inline bool print_kernel_breakdown(const config::RunConfig& config, const runtim
       return false;
     }
   }
-  std::printf("kernel time per step (mean of %d; each kernel timed alone, between two waits for the device):\n%s\n", steps,
-              prof.format(steps).c_str());
+  std::printf("kernel time per step (mean of %d; each kernel timed alone, between two waits for the device, on %s):\n%s\n", steps,
+              prof.device_clock() ? "the device's clock" : "the host's clock", prof.format(steps).c_str());
   std::fflush(stdout);
   return true;
 }

@@ -6,13 +6,15 @@
 // against the plain CPU run. Every allocation is listed in a MemoryMap, which the test
 // communicators (thread_comm.h) consult to refuse a pointer in the wrong memory.
 //
-// Not a device to time anything with.
+// Not a device to time anything with: its clock (use_clock) is scripted, for the profiler's suites.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "stagecraft/runtime/device.h"
@@ -43,6 +45,13 @@ class MemoryMap {
   static uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
   mutable std::mutex mu_;
   std::map<uintptr_t, size_t> ranges_;  // start -> bytes
+};
+
+// A device clock whose every stop() after a start() reads `seconds` (negative: a clock that
+// cannot time), counting the calls, so a suite knows what a profiler should have measured.
+struct ScriptedClock {
+  double seconds = 0;
+  std::atomic<int> starts{0}, stops{0}, unpaired{0};  // unpaired: a stop() with no start() before it
 };
 
 class OffHostDevice final : public runtime::Device {
@@ -83,10 +92,35 @@ class OffHostDevice final : public runtime::Device {
     if (precision == config::Precision::kBf16) return Status::OK();
     return Device::set_precision(precision);
   }
+  // make_clock hands out clocks reading `clock` (none without one).
+  void use_clock(ScriptedClock* clock) { clock_ = clock; }
+  std::unique_ptr<runtime::DeviceClock> make_clock() override {
+    if (!clock_) return nullptr;
+    class Reader final : public runtime::DeviceClock {
+     public:
+      explicit Reader(ScriptedClock& c) : c_(c) {}
+      void start() override {
+        ++c_.starts;
+        started_ = true;
+      }
+      double stop() override {
+        ++c_.stops;
+        if (!started_) ++c_.unpaired;
+        started_ = false;
+        return c_.seconds;
+      }
+
+     private:
+      ScriptedClock& c_;
+      bool started_ = false;
+    };
+    return std::make_unique<Reader>(*clock_);
+  }
 
  private:
   MemoryMap& map_;
   const runtime::Ops* ops_;
+  ScriptedClock* clock_ = nullptr;
 };
 
 }  // namespace stagecraft::testing

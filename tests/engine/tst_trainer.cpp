@@ -791,6 +791,61 @@ class TestTrainer : public QObject {
     QCOMPARE(copies, 3LL + 3 * 8);
   }
 
+  // Where the device has a clock of its own (Device::make_clock: CUDA events), a kernel's time is
+  // the clock's reading, one start and one stop around every call; the host's time of the call is
+  // kept beside it, and the table says how much the launches and waits added. A clock that cannot
+  // time (negative) leaves the host's time; the CPU has no clock.
+  void profiledDeviceTimesOnTheDeviceClock() {
+    const std::vector<std::string> one = {"cluster.nodes=1", "cluster.gpus_per_node=1"};
+    {
+      ProfiledDevice host(host_device());
+      const RunOut r = train(one, 1, false, Memory::kHost, &host);
+      QVERIFY2(r.error.empty(), r.error.c_str());
+      QVERIFY(!host.device_clock());
+      for (const auto& k : host.kernels()) QCOMPARE(k.seconds, k.host_seconds);
+      QVERIFY(host.format(1).find("launches and waits") == std::string::npos);
+    }
+    testing::MemoryMap map;
+    testing::ScriptedClock clock;
+    clock.seconds = 0.25;  // far above any call's host time here, so the table's difference is negative and exact
+    testing::OffHostDevice off(map);
+    off.use_clock(&clock);
+    ProfiledDevice prof(off);
+    const RunOut r = train(one, 1, false, Memory::kHost, &prof);
+    QVERIFY2(r.error.empty(), r.error.c_str());
+    QVERIFY(prof.device_clock());
+    long long calls = 0;
+    double host = 0;
+    for (const auto& k : prof.kernels()) {
+      QCOMPARE(k.seconds, 0.25 * double(k.calls));  // sums of quarters are exact
+      QVERIFY2(k.host_seconds >= 0 && k.host_seconds < k.seconds, k.name.c_str());
+      calls += k.calls;
+      host += k.host_seconds;
+    }
+    QVERIFY(calls > 0);
+    QCOMPARE(clock.starts.load(), int(calls));
+    QCOMPARE(clock.stops.load(), int(calls));
+    QCOMPARE(clock.unpaired.load(), 0);
+    const std::string table = prof.format(1);
+    char expect[96];
+    std::snprintf(expect, sizeof expect, "(the host's time of the calls, %.3f ms, less the device's)", 1e3 * host);
+    QVERIFY2(table.find("launches and waits") != std::string::npos && table.find(expect) != std::string::npos, table.c_str());
+    prof.reset();
+    QVERIFY(!prof.device_clock());
+
+    testing::ScriptedClock broken;
+    broken.seconds = -1;
+    testing::OffHostDevice off2(map);
+    off2.use_clock(&broken);
+    ProfiledDevice fallback(off2);
+    const RunOut f = train(one, 1, false, Memory::kHost, &fallback);
+    QVERIFY2(f.error.empty(), f.error.c_str());
+    QVERIFY(!fallback.device_clock());
+    QVERIFY(broken.stops.load() > 0);
+    for (const auto& k : fallback.kernels()) QCOMPARE(k.seconds, k.host_seconds);
+    QVERIFY(fallback.format(1).find("launches and waits") == std::string::npos);
+  }
+
   // train.precision fp16 (loss_scaler.h): the dynamic loss scale, step by step.
   void lossScalerRule_data() {
     QTest::addColumn<double>("initial");

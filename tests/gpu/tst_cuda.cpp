@@ -30,6 +30,7 @@
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/evaluate.h"
+#include "stagecraft/runtime/profiled_device.h"
 #include "stagecraft/runtime/rng.h"
 #include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/trainer.h"
@@ -1122,6 +1123,36 @@ class TestCuda : public QObject {
     auto small = gpu_->allocate(1024);
     QVERIFY(small.ok());
     gpu_->release(small.value());
+  }
+
+  // The profiler times the GPU's kernels on its events (Device::make_clock): a kernel's time is
+  // positive and within the host's time of the call; a large GELU (2^26 elements, 512 MiB moved)
+  // takes most of its call's host time, while a GELU of 8 elements, a few microseconds of the
+  // device's, leaves the host's time of its call mostly launches and waits.
+  void profilerTimesKernelsOnTheDeviceClock() {
+    QVERIFY(gpu_->set_precision(config::Precision::kFp32).ok());
+    ProfiledDevice prof(*gpu_);
+    const size_t big = size_t(1) << 26;
+    auto x = Buffer<float>::make(*gpu_, big), y = Buffer<float>::make(*gpu_, big);
+    QVERIFY(x.ok() && y.ok());
+    QVERIFY(gpu_->fill_zero(x->data(), big * sizeof(float)).ok());
+    for (int i = 0; i < 5; ++i) {
+      prof.ops().gelu_forward(y->data(), x->data(), big);
+      prof.ops().gelu_forward(y->data(), x->data(), 8);
+    }
+    QVERIFY(gpu_->synchronize().ok());
+    QVERIFY(prof.device_clock());
+    const auto ks = prof.kernels();
+    QCOMPARE(ks.size(), size_t(2));
+    for (const auto& k : ks) {
+      std::printf("%s %s: %lld calls, %.1f us a call on the device's clock, %.1f on the host's\n", k.name.c_str(), k.shape.c_str(), k.calls,
+                  1e6 * k.seconds / double(k.calls), 1e6 * k.host_seconds / double(k.calls));
+      QVERIFY2(k.seconds > 0 && k.seconds <= k.host_seconds, k.shape.c_str());
+    }
+    const KernelTime &large = ks[0], &small = ks[1];  // the most time first
+    QVERIFY2(large.seconds > 0.5 * large.host_seconds, "the large kernel's device time should be most of its call");
+    QVERIFY2(small.seconds < large.seconds / 10, "the small kernel should take a sliver of the large one's time");
+    QVERIFY2(prof.format(1).find("launches and waits") != std::string::npos, prof.format(1).c_str());
   }
 
   void twentyStepsEqualTheCpuEngine() {

@@ -14,18 +14,26 @@ void ProfiledDevice::Timer::enter(const KernelCall& /*call*/) const {
   // What the device still had to do when the kernel was called: copies and transfers issued
   // since the last kernel ended.
   if (d_.any_) d_.between_s_ += std::chrono::duration<double>(d_.started_ - before).count();
+  if (!d_.clock_asked_) {
+    d_.clock_ = d_.inner_.make_clock();
+    d_.clock_asked_ = true;
+  }
+  if (d_.clock_) d_.clock_->start();
 }
 
 void ProfiledDevice::Timer::leave(const KernelCall& call) const {
+  const double on_device = d_.clock_ ? d_.clock_->stop() : -1.0;
   (void)d_.inner_.synchronize();
-  const auto end = Clock::now();
+  const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
   KernelTime& k = d_.groups_[{call.name, call.shape}];
   if (k.calls == 0) {
     k.name = call.name;
     k.shape = call.shape;
   }
   ++k.calls;
-  k.seconds += std::chrono::duration<double>(end - d_.started_).count();
+  k.seconds += on_device >= 0 ? on_device : on_host;
+  k.host_seconds += on_host;
+  if (on_device >= 0) d_.clock_used_ = true;
   k.flops += call.flops;
   d_.any_ = true;
   d_.mu_.unlock();
@@ -44,20 +52,27 @@ double ProfiledDevice::between_kernels_seconds() const {
   return between_s_;
 }
 
+bool ProfiledDevice::device_clock() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clock_used_;
+}
+
 void ProfiledDevice::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   groups_.clear();
   between_s_ = 0;
   any_ = false;
+  clock_used_ = false;
 }
 
 std::string ProfiledDevice::format(int steps) const {
   const double per = steps > 1 ? 1.0 / steps : 1.0;
   const std::vector<KernelTime> ks = kernels();
-  double total = 0;
+  double total = 0, host_total = 0;
   std::map<std::string, std::pair<double, double>> by_name;  // seconds, flops
   for (const auto& k : ks) {
     total += k.seconds;
+    host_total += k.host_seconds;
     by_name[k.name].first += k.seconds;
     by_name[k.name].second += k.flops;
   }
@@ -91,6 +106,11 @@ std::string ProfiledDevice::format(int steps) const {
   std::snprintf(line, sizeof line, "  %-26s %10.3f ms\n  %-26s %10.3f ms\n", "all kernels", 1e3 * total * per, "between kernels",
                 1e3 * between_kernels_seconds() * per);
   out += line;
+  if (device_clock()) {
+    std::snprintf(line, sizeof line, "  %-26s %10.3f ms (the host's time of the calls, %.3f ms, less the device's)\n", "launches and waits",
+                  1e3 * (host_total - total) * per, 1e3 * host_total * per);
+    out += line;
+  }
   return out;
 }
 

@@ -34,6 +34,17 @@ namespace stagecraft::runtime {
 // config::to_string spells it).
 using config::Backend;
 
+// A clock on a device's own timeline, for timing the work queued between two points without the
+// launches and the host's waits around it: start() marks the device's queue, stop() marks it
+// again, waits until the device has passed that mark and returns the seconds between the two
+// marks, or a negative value where it could not time them. One start() before each stop().
+class DeviceClock {
+ public:
+  virtual ~DeviceClock() = default;
+  virtual void start() = 0;
+  virtual double stop() = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -83,6 +94,10 @@ class Device {
   // does not count).
   virtual size_t peak_bytes() const { return 0; }
   virtual void reset_peak() {}
+  // A clock on the device's timeline (CUDA events on the device's stream), or nullptr where the
+  // backend has none: the CPU's kernels run in the caller's threads, so the host's clock times
+  // them.
+  virtual std::unique_ptr<DeviceClock> make_clock() { return nullptr; }
 };
 
 // The process's CPU device: host memory, runtime::cpu's kernels.

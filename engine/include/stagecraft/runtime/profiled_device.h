@@ -2,20 +2,26 @@
 // its Ops table, for a kernel-time breakdown of a training step (tests/bench/bench_gpu_train
 // --breakdown, bench_train on the CPU).
 //
-// How it times: around each kernel call it waits for the device (synchronize), reads the host's
-// steady clock, makes the call, waits again and reads the clock: the difference is that call's
-// time, launch included, with nothing else of the device's in it. Work the device does between
-// kernels (copies, a communicator's transfers on its stream) is waited for at the next kernel's
-// start and counted as "between kernels", not as a kernel. The waits serialise host and device,
-// so a profiled step is slower than a plain one; the breakdown says where a step's device time
-// goes, not how long a plain step takes. Calls are grouped by kernel and shape; a GEMM's group,
-// and the fused attention's, also has its floating-point operations, hence its TFLOP/s.
+// How it times: around each kernel call it waits for the device (synchronize), makes the call
+// and waits again, so that nothing else of the device's is in that call's time. Where the device
+// has a clock of its own (Device::make_clock: CUDA events), a call's time is the device's time
+// between a mark queued before the call's work and one after it: the kernels' own time, without
+// the launches and the waits, which for a kernel of some ten microseconds are most of what the
+// host's clock would see. The host's time of the call (launch and waits included) is kept beside
+// it, and the table gives the difference as one line. Without a device clock (the CPU) the host's
+// steady clock times the call. Work the device does between kernels (copies, a communicator's
+// transfers on its stream) is waited for at the next kernel's start and counted as "between
+// kernels", not as a kernel. The waits serialise host and device, so a profiled step is slower
+// than a plain one; the breakdown says where a step's device time goes, not how long a plain
+// step takes. Calls are grouped by kernel and shape; a GEMM's group, and the fused attention's,
+// also has its floating-point operations, hence its TFLOP/s.
 //
 // Thread-safe (ranks that are threads of one process may share one).
 #pragma once
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -30,8 +36,9 @@ namespace stagecraft::runtime {
 struct KernelTime {
   std::string name, shape;
   long long calls = 0;
-  double seconds = 0;
-  double flops = 0;  // all calls' (GEMMs and the fused attention only)
+  double seconds = 0;       // on the device's clock where it has one, else the host's
+  double host_seconds = 0;  // on the host's clock: launches and the waits around each call included
+  double flops = 0;         // all calls' (GEMMs and the fused attention only)
 };
 
 class ProfiledDevice final : public Device {
@@ -55,15 +62,19 @@ class ProfiledDevice final : public Device {
   void* native_stream() const override { return inner_.native_stream(); }
   size_t peak_bytes() const override { return inner_.peak_bytes(); }
   void reset_peak() override { inner_.reset_peak(); }
+  std::unique_ptr<DeviceClock> make_clock() override { return inner_.make_clock(); }
 
+  // Whether the calls so far were timed on the device's clock (the inner device has one).
+  bool device_clock() const;
   // The groups so far, the most time first, and the device time spent between kernels.
   std::vector<KernelTime> kernels() const;
   double between_kernels_seconds() const;
   // Forgets everything measured so far (say, after warm-up steps).
   void reset();
   // A table of kernels(): per group its calls, total and per-call milliseconds, share of the
-  // kernels' total, and TFLOP/s for GEMMs; then totals per kernel name, and the time between
-  // kernels. `steps` divides the totals (0 or 1: as measured).
+  // kernels' total, and TFLOP/s for GEMMs; then totals per kernel name, the time between
+  // kernels, and, on a device clock, the launches and waits the host saw beyond the kernels'
+  // time. `steps` divides the totals (0 or 1: as measured).
   std::string format(int steps = 1) const;
 
  private:
@@ -86,6 +97,9 @@ class ProfiledDevice final : public Device {
   mutable std::mutex mu_;  // held from a call's enter to its leave: one timed kernel at a time
   Clock::time_point started_{};
   bool any_ = false;
+  bool clock_asked_ = false;             // make_clock was called (once, at the first kernel)
+  std::unique_ptr<DeviceClock> clock_;   // the inner device's, or nullptr
+  bool clock_used_ = false;              // some call's time came from clock_
   std::map<std::pair<std::string, std::string>, KernelTime> groups_;
   double between_s_ = 0;
 };
