@@ -9,7 +9,7 @@
 #   tests/gpu/gpu_host.sh check [BUNDLE] [LOG_DIR] [all|suites|bench] [TST_CUDA_FUNCTION ...]
 #                                                       on the GPU host, in the source tree's root
 #                                                       (with functions: those of tst_cuda instead
-#                                                       of the four ctest entries)
+#                                                       of the five ctest entries)
 #
 # pack takes tst_cuda, bench_gpu_train, stagecraft-cli and stagecraft-worker, every shared library
 # they load but glibc's and the CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: the
@@ -21,14 +21,16 @@
 # log in LOG_DIR (default: the current directory), the suites, the benchmarks or both (all, the
 # default):
 #   ctest -L gpu (tst_cuda, tst_cuda_without_cublaslt, tst_cuda_flash_without_tensor_cores,
-#   tst_cuda_flash_wgmma), the four at once, each cut off after GPU_TEST_TIMEOUT seconds (default
-#   600); tst_cuda_flash_wgmma skips on GPUs other than compute capability 9.0
+#   tst_cuda_flash_wgmma, tst_cuda_layernorm_eight_warps), the five at once, each cut off after
+#   GPU_TEST_TIMEOUT seconds (default 600); tst_cuda_flash_wgmma skips on GPUs other than compute
+#   capability 9.0
 #   bench_gpu_train flash bf16 --accumulate 8, every shape; the same with Hopper's warpgroup
 #   attention (STAGECRAFT_FLASH_WGMMA=1) on compute capability 9.0; then one shape (774M, or
 #   GPU_BENCH_MODEL: 124M, 350M or 774M): 32 sequences a step in micro-batches of 16
 #   (--micro-batch 16 --accumulate 2; the SM clock and power sampled meanwhile into
-#   clocks_micro16.log), --accumulate 8 with --breakdown (and again with the warpgroup
-#   attention on 9.0), and
+#   clocks_micro16.log), --accumulate 8 with --breakdown (again with layernorm's backward in
+#   8-warp blocks, STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8, and with the warpgroup attention on
+#   9.0), and
 #   bench_gpu_train_torch.py compile bf16 at both, where the host's python3 has PyTorch with CUDA
 #   GPU_BENCH_EXTRA=1: also PyTorch without torch.compile, bench_gpu_train standard bf16
 #   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
@@ -166,8 +168,8 @@ run_suites() {
     grep -E '^(PASS|FAIL!|SKIP|Totals)|flash on tensor cores|QWARN' "$logs/ctest_gpu.log" | tail -n 40
     return
   fi
-  # The four suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
-  ctest --test-dir "$build_here/tests/gpu" -L gpu -j4 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
+  # The five suites share the GPU at once; a hung one is cut off at GPU_TEST_TIMEOUT seconds.
+  ctest --test-dir "$build_here/tests/gpu" -L gpu -j5 --timeout "${GPU_TEST_TIMEOUT:-600}" --output-on-failure -V \
     >"$logs/ctest_gpu.log" 2>&1 || failed+=("ctest -L gpu")
   grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL!  :|SKIP   :|SKIPPED|QWARN|QDEBUG|flash on tensor cores \(wgmma|wgmma (K|MN)-major' "$logs/ctest_gpu.log" | tail -n 80
   # ctest counts a skipped suite as passed; on a GPU host a skip means the GPU was not usable,
@@ -217,7 +219,9 @@ run_benchmarks() {
          if (k) printf "micro-batches of 16, under load (%d of %d samples): SM clock %d to %d MHz (mean %.0f), mean power %.0f W (most %.0f)%s\n",
            k, n, lo, hi, cs/k, ps/k, top, reasons ? sprintf("; clock held down in %d", held) : ""}' "$logs/clocks_micro16.log"
   run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
-  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
+  # Layernorm's backward in blocks of 8 warps (cuda_kernels.cu), against the run above's 4.
+  STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 run_bench bench_flash_bf16_layernorm8 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
+  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16 bench_flash_bf16_layernorm8)
   # Hopper's warpgroup attention (runtime/flash_wgmma.h) in place of mma.sync, where it runs.
   if hopper; then
     STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma_accumulate8 "$bench" flash bf16 --accumulate 8

@@ -27,6 +27,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -521,15 +522,16 @@ __global__ void __launch_bounds__(kRowWarps * kWarp) layernorm_forward_vec_kerne
   }
 }
 
-// Layernorm's backward over rows held in registers. Block b takes rows b chunk_rows .. (b + 1)
-// chunk_rows - 1, its warp w every kRowWarps-th of them from w. With dinp, it accumulates the
+// Layernorm's backward over rows held in registers, kWarps warps a block. Block b takes rows
+// b chunk_rows .. (b + 1) chunk_rows - 1, its warp w every kWarps-th of them from w. With dinp,
+// it accumulates the
 // input gradient (and its bf16 copy into dinp_low, where given); with partials, it also sums the
 // parameter gradients' terms, dy norm and dy, per column: each warp over its rows in order in
 // shared memory, then the warps in order into partials[k][b][column] (k 0: dweight, 1: dbias),
 // which add_column_partials_kernel adds over the blocks. So dout and inp are read once
-// for both, and the sums' order depends on the sizes only.
-template <int kVec>
-__global__ void __launch_bounds__(kRowWarps * kWarp)
+// for both, and the sums' order depends on the sizes (and kWarps) only.
+template <int kVec, int kWarps>
+__global__ void __launch_bounds__(kWarps * kWarp, kWarps == 8 ? 2 : 0)
     layernorm_backward_vec_kernel(float* dinp, bf16* dinp_low, float* partials, const float* dout, const float* inp, const float* weight,
                                   const float* mean, const float* rstd, int N, int C, int chunk_rows) {
   extern __shared__ float4 sums[];  // with partials: [warp][2][C / 4]
@@ -539,7 +541,7 @@ __global__ void __launch_bounds__(kRowWarps * kWarp)
     for (int i = lane; i < 2 * n4; i += kWarp) my[i] = make_float4(0, 0, 0, 0);
   }
   const int r0 = blockIdx.x * chunk_rows, r1 = min(N, r0 + chunk_rows);
-  for (int row = r0 + warp; row < r1; row += kRowWarps) {
+  for (int row = r0 + warp; row < r1; row += kWarps) {
     RowVecs<kVec> dy, x;
     load_row(dy, dout + size_t(row) * C, n4);
     load_row(x, inp + size_t(row) * C, n4);
@@ -590,7 +592,7 @@ __global__ void __launch_bounds__(kRowWarps * kWarp)
   const float* all = reinterpret_cast<const float*>(sums);
   for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {  // c: column c % C of sum c / C
     float t = 0;
-    for (int w = 0; w < kRowWarps; ++w) t += all[size_t(w) * 2 * C + c];
+    for (int w = 0; w < kWarps; ++w) t += all[size_t(w) * 2 * C + c];
     partials[(size_t(c / C) * gridDim.x + blockIdx.x) * C + c % C] = t;
   }
 }
@@ -985,6 +987,24 @@ bool with_row_vecs(int C, F&& f) {
 // Blocks of the row kernels for N rows, a row a warp.
 unsigned row_blocks(int N) { return static_cast<unsigned>((N + kRowWarps - 1) / kRowWarps); }
 
+}  // namespace
+
+// Read once. With the parameter sums, layernorm's backward runs at most 256 blocks (chunks), so
+// blocks of 4 warps keep some 8 warps an SM busy, each over 4 rows in turn at 774M (N 4096),
+// with two waits on memory a row. Blocks of 8 warps hold twice the rows in flight for the same
+// partials: 2 blocks an SM fit by registers (ptxas -v at sm_90: 128 a thread up to C 1536, no
+// spill) and by shared memory (96 KB a block at C 1536). Rows wider than 1536 (167 registers)
+// keep 4 warps.
+bool layernorm_backward_eight_warps() {
+  static const bool asked = [] {
+    const char* v = std::getenv("STAGECRAFT_LAYERNORM_BACKWARD_WARPS");
+    return v && std::string(v) == "8";
+  }();
+  return asked;
+}
+
+namespace {
+
 // Layernorm's backward through layernorm_backward_vec_kernel, its parameter sums in the same
 // pass; false, launching nothing, where the rows take the scalar kernels. The parameter sums cut
 // the rows into at most 256 chunks (as sum_columns does) of at least 16 rows, a block each.
@@ -992,26 +1012,31 @@ bool layernorm_backward_vec(float* dinp, float* dweight, float* dbias, const flo
                             const float* mean, const float* rstd, int N, int C, bf16* dinp_low) {
   if (!takes_row_vecs(C) || !aligned16(dout, inp, weight, dinp, dinp_low)) return false;
   const bool sums = dweight || dbias;
-  const int chunk_rows = sums ? std::max(4 * kRowWarps, (N + 255) / 256) : kRowWarps;
-  const int chunks = (N + chunk_rows - 1) / chunk_rows;
-  const size_t shared = sums ? size_t(kRowWarps) * 2 * C * sizeof(float) : 0;
-  std::unique_lock<std::mutex> lock(g_sums.mutex, std::defer_lock);
-  float* partials = nullptr;
-  if (sums) {
-    lock.lock();
-    partials = static_cast<float*>(grown(g_sums.p, g_sums.cap, size_t(2) * chunks * C * sizeof(float)));
-    if (!partials) return true;  // recorded
-  }
-  return with_row_vecs(C, [&]<int V>() {
-    auto kernel = layernorm_backward_vec_kernel<V>;
+  auto launch = [&]<int V, int W>() {
+    const int chunk_rows = sums ? std::max(16, (N + 255) / 256) : W;
+    const int chunks = (N + chunk_rows - 1) / chunk_rows;
+    const size_t shared = sums ? size_t(W) * 2 * C * sizeof(float) : 0;
+    std::unique_lock<std::mutex> lock(g_sums.mutex, std::defer_lock);
+    float* partials = nullptr;
+    if (sums) {
+      lock.lock();
+      partials = static_cast<float*>(grown(g_sums.p, g_sums.cap, size_t(2) * chunks * C * sizeof(float)));
+      if (!partials) return;  // recorded
+    }
+    auto kernel = layernorm_backward_vec_kernel<V, W>;
     if (shared > 48 * 1024 &&
         !STAGECRAFT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)))) {
       return;
     }
-    kernel<<<unsigned(chunks), kRowWarps * kWarp, shared, stream()>>>(dinp, dinp_low, partials, dout, inp, weight, mean, rstd, N, C,
-                                                                      chunk_rows);
+    kernel<<<unsigned(chunks), W * kWarp, shared, stream()>>>(dinp, dinp_low, partials, dout, inp, weight, mean, rstd, N, C, chunk_rows);
     if (sums) add_column_partials(SumTargets{{dweight, dbias}}, 2, partials, chunks, C, stream());
     launched("layernorm_backward");
+  };
+  return with_row_vecs(C, [&]<int V>() {
+    if constexpr (V <= 12) {
+      if (layernorm_backward_eight_warps()) return launch.template operator()<V, 8>();
+    }
+    launch.template operator()<V, 4>();
   });
 }
 

@@ -39,6 +39,11 @@ bool flash_tensor_cores(bool bf16_qkv, int HS);
 // program, only where STAGECRAFT_FLASH_WGMMA=1 asks for them. mma.sync runs everywhere else.
 bool flash_warpgroup(int HS);
 
+// Whether layernorm's backward runs in blocks of 8 warps (rows up to 1536 wide) instead of 4:
+// only where STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 asks for it, while it waits for a GPU run
+// (cuda_kernels.cu says why it might be faster).
+bool layernorm_backward_eight_warps();
+
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
 // dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch. dqkv and dout both fp32, or both
