@@ -1135,7 +1135,8 @@ class TestCuda : public QObject {
   // The profiler times the GPU's kernels on its events (Device::make_clock): a kernel's time is
   // positive and within the host's time of the call; a large GELU (2^26 elements, 512 MiB moved)
   // takes most of its call's host time, while a GELU of 8 elements, a few microseconds of the
-  // device's, leaves the host's time of its call mostly launches and waits.
+  // device's (its launch's latency among them: the line printed gives it), leaves the host's time
+  // of its call mostly launches and waits.
   void profilerTimesKernelsOnTheDeviceClock() {
     QVERIFY(gpu_->set_precision(config::Precision::kFp32).ok());
     ProfiledDevice prof(*gpu_);

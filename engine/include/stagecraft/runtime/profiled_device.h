@@ -6,9 +6,10 @@
 // and waits again, so that nothing else of the device's is in that call's time. Where the device
 // has a clock of its own (Device::make_clock: CUDA events), a call's time is the device's time
 // between a mark queued before the call's work and one after it: the kernels' own time, without
-// the launches and the waits, which for a kernel of some ten microseconds are most of what the
-// host's clock would see. The host's time of the call (launch and waits included) is kept beside
-// it, and the table gives the difference as one line. Without a device clock (the CPU) the host's
+// the host's waits and with only the first launch's latency (the idle device passes the first
+// mark at once, then waits some microseconds for the first kernel), where the host's clock also
+// sees every launch and the wake from each wait, most of a ten-microsecond kernel's time. The
+// host's time of the call is kept beside it, and the table gives the difference as one line. Without a device clock (the CPU) the host's
 // steady clock times the call. Work the device does between kernels (copies, a communicator's
 // transfers on its stream) is waited for at the next kernel's start and counted as "between
 // kernels", not as a kernel. The waits serialise host and device, so a profiled step is slower
