@@ -1,6 +1,7 @@
 // The kernel-time breakdown of a training step (runtime/profiled_device.h), as the training
 // benchmarks print it with --breakdown: a fresh trainer of the same plan on a ProfiledDevice
-// over `device`, one warm-up step, then `steps` steps timed kernel by kernel, printed per step.
+// over `device`, one warm-up step, then `steps` steps timed kernel by kernel, printed per step;
+// each kernel timed alone, then, on a GPU, again as the kernels run in the step.
 #pragma once
 
 #include <cstdio>
@@ -11,9 +12,10 @@
 
 namespace stagecraft::bench {
 
-inline bool print_kernel_breakdown(const config::RunConfig& config, const runtime::RankLayout& layout, runtime::TrainerGroups groups,
-                                   const runtime::TokenData& data, runtime::Device& device, int steps) {
-  runtime::ProfiledDevice prof(device);
+// One breakdown: `steps` steps after a warm-up on a ProfiledDevice timing as `timing` says.
+inline bool print_one_breakdown(const config::RunConfig& config, const runtime::RankLayout& layout, runtime::TrainerGroups groups,
+                                const runtime::TokenData& data, runtime::Device& device, int steps, runtime::ProfiledDevice::Timing timing) {
+  runtime::ProfiledDevice prof(device, timing);
   auto t = runtime::Trainer::create(config, layout, groups, &data, &prof);
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", t.status().message().c_str());
@@ -34,10 +36,25 @@ inline bool print_kernel_breakdown(const config::RunConfig& config, const runtim
       return false;
     }
   }
-  std::printf("kernel time per step (mean of %d; each kernel timed alone, between two waits for the device, on %s):\n%s\n", steps,
-              prof.device_clock() ? "the device's clock" : "the host's clock", prof.format(steps).c_str());
+  const char* clock = prof.device_clock() ? "the device's clock" : "the host's clock";
+  if (timing == runtime::ProfiledDevice::Timing::kAlone) {
+    std::printf("kernel time per step (mean of %d; each kernel timed alone, between two waits for the device, on %s):\n%s\n", steps, clock,
+                prof.format(steps).c_str());
+  } else {
+    std::printf("kernel time per step (mean of %d; as the kernels run in the step, back to back with no waits, on %s):\n%s\n", steps,
+                clock, prof.format(steps).c_str());
+  }
   std::fflush(stdout);
   return true;
+}
+
+// Each kernel timed alone; then, where the device has a clock of its own (a GPU), the kernels as
+// they run in the step, whose sum and time between kernels make up the step's time.
+inline bool print_kernel_breakdown(const config::RunConfig& config, const runtime::RankLayout& layout, runtime::TrainerGroups groups,
+                                   const runtime::TokenData& data, runtime::Device& device, int steps) {
+  if (!print_one_breakdown(config, layout, groups, data, device, steps, runtime::ProfiledDevice::Timing::kAlone)) return false;
+  if (!device.make_clock()) return true;  // the CPU: its kernels run in the step as they do alone
+  return print_one_breakdown(config, layout, groups, data, device, steps, runtime::ProfiledDevice::Timing::kInStep);
 }
 
 }  // namespace stagecraft::bench

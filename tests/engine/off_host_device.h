@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "stagecraft/runtime/device.h"
 
@@ -47,11 +48,11 @@ class MemoryMap {
   std::map<uintptr_t, size_t> ranges_;  // start -> bytes
 };
 
-// A device clock whose every stop() after a start() reads `seconds` (negative: a clock that
-// cannot time), counting the calls, so a suite knows what a profiler should have measured.
+// A device clock whose marks are `seconds` apart (negative: a clock whose reads fail), counting
+// marks and reads, so a suite knows what a profiler should have measured.
 struct ScriptedClock {
   double seconds = 0;
-  std::atomic<int> starts{0}, stops{0}, unpaired{0};  // unpaired: a stop() with no start() before it
+  std::atomic<int> marks{0}, reads{0};
 };
 
 class OffHostDevice final : public runtime::Device {
@@ -99,20 +100,21 @@ class OffHostDevice final : public runtime::Device {
     class Reader final : public runtime::DeviceClock {
      public:
       explicit Reader(ScriptedClock& c) : c_(c) {}
-      void start() override {
-        ++c_.starts;
-        started_ = true;
+      int mark() override {
+        ++c_.marks;
+        return n_++;
       }
-      double stop() override {
-        ++c_.stops;
-        if (!started_) ++c_.unpaired;
-        started_ = false;
-        return c_.seconds;
+      std::vector<double> read() override {
+        ++c_.reads;
+        std::vector<double> at;
+        for (int i = 0; i < n_ && c_.seconds >= 0; ++i) at.push_back(i * c_.seconds);
+        n_ = 0;
+        return at;
       }
 
      private:
       ScriptedClock& c_;
-      bool started_ = false;
+      int n_ = 0;
     };
     return std::make_unique<Reader>(*clock_);
   }

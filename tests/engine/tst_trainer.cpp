@@ -792,13 +792,15 @@ class TestTrainer : public QObject {
   }
 
   // Where the device has a clock of its own (Device::make_clock: CUDA events), a kernel's time is
-  // the clock's reading, one start and one stop around every call; the host's time of the call is
-  // kept beside it, and the table says how much the launches and waits added. A clock that cannot
-  // time (negative) leaves the host's time; the CPU has no clock.
+  // the clock's: timed alone, the time between a mark before the call and one after it, read at
+  // once, with the host's time of the call kept beside it and the table saying how much the
+  // launches and waits added; in the step, the same marks read back later, and the time between
+  // kernels from one call's end mark to the next one's start. A clock that cannot read leaves the
+  // host's time; the CPU has no clock.
   void profiledDeviceTimesOnTheDeviceClock() {
     const std::vector<std::string> one = {"cluster.nodes=1", "cluster.gpus_per_node=1"};
-    {
-      ProfiledDevice host(host_device());
+    for (const auto timing : {ProfiledDevice::Timing::kAlone, ProfiledDevice::Timing::kInStep}) {
+      ProfiledDevice host(host_device(), timing);
       const RunOut r = train(one, 1, false, Memory::kHost, &host);
       QVERIFY2(r.error.empty(), r.error.c_str());
       QVERIFY(!host.device_clock());
@@ -806,44 +808,71 @@ class TestTrainer : public QObject {
       QVERIFY(host.format(1).find("launches and waits") == std::string::npos);
     }
     testing::MemoryMap map;
+    // Marks a quarter of a second apart: far above any call's host time here, and their sums exact.
     testing::ScriptedClock clock;
-    clock.seconds = 0.25;  // far above any call's host time here, so the table's difference is negative and exact
+    clock.seconds = 0.25;
     testing::OffHostDevice off(map);
     off.use_clock(&clock);
-    ProfiledDevice prof(off);
-    const RunOut r = train(one, 1, false, Memory::kHost, &prof);
-    QVERIFY2(r.error.empty(), r.error.c_str());
-    QVERIFY(prof.device_clock());
-    long long calls = 0;
-    double host = 0;
-    for (const auto& k : prof.kernels()) {
-      QCOMPARE(k.seconds, 0.25 * double(k.calls));  // sums of quarters are exact
-      QVERIFY2(k.host_seconds >= 0 && k.host_seconds < k.seconds, k.name.c_str());
-      calls += k.calls;
-      host += k.host_seconds;
+    {
+      ProfiledDevice prof(off);
+      const RunOut r = train(one, 1, false, Memory::kHost, &prof);
+      QVERIFY2(r.error.empty(), r.error.c_str());
+      QVERIFY(prof.device_clock());
+      long long calls = 0;
+      double host = 0;
+      for (const auto& k : prof.kernels()) {
+        QCOMPARE(k.seconds, 0.25 * double(k.calls));  // marks 0 and 1 of each read
+        QVERIFY2(k.host_seconds >= 0 && k.host_seconds < k.seconds, k.name.c_str());
+        calls += k.calls;
+        host += k.host_seconds;
+      }
+      QVERIFY(calls > 0);
+      QCOMPARE(clock.marks.load(), int(2 * calls));
+      QCOMPARE(clock.reads.load(), int(calls));
+      const std::string table = prof.format(1);
+      char expect[96];
+      std::snprintf(expect, sizeof expect, "(the host's time of the calls, %.3f ms, less the device's)", 1e3 * host);
+      QVERIFY2(table.find("launches and waits") != std::string::npos && table.find(expect) != std::string::npos, table.c_str());
+      prof.reset();
+      QVERIFY(!prof.device_clock());
     }
-    QVERIFY(calls > 0);
-    QCOMPARE(clock.starts.load(), int(calls));
-    QCOMPARE(clock.stops.load(), int(calls));
-    QCOMPARE(clock.unpaired.load(), 0);
-    const std::string table = prof.format(1);
-    char expect[96];
-    std::snprintf(expect, sizeof expect, "(the host's time of the calls, %.3f ms, less the device's)", 1e3 * host);
-    QVERIFY2(table.find("launches and waits") != std::string::npos && table.find(expect) != std::string::npos, table.c_str());
-    prof.reset();
-    QVERIFY(!prof.device_clock());
-
+    {
+      // In the step: call i's marks are 2i and 2i + 1 of one read (two steps of the tiny model are
+      // far from the 4096 calls that would read them early), so each call and each gap between
+      // two calls is a quarter.
+      clock.marks = 0;
+      clock.reads = 0;
+      ProfiledDevice prof(off, ProfiledDevice::Timing::kInStep);
+      const RunOut r = train(one, 2, false, Memory::kHost, &prof);
+      QVERIFY2(r.error.empty(), r.error.c_str());
+      QCOMPARE(clock.reads.load(), 0);  // nothing read before it is asked for
+      long long calls = 0;
+      for (const auto& k : prof.kernels()) {
+        QCOMPARE(k.seconds, 0.25 * double(k.calls));
+        calls += k.calls;
+      }
+      QCOMPARE(clock.reads.load(), 1);
+      QCOMPARE(clock.marks.load(), int(2 * calls));
+      QCOMPARE(prof.between_kernels_seconds(), 0.25 * double(calls - 1));
+      QVERIFY(prof.device_clock());
+      QVERIFY(prof.format(1).find("launches and waits") == std::string::npos);
+      // The same losses as a plain run: timing changes nothing computed.
+      const RunOut plain = train(one, 2);
+      QCOMPARE(r.losses, plain.losses);
+    }
     testing::ScriptedClock broken;
     broken.seconds = -1;
     testing::OffHostDevice off2(map);
     off2.use_clock(&broken);
-    ProfiledDevice fallback(off2);
-    const RunOut f = train(one, 1, false, Memory::kHost, &fallback);
-    QVERIFY2(f.error.empty(), f.error.c_str());
-    QVERIFY(!fallback.device_clock());
-    QVERIFY(broken.stops.load() > 0);
-    for (const auto& k : fallback.kernels()) QCOMPARE(k.seconds, k.host_seconds);
-    QVERIFY(fallback.format(1).find("launches and waits") == std::string::npos);
+    for (const auto timing : {ProfiledDevice::Timing::kAlone, ProfiledDevice::Timing::kInStep}) {
+      ProfiledDevice fallback(off2, timing);
+      const RunOut f = train(one, 1, false, Memory::kHost, &fallback);
+      QVERIFY2(f.error.empty(), f.error.c_str());
+      QVERIFY(!fallback.device_clock());
+      QVERIFY(broken.reads.load() > 0);
+      for (const auto& k : fallback.kernels()) QCOMPARE(k.seconds, k.host_seconds);
+      QVERIFY(fallback.format(1).find("launches and waits") == std::string::npos);
+    }
   }
 
   // train.precision fp16 (loss_scaler.h): the dynamic loss scale, step by step.

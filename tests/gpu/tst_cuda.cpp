@@ -1132,11 +1132,11 @@ class TestCuda : public QObject {
     gpu_->release(small.value());
   }
 
-  // The profiler times the GPU's kernels on its events (Device::make_clock): a kernel's time is
-  // positive and within the host's time of the call; a large GELU (2^26 elements, 512 MiB moved)
-  // takes most of its call's host time, while a GELU of 8 elements, a few microseconds of the
-  // device's (its launch's latency among them: the line printed gives it), leaves the host's time
-  // of its call mostly launches and waits.
+  // The profiler times the GPU's kernels on its events (Device::make_clock), alone and in the
+  // step. Alone, a kernel's time is positive and within the host's time of the call; a large GELU
+  // (2^26 elements, 512 MiB moved) takes most of its call's host time, while a GELU of 8
+  // elements, a few microseconds of the device's (its launch's latency among them: the line
+  // printed gives it), leaves the host's time of its call mostly launches and waits.
   void profilerTimesKernelsOnTheDeviceClock() {
     QVERIFY(gpu_->set_precision(config::Precision::kFp32).ok());
     ProfiledDevice prof(*gpu_);
@@ -1161,6 +1161,24 @@ class TestCuda : public QObject {
     QVERIFY2(large.seconds > 0.5 * large.host_seconds, "the large kernel's device time should be most of its call");
     QVERIFY2(small.seconds < large.seconds / 10, "the small kernel should take a sliver of the large one's time");
     QVERIFY2(prof.format(1).find("launches and waits") != std::string::npos, prof.format(1).c_str());
+    // The same calls in the step, back to back with no waits: the large kernel takes about what
+    // it took alone, and the marks are read once, when asked.
+    ProfiledDevice step(*gpu_, ProfiledDevice::Timing::kInStep);
+    for (int i = 0; i < 5; ++i) {
+      step.ops().gelu_forward(y->data(), x->data(), big);
+      step.ops().gelu_forward(y->data(), x->data(), 8);
+    }
+    const auto in_step = step.kernels();
+    QVERIFY(step.device_clock());
+    QCOMPARE(in_step.size(), size_t(2));
+    for (const auto& k : in_step) {
+      std::printf("in the step, %s %s: %.1f us a call\n", k.name.c_str(), k.shape.c_str(), 1e6 * k.seconds / double(k.calls));
+      QVERIFY2(k.seconds > 0, k.shape.c_str());
+    }
+    QVERIFY2(in_step[0].seconds > 0.5 * large.seconds && in_step[0].seconds < 2 * large.seconds,
+             qPrintable(QString("the large kernel took %1 s in the step, %2 s alone").arg(in_step[0].seconds).arg(large.seconds)));
+    std::printf("in the step, between kernels: %.1f us in all\n", 1e6 * step.between_kernels_seconds());
+    QVERIFY(step.between_kernels_seconds() >= 0);
   }
 
   void twentyStepsEqualTheCpuEngine() {

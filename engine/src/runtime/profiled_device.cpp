@@ -6,41 +6,81 @@
 
 namespace stagecraft::runtime {
 
-void ProfiledDevice::Timer::enter(const KernelCall& /*call*/) const {
-  d_.mu_.lock();
-  const auto before = Clock::now();
-  (void)d_.inner_.synchronize();  // a failure stays recorded by the device and surfaces at the caller's next synchronize
-  d_.started_ = Clock::now();
-  // What the device still had to do when the kernel was called: copies and transfers issued
-  // since the last kernel ended.
-  if (d_.any_) d_.between_s_ += std::chrono::duration<double>(d_.started_ - before).count();
-  if (!d_.clock_asked_) {
-    d_.clock_ = d_.inner_.make_clock();
-    d_.clock_asked_ = true;
-  }
-  if (d_.clock_) d_.clock_->start();
-}
+namespace {
+constexpr size_t kReadEvery = 4096;  // kInStep: calls whose marks are read back at once
+}  // namespace
 
-void ProfiledDevice::Timer::leave(const KernelCall& call) const {
-  const double on_device = d_.clock_ ? d_.clock_->stop() : -1.0;
-  (void)d_.inner_.synchronize();
-  const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
-  KernelTime& k = d_.groups_[{call.name, call.shape}];
+KernelTime& ProfiledDevice::group(const KernelCall& call) {
+  KernelTime& k = groups_[{call.name, call.shape}];
   if (k.calls == 0) {
     k.name = call.name;
     k.shape = call.shape;
   }
   ++k.calls;
-  k.seconds += on_device >= 0 ? on_device : on_host;
-  k.host_seconds += on_host;
-  if (on_device >= 0) d_.clock_used_ = true;
   k.flops += call.flops;
+  return k;
+}
+
+void ProfiledDevice::Timer::enter(const KernelCall& /*call*/) const {
+  d_.mu_.lock();
+  if (!d_.clock_asked_) {
+    d_.clock_ = d_.inner_.make_clock();
+    d_.clock_asked_ = true;
+  }
+  if (d_.timing_ == Timing::kAlone) {
+    const auto before = Clock::now();
+    (void)d_.inner_.synchronize();  // a failure stays recorded by the device and surfaces at the caller's next synchronize
+    // What the device still had to do when the kernel was called: copies and transfers issued
+    // since the last kernel ended.
+    if (d_.any_) d_.between_s_ += std::chrono::duration<double>(Clock::now() - before).count();
+  }
+  d_.started_ = Clock::now();
+  d_.begin_mark_ = d_.clock_ ? d_.clock_->mark() : -1;
+}
+
+void ProfiledDevice::Timer::leave(const KernelCall& call) const {
+  const int end_mark = d_.begin_mark_ >= 0 ? d_.clock_->mark() : -1;
+  KernelTime& k = d_.group(call);
   d_.any_ = true;
+  if (d_.timing_ == Timing::kInStep && end_mark >= 0) {
+    const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
+    k.host_seconds += on_host;
+    d_.pending_.push_back({&k, d_.begin_mark_, end_mark, on_host});
+    if (d_.pending_.size() >= kReadEvery) d_.read_marks();
+    d_.mu_.unlock();
+    return;
+  }
+  std::vector<double> at;
+  if (end_mark >= 0) at = d_.clock_->read();
+  if (d_.timing_ == Timing::kAlone) (void)d_.inner_.synchronize();
+  const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
+  const bool on_device = at.size() > size_t(end_mark) && end_mark > d_.begin_mark_;
+  k.seconds += on_device ? at[size_t(end_mark)] - at[size_t(d_.begin_mark_)] : on_host;
+  k.host_seconds += on_host;
+  if (on_device) d_.clock_used_ = true;
   d_.mu_.unlock();
+}
+
+void ProfiledDevice::read_marks() const {
+  if (pending_.empty()) return;
+  const std::vector<double> at = clock_->read();
+  int last_end = -1;  // the call before's end mark, in this read's numbering
+  for (const Pending& p : pending_) {
+    if (at.size() <= size_t(p.end)) {  // the clock failed: the host's time of the call, for what it is worth
+      p.group->seconds += p.host_seconds;
+      continue;
+    }
+    p.group->seconds += at[size_t(p.end)] - at[size_t(p.begin)];
+    if (last_end >= 0) between_s_ += at[size_t(p.begin)] - at[size_t(last_end)];
+    last_end = p.end;
+    clock_used_ = true;
+  }
+  pending_.clear();
 }
 
 std::vector<KernelTime> ProfiledDevice::kernels() const {
   std::lock_guard<std::mutex> lock(mu_);
+  read_marks();
   std::vector<KernelTime> out;
   for (const auto& [key, k] : groups_) out.push_back(k);
   std::stable_sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
@@ -49,16 +89,20 @@ std::vector<KernelTime> ProfiledDevice::kernels() const {
 
 double ProfiledDevice::between_kernels_seconds() const {
   std::lock_guard<std::mutex> lock(mu_);
+  read_marks();
   return between_s_;
 }
 
 bool ProfiledDevice::device_clock() const {
   std::lock_guard<std::mutex> lock(mu_);
+  read_marks();
   return clock_used_;
 }
 
 void ProfiledDevice::reset() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!pending_.empty()) (void)clock_->read();  // forgets the marks
+  pending_.clear();
   groups_.clear();
   between_s_ = 0;
   any_ = false;
@@ -106,7 +150,7 @@ std::string ProfiledDevice::format(int steps) const {
   std::snprintf(line, sizeof line, "  %-26s %10.3f ms\n  %-26s %10.3f ms\n", "all kernels", 1e3 * total * per, "between kernels",
                 1e3 * between_kernels_seconds() * per);
   out += line;
-  if (device_clock()) {
+  if (timing_ == Timing::kAlone && device_clock()) {
     std::snprintf(line, sizeof line, "  %-26s %10.3f ms (the host's time of the calls, %.3f ms, less the device's)\n", "launches and waits",
                   1e3 * (host_total - total) * per, 1e3 * host_total * per);
     out += line;

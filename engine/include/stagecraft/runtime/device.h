@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
@@ -34,15 +35,16 @@ namespace stagecraft::runtime {
 // config::to_string spells it).
 using config::Backend;
 
-// A clock on a device's own timeline, for timing the work queued between two points without the
-// launches and the host's waits around it: start() marks the device's queue, stop() marks it
-// again, waits until the device has passed that mark and returns the seconds between the two
-// marks, or a negative value where it could not time them. One start() before each stop().
+// Marks on a device's own clock, for timing the work queued between them without the host's
+// launches and waits: mark() queues a mark behind the work queued so far and returns its number
+// (0, 1, ... since the last read), or -1 where it could not; read() waits until the device has
+// passed every mark queued and returns each one's time in seconds after mark 0 (empty where they
+// could not be read), then starts the numbering over.
 class DeviceClock {
  public:
   virtual ~DeviceClock() = default;
-  virtual void start() = 0;
-  virtual double stop() = 0;
+  virtual int mark() = 0;
+  virtual std::vector<double> read() = 0;
 };
 
 class Device {

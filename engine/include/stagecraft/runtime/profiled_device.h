@@ -1,23 +1,30 @@
 // ProfiledDevice: a Device that forwards everything to another one and times every kernel of
 // its Ops table, for a kernel-time breakdown of a training step (tests/bench/bench_gpu_train
-// --breakdown, bench_train on the CPU).
+// --breakdown, bench_train on the CPU). Calls are grouped by kernel and shape; a GEMM's group,
+// and the fused attention's, also has its floating-point operations, hence its TFLOP/s.
 //
-// How it times: around each kernel call it waits for the device (synchronize), makes the call
-// and waits again, so that nothing else of the device's is in that call's time. Where the device
-// has a clock of its own (Device::make_clock: CUDA events), a call's time is the device's time
-// between a mark queued before the call's work and one after it: the kernels' own time, without
-// the host's waits and with only the first launch's latency (the idle device passes the first
-// mark at once, then waits some microseconds for the first kernel), where the host's clock also
-// sees every launch and the wake from each wait, most of a ten-microsecond kernel's time. The
-// host's time of the call is kept beside it, and the table gives the difference as one line. Without a device clock (the CPU) the host's
-// steady clock times the call. Work the device does between kernels (copies, a communicator's
-// transfers on its stream) is waited for at the next kernel's start and counted as "between
-// kernels", not as a kernel. The waits serialise host and device, so a profiled step is slower
-// than a plain one; the breakdown says where a step's device time goes, not how long a plain
-// step takes. Calls are grouped by kernel and shape; a GEMM's group, and the fused attention's,
-// also has its floating-point operations, hence its TFLOP/s.
+// It times in one of two ways (Timing):
+// - kAlone: around each kernel call it waits for the device (synchronize), makes the call and
+//   waits again, so that nothing else of the device's is in that call's time. Where the device
+//   has a clock of its own (Device::make_clock: CUDA events), a call's time is the device's
+//   between a mark queued before the call's work and one after it: the kernels' own time,
+//   without the host's waits and with only the first launch's latency (the idle device passes
+//   the first mark at once, then waits some microseconds for the first kernel), where the host's
+//   clock also sees every launch and the wake from each wait, most of a ten-microsecond kernel's
+//   time. The host's time of each call is kept beside it, and the table gives the difference as
+//   one line. Work the device does between kernels (copies, a communicator's transfers on its
+//   stream) is waited for at the next kernel's start and counted as "between kernels". The waits
+//   serialise host and device, so a profiled step is slower than a plain one.
+// - kInStep: no waits: a mark before and after each call on the device's clock, read back every
+//   4096 calls and when asked (kernels(), format(), reset()), so the step runs as a plain one
+//   does, kernels back to back, and each call's time is what it took there (a clock held down
+//   under load, or a GPU idle while the host launches, shows in it). "Between kernels" is the
+//   device's time from one call's end mark to the next call's start mark: copies, transfers, and
+//   the device waiting for work. Without a device clock (the CPU, whose kernels finish before the
+//   call returns) it is kAlone without the waits.
+// Without a device clock the host's steady clock times each call.
 //
-// Thread-safe (ranks that are threads of one process may share one).
+// Thread-safe (ranks that are threads of one process may share one; one call is timed at a time).
 #pragma once
 
 #include <chrono>
@@ -38,13 +45,14 @@ struct KernelTime {
   std::string name, shape;
   long long calls = 0;
   double seconds = 0;       // on the device's clock where it has one, else the host's
-  double host_seconds = 0;  // on the host's clock: launches and the waits around each call included
+  double host_seconds = 0;  // on the host's clock: kAlone with the waits around each call, kInStep the launches alone
   double flops = 0;         // all calls' (GEMMs and the fused attention only)
 };
 
 class ProfiledDevice final : public Device {
  public:
-  explicit ProfiledDevice(Device& inner) : inner_(inner), ops_(*this) {}
+  enum class Timing { kAlone, kInStep };
+  explicit ProfiledDevice(Device& inner, Timing timing = Timing::kAlone) : inner_(inner), timing_(timing), ops_(*this) {}
 
   Backend backend() const override { return inner_.backend(); }
   std::string name() const override { return inner_.name(); }
@@ -65,6 +73,7 @@ class ProfiledDevice final : public Device {
   void reset_peak() override { inner_.reset_peak(); }
   std::unique_ptr<DeviceClock> make_clock() override { return inner_.make_clock(); }
 
+  Timing timing() const { return timing_; }
   // Whether the calls so far were timed on the device's clock (the inner device has one).
   bool device_clock() const;
   // The groups so far, the most time first, and the device time spent between kernels.
@@ -74,8 +83,8 @@ class ProfiledDevice final : public Device {
   void reset();
   // A table of kernels(): per group its calls, total and per-call milliseconds, share of the
   // kernels' total, and TFLOP/s for GEMMs; then totals per kernel name, the time between
-  // kernels, and, on a device clock, the launches and waits the host saw beyond the kernels'
-  // time. `steps` divides the totals (0 or 1: as measured).
+  // kernels, and, kAlone on a device clock, the launches and waits the host saw beyond the
+  // kernels' time. `steps` divides the totals (0 or 1: as measured).
   std::string format(int steps = 1) const;
 
  private:
@@ -92,17 +101,31 @@ class ProfiledDevice final : public Device {
     ProfiledDevice& d_;
   };
   using Clock = std::chrono::steady_clock;
+  using Key = std::pair<std::string, std::string>;  // kernel, shape
+
+  // A kInStep call whose marks are not read yet.
+  struct Pending {
+    KernelTime* group;
+    int begin, end;       // its marks
+    double host_seconds;  // the host's time of the call (its launches), taken where the marks cannot be read
+  };
+
+  KernelTime& group(const KernelCall& call);  // with mu_ held
+  void read_marks() const;                    // kInStep: the pending calls' times; with mu_ held
 
   Device& inner_;
+  const Timing timing_;
   Timer ops_;
   mutable std::mutex mu_;  // held from a call's enter to its leave: one timed kernel at a time
   Clock::time_point started_{};
+  int begin_mark_ = -1;  // the call's first mark
   bool any_ = false;
-  bool clock_asked_ = false;             // make_clock was called (once, at the first kernel)
-  std::unique_ptr<DeviceClock> clock_;   // the inner device's, or nullptr
-  bool clock_used_ = false;              // some call's time came from clock_
-  std::map<std::pair<std::string, std::string>, KernelTime> groups_;
-  double between_s_ = 0;
+  bool clock_asked_ = false;            // make_clock was called (once, at the first kernel)
+  std::unique_ptr<DeviceClock> clock_;  // the inner device's, or nullptr
+  mutable bool clock_used_ = false;     // some call's time came from clock_
+  mutable std::map<Key, KernelTime> groups_;
+  mutable std::vector<Pending> pending_;
+  mutable double between_s_ = 0;
 };
 
 }  // namespace stagecraft::runtime

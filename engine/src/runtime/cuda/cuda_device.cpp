@@ -9,6 +9,7 @@
 #include <mutex>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
@@ -24,36 +25,42 @@ std::mutex g_open_mutex;
 
 std::string mib(size_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 
-// Two events on the context's stream: the device's time between them, at the events' resolution
-// (about half a microsecond), without the launches or the host's waits. A failing event call
-// gives a negative time (the caller falls back to its own clock); its error stays where check()
-// finds it, as any other call's (it is most likely an earlier kernel's fault).
+// Events on the context's stream, one a mark, made as needed and kept for the next marks: the
+// device's time between them at the events' resolution (about half a microsecond). A failing
+// event call gives -1 or an empty read (the caller falls back to its own clock); its error stays
+// where check() finds it, as any other call's (most likely it is an earlier kernel's fault).
 class CudaClock final : public DeviceClock {
  public:
-  static std::unique_ptr<DeviceClock> make(int ordinal) {
-    auto c = std::unique_ptr<CudaClock>(new CudaClock);
-    if (cudaSetDevice(ordinal) != cudaSuccess || cudaEventCreate(&c->begin_) != cudaSuccess || cudaEventCreate(&c->end_) != cudaSuccess) {
-      return nullptr;
-    }
-    return c;
-  }
+  explicit CudaClock(int ordinal) : ordinal_(ordinal) {}
   ~CudaClock() override {
-    if (begin_) cudaEventDestroy(begin_);
-    if (end_) cudaEventDestroy(end_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
-  void start() override { started_ = cudaEventRecord(begin_, context()->stream) == cudaSuccess; }
-  double stop() override {
-    float ms = 0;
-    const bool ok = started_ && cudaEventRecord(end_, context()->stream) == cudaSuccess && cudaEventSynchronize(end_) == cudaSuccess &&
-                    cudaEventElapsedTime(&ms, begin_, end_) == cudaSuccess;
-    started_ = false;
-    return ok ? double(ms) * 1e-3 : -1.0;
+  int mark() override {
+    if (marks_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaSetDevice(ordinal_) != cudaSuccess || cudaEventCreate(&e) != cudaSuccess) return -1;
+      events_.push_back(e);
+    }
+    if (cudaEventRecord(events_[marks_], context()->stream) != cudaSuccess) return -1;
+    return int(marks_++);
+  }
+  std::vector<double> read() override {
+    const size_t n = marks_;
+    marks_ = 0;
+    std::vector<double> at(n, 0.0);
+    if (n == 0 || cudaEventSynchronize(events_[n - 1]) != cudaSuccess) return {};
+    for (size_t i = 1; i < n; ++i) {  // from the mark before, so that a float's milliseconds stay fine-grained
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, events_[i - 1], events_[i]) != cudaSuccess) return {};
+      at[i] = at[i - 1] + double(ms) * 1e-3;
+    }
+    return at;
   }
 
  private:
-  CudaClock() = default;
-  cudaEvent_t begin_ = nullptr, end_ = nullptr;
-  bool started_ = false;
+  int ordinal_;
+  std::vector<cudaEvent_t> events_;
+  size_t marks_ = 0;  // queued since the last read
 };
 
 class CudaDevice final : public Device {
@@ -133,7 +140,7 @@ class CudaDevice final : public Device {
   void* native_stream() const override { return context()->stream; }
   size_t peak_bytes() const override { return peak_.load(); }
   void reset_peak() override { peak_.store(live_.load()); }
-  std::unique_ptr<DeviceClock> make_clock() override { return CudaClock::make(ordinal_); }
+  std::unique_ptr<DeviceClock> make_clock() override { return std::make_unique<CudaClock>(ordinal_); }
 
  private:
   Status copy_kind(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, bool wait) {
