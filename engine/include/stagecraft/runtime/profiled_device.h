@@ -123,7 +123,7 @@ class ProfiledDevice final : public Device {
   bool clock_asked_ = false;            // make_clock was called (once, at the first kernel)
   std::unique_ptr<DeviceClock> clock_;  // the inner device's, or nullptr
   mutable bool clock_used_ = false;     // some call's time came from clock_
-  mutable std::map<Key, KernelTime> groups_;
+  std::map<Key, KernelTime> groups_;
   mutable std::vector<Pending> pending_;
   mutable double between_s_ = 0;
 };
