@@ -2,8 +2,9 @@
 // kernels — the seam between the layer code and a backend.
 //
 // What this is: the one virtual interface of the runtime, for memory (allocate, release, copy,
-// zero), ordering (synchronize) and arithmetic (ops(): the backend's kernel table, ops.h), plus
-// Buffer<T>, an owned allocation on a device. Kernels are free functions per backend, with the
+// zero), ordering (synchronize), arithmetic (ops(): the backend's kernel table, ops.h) and the
+// device's own clock where it has one (make_clock, for profiled_device.h), plus Buffer<T>, an
+// owned allocation on a device. Kernels are free functions per backend, with the
 // same names, argument order and contracts in each:
 //
 //   runtime::cpu::   kernels.h                   host pointers, float/double, own threads + OpenBLAS
