@@ -524,12 +524,11 @@ __global__ void __launch_bounds__(kRowWarps * kWarp) layernorm_forward_vec_kerne
 
 // Layernorm's backward over rows held in registers, kWarps warps a block. Block b takes rows
 // b chunk_rows .. (b + 1) chunk_rows - 1, its warp w every kWarps-th of them from w. With dinp,
-// it accumulates the
-// input gradient (and its bf16 copy into dinp_low, where given); with partials, it also sums the
-// parameter gradients' terms, dy norm and dy, per column: each warp over its rows in order in
-// shared memory, then the warps in order into partials[k][b][column] (k 0: dweight, 1: dbias),
-// which add_column_partials_kernel adds over the blocks. So dout and inp are read once
-// for both, and the sums' order depends on the sizes (and kWarps) only.
+// it accumulates the input gradient (and its bf16 copy into dinp_low, where given); with
+// partials, it also sums the parameter gradients' terms, dy norm and dy, per column: each warp
+// over its rows in order in shared memory, then the warps in order into partials[k][b][column]
+// (k 0: dweight, 1: dbias), which add_column_partials_kernel adds over the blocks. So dout and
+// inp are read once for both, and the sums' order depends on the sizes (and kWarps) only.
 template <int kVec, int kWarps>
 __global__ void __launch_bounds__(kWarps * kWarp, kWarps == 8 ? 2 : 0)
     layernorm_backward_vec_kernel(float* dinp, bf16* dinp_low, float* partials, const float* dout, const float* inp, const float* weight,
