@@ -36,14 +36,10 @@ inline bool print_one_breakdown(const config::RunConfig& config, const runtime::
       return false;
     }
   }
-  const char* clock = prof.device_clock() ? "the device's clock" : "the host's clock";
-  if (timing == runtime::ProfiledDevice::Timing::kAlone) {
-    std::printf("kernel time per step (mean of %d; each kernel timed alone, between two waits for the device, on %s):\n%s\n", steps, clock,
-                prof.format(steps).c_str());
-  } else {
-    std::printf("kernel time per step (mean of %d; as the kernels run in the step, back to back with no waits, on %s):\n%s\n", steps,
-                clock, prof.format(steps).c_str());
-  }
+  const char* how = timing == runtime::ProfiledDevice::Timing::kAlone ? "each kernel timed alone, between two waits for the device"
+                                                                      : "as the kernels run in the step, back to back with no waits";
+  std::printf("kernel time per step (mean of %d; %s, on %s):\n%s\n", steps, how,
+              prof.device_clock() ? "the device's clock" : "the host's clock", prof.format(steps).c_str());
   std::fflush(stdout);
   return true;
 }

@@ -23,10 +23,6 @@ KernelTime& ProfiledDevice::group(const KernelCall& call) {
 
 void ProfiledDevice::Timer::enter(const KernelCall& /*call*/) const {
   d_.mu_.lock();
-  if (!d_.clock_asked_) {
-    d_.clock_ = d_.inner_.make_clock();
-    d_.clock_asked_ = true;
-  }
   if (d_.timing_ == Timing::kAlone) {
     const auto before = Clock::now();
     (void)d_.inner_.synchronize();  // a failure stays recorded by the device and surfaces at the caller's next synchronize
@@ -40,24 +36,23 @@ void ProfiledDevice::Timer::enter(const KernelCall& /*call*/) const {
 
 void ProfiledDevice::Timer::leave(const KernelCall& call) const {
   const int end_mark = d_.begin_mark_ >= 0 ? d_.clock_->mark() : -1;
+  std::vector<double> at;
+  if (d_.timing_ == Timing::kAlone) {
+    if (end_mark >= 0) at = d_.clock_->read();
+    (void)d_.inner_.synchronize();
+  }
+  const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
   KernelTime& k = d_.group(call);
+  k.host_seconds += on_host;
   d_.any_ = true;
   if (d_.timing_ == Timing::kInStep && end_mark >= 0) {
-    const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
-    k.host_seconds += on_host;
     d_.pending_.push_back({&k, d_.begin_mark_, end_mark, on_host});
     if (d_.pending_.size() >= kReadEvery) d_.read_marks();
-    d_.mu_.unlock();
-    return;
+  } else {
+    const bool on_device = at.size() > size_t(end_mark) && end_mark > d_.begin_mark_;
+    k.seconds += on_device ? at[size_t(end_mark)] - at[size_t(d_.begin_mark_)] : on_host;
+    if (on_device) d_.clock_used_ = true;
   }
-  std::vector<double> at;
-  if (end_mark >= 0) at = d_.clock_->read();
-  if (d_.timing_ == Timing::kAlone) (void)d_.inner_.synchronize();
-  const double on_host = std::chrono::duration<double>(Clock::now() - d_.started_).count();
-  const bool on_device = at.size() > size_t(end_mark) && end_mark > d_.begin_mark_;
-  k.seconds += on_device ? at[size_t(end_mark)] - at[size_t(d_.begin_mark_)] : on_host;
-  k.host_seconds += on_host;
-  if (on_device) d_.clock_used_ = true;
   d_.mu_.unlock();
 }
 

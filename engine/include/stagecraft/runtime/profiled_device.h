@@ -52,7 +52,8 @@ struct KernelTime {
 class ProfiledDevice final : public Device {
  public:
   enum class Timing { kAlone, kInStep };
-  explicit ProfiledDevice(Device& inner, Timing timing = Timing::kAlone) : inner_(inner), timing_(timing), ops_(*this) {}
+  explicit ProfiledDevice(Device& inner, Timing timing = Timing::kAlone)
+      : inner_(inner), timing_(timing), ops_(*this), clock_(inner.make_clock()) {}
 
   Backend backend() const override { return inner_.backend(); }
   std::string name() const override { return inner_.name(); }
@@ -73,7 +74,6 @@ class ProfiledDevice final : public Device {
   void reset_peak() override { inner_.reset_peak(); }
   std::unique_ptr<DeviceClock> make_clock() override { return inner_.make_clock(); }
 
-  Timing timing() const { return timing_; }
   // Whether the calls so far were timed on the device's clock (the inner device has one).
   bool device_clock() const;
   // The groups so far, the most time first, and the device time spent between kernels.
@@ -120,9 +120,8 @@ class ProfiledDevice final : public Device {
   Clock::time_point started_{};
   int begin_mark_ = -1;  // the call's first mark
   bool any_ = false;
-  bool clock_asked_ = false;            // make_clock was called (once, at the first kernel)
-  std::unique_ptr<DeviceClock> clock_;  // the inner device's, or nullptr
-  mutable bool clock_used_ = false;     // some call's time came from clock_
+  const std::unique_ptr<DeviceClock> clock_;  // the inner device's, or nullptr
+  mutable bool clock_used_ = false;           // some call's time came from clock_
   std::map<Key, KernelTime> groups_;
   mutable std::vector<Pending> pending_;
   mutable double between_s_ = 0;
