@@ -7,48 +7,28 @@
 // Each edit flips parallel.tp between 8 and 16 (dp auto), so every GPU's coordinates, every TP
 // group and every stage's estimate change: the topology rebuilds all 8192 tiles. Prints a table;
 // asserts nothing about time.
-#include <QApplication>
-#include <QElapsedTimer>
 #include <QImage>
 #include <QPainter>
 
-#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
+#include "bench_window.h"
 #include "document/PlanDocument.h"
-#include "mainwindow/MainWindow.h"
 #include "stagecraft/plan/plan.h"
 
-namespace {
-
-struct Stats {
-  double min = 0, median = 0, max = 0;
-};
-
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v.front(), v[v.size() / 2], v.back()};
-}
-
-double msSince(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
-
-}  // namespace
+using bench::ms_since;
 
 int main(int argc, char** argv) {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  bench::offscreen_by_default();
   QApplication app(argc, argv);
-  QCoreApplication::setOrganizationName(QStringLiteral("StagecraftBench"));
+  bench::own_settings();
   const int edits = argc > 1 ? std::max(2, std::atoi(argv[1])) : 20;
-  const QString config = argc > 2 ? QString::fromLocal8Bit(argv[2]) : QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/gpt3-175b-1024x8.yaml");
+  const QString config = bench::config_argument(argc, argv);
 
   MainWindow window;
-  window.resize(1400, 900);
-  window.show();
-  if (!window.openFile(config)) {
-    std::fprintf(stderr, "bench_gui_update: %s\n", qPrintable(window.lastError()));
-    return 2;
-  }
+  if (!bench::open_window(window, 1400, 900, config, "bench_gui_update")) return 2;
   PlanDocument* doc = window.document();
   if (!doc->applyEdit(QStringLiteral("parallel.dp"), QStringLiteral("auto"))) {
     std::fprintf(stderr, "bench_gui_update: cannot set parallel.dp=auto\n");
@@ -71,7 +51,7 @@ int main(int argc, char** argv) {
       c.parallel.tp = tp;
       return c;
     }());
-    planMs.push_back(msSince(t));
+    planMs.push_back(ms_since(t));
     if (!plan.ok()) {
       std::fprintf(stderr, "bench_gui_update: %s\n", plan.status().message().c_str());
       return 1;
@@ -83,12 +63,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_gui_update: %s\n", qPrintable(error));
       return 1;
     }
-    editMs.push_back(msSince(t));  // validate + plan + estimate + every view's setPlan + status bar
+    editMs.push_back(ms_since(t));  // validate + plan + estimate + every view's setPlan + status bar
     QElapsedTimer r;
     r.start();
     render();
-    renderMs.push_back(msSince(r));
-    totalMs.push_back(msSince(t));
+    renderMs.push_back(ms_since(r));
+    totalMs.push_back(ms_since(t));
   }
 
   const auto& p = doc->plan();
@@ -97,7 +77,7 @@ int main(int argc, char** argv) {
               window.width(), window.height());
   std::printf("%-44s %9s %9s %9s\n", "part", "min ms", "median ms", "max ms");
   auto row = [](const char* name, const std::vector<double>& v) {
-    const Stats s = stats(v);
+    const bench::Stats s = bench::stats(v);
     std::printf("%-44s %9.2f %9.2f %9.2f\n", name, s.min, s.median, s.max);
   };
   row("make_plan alone (validate, topology, estimate)", planMs);

@@ -7,52 +7,34 @@
 //   bench_layouts_latency [SEARCHES] [CONFIG]     defaults: 5, configs/gpt3-175b-1024x8.yaml
 //
 // Prints a table; asserts nothing about time.
-#include <QApplication>
 #include <QCheckBox>
-#include <QElapsedTimer>
 #include <QSpinBox>
 #include <QTimer>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
+#include "bench_window.h"
 #include "layouts/LayoutSearch.h"
 #include "layouts/LayoutsChart.h"
 #include "layouts/LayoutsModel.h"
 #include "layouts/LayoutsView.h"
-#include "mainwindow/MainWindow.h"
 
-namespace {
-
-struct Stats {
-  double median = 0, p99 = 0, max = 0;
-};
-
-Stats stats(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], v.back()};
-}
-
-double msSince(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
-
-}  // namespace
+using bench::ms_since;
+using bench::Stats;
+using bench::stats;
 
 int main(int argc, char** argv) {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  bench::offscreen_by_default();
   QApplication app(argc, argv);
-  QCoreApplication::setOrganizationName(QStringLiteral("StagecraftBench"));
+  bench::own_settings();
   const int searches = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  const QString config = argc > 2 ? QString::fromLocal8Bit(argv[2]) : QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs/gpt3-175b-1024x8.yaml");
+  const QString config = bench::config_argument(argc, argv);
 
   MainWindow window;
-  window.resize(1600, 1000);
-  window.show();
-  if (!window.openFile(config)) {
-    std::fprintf(stderr, "bench_layouts_latency: %s\n", qPrintable(window.lastError()));
-    return 2;
-  }
+  if (!bench::open_window(window, 1600, 1000, config, "bench_layouts_latency")) return 2;
   LayoutsView* view = window.layoutsView();
   QCoreApplication::processEvents();
 
@@ -66,7 +48,7 @@ int main(int argc, char** argv) {
   probe.setTimerType(Qt::PreciseTimer);
   probe.setInterval(kTickMs);
   QObject::connect(&probe, &QTimer::timeout, [&] {
-    const double now = msSince(clock);
+    const double now = ms_since(clock);
     lateness.push_back(std::max(0.0, now - last - kTickMs));
     last = now;
   });
@@ -78,21 +60,21 @@ int main(int argc, char** argv) {
     bool done = false;
     auto c = QObject::connect(view->search(), &LayoutSearch::finished, [&] { done = true; });
     lateness.clear();
-    last = msSince(clock);
+    last = ms_since(clock);
     probe.start();
     QElapsedTimer wall;
     wall.start();
     window.findLayouts();
     while (!done || view->chart()->isRebuildPending()) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
     // The shown result: let the chart and table paint once.
-    const double until = msSince(clock) + 50;
-    while (msSince(clock) < until) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
+    const double until = ms_since(clock) + 50;
+    while (ms_since(clock) < until) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
     probe.stop();
     QObject::disconnect(c);
     const Stats s = stats(lateness);
     maxima.push_back(s.max);
     std::printf("%7d %12zu %12.1f %10.1f %10.2f %10.2f %10.2f\n", i + 1, view->search()->layouts()->size(),
-                view->search()->seconds() * 1e3, msSince(wall) - 50, s.median, s.p99, s.max);
+                view->search()->seconds() * 1e3, ms_since(wall) - 50, s.median, s.p99, s.max);
   }
 
   // A constraint change as typed (the fits-only box, a fixed pp): its whole time (re-filter, table,
@@ -103,7 +85,7 @@ int main(int argc, char** argv) {
   auto* pp = qobject_cast<QSpinBox*>(view->field(QStringLiteral("pp")));
   for (int i = 0; i < 10; ++i) {
     lateness.clear();
-    last = msSince(clock);
+    last = ms_since(clock);
     probe.start();
     QElapsedTimer t;
     t.start();
@@ -116,9 +98,9 @@ int main(int argc, char** argv) {
     });
     while (!changed || view->chart()->isRebuildPending()) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
     view->repaint();
-    edits.push_back(msSince(t));
-    const double until = msSince(clock) + 30;
-    while (msSince(clock) < until) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
+    edits.push_back(ms_since(t));
+    const double until = ms_since(clock) + 30;
+    while (ms_since(clock) < until) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
     probe.stop();
     editLag.push_back(stats(lateness).max);
   }
