@@ -112,18 +112,13 @@ int main(int argc, char** argv) {
                              "train: {global_batch: " + std::to_string(global_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
                              ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
                              "}\nbackend: cuda\n";
-    auto cfg = config::parse_config(yaml, "bench", {});
-    if (!cfg.ok()) {
-      std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
-      return 1;
-    }
-    auto rank = bench::single_rank(cfg.value());
+    auto rank = bench::single_rank(yaml);
     if (!rank) return 1;
     double best = 1e9, ready_s = 0;
     size_t peak = 0;
     {
       const auto created = std::chrono::steady_clock::now();
-      auto t = runtime::Trainer::create(cfg.value(), rank->layout, rank->groups.trainer_groups(), &data, &dev);
+      auto t = runtime::Trainer::create(rank->config, rank->layout, rank->groups.trainer_groups(), &data, &dev);
       if (!t.ok()) {
         std::printf("%-6s %3d %s\n", s.name, s.micro_batch, t.status().message().c_str());
         continue;
@@ -154,7 +149,7 @@ int main(int argc, char** argv) {
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::printf("       trainer created and its weights drawn in %.1f s (%d host threads)\n", ready_s, runtime::cpu::num_threads());
     std::fflush(stdout);
-    if (breakdown && !bench::print_kernel_breakdown(cfg.value(), rank->layout, rank->groups.trainer_groups(), data, dev, 3)) return 1;
+    if (breakdown && !bench::print_kernel_breakdown(rank->config, rank->layout, rank->groups.trainer_groups(), data, dev, 3)) return 1;
   }
   std::printf("MFU against the catalog's dense %s peak of %s (%.1f TFLOP/s).\n", precision.c_str(), device_name.c_str(), peak_tflops);
   return 0;

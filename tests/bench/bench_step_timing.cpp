@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/config/config_io.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/trainer.h"
@@ -30,20 +29,14 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main() {
-  auto cfg = config::parse_config(
+  auto rank = bench::single_rank(
       "cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n"
       "model: {layers: 4, hidden: 128, heads: 4, seq_len: 64, vocab: 256}\n"
-      "train: {global_batch: 8, micro_batch: 4, steps: 100000, lr: 2.0e-3, weight_decay: 0.1, grad_clip: 1.0}\n",
-      "bench", {});
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
-    return 1;
-  }
-  auto rank = bench::single_rank(cfg.value());
+      "train: {global_batch: 8, micro_batch: 4, steps: 100000, lr: 2.0e-3, weight_decay: 0.1, grad_clip: 1.0}\n");
   if (!rank) return 1;
   const auto data = bench::synthetic_tokens(1 << 16, 256);
   runtime::cpu::set_num_threads(1);
-  auto t = runtime::Trainer::create(cfg.value(), rank->layout, rank->groups.trainer_groups(), &data);
+  auto t = runtime::Trainer::create(rank->config, rank->layout, rank->groups.trainer_groups(), &data);
   if (!t.ok() || !t.value()->start()) return 1;
   for (int i = 0; i < 5; ++i) (void)t.value()->train_step();  // warm-up
 

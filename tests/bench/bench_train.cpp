@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "stagecraft/config/config_io.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/trainer.h"
 #include "kernel_breakdown.h"
@@ -19,23 +18,17 @@ using namespace stagecraft;
 
 int main(int argc, char** argv) {
   const bool breakdown = argc > 1 && std::string(argv[1]) == "--breakdown";
-  auto cfg = config::parse_config(
+  auto rank = bench::single_rank(
       "cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n"
       "model: {layers: 4, hidden: 256, heads: 4, seq_len: 256, vocab: 256}\n"
-      "train: {global_batch: 8, micro_batch: 8, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n",
-      "bench", {});
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
-    return 1;
-  }
-  auto rank = bench::single_rank(cfg.value());
+      "train: {global_batch: 8, micro_batch: 8, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n");
   if (!rank) return 1;
   const auto data = bench::synthetic_tokens(1 << 16, 256);
   std::printf("Stagecraft engine (GptStage + Trainer), 4 layers, C 256, NH 4, T 256, B 8, V 256, AdamW\n");
   std::printf("%7s %10s %10s\n", "threads", "ms/step", "tokens/s");
   for (int threads : {1, 2}) {
     runtime::cpu::set_num_threads(threads);
-    auto t = runtime::Trainer::create(cfg.value(), rank->layout, rank->groups.trainer_groups(), &data);
+    auto t = runtime::Trainer::create(rank->config, rank->layout, rank->groups.trainer_groups(), &data);
     if (!t.ok() || !t.value()->start()) return 1;
     for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up
     double best = 1e9;
@@ -50,7 +43,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (breakdown) {
     std::printf("\n");
-    if (!bench::print_kernel_breakdown(cfg.value(), rank->layout, rank->groups.trainer_groups(), data, runtime::host_device(), 3)) return 1;
+    if (!bench::print_kernel_breakdown(rank->config, rank->layout, rank->groups.trainer_groups(), data, runtime::host_device(), 3)) return 1;
   }
   std::printf("\nPyTorch (/usr/bin/python3, the same model and batch):\n");
   std::fflush(stdout);

@@ -1,5 +1,5 @@
-// A plan run as one rank in one process, as the training benchmarks run it: the plan, the rank's
-// groups, each the rank alone (every collective the identity), its layout, and synthetic tokens.
+// A plan run as one rank in one process, as the training benchmarks run it: the config, its plan,
+// the rank's groups, each the rank alone (every collective the identity), its layout, and synthetic tokens.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "stagecraft/comm/communicator.h"
 #include "stagecraft/comm/process_groups.h"
+#include "stagecraft/config/config_io.h"
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/token_data.h"
@@ -18,6 +19,7 @@
 namespace stagecraft::bench {
 
 struct SingleRank {
+  config::RunConfig config;
   plan::Plan plan;
   comm::ProcessGroups groups;
   runtime::RankLayout layout;
@@ -40,7 +42,17 @@ inline std::optional<SingleRank> single_rank(const config::RunConfig& config) {
     std::fprintf(stderr, "%s%s\n", groups.status().message().c_str(), layout.status().message().c_str());
     return std::nullopt;
   }
-  return SingleRank{std::move(plan).value(), std::move(groups).value(), std::move(layout).value()};
+  return SingleRank{config, std::move(plan).value(), std::move(groups).value(), std::move(layout).value()};
+}
+
+// The same from a benchmark's YAML config; nullopt, with the reason printed, where it does not parse.
+inline std::optional<SingleRank> single_rank(const std::string& yaml) {
+  auto config = config::parse_config(yaml, "bench", {});
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s\n", config.status().message().c_str());
+    return std::nullopt;
+  }
+  return single_rank(config.value());
 }
 
 // n tokens below vocab, the same in every run: a multiplicative hash of the position.
