@@ -18,6 +18,8 @@
 
 #include <QtTest>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -384,8 +386,38 @@ int run_failure(Worker& w, const std::string& scenario) {
   return 0;
 }
 
+// Both ranks join dp[0,1]; then rank 0 leaves itself no address space for a thread's stack and
+// posts a background all-reduce, whose lane cannot start its thread: the call must fail at once,
+// naming the group, in one line, and the wait after it must return OK (nothing was queued). It
+// prints "refused: MESSAGE" and ends with _exit, since nothing may be allocated past the limit.
+int run_lane_without_thread(Worker& w) {
+  auto c = join(w, {0, 1}, "dp");
+  EXPECT_OK(c->barrier());
+  if (w.env.rank != 0) return 0;
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  EXPECT(pages > 0, "cannot read /proc/self/statm");
+  const rlim_t room = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(1) << 20);  // 1 MiB more: no stack fits
+  const rlimit limit{room, room};
+  EXPECT(setrlimit(RLIMIT_AS, &limit) == 0, "setrlimit(RLIMIT_AS) failed");
+  std::vector<float> data = {1, 2, 3};
+  const Status s = c->all_reduce_async(std::span<float>(data), ReduceOp::kSum);
+  const std::string m = s.message();
+  EXPECT(!s.ok(), "all_reduce_async started its thread within the limit");
+  EXPECT(m.find("dp[0,1]") != std::string::npos && m.find("background thread") != std::string::npos && m.find('\n') == std::string::npos,
+         "all_reduce_async: %s", m.c_str());
+  EXPECT_OK(c->wait_async());
+  std::printf("refused: %s\n", m.c_str());
+  std::fflush(stdout);
+  _exit(0);
+}
+
 int worker_main(const std::string& role) {
   Worker w = start_worker();
+  if (role == "lane_without_thread") return run_lane_without_thread(w);
   if (role == "collectives") return run_collectives(w);
   if (role == "p2p") return run_p2p(w);
   return run_failure(w, role);
@@ -552,6 +584,16 @@ class TestComm : public QObject {
     for (const QString& m : mentions) QVERIFY2(message.contains(m), qPrintable("no '" + m + "' in: " + message));
     // Within the timeout (plus process and connect slack), never a hang.
     QVERIFY2(ms < timeout_ms + 2000, qPrintable(QString::number(ms) + " ms: " + message));
+  }
+
+  // A background all-reduce whose thread cannot start (here: an address-space limit that leaves
+  // no room for its stack) fails at once, naming its group, and queues nothing, so the wait that
+  // follows (a GradReducer's, even in a destructor) returns instead of waiting forever. In fresh
+  // processes, with glibc's cache of thread stacks off, so that no stack is there to reuse.
+  void backgroundAllReduceWithoutAThread() {
+    const auto outs = run_ranks("lane_without_thread", 2, 2, {{"GLIBC_TUNABLES", "glibc.pthread.stack_cache_size=0"}}, milliseconds(30000));
+    for (const auto& o : outs) QVERIFY2(o.exit.ok(), qPrintable(describe(outs)));
+    QVERIFY2(outs[0].out.find("refused: ") != std::string::npos, qPrintable(describe(outs)));
   }
 
   // Groups of one rank need no transport: collectives are local, p2p has no peer.

@@ -1,7 +1,7 @@
 // BackgroundLane: one thread that runs a communicator's background calls (all_reduce_async,
 // communicator.h) one after another, in the order they were posted, while the caller goes on.
 //
-// post() queues a call and returns at once; wait() blocks until every call posted so far has run
+// post() queues a call and returns at once (or fails, where no thread can be started); wait() blocks until every call posted so far has run
 // and returns the first failure among them (later calls still run: the communicator itself
 // refuses them once broken, so they fail fast). The thread starts at the first post() and ends
 // in stop() or the destructor, after the queue is empty: a communicator calls stop() first
@@ -14,6 +14,8 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -28,14 +30,22 @@ class BackgroundLane {
   BackgroundLane& operator=(const BackgroundLane&) = delete;
   ~BackgroundLane() { stop(); }
 
-  void post(std::function<Status()> call) {
+  // Queues `call`. Fails, queuing nothing, where the lane's thread cannot be started (the
+  // process's thread or memory limits): a later wait() then has nothing to wait for.
+  Status post(std::function<Status()> call) {
     std::unique_lock<std::mutex> lock(mu_);
-    queue_.push_back(std::move(call));
     if (!thread_.joinable()) {
       stopping_ = false;
-      thread_ = std::thread([this] { loop(); });
+      try {
+        thread_ = std::thread([this] { loop(); });
+      } catch (const std::system_error& e) {
+        return Status::unavailable(std::string("cannot start the background thread for it: ") + e.what() +
+                                   " (the process's thread or memory limit; see ulimit -u and -v)");
+      }
     }
+    queue_.push_back(std::move(call));
     cv_.notify_all();
+    return Status::OK();
   }
 
   // Every call posted so far has run; the first failure since the last wait(), or OK.

@@ -235,8 +235,7 @@ class GlooCommunicator final : public Communicator {
   // On the lane's thread; the caller makes no other call until do_wait_async (communicator.h),
   // so the context has one user at a time.
   Status do_all_reduce_async(Buffer data, ReduceOp op) override {
-    lane_.post([this, data, op] { return do_all_reduce(data, op); });
-    return Status::OK();
+    return lane_.post([this, data, op] { return do_all_reduce(data, op); }).with_context(describe("all_reduce", data.count, data.dtype));
   }
   Status do_wait_async() override { return lane_.wait(); }
 

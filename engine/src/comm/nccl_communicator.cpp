@@ -187,6 +187,9 @@ class NcclCommunicator final : public Communicator {
       if (e != cudaErrorNotReady) {
         return fail(Status::internal(what + ": cudaEventQuery: " + cudaGetErrorString(e) + where(__FILE__, __LINE__)));
       }
+      // "Not ready" is an answer, not a failure: keep it out of this thread's last error, where
+      // the device's launch checks (cuda_context.h) would read it as one.
+      if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
       ncclResult_t state = ncclSuccess;
       NCCL_CALL(what, ncclCommGetAsyncError(comm_, &state));
       if (state != ncclSuccess && state != ncclInProgress) {
