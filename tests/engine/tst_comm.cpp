@@ -657,10 +657,10 @@ class TestComm : public QObject {
     QTest::addColumn<QList<int>>("ranks");
     QTest::addColumn<int>("me");
     QTest::addColumn<QString>("mentions");
-    QTest::newRow("empty") << QList<int>{} << 0 << "at least one rank";
-    QTest::newRow("duplicate rank") << QList<int>{0, 2, 2} << 0 << "appears twice";
-    QTest::newRow("negative rank") << QList<int>{0, -1} << 0 << "negative";
-    QTest::newRow("not a member") << QList<int>{2, 3} << 0 << "does not contain rank 0";
+    QTest::newRow("empty") << QList<int>{} << 0 << "tp: a communicator needs at least one rank";
+    QTest::newRow("duplicate rank") << QList<int>{0, 2, 2} << 0 << "tp[0,2,2]: rank 2 appears twice";
+    QTest::newRow("negative rank") << QList<int>{0, -1} << 0 << "tp[0,-1]: rank -1 is negative";
+    QTest::newRow("not a member") << QList<int>{2, 3} << 0 << "tp[2,3] does not contain rank 0";
   }
   void malformedGroupsRefused() {
     QFETCH(QList<int>, ranks);
@@ -671,7 +671,9 @@ class TestComm : public QObject {
     RendezvousClient* store = local->client.get();
     auto device = GlooDevice::create(gloo_device_options_from_env(*store));
     QVERIFY2(device.ok(), device.status().message().c_str());
-    auto c = create_gloo_communicator(*store, device.value(), me, std::vector<int>(ranks.begin(), ranks.end()));
+    GlooOptions o;
+    o.name = "tp";  // the group's label names it in the error
+    auto c = create_gloo_communicator(*store, device.value(), me, std::vector<int>(ranks.begin(), ranks.end()), o);
     QVERIFY(!c.ok());
     QCOMPARE(c.status().code(), Status::Code::kInvalidInput);
     QVERIFY2(QString::fromStdString(c.status().message()).contains(mentions), c.status().message().c_str());

@@ -56,9 +56,9 @@ std::string group_key(const std::vector<int>& ranks) {
   return std::to_string(ranks.size()) + "-" + hex;
 }
 
-Result<int> group_rank_in(const std::vector<int>& ranks, int global_rank) {
-  const std::string name = group_name(ranks);
-  if (ranks.empty()) return Status::invalid_input("a communicator needs at least one rank");
+Result<int> group_rank_in(const std::vector<int>& ranks, int global_rank, const std::string& label) {
+  const std::string name = group_name(ranks, label);
+  if (ranks.empty()) return Status::invalid_input(label + ": a communicator needs at least one rank");
   std::set<int> seen;
   for (int r : ranks) {
     if (r < 0) return Status::invalid_input(name + ": rank " + std::to_string(r) + " is negative");

@@ -422,9 +422,10 @@ Result<std::unique_ptr<Communicator>> create_gloo_communicator(RendezvousClient&
                                                                const std::shared_ptr<GlooDevice>& device,
                                                                int global_rank, const std::vector<int>& ranks,
                                                                const GlooOptions& options) {
-  auto group_rank = group_rank_in(ranks, global_rank);
+  const std::string label = options.name.empty() ? "group" : options.name;
+  auto group_rank = group_rank_in(ranks, global_rank, label);
   if (!group_rank.ok()) return group_rank.status();
-  const std::string name = group_name(ranks, options.name.empty() ? "group" : options.name);
+  const std::string name = group_name(ranks, label);
   const std::string context = "creating the communicator of " + name + " on rank " + std::to_string(global_rank);
   if (options.timeout.count() <= 0) return Status::invalid_input(context + ": the timeout must be positive");
   const int size = static_cast<int>(ranks.size());

@@ -381,9 +381,10 @@ bool nccl_built() { return true; }
 Result<std::unique_ptr<Communicator>> create_nccl_communicator(RendezvousClient& store, runtime::Device& device,
                                                                int global_rank, const std::vector<int>& ranks,
                                                                const NcclOptions& options) {
-  auto group_rank = group_rank_in(ranks, global_rank);
+  const std::string label = options.name.empty() ? "group" : options.name;
+  auto group_rank = group_rank_in(ranks, global_rank, label);
   if (!group_rank.ok()) return group_rank.status();
-  const std::string name = group_name(ranks, options.name.empty() ? "group" : options.name);
+  const std::string name = group_name(ranks, label);
   const std::string context = "creating the NCCL communicator of " + name + " on rank " + std::to_string(global_rank);
   if (options.timeout.count() <= 0) return Status::invalid_input(context + ": the timeout must be positive");
   if (device.backend() != runtime::Backend::kCuda || device.native_stream() == nullptr || device.ordinal() < 0) {

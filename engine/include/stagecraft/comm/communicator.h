@@ -183,8 +183,8 @@ class Communicator {
 std::string group_key(const std::vector<int>& ranks);
 
 // Checks a group for `global_rank`: non-empty, distinct non-negative ranks, containing it.
-// Returns the group rank. kInvalidInput naming the group otherwise.
-Result<int> group_rank_in(const std::vector<int>& ranks, int global_rank);
+// Returns the group rank. kInvalidInput naming the group ("dp[0,2]", with its label) otherwise.
+Result<int> group_rank_in(const std::vector<int>& ranks, int global_rank, const std::string& label = "group");
 
 // A communicator for a group of one rank (no transport): collectives are local.
 Result<std::unique_ptr<Communicator>> make_single_rank_communicator(int global_rank, std::string name = "");
