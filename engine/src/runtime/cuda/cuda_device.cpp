@@ -224,8 +224,19 @@ Status open_context(int ordinal) {
   }
   auto c = std::make_unique<Context>();
   c->ordinal = ordinal;
+  // A step that fails gives back what the steps before it made, so that asking again (another
+  // make_device) does not leave a stream, handles and buffers behind each time.
   auto fail = [&](const std::string& what, const char* why) {
-    return Status::unavailable("cuda:" + std::to_string(ordinal) + ": " + what + ": " + why);
+    const std::string message = "cuda:" + std::to_string(ordinal) + ": " + what + ": " + why;
+    if (c->blocks_done) cudaFree(c->blocks_done);
+    if (c->host_result) cudaFreeHost(c->host_result);
+    if (c->partials) cudaFree(c->partials);
+    if (c->lt_workspace) cudaFree(c->lt_workspace);
+    if (c->cublaslt) cublasLtDestroy(c->cublaslt);
+    if (c->cublas) cublasDestroy(c->cublas);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cudaGetLastError();  // the failure is in the message; later calls start clean
+    return Status::unavailable(message);
   };
   if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) return fail("cudaSetDevice", cudaGetErrorString(e));
   if (cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking); e != cudaSuccess) {
