@@ -197,21 +197,17 @@ int cmd_preflight(const std::vector<std::string>& argv) {
   if (!hosts.ok()) return report(hosts.status());
   if (hosts->hosts.empty()) return report(Status::invalid_input("preflight: no hosts; give --hosts FILE or cluster.hosts in the config"));
   if (auto per_node = launch::slots_per_node(hosts->hosts); !per_node.ok()) return report(per_node.status());
-  launch::PreflightOptions po;
-  po.ssh = hosts->ssh;
-  po.cuda = cfg->backend == config::Backend::kCuda;
-  // --worker PROGRAM (not a stagecraft-worker) or launch.program: another program's run.
-  std::string program = cfg->launch.program;
-  if (!hosts->worker.empty() && !is_own_worker(hosts->worker)) program = hosts->worker;
-  if (program.empty()) {
-    po.worker_path = hosts->worker;
+  // --worker PROGRAM (not a stagecraft-worker) is another program's run, as launch.program is.
+  config::RunConfig run_config = cfg.value();
+  launch::PreflightOptions base;
+  base.ssh = hosts->ssh;
+  if (!hosts->worker.empty() && !is_own_worker(hosts->worker)) {
+    run_config.launch.program = hosts->worker;
   } else {
-    po.check_worker = false;
-    po.program = program;
-    if (launch::is_python_program(program)) po.python = cfg->launch.python;
-    std::error_code ec;
-    po.cwd = std::filesystem::current_path(ec).string();
+    base.worker_path = hosts->worker;
   }
+  std::error_code ec;
+  const auto po = launch::preflight_options(run_config, base, std::filesystem::current_path(ec).string());
   return print_preflight(launch::preflight(hosts->hosts, po), args->has("--json")) ? 0 : 1;
 }
 

@@ -165,16 +165,11 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     request.local.worker = {own_worker};
   }
   if (is_remote) {
-    launch::PreflightOptions po;
-    po.ssh = remote->ssh;
-    po.worker_path = own_worker;
-    po.check_worker = !foreign;
-    if (foreign) {
-      po.program = c.launch.program;
-      if (launch::is_python_program(c.launch.program)) po.python = c.launch.python;
-      std::error_code ec;
-      po.cwd = std::filesystem::current_path(ec).string();
-    }
+    launch::PreflightOptions base;
+    base.ssh = remote->ssh;
+    base.worker_path = own_worker;
+    std::error_code ec;
+    const auto po = launch::preflight_options(c, base, std::filesystem::current_path(ec).string());
     const auto checks = launch::preflight(remote->hosts, po);
     bool passed = true;
     for (const auto& ch : checks) {

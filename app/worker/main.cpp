@@ -126,17 +126,14 @@ int run() {
   }
 
   // The device: the CPU, or the GPU of LOCAL_RANK among those CUDA_VISIBLE_DEVICES shows (ranks
-  // beyond the GPUs share them round-robin: several ranks on one GPU, for testing with comm gloo).
+  // beyond the GPUs share them round-robin, for testing with comm gloo: launch::gpu_of_rank).
   // Opened before the groups, which NCCL makes on its GPU; declared before them, so it outlives them.
   std::unique_ptr<runtime::Device> gpu;
   runtime::Device* dev = &runtime::host_device();
   if (cfg->backend == config::Backend::kCuda) {
-    const int count = runtime::cuda_device_count();
-    if (count == 0) {
-      return fail(Status::unavailable("backend=cuda: rank " + std::to_string(r) +
-                                      " sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES on its host)"));
-    }
-    auto made = runtime::make_device(config::Backend::kCuda, env->local_rank % count);
+    auto ordinal = launch::gpu_of_rank(env.value(), runtime::cuda_device_count(), comm_kind == config::Comm::kNccl);
+    if (!ordinal.ok()) return fail(ordinal.status());
+    auto made = runtime::make_device(config::Backend::kCuda, ordinal.value());
     if (!made.ok()) return fail(made.status());
     gpu = std::move(made).value();
     dev = gpu.get();

@@ -7,6 +7,7 @@
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/run_session.h"
 #include "stagecraft/launch/supervisor.h"
+#include "stagecraft/launch/worker_env.h"
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/store/run_store.h"
 
@@ -124,14 +125,32 @@ class TestLaunch : public QObject {
     if (!runtime::cuda_built()) {
       QTest::newRow("cuda backend") << QStringList{"backend=cuda"} << 0 << 0 << "backend=cuda: this build trains on the CPU only";
     } else {
-      QTest::newRow("cuda fp16") << QStringList{"backend=cuda", "cluster.device=H100-SXM", "train.precision=fp16"} << 0 << 0 << "";
+      // On hosts their GPUs are preflight's to count; here, this machine's.
+      QTest::newRow("cuda fp16 on hosts") << QStringList{"backend=cuda", "cluster.device=H100-SXM", "train.precision=fp16",
+                                                          "cluster.nodes=2", "cluster.gpus_per_node=2"}
+                                          << 2 << 2 << "";
+      QTest::newRow("cuda flash beyond the fused kernel's head size")
+          << QStringList{"backend=cuda", "train.attention=flash", "model.heads=1", "model.hidden=256", "cluster.nodes=2",
+                         "cluster.gpus_per_node=2"}
+          << 2 << 2 << "train.attention=flash: head size 256 (model.hidden / model.heads) is above the CUDA fused kernel's 128";
+      QTest::newRow("cuda standard attention at that head size")
+          << QStringList{"backend=cuda", "train.attention=standard", "model.heads=1", "model.hidden=256", "cluster.nodes=2",
+                         "cluster.gpus_per_node=2"}
+          << 2 << 2 << "";
       // comm: nccl by default with cuda, or gloo; whether local ranks outnumber the GPUs is only
       // known where GPUs are visible (tests/gpu/tst_cuda.cpp checks that refusal).
       if (runtime::cuda_device_count() == 0) {
-        QTest::newRow("cuda over nccl") << QStringList{"backend=cuda", "cluster.gpus_per_node=4"} << 0 << 0 << "";
-        QTest::newRow("cuda over gloo") << QStringList{"backend=cuda", "comm=gloo", "cluster.gpus_per_node=4"} << 0 << 0 << "";
+        QTest::newRow("cuda here without a GPU") << QStringList{"backend=cuda", "cluster.gpus_per_node=4"} << 0 << 0
+                                                 << "backend=cuda: this machine shows no GPU";
+        QTest::newRow("cuda over gloo here without a GPU") << QStringList{"backend=cuda", "comm=gloo", "cluster.gpus_per_node=4"} << 0 << 0
+                                                           << "backend=cuda: this machine shows no GPU";
+      } else {
+        QTest::newRow("cuda fp16") << QStringList{"backend=cuda", "cluster.device=H100-SXM", "train.precision=fp16", "comm=gloo"} << 0 << 0
+                                   << "";
       }
     }
+    // The CPU computes attention unfused at any head size.
+    QTest::newRow("cpu flash at a large head size") << QStringList{"train.attention=flash", "model.heads=1", "model.hidden=256"} << 0 << 0 << "";
     QTest::newRow("two nodes without hosts") << QStringList{"cluster.nodes=2", "parallel.dp=auto"} << 0 << 0
                                              << "cluster.nodes=2: a run without hosts starts every rank on this machine";
     QTest::newRow("no data") << QStringList{"train.data=\"\""} << 0 << 0 << "train.data: no data file";
@@ -212,6 +231,54 @@ class TestLaunch : public QObject {
     QVERIFY(logs.ok());
     QCOMPARE(logs->size(), size_t(1));
     QCOMPARE(QString::fromStdString(logs->front().line), QString("a log line"));
+  }
+
+  // Which GPU a worker of backend cuda opens (app/worker), and when NCCL would put two ranks on one.
+  void gpuOfRank_data() {
+    QTest::addColumn<int>("localRank");
+    QTest::addColumn<int>("localWorld");
+    QTest::addColumn<int>("visible");
+    QTest::addColumn<bool>("nccl");
+    QTest::addColumn<QString>("devices");  // CUDA_VISIBLE_DEVICES
+    QTest::addColumn<int>("gpu");           // -1: refused
+    QTest::addColumn<QString>("says");
+    QTest::newRow("a GPU per rank") << 3 << 4 << 4 << true << "" << 3 << "";
+    QTest::newRow("its slot's GPU alone (Stagecraft's launcher)") << 3 << 4 << 1 << true << "7" << 0 << "";
+    QTest::newRow("gloo shares GPUs round-robin") << 3 << 4 << 2 << false << "0,1" << 1 << "";
+    QTest::newRow("nccl on shared GPUs")
+        << 0 << 4 << 2 << true << "0,1" << -1
+        << "comm=nccl: LOCAL_WORLD_SIZE=4 ranks on this node, but rank 0 sees 2 GPUs (CUDA_VISIBLE_DEVICES=0,1), and NCCL needs a GPU "
+           "per rank; start at most 2 ranks per node, or set comm: gloo to share GPUs (for testing)";
+    QTest::newRow("no GPU") << 0 << 1 << 0 << false << "" << -1
+                            << "backend=cuda: rank 0 sees no GPU; check nvidia-smi and CUDA_VISIBLE_DEVICES on its host";
+    QTest::newRow("no GPU among those named") << 0 << 1 << 0 << true << "5" << -1 << "backend=cuda: rank 0 sees no GPU (CUDA_VISIBLE_DEVICES=5)";
+  }
+  void gpuOfRank() {
+    QFETCH(int, localRank);
+    QFETCH(int, localWorld);
+    QFETCH(int, visible);
+    QFETCH(bool, nccl);
+    QFETCH(QString, devices);
+    QFETCH(int, gpu);
+    QFETCH(QString, says);
+    std::map<std::string, std::string> env = {{"RANK", std::to_string(localRank)},          {"WORLD_SIZE", std::to_string(localWorld)},
+                                              {"LOCAL_RANK", std::to_string(localRank)},    {"LOCAL_WORLD_SIZE", std::to_string(localWorld)},
+                                              {"MASTER_PORT", "29500"},                     {"CUDA_VISIBLE_DEVICES", devices.toStdString()}};
+    auto e = read_worker_env([&](const char* k) -> const char* {
+      auto it = env.find(k);
+      return it == env.end() || it->second.empty() ? nullptr : it->second.c_str();
+    });
+    QVERIFY2(e.ok(), e.status().message().c_str());
+    QCOMPARE(QString::fromStdString(e->cuda_visible_devices), devices);
+    QCOMPARE(QString::fromStdString(to_environment(e.value())["CUDA_VISIBLE_DEVICES"]), devices);  // handed on as read
+    const auto got = gpu_of_rank(e.value(), visible, nccl);
+    if (gpu >= 0) {
+      QVERIFY2(got.ok(), got.status().message().c_str());
+      QCOMPARE(got.value(), gpu);
+      return;
+    }
+    QVERIFY(!got.ok());
+    QVERIFY2(QString::fromStdString(got.status().message()).startsWith(says), got.status().message().c_str());
   }
 
   // nvidia-smi's lines as the preflight probe prints them (recorded on an H100 host).

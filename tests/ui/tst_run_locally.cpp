@@ -164,8 +164,13 @@ class TestRunLocally : public QObject {
     QTest::addColumn<QString>("messagePart");
     QTest::newRow("no data") << "train.data" << "" << "train.data: no data file";
     QTest::newRow("missing data") << "train.data" << "/nonexistent/tokens.bin" << "train.data=/nonexistent/tokens.bin";
-    // A build with CUDA runs backend cuda here (tst_launch covers its refusals).
-    if (!stagecraft::runtime::cuda_built()) QTest::newRow("cuda backend") << "backend" << "cuda" << "backend=cuda";
+    // A build with CUDA runs backend cuda here where this machine has a GPU (tst_launch covers the
+    // refusals on one).
+    if (!stagecraft::runtime::cuda_built()) {
+      QTest::newRow("cuda backend") << "backend" << "cuda" << "backend=cuda: this build trains on the CPU only";
+    } else if (stagecraft::runtime::cuda_device_count() == 0) {
+      QTest::newRow("cuda backend without a GPU") << "backend" << "cuda" << "backend=cuda: this machine shows no GPU";
+    }
     QTest::newRow("two nodes") << "cluster.nodes" << "2" << "cluster.nodes=2";
     QTest::newRow("another program that is not there")
         << "launch.program" << "/nonexistent/train.sh" << "launch.program=/nonexistent/train.sh: no such file here";

@@ -407,20 +407,11 @@ bool LaunchDialog::runPreflight() {
 }
 
 launch::PreflightOptions LaunchDialog::preflightOptions() const {
-  launch::PreflightOptions options = m_hostsEditor->preflightOptions();
-  // As `stagecraft-cli preflight` does: a CUDA run has the hosts' GPUs counted, not their cores.
-  options.cuda = m_document->config().backend == stagecraft::config::Backend::kCuda;
-  // Another program (launch.program) is checked instead of the worker, in the directory the
-  // detached run starts from (the document's, else this process's), as `stagecraft-cli run` does.
-  const auto& launchConfig = m_document->config().launch;
-  if (launchConfig.foreign()) {
-    options.check_worker = false;
-    options.program = launchConfig.program;
-    if (launch::is_python_program(launchConfig.program)) options.python = launchConfig.python;
-    const QString base = m_document->baseDir();
-    options.cwd = (base.isEmpty() ? QDir::currentPath() : base).toStdString();
-  }
-  return options;
+  // What `stagecraft-cli run` checks (launch/preflight.h): GPUs for a CUDA run, and another
+  // program in the directory the detached run starts from (the document's, else this process's).
+  const QString base = m_document->baseDir();
+  return launch::preflight_options(m_document->config(), m_hostsEditor->preflightOptions(),
+                                   (base.isEmpty() ? QDir::currentPath() : base).toStdString());
 }
 
 QStringList LaunchDialog::hostArguments() const {

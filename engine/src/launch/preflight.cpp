@@ -1,16 +1,20 @@
 // Preflight checks of the hosts of a remote run. See preflight.h.
 #include "stagecraft/launch/preflight.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "stagecraft/launch/local_run.h"
+#include "stagecraft/launch/program.h"
 
 namespace stagecraft::launch {
 
 namespace {
 
-// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE), with cuda one
-// gpu=NAME, MEMORY_MIB, DRIVER per GPU and cuda (the driver's CUDA version), program and python (OK, MISSING, NOT-EXECUTABLE, NOT-READABLE, NO-DIRECTORY).
+// Prints key=value lines: nproc, worker (version, or MISSING / NOT-EXECUTABLE); with cuda one
+// gpu=NAME, MEMORY_MIB, DRIVER per GPU and cuda (the driver's CUDA version), or smi=MISSING (no
+// nvidia-smi in PATH) or smi=FAILED and the first line nvidia-smi printed (no driver loaded, ...);
+// program and python (OK, MISSING, NOT-EXECUTABLE, NOT-READABLE, NO-DIRECTORY).
 // Arguments: WORKER_PATH CHECK_WORKER(0/1) CUDA(0/1) PROGRAM PYTHON CWD (the last three may be
 // empty: PROGRAM empty is not checked; PYTHON set means PROGRAM is read, not run, by it).
 constexpr const char* kProbe = R"SH(printf 'nproc=%s\n' "$(nproc 2>/dev/null || echo -1)"
@@ -20,8 +24,11 @@ if [ "$2" = 1 ]; then
   else printf 'worker=%s\n' "$("$1" --version 2>&1 | head -n 1)"; fi
 fi
 if [ "$3" = 1 ]; then
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'
-  printf 'cuda=%s\n' "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
+  if ! command -v nvidia-smi >/dev/null 2>&1; then echo 'smi=MISSING'
+  elif gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null); then
+    printf '%s\n' "$gpus" | sed 's/^/gpu=/'
+    printf 'cuda=%s\n' "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
+  else printf 'smi=FAILED %s\n' "$(nvidia-smi 2>&1 | grep -v '^ *$' | head -n 1 | cut -c 1-200)"; fi
 fi
 if [ -n "$4" ]; then
   if [ -n "$6" ] && ! cd -- "$6" 2>/dev/null; then echo 'program=NO-DIRECTORY'
@@ -115,9 +122,24 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
     c.gpu_list = parse_gpu_lines(r->out);
     c.gpus = static_cast<int>(c.gpu_list.size());
     c.cuda_version = field(r->out, "cuda");
-    if (c.gpus < slots) {
-      c.errors.push_back(h.host + ": slots=" + std::to_string(slots) + " but nvidia-smi lists " + std::to_string(c.gpus) +
-                         " GPUs; lower slots in the hostfile");
+    const std::string smi = field(r->out, "smi");
+    const int top = h.slot_ids.empty() ? -1 : *std::max_element(h.slot_ids.begin(), h.slot_ids.end());
+    if (smi == "MISSING") {
+      c.errors.push_back(h.host + ": no nvidia-smi in PATH there, so no NVIDIA driver to train on; install the driver on that host, "
+                         "or set backend: cpu");
+    } else if (smi.rfind("FAILED", 0) == 0) {
+      const std::string said = smi.size() > 7 ? smi.substr(7) : "no output";
+      c.errors.push_back(h.host + ": nvidia-smi failed there (" + said + "); fix that host's NVIDIA driver, or set backend: cpu");
+    } else if (c.gpus == 0) {
+      c.errors.push_back(h.host + ": nvidia-smi lists no GPU there; run on hosts with GPUs, or set backend: cpu");
+    } else if (c.gpus < slots) {
+      c.errors.push_back(h.host + ": " + std::to_string(slots) + " slots selected but nvidia-smi lists " + std::to_string(c.gpus) +
+                         " GPUs; give the host at most " + std::to_string(c.gpus) + " slots (hostfile or cluster.hosts)");
+    } else if (top >= c.gpus) {
+      // A rank runs on the GPU of its slot's number (CUDA_VISIBLE_DEVICES=slot, remote_run.cpp).
+      c.errors.push_back(h.host + ": slot " + std::to_string(top) + " is selected but nvidia-smi lists " + std::to_string(c.gpus) +
+                         " GPUs (0-" + std::to_string(c.gpus - 1) + "); select slots below " + std::to_string(c.gpus) +
+                         " (--include / --exclude)");
     }
   } else if (c.cpus >= 0 && c.cpus < slots) {
     c.warnings.push_back(h.host + ": " + std::to_string(slots) + " ranks on " + std::to_string(c.cpus) +
@@ -127,6 +149,17 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
 }
 
 }  // namespace
+
+PreflightOptions preflight_options(const config::RunConfig& config, PreflightOptions base, const std::string& cwd) {
+  base.cuda = config.backend == config::Backend::kCuda;
+  if (config.launch.foreign()) {
+    base.check_worker = false;
+    base.program = config.launch.program;
+    base.python = is_python_program(config.launch.program) ? config.launch.python : "";
+    base.cwd = cwd;
+  }
+  return base;
+}
 
 std::vector<GpuInfo> parse_gpu_lines(const std::string& out) {
   std::vector<GpuInfo> gpus;

@@ -353,8 +353,17 @@ Result<RunOutcome> run_remote(const config::RunConfig& config, const plan::Plan&
       e.master_port = master_port;
       e.run_id = run_id;
       if (rendezvous) e.token = rendezvous->token;
-      // Another program picks its GPU from LOCAL_RANK, as under torchrun.
-      if (cuda && !foreign) e.cuda_device = options.hosts[static_cast<size_t>(n)].slot_ids[static_cast<size_t>(l)];
+      // The GPUs of the node's selected slots (preflight checked that they exist): Stagecraft's
+      // worker sees its slot's alone; another program sees them all and picks its own by
+      // LOCAL_RANK, as under torchrun (or DeepSpeed's launcher with --include).
+      if (cuda) {
+        const auto& ids = options.hosts[static_cast<size_t>(n)].slot_ids;
+        if (foreign) {
+          for (int id : ids) e.cuda_visible_devices += (e.cuda_visible_devices.empty() ? "" : ",") + std::to_string(id);
+        } else {
+          e.cuda_visible_devices = std::to_string(ids[static_cast<size_t>(l)]);
+        }
+      }
       auto env = to_environment(e);
       env.erase("OMP_NUM_THREADS");  // the node's cores decide (the wrapper)
       if (foreign) env["PYTHONUNBUFFERED"] = "1";  // lines as they are printed, for metrics and the hang timer

@@ -94,10 +94,15 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
   }
   if (foreign) return check_foreign(config);
   // Local ranks pick GPU LOCAL_RANK mod the GPUs this machine shows (app/worker), so more ranks
-  // than GPUs share them, which NCCL cannot do. (Remote ranks get a GPU each: preflight counts.)
-  if (hosts.empty() && config.backend == config::Backend::kCuda && config::comm_of(config) == config::Comm::kNccl) {
+  // than GPUs share them, which NCCL cannot do; none at all fails every rank. (Remote ranks get
+  // their slot's GPU: preflight checks that it is there.)
+  if (hosts.empty() && config.backend == config::Backend::kCuda) {
     const int gpus = runtime::cuda_device_count();
-    if (gpus > 0 && plan.topology.world_size() > gpus) {
+    if (gpus == 0) {
+      return Status::invalid_input("backend=cuda: this machine shows no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES); run on "
+                                   "GPU hosts (--hosts FILE), or set backend: cpu");
+    }
+    if (config::comm_of(config) == config::Comm::kNccl && plan.topology.world_size() > gpus) {
       return Status::invalid_input("comm=nccl: " + std::to_string(plan.topology.world_size()) + " ranks on this machine share " +
                                    std::to_string(gpus) + " GPU(s), and NCCL needs a GPU per rank; set comm: gloo to share GPUs "
                                    "(for testing), or run fewer ranks");

@@ -24,7 +24,7 @@ std::map<std::string, std::string> to_environment(const WorkerEnv& e) {
       {"OPENBLAS_NUM_THREADS", std::to_string(e.threads)},
   };
   if (e.token.empty()) m.erase("STAGECRAFT_RUN_TOKEN");  // another program's run has no store
-  if (e.cuda_device >= 0) m["CUDA_VISIBLE_DEVICES"] = std::to_string(e.cuda_device);
+  if (!e.cuda_visible_devices.empty()) m["CUDA_VISIBLE_DEVICES"] = e.cuda_visible_devices;
   return m;
 }
 
@@ -132,13 +132,23 @@ Result<WorkerEnv> read_worker_env(const std::function<const char*(const char*)>&
   if (const char* t = get("STAGECRAFT_RUN_TOKEN")) e.token = t;
   e.threads = 1;
   if (Status s = read_int(get, "OMP_NUM_THREADS", e.threads, 1, 4096, false); !s) return s;
-  if (const char* c = get("CUDA_VISIBLE_DEVICES"); c && *c) {
-    int d = -1;
-    const char* end = c + std::char_traits<char>::length(c);
-    auto [p, ec] = std::from_chars(c, end, d);
-    if (ec == std::errc()) e.cuda_device = d;
-  }
+  if (const char* c = get("CUDA_VISIBLE_DEVICES")) e.cuda_visible_devices = c;  // the CUDA runtime reads it
   return e;
+}
+
+Result<int> gpu_of_rank(const WorkerEnv& e, int visible, bool nccl) {
+  const std::string shown = e.cuda_visible_devices.empty() ? "" : " (CUDA_VISIBLE_DEVICES=" + e.cuda_visible_devices + ")";
+  if (visible <= 0) {
+    return Status::unavailable("backend=cuda: rank " + std::to_string(e.rank) + " sees no GPU" + shown +
+                               "; check nvidia-smi and CUDA_VISIBLE_DEVICES on its host");
+  }
+  if (nccl && visible > 1 && e.local_world_size > visible) {
+    return Status::invalid_input("comm=nccl: LOCAL_WORLD_SIZE=" + std::to_string(e.local_world_size) + " ranks on this node, but rank " +
+                                 std::to_string(e.rank) + " sees " + std::to_string(visible) + " GPUs" + shown +
+                                 ", and NCCL needs a GPU per rank; start at most " + std::to_string(visible) +
+                                 " ranks per node, or set comm: gloo to share GPUs (for testing)");
+  }
+  return e.local_rank % visible;
 }
 
 int threads_per_rank(int local_ranks) {

@@ -12,6 +12,7 @@
 #include "stagecraft/runtime/checkpoint.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/pipeline_schedule.h"
+#include "runtime/flash_tiles.h"
 
 namespace stagecraft::runtime {
 
@@ -104,6 +105,14 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
   }
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
+  }
+  // The CUDA fused attention's limit (GptStage::create refuses it on the GPU; this says so before
+  // a launch). The CPU computes the same math unfused, for any head size.
+  if (config.backend == config::Backend::kCuda && config.train.attention == config::Attention::kFlash &&
+      config.model.hidden / config.model.heads > flash::kMaxHead) {
+    return Status::invalid_input("train.attention=flash: head size " + std::to_string(config.model.hidden / config.model.heads) +
+                                 " (model.hidden / model.heads) is above the CUDA fused kernel's " + std::to_string(flash::kMaxHead) +
+                                 "; set train.attention: standard, or use more heads");
   }
   if (!data) return Status::OK();
   if (data->vocab_needed() > config.model.vocab) {

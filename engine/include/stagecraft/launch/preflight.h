@@ -3,14 +3,16 @@
 // For each host: reachable (TCP + SSH handshake), host key known, authenticated, the worker at
 // the expected path with this build's version (`stagecraft-worker --version`) or another
 // program (launch.program) and its Python interpreter present, and enough
-// slots: cuda needs `nvidia-smi` to list at least `slots` GPUs (an error otherwise); cpu
-// compares `nproc` with the slots (fewer cores than ranks is a warning: ranks share cores).
+// slots: cuda needs `nvidia-smi` there, working, and listing a GPU for every selected slot's
+// number (a rank runs on the GPU its slot numbers; an error otherwise); cpu compares `nproc`
+// with the slots (fewer cores than ranks is a warning: ranks share cores).
 // Each host's problems read as one line each, naming the host and what to fix.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "stagecraft/config/run_config.h"
 #include "stagecraft/launch/hostfile.h"
 #include "stagecraft/launch/ssh.h"
 
@@ -48,6 +50,13 @@ struct HostCheck {
   std::vector<std::string> warnings;  // likewise
   bool ok() const { return errors.empty(); }
 };
+
+// The options of a run of `config`: `base` (how to reach the hosts, the worker's path) with what
+// that run needs checked. GPUs are counted, not cores, where it trains on CUDA; where it launches
+// another program (launch.program), that program is checked in `cwd` (with launch.python where it
+// is a .py file) instead of the worker. The CLI's preflight and run and the launch dialog all take
+// their options from here, so a run checks what its preflight checks.
+PreflightOptions preflight_options(const config::RunConfig& config, PreflightOptions base, const std::string& cwd);
 
 // Every host at once; the result is in the order of `hosts`. Never fails as a whole.
 std::vector<HostCheck> preflight(const std::vector<SelectedHost>& hosts, const PreflightOptions& options);

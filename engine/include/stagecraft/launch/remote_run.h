@@ -23,8 +23,9 @@
 // With launch.program (another program, program.h) no store is served: `command` holds the
 // program's prepared command line (RunSession sets it), MASTER_ADDR is master_addr or else node
 // 0's address as this machine reaches it, MASTER_PORT master_port or else a port free on node 0
-// (read from its /proc/net/tcp), CUDA_VISIBLE_DEVICES is not set (the program picks its GPU from
-// LOCAL_RANK, as under torchrun), and the supervisor runs in foreign mode (supervisor.h).
+// (read from its /proc/net/tcp), CUDA_VISIBLE_DEVICES on backend cuda lists the node's selected
+// slots (the program picks its GPU among them by LOCAL_RANK, as under torchrun), and the
+// supervisor runs in foreign mode (supervisor.h). Stagecraft's worker gets its slot's GPU alone.
 //
 // A lost SSH connection fails the run naming the node ("lost the SSH connection to node 1
 // (node-b)"); the node's sshd then closes the channels and the wrappers kill their groups.

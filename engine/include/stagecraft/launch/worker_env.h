@@ -5,7 +5,8 @@
 //   MASTER_ADDR, MASTER_PORT (the rendezvous store; for another program, launch.program, node 0
 //   and a free port there, where its own rank 0 serves torch.distributed's store),
 //   STAGECRAFT_RUN_ID, STAGECRAFT_RUN_TOKEN (left out when no store is served),
-//   CUDA_VISIBLE_DEVICES (the rank's GPU, cuda backend), OMP_NUM_THREADS (cores per local rank).
+//   CUDA_VISIBLE_DEVICES (cuda backend: the rank's GPU; for another program the node's selected
+//   GPUs, LOCAL_RANK indexing them), OMP_NUM_THREADS (cores per local rank).
 //
 // Under Slurm (srun sets SLURM_PROCID and RANK is not set) the same variables come from Slurm's:
 //   RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS, LOCAL_RANK = SLURM_LOCALID,
@@ -35,7 +36,7 @@ struct WorkerEnv {
   std::string run_id;
   std::string token;
   int threads = 1;              // OMP_NUM_THREADS
-  int cuda_device = -1;         // CUDA_VISIBLE_DEVICES; -1 = not set
+  std::string cuda_visible_devices;  // "3", "2,3"; empty = not set
 };
 
 // The variables for one rank.
@@ -50,6 +51,13 @@ std::string first_host_of_nodelist(const std::string& nodelist);
 // Reads and checks them (mapped from Slurm's under srun); `get` returns nullptr for an unset variable (std::getenv by default).
 // Fails with one line naming the variable and what is wrong.
 Result<WorkerEnv> read_worker_env(const std::function<const char*(const char*)>& get = nullptr);
+
+// The GPU a rank of backend cuda opens, of the `visible` ones its CUDA_VISIBLE_DEVICES shows:
+// LOCAL_RANK's, round-robin where the node's ranks outnumber them (several ranks on one GPU, which
+// only comm gloo can do). Fails where it sees none, and, with `nccl`, where it sees more than one
+// and fewer than LOCAL_WORLD_SIZE: then every rank of the node sees the same GPUs and two would
+// share one. (A rank that sees one GPU alone may have its own, as Stagecraft's launcher gives it.)
+Result<int> gpu_of_rank(const WorkerEnv& env, int visible, bool nccl);
 
 // Threads for each of `local_ranks` processes sharing this machine's cores (at least 1).
 int threads_per_rank(int local_ranks);
