@@ -36,7 +36,8 @@ def main():
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     if args.out_dir:
-        keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"]
+        keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+                "CUDA_VISIBLE_DEVICES"]
         with open(os.path.join(args.out_dir, "rank-%d.json" % rank), "w") as f:
             json.dump({"env": {k: os.environ.get(k) for k in keys}, "pid": os.getpid(), "argv": sys.argv[1:],
                        "unknown": unknown, "cwd": os.getcwd()}, f)

@@ -183,7 +183,8 @@ bool SshLab::start_sshd(Node& n) {
                            "PermitRootLogin prohibit-password\n"
                            "MaxSessions 64\nMaxStartups 64\nLogLevel ERROR\n")
                            .arg(n.port)
-                           .arg(n.address, n.host_key, tmp_.path(), n.alias);
+                           .arg(n.address, n.host_key, tmp_.path(), n.alias) +
+                       (n.path_first.isEmpty() ? QString() : "SetEnv PATH=" + n.path_first + ":/usr/local/bin:/usr/bin:/bin\n");
   if (!write_file(conf, text)) return false;
   n.sshd = std::make_unique<QProcess>();
   n.sshd->setProcessChannelMode(QProcess::ForwardedErrorChannel);
@@ -203,10 +204,32 @@ bool SshLab::start_sshd(Node& n) {
   return fail("sshd for " + n.alias + " did not listen on " + n.address + ":" + QString::number(n.port));
 }
 
-bool SshLab::add_loopback_node() {
+QString SshLab::stand_in_nvidia_smi(int gpus) {
+  const QString dir = tmp_.path() + (gpus < 0 ? QString("/smi_failing") : QString("/smi_%1").arg(gpus));
+  QString script = "#!/bin/sh\n";
+  if (gpus < 0) {
+    script += "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+              "NVIDIA driver is installed and running.\"\nexit 9\n";
+  } else {
+    script += QString("case \"$*\" in\n"
+                      "  *--query-gpu=*) i=0; while [ $i -lt %1 ]; do echo 'NVIDIA H100 80GB HBM3, 81559, 580.159.04'; i=$((i + 1)); done;;\n"
+                      "  *) echo '| NVIDIA-SMI 580.159.04    Driver Version: 580.159.04    CUDA Version: 13.0     |';;\n"
+                      "esac\n")
+                  .arg(gpus);
+  }
+  if (!QDir().mkpath(dir) || !write_file(dir + "/nvidia-smi", script) ||
+      !QFile::setPermissions(dir + "/nvidia-smi", QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadOther | QFile::ExeOther)) {
+    fail("cannot write a stand-in nvidia-smi in " + dir);
+    return {};
+  }
+  return dir;
+}
+
+bool SshLab::add_loopback_node(const QString& path_first) {
   auto n = std::make_unique<Node>();
   n->alias = "loop" + QString::number(nodes_.size());
   n->address = "127.0.0.1";
+  n->path_first = path_first;
   n->port = free_port();
   nodes_.push_back(std::move(n));
   return start_sshd(*nodes_.back());

@@ -27,6 +27,7 @@ class SshLab {
     QString address;   // 127.0.0.1 or 10.213.S.x
     int port = 22;
     QString netns;     // empty for loopback nodes
+    QString path_first;  // a folder the node's sessions find programs in first (empty: none)
     QString veth;      // the root-namespace end of its link
     QString host_key;  // private host key file
     QString host_pub;  // "ssh-ed25519 AAAA..."
@@ -42,7 +43,9 @@ class SshLab {
   bool ok() const { return error_.isEmpty(); }
   const QString& error() const { return error_; }
 
-  bool add_loopback_node();
+  // `path_first`: a folder put first in the PATH of the node's sessions (sshd's SetEnv), so that
+  // a test can give one node programs the others lack (a stand-in nvidia-smi).
+  bool add_loopback_node(const QString& path_first = {});
   // `count` namespaces on the bridge, each with sshd unless `sshd` is false (other suites run
   // their own daemons there, slurm_lab.h).
   bool add_netns_nodes(int count, bool sshd = true);
@@ -60,6 +63,10 @@ class SshLab {
   QString known_hosts_line(const Node& n, const QString& pub) const;
   // Writes a known_hosts file with the given lines.
   bool write_file(const QString& path, const QString& text);
+  // A folder (for add_loopback_node's path_first) holding a stand-in for NVIDIA's nvidia-smi that
+  // lists `gpus` H100s, as the real one prints them for preflight's queries; with gpus < 0 it fails
+  // as on a host whose driver is not loaded. Empty on failure (error() says why).
+  QString stand_in_nvidia_smi(int gpus);
   // A fresh ed25519 public key line, unrelated to any node (for "changed key" cases).
   QString fresh_public_key();
 

@@ -132,6 +132,9 @@ class TestForeignRun : public QObject {
       QVERIFY2(lab_->add_loopback_node() && lab_->add_loopback_node(), qPrintable(lab_->error()));
       hostfile_ = lab_->dir() + "/hosts";
       QVERIFY(lab_->write_file(hostfile_, "loop0 slots=2\nloop1 slots=2\n"));
+      // loop2: four GPUs, as a stand-in nvidia-smi lists them (preflight counts them for backend cuda).
+      const QString four = lab_->stand_in_nvidia_smi(4);
+      QVERIFY2(!four.isEmpty() && lab_->add_loopback_node(four), qPrintable(lab_->error()));
     }
   }
 
@@ -214,6 +217,25 @@ class TestForeignRun : public QObject {
     for (const auto& v : rows) QVERIFY(v.toObject()["loss"].isDouble() && v.toObject()["step_ms"].isDouble());
     const QJsonObject run = show(id);
     QCOMPARE(run["state"].toString(), QString("succeeded"));
+    QVERIFY(no_process_left(tag));
+  }
+
+  // backend cuda with some of a node's GPUs selected (--include): the program's ranks see those
+  // GPUs in CUDA_VISIBLE_DEVICES and pick theirs by LOCAL_RANK, as under torchrun.
+  void remoteRanksSeeTheSelectedGpus() {
+    if (!labSkip_.isEmpty()) QSKIP(qPrintable(labSkip_));
+    const QString tag = newTag(), out = outDir(tag), hosts = lab_->dir() + "/gpu_hosts";
+    QVERIFY(lab_->write_file(hosts, "loop2 slots=4\n"));
+    const Cli r = cli({"run", config_, "backend=cuda", "cluster.device=H100-SXM", "cluster.gpus_per_node=2", "parallel.dp=2", "--db", db_, "--worker", kScript,
+                       "--hosts", hosts, "--include", "loop2:1,3", "--ssh-config", lab_->ssh_config(), "--known-hosts",
+                       lab_->known_hosts(), "--", "--format", "nanogpt", "--out-dir", out, "--tag", tag});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    QVERIFY2(r.out.contains("loop2: ok (") && r.out.contains("4 x NVIDIA H100 80GB HBM3"), qPrintable(r.out));
+    for (int rank = 0; rank < 2; ++rank) {
+      const QJsonObject env = rankFile(out, rank)["env"].toObject();
+      QCOMPARE(env["CUDA_VISIBLE_DEVICES"].toString(), QString("1,3"));
+      QCOMPARE(env["LOCAL_RANK"].toString(), QString::number(rank));
+    }
     QVERIFY(no_process_left(tag));
   }
 
