@@ -346,6 +346,37 @@ class TestCuda : public QObject {
     std::printf("device: %s\n", gpu_->name().c_str());
   }
 
+  // What a step event's mem_bytes reads (Device::peak_bytes) counts the GPU memory the engine
+  // holds: the device's allocations, and what its kernels keep for themselves, here the bf16
+  // copies a GEMM's fp32 operands are cast into (the first GEMM of this process, so its scratch
+  // grows by both copies). Before the kernels' scratch was counted, the peak stayed at the
+  // operands'.
+  void peakMemoryCountsTheKernelsScratch() {
+    Device& d = *gpu_;
+    QVERIFY(d.synchronize().ok());
+    d.reset_peak();
+    const size_t base = d.peak_bytes();
+    QVERIFY2(base >= (size_t(4) << 20), "cuBLASLt's workspace, held since the device opened, is counted");
+    auto block = d.allocate(size_t(64) << 20);
+    QVERIFY(block.ok());
+    QCOMPARE(d.peak_bytes(), base + (size_t(64) << 20));
+    d.release(block.value());
+    d.reset_peak();
+    QCOMPARE(d.peak_bytes(), base);
+    const int BT = 4096, C = 1024, OC = 3072;
+    Twin inp(d, randn(size_t(BT) * C, 1)), w(d, randn(size_t(C) * OC, 2, 0.2)), bias(d, randn(size_t(OC), 3)), out(d, size_t(BT) * OC);
+    const size_t operands = d.peak_bytes();
+    QVERIFY(d.set_precision(config::Precision::kBf16).ok());
+    d.ops().matmul_forward(out.g(), inp.g(), w.g(), bias.g(), BT, C, OC, Layout::kInOut);
+    QVERIFY(d.synchronize().ok());
+    QVERIFY(d.set_precision(config::Precision::kFp32).ok());
+    const size_t copies = (size_t(BT) * C + size_t(C) * OC) * 2;  // 8 + 6 MiB of bf16
+    std::printf("peak: %zu bytes with the operands, %zu after the bf16 GEMM (copies %zu)\n", operands, d.peak_bytes(), copies);
+    QVERIFY2(d.peak_bytes() >= operands + copies, "the GEMM's bf16 copies are counted");
+    d.reset_peak();
+    QVERIFY2(d.peak_bytes() >= operands + copies, "the scratch stays held after the GEMM");
+  }
+
   void kernelsMatchTheCpu_data() {
     QTest::addColumn<int>("B");
     QTest::addColumn<int>("T");

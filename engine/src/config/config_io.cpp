@@ -8,11 +8,14 @@
 #include "stagecraft/config/config_io.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +23,7 @@
 #include <sstream>
 #include <system_error>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "stagecraft/config/config_schema.h"
@@ -720,28 +724,49 @@ Result<std::string> read_text_file(const std::string& path) {
   return ss.str();
 }
 
+Status sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::io_error(dir + ": cannot open the directory to sync it: " + std::strerror(errno));
+  const bool ok = ::fsync(fd) == 0 || errno == EINVAL;  // some file systems cannot sync a directory
+  const int err = errno;
+  ::close(fd);
+  return ok ? Status::OK() : Status::io_error(dir + ": syncing the directory failed: " + std::strerror(err));
+}
+
 Status write_text_file_atomic(const std::string& path, std::string_view text) {
+  static std::atomic<unsigned> counter{0};
   const std::filesystem::path target(path);
-  const std::filesystem::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::io_error(path + ": cannot write (is the directory there and writable?)");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      return Status::io_error(path + ": write failed (disk full?)");
+  const std::string tmp = target.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::io_error(path + ": cannot write (is the directory there and writable?): " + std::strerror(errno));
+  const char* p = text.data();
+  size_t left = text.size();
+  int err = 0;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
     }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  // On the disk before it takes the name: a crash then leaves the old file or the whole new one.
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return Status::io_error(path + ": write failed: " + std::strerror(err) + (err == ENOSPC ? " (disk full)" : ""));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, target, ec);
   if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return Status::io_error(path + ": cannot replace the file: " + ec.message());
+    const std::string why = ec.message();
+    ::unlink(tmp.c_str());
+    return Status::io_error(path + ": cannot replace the file: " + why);
   }
-  return Status::OK();
+  return sync_directory(target.parent_path().string());
 }
 
 Status save_config_file(const std::string& path, const RunConfig& config) {

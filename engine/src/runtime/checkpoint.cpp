@@ -1,8 +1,15 @@
 // Checkpoint directories. See checkpoint.h.
 #include "stagecraft/runtime/checkpoint.h"
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <initializer_list>
+#include <set>
 #include <system_error>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
@@ -43,20 +50,51 @@ void add_shards(const GptStage& stage, const float* src, const std::string& pref
   }
 }
 
-Status write_checkpoint(const std::string& path, const config::ModelConfig& model, const std::string& run_yaml,
-                        const std::vector<NamedTensor>& model_tensors, const std::vector<NamedTensor>& optimizer_tensors,
-                        const TrainerState& state) {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "<dir>/step-5" -> its siblings' names for a save in progress and for the copy it replaces.
+std::string partial_name(const fs::path& dir) { return dir.filename().string() + ".partial-"; }
+
+// Puts the complete directory `ready` in the place of `path` (which may hold an older checkpoint
+// of the same step). Linux swaps the two names at once (renameat2 RENAME_EXCHANGE), so `path` is
+// never missing; where the file system cannot, the old one steps aside first. What was there is
+// removed afterwards.
+Status install(const std::string& ready, const std::string& path) {
   std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) return Status::io_error("checkpoint: cannot create " + path + ": " + ec.message());
-  // A directory being rewritten is incomplete until trainer.json lands again.
-  std::filesystem::remove(path + "/trainer.json", ec);
-  if (Status s = write_safetensors(path + "/model.safetensors", model_tensors, {{"format", "pt"}}); !s) return s;
-  if (!optimizer_tensors.empty()) {
-    if (Status s = write_safetensors(path + "/optimizer.safetensors", optimizer_tensors); !s) return s;
+  if (!fs::exists(path, ec)) {
+    fs::rename(ready, path, ec);
+    if (ec) return Status::io_error("checkpoint: cannot rename " + ready + " to " + path + ": " + ec.message());
+    return Status::OK();
   }
-  if (Status s = config::write_text_file_atomic(path + "/config.json", model::hf_config_json(model)); !s) return s;
-  if (Status s = config::write_text_file_atomic(path + "/run.yaml", run_yaml); !s) return s;
+  if (::renameat2(AT_FDCWD, ready.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(ready, ec);  // now the old checkpoint
+    return Status::OK();
+  }
+  const std::string old = ready + ".old";
+  fs::rename(path, old, ec);
+  if (ec) return Status::io_error("checkpoint: cannot move the old " + path + " aside: " + ec.message());
+  fs::rename(ready, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::rename(old, path, ec);  // put the old one back
+    return Status::io_error("checkpoint: cannot rename " + ready + " to " + path + ": " + why);
+  }
+  fs::remove_all(old, ec);
+  return Status::OK();
+}
+
+// Writes the checkpoint's files into `dir`, trainer.json last.
+Status write_files(const std::string& dir, const config::ModelConfig& model, const std::string& run_yaml,
+                   const std::vector<NamedTensor>& model_tensors, const std::vector<NamedTensor>& optimizer_tensors,
+                   const TrainerState& state) {
+  if (Status s = write_safetensors(dir + "/model.safetensors", model_tensors, {{"format", "pt"}}); !s) return s;
+  if (!optimizer_tensors.empty()) {
+    if (Status s = write_safetensors(dir + "/optimizer.safetensors", optimizer_tensors); !s) return s;
+  }
+  if (Status s = config::write_text_file_atomic(dir + "/config.json", model::hf_config_json(model)); !s) return s;
+  if (Status s = config::write_text_file_atomic(dir + "/run.yaml", run_yaml); !s) return s;
   Json t = Json::object();
   t.set("step", static_cast<long long>(state.step));
   t.set("seed", static_cast<unsigned long long>(state.seed));
@@ -64,33 +102,159 @@ Status write_checkpoint(const std::string& path, const config::ModelConfig& mode
   if (state.loss_scale > 0) {
     t.set("loss_scale", state.loss_scale);
     t.set("loss_scale_clean_steps", static_cast<long long>(state.loss_scale_clean_steps));
-    t.set("skipped_steps", static_cast<long long>(state.skipped_steps));
   }
-  return config::write_text_file_atomic(path + "/trainer.json", t.dump(2) + "\n");
+  // Kept whatever the precision: AdamW's step count leaves the skipped steps out, also after a
+  // resume in another precision.
+  if (state.loss_scale > 0 || state.skipped_steps > 0) t.set("skipped_steps", static_cast<long long>(state.skipped_steps));
+  return config::write_text_file_atomic(dir + "/trainer.json", t.dump(2) + "\n");
 }
 
-Result<Checkpoint> read_checkpoint(const std::string& path, bool with_optimizer) {
+}  // namespace
+
+Status write_checkpoint(const std::string& path, const config::ModelConfig& model, const std::string& run_yaml,
+                        const std::vector<NamedTensor>& model_tensors, const std::vector<NamedTensor>& optimizer_tensors,
+                        const TrainerState& state) {
+  const fs::path target(path);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return Status::io_error("checkpoint: cannot create " + parent.string() + ": " + ec.message());
+  // What saves of this step that did not finish left behind.
+  const std::string partial = partial_name(target);
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    if (e.path().filename().string().rfind(partial, 0) == 0) fs::remove_all(e.path(), ec);
+  }
+  // The new checkpoint is written whole beside the old one, then takes its name: a crash or a full
+  // disk at any point leaves the old checkpoint as it was.
+  const std::string ready = (parent / (partial + std::to_string(::getpid()))).string();
+  fs::create_directory(ready, ec);
+  if (ec) return Status::io_error("checkpoint: cannot create " + ready + ": " + ec.message());
+  Status s = write_files(ready, model, run_yaml, model_tensors, optimizer_tensors, state);
+  if (s) s = install(ready, path);
+  if (s) s = config::sync_directory(parent.string());
+  if (!s) fs::remove_all(ready, ec);
+  return s;
+}
+
+namespace {
+
+// trainer.json's optional whole number `key`, at least `lo`, into `out` (left as it is where absent).
+Status read_count(const Json& j, const char* key, int64_t lo, int64_t& out, const std::string& where) {
+  const Json* v = j.find(key);
+  if (!v) return Status::OK();
+  if (!v->is_int() || v->as_int() < lo) {
+    return Status::invalid_input(where + ": " + key + " must be a whole number of at least " + std::to_string(lo) +
+                                 "; the file is damaged: resume from another checkpoint");
+  }
+  out = v->as_int();
+  return Status::OK();
+}
+
+// The checkpoint's config.json against the configured model: the first difference, named by the
+// config key to set.
+Status check_model(const std::string& path, const config::ModelConfig& m) {
+  auto text = config::read_text_file(path + "/config.json");
+  if (!text.ok()) return Status::OK();  // a checkpoint without one: its tensors' names and shapes are checked alone
+  auto j = Json::parse(text.value());
+  if (!j.ok() || !j->is_object()) return Status::invalid_input("checkpoint " + path + "/config.json is not a JSON object; the file is damaged");
+  struct Field {
+    const char* hf;
+    const char* key;
+    long long want;
+  };
+  const Field fields[] = {{"n_layer", "model.layers", m.layers},       {"n_embd", "model.hidden", m.hidden},
+                          {"n_head", "model.heads", m.heads},          {"vocab_size", "model.vocab", m.vocab},
+                          {"n_positions", "model.seq_len", m.seq_len}, {"n_inner", "model.ffn_hidden", m.ffn()}};
+  for (const Field& f : fields) {
+    const Json* v = j->find(f.hf);
+    long long got = 0;
+    if (std::string(f.hf) == "n_inner" && (!v || v->is_null())) {
+      const Json* embd = j->find("n_embd");
+      if (!embd || !embd->is_int()) continue;
+      got = 4 * embd->as_int();  // GPT-2's default
+    } else if (!v || !v->is_int()) {
+      continue;
+    } else {
+      got = v->as_int();
+    }
+    if (got != f.want) {
+      return Status::invalid_input("checkpoint " + path + " is of another model: its config.json has " + f.hf + " " + std::to_string(got) +
+                                   ", the configured model " + f.key + " " + std::to_string(f.want) + "; set " + f.key + ": " +
+                                   std::to_string(got) + " to use it");
+    }
+  }
+  if (const Json* tie = j->find("tie_word_embeddings"); tie && tie->is_bool() && tie->as_bool() != m.tied_embeddings) {
+    return Status::invalid_input("checkpoint " + path + " is of another model: its config.json has tie_word_embeddings " +
+                                 (tie->as_bool() ? "true" : "false") + "; set model.tied_embeddings: " + (tie->as_bool() ? "true" : "false") +
+                                 " to use it");
+  }
+  return Status::OK();
+}
+
+// Every tensor of `file` is one of the model's, under `prefixes`: a tensor the model does not use
+// means the checkpoint is of another model, and loading the rest would quietly drop it.
+Status check_names(const TensorFile& file, const std::string& file_path, const config::ModelConfig& m,
+                   std::initializer_list<const char*> prefixes) {
+  std::set<std::string> names;
+  for (const auto& p : model::gpt_params(m)) {
+    for (const char* prefix : prefixes) names.insert(prefix + p.name);
+  }
+  for (const auto& t : file.tensors) {
+    if (!names.count(t.name)) {
+      return Status::invalid_input(file_path + ": tensor " + t.name + " is not part of the configured model (a checkpoint of another model?)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<Checkpoint> read_checkpoint(const std::string& path, const config::ModelConfig& model, bool with_optimizer) {
   auto text = config::read_text_file(path + "/trainer.json");
   if (!text.ok()) {
     return Status::invalid_input("checkpoint " + path + ": no trainer.json (not a checkpoint directory, or an unfinished save)");
   }
+  const std::string where = "checkpoint " + path + "/trainer.json";
   auto j = Json::parse(text.value());
-  if (!j.ok() || !j->is_object() || !j->find("step") || !j->find("step")->is_int()) {
-    return Status::invalid_input("checkpoint " + path + "/trainer.json: expected {\"step\": N, ...}");
+  if (!j.ok() || !j->is_object() || !j->find("step") || !j->find("step")->is_int() || j->find("step")->as_int() < 0) {
+    return Status::invalid_input(where + ": expected {\"step\": N, ...} with N a whole number of at least 0");
   }
   Checkpoint c;
   c.state.step = j->find("step")->as_int();
-  if (const Json* s = j->find("seed"); s && s->is_number()) c.state.seed = static_cast<uint64_t>(s->as_int());
-  if (const Json* t = j->find("tokens"); t && t->is_number()) c.state.tokens = t->as_double();
-  if (const Json* t = j->find("loss_scale"); t && t->is_number() && t->as_double() > 0) c.state.loss_scale = t->as_double();
-  if (const Json* t = j->find("loss_scale_clean_steps"); t && t->is_int()) c.state.loss_scale_clean_steps = t->as_int();
-  if (const Json* t = j->find("skipped_steps"); t && t->is_int()) c.state.skipped_steps = t->as_int();
-  auto model = read_safetensors(path + "/model.safetensors");
-  if (!model.ok()) return model.status();
-  c.model = std::move(model).value();
+  int64_t seed = 0;
+  if (Status s = read_count(*j, "seed", 0, seed, where); !s) return s;
+  c.state.seed = static_cast<uint64_t>(seed);
+  if (const Json* t = j->find("tokens")) {
+    if (!t->is_number() || !std::isfinite(t->as_double()) || t->as_double() < 0) {
+      return Status::invalid_input(where + ": tokens must be a number of at least 0; the file is damaged: resume from another checkpoint");
+    }
+    c.state.tokens = t->as_double();
+  }
+  if (const Json* t = j->find("loss_scale")) {
+    // The scaler starts at 2^16 and only doubles or halves, down to 1: a power of two that a float holds.
+    int exp = 0;
+    const double v = t->is_number() ? t->as_double() : -1;
+    if (!(v >= 1 && v <= 0x1p127 && std::frexp(v, &exp) == 0.5)) {
+      return Status::invalid_input(where + ": loss_scale must be a power of two from 1 to 2^127; the file is damaged: resume from "
+                                           "another checkpoint");
+    }
+    c.state.loss_scale = v;
+  }
+  if (Status s = read_count(*j, "loss_scale_clean_steps", 0, c.state.loss_scale_clean_steps, where); !s) return s;
+  if (Status s = read_count(*j, "skipped_steps", 0, c.state.skipped_steps, where); !s) return s;
+  if (c.state.skipped_steps > c.state.step) {
+    return Status::invalid_input(where + ": skipped_steps " + std::to_string(c.state.skipped_steps) + " exceeds step " +
+                                 std::to_string(c.state.step) + "; the file is damaged: resume from another checkpoint");
+  }
+  if (Status s = check_model(path, model); !s) return s;
+  auto tensors = read_safetensors(path + "/model.safetensors");
+  if (!tensors.ok()) return tensors.status();
+  if (Status s = check_names(tensors.value(), path + "/model.safetensors", model, {""}); !s) return s;
+  c.model = std::move(tensors).value();
   if (with_optimizer) {
     auto opt = read_safetensors(path + "/optimizer.safetensors");
     if (!opt.ok()) return opt.status().with_context("checkpoint " + path + ": resume needs the optimizer state");
+    if (Status s = check_names(opt.value(), path + "/optimizer.safetensors", model, {"exp_avg.", "exp_avg_sq."}); !s) return s;
     c.optimizer = std::move(opt).value();
   }
   return c;

@@ -24,7 +24,7 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
     return Status::invalid_input("eval: --windows " + std::to_string(windows) + ": " + data_path + " holds " + std::to_string(available) +
                                  " windows of seq_len + 1 = " + std::to_string(T + 1) + " tokens");
   }
-  auto ckpt = read_checkpoint(checkpoint_dir, false);
+  auto ckpt = read_checkpoint(checkpoint_dir, model, false);
   if (!ckpt.ok()) return ckpt.status();
   StageSpec spec;
   spec.model = model;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <new>
 
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
@@ -48,6 +49,16 @@ float bf16_to_float(uint16_t b) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
+
+// A tensor whose header entry has been checked, before its data is read.
+struct Pending {
+  NamedTensor t;
+  std::string dtype;
+  uint64_t begin, end;  // data bytes, from the start of the data
+};
+
+// Reads and converts the data of `pending` (in file order) into `out`'s tensors.
+Result<TensorFile> decode(std::ifstream& in, const std::string& path, uint64_t data_start, std::vector<Pending>& pending, TensorFile out);
 
 }  // namespace
 
@@ -119,11 +130,6 @@ Result<TensorFile> read_safetensors(const std::string& path) {
   const uint64_t data_start = 8 + n;
   const uint64_t data_size = file_size - data_start;
   TensorFile out;
-  struct Pending {
-    NamedTensor t;
-    std::string dtype;
-    uint64_t begin, end;
-  };
   std::vector<Pending> pending;
   for (const auto& [name, e] : header->as_object()) {
     if (name == "__metadata__") {
@@ -150,8 +156,9 @@ Result<TensorFile> read_safetensors(const std::string& path) {
         return Status::invalid_input(path + ": tensor " + name + ": bad shape");
       }
       p.t.shape.push_back(d.as_int());
-      numel *= static_cast<uint64_t>(d.as_int());
-      if (numel > (uint64_t{1} << 40)) return Status::invalid_input(path + ": tensor " + name + ": shape too large");
+      const uint64_t dim = static_cast<uint64_t>(d.as_int());
+      if (dim != 0 && numel > (uint64_t{1} << 40) / dim) return Status::invalid_input(path + ": tensor " + name + ": shape too large");
+      numel *= dim;
     }
     const int64_t b = (*offs)[0].as_int(), en = (*offs)[1].as_int();
     if (b < 0 || en < b || static_cast<uint64_t>(en) > data_size) {
@@ -169,6 +176,24 @@ Result<TensorFile> read_safetensors(const std::string& path) {
     pending.push_back(std::move(p));
   }
   std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.begin < b.begin; });
+  // Each byte of data belongs to one tensor at most, so what is decoded is bounded by the file's
+  // size (a header of many entries over the same bytes could otherwise ask for any amount).
+  for (size_t i = 1; i < pending.size(); ++i) {
+    if (pending[i].begin < pending[i - 1].end) {
+      return Status::invalid_input(path + ": tensors " + pending[i - 1].t.name + " and " + pending[i].t.name +
+                                   " share data bytes (data_offsets overlap): not a valid safetensors file");
+    }
+  }
+  try {
+    return decode(in, path, data_start, pending, std::move(out));
+  } catch (const std::bad_alloc&) {
+    return Status::unavailable(path + ": out of memory reading its tensors");
+  }
+}
+
+namespace {
+
+Result<TensorFile> decode(std::ifstream& in, const std::string& path, uint64_t data_start, std::vector<Pending>& pending, TensorFile out) {
   std::vector<unsigned char> buf;
   for (auto& p : pending) {
     const uint64_t bytes = p.end - p.begin;
@@ -190,5 +215,7 @@ Result<TensorFile> read_safetensors(const std::string& path) {
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace stagecraft::runtime

@@ -255,7 +255,7 @@ Status Trainer::start() {
     step_ = 0;
     return stage_->init_parameters(config_.train.seed);
   }
-  auto ck = read_checkpoint(config_.train.resume, true);
+  auto ck = read_checkpoint(config_.train.resume, config_.model, true);
   if (!ck.ok()) return ck.status().with_context("train.resume=" + config_.train.resume);
   std::vector<float> full(stage_->num_params());
   if (Status s = load_shards(*stage_, ck->model, "", full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);

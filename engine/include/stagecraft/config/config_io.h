@@ -48,7 +48,10 @@ std::string suggest_key(std::string_view key);
 
 // Reads a whole file; kNotFound when it does not exist, kIoError when it cannot be read.
 Result<std::string> read_text_file(const std::string& path);
-// Writes through a temporary file in the same directory and a rename.
+// Writes through a temporary file in the same directory, synced to the disk, then renamed over
+// `path` and the directory synced: a crash leaves the old file or the whole new one.
 Status write_text_file_atomic(const std::string& path, std::string_view text);
+// fsync(2) of a directory (its entries: names made, renamed or removed), "" meaning the current one.
+Status sync_directory(const std::string& dir);
 
 }  // namespace stagecraft::config

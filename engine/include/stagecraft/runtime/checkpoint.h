@@ -6,8 +6,9 @@
 //   trainer.json        {"step": N, "seed": S, "tokens": ...}: what resume needs besides
 //                       (batches are a function of (seed, step); there is no other RNG state)
 //   run.yaml            the run configuration that wrote it
-// Every file is written atomically; a directory is complete once trainer.json exists (written
-// last), so a crash mid-save never leaves a checkpoint that looks whole.
+// A save writes the whole directory beside the old one (step-N.partial-PID), every file synced to
+// the disk, then gives it the name step-N in one rename (swapping with an older step-N, which is
+// then removed): a crash or a full disk mid-save leaves what was there before, never a mix.
 //
 // Shards move through full tensors: a rank contributes its TP shard of each tensor it holds
 // (insert_shard), and takes its shard of any full tensor (extract_shard), whatever layout
@@ -57,7 +58,12 @@ struct Checkpoint {
   TensorFile optimizer;  // empty when the directory holds no optimizer state
   TrainerState state;
 };
-// Reads a checkpoint directory; `with_optimizer` also reads optimizer.safetensors.
-Result<Checkpoint> read_checkpoint(const std::string& path, bool with_optimizer);
+// Reads a checkpoint directory for `model`; `with_optimizer` also reads optimizer.safetensors.
+// Refuses, in one line naming what to change: a trainer.json whose fields are of the wrong type
+// or impossible (a negative count, more skipped steps than steps, a loss scale the scaler cannot
+// reach); a checkpoint of another model (its config.json against `model`: layers, hidden, heads,
+// vocab, seq_len, MLP width, tied embeddings); and a tensor `model` does not have. Missing tensors
+// and wrong shapes are load_shards'.
+Result<Checkpoint> read_checkpoint(const std::string& path, const config::ModelConfig& model, bool with_optimizer);
 
 }  // namespace stagecraft::runtime

@@ -93,8 +93,9 @@ class Device {
   // cudaStream_t on CUDA), so that a communicator working on the device's memory (NCCL) orders
   // its transfers with them; nullptr on the CPU.
   virtual void* native_stream() const { return nullptr; }
-  // The most bytes held at once through allocate() since the last reset_peak (0 where the device
-  // does not count).
+  // The most bytes held at once since the last reset_peak: through allocate(), and on a GPU also
+  // what its kernels keep for themselves (scratch, cuBLASLt's workspace). 0 where the device does
+  // not count.
   virtual size_t peak_bytes() const { return 0; }
   virtual void reset_peak() {}
   // A clock on the device's timeline (CUDA events on the device's stream), or nullptr where the

@@ -84,7 +84,7 @@ struct StepTiming {
 };
 
 struct StepStats {
-  int64_t step = 0;         // 1-based: the optimizer step just taken
+  int64_t step = 0;         // 1-based: the step just taken (an fp16 step skipped for overflow counts)
   double loss = 0;          // mean over the global batch
   double lr = 0;
   double grad_norm = 0;     // before clipping
@@ -131,7 +131,9 @@ class Trainer {
   // directory; every rank must call it. Returns the directory.
   Result<std::string> save_checkpoint();
 
-  double lr_at(int64_t step) const;  // the lr of optimizer step `step` (0-based)
+  // The lr of step `step` (0-based; skipped fp16 steps count, as in PyTorch's usual loop, so the
+  // schedule and the data move on past them, where Megatron-LM holds its schedule).
+  double lr_at(int64_t step) const;
 
   // Whether steps record their StepTiming (default on); off only to measure what it costs.
   void set_record_timing(bool on) { record_timing_ = on; }

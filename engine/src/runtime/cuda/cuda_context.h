@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <string>
@@ -42,6 +43,18 @@ struct Context {
 
   std::mutex error_mutex;
   std::string first_error;  // empty while all is well
+
+  // GPU memory this process's engine holds, and its high-water mark since Device::reset_peak:
+  // the device's allocations, the kernels' scratch (the 16-bit copies of GEMM operands, the
+  // column partials; cuda_kernels.cu) and cuBLASLt's workspace. A step event's mem_bytes.
+  std::atomic<size_t> held_bytes{0}, peak_bytes{0};
+  void hold(size_t bytes) {
+    const size_t now = held_bytes.fetch_add(bytes) + bytes;
+    size_t peak = peak_bytes.load();
+    while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+    }
+  }
+  void let_go(size_t bytes) { held_bytes.fetch_sub(bytes); }
 };
 
 // The process's context; null before open_context succeeds.

@@ -91,7 +91,7 @@ class CudaDevice final : public Device {
       size_t free_bytes = 0, total = 0;
       cudaMemGetInfo(&free_bytes, &total);
       return Status::unavailable("cuda:" + std::to_string(ordinal_) + ": out of memory allocating " + mib(bytes) + " (" +
-                                 mib(live_.load()) + " held by this rank, " + mib(free_bytes) + " free of " + mib(total) +
+                                 mib(c.held_bytes.load()) + " held by this rank, " + mib(free_bytes) + " free of " + mib(total) +
                                  "): " + cudaGetErrorString(e));
     }
     sizes_add(p, bytes);
@@ -138,8 +138,10 @@ class CudaDevice final : public Device {
   bool host_accessible() const override { return false; }
   int ordinal() const override { return ordinal_; }
   void* native_stream() const override { return context()->stream; }
-  size_t peak_bytes() const override { return peak_.load(); }
-  void reset_peak() override { peak_.store(live_.load()); }
+  // The process's GPU memory as the context counts it (cuda_context.h): this device's allocations
+  // and the kernels' scratch and workspace besides.
+  size_t peak_bytes() const override { return context()->peak_bytes.load(); }
+  void reset_peak() override { context()->peak_bytes.store(context()->held_bytes.load()); }
   std::unique_ptr<DeviceClock> make_clock() override { return std::make_unique<CudaClock>(ordinal_); }
 
  private:
@@ -154,14 +156,13 @@ class CudaDevice final : public Device {
   void sizes_add(void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(sizes_mutex_);
     sizes_[p] = bytes;
-    const size_t now = live_.fetch_add(bytes) + bytes;
-    if (now > peak_.load()) peak_.store(now);
+    context()->hold(bytes);
   }
   void sizes_remove(void* p) {
     std::lock_guard<std::mutex> lock(sizes_mutex_);
     auto it = sizes_.find(p);
     if (it == sizes_.end()) return;
-    live_.fetch_sub(it->second);
+    context()->let_go(it->second);
     sizes_.erase(it);
   }
 
@@ -170,7 +171,6 @@ class CudaDevice final : public Device {
   std::string name_ = "GPU";
   std::mutex sizes_mutex_;
   std::map<void*, size_t> sizes_;
-  std::atomic<size_t> live_{0}, peak_{0};
 };
 
 }  // namespace
@@ -268,6 +268,7 @@ Status open_context(int ordinal) {
   }
   if (cudaError_t e = cudaMalloc(&c->blocks_done, sizeof(unsigned)); e != cudaSuccess) return fail("cudaMalloc", cudaGetErrorString(e));
   if (cudaError_t e = cudaMemset(c->blocks_done, 0, sizeof(unsigned)); e != cudaSuccess) return fail("cudaMemset", cudaGetErrorString(e));
+  c->hold(c->lt_workspace_bytes + sizeof(double) * Context::kMaxPartials + sizeof(unsigned));
   g_context = c.release();  // lives as long as the process: buffers may be released at exit
   return Status::OK();
 }

@@ -331,10 +331,12 @@ struct LayernormParamTerms {
 void* grown(void*& p, size_t& cap, size_t bytes) {
   if (cap < bytes) {
     if (p) STAGECRAFT_CUDA_OK(cudaFreeAsync(p, stream()));
+    context()->let_go(cap);  // counted in the device's memory (cuda_context.h)
     p = nullptr;
     cap = 0;
     if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(&p, bytes, stream()))) return nullptr;
     cap = bytes;
+    context()->hold(bytes);
   }
   return p;
 }
