@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <system_error>
 
@@ -54,7 +55,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "<dir>/step-5" -> its siblings' names for a save in progress and for the copy it replaces.
+// "<dir>/step-5" -> the start of its siblings' names while a save is in progress ("step-5.partial-"
+// and the saving process's id; with ".old" the checkpoint it replaces, where the names cannot swap).
 std::string partial_name(const fs::path& dir) { return dir.filename().string() + ".partial-"; }
 
 // Puts the complete directory `ready` in the place of `path` (which may hold an older checkpoint
@@ -143,7 +145,8 @@ Status read_count(const Json& j, const char* key, int64_t lo, int64_t& out, cons
   const Json* v = j.find(key);
   if (!v) return Status::OK();
   if (!v->is_int() || v->as_int() < lo) {
-    return Status::invalid_input(where + ": " + key + " must be a whole number of at least " + std::to_string(lo) +
+    return Status::invalid_input(where + ": " + key + " must be a whole number" +
+                                 (lo == std::numeric_limits<int64_t>::min() ? std::string() : " of at least " + std::to_string(lo)) +
                                  "; the file is damaged: resume from another checkpoint");
   }
   out = v->as_int();
@@ -221,8 +224,9 @@ Result<Checkpoint> read_checkpoint(const std::string& path, const config::ModelC
   }
   Checkpoint c;
   c.state.step = j->find("step")->as_int();
+  // The seed is a uint64, written as the int64 of the same bits (json.h): any whole number.
   int64_t seed = 0;
-  if (Status s = read_count(*j, "seed", 0, seed, where); !s) return s;
+  if (Status s = read_count(*j, "seed", std::numeric_limits<int64_t>::min(), seed, where); !s) return s;
   c.state.seed = static_cast<uint64_t>(seed);
   if (const Json* t = j->find("tokens")) {
     if (!t->is_number() || !std::isfinite(t->as_double()) || t->as_double() < 0) {
