@@ -63,6 +63,11 @@ Context* context();
 // Opens the context on GPU `ordinal` (once per process; a second call with another ordinal fails).
 Status open_context(int ordinal);
 
+// cudaMallocAsync from the context's pool on its stream; where the GPU is out of memory, the pool
+// (which keeps what is freed) gives back what it holds unused, once the stream's frees are done,
+// and it tries once more. The failure, if any, is returned and left out of CUDA's last error.
+cudaError_t pool_malloc(void** p, size_t bytes);
+
 // Records a failure (the first one wins) for the next check().
 void record_error(const std::string& what);
 

@@ -77,17 +77,7 @@ class CudaDevice final : public Device {
     if (bytes == 0) return static_cast<void*>(nullptr);
     void* p = nullptr;
     Context& c = *context();
-    cudaError_t e = cudaMallocAsync(&p, bytes, c.stream);
-    if (e == cudaErrorMemoryAllocation) {
-      // The pool keeps freed memory (cuda_context.h): hand what it holds unused back to the
-      // driver, once the stream's frees are done, and try again.
-      cudaGetLastError();
-      cudaStreamSynchronize(c.stream);
-      cudaMemPoolTrimTo(c.pool, 0);
-      e = cudaMallocAsync(&p, bytes, c.stream);
-    }
-    if (e != cudaSuccess) {
-      cudaGetLastError();  // an out-of-memory is not sticky: clear it so later calls work
+    if (const cudaError_t e = pool_malloc(&p, bytes); e != cudaSuccess) {
       size_t free_bytes = 0, total = 0;
       cudaMemGetInfo(&free_bytes, &total);
       return Status::unavailable("cuda:" + std::to_string(ordinal_) + ": out of memory allocating " + mib(bytes) + " (" +
@@ -176,6 +166,22 @@ class CudaDevice final : public Device {
 }  // namespace
 
 Context* context() { return g_context; }
+
+cudaError_t pool_malloc(void** p, size_t bytes) {
+  Context& c = *context();
+  cudaError_t e = cudaMallocAsync(p, bytes, c.stream);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    cudaStreamSynchronize(c.stream);
+    cudaMemPoolTrimTo(c.pool, 0);
+    e = cudaMallocAsync(p, bytes, c.stream);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // an out-of-memory is not sticky: clear it so later calls work
+    *p = nullptr;
+  }
+  return e;
+}
 
 void record_error(const std::string& what) {
   if (!g_context) return;

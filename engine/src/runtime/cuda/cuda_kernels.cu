@@ -334,7 +334,10 @@ void* grown(void*& p, size_t& cap, size_t bytes) {
     context()->let_go(cap);  // counted in the device's memory (cuda_context.h)
     p = nullptr;
     cap = 0;
-    if (!STAGECRAFT_CUDA_OK(cudaMallocAsync(&p, bytes, stream()))) return nullptr;
+    if (const cudaError_t e = pool_malloc(&p, bytes); e != cudaSuccess) {
+      record_error("growing the kernels' scratch to " + std::to_string(bytes >> 20) + " MiB: " + cudaGetErrorString(e));
+      return nullptr;
+    }
     cap = bytes;
     context()->hold(bytes);
   }
@@ -1280,6 +1283,7 @@ class CudaOps final : public Ops {
     const float scale = 1.0f / sqrtf(float(HS));
     const long long TT = static_cast<long long>(T) * T;
     const In* qkv = operand<In>(0, qkv_f, size_t(B) * T * C3);
+    if (!qkv) return;  // its copy could not be made (recorded): no product may read from it
     for (int b = 0; b < B; ++b) {
       const In* q = qkv + size_t(b) * T * C3;
       const In* k = q + Cl;
@@ -1289,9 +1293,10 @@ class CudaOps final : public Ops {
       sgemm_batched(T_, N_, T, T, HS, scale, k, C3, HS, q, C3, HS, 0.0f, a, T, TT, NH);
       causal_softmax_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(a, NH * T, T);
       launched("attention_forward");
+      const In* p = operand<In>(1, a, size_t(NH) * TT);
+      if (!p) return;
       // out_h (T, HS) = att_h v_h: column-major out^T = v^T att^T.
-      sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, operand<In>(1, a, size_t(NH) * TT), T, TT, 0.0f, out + size_t(b) * T * Cl, Cl,
-                    HS, NH);
+      sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, p, T, TT, 0.0f, out + size_t(b) * T * Cl, Cl, HS, NH);
     }
   }
 
@@ -1304,6 +1309,7 @@ class CudaOps final : public Ops {
     const long long TT = static_cast<long long>(T) * T;
     const In* qkv = operand<In>(0, qkv_f, size_t(B) * T * C3);
     const In* dout = operand<In>(2, dout_f, size_t(B) * T * Cl);
+    if (!qkv || !dout) return;  // a copy could not be made (recorded): no product may read from it
     for (int b = 0; b < B; ++b) {
       const In* q = qkv + size_t(b) * T * C3;
       const In* k = q + Cl;
@@ -1316,11 +1322,14 @@ class CudaOps final : public Ops {
       float* ds = scratch + size_t(b) * NH * TT;
       // dP_h (T, T) = dy_h v_h^T;  dv_h (T, HS) = P_h^T dy_h.
       sgemm_batched(T_, N_, T, T, HS, 1.0f, v, C3, HS, dy, Cl, HS, 0.0f, ds, T, TT, NH);
-      sgemm_batched(N_, T_, HS, T, T, 1.0f, dy, Cl, HS, operand<In>(1, a, size_t(NH) * TT), T, TT, 0.0f, dv, C3, HS, NH);
+      const In* p = operand<In>(1, a, size_t(NH) * TT);
+      if (!p) return;
+      sgemm_batched(N_, T_, HS, T, T, 1.0f, dy, Cl, HS, p, T, TT, 0.0f, dv, C3, HS, NH);
       causal_softmax_backward_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(ds, a, NH * T, T, scale);
       launched("attention_backward");
       // dq_h = dS_h k_h;  dk_h = dS_h^T q_h.
       const In* dS = operand<In>(1, ds, size_t(NH) * TT);
+      if (!dS) return;
       sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, dS, T, TT, 0.0f, dq, C3, HS, NH);
       sgemm_batched(N_, T_, HS, T, T, 1.0f, q, C3, HS, dS, T, TT, 0.0f, dk, C3, HS, NH);
     }
