@@ -189,6 +189,24 @@ class TestLaunch : public QObject {
     QVERIFY2(QString::fromStdString(st.message()).startsWith(says), st.message().c_str());
   }
 
+  // Under Slurm the job asks for the nodes' GPUs and each rank picks its own there: the machine
+  // that submits (a login node, often without a GPU) is not asked for any.
+  void slurmRunsLeaveTheGpusToTheJob_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::newRow("cuda over nccl, 2 x 4") << QStringList{"backend=cuda", "cluster.nodes=2", "cluster.gpus_per_node=4", "parallel.dp=auto"};
+    QTest::newRow("cuda over gloo, 2 x 4")
+        << QStringList{"backend=cuda", "comm=gloo", "cluster.nodes=2", "cluster.gpus_per_node=4", "parallel.dp=auto"};
+  }
+  void slurmRunsLeaveTheGpusToTheJob() {
+    if (!runtime::cuda_built()) QSKIP("this build trains on the CPU only: backend cuda is refused first");
+    QFETCH(QStringList, overrides);
+    std::vector<std::string> o;
+    for (const QString& s : overrides) o.push_back(s.toStdString());
+    config::RunConfig c = tiny(o);
+    const Status st = check_runnable(c, plan_of(c), {}, true);
+    QVERIFY2(st.ok(), st.message().c_str());
+  }
+
   // record -> open -> run -> finish, kept in the history; here the "worker" is a script that
   // reports as a worker does.
   void sessionRecordsTheRunFromQueuedToItsEnd() {

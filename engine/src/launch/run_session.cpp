@@ -95,8 +95,9 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
   if (foreign) return check_foreign(config);
   // Local ranks pick GPU LOCAL_RANK mod the GPUs this machine shows (app/worker), so more ranks
   // than GPUs share them, which NCCL cannot do; none at all fails every rank. (Remote ranks get
-  // their slot's GPU: preflight checks that it is there.)
-  if (hosts.empty() && config.backend == config::Backend::kCuda) {
+  // their slot's GPU: preflight checks that it is there; under Slurm the job asks for the GPUs
+  // and the ranks pick theirs on their nodes, launch::gpu_of_rank.)
+  if (hosts.empty() && !slurm && config.backend == config::Backend::kCuda) {
     const int gpus = runtime::cuda_device_count();
     if (gpus == 0) {
       return Status::invalid_input("backend=cuda: this machine shows no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES); run on "

@@ -209,7 +209,9 @@ std::string slurm_words(const SlurmJobState& s) {
   if (s.state.rfind("TIMEOUT", 0) == 0) return ": the job reached its time limit (--time)";
   if (s.state.rfind("NODE_FAIL", 0) == 0) return ": a node of the job failed";
   if (s.state.rfind("PREEMPTED", 0) == 0) return ": the job was preempted";
-  if (s.state.rfind("OUT_OF_MEMORY", 0) == 0) return ": a task ran out of memory";
+  if (s.state.rfind("OUT_OF_MEMORY", 0) == 0) {
+    return ": a task ran out of host memory (the job's memory limit; ask for more with --sbatch-arg=--mem=SIZE)";
+  }
   if (s.state.rfind("DEADLINE", 0) == 0) return ": the job reached its deadline";
   return "";
 }
@@ -300,9 +302,11 @@ Result<RunOutcome> run_slurm(const config::RunConfig& config, const plan::Plan& 
   const SlurmJobState& end = job->state();
   const std::string job_text = "Slurm job " + job->id() + " " + end.describe();
   if (ended_by_slurm(end.state)) {
+    // Slurm's end is the cause; the rank that ended first says where it struck.
+    const std::string first = outcome.failed_rank >= 0 && !outcome.reason.empty() ? "; the first rank to end: " + outcome.reason : "";
     outcome.state = RunOutcome::State::kFailed;
     outcome.failed_rank = -1;
-    outcome.reason = "Slurm ended job " + job->id() + ": " + end.describe() + slurm_words(end);
+    outcome.reason = "Slurm ended job " + job->id() + ": " + end.describe() + slurm_words(end) + first;
   } else if (end.state.rfind("CANCELLED", 0) == 0 && !job->cancelled_here() && outcome.state != RunOutcome::State::kCancelled) {
     outcome.state = RunOutcome::State::kFailed;
     outcome.failed_rank = -1;
