@@ -163,7 +163,7 @@ class TestLaunchDialog : public QObject {
   }
 
   // Preflight counts GPUs for a cuda run and cores for a cpu run, as the CLI's preflight does,
-  // with the hosts editor's SSH settings.
+  // with the hosts editor's SSH settings; so does the editor's own connection test.
   void preflightOptionsFollowTheBackend_data() {
     QTest::addColumn<bool>("cuda");
     QTest::newRow("cpu backend counts cores") << false;
@@ -179,6 +179,9 @@ class TestLaunchDialog : public QObject {
     d->hostsEditor()->setSshConfigPath(config);
     QCOMPARE(d->preflightOptions().cuda, cuda);
     QCOMPARE(QString::fromStdString(d->preflightOptions().ssh.config_file), config);
+    // The hosts editor's "Test connection" checks the same.
+    QCOMPARE(d->hostsEditor()->testOptions().cuda, cuda);
+    QCOMPARE(QString::fromStdString(d->hostsEditor()->testOptions().ssh.config_file), config);
   }
 
   // The chosen hosts define the cluster; the dialog shows the plan on them, or why there is none.

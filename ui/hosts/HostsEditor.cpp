@@ -272,6 +272,12 @@ launch::PreflightOptions HostsEditor::preflightOptions() const {
   return o;
 }
 
+void HostsEditor::setRunChecks(std::function<launch::PreflightOptions(launch::PreflightOptions)> checks) {
+  m_runChecks = std::move(checks);
+}
+
+launch::PreflightOptions HostsEditor::testOptions() const { return m_runChecks ? m_runChecks(preflightOptions()) : preflightOptions(); }
+
 QStringList HostsEditor::sshAliases() const {
   QString error;
   const QStringList aliases = sshConfigAliasesFromFile(sshConfigPath(), &error);
@@ -325,7 +331,7 @@ bool HostsEditor::testConnection(const QStringList& hosts) {
   m_testOne->setEnabled(false);
   m_trust->setEnabled(false);
   showStatus(tr("Testing %n host(s)...", nullptr, names.size()));
-  return m_runner->start(selected, preflightOptions());
+  return m_runner->start(selected, testOptions());
 }
 
 void HostsEditor::onTestFinished() {

@@ -17,6 +17,7 @@
 #include <QList>
 #include <QString>
 
+#include <functional>
 #include <vector>
 
 #include "stagecraft/launch/hostfile.h"
@@ -69,6 +70,13 @@ class HostsEditor : public QDialog {
   void setWorkerPath(const QString& path);
   QString workerPath() const;
   stagecraft::launch::PreflightOptions preflightOptions() const;
+  // What the connection test checks besides the SSH settings: `checks` turns preflightOptions()
+  // into those of the run the hosts are for (the launch dialog sets launch::preflight_options of
+  // its config: GPUs for backend cuda, another program instead of the worker). Unset: the worker
+  // and the cores.
+  void setRunChecks(std::function<stagecraft::launch::PreflightOptions(stagecraft::launch::PreflightOptions)> checks);
+  // preflightOptions() with the run's checks: what "Test connection" and the launch dialog check.
+  stagecraft::launch::PreflightOptions testOptions() const;
 
   // Aliases of the SSH config in use; appends `ALIAS slots=N`.
   QStringList sshAliases() const;
@@ -108,6 +116,7 @@ class HostsEditor : public QDialog {
   QSpinBox* m_aliasSlots = nullptr;
   QPushButton* m_test = nullptr;
   QPushButton* m_testOne = nullptr;
+  std::function<stagecraft::launch::PreflightOptions(stagecraft::launch::PreflightOptions)> m_runChecks;
   QPushButton* m_trust = nullptr;
   PreflightTable* m_table = nullptr;
   QLabel* m_status = nullptr;

@@ -38,6 +38,13 @@ LaunchDialog::LaunchDialog(PlanDocument* document, QWidget* parent) : QDialog(pa
   m_db = qs(stagecraft::store::RunStore::default_path());
   m_runner = new PreflightRunner(this);
   m_hostsEditor = new HostsEditor(this);
+  // The editor's connection test checks what this dialog's run needs (launch/preflight.h): GPUs
+  // for a CUDA run, and another program in the directory the detached run starts from (the
+  // document's, else this process's).
+  m_hostsEditor->setRunChecks([this](launch::PreflightOptions base) {
+    const QString dir = m_document->baseDir();
+    return launch::preflight_options(m_document->config(), std::move(base), (dir.isEmpty() ? QDir::currentPath() : dir).toStdString());
+  });
   auto* layout = new QVBoxLayout(this);
   m_summary = new QLabel(tr("No config"), this);
   m_summary->setWordWrap(true);
@@ -407,11 +414,7 @@ bool LaunchDialog::runPreflight() {
 }
 
 launch::PreflightOptions LaunchDialog::preflightOptions() const {
-  // What `stagecraft-cli run` checks (launch/preflight.h): GPUs for a CUDA run, and another
-  // program in the directory the detached run starts from (the document's, else this process's).
-  const QString base = m_document->baseDir();
-  return launch::preflight_options(m_document->config(), m_hostsEditor->preflightOptions(),
-                                   (base.isEmpty() ? QDir::currentPath() : base).toStdString());
+  return m_hostsEditor->testOptions();  // what `stagecraft-cli run` checks
 }
 
 QStringList LaunchDialog::hostArguments() const {
