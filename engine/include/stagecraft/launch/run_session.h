@@ -48,10 +48,11 @@ namespace stagecraft::launch {
 //   - launch.program (a Slurm run starts Stagecraft's own worker so far);
 // With Stagecraft's own worker (launch.program empty):
 //   - a launch.* key other than its default (they are about another program's run);
-//   - backend cuda in a build without CUDA ("this build trains on the CPU only"), or with a
-//     train.precision fp16 (the CUDA backend computes fp32 or bf16 so far);
+//   - backend cuda in a build without CUDA ("this build trains on the CPU only");
+//   - backend cuda on this machine (no hosts, not Slurm) when it shows no GPU, or, with comm
+//     nccl, fewer GPUs than ranks (NCCL needs a GPU per rank; comm gloo shares them);
 //   - train.data missing or unreadable; a data file or model the trainer refuses
-//     (runtime::Trainer::check's message).
+//     (runtime::Trainer::check's message: on cuda, flash attention beyond its head size too).
 // With another program (launch.program, program.h), the engine's own rules do not apply (the
 // program trains its own model on its own data and devices); instead:
 //   - train.resume or train.checkpoint_every set (the engine's checkpoints: the program takes
