@@ -48,6 +48,13 @@ Status save(const std::string& path, const config::ModelConfig& m, float value, 
   return write_checkpoint(path, m, "name: test\n", tensors_of(m, value), tensors_of(m, 0.5f, {"exp_avg.", "exp_avg_sq."}), state);
 }
 
+// A checkpoint of step `step`, every weight 1, with nothing else in its state.
+Status save_step(const std::string& path, const config::ModelConfig& m, int64_t step) {
+  TrainerState state;
+  state.step = step;
+  return save(path, m, 1.0f, state);
+}
+
 bool write_bytes(const std::string& path, const std::string& bytes) {
   QFile f(QString::fromStdString(path));
   return f.open(QIODevice::WriteOnly) && f.write(bytes.data(), static_cast<qint64>(bytes.size())) == static_cast<qint64>(bytes.size());
@@ -115,9 +122,7 @@ class TestCheckpoint : public QObject {
     auto read = read_checkpoint((run / "step-7.partial-12345").string(), m, false);
     QVERIFY(!read.ok());
     QVERIFY2(QString::fromStdString(read.status().message()).contains("no trainer.json"), read.status().message().c_str());
-    TrainerState state;
-    state.step = 7;
-    QVERIFY(save((run / "step-7").string(), m, 1.0f, state).ok());
+    QVERIFY(save_step((run / "step-7").string(), m, 7).ok());
     QCOMPARE(entries(run), QStringList{"step-7"});
   }
 
@@ -170,9 +175,7 @@ class TestCheckpoint : public QObject {
     QFETCH(QString, says);
     const config::ModelConfig m = tiny_model();
     const std::string ckpt = at("state/step-5");
-    TrainerState state;
-    state.step = 5;
-    QVERIFY(save(ckpt, m, 1.0f, state).ok());
+    QVERIFY(save_step(ckpt, m, 5).ok());
     QVERIFY(write_bytes(ckpt + "/trainer.json", json.toStdString()));
     auto back = read_checkpoint(ckpt, m, true);
     if (says.isEmpty()) {
@@ -203,9 +206,7 @@ class TestCheckpoint : public QObject {
     QFETCH(QString, says);
     const config::ModelConfig m = tiny_model();
     const std::string ckpt = at("model/step-1");
-    TrainerState state;
-    state.step = 1;
-    QVERIFY(save(ckpt, m, 1.0f, state).ok());
+    QVERIFY(save_step(ckpt, m, 1).ok());
     config::ModelConfig other = m;
     if (key == "layers") other.layers = value;
     if (key == "heads") other.heads = value;
@@ -222,9 +223,7 @@ class TestCheckpoint : public QObject {
     config::ModelConfig untied = tiny_model();
     untied.tied_embeddings = false;
     const std::string ckpt = at("names/step-1");
-    TrainerState state;
-    state.step = 1;
-    QVERIFY(save(ckpt, untied, 1.0f, state).ok());
+    QVERIFY(save_step(ckpt, untied, 1).ok());
     fs::remove(ckpt + "/config.json");
     auto back = read_checkpoint(ckpt, tiny_model(), false);
     QVERIFY(!back.ok());
