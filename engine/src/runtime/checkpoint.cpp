@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -160,30 +161,29 @@ Status check_model(const std::string& path, const config::ModelConfig& m) {
   if (!text.ok()) return Status::OK();  // a checkpoint without one: its tensors' names and shapes are checked alone
   auto j = Json::parse(text.value());
   if (!j.ok() || !j->is_object()) return Status::invalid_input("checkpoint " + path + "/config.json is not a JSON object; the file is damaged");
-  struct Field {
+  auto int_of = [&](const char* key) -> std::optional<long long> {
+    const Json* v = j->find(key);
+    return v && v->is_int() ? std::optional<long long>(v->as_int()) : std::nullopt;
+  };
+  // n_inner null is GPT-2's 4 x n_embd, as model::hf_config_json writes it.
+  std::optional<long long> inner = int_of("n_inner");
+  if (const Json* v = j->find("n_inner"); (!v || v->is_null()) && int_of("n_embd")) inner = 4 * *int_of("n_embd");
+  const struct {
     const char* hf;
     const char* key;
     long long want;
-  };
-  const Field fields[] = {{"n_layer", "model.layers", m.layers},       {"n_embd", "model.hidden", m.hidden},
-                          {"n_head", "model.heads", m.heads},          {"vocab_size", "model.vocab", m.vocab},
-                          {"n_positions", "model.seq_len", m.seq_len}, {"n_inner", "model.ffn_hidden", m.ffn()}};
-  for (const Field& f : fields) {
-    const Json* v = j->find(f.hf);
-    long long got = 0;
-    if (std::string(f.hf) == "n_inner" && (!v || v->is_null())) {
-      const Json* embd = j->find("n_embd");
-      if (!embd || !embd->is_int()) continue;
-      got = 4 * embd->as_int();  // GPT-2's default
-    } else if (!v || !v->is_int()) {
-      continue;
-    } else {
-      got = v->as_int();
-    }
-    if (got != f.want) {
-      return Status::invalid_input("checkpoint " + path + " is of another model: its config.json has " + f.hf + " " + std::to_string(got) +
+    std::optional<long long> got;  // absent: not compared
+  } fields[] = {{"n_layer", "model.layers", m.layers, int_of("n_layer")},
+                {"n_embd", "model.hidden", m.hidden, int_of("n_embd")},
+                {"n_head", "model.heads", m.heads, int_of("n_head")},
+                {"vocab_size", "model.vocab", m.vocab, int_of("vocab_size")},
+                {"n_positions", "model.seq_len", m.seq_len, int_of("n_positions")},
+                {"n_inner", "model.ffn_hidden", m.ffn(), inner}};
+  for (const auto& f : fields) {
+    if (f.got && *f.got != f.want) {
+      return Status::invalid_input("checkpoint " + path + " is of another model: its config.json has " + f.hf + " " + std::to_string(*f.got) +
                                    ", the configured model " + f.key + " " + std::to_string(f.want) + "; set " + f.key + ": " +
-                                   std::to_string(got) + " to use it");
+                                   std::to_string(*f.got) + " to use it");
     }
   }
   if (const Json* tie = j->find("tie_word_embeddings"); tie && tie->is_bool() && tie->as_bool() != m.tied_embeddings) {

@@ -58,7 +58,28 @@ struct Pending {
 };
 
 // Reads and converts the data of `pending` (in file order) into `out`'s tensors.
-Result<TensorFile> decode(std::ifstream& in, const std::string& path, uint64_t data_start, std::vector<Pending>& pending, TensorFile out);
+Result<TensorFile> decode(std::ifstream& in, const std::string& path, uint64_t data_start, std::vector<Pending>& pending, TensorFile out) {
+  std::vector<unsigned char> buf;
+  for (auto& p : pending) {
+    const uint64_t bytes = p.end - p.begin;
+    buf.resize(static_cast<size_t>(bytes));
+    in.seekg(static_cast<std::streamoff>(data_start + p.begin));
+    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(bytes));
+    if (!in) return Status::io_error(path + ": reading tensor " + p.t.name + " failed");
+    const size_t numel = static_cast<size_t>(p.t.numel());
+    p.t.data.resize(numel);
+    if (p.dtype == "F32") {
+      std::memcpy(p.t.data.data(), buf.data(), bytes);
+    } else {
+      for (size_t i = 0; i < numel; ++i) {
+        const uint16_t v = static_cast<uint16_t>(buf[2 * i] | (buf[2 * i + 1] << 8));
+        p.t.data[i] = p.dtype == "F16" ? half_to_float(v) : bf16_to_float(v);
+      }
+    }
+    out.tensors.push_back(std::move(p.t));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -190,32 +211,5 @@ Result<TensorFile> read_safetensors(const std::string& path) {
     return Status::unavailable(path + ": out of memory reading its tensors");
   }
 }
-
-namespace {
-
-Result<TensorFile> decode(std::ifstream& in, const std::string& path, uint64_t data_start, std::vector<Pending>& pending, TensorFile out) {
-  std::vector<unsigned char> buf;
-  for (auto& p : pending) {
-    const uint64_t bytes = p.end - p.begin;
-    buf.resize(static_cast<size_t>(bytes));
-    in.seekg(static_cast<std::streamoff>(data_start + p.begin));
-    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(bytes));
-    if (!in) return Status::io_error(path + ": reading tensor " + p.t.name + " failed");
-    const size_t numel = static_cast<size_t>(p.t.numel());
-    p.t.data.resize(numel);
-    if (p.dtype == "F32") {
-      std::memcpy(p.t.data.data(), buf.data(), bytes);
-    } else {
-      for (size_t i = 0; i < numel; ++i) {
-        const uint16_t v = static_cast<uint16_t>(buf[2 * i] | (buf[2 * i + 1] << 8));
-        p.t.data[i] = p.dtype == "F16" ? half_to_float(v) : bf16_to_float(v);
-      }
-    }
-    out.tensors.push_back(std::move(p.t));
-  }
-  return out;
-}
-
-}  // namespace
 
 }  // namespace stagecraft::runtime
