@@ -11,7 +11,7 @@
 // Each at 1 and 2 threads (or those given: bench_kernels 1 2 4). Times are the best of several
 // repeats after a warm-up: on a shared machine the best run is the one that other processes
 // disturbed least, and it is the most repeatable figure. Asserts nothing.
-#include "stagecraft/model/gpt_layout.h"
+#include "stagecraft/model/model.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/rng.h"
 
@@ -249,7 +249,7 @@ std::vector<cpu::Segment> gpt2_124m_segments() {
   m.vocab = 50257;
   std::vector<cpu::Segment> segs;
   size_t at = 0;
-  for (const auto& p : stagecraft::model::gpt_params(m)) {
+  for (const auto& p : stagecraft::model::ModelDesc::from(m).params()) {
     cpu::Segment s;
     s.begin = s.moment = at;
     s.count = size_t(p.numel());

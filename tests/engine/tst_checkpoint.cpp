@@ -4,7 +4,7 @@
 // safetensors headers that describe data twice or shapes past every bound.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
-#include "stagecraft/model/gpt_layout.h"
+#include "stagecraft/model/model.h"
 #include "stagecraft/runtime/checkpoint.h"
 #include "stagecraft/runtime/safetensors.h"
 
@@ -32,7 +32,7 @@ config::ModelConfig tiny_model() {
 // Every tensor of `m`, filled with `value`; with `prefixes` the optimizer's names.
 std::vector<NamedTensor> tensors_of(const config::ModelConfig& m, float value, std::initializer_list<const char*> prefixes = {""}) {
   std::vector<NamedTensor> out;
-  for (const auto& p : model::gpt_params(m)) {
+  for (const auto& p : model::ModelDesc::from(m).params()) {
     for (const char* prefix : prefixes) {
       NamedTensor t;
       t.name = prefix + p.name;

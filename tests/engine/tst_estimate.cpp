@@ -2,7 +2,7 @@
 // predictions against published training runs.
 #include "plan_test_support.h"
 #include "stagecraft/config/config_io.h"
-#include "stagecraft/model/gpt_shape.h"
+#include "stagecraft/model/model.h"
 #include "stagecraft/plan/estimate.h"
 #include "stagecraft/plan/plan.h"
 
@@ -50,7 +50,7 @@ class TestEstimate : public QObject {
     m.vocab = 51200;
     const double L = layers, h = hidden, V = 51200, s = 2048;
     const double formula = 12 * L * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * L * h));
-    const double ours = model::GptShape::from(m).total_params();
+    const double ours = model::ModelDesc::from(m).total_params();
     QCOMPARE(ours, formula + 2 * h);
     // And the paper's Table 1 sizes, to its one decimal.
     QVERIFY2(std::abs(ours / 1e9 - published_billions) < 0.05 * published_billions, qPrintable(QString::number(ours / 1e9)));
@@ -144,7 +144,7 @@ class TestEstimate : public QObject {
     const auto p = make(c);
     const auto& r = p.estimate.memory.at(0);
     QCOMPARE((r.weights + r.grads + r.optimizer) / r.params, expected);
-    QCOMPARE(r.params, model::GptShape::from(c.model).total_params());
+    QCOMPARE(r.params, model::ModelDesc::from(c.model).total_params());
   }
 
   // TP shards the layers; the tied word embedding sits on the first stage and again on the last.

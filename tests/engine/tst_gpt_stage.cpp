@@ -1,7 +1,7 @@
 // GptStage: the assembled GPT-2 layers. The same model split by tensor parallelism (threads
 // standing in for TP ranks, summing through a shared buffer), by pipeline chunks, or run with
 // full recompute gives the same loss and the same gradients as the whole model on one rank.
-#include "stagecraft/model/gpt_layout.h"
+#include "stagecraft/model/model.h"
 #include "stagecraft/runtime/gpt_stage.h"
 #include "stagecraft/runtime/kernels.h"
 

@@ -624,7 +624,7 @@ class TestTrainer : public QObject {
     auto cfg = config::parse_config(kBase, "test.yaml", o);
     QVERIFY(cfg.ok());
     long long params = 0;
-    for (const auto& p : model::gpt_params(cfg->model)) params += model::shard_numel(p, 1);
+    for (const auto& p : model::ModelDesc::from(cfg->model).params()) params += model::shard_numel(p, 1);
     const long long per_layer = 16LL * (32 + 32 + 96 + 32 + 128 + 128) * 2, copy = 2 * params;
     const long long grew = static_cast<long long>(low.mem_bytes.front()) - static_cast<long long>(f32.mem_bytes.front());
     if (overrides == QStringList{"cluster.gpus_per_node=1"}) QCOMPARE(grew, copy - 4 * per_layer);

@@ -78,6 +78,21 @@ class TestValidate : public QObject {
                                                    << "rules.yaml:13: parallel.tp=2: tp must divide model.ffn_hidden=4095";
     QTest::newRow("heads do not divide hidden") << QStringList{"model.heads=24"}
                                                 << "command line: model.heads=24: must divide model.hidden=1024 (each head gets hidden / heads channels)";
+    // architectures and grouped-query attention
+    QTest::newRow("unknown architecture") << QStringList{"model.arch=bert"}
+                                          << "command line: model.arch=bert: must be gpt2 (GPT-2 family; gpt is its older name) or llama (Llama, Mistral, Qwen2: RMSNorm, SwiGLU, rotary positions, grouped-query attention)";
+    QTest::newRow("kv_heads divides heads") << QStringList{"model.arch=llama", "model.kv_heads=3"}
+                                            << "command line: model.kv_heads=3: must divide model.heads=16 (each key/value head serves a whole group of query heads)";
+    QTest::newRow("tp divides kv_heads") << QStringList{"model.arch=llama", "model.kv_heads=1"}
+                                         << "rules.yaml:13: parallel.tp=2: tp must divide model.kv_heads=1 so that every rank holds whole key/value heads";
+    QTest::newRow("gqa needs llama") << QStringList{"model.kv_heads=4"}
+                                     << "command line: model.kv_heads=4: grouped-query attention needs model.arch: llama; gpt2 has one key/value head per query head";
+    QTest::newRow("qkv_bias needs llama") << QStringList{"model.qkv_bias=true"}
+                                          << "command line: model.qkv_bias=true: applies to model.arch: llama (gpt2 has biases on every projection already)";
+    QTest::newRow("gpt2's LayerNorm eps") << QStringList{"model.norm_eps=1e-6"}
+                                          << "command line: model.norm_eps=1e-06: gpt2's LayerNorm uses 1e-5; other values need model.arch: llama";
+    QTest::newRow("rope needs an even head size") << QStringList{"model.arch=llama", "model.hidden=1040", "model.heads=16", "model.ffn_hidden=4096"}
+                                                  << "command line: model.heads=16: gives a head size of 65; rotary positions need an even head size";
     // tp_mode grids
     QTest::newRow("2d needs a square") << QStringList{"parallel.tp_mode=2d"}
                                        << "rules.yaml:13: parallel.tp=2: tp_mode 2d arranges the TP group as an N x N grid, so tp must be a square (4, 9, 16, ...)";

@@ -241,7 +241,7 @@ class TestSetupPanel : public QObject {
     SetupPanel panel(&doc);
     const QStringList expected = {
         "cluster.nodes", "cluster.gpus_per_node", "cluster.device",
-        "model.layers", "model.hidden", "model.heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
+        "model.arch", "model.layers", "model.hidden", "model.heads", "model.kv_heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
         "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
         "parallel.sequence_parallel", "parallel.zero", "parallel.overlap_grad_reduce",
         "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition", "pipeline.costs",

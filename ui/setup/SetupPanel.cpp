@@ -155,6 +155,15 @@ void SetupPanel::addField(QFormLayout* form, const cfg::KeySpec& k) {
                [access](C& c, bool v) { (void)access.set(c, v); });
       break;
     case cfg::KeyType::kText:
+      if (k.path == "model.arch") {  // the architectures, by their names ("gpt" reads as gpt2)
+        addCombo(form, key, label, {{tr("gpt2 (GPT-2 family)"), "gpt2"}, {tr("llama (Llama, Mistral, Qwen2)"), "llama"}},
+                 [access](const C& c) {
+                   const QString a = qs(std::get<std::string>(access.get(c)));
+                   return a == QLatin1String("gpt") ? QStringLiteral("gpt2") : a;
+                 },
+                 setText);
+        break;
+      }
       addLine(form, key, label, getText, setText);
       break;
     case cfg::KeyType::kUint64:

@@ -116,9 +116,11 @@ const KeyAccess kPartitionAccess = {
       return true;
     }};
 
-std::string only_gpt(const KeyValue& v) {
+std::string known_arch(const KeyValue& v) {
   const auto* s = std::get_if<std::string>(&v);
-  return s && *s == "gpt" ? std::string() : "the only architecture is gpt (decoder-only, GPT-2 family)";
+  return s && (*s == "gpt2" || *s == "gpt" || *s == "llama")
+             ? std::string()
+             : "must be gpt2 (GPT-2 family; gpt is its older name) or llama (Llama, Mistral, Qwen2: RMSNorm, SwiGLU, rotary positions, grouped-query attention)";
 }
 
 std::string zero_stage(const KeyValue& v) {
@@ -158,8 +160,9 @@ std::vector<KeySpec> make_schema() {
       {.path = "cluster.hosts", .type = T::kHosts, .default_text = "[]",
        .help = "[{host: node-a, slots: 8}, ...]; when given they set nodes and gpus_per_node", .omit_default = true},
 
-      {.path = "model.arch", .type = T::kText, .default_text = "gpt", .help = "decoder-only GPT-2 family",
-       .rule = only_gpt, .access = field([](auto& c) -> auto& { return c.model.arch; })},
+      {.path = "model.arch", .type = T::kText, .default_text = "gpt2",
+       .help = "gpt2 (GPT-2 family) or llama (Llama, Mistral, Qwen2: RMSNorm, SwiGLU, RoPE, GQA)", .label = "Architecture",
+       .foreign = {"model_type"}, .rule = known_arch, .access = field([](auto& c) -> auto& { return c.model.arch; })},
       {.path = "model.layers", .type = T::kInt, .default_text = "24", .help = "transformer blocks; required",
        .min = 1, .max = 1'000'000, .label = "Layers", .foreign = {"num_layers", "n_layer", "pipeline_num_layers"},
        .access = field([](auto& c) -> auto& { return c.model.layers; })},
@@ -169,6 +172,11 @@ std::vector<KeySpec> make_schema() {
       {.path = "model.heads", .type = T::kInt, .default_text = "16", .help = "attention heads; required; divides hidden",
        .min = 1, .max = kCount, .label = "Attention heads", .foreign = {"num_attention_heads", "n_head"},
        .access = field([](auto& c) -> auto& { return c.model.heads; })},
+      {.path = "model.kv_heads", .type = T::kInt, .default_text = "0",
+       .help = "key/value heads (grouped-query attention, llama); 0 = heads", .min = 1, .max = kCount, .label = "KV heads",
+       .zero_label = "= heads", .foreign = {"num_key_value_heads", "num_query_groups"},
+       .derived = [](const RunConfig& c) -> long long { return c.model.kv(); },
+       .access = field([](auto& c) -> auto& { return c.model.kv_heads; })},
       {.path = "model.ffn_hidden", .type = T::kInt, .default_text = "0", .help = "MLP width; 0 = 4 x hidden",
        .min = 1, .max = kCount, .label = "FFN hidden", .zero_label = "4 x hidden", .foreign = {"ffn_hidden_size"},
        .derived = [](const RunConfig& c) -> long long { return c.model.ffn(); },
@@ -181,6 +189,15 @@ std::vector<KeySpec> make_schema() {
        .access = field([](auto& c) -> auto& { return c.model.vocab; })},
       {.path = "model.tied_embeddings", .type = T::kBool, .default_text = "true", .help = "the LM head shares the token embedding",
        .access = field([](auto& c) -> auto& { return c.model.tied_embeddings; })},
+      {.path = "model.rope_theta", .type = T::kDouble, .default_text = "10000",
+       .help = "llama: the rotary positions' base (Llama 3: 500000)", .min = 1.0, .max = 1e12, .omit_default = true,
+       .foreign = {"rotary_base"}, .access = field([](auto& c) -> auto& { return c.model.rope_theta; })},
+      {.path = "model.norm_eps", .type = T::kDouble, .default_text = "1e-05",
+       .help = "the norms' epsilon (llama's RMSNorm; gpt2's LayerNorm trains with 1e-5)", .min = 1e-12, .max = 0.1,
+       .omit_default = true, .foreign = {"rms_norm_eps", "layer_norm_epsilon"},
+       .access = field([](auto& c) -> auto& { return c.model.norm_eps; })},
+      {.path = "model.qkv_bias", .type = T::kBool, .default_text = "false", .help = "llama: biases on q, k and v (Qwen2)",
+       .omit_default = true, .access = field([](auto& c) -> auto& { return c.model.qkv_bias; })},
       {.path = "model.dropout", .type = T::kDouble, .default_text = "0.0",
        .help = "attention and hidden dropout (Megatron's 0.1); the engine trains without", .min = 0.0, .max = 0.9,
        .access = field([](auto& c) -> auto& { return c.model.dropout; })},

@@ -89,6 +89,19 @@ class Checker {
     if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0) {
       fail("model.heads", str(m.heads), "must divide model.hidden=" + str(m.hidden) + " (each head gets hidden / heads channels)");
     }
+    if (m.kv_heads < 0) fail("model.kv_heads", str(m.kv_heads), "must be at least 1, or 0 for as many as model.heads");
+    if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
+      fail("model.kv_heads", str(m.kv_heads), "must divide model.heads=" + str(m.heads) + " (each key/value head serves a whole group of query heads)");
+    }
+    if (!m.llama()) {
+      if (m.kv_heads > 0 && m.kv_heads != m.heads) {
+        fail("model.kv_heads", str(m.kv_heads), "grouped-query attention needs model.arch: llama; gpt2 has one key/value head per query head");
+      }
+      if (m.qkv_bias) fail("model.qkv_bias", "true", "applies to model.arch: llama (gpt2 has biases on every projection already)");
+      if (m.norm_eps != 1e-5) fail("model.norm_eps", str(m.norm_eps), "gpt2's LayerNorm uses 1e-5; other values need model.arch: llama");
+    } else if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads == 0 && (m.hidden / m.heads) % 2 != 0) {
+      fail("model.heads", str(m.heads), "gives a head size of " + str(m.hidden / m.heads) + "; rotary positions need an even head size");
+    }
   }
 
   void check_world() {
@@ -146,6 +159,9 @@ class Checker {
     const std::string nstr = p.tp_mode == TpMode::k1d ? "" : " (N=" + str(n) + ")";
     if (m.heads % n != 0) {
       fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.heads=" + str(m.heads) + " so that every rank holds whole heads");
+    } else if (m.kv() % n != 0) {
+      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.kv_heads=" + str(m.kv()) +
+                                         " so that every rank holds whole key/value heads");
     }
     if (m.ffn() % n != 0) {
       fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.ffn_hidden=" + str(m.ffn()));

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "stagecraft/core/units.h"
-#include "stagecraft/model/gpt_shape.h"
+#include "stagecraft/model/model.h"
 
 namespace stagecraft::plan {
 
@@ -118,8 +118,8 @@ struct LayerTimes {
 
 LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& hw_in) {
   Hw hw = hw_in;
-  const auto g = model::GptShape::from(c.model);
-  const double h = g.hidden, a = g.heads, f = g.ffn, s = g.seq, b = c.train.micro_batch;
+  const auto g = model::ModelDesc::from(c.model);
+  const double h = g.hidden, a = g.heads, s = g.seq, b = c.train.micro_batch, hs = g.head_dim;
   const double T = b * s;
   const double t = tp;
   const bool one_d = c.parallel.tp_mode == TpMode::k1d;
@@ -127,30 +127,25 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
   const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   LayerTimes lt;
 
-  // GEMMs of one layer's forward on one rank (Megatron 1D: QKV and fc1 column-parallel,
-  // attention-out and fc2 row-parallel). Other modes shard M and K as well; counted as the same
-  // math on a 1/t slice, with their own collectives below.
+  // GEMMs of one layer's forward on one rank at their real shapes (model.h: layer_gemms;
+  // Megatron 1D: QKV and the MLP's first projection column-parallel, attention-out and the MLP's
+  // last row-parallel). Other modes shard M and K as well; counted as the same math on a 1/t
+  // slice, with their own collectives below. Attention: QK^T and AV per query head,
+  // (s, hs) x (hs, s).
   double gemm = 0, attn_gemm = 0;
   if (one_d) {
-    gemm += gemm_time(T, 3 * h / t, h, 1, hw);  // QKV     (T, h) x (h, 3h/t)
-    gemm += gemm_time(T, h, h / t, 1, hw);      // out     (T, h/t) x (h/t, h)
-    gemm += gemm_time(T, f / t, h, 1, hw);      // fc1     (T, h) x (h, f/t)
-    gemm += gemm_time(T, h, f / t, 1, hw);      // fc2     (T, f/t) x (f/t, h)
-    attn_gemm += 2 * gemm_time(s, s, h / a, b * a / t, hw);  // QK^T and AV per head: (s, h/a) x (h/a, s)
+    for (const auto& gm : g.layer_gemms()) gemm += gm.row_parallel ? gemm_time(T, gm.n, gm.k / t, 1, hw) : gemm_time(T, gm.n / t, gm.k, 1, hw);
   } else {
     const double q = std::sqrt(weight_shard(c, tp));
     const double rows = T / (c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) * std::cbrt(t) : q);
     const double w = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : q;
-    gemm += gemm_time(rows, 3 * h / w, h / w, 1, hw);
-    gemm += gemm_time(rows, h / w, h / w, 1, hw);
-    gemm += gemm_time(rows, f / w, h / w, 1, hw);
-    gemm += gemm_time(rows, h / w, f / w, 1, hw);
-    attn_gemm += 2 * gemm_time(s, s, h / a, b * a / t, hw);
+    for (const auto& gm : g.layer_gemms()) gemm += gemm_time(rows, gm.n / w, gm.k / w, 1, hw);
   }
-  // Element-wise traffic of a forward, in elements, each read once and written once:
-  //   two LayerNorms 4 Th, two bias + residual adds 6 Th (sharded t ways with sequence
-  //   parallelism, replicated without), QKV bias and head split/merge 6 Th/t,
-  //   bias + GELU 2 T f/t; with dropout a one-byte mask per element of the two hidden dropouts.
+  attn_gemm += 2 * gemm_time(s, s, hs, b * a / t, hw);
+  // Element-wise traffic of a forward, in elements, each read once and written once (model.h:
+  // layer_traffic; GPT-2: two LayerNorms 4 Th, two bias + residual adds 6 Th, sharded t ways with
+  // sequence parallelism and replicated without; QKV bias and head split/merge 6 Th/t, bias +
+  // GELU 2 T f/t); with dropout a one-byte mask per element of the two hidden dropouts.
   // Standard attention adds scale + mask + softmax over the a s^2 b / t scores (read, write) and
   // with dropout its pass (read, write, one-byte mask): (2 + 2.5) passes. FlashAttention keeps
   // scores on chip: no such traffic; its math runs at attention_efficiency over the causal half
@@ -158,15 +153,16 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
   const bool dropout = c.model.dropout > 0;
   const bool flash = c.train.attention == config::Attention::kFlash;
   const double replicated = one_d && !sp ? 1.0 : 1.0 / t;
-  const double elem = (10 * T * h * replicated + 6 * T * h / t + 2 * T * f / t) * hw.e + (dropout ? 2 * T * h * replicated : 0.0);
+  const model::LayerTraffic traffic = g.layer_traffic();
+  const double elem = (T * traffic.replicated * replicated + T * traffic.sharded / t) * hw.e + (dropout ? 2 * T * h * replicated : 0.0);
   const double softmax = flash ? 0.0 : a * s * s * b / t * (2 * hw.e + (dropout ? 2 * hw.e + 1 : 0.0));
   const double softmax_time = softmax / hw.mem_bw + hw.cal.kernel_s;
   double attn_fwd = attn_gemm + softmax_time, attn_bwd = 2 * attn_gemm + 2 * softmax_time;
   if (flash) {
-    attn_fwd = 2 * b * s * s * h / t / (hw.peak * hw.cal.attention_efficiency) + hw.cal.kernel_s;
+    attn_fwd = 2 * b * s * s * g.q_width() / t / (hw.peak * hw.cal.attention_efficiency) + hw.cal.kernel_s;
     attn_bwd = 2.5 * attn_fwd;
   }
-  const double other_elem_time = elem / hw.mem_bw + 11 * hw.cal.kernel_s;
+  const double other_elem_time = elem / hw.mem_bw + traffic.kernels * hw.cal.kernel_s;
   lt.fwd = gemm + attn_fwd + other_elem_time;
   lt.bwd = 2 * gemm + attn_bwd + 2 * other_elem_time;  // dgrad and wgrad; gradients of each element-wise op
   switch (c.train.recompute) {
@@ -174,9 +170,9 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
     case Recompute::kSelective: lt.recompute = flash ? 0.0 : attn_fwd; break;  // the attention core
     case Recompute::kFull: lt.recompute = lt.fwd; break;
   }
-  lt.fwd_flops = (2 * T * (4 * h * h + 2 * h * f) + 4 * b * s * s * h) / t;
+  lt.fwd_flops = b * g.layer_forward_flops() / t;
   lt.recompute_flops = c.train.recompute == Recompute::kFull                ? lt.fwd_flops
-                       : c.train.recompute == Recompute::kSelective && !flash ? 4 * b * s * s * h / t
+                       : c.train.recompute == Recompute::kSelective && !flash ? b * g.attention_flops(s) / t
                                                                             : 0.0;
 
   // TP collectives. 1D: an all-reduce of the (T, h) activation after each row-parallel layer in
@@ -192,7 +188,9 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
       // SUMMA-style broadcasts (Colossal-AI 2D/2.5D/3D): each of the 4 GEMMs gathers its input
       // and weight blocks along a row and a column of the grid, forward and twice in backward.
       const double q = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : std::sqrt(weight_shard(c, tp));
-      const double blocks = (T * h + 4 * h * h + T * f + 2 * h * f) / (q * q) * hw.e;
+      double weights = 0;  // the layer's GEMM weights
+      for (const auto& gm : g.layer_gemms()) weights += gm.n * gm.k;
+      const double blocks = (T * h + T * g.ffn + weights) / (q * q) * hw.e;
       per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw, hw.cal.collective_step_s);
     }
     lt.tp_comm = per_layer;
@@ -207,13 +205,13 @@ struct EndTimes {
 };
 
 EndTimes end_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& hw) {
-  const auto g = model::GptShape::from(c.model);
+  const auto g = model::ModelDesc::from(c.model);
   const double h = g.hidden, s = g.seq, V = g.vocab, b = c.train.micro_batch, T = b * s, t = tp;
   const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   EndTimes et;
-  // Embedding: lookup and position add (read 2 Th, write Th), its gradient scatter, and with
-  // TP the vocabulary-parallel embedding's all-reduce of (T, h).
-  et.first = 6 * T * h * hw.e / hw.mem_bw + 4 * hw.cal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw, hw.cal.collective_step_s) : 0.0);
+  // Embedding: lookup (and the learned positions' add: read 2 Th, write Th), its gradient
+  // scatter, and with TP the vocabulary-parallel embedding's all-reduce of (T, h).
+  et.first = T * g.embedding_traffic() * hw.e / hw.mem_bw + 4 * hw.cal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw, hw.cal.collective_step_s) : 0.0);
   // Head: logits GEMM (T, h) x (h, V/t) forward, two of its size backward; fp32 cross-entropy
   // over the (T, V/t) logits (about four passes).
   const double logits = gemm_time(T, V / t, h, 1, hw);
@@ -268,23 +266,25 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
 }  // namespace
 
 // Activation bytes of one layer for one micro-batch (Korthikanti et al. 2022, Table 2,
-// element by element so that precision and dropout count): per T h,
+// element by element so that precision and dropout count; model.h: layer_activations): for
+// GPT-2, per T h,
 //   replicated under 1D TP: LayerNorm inputs 2, QKV input 1, fc1 input 1   (4 elements)
 //   sharded by t:           Q, K, V 3, attention-out input 1, GELU in and out 2 x f/h
 //   per a s^2 b:            softmax output 1 (sharded by t)
+// (Llama: K and V by its key/value heads, gate | up and SwiGLU's output 3 x f/h.)
 // Stagecraft's GPT has no dropout; Megatron's adds three masks of one byte (two T h, one
 // a s^2 b) and the dropout output a s^2 b, which gives the paper's s b h (34 + 5 a s / h) at
 // 16 bits with f = 4h.
 double layer_activation_bytes(const config::RunConfig& c, int tp) {
-  const auto g = model::GptShape::from(c.model);
-  const double h = g.hidden, a = g.heads, f = g.ffn, s = g.seq, b = c.train.micro_batch, T = b * s, t = tp;
+  const auto g = model::ModelDesc::from(c.model);
+  const double h = g.hidden, a = g.heads, s = g.seq, b = c.train.micro_batch, T = b * s, t = tp;
   const double e = c.train.precision == Precision::kFp32 ? 4.0 : 2.0;
   const bool one_d = c.parallel.tp_mode == TpMode::k1d;
   const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
   const bool dropout = c.model.dropout > 0;
   const double rep = one_d && !sp ? 1.0 : 1.0 / t;  // share of a "replicated" tensor a rank holds
-  const double per_th = 4 * rep + (4 + 2 * f / h) / t;
-  const double rest = per_th * T * h * e + (dropout ? 2 * T * h * rep : 0.0);
+  const model::LayerActivations kept = g.layer_activations();
+  const double rest = (kept.replicated * rep + kept.sharded / t) * T * e + (dropout ? 2 * T * h * rep : 0.0);
   // FlashAttention stores no scores: only the softmax statistics, one fp32 per (head, token).
   const double core = c.train.attention == config::Attention::kFlash ? 4.0 * a * s * b / t
                                                                       : a * s * s * b / t * (dropout ? 2 * e + 1 : e);
@@ -348,19 +348,21 @@ StageCostModel time_cost_model(const config::RunConfig& config, const config::De
 }
 
 StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches) {
-  const auto g = model::GptShape::from(config.model);
+  const auto g = model::ModelDesc::from(config.model);
   const PerParam bpp = per_param(config, dp);
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
   const double shard = weight_shard(config, tp);
   const bool one_d = config.parallel.tp_mode == TpMode::k1d;
-  const double h = g.hidden, f = g.ffn;
-  const double layer_params = one_d ? (4 * h * h + 3 * h + 2 * h * f + f) / tp + 6 * h : g.layer_params() / shard;
+  const double layer_params = one_d ? g.layer_params_1d(tp) : g.layer_params() / shard;
   StageMemoryModel m;
   const int chunks = pp * virtual_stages;
   m.layer_static.assign(static_cast<size_t>(std::max(0, config.model.layers)), per * layer_params);
   m.layer_activation.assign(static_cast<size_t>(std::max(0, config.model.layers)), layer_activation_bytes(config, tp));
-  m.first = per * (g.vocab * h / shard + g.seq * h);
-  m.last = per * (2 * h + ((!config.model.tied_embeddings || chunks > 1) ? g.vocab * h / shard : 0.0));
+  // The embedding's vocabulary matrix is sharded (vocabulary-parallel), learned positions not; the
+  // last stage holds the final norm and the head's matrix (its own, or the tied one's copy).
+  m.first = per * (g.vocab_matrix() / shard + (g.embedding_params() - g.vocab_matrix()));
+  m.last = per * ((g.head_params() - (g.tied ? 0.0 : g.vocab_matrix())) +
+                  ((!config.model.tied_embeddings || chunks > 1) ? g.vocab_matrix() / shard : 0.0));
   m.inflight.resize(static_cast<size_t>(chunks));
   for (int c = 0; c < chunks; ++c) {
     const int r = c % pp;
@@ -373,7 +375,7 @@ StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, i
 
 Estimate estimate(const EstimateInput& in) {
   const auto& c = in.config;
-  const auto g = model::GptShape::from(c.model);
+  const auto g = model::ModelDesc::from(c.model);
   const Hw hw = hardware(in);
   const int p = std::max(1, in.pp), v = std::max(1, in.virtual_stages), m = std::max(1, in.micro_batches);
   const int t = std::max(1, in.tp), d = std::max(1, in.dp);
@@ -503,7 +505,7 @@ Estimate estimate(const EstimateInput& in) {
       }
     }
     if (c.model.tied_embeddings && chunks > 1 && (r == 0 || r == p - 1)) {
-      exposed += all_reduce_time(g.vocab * g.hidden / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
+      exposed += all_reduce_time(g.vocab_matrix() / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
                                  hw.cal.collective_step_s);
     }
     dp_time = std::max(dp_time, exposed);
@@ -527,7 +529,7 @@ Estimate estimate(const EstimateInput& in) {
   e.model_flops = B * 3.0 * (g.layers * layer_fwd + head_fwd);
   const bool flash = c.train.attention == config::Attention::kFlash;
   const double recompute_per_sample = c.train.recompute == Recompute::kFull                ? g.layers * layer_fwd
-                                      : c.train.recompute == Recompute::kSelective && !flash ? g.layers * 4.0 * g.seq * g.seq * g.hidden
+                                      : c.train.recompute == Recompute::kSelective && !flash ? g.layers * g.attention_flops(g.seq)
                                                                                            : 0.0;
   e.hardware_flops = e.model_flops + B * recompute_per_sample;
   const double world = static_cast<double>(d) * t * p;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "stagecraft/config/validate.h"
-#include "stagecraft/model/gpt_shape.h"
+#include "stagecraft/model/model.h"
 
 namespace stagecraft::plan {
 
@@ -22,7 +22,7 @@ double Plan::bubble_fraction() const {
 }
 
 StageCostModel flops_cost_model(const RunConfig& config) {
-  const auto g = model::GptShape::from(config.model);
+  const auto g = model::ModelDesc::from(config.model);
   StageCostModel m;
   m.layer.assign(static_cast<size_t>(config.model.layers), 3.0 * g.layer_forward_flops());
   m.first = 0.0;
@@ -31,19 +31,21 @@ StageCostModel flops_cost_model(const RunConfig& config) {
 }
 
 StageMemoryModel simple_memory_model(const RunConfig& config, int stages) {
-  const auto g = model::GptShape::from(config.model);
+  const auto g = model::ModelDesc::from(config.model);
   const double tp = config.parallel.tp;
   // 16 bytes per parameter: fp32 weights, grads and two Adam moments, or mixed precision with
   // fp32 master weights (ZeRO paper); sharded by TP.
   const double per_param = 16.0;
-  // Activations of one layer, one micro-batch, 16-bit (Korthikanti et al. 2022, Table 2).
+  // Activations of one layer, one micro-batch, 16-bit with Megatron's dropout masks (Korthikanti
+  // et al. 2022, Table 2: s b h (10 + 24 / t + 5 a s / (h t)) for GPT with f = 4h; the sharded
+  // part from the model's description).
   const double s = g.seq, b = config.train.micro_batch, h = g.hidden, a = g.heads;
-  const double act = s * b * h * (10.0 + 24.0 / tp + 5.0 * a * s / (h * tp));
+  const double act = s * b * h * (10.0 + 2.0 * g.layer_activations().sharded / h / tp + 5.0 * a * s / (h * tp));
   StageMemoryModel m;
   m.layer_static.assign(static_cast<size_t>(config.model.layers), per_param * g.layer_params() / tp);
   m.layer_activation.assign(static_cast<size_t>(config.model.layers), act);
   m.first = per_param * g.embedding_params() / tp;
-  m.last = per_param * g.head_params() / tp + (config.model.tied_embeddings && stages > 1 ? per_param * g.vocab * g.hidden / tp : 0.0);
+  m.last = per_param * g.head_params() / tp + (config.model.tied_embeddings && stages > 1 ? per_param * g.vocab_matrix() / tp : 0.0);
   const int pp = config.parallel.pp;
   const int mb = std::max(1, config::micro_batches(config));
   m.inflight.resize(static_cast<size_t>(stages));

@@ -143,7 +143,7 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
   // The (tp, pp) splits the model allows; progress is reported per split.
   std::vector<std::pair<int, int>> splits;
   for (int tp : divisors(world, 1 << 12)) {
-    if (m.heads % tp != 0 || m.ffn() % tp != 0) continue;
+    if (m.heads % tp != 0 || m.kv() % tp != 0 || m.ffn() % tp != 0) continue;
     for (int pp : divisors(world / tp, m.layers)) splits.emplace_back(tp, pp);
   }
   for (size_t split = 0; split < splits.size(); ++split) {

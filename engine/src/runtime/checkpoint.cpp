@@ -199,7 +199,7 @@ Status check_model(const std::string& path, const config::ModelConfig& m) {
 Status check_names(const TensorFile& file, const std::string& file_path, const config::ModelConfig& m,
                    std::initializer_list<const char*> prefixes) {
   std::set<std::string> names;
-  for (const auto& p : model::gpt_params(m)) {
+  for (const auto& p : model::ModelDesc::from(m).params()) {
     for (const char* prefix : prefixes) names.insert(prefix + p.name);
   }
   for (const auto& t : file.tensors) {

@@ -120,7 +120,7 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     s->slot_index_[p.name + (head_copy ? "#head" : "")] = s->slots_.size();
     s->slots_.push_back(std::move(slot));
   };
-  const auto params = model::gpt_params(m);
+  const auto params = model::ModelDesc::from(m).params();
   for (const auto& p : params) {
     const bool held = (p.place == model::Place::kFirstStage && first) || (p.place == model::Place::kLastStage && last) ||
                       (p.place == model::Place::kLayer && mine[static_cast<size_t>(p.layer)]);

@@ -610,7 +610,7 @@ Result<std::string> Trainer::save_checkpoint() {
   const std::string path = checkpoint_path(config_.train.checkpoint_dir, step_);
   if (rank_ == 0) {
     std::vector<NamedTensor> model_tensors, opt_tensors;
-    for (const auto& p : model::gpt_params(config_.model)) {
+    for (const auto& p : model::ModelDesc::from(config_.model).params()) {
       auto it = model_full.find(p.name);
       if (it == model_full.end()) return Status::internal("checkpoint: no rank sent " + p.name);
       model_tensors.push_back(std::move(it->second));

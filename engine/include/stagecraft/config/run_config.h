@@ -102,19 +102,26 @@ struct ClusterConfig {
 };
 
 struct ModelConfig {
-  std::string arch = "gpt";     // decoder-only GPT-2 family (the only architecture so far)
+  std::string arch = "gpt2";    // gpt2 (GPT-2 family; "gpt" is its older name) or llama (Llama,
+                                // Mistral, Qwen2: RMSNorm, SwiGLU, RoPE, GQA); model/model.h
   int layers = 0;               // transformer blocks; required
   int hidden = 0;               // model width h; required
-  int heads = 0;                // attention heads a; required; divides hidden
+  int heads = 0;                // attention (query) heads a; required; divides hidden
+  int kv_heads = 0;             // key/value heads (grouped-query attention); 0 means heads
   int ffn_hidden = 0;           // MLP width; 0 means 4 x hidden
   int seq_len = 1024;           // tokens per sample s
   int vocab = 50257;            // vocabulary size V (GPT-2's)
   bool tied_embeddings = true;  // LM head shares the token embedding (GPT-2, BERT)
+  double rope_theta = 10000.0;  // llama: the rotary positions' base
+  double norm_eps = 1e-5;       // the norms' epsilon (GPT-2's LayerNorm: 1e-5 only)
+  bool qkv_bias = false;        // llama: biases on q, k and v (Qwen2)
   double dropout = 0.0;         // attention and hidden dropout probability (Megatron's default
                                 // is 0.1); the cost model counts its masks and passes.
                                 // Stagecraft's engine trains without dropout.
 
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  bool llama() const { return arch == "llama"; }
   bool operator==(const ModelConfig&) const = default;
 };
 

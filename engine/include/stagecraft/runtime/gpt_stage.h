@@ -37,7 +37,7 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
-#include "stagecraft/model/gpt_layout.h"
+#include "stagecraft/model/model.h"
 #include "stagecraft/runtime/device.h"
 
 namespace stagecraft::runtime {

@@ -1,0 +1,210 @@
+// ModelDesc: the one description of a model that the whole product reads — the cost model, the
+// balanced partition, the engine's stages, checkpoints and the window. For an architecture it
+// gives every parameter tensor (its Hugging Face name, full shape, how Megatron 1D tensor
+// parallelism splits it, its role in the layer, its initialisation and optimizer group), the
+// parameter counts, the GEMMs and FLOPs of a layer, the element-wise traffic and the activations
+// a layer keeps. Nothing else spells a formula or a tensor name: adding an architecture is one
+// description here plus its kernels.
+//
+// Legend: L layers, C = h hidden, NH query heads, NKV key/value heads, HS head size (C / NH),
+// Q = NH HS and K = NKV HS the query and key/value widths, F ffn_hidden, V vocabulary, P
+// positions (seq_len), t the TP size.
+//
+// Architectures (model.arch):
+//   gpt2  Hugging Face GPT-2 (GPT2LMHeadModel): pre-LayerNorm, learned positions, GELU (tanh) MLP,
+//         biases everywhere, packed c_attn, weights stored (in, out) as Conv1D; tied head by
+//         default. Tensors:
+//           wte.weight [V, C]  wpe.weight [P, C]                                  replicated
+//           h.{i}.ln_1.weight/bias [C]   h.{i}.ln_2.weight/bias [C]               replicated
+//           h.{i}.attn.c_attn.weight [C, 3C]  .bias [3C]  column-parallel by head: TP rank r holds
+//                columns [rC/t, (r+1)C/t) of each of the q, k and v thirds
+//           h.{i}.attn.c_proj.weight [C, C]  row-parallel; .bias [C] replicated
+//           h.{i}.mlp.c_fc.weight [C, F]  .bias [F]       column-parallel
+//           h.{i}.mlp.c_proj.weight [F, C]  row-parallel; .bias [C] replicated
+//           ln_f.weight/bias [C]                                                  replicated
+//           lm_head.weight [V, C]   untied only                                   replicated
+//         Initialisation: weights N(0, 0.02), the two c_proj weights N(0, 0.02 / sqrt(2 L)),
+//         biases 0, LayerNorm weights 1.
+//   llama Hugging Face Llama (LlamaForCausalLM; Qwen2ForCausalLM with model.qkv_bias): RMSNorm,
+//         rotary positions (rotate-half), SwiGLU MLP, grouped-query attention, no biases but the
+//         optional q/k/v ones, weights stored (out, in) as nn.Linear. Tensors:
+//           model.embed_tokens.weight [V, C]                                      replicated
+//           model.layers.{i}.input_layernorm.weight [C]                           replicated
+//           model.layers.{i}.self_attn.q_proj.weight [Q, C]   column-parallel (rows split)
+//           model.layers.{i}.self_attn.k_proj.weight [K, C]   column-parallel (kv heads split)
+//           model.layers.{i}.self_attn.v_proj.weight [K, C]   column-parallel
+//           model.layers.{i}.self_attn.{q,k,v}_proj.bias [Q], [K], [K]   qkv_bias only, split so
+//           model.layers.{i}.self_attn.o_proj.weight [C, Q]   row-parallel (columns split)
+//           model.layers.{i}.post_attention_layernorm.weight [C]                  replicated
+//           model.layers.{i}.mlp.gate_proj.weight [F, C]      column-parallel
+//           model.layers.{i}.mlp.up_proj.weight [F, C]        column-parallel
+//           model.layers.{i}.mlp.down_proj.weight [C, F]      row-parallel
+//           model.norm.weight [C]                                                 replicated
+//           lm_head.weight [V, C]   untied only                                   replicated
+//         Initialisation (transformers' LlamaPreTrainedModel): every matrix N(0, 0.02), biases 0,
+//         norm weights 1.
+//
+// Fused groups: q, k and v (and their biases), and gate and up, are listed next to each other, so
+// a rank's shards of them lie side by side in its flat buffer and form one (Q + 2K)/t x C (or
+// 2F/t x C) matrix in (out, in) layout: one GEMM each, whose output is q | k | v (gate | up).
+//
+// Each element's initial value is a function of (seed, tensor name, full element index), so a
+// shard or a stage initialises exactly as the whole model would.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stagecraft/config/run_config.h"
+
+namespace stagecraft::model {
+
+enum class Arch { kGpt2, kLlama };
+
+// The architecture model.arch names ("gpt" is gpt2's older name); nullopt for another name.
+std::optional<Arch> parse_arch(std::string_view name);
+
+enum class Split {
+  kReplicated,  // every TP rank holds all of it
+  kColumn,      // last dimension split in t contiguous parts
+  kQkvColumn,   // last dimension is q | k | v; each third split in t parts (heads): GPT-2's c_attn
+  kRow,         // first dimension split in t contiguous parts
+};
+
+enum class Place { kFirstStage, kLayer, kLastStage };
+
+// What a tensor is to the layer code, which holds typed handles to its tensors by role.
+enum class Role : uint8_t {
+  kEmbedding,     // token embedding (V, C)
+  kPositions,     // learned positions (P, C)
+  kFinalNorm,     // final norm's weight
+  kFinalNormBias,
+  kHead,          // untied LM head (V, C)
+  kNorm1,         // the attention's input norm: weight
+  kNorm1Bias,
+  kQkv,           // the QKV projection: GPT-2's packed c_attn, or Llama's q, k, v (parts 0, 1, 2)
+  kQkvBias,
+  kOut,           // attention's output projection
+  kOutBias,
+  kNorm2,         // the MLP's input norm: weight
+  kNorm2Bias,
+  kUp,            // the MLP's first projection: c_fc, or Llama's gate and up (parts 0, 1)
+  kUpBias,
+  kDown,          // the MLP's output projection
+  kDownBias,
+};
+
+struct ParamSpec {
+  std::string name;             // Hugging Face name
+  std::vector<int64_t> shape;   // full, unsharded
+  Split split = Split::kReplicated;
+  Place place = Place::kLayer;
+  Role role = Role::kEmbedding;
+  int part = 0;                 // position in a fused group (q 0, k 1, v 2; gate 0, up 1)
+  int layer = -1;               // transformer block index for kLayer
+  double init_std = 0.0;        // > 0: N(0, init_std); else every element init_value
+  float init_value = 0.0f;
+  bool weight_decay = false;    // AdamW decays matrices, not biases or norms
+  uint64_t id = 0;              // stable per name, for the initialisation streams
+
+  int64_t numel() const;
+};
+
+// One GEMM of a layer's forward, per token: out (n) = in (k) W. Under Megatron 1D TP a column-
+// parallel GEMM splits n, a row-parallel one k.
+struct LayerGemm {
+  const char* name;
+  double n = 0, k = 0;
+  bool row_parallel = false;
+};
+
+// Element-wise traffic of one layer's forward, in elements per token (each read and write
+// counted): `replicated` is held whole by every TP rank under 1D TP (sharded with sequence
+// parallelism), `sharded` is split t ways; `kernels` the element-wise launches.
+struct LayerTraffic {
+  double replicated = 0, sharded = 0;
+  int kernels = 0;
+};
+
+// Activations one layer keeps for its backward, in elements per token, as Korthikanti et al.
+// 2022 count them (Table 2): `replicated` under 1D TP (the norms' inputs, the QKV and MLP inputs),
+// `sharded` split t ways (q k v, attention's output, the MLP's hidden activations), besides
+// attention's core (scores, or flash attention's statistics), which the estimate counts by head.
+struct LayerActivations {
+  double replicated = 0, sharded = 0;
+};
+
+struct ModelDesc {
+  Arch arch = Arch::kGpt2;
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, seq = 0, vocab = 0;
+  bool tied = true;
+  bool qkv_bias = false;        // llama: biases on q, k and v (Qwen2)
+  double rope_theta = 10000.0;  // llama
+  double norm_eps = 1e-5;
+
+  static ModelDesc from(const config::ModelConfig& m);
+
+  bool llama() const { return arch == Arch::kLlama; }
+  bool learned_positions() const { return arch == Arch::kGpt2; }
+  bool rmsnorm() const { return arch == Arch::kLlama; }
+  bool swiglu() const { return arch == Arch::kLlama; }
+  bool rope() const { return arch == Arch::kLlama; }
+  bool norm_bias() const { return arch == Arch::kGpt2; }
+  // Weights stored (out, in), as nn.Linear (Llama), or (in, out), as GPT-2's Conv1D.
+  bool weights_out_in() const { return arch == Arch::kLlama; }
+  const char* name() const { return arch == Arch::kLlama ? "llama" : "gpt2"; }
+
+  int q_width() const { return heads * head_dim; }
+  int kv_width() const { return kv_heads * head_dim; }
+  int qkv_width() const { return q_width() + 2 * kv_width(); }
+  // The MLP's first projection's output width: F, or gate | up = 2F.
+  int up_width() const { return swiglu() ? 2 * ffn : ffn; }
+
+  // Every parameter in Hugging Face order: the embeddings, layer 0 ... L-1, the final norm (and
+  // the untied head).
+  std::vector<ParamSpec> params() const;
+
+  // Parameter counts, unsharded: one layer, the first stage's embeddings, the last stage's final
+  // norm and untied head, the whole model (a tied embedding counted once).
+  double layer_params() const;
+  double embedding_params() const;
+  double head_params() const;
+  double total_params() const;
+  // One layer's parameters on one rank of Megatron 1D TP of size t: split tensors / t, the
+  // replicated (norms, row-parallel biases) whole.
+  double layer_params_1d(double t) const;
+  // The token embedding (or the untied head's matrix): V C.
+  double vocab_matrix() const { return static_cast<double>(vocab) * hidden; }
+
+  // A layer's forward GEMMs at their real shapes, and the FLOPs (2 per multiply-add) of one
+  // sample of `seq` tokens: GEMMs plus attention's QK^T and AV over all query heads (s^2 per
+  // head, the causal half not subtracted, as Narayanan et al. 2021 count).
+  std::vector<LayerGemm> layer_gemms() const;
+  double layer_gemm_flops_per_token() const;
+  double attention_flops(double seq_len) const { return 4.0 * seq_len * seq_len * q_width(); }
+  double layer_forward_flops() const;
+  double head_forward_flops() const { return 2.0 * seq * hidden * static_cast<double>(vocab); }
+  // The embedding lookup's traffic per token, forward and backward, in elements (the position
+  // add of learned positions included).
+  double embedding_traffic() const { return learned_positions() ? 6.0 * hidden : 4.0 * hidden; }
+  LayerTraffic layer_traffic() const;
+  LayerActivations layer_activations() const;
+};
+
+// Shape of TP rank's shard.
+std::vector<int64_t> shard_shape(const ParamSpec& p, int tp);
+int64_t shard_numel(const ParamSpec& p, int tp);
+// Flat index in the full tensor of element `i` of TP rank's shard.
+int64_t full_index(const ParamSpec& p, int tp, int tp_rank, int64_t i);
+// Copy a shard out of a full tensor and back.
+void extract_shard(const ParamSpec& p, int tp, int tp_rank, const float* full, float* shard);
+void insert_shard(const ParamSpec& p, int tp, int tp_rank, const float* shard, float* full);
+
+// The Hugging Face config.json of the model: GPT2LMHeadModel, LlamaForCausalLM, or
+// Qwen2ForCausalLM for a llama with q/k/v biases.
+std::string hf_config_json(const config::ModelConfig& model);
+
+}  // namespace stagecraft::model

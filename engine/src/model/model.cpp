@@ -1,0 +1,344 @@
+// The model description: tensors, counts, FLOPs and shards of every architecture. See model.h.
+#include "stagecraft/model/model.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "stagecraft/core/json.h"
+
+namespace stagecraft::model {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+int64_t ParamSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::optional<Arch> parse_arch(std::string_view name) {
+  if (name == "gpt2" || name == "gpt") return Arch::kGpt2;
+  if (name == "llama") return Arch::kLlama;
+  return std::nullopt;
+}
+
+ModelDesc ModelDesc::from(const config::ModelConfig& m) {
+  ModelDesc d;
+  d.arch = parse_arch(m.arch).value_or(Arch::kGpt2);
+  d.layers = m.layers;
+  d.hidden = m.hidden;
+  d.heads = m.heads;
+  d.kv_heads = m.kv();
+  d.head_dim = m.heads > 0 ? m.hidden / m.heads : 0;
+  d.ffn = m.ffn();
+  d.seq = m.seq_len;
+  d.vocab = m.vocab;
+  d.tied = m.tied_embeddings;
+  d.qkv_bias = d.llama() && m.qkv_bias;
+  d.rope_theta = m.rope_theta;
+  d.norm_eps = m.norm_eps;
+  return d;
+}
+
+namespace {
+
+// Appends the tensors of one architecture's part to `out`. `layer` < 0: the embeddings (first)
+// or the final norm and head (last).
+class Lister {
+ public:
+  Lister(const ModelDesc& d, std::vector<ParamSpec>& out) : d_(d), out_(out) {}
+
+  void embeddings() {
+    const int64_t V = d_.vocab, C = d_.hidden;
+    if (d_.llama()) {
+      add("model.embed_tokens.weight", {V, C}, Split::kReplicated, Place::kFirstStage, Role::kEmbedding, 0, -1, kStd, 0);
+    } else {
+      add("wte.weight", {V, C}, Split::kReplicated, Place::kFirstStage, Role::kEmbedding, 0, -1, kStd, 0);
+      add("wpe.weight", {static_cast<int64_t>(d_.seq), C}, Split::kReplicated, Place::kFirstStage, Role::kPositions, 0, -1, kStd, 0);
+    }
+  }
+
+  void layer(int i) {
+    const int64_t C = d_.hidden, F = d_.ffn;
+    if (d_.llama()) {
+      const int64_t Q = d_.q_width(), K = d_.kv_width();
+      const std::string h = "model.layers." + std::to_string(i) + ".";
+      add(h + "input_layernorm.weight", {C}, Split::kReplicated, Place::kLayer, Role::kNorm1, 0, i, 0, 1);
+      add(h + "self_attn.q_proj.weight", {Q, C}, Split::kRow, Place::kLayer, Role::kQkv, 0, i, kStd, 0);
+      add(h + "self_attn.k_proj.weight", {K, C}, Split::kRow, Place::kLayer, Role::kQkv, 1, i, kStd, 0);
+      add(h + "self_attn.v_proj.weight", {K, C}, Split::kRow, Place::kLayer, Role::kQkv, 2, i, kStd, 0);
+      if (d_.qkv_bias) {
+        add(h + "self_attn.q_proj.bias", {Q}, Split::kRow, Place::kLayer, Role::kQkvBias, 0, i, 0, 0);
+        add(h + "self_attn.k_proj.bias", {K}, Split::kRow, Place::kLayer, Role::kQkvBias, 1, i, 0, 0);
+        add(h + "self_attn.v_proj.bias", {K}, Split::kRow, Place::kLayer, Role::kQkvBias, 2, i, 0, 0);
+      }
+      add(h + "self_attn.o_proj.weight", {C, Q}, Split::kColumn, Place::kLayer, Role::kOut, 0, i, kStd, 0);
+      add(h + "post_attention_layernorm.weight", {C}, Split::kReplicated, Place::kLayer, Role::kNorm2, 0, i, 0, 1);
+      add(h + "mlp.gate_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kUp, 0, i, kStd, 0);
+      add(h + "mlp.up_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kUp, 1, i, kStd, 0);
+      add(h + "mlp.down_proj.weight", {C, F}, Split::kColumn, Place::kLayer, Role::kDown, 0, i, kStd, 0);
+      return;
+    }
+    const double std_proj = kStd / std::sqrt(2.0 * d_.layers);
+    const std::string h = "h." + std::to_string(i) + ".";
+    add(h + "ln_1.weight", {C}, Split::kReplicated, Place::kLayer, Role::kNorm1, 0, i, 0, 1);
+    add(h + "ln_1.bias", {C}, Split::kReplicated, Place::kLayer, Role::kNorm1Bias, 0, i, 0, 0);
+    add(h + "attn.c_attn.weight", {C, 3 * C}, Split::kQkvColumn, Place::kLayer, Role::kQkv, 0, i, kStd, 0);
+    add(h + "attn.c_attn.bias", {3 * C}, Split::kQkvColumn, Place::kLayer, Role::kQkvBias, 0, i, 0, 0);
+    add(h + "attn.c_proj.weight", {C, C}, Split::kRow, Place::kLayer, Role::kOut, 0, i, std_proj, 0);
+    add(h + "attn.c_proj.bias", {C}, Split::kReplicated, Place::kLayer, Role::kOutBias, 0, i, 0, 0);
+    add(h + "ln_2.weight", {C}, Split::kReplicated, Place::kLayer, Role::kNorm2, 0, i, 0, 1);
+    add(h + "ln_2.bias", {C}, Split::kReplicated, Place::kLayer, Role::kNorm2Bias, 0, i, 0, 0);
+    add(h + "mlp.c_fc.weight", {C, F}, Split::kColumn, Place::kLayer, Role::kUp, 0, i, kStd, 0);
+    add(h + "mlp.c_fc.bias", {F}, Split::kColumn, Place::kLayer, Role::kUpBias, 0, i, 0, 0);
+    add(h + "mlp.c_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kDown, 0, i, std_proj, 0);
+    add(h + "mlp.c_proj.bias", {C}, Split::kReplicated, Place::kLayer, Role::kDownBias, 0, i, 0, 0);
+  }
+
+  void head() {
+    const int64_t V = d_.vocab, C = d_.hidden;
+    if (d_.llama()) {
+      add("model.norm.weight", {C}, Split::kReplicated, Place::kLastStage, Role::kFinalNorm, 0, -1, 0, 1);
+    } else {
+      add("ln_f.weight", {C}, Split::kReplicated, Place::kLastStage, Role::kFinalNorm, 0, -1, 0, 1);
+      add("ln_f.bias", {C}, Split::kReplicated, Place::kLastStage, Role::kFinalNormBias, 0, -1, 0, 0);
+    }
+    if (!d_.tied) add("lm_head.weight", {V, C}, Split::kReplicated, Place::kLastStage, Role::kHead, 0, -1, kStd, 0);
+  }
+
+ private:
+  static constexpr double kStd = 0.02;  // both architectures' initializer_range
+
+  void add(std::string name, std::vector<int64_t> shape, Split split, Place place, Role role, int part, int layer, double stdv,
+           float value) {
+    ParamSpec p;
+    p.name = std::move(name);
+    p.shape = std::move(shape);
+    p.split = split;
+    p.place = place;
+    p.role = role;
+    p.part = part;
+    p.layer = layer;
+    p.init_std = stdv;
+    p.init_value = value;
+    p.weight_decay = p.shape.size() == 2;
+    p.id = fnv1a(p.name);
+    out_.push_back(std::move(p));
+  }
+
+  const ModelDesc& d_;
+  std::vector<ParamSpec>& out_;
+};
+
+double sum_numel(const std::vector<ParamSpec>& ps) {
+  double n = 0;
+  for (const auto& p : ps) n += static_cast<double>(p.numel());
+  return n;
+}
+
+}  // namespace
+
+std::vector<ParamSpec> ModelDesc::params() const {
+  std::vector<ParamSpec> out;
+  Lister l(*this, out);
+  l.embeddings();
+  for (int i = 0; i < layers; ++i) l.layer(i);
+  l.head();
+  return out;
+}
+
+double ModelDesc::layer_params() const {
+  std::vector<ParamSpec> ps;
+  Lister(*this, ps).layer(0);
+  return sum_numel(ps);
+}
+
+double ModelDesc::layer_params_1d(double t) const {
+  std::vector<ParamSpec> ps;
+  Lister(*this, ps).layer(0);
+  double n = 0;
+  for (const auto& p : ps) n += static_cast<double>(p.numel()) / (p.split == Split::kReplicated ? 1.0 : t);
+  return n;
+}
+
+double ModelDesc::embedding_params() const {
+  std::vector<ParamSpec> ps;
+  Lister(*this, ps).embeddings();
+  return sum_numel(ps);
+}
+
+double ModelDesc::head_params() const {
+  std::vector<ParamSpec> ps;
+  Lister(*this, ps).head();
+  return sum_numel(ps);
+}
+
+double ModelDesc::total_params() const { return layers * layer_params() + embedding_params() + head_params(); }
+
+std::vector<LayerGemm> ModelDesc::layer_gemms() const {
+  const double C = hidden, F = ffn;
+  return {{"qkv", static_cast<double>(qkv_width()), C, false},
+          {"attention out", C, static_cast<double>(q_width()), true},
+          {swiglu() ? "gate and up" : "fc1", static_cast<double>(up_width()), C, false},
+          {swiglu() ? "down" : "fc2", C, F, true}};
+}
+
+double ModelDesc::layer_gemm_flops_per_token() const {
+  double f = 0;
+  for (const auto& g : layer_gemms()) f += 2.0 * g.n * g.k;
+  return f;
+}
+
+double ModelDesc::layer_forward_flops() const { return seq * layer_gemm_flops_per_token() + attention_flops(seq); }
+
+// GPT-2: two LayerNorms 4 C and two bias + residual adds 6 C (replicated); the QKV bias and the
+// heads' split and merge 6 C, bias + GELU 2 F (sharded). Llama: two RMSNorms and two residual
+// adds, the same 10 C; the heads' split and merge 2 (Q + 2K), RoPE over q and k 2 (Q + K), SwiGLU
+// reading gate | up and writing its product 3 F.
+LayerTraffic ModelDesc::layer_traffic() const {
+  const double C = hidden, F = ffn;
+  if (llama()) return {10 * C, 2.0 * qkv_width() + 2.0 * (q_width() + kv_width()) + 3 * F, 12};
+  return {10 * C, 6 * C + 2 * F, 11};
+}
+
+// GPT-2: the two LayerNorms' inputs, QKV's input and fc1's input (4 C) replicated; q k v 3 C,
+// attention-out's input C, GELU's input and output 2 F sharded. Llama: the same four replicated;
+// q k v (Q + 2K), attention-out's input Q, gate | up 2 F and SwiGLU's output F sharded.
+LayerActivations ModelDesc::layer_activations() const {
+  const double C = hidden, F = ffn;
+  if (llama()) return {4 * C, static_cast<double>(qkv_width()) + q_width() + 3 * F};
+  return {4 * C, 4 * C + 2 * F};
+}
+
+std::vector<int64_t> shard_shape(const ParamSpec& p, int tp) {
+  std::vector<int64_t> s = p.shape;
+  switch (p.split) {
+    case Split::kReplicated: break;
+    case Split::kColumn:
+    case Split::kQkvColumn: s.back() /= tp; break;
+    case Split::kRow: s.front() /= tp; break;
+  }
+  return s;
+}
+
+int64_t shard_numel(const ParamSpec& p, int tp) {
+  int64_t n = 1;
+  for (int64_t d : shard_shape(p, tp)) n *= d;
+  return n;
+}
+
+int64_t full_index(const ParamSpec& p, int tp, int tp_rank, int64_t i) {
+  switch (p.split) {
+    case Split::kReplicated: return i;
+    case Split::kRow: return static_cast<int64_t>(tp_rank) * shard_numel(p, tp) + i;
+    case Split::kColumn: {
+      const int64_t cols = p.shape.back(), local = cols / tp;
+      const int64_t row = i / local, col = i % local;
+      return row * cols + tp_rank * local + col;
+    }
+    case Split::kQkvColumn: {
+      // Columns of the shard: [q part | k part | v part], each C/t wide.
+      const int64_t cols = p.shape.back(), third = cols / 3, part = third / tp, local = cols / tp;
+      const int64_t row = i / local, col = i % local;
+      const int64_t which = col / part, within = col % part;
+      return row * cols + which * third + tp_rank * part + within;
+    }
+  }
+  return i;
+}
+
+void extract_shard(const ParamSpec& p, int tp, int tp_rank, const float* full, float* shard) {
+  const int64_t n = shard_numel(p, tp);
+  if (p.split == Split::kReplicated || p.split == Split::kRow) {
+    std::memcpy(shard, full + full_index(p, tp, tp_rank, 0), static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) shard[i] = full[full_index(p, tp, tp_rank, i)];
+}
+
+void insert_shard(const ParamSpec& p, int tp, int tp_rank, const float* shard, float* full) {
+  const int64_t n = shard_numel(p, tp);
+  if (p.split == Split::kReplicated || p.split == Split::kRow) {
+    std::memcpy(full + full_index(p, tp, tp_rank, 0), shard, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) full[full_index(p, tp, tp_rank, i)] = shard[i];
+}
+
+std::string hf_config_json(const config::ModelConfig& m) {
+  const ModelDesc d = ModelDesc::from(m);
+  Json j = Json::object();
+  if (d.llama()) {
+    // transformers' LlamaConfig (Qwen2Config for q/k/v biases, which Qwen2's attention always has).
+    j.set("architectures", Json(Json::Array{Json(d.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM")}));
+    j.set("model_type", d.qkv_bias ? "qwen2" : "llama");
+    j.set("hidden_size", d.hidden);
+    j.set("intermediate_size", d.ffn);
+    j.set("num_hidden_layers", d.layers);
+    j.set("num_attention_heads", d.heads);
+    j.set("num_key_value_heads", d.kv_heads);
+    j.set("head_dim", d.head_dim);
+    j.set("max_position_embeddings", d.seq);
+    j.set("vocab_size", d.vocab);
+    j.set("hidden_act", "silu");
+    j.set("rms_norm_eps", d.norm_eps);
+    // As transformers writes it: an integral base as a whole number, not 5e+05.
+    if (d.rope_theta == std::floor(d.rope_theta) && d.rope_theta < 1e15) {
+      j.set("rope_theta", static_cast<int64_t>(d.rope_theta));
+    } else {
+      j.set("rope_theta", d.rope_theta);
+    }
+    j.set("rope_scaling", nullptr);
+    j.set("tie_word_embeddings", d.tied);
+    if (d.qkv_bias) {
+      j.set("use_sliding_window", false);
+    } else {
+      j.set("attention_bias", false);
+      j.set("mlp_bias", false);
+    }
+    j.set("attention_dropout", 0.0);
+    j.set("initializer_range", 0.02);
+    j.set("torch_dtype", "float32");
+    j.set("bos_token_id", 0);
+    j.set("eos_token_id", 0);
+    return j.dump(2) + "\n";
+  }
+  j.set("architectures", Json(Json::Array{Json("GPT2LMHeadModel")}));
+  j.set("model_type", "gpt2");
+  j.set("n_layer", m.layers);
+  j.set("n_embd", m.hidden);
+  j.set("n_head", m.heads);
+  j.set("n_positions", m.seq_len);
+  j.set("n_ctx", m.seq_len);
+  j.set("vocab_size", m.vocab);
+  if (m.ffn_hidden > 0 && m.ffn_hidden != 4 * m.hidden) {
+    j.set("n_inner", m.ffn_hidden);
+  } else {
+    j.set("n_inner", nullptr);
+  }
+  j.set("activation_function", "gelu_new");
+  j.set("layer_norm_epsilon", 1e-5);
+  j.set("initializer_range", 0.02);
+  j.set("resid_pdrop", 0.0);
+  j.set("embd_pdrop", 0.0);
+  j.set("attn_pdrop", 0.0);
+  j.set("tie_word_embeddings", m.tied_embeddings);
+  j.set("bos_token_id", m.vocab - 1);
+  j.set("eos_token_id", m.vocab - 1);
+  return j.dump(2) + "\n";
+}
+
+}  // namespace stagecraft::model

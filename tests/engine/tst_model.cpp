@@ -1,0 +1,218 @@
+// The model description (model/model.h): exact parameter counts of published models, the tensors
+// of each architecture in Hugging Face's layout, the fused groups the layer code relies on, the
+// GEMMs at their real shapes, and GPT-2's formulas (Narayanan et al. 2021) kept.
+#include "stagecraft/model/model.h"
+
+#include <QtTest>
+
+#include <map>
+#include <set>
+
+using namespace stagecraft;
+
+Q_DECLARE_METATYPE(stagecraft::config::ModelConfig)
+
+namespace {
+
+config::ModelConfig llama(int layers, int hidden, int heads, int kv, int ffn, int vocab, bool tied) {
+  config::ModelConfig m;
+  m.arch = "llama";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv;
+  m.ffn_hidden = ffn;
+  m.vocab = vocab;
+  m.seq_len = 8192;
+  m.tied_embeddings = tied;
+  m.rope_theta = 500000;
+  return m;
+}
+
+}  // namespace
+
+class TestModel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // Parameter counts of the published checkpoints (their model.safetensors.index.json totals,
+  // or the sum of their tensors' shapes).
+  void publishedParameterCounts_data() {
+    QTest::addColumn<config::ModelConfig>("model");
+    QTest::addColumn<double>("params");
+    QTest::newRow("Llama 3 8B") << llama(32, 4096, 32, 8, 14336, 128256, false) << 8030261248.0;
+    QTest::newRow("Llama 3 70B") << llama(80, 8192, 64, 8, 28672, 128256, false) << 70553706496.0;
+    QTest::newRow("Llama 3.1 405B") << llama(126, 16384, 128, 8, 53248, 128256, false) << 405853388800.0;
+    QTest::newRow("Llama 3.2 1B (tied)") << llama(16, 2048, 32, 8, 8192, 128256, true) << 1235814400.0;
+    QTest::newRow("Mistral 7B") << llama(32, 4096, 32, 8, 14336, 32000, false) << 7241732096.0;
+    QTest::newRow("SmolLM-135M (tied)") << llama(30, 576, 9, 3, 1536, 49152, true) << 134515008.0;
+    auto qwen = llama(28, 3584, 28, 4, 18944, 152064, false);
+    qwen.qkv_bias = true;
+    QTest::newRow("Qwen2.5 7B (q/k/v biases)") << qwen << 7615616512.0;
+    config::ModelConfig gpt2;
+    gpt2.layers = 12;
+    gpt2.hidden = 768;
+    gpt2.heads = 12;
+    gpt2.seq_len = 1024;
+    gpt2.vocab = 50257;
+    QTest::newRow("GPT-2 124M") << gpt2 << 124439808.0;
+  }
+  void publishedParameterCounts() {
+    QFETCH(config::ModelConfig, model);
+    QFETCH(double, params);
+    const auto d = model::ModelDesc::from(model);
+    QCOMPARE(d.total_params(), params);
+    // The tensor list sums to the same.
+    double listed = 0;
+    for (const auto& p : d.params()) listed += static_cast<double>(p.numel());
+    QCOMPARE(listed, params);
+  }
+
+  void llamaTensorsHaveHuggingFaceNamesAndShapes() {
+    const auto d = model::ModelDesc::from(llama(2, 64, 8, 2, 96, 300, false));
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& p : d.params()) shapes[p.name] = p.shape;
+    const std::map<std::string, std::vector<int64_t>> want = {
+        {"model.embed_tokens.weight", {300, 64}},
+        {"model.layers.1.input_layernorm.weight", {64}},
+        {"model.layers.1.self_attn.q_proj.weight", {64, 64}},
+        {"model.layers.1.self_attn.k_proj.weight", {16, 64}},
+        {"model.layers.1.self_attn.v_proj.weight", {16, 64}},
+        {"model.layers.1.self_attn.o_proj.weight", {64, 64}},
+        {"model.layers.1.post_attention_layernorm.weight", {64}},
+        {"model.layers.1.mlp.gate_proj.weight", {96, 64}},
+        {"model.layers.1.mlp.up_proj.weight", {96, 64}},
+        {"model.layers.1.mlp.down_proj.weight", {64, 96}},
+        {"model.norm.weight", {64}},
+        {"lm_head.weight", {300, 64}},
+    };
+    for (const auto& [name, shape] : want) {
+      QVERIFY2(shapes.count(name), name.c_str());
+      QCOMPARE(shapes[name], shape);
+    }
+    QCOMPARE(shapes.size(), size_t(1 + 2 * 9 + 2));
+    QVERIFY(!shapes.count("model.layers.0.self_attn.q_proj.bias"));
+  }
+
+  // The layer code runs q | k | v and gate | up as one GEMM each: their parts must follow one
+  // another, and under TP every rank's shards of them too.
+  void fusedGroupsAreAdjacentAndSplitByRows() {
+    auto m = llama(2, 64, 8, 2, 96, 300, true);
+    m.qkv_bias = true;
+    const auto ps = model::ModelDesc::from(m).params();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (ps[i].part == 0) continue;
+      QCOMPARE(ps[i - 1].role, ps[i].role);
+      QCOMPARE(ps[i - 1].part + 1, ps[i].part);
+    }
+    for (const auto& p : ps) {
+      if (p.role == model::Role::kQkv || p.role == model::Role::kQkvBias || p.role == model::Role::kUp) {
+        QCOMPARE(p.split, model::Split::kRow);
+      }
+      if (p.role == model::Role::kOut || p.role == model::Role::kDown) QCOMPARE(p.split, model::Split::kColumn);
+      if (p.role == model::Role::kNorm1 || p.role == model::Role::kNorm2 || p.role == model::Role::kFinalNorm) {
+        QCOMPARE(p.split, model::Split::kReplicated);
+        QCOMPARE(p.init_value, 1.0f);
+        QVERIFY(!p.weight_decay);
+      }
+    }
+  }
+
+  // A shard of a row-split tensor is a run of whole rows; of a column-split one, the same columns
+  // of every row; they put back together to the whole.
+  void shardsReassemble() {
+    auto m = llama(1, 64, 8, 4, 96, 300, true);
+    for (const auto& p : model::ModelDesc::from(m).params()) {
+      if (p.layer != 0) continue;
+      const int tp = 4;
+      std::vector<float> full(static_cast<size_t>(p.numel())), back(full.size(), -1.0f);
+      for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);
+      std::set<int64_t> seen;
+      for (int r = 0; r < tp; ++r) {
+        std::vector<float> shard(static_cast<size_t>(model::shard_numel(p, tp)));
+        model::extract_shard(p, tp, r, full.data(), shard.data());
+        if (p.split == model::Split::kReplicated) {
+          QCOMPARE(shard, full);
+          continue;
+        }
+        for (size_t i = 0; i < shard.size(); ++i) seen.insert(model::full_index(p, tp, r, static_cast<int64_t>(i)));
+        model::insert_shard(p, tp, r, shard.data(), back.data());
+      }
+      if (p.split == model::Split::kReplicated) continue;
+      QCOMPARE(back, full);
+      QCOMPARE(static_cast<int64_t>(seen.size()), p.numel());
+    }
+  }
+
+  void layerParamsUnderTensorParallelism() {
+    const auto d = model::ModelDesc::from(llama(32, 4096, 32, 8, 14336, 128256, false));
+    // Everything of a Llama layer is split but its two norms.
+    QCOMPARE(d.layer_params_1d(8), (d.layer_params() - 2 * 4096) / 8 + 2 * 4096);
+    config::ModelConfig gpt;
+    gpt.layers = 24;
+    gpt.hidden = 1024;
+    gpt.heads = 16;
+    const auto g = model::ModelDesc::from(gpt);
+    const double h = 1024, f = 4096;
+    QCOMPARE(g.layer_params_1d(4), (4 * h * h + 3 * h + 2 * h * f + f) / 4 + 6 * h);
+  }
+
+  // Every GEMM at its real shape: GQA's narrower K and V, SwiGLU's three matrices.
+  void gemmsAtTheirRealShapes() {
+    const auto d = model::ModelDesc::from(llama(32, 4096, 32, 8, 14336, 128256, false));
+    const auto gs = d.layer_gemms();
+    QCOMPARE(gs.size(), size_t(4));
+    QCOMPARE(gs[0].n, 4096.0 + 2 * 1024);  // q | k | v
+    QCOMPARE(gs[0].k, 4096.0);
+    QCOMPARE(gs[1].k, 4096.0);
+    QVERIFY(gs[1].row_parallel);
+    QCOMPARE(gs[2].n, 2 * 14336.0);  // gate | up
+    QCOMPARE(gs[3].k, 14336.0);
+    QVERIFY(gs[3].row_parallel);
+    // 2 x the layer's matrix parameters per token.
+    QCOMPARE(d.layer_gemm_flops_per_token(), 2 * (d.layer_params() - 2 * 4096));
+    // Attention by query heads: 4 s^2 (heads x head size).
+    QCOMPARE(d.layer_forward_flops(), 8192 * d.layer_gemm_flops_per_token() + 4.0 * 8192 * 8192 * 4096);
+  }
+
+  void gpt2FlopsAreNarayanans() {
+    config::ModelConfig m;
+    m.layers = 96;
+    m.hidden = 12288;
+    m.heads = 96;
+    m.seq_len = 2048;
+    m.vocab = 51200;
+    const auto d = model::ModelDesc::from(m);
+    const double h = 12288, s = 2048, f = 4 * h;
+    QCOMPARE(d.layer_forward_flops(), 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h);
+    QCOMPARE(d.head_forward_flops(), 2 * s * h * 51200);
+  }
+
+  void architectureNames() {
+    QCOMPARE(model::parse_arch("gpt").value(), model::Arch::kGpt2);
+    QCOMPARE(model::parse_arch("gpt2").value(), model::Arch::kGpt2);
+    QCOMPARE(model::parse_arch("llama").value(), model::Arch::kLlama);
+    QVERIFY(!model::parse_arch("bert").has_value());
+  }
+
+  void configJsonOfEachArchitecture() {
+    auto m = llama(2, 64, 8, 2, 96, 300, false);
+    const std::string j = model::hf_config_json(m);
+    QVERIFY(j.find("\"LlamaForCausalLM\"") != std::string::npos);
+    QVERIFY(j.find("\"num_key_value_heads\": 2") != std::string::npos);
+    QVERIFY(j.find("\"intermediate_size\": 96") != std::string::npos);
+    QVERIFY(j.find("\"rope_theta\": 500000") != std::string::npos);
+    QVERIFY(j.find("\"tie_word_embeddings\": false") != std::string::npos);
+    m.qkv_bias = true;
+    QVERIFY(model::hf_config_json(m).find("\"Qwen2ForCausalLM\"") != std::string::npos);
+    config::ModelConfig g;
+    g.layers = 2;
+    g.hidden = 64;
+    g.heads = 4;
+    QVERIFY(model::hf_config_json(g).find("\"GPT2LMHeadModel\"") != std::string::npos);
+  }
+};
+
+
+QTEST_APPLESS_MAIN(TestModel)
+#include "tst_model.moc"
