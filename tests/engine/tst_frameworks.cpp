@@ -331,6 +331,22 @@ class TestFrameworks : public QObject {
     QTest::newRow("DeepSpeed: hosts become the hostfile") << "libai-bert-dp8.yaml"
         << QStringList{"cluster.nodes=2", "cluster.gpus_per_node=4", "cluster.hosts=[{host: n1, slots: 4}, {host: n2, slots: 4}]"} << "deepspeed"
         << QStringList{"n1 slots=4\nn2 slots=4\n"} << QStringList{"==> pipeline.py <=="};
+    QTest::newRow("Megatron: Llama 3 8B's architecture") << "llama3-8b-1x8.yaml" << none << "megatron"
+        << QStringList{"--normalization RMSNorm\n", "--swiglu\n", "--position-embedding-type rope\n", "--rotary-base 500000\n",
+                       "--group-query-attention\n", "--num-query-groups 8\n", "--disable-bias-linear\n",
+                       "--untie-embeddings-and-output-weights\n", "--ffn-hidden-size 14336\n"}
+        << QStringList{"--add-qkv-bias", "--norm-epsilon"};
+    QTest::newRow("Megatron: Qwen2's q/k/v biases and RMSNorm eps") << "llama3-8b-1x8.yaml"
+        << QStringList{"model.qkv_bias=true", "model.norm_eps=1e-6", "model.kv_heads=32"} << "megatron"
+        << QStringList{"--add-qkv-bias\n", "--norm-epsilon 1e-06\n"} << QStringList{"--group-query-attention", "--num-query-groups"};
+    QTest::newRow("Megatron: GPT-2 adds no architecture flags") << "paddle-gpt-dp2-mp2-pp2.yaml" << none << "megatron" << none
+        << QStringList{"--swiglu", "--normalization", "--position-embedding-type", "--disable-bias-linear"};
+    QTest::newRow("LiBai: a Llama is built in the training code") << "llama3-8b-1x8.yaml" << none << "libai"
+        << QStringList{"NOTE: LiBai builds the model in the training code: make it a Llama (RMSNorm, SwiGLU, rotary"}
+        << none;
+    QTest::newRow("Hugging Face: the model's config.json") << "llama3-8b-1x8.yaml" << none << "hf"
+        << QStringList{"\"architectures\": [\"LlamaForCausalLM\"]", "\"num_key_value_heads\": 8", "\"rope_theta\": 500000"}
+        << none;
   }
   void exportContains() {
     QFETCH(QString, config);
@@ -479,6 +495,88 @@ class TestFrameworks : public QObject {
     QCOMPARE(lb->name, std::string("bert_base"));
     QCOMPARE(lb->model.layers, 12);
     QCOMPARE(resolved_dp(lb.value()), 4);
+  }
+
+  // Hugging Face config.json files as the hub publishes them: the model section, parameters exact.
+  void importHuggingFace_data() {
+    QTest::addColumn<QString>("json");
+    QTest::addColumn<QString>("arch");
+    QTest::addColumn<QList<int>>("shape");  // layers, hidden, heads, kv_heads, ffn_hidden, vocab
+    QTest::addColumn<bool>("tied");
+    QTest::addColumn<bool>("qkv_bias");
+    QTest::addColumn<double>("params");
+    QTest::newRow("Llama 3 8B") << R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+        "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
+        "use_cache": true, "vocab_size": 128256})"
+        << "llama" << QList<int>{32, 4096, 32, 8, 14336, 128256} << false << false << 8030261248.0;
+    QTest::newRow("Llama 3 70B") << R"({"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 8192,
+        "intermediate_size": 28672, "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 64,
+        "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+        "tie_word_embeddings": false, "vocab_size": 128256})"
+        << "llama" << QList<int>{80, 8192, 64, 8, 28672, 128256} << false << false << 70553706496.0;
+    QTest::newRow("Mistral 7B v0.1") << R"({"architectures": ["MistralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096,
+        "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+        "tie_word_embeddings": false, "vocab_size": 32000})"
+        << "llama" << QList<int>{32, 4096, 32, 8, 14336, 32000} << false << false << 7241732096.0;
+    QTest::newRow("Qwen2.5 7B") << R"({"architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 3584,
+        "intermediate_size": 18944, "max_position_embeddings": 32768, "max_window_layers": 28, "model_type": "qwen2",
+        "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 131072, "tie_word_embeddings": false, "use_sliding_window": false, "vocab_size": 152064})"
+        << "llama" << QList<int>{28, 3584, 28, 4, 18944, 152064} << false << true << 7615616512.0;
+    QTest::newRow("SmolLM-135M") << R"({"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 576,
+        "intermediate_size": 1536, "max_position_embeddings": 2048, "model_type": "llama", "num_attention_heads": 9,
+        "num_hidden_layers": 30, "num_key_value_heads": 3, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+        "tie_word_embeddings": true, "vocab_size": 49152})"
+        << "llama" << QList<int>{30, 576, 9, 3, 1536, 49152} << true << false << 134515008.0;
+    QTest::newRow("GPT-2") << R"({"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "layer_norm_epsilon": 1e-05,
+        "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257})"
+        << "gpt2" << QList<int>{12, 768, 12, 0, 0, 50257} << true << false << 124439808.0;
+  }
+  void importHuggingFace() {
+    QFETCH(QString, json);
+    QFETCH(QString, arch);
+    QFETCH(QList<int>, shape);
+    QFETCH(bool, tied);
+    QFETCH(bool, qkv_bias);
+    QFETCH(double, params);
+    auto c = import_config(json.toStdString(), Framework::kHf, nullptr, "models/config.json");
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    const auto& m = c->model;
+    QCOMPARE(qs(m.arch), arch);
+    QCOMPARE((QList<int>{m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab}), shape);
+    QCOMPARE(m.tied_embeddings, tied);
+    QCOMPARE(m.qkv_bias, qkv_bias);
+    QCOMPARE(c->name, std::string("config"));
+    auto p = stagecraft::plan::make_plan(c.value());
+    QVERIFY2(p.ok(), p.status().message().c_str());
+    QCOMPARE(p->estimate.params_total, params);
+    // The base keeps everything but the model, and its sequence length.
+    const RunConfig base = load("llama3-8b-1x8.yaml");
+    auto b = import_config(json.toStdString(), Framework::kHf, &base, "config.json");
+    QVERIFY2(b.ok() || m.heads % 2 != 0 || m.kv() % 2 != 0, b.ok() ? "" : b.status().message().c_str());
+    if (b.ok()) {
+      QCOMPARE(b->model.seq_len, base.model.seq_len);
+      QCOMPARE(b->parallel, base.parallel);
+      QCOMPARE(b->name, base.name);
+    }
+  }
+  // The planned model's config.json reads back as the same model.
+  void huggingFaceRoundTrip() {
+    for (const char* f : {"llama3-8b-1x8.yaml", "llama3-70b-8x8.yaml", "tiny-gpt.yaml", "tiny-llama.yaml"}) {
+      const RunConfig x = load(f);
+      auto e = export_files(x, Framework::kHf);
+      QVERIFY2(e.ok(), e.status().message().c_str());
+      QCOMPARE(e->files.front().name, std::string("config.json"));
+      auto back = import_config(e->files.front().text, Framework::kHf, &x, "config.json");
+      QVERIFY2(back.ok(), back.status().message().c_str());
+      RunConfig want = x;
+      if (want.model.arch == "gpt") want.model.arch = "gpt2";
+      QCOMPARE(qs(to_yaml(back.value())), qs(to_yaml(want)));
+    }
   }
 
   void importErrors_data();
@@ -747,6 +845,23 @@ void TestFrameworks::importErrors_data() {
   QTest::newRow("DeepSpeed ZeRO 3") << "deepspeed" << b << "{\"zero_optimization\": {\"stage\": 3}}"
       << "x.py:1: zero_optimization.stage=3: Stagecraft plans ZeRO stage 1 at most";
   QTest::newRow("Megatron has no import") << "megatron" << b << "" << "megatron: Stagecraft cannot import it";
+  QTest::newRow("HF architecture Stagecraft does not model") << "hf" << "" << "{\"architectures\": [\"BertForMaskedLM\"], \"hidden_size\": 768}"
+      << "x.py:1: architectures=BertForMaskedLM: Stagecraft reads LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel";
+  QTest::newRow("HF o_proj bias") << "hf" << ""
+      << "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128,\n\"num_hidden_layers\": 2, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100,\n\"attention_bias\": true}"
+      << "x.py:3: attention_bias=true: its biases include o_proj's; Stagecraft's llama has biases on q, k and v only (Qwen2)";
+  QTest::newRow("HF decoupled head_dim") << "hf" << ""
+      << "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100, \"head_dim\": 32}"
+      << "head_dim=32: Stagecraft's llama has head_dim = hidden_size / num_attention_heads = 16";
+  QTest::newRow("HF missing size") << "hf" << "" << "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64}"
+      << "x.py: num_hidden_layers is missing: a LlamaForCausalLM config.json gives it";
+  QTest::newRow("HF kv heads that do not divide") << "hf" << ""
+      << "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+         "\"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 100}"
+      << "model.kv_heads=3: must divide model.heads=4";
+  QTest::newRow("HF not an object") << "hf" << "" << "[1, 2]" << "x.py:1: a Hugging Face config.json is a JSON object";
 }
 
 QTEST_APPLESS_MAIN(TestFrameworks)

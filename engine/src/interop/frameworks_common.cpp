@@ -17,7 +17,8 @@ constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::kLibai, "libai"},
                                                    {Framework::kPaddle, "paddle"},
                                                    {Framework::kColossalai, "colossalai"},
                                                    {Framework::kMegatron, "megatron"},
-                                                   {Framework::kDeepspeed, "deepspeed"}};
+                                                   {Framework::kDeepspeed, "deepspeed"},
+                                                   {Framework::kHf, "hf"}};
 
 Result<plan::Topology> topology_of(const RunConfig& c, const std::vector<Axis>& order) {
   plan::TopologySpec spec;
@@ -63,6 +64,7 @@ std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
     case Framework::kLibai: return tp_dp_pp;
     case Framework::kMegatron: return c.parallel.order == tp_pp_dp ? tp_pp_dp : tp_dp_pp;
     case Framework::kDeepspeed: return tp_dp_pp;
+    case Framework::kHf: return c.parallel.order;  // a model's config.json carries no layout
     case Framework::kPaddle: return c.parallel.zero == 1 ? tp_dp_pp : tp_pp_dp;
     case Framework::kColossalai: return tp_pp_dp;
   }
@@ -87,6 +89,7 @@ std::string framework_title(Framework f) {
     case Framework::kColossalai: return "Colossal-AI";
     case Framework::kMegatron: return "Megatron-LM";
     case Framework::kDeepspeed: return "DeepSpeed";
+    case Framework::kHf: return "Hugging Face";
   }
   return "";
 }

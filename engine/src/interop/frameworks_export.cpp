@@ -9,6 +9,7 @@
 #include "stagecraft/interop/frameworks.h"
 #include "stagecraft/config/validate.h"
 #include "stagecraft/core/json.h"
+#include "stagecraft/model/model.h"
 #include "stagecraft/plan/plan.h"
 
 namespace stagecraft::interop {
@@ -355,6 +356,27 @@ std::vector<std::string> megatron_split_args(const Ctx& x) {
   return args;
 }
 
+// The architecture as Megatron-LM's flags (megatron/training/arguments.py): its defaults are
+// GPT-2's (LayerNorm, learned absolute positions, GELU, biases, multi-head attention), so gpt2
+// adds nothing; llama switches each part.
+std::vector<std::string> megatron_arch_args(const config::ModelConfig& m) {
+  const model::ModelDesc d = model::ModelDesc::from(m);
+  std::vector<std::string> a;
+  if (!d.llama()) return a;
+  a.push_back("--normalization RMSNorm");
+  if (d.norm_eps != 1e-5) a.push_back("--norm-epsilon " + py_float(d.norm_eps));
+  a.push_back("--swiglu");
+  a.push_back("--position-embedding-type rope");
+  a.push_back("--rotary-base " + std::to_string(static_cast<long long>(d.rope_theta)));
+  if (d.kv_heads != d.heads) {
+    a.push_back("--group-query-attention");
+    a.push_back("--num-query-groups " + std::to_string(d.kv_heads));
+  }
+  a.push_back("--disable-bias-linear");
+  if (d.qkv_bias) a.push_back("--add-qkv-bias");
+  return a;
+}
+
 Result<Exported> export_megatron(Ctx& x) {
   const RunConfig& c = x.c;
   if (c.parallel.tp_mode != TpMode::k1d) {
@@ -379,6 +401,7 @@ Result<Exported> export_megatron(Ctx& x) {
   a.push_back("--ffn-hidden-size " + std::to_string(c.model.ffn()));
   a.push_back("--seq-length " + std::to_string(c.model.seq_len));
   a.push_back("--max-position-embeddings " + std::to_string(c.model.seq_len));
+  for (auto& s : megatron_arch_args(c.model)) a.push_back(s);
   if (!c.model.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
   a.push_back("--micro-batch-size " + std::to_string(c.train.micro_batch));
   a.push_back("--global-batch-size " + std::to_string(c.train.global_batch));
@@ -552,18 +575,37 @@ Result<Exported> export_deepspeed(Ctx& x) {
   return e;
 }
 
+// ----------------------------------------------------------------------------- Hugging Face
+
+// The planned model's config.json (model.h: hf_config_json), which transformers' AutoConfig and
+// AutoModelForCausalLM read; the layout has no place in it.
+Result<Exported> export_hf(Ctx& x) {
+  Exported e;
+  e.files.push_back({"config.json", model::hf_config_json(x.c.model)});
+  e.notes.push_back("config.json describes the model only: the layout (" + x.sizes_line() + ") is not part of it");
+  return e;
+}
+
 }  // namespace
 
 Result<Exported> export_files(const RunConfig& config, Framework to, const ExportOptions& options) {
   auto plan = plan::make_plan(config);
   if (!plan.ok()) return plan.status();
   Ctx x(config, plan.value());
+  if (to == Framework::kHf) return export_hf(x);
+  if (config.model.llama() && to != Framework::kMegatron) {
+    // The layout frameworks take the model from the training code, not from this config.
+    const auto d = model::ModelDesc::from(config.model);
+    x.notes.push_back(framework_title(to) + " builds the model in the training code: make it a Llama (RMSNorm, SwiGLU, rotary positions, " +
+                      std::to_string(d.kv_heads) + " key/value heads" + (d.qkv_bias ? ", q/k/v biases" : "") + "); this config carries the layout");
+  }
   switch (to) {
     case Framework::kLibai: return export_libai(x, options);
     case Framework::kPaddle: return export_paddle(x);
     case Framework::kColossalai: return export_colossalai(x);
     case Framework::kMegatron: return export_megatron(x);
     case Framework::kDeepspeed: return export_deepspeed(x);
+    case Framework::kHf: break;
   }
   return Status::internal("export: unknown framework");
 }

@@ -8,6 +8,8 @@
 // when they are read here.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "frameworks_common.h"
@@ -620,8 +622,128 @@ void read_deepspeed(std::string_view text, RunConfig& c, Report& r) {
     if (type && type->is_string() && type->as_string() == "WarmupCosineLR" && p && p->is_object()) {
       if (auto v = integer(p->find("total_num_steps"), "total_num_steps", 1, 1 << 30)) c.train.steps = *v;
       if (auto v = integer(p->find("warmup_num_steps"), "warmup_num_steps", 0, 1 << 30)) c.train.warmup_steps = *v;
-      if (auto v = number(p->find("cos_min_ratio"), "cos_min_ratio", 0.0, 1.0)) c.train.min_lr = *v * c.train.lr;
+      if (auto v = number(p->find("cos_min_ratio"), "cos_min_ratio", 0.0, 1.0)) {
+        // The product to 15 significant digits, which the ratio was written with: 0.1 x 3e-4 is
+        // 3e-05, not 2.9999999999999997e-05.
+        char text[32];
+        std::snprintf(text, sizeof text, "%.15g", *v * c.train.lr);
+        c.train.min_lr = std::strtod(text, nullptr);
+      }
     }
+  }
+}
+
+// ----------------------------------------------------------------------------- Hugging Face
+
+// A Hugging Face config.json: the model section (transformers' LlamaConfig, MistralConfig,
+// Qwen2Config, GPT2Config). The sequence length is the base's where there is one (a model's
+// max_position_embeddings is how far it can reach, not what a run trains at), else that maximum.
+void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report& r) {
+  auto parsed = Json::parse(text);
+  if (!parsed.ok()) {
+    r.problem(0, parsed.status().message());
+    return;
+  }
+  const Json& hf = parsed.value();
+  if (!hf.is_object()) {
+    r.problem(1, "a Hugging Face config.json is a JSON object (transformers' PretrainedConfig)");
+    return;
+  }
+  std::string arch;
+  if (const Json* a = hf.find("architectures"); a && a->is_array() && a->size() > 0 && (*a)[0].is_string()) {
+    arch = (*a)[0].as_string();
+  } else if (const Json* t = hf.find("model_type"); t && t->is_string()) {
+    const std::string& mt = t->as_string();
+    arch = mt == "llama" ? "LlamaForCausalLM" : mt == "mistral" ? "MistralForCausalLM" : mt == "qwen2" ? "Qwen2ForCausalLM" : mt == "gpt2" ? "GPT2LMHeadModel" : mt;
+  }
+  static const char* kKnown = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel";
+  const bool gpt2 = arch == "GPT2LMHeadModel";
+  const bool qwen2 = arch == "Qwen2ForCausalLM";
+  if (!gpt2 && !qwen2 && arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
+    r.problem(json_line(text, arch.empty() ? "model_type" : "architectures"),
+              "architectures=" + (arch.empty() ? std::string("(none)") : arch) + ": Stagecraft reads " + kKnown);
+    return;
+  }
+  auto integer = [&](const char* key, int lo, int hi) -> std::optional<int> {
+    const Json* j = hf.find(key);
+    if (!j || j->is_null()) return std::nullopt;
+    if (!j->is_int() || j->as_int() < lo || j->as_int() > hi) {
+      r.problem(json_line(text, key), std::string(key) + "=" + j->dump() + ": expected an integer from " + std::to_string(lo) + " to " +
+                                          std::to_string(hi));
+      return std::nullopt;
+    }
+    return static_cast<int>(j->as_int());
+  };
+  auto number = [&](const char* key, double lo, double hi) -> std::optional<double> {
+    const Json* j = hf.find(key);
+    if (!j || j->is_null()) return std::nullopt;
+    if (!j->is_number() || !(j->as_double() >= lo && j->as_double() <= hi)) {
+      r.problem(json_line(text, key), std::string(key) + "=" + j->dump() + ": expected a number from " + py_float(lo) + " to " + py_float(hi));
+      return std::nullopt;
+    }
+    return j->as_double();
+  };
+  auto boolean = [&](const char* key) -> std::optional<bool> {
+    const Json* j = hf.find(key);
+    if (!j || j->is_null()) return std::nullopt;
+    if (!j->is_bool()) {
+      r.problem(json_line(text, key), std::string(key) + "=" + j->dump() + ": expected true or false");
+      return std::nullopt;
+    }
+    return j->as_bool();
+  };
+  auto required = [&](const char* key, int lo, int hi) -> int {
+    auto v = integer(key, lo, hi);
+    if (!v && !hf.find(key)) r.problem(0, std::string(key) + " is missing: a " + arch + " config.json gives it");
+    return v.value_or(0);
+  };
+  auto refuse = [&](const char* key, const std::string& why) { r.problem(json_line(text, key), why); };
+  auto& m = c.model;
+  const int seq_base = base ? base->model.seq_len : 0;
+  if (gpt2) {
+    m.arch = "gpt2";
+    m.layers = required("n_layer", 1, 1'000'000);
+    m.hidden = required("n_embd", 1, 1 << 20);
+    m.heads = required("n_head", 1, 1 << 20);
+    m.kv_heads = 0;
+    m.ffn_hidden = integer("n_inner", 1, 1 << 30).value_or(0);
+    m.vocab = required("vocab_size", 1, 1 << 30);
+    const int positions = integer("n_positions", 1, 1 << 30).value_or(1024);
+    m.seq_len = seq_base > 0 ? seq_base : positions;
+    m.tied_embeddings = boolean("tie_word_embeddings").value_or(true);
+    m.qkv_bias = false;
+    if (auto eps = number("layer_norm_epsilon", 0.0, 1.0); eps && *eps != 1e-5) {
+      refuse("layer_norm_epsilon", "layer_norm_epsilon=" + py_float(*eps) + ": Stagecraft's GPT-2 trains with LayerNorm's 1e-5");
+    }
+    if (const Json* act = hf.find("activation_function"); act && act->is_string() && act->as_string() != "gelu_new" &&
+                                                          act->as_string() != "gelu_pytorch_tanh") {
+      refuse("activation_function", "activation_function=" + act->as_string() + ": Stagecraft's GPT-2 MLP is GELU's tanh form (gelu_new)");
+    }
+    return;
+  }
+  m.arch = "llama";
+  m.layers = required("num_hidden_layers", 1, 1'000'000);
+  m.hidden = required("hidden_size", 1, 1 << 20);
+  m.heads = required("num_attention_heads", 1, 1 << 20);
+  m.kv_heads = integer("num_key_value_heads", 1, 1 << 20).value_or(m.heads);
+  m.ffn_hidden = required("intermediate_size", 1, 1 << 30);
+  m.vocab = required("vocab_size", 1, 1 << 30);
+  const int positions = integer("max_position_embeddings", 1, 1 << 30).value_or(2048);
+  m.seq_len = seq_base > 0 ? seq_base : positions;
+  m.tied_embeddings = boolean("tie_word_embeddings").value_or(false);
+  m.rope_theta = number("rope_theta", 1.0, 1e12).value_or(10000.0);
+  m.norm_eps = number("rms_norm_eps", 1e-12, 0.1).value_or(1e-6);
+  m.qkv_bias = qwen2;
+  if (!qwen2 && boolean("attention_bias").value_or(false)) {
+    refuse("attention_bias", "attention_bias=true: its biases include o_proj's; Stagecraft's llama has biases on q, k and v only (Qwen2)");
+  }
+  if (boolean("mlp_bias").value_or(false)) refuse("mlp_bias", "mlp_bias=true: Stagecraft's llama MLP has no biases");
+  if (const Json* act = hf.find("hidden_act"); act && act->is_string() && act->as_string() != "silu") {
+    refuse("hidden_act", "hidden_act=" + act->as_string() + ": Stagecraft's llama MLP is SwiGLU (silu)");
+  }
+  if (auto hd = integer("head_dim", 1, 1 << 20); hd && m.heads > 0 && *hd * m.heads != m.hidden) {
+    refuse("head_dim", "head_dim=" + std::to_string(*hd) + ": Stagecraft's llama has head_dim = hidden_size / num_attention_heads = " +
+                           std::to_string(m.hidden / m.heads));
   }
 }
 
@@ -683,6 +805,8 @@ Result<RunConfig> import_config(std::string_view text, Framework from, const Run
   bool split_carried = false;
   if (from == Framework::kDeepspeed) {
     read_deepspeed(text, c, r);
+  } else if (from == Framework::kHf) {
+    read_hf(text, c, base, r);
   } else {
     auto module = run_python_config(text, origin);
     if (!module.ok()) return module.status();

@@ -223,6 +223,16 @@ LayerActivations ModelDesc::layer_activations() const {
   return {4 * C, 4 * C + 2 * F};
 }
 
+std::string ModelDesc::summary() const {
+  std::string s = std::string(name()) + ": " + std::to_string(layers) + " layers, hidden " + std::to_string(hidden) + ", " +
+                  std::to_string(heads) + " heads";
+  if (kv_heads != heads) s += " (" + std::to_string(kv_heads) + " key/value)";
+  s += ", FFN " + std::to_string(ffn) + (swiglu() ? " (SwiGLU)" : " (GELU)");
+  if (qkv_bias) s += ", q/k/v biases";
+  s += ", vocabulary " + std::to_string(vocab) + (tied ? ", tied head" : ", untied head");
+  return s;
+}
+
 std::vector<int64_t> shard_shape(const ParamSpec& p, int tp) {
   std::vector<int64_t> s = p.shape;
   switch (p.split) {

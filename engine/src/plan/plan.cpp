@@ -243,6 +243,7 @@ Json plan_to_json(const Plan& p) {
   j.set("nodes", c.cluster.nodes);
   j.set("gpus_per_node", c.cluster.gpus_per_node);
   j.set("device", c.cluster.device);
+  j.set("arch", model::ModelDesc::from(c.model).name());
   j.set("dp", p.dp);
   j.set("tp", p.tp);
   j.set("pp", p.pp);
@@ -368,6 +369,7 @@ std::string plan_to_text(const Plan& p, double tokens) {
   std::ostringstream o;
   o << "Plan " << c.name << ": " << topo.world_size() << " GPUs (" << c.cluster.nodes << " node" << (c.cluster.nodes == 1 ? "" : "s")
     << " x " << c.cluster.gpus_per_node << " " << c.cluster.device << ")\n";
+  o << "  model " << model::ModelDesc::from(c.model).summary() << "\n";
   o << "  dp=" << p.dp << (c.parallel.dp_auto() ? " (auto)" : "") << "  tp=" << p.tp << " (" << config::to_string(c.parallel.tp_mode) << ")"
     << "  pp=" << p.pp << "  order=" << order_string(c.parallel.order) << "\n";
   o << "  schedule=" << config::to_string(c.pipeline.schedule);

@@ -16,7 +16,9 @@
 //   its sharding axis), Colossal-AI tp-pp-dp. The sources are cited where each is written.
 //
 // import: the text of a LiBai, PaddlePaddle or Colossal-AI Python config (read with the safe
-// evaluator of python_literal.h, never executed) or of a DeepSpeed ds_config JSON -> a RunConfig.
+// evaluator of python_literal.h, never executed), of a DeepSpeed ds_config JSON, or of a Hugging
+// Face config.json (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel: the
+// model section) -> a RunConfig.
 // Whatever the format does not carry comes from `base` (the model shape, usually; the cluster;
 // the learning rate), or from RunConfig's defaults without one. The result is validated like a
 // loaded file; every problem is one line "origin:line: key=value: rule", lines pointing into the
@@ -39,11 +41,13 @@
 
 namespace stagecraft::interop {
 
-enum class Framework { kLibai, kPaddle, kColossalai, kMegatron, kDeepspeed };
+// kHf: a Hugging Face model's config.json, the model section only (import); export writes the
+// planned model's config.json.
+enum class Framework { kLibai, kPaddle, kColossalai, kMegatron, kDeepspeed, kHf };
 
-std::string_view to_string(Framework f);  // "libai" "paddle" "colossalai" "megatron" "deepspeed"
+std::string_view to_string(Framework f);  // "libai" "paddle" "colossalai" "megatron" "deepspeed" "hf"
 std::optional<Framework> parse_framework(std::string_view s);
-// "libai|paddle|colossalai|megatron|deepspeed", for messages.
+// "libai|paddle|colossalai|megatron|deepspeed|hf", for messages.
 std::string framework_choices(bool importable_only = false);
 // Megatron-LM has no import: its configuration is a command line.
 bool can_import(Framework f);

@@ -192,6 +192,10 @@ struct ModelDesc {
   double embedding_traffic() const { return learned_positions() ? 6.0 * hidden : 4.0 * hidden; }
   LayerTraffic layer_traffic() const;
   LayerActivations layer_activations() const;
+
+  // One line for people: "llama: 32 layers, hidden 4096, 32 heads (8 key/value), FFN 14336
+  // (SwiGLU), vocabulary 128256, untied head".
+  std::string summary() const;
 };
 
 // Shape of TP rank's shard.
