@@ -80,6 +80,45 @@ STAGECRAFT_HD Real layernorm_dx(Real dy, Real w, Real norm, Real rstd, Real mean
   return rstd * (dy * w - mean_dn - norm * mean_dn_n);
 }
 
+// ---- Llama's layers ----
+
+// 1 / sqrt(mean square + eps): RMSNorm's rstd from a row's mean of x^2.
+template <typename Real>
+STAGECRAFT_HD Real rmsnorm_rstd(Real mean_square, float eps) {
+  return Real(1) / square_root(mean_square + Real(eps));
+}
+
+// RMSNorm's input gradient for one element: with n = x rstd and dn = dy w,
+//   dx = rstd (dn - n mean(dn n)); mean_dn_n is the row's mean of dn n.
+template <typename Real>
+STAGECRAFT_HD Real rmsnorm_dx(Real dy, Real w, Real norm, Real rstd, Real mean_dn_n) {
+  return rstd * (dy * w - norm * mean_dn_n);
+}
+
+// SiLU(x) = x sigmoid(x), given s = sigmoid(x), and its slope s (1 + x (1 - s)).
+template <typename Real>
+STAGECRAFT_HD Real silu_value(Real x, Real s) {
+  return x * s;
+}
+template <typename Real>
+STAGECRAFT_HD Real silu_slope(Real x, Real s) {
+  return s * (Real(1) + x * (Real(1) - s));
+}
+
+// The rotary angle of pair (i, i + HS/2) at position t: t theta^(-2i/HS), in double (at t = 8192
+// a float angle would be off by ~5e-4 rad).
+STAGECRAFT_HD double rope_angle(int t, int i, int HS, float theta) {
+  return double(t) * pow(double(theta), -2.0 * double(i) / double(HS));
+}
+
+// Rotates the pair (x0, x1) = (x_i, x_{i+HS/2}) by the angle whose cosine and sine are c, s.
+template <typename Real>
+STAGECRAFT_HD void rope_rotate(Real& x0, Real& x1, Real c, Real s) {
+  const Real a = x0, b = x1;
+  x0 = a * c - b * s;
+  x1 = b * c + a * s;
+}
+
 // One AdamW step's constants (kernels.h's adamw_update documents the update).
 template <typename Real>
 struct AdamWStep {

@@ -79,29 +79,65 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
 
 // ---- causal self-attention ---------------------------------------------------------------------
 
-// qkv (B, T, 3*NH*HS) is c_attn's output laid out q | k | v, each NH*HS with head h at h*HS (NH
-// local heads: a TP rank passes its column slice of c_attn, arranged q | k | v of its heads).
+// qkv (B, T, (NH + 2*NKV)*HS) is the QKV projections' output laid out q | k | v: NH query heads,
+// then NKV key and NKV value heads, head h of each at h*HS (local heads: a TP rank passes its
+// slice, arranged q | k | v of its heads). NKV divides NH; query head h attends with K/V head
+// h / (NH / NKV) (grouped-query attention; NKV = NH is GPT-2's multi-head attention).
 // out (B, T, NH*HS) = softmax(q k^T / sqrt(HS), causal) v, heads side by side.
 // att (B, NH, T, T) saves the probabilities; entries above the diagonal are written 0.
 // GEMMs per (b, h) skip the blocks above the diagonal (~40% fewer FLOPs at T = 256).
 template <typename Real>
-void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int NH, int HS);
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int NH, int HS, int NKV);
 
-// dqkv (B, T, 3*NH*HS) overwritten. scratch (B, NH, T, T): any contents, clobbered.
+// dqkv (B, T, (NH + 2*NKV)*HS) overwritten; a K/V head's gradient sums over its query heads.
+// scratch (B, NH, T, T): any contents, clobbered.
 template <typename Real>
 void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* qkv,
-                        const Real* att, int B, int T, int NH, int HS);
+                        const Real* att, int B, int T, int NH, int HS, int NKV);
 
 // Flash attention as the CUDA backend computes it on tensor cores (src/runtime/flash_tiles.h),
 // run here one tile after another, so that CPU suites check what the GPU computes: q, k, v in
 // bf16, HS a multiple of 16 up to 128; P, dO and dS rounded to bf16 where the tensor cores take
-// them, everything else fp32. out (B, T, NH*HS) as attention_forward's; lse (B, NH, T) each row's
-// log-sum-exp of the scaled scores, instead of the probabilities.
-void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS);
+// them, everything else fp32. qkv and out as attention_forward's (NKV key/value heads); lse
+// (B, NH, T) each row's log-sum-exp of the scaled scores, instead of the probabilities.
+void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV);
 
-// dqkv (B, T, 3*NH*HS) overwritten, from the forward's out and lse; delta (B, NH, T) scratch.
+// dqkv (B, T, (NH + 2*NKV)*HS) overwritten, from the forward's out and lse; delta (B, NH, T) scratch.
 void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout, const bf16* qkv, const float* out,
-                                    const float* lse, int B, int T, int NH, int HS);
+                                    const float* lse, int B, int T, int NH, int HS, int NKV);
+
+// ---- RMSNorm (Llama) ---------------------------------------------------------------------------
+
+// out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean over C of inp^2 + eps), saved.
+template <typename Real>
+void rmsnorm_forward(Real* out, Real* rstd, const Real* inp, const Real* weight, int N, int C, float eps);
+
+// dinp (N, C) +=; dweight (C) +=. Both accumulate (dinp is the residual stream).
+template <typename Real>
+void rmsnorm_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp, const Real* weight,
+                      const Real* rstd, int N, int C);
+
+// ---- rotary positions (Hugging Face's rotate-half) ---------------------------------------------
+
+// In place on qkv (B, T, (NH + 2*NKV)*HS): each of the NH q heads and NKV k heads of the token at
+// position t: for i < HS/2, with a = t * theta^(-2i/HS), (x_i, x_{i+HS/2}) becomes
+// (x_i cos a - x_{i+HS/2} sin a, x_{i+HS/2} cos a + x_i sin a). v is untouched. HS even.
+template <typename Real>
+void rope_forward(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta);
+
+// In place on dqkv (same layout): the q and k gradients rotated back (angle -a).
+template <typename Real>
+void rope_backward(Real* dqkv, int B, int T, int NH, int NKV, int HS, float theta);
+
+// ---- SwiGLU (Llama's MLP) ----------------------------------------------------------------------
+
+// inp (N, 2F) = gate | up per row; out (N, F) = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
+template <typename Real>
+void swiglu_forward(Real* out, const Real* inp, int N, int F);
+
+// dinp (N, 2F) overwritten: d gate = dout * up * silu'(gate), d up = dout * silu(gate).
+template <typename Real>
+void swiglu_backward(Real* dinp, const Real* inp, const Real* dout, int N, int F);
 
 // ---- GELU (tanh approximation, as GPT-2) -------------------------------------------------------
 
@@ -131,7 +167,8 @@ void from_bf16(float* out, const bf16* in, size_t N);
 
 // ---- token + position embedding ----------------------------------------------------------------
 
-// out (B, T, C) = wte[tokens[b, t]] + wpe[t]. tokens (B, T) in [0, V); wte (V, C); wpe (>= T, C).
+// out (B, T, C) = wte[tokens[b, t]] + wpe[t]. tokens (B, T) in [0, V); wte (V, C); wpe (>= T, C),
+// or nullptr for a model without learned positions (Llama): out = wte[tokens[b, t]].
 template <typename Real>
 void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B,
                      int T, int C);

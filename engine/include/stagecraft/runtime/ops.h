@@ -96,24 +96,47 @@ class Ops {
   // stream's gradient as the next GEMMs back (c_proj's) read it with bf16 activations.
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                                   const float* mean, const float* rstd, int N, int C, bf16* dinp_low = nullptr) const = 0;
-  virtual void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const = 0;
+  // Attention over qkv (B, T, (NH + 2 NKV) HS) laid out q | k | v: NH query heads, NKV key/value
+  // heads (grouped-query attention where NKV < NH; NKV divides NH and query head h reads K/V head
+  // h / (NH / NKV)); out (B, T, NH HS). Backward writes dqkv of the same layout, the K/V gradient
+  // summed over the query heads that share it. NKV = NH is GPT-2's multi-head attention.
+  virtual void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS, int NKV) const = 0;
   virtual void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T,
-                                  int NH, int HS) const = 0;
+                                  int NH, int HS, int NKV) const = 0;
   // Fused causal attention (train.attention: flash), where has_flash_attention(): the same out as
   // attention_forward, but instead of the probabilities (B, NH, T, T) it keeps lse (B, NH, T), each
   // row's log-sum-exp of the scaled scores. Backward takes the forward's out and lse; dqkv is
   // overwritten; scratch (B, NH, T) is clobbered. Only called where has_flash_attention().
   virtual bool has_flash_attention() const { return false; }
   virtual void flash_attention_forward(ActOut /*out*/, float* /*lse*/, ActIn /*qkv*/, int /*B*/, int /*T*/, int /*NH*/,
-                                       int /*HS*/) const {}
+                                       int /*HS*/, int /*NKV*/) const {}
   virtual void flash_attention_backward(ActOut /*dqkv*/, float* /*scratch*/, ActIn /*dout*/, ActIn /*qkv*/,
-                                        ActIn /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/) const {}
+                                        ActIn /*out*/, const float* /*lse*/, int /*B*/, int /*T*/, int /*NH*/, int /*HS*/,
+                                        int /*NKV*/) const {}
   // The largest head size flash attention takes (0 without it).
   virtual int max_flash_head() const { return 0; }
+  // RMSNorm (Llama): out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps),
+  // saved for backward. Backward: dinp (N, C) += (the residual stream, as layernorm_backward's),
+  // dweight (C) +=; dinp_low as layernorm_backward's.
+  virtual void rmsnorm_forward(ActOut out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) const = 0;
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                                const float* rstd, int N, int C, bf16* dinp_low = nullptr) const = 0;
+  // Rotary positions (Hugging Face's rotate-half), in place on qkv (B, T, (NH + 2 NKV) HS): every
+  // q head and k head of the token at position t, pairs (i, i + HS/2) for i < HS/2 rotated by the
+  // angle t * theta^(-2i/HS); v untouched. Backward rotates dqkv's q and k parts back (by the
+  // negative angle), in place. HS even.
+  virtual void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const = 0;
+  virtual void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const = 0;
+  // SwiGLU: inp (N, 2F) laid out gate | up (the fused gate and up projections' output);
+  // out (N, F) = silu(gate) * up. Backward: dinp (N, 2F) overwritten from dout (N, F); dinp must
+  // not alias inp or dout.
+  virtual void swiglu_forward(ActOut out, ActIn inp, int N, int F) const = 0;
+  virtual void swiglu_backward(ActOut dinp, ActIn inp, ActIn dout, int N, int F) const = 0;
   virtual void gelu_forward(ActOut out, ActIn inp, size_t N) const = 0;
   virtual void gelu_backward(ActOut dinp, ActIn inp, ActIn dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;
   virtual void residual_backward(float* dinp1, float* dinp2, const float* dout, size_t N) const = 0;
+  // wpe (dwpe) may be nullptr: a model without learned positions (Llama) adds none.
   virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) const = 0;
   virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) const = 0;
   virtual double crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N, int V) const = 0;
