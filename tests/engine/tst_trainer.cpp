@@ -300,10 +300,31 @@ class TestTrainer : public QObject {
     QTest::newRow("dp=4 zero 1") << layout(4, 1, 1, {"parallel.zero=1"});
     QTest::newRow("dp=2 tp=2 pp=2 zero 1") << layout(2, 2, 2, {"parallel.zero=1"});
     QTest::newRow("full recompute") << layout(2, 2, 2, {"train.recompute=full"});
+    // Llama (model.h): RMSNorm, SwiGLU, rotary positions, 4 query heads on 2 key/value heads
+    // (tp 2 holds one each), untied head; and with Qwen2's q/k/v biases and a tied head.
+    const QStringList llama = {"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=48", "model.tied_embeddings=false",
+                               "model.rope_theta=500000", "model.norm_eps=1e-6"};
+    QTest::newRow("llama dp=2") << layout(2, 1, 1, llama);
+    QTest::newRow("llama tp=2") << layout(1, 2, 1, llama);
+    QTest::newRow("llama pp=2 1f1b") << layout(1, 1, 2, llama);
+    QTest::newRow("llama dp=2 tp=2 pp=2") << layout(2, 2, 2, llama);
+    QTest::newRow("llama pp=2 gpipe") << layout(1, 1, 2, llama + QStringList{"pipeline.schedule=gpipe"});
+    QTest::newRow("llama dp=2 tp=2 pp=2 interleaved") << layout(2, 2, 2, llama + QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
+    QTest::newRow("llama dp=2 tp=2 pp=2 zero 1") << layout(2, 2, 2, llama + QStringList{"parallel.zero=1"});
+    QTest::newRow("llama full recompute") << layout(2, 2, 2, llama + QStringList{"train.recompute=full"});
+    QTest::newRow("llama micro_batch=2") << layout(2, 1, 2, llama + QStringList{"train.micro_batch=2"});
+    QTest::newRow("llama one kv head, tp=1") << layout(2, 1, 2, QStringList{"model.arch=llama", "model.kv_heads=1", "model.ffn_hidden=48"});
+    QTest::newRow("qwen2 biases, tied, tp=2 pp=2") << layout(1, 2, 2, QStringList{"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=48",
+                                                                                  "model.qkv_bias=true"});
   }
   void parallelEquivalence() {
     QFETCH(QStringList, overrides);
-    const RunOut ref = train({"cluster.gpus_per_node=1", "cluster.device=cpu"}, 5);
+    // The single rank trains the same model: the model.* overrides of the row.
+    std::vector<std::string> one = {"cluster.gpus_per_node=1", "cluster.device=cpu"};
+    for (const auto& s : overrides) {
+      if (s.startsWith("model.")) one.push_back(s.toStdString());
+    }
+    const RunOut ref = train(one, 5);
     QVERIFY2(ref.error.empty(), ref.error.c_str());
     std::vector<std::string> o;
     for (const auto& s : overrides) o.push_back(s.toStdString());
@@ -313,7 +334,9 @@ class TestTrainer : public QObject {
     // The final weights, written by the loop's own checkpoint (gathered from every rank), agree
     // tensor by tensor with the single rank's.
     QTemporaryDir dir;
-    const RunOut a = train({"cluster.gpus_per_node=1", "cluster.device=cpu", "train.checkpoint_dir=" + dir.filePath("ref").toStdString()}, 5, true);
+    auto one_dir = one;
+    one_dir.push_back("train.checkpoint_dir=" + dir.filePath("ref").toStdString());
+    const RunOut a = train(one_dir, 5, true);
     auto with_dir = o;
     with_dir.push_back("train.checkpoint_dir=" + dir.filePath("run").toStdString());
     const RunOut b = train(with_dir, 5, true);

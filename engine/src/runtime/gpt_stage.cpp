@@ -1,8 +1,9 @@
-// GptStage: the GPT-2 layers of one rank, forward and backward. See gpt_stage.h.
+// GptStage: the transformer layers of one rank, forward and backward. See gpt_stage.h.
 //
-// Legend: B micro-batch, T sequence length, C hidden, NH heads, HS = C / NH, t TP size,
-// NHl = NH / t and Cl = C / t (this rank's heads and attention width), F ffn_hidden, Fl = F / t,
-// V vocabulary, BT = B * T.
+// Legend: B micro-batch, T sequence length, C hidden, NH query heads, NKV key/value heads,
+// HS = C / NH, t TP size, NHl = NH / t and NKVl = NKV / t (this rank's heads), Cl = NHl HS (its
+// attention width), QKVl = (NHl + 2 NKVl) HS (its q | k | v), F ffn_hidden, Fl = F / t,
+// UPl = Fl (GPT-2's c_fc) or 2 Fl (Llama's gate | up), V vocabulary, BT = B * T.
 #include "stagecraft/runtime/gpt_stage.h"
 
 #include <algorithm>
@@ -30,19 +31,19 @@ class GptStage::ActBuffer {
 };
 
 // What one layer's forward keeps for its backward, for one micro-batch. What the GEMMs read and
-// c_attn's and c_fc's outputs are ActBuffers; the residual stream (res2, and each layer's input),
-// the statistics and attention's state stay fp32.
+// the QKV and first MLP projections' outputs are ActBuffers; the residual stream (res2, and each
+// layer's input), the statistics and attention's state stay fp32.
 struct GptStage::LayerActs {
   ActBuffer ln1;                          // (BT, C)
-  Buffer<float> ln1_mean, ln1_rstd;       // (BT), (BT)
-  ActBuffer qkv;                          // (BT, 3 Cl)
+  Buffer<float> ln1_mean, ln1_rstd;       // (BT) each; RMSNorm keeps no mean (empty)
+  ActBuffer qkv;                          // (BT, QKVl): q | k | v, after the rotary positions (Llama)
   Buffer<float> att;                      // (B, NHl, T, T), or with flash attention (B, NHl, T)
   ActBuffer atty;                         // (BT, Cl)
   Buffer<float> res2;                     // (BT, C): x + attention output
   ActBuffer ln2;                          // (BT, C)
-  Buffer<float> ln2_mean, ln2_rstd;       // (BT), (BT)
-  ActBuffer fch;                          // (BT, Fl)
-  ActBuffer fch_gelu;                     // (BT, Fl)
+  Buffer<float> ln2_mean, ln2_rstd;       // (BT) each; RMSNorm keeps no mean (empty)
+  ActBuffer fch;                          // (BT, UPl): GELU's input, or gate | up
+  ActBuffer fch_gelu;                     // (BT, Fl): GELU's or SwiGLU's output
 
   size_t bytes() const {
     return ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() + atty.bytes() + res2.bytes() + ln2.bytes() +
@@ -81,15 +82,19 @@ Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_
 
 Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device) {
   const auto& m = spec.model;
-  if (spec.tp < 1 || m.heads % spec.tp != 0 || m.ffn() % spec.tp != 0) {
-    return Status::invalid_input("gpt: tp=" + std::to_string(spec.tp) + " must divide heads and ffn_hidden");
+  const model::ModelDesc d = model::ModelDesc::from(m);
+  if (spec.tp < 1 || m.heads % spec.tp != 0 || d.kv_heads % spec.tp != 0 || m.ffn() % spec.tp != 0) {
+    return Status::invalid_input("model: tp=" + std::to_string(spec.tp) + " must divide heads, kv_heads and ffn_hidden");
   }
-  if (m.hidden % m.heads != 0) return Status::invalid_input("gpt: heads must divide hidden");
+  if (m.hidden % m.heads != 0) return Status::invalid_input("model: heads must divide hidden");
+  if (d.heads % d.kv_heads != 0) return Status::invalid_input("model: kv_heads must divide heads");
   if (spec.chunks.empty() || spec.chunks.size() != spec.chunk_layers.size() || spec.chunks.size() != spec.chunk_first_layer.size()) {
-    return Status::internal("gpt: stage spec without chunks");
+    return Status::internal("model: stage spec without chunks");
   }
   std::unique_ptr<GptStage> s(new GptStage());
   s->spec_ = spec;
+  s->desc_ = d;
+  s->layout_ = d.weights_out_in() ? Layout::kOutIn : Layout::kInOut;
   s->tp_ = tp;
   s->dev_ = device ? device : &host_device();
   s->k_ = &s->dev_->ops();
@@ -117,18 +122,18 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     slot.count = static_cast<size_t>(model::shard_numel(p, spec.tp));
     slot.head_copy = head_copy;
     offset += slot.count;
-    s->slot_index_[p.name + (head_copy ? "#head" : "")] = s->slots_.size();
     s->slots_.push_back(std::move(slot));
   };
-  const auto params = model::ModelDesc::from(m).params();
+  const auto params = d.params();
   for (const auto& p : params) {
     const bool held = (p.place == model::Place::kFirstStage && first) || (p.place == model::Place::kLastStage && last) ||
                       (p.place == model::Place::kLayer && mine[static_cast<size_t>(p.layer)]);
     if (held) add(p, false);
   }
-  if (last && m.tied_embeddings && !first) add(params.front(), true);  // wte for the head
-  const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, Cl = C / spec.tp,
-                  Fl = m.ffn() / spec.tp;
+  if (last && m.tied_embeddings && !first) add(params.front(), true);  // the token embedding for the head
+  if (Status st = s->resolve_handles(); !st) return st;
+  const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, Cl = d.q_width() / spec.tp, QKVl = d.qkv_width() / spec.tp,
+                  Fl = m.ffn() / spec.tp, UPl = d.up_width() / spec.tp;
   for (Status st : {allocate_buffer(s->params_, dev, offset, true),
                     allocate_buffer(s->grads_, dev, offset, true),
                     allocate_buffer(s->weights_low_, dev, spec.bf16_activations ? offset : 0),
@@ -138,25 +143,85 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
                     allocate_buffer(s->dres_, dev, sz(B * T * C)),
                     allocate_buffer(s->dres_low_, dev, spec.bf16_activations ? sz(B * T * C) : 0),
                     allocate_buffer(s->targets_, dev, sz(B * T))}) {
-    if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
+    if (!st) return st.with_context("model stage of " + std::to_string(offset) + " parameters");
   }
   s->dtmp_f_ = std::make_unique<ActBuffer>();
+  s->dtmp_up_ = std::make_unique<ActBuffer>();
   s->dtmp_3c_ = std::make_unique<ActBuffer>();
   s->dtmp_cl_ = std::make_unique<ActBuffer>();
   for (Status st : {s->dtmp_f_->allocate(dev, sz(B * T * Fl), spec.bf16_activations),
-                    s->dtmp_3c_->allocate(dev, sz(B * T * 3 * Cl), spec.bf16_activations),
+                    s->dtmp_up_->allocate(dev, d.swiglu() ? sz(B * T * UPl) : 0, spec.bf16_activations),
+                    s->dtmp_3c_->allocate(dev, sz(B * T * QKVl), spec.bf16_activations),
                     s->dtmp_cl_->allocate(dev, sz(B * T * Cl), spec.bf16_activations)}) {
-    if (!st) return st.with_context("gpt stage of " + std::to_string(offset) + " parameters");
+    if (!st) return st.with_context("model stage of " + std::to_string(offset) + " parameters");
   }
   return s;
 }
 
-GptStage::~GptStage() = default;
-
-const ParamSlot* GptStage::slot(const std::string& name, bool head_copy) const {
-  auto it = slot_index_.find(name + (head_copy ? "#head" : ""));
-  return it == slot_index_.end() ? nullptr : &slots_[it->second];
+// Each held tensor's offset under its role; every role the layer code calls for must be there,
+// and a fused group's parts must follow one another (model.h lists them so).
+Status GptStage::resolve_handles() {
+  using model::Role;
+  layer_handles_.assign(static_cast<size_t>(std::max(0, spec_.model.layers)), LayerHandles{});
+  const ParamSlot* prev = nullptr;
+  for (const auto& s : slots_) {
+    const auto& p = s.spec;
+    if (p.part > 0 && (!prev || prev->spec.role != p.role || prev->spec.part != p.part - 1 || prev->offset + prev->count != s.offset)) {
+      return Status::internal("model: " + p.name + " does not follow the rest of its fused group in the stage's buffer");
+    }
+    prev = &s;
+    if (p.part > 0) continue;  // reached through the group's first part
+    if (p.place != model::Place::kLayer) {
+      switch (p.role) {
+        case Role::kEmbedding:
+          if (!s.head_copy) end_.embedding = s.offset;
+          break;
+        case Role::kPositions: end_.positions = s.offset; break;
+        case Role::kFinalNorm: end_.final_norm = s.offset; break;
+        case Role::kFinalNormBias: end_.final_norm_bias = s.offset; break;
+        case Role::kHead: end_.head = s.offset; break;
+        default: return Status::internal("model: " + p.name + " has a layer's role outside the layers");
+      }
+      continue;
+    }
+    LayerHandles& h = layer_handles_[static_cast<size_t>(p.layer)];
+    switch (p.role) {
+      case Role::kNorm1: h.norm1 = s.offset; break;
+      case Role::kNorm1Bias: h.norm1_bias = s.offset; break;
+      case Role::kQkv: h.qkv = s.offset; break;
+      case Role::kQkvBias: h.qkv_bias = s.offset; break;
+      case Role::kOut: h.out = s.offset; break;
+      case Role::kOutBias: h.out_bias = s.offset; break;
+      case Role::kNorm2: h.norm2 = s.offset; break;
+      case Role::kNorm2Bias: h.norm2_bias = s.offset; break;
+      case Role::kUp: h.up = s.offset; break;
+      case Role::kUpBias: h.up_bias = s.offset; break;
+      case Role::kDown: h.down = s.offset; break;
+      case Role::kDownBias: h.down_bias = s.offset; break;
+      default: return Status::internal("model: " + p.name + " has an end stage's role inside a layer");
+    }
+  }
+  // The head's matrix: lm_head, or the tied embedding (this stage's copy when the embedding lives
+  // on another).
+  if (has_head() && desc_.tied) {
+    for (const auto& s : slots_) {
+      if (s.spec.role == Role::kEmbedding && (s.head_copy || end_.head == kAbsent)) end_.head = s.offset;
+    }
+  }
+  for (size_t i = 0; i < spec_.chunks.size(); ++i) {
+    for (int l = spec_.chunk_first_layer[i]; l < spec_.chunk_first_layer[i] + spec_.chunk_layers[i]; ++l) {
+      const LayerHandles& h = layer_handles_[static_cast<size_t>(l)];
+      for (size_t off : {h.norm1, h.qkv, h.out, h.norm2, h.up, h.down}) {
+        if (off == kAbsent) return Status::internal("model: layer " + std::to_string(l) + " lacks a tensor the " + desc_.name() + " layer needs");
+      }
+    }
+  }
+  if (has_embedding() && end_.embedding == kAbsent) return Status::internal("model: the first stage has no token embedding");
+  if (has_head() && (end_.final_norm == kAbsent || end_.head == kAbsent)) return Status::internal("model: the last stage has no final norm or head");
+  return Status::OK();
 }
+
+GptStage::~GptStage() = default;
 
 // A draw costs ~60 ns (Philox plus log and cos in double): 47 s on one thread for 774M parameters,
 // so the values are drawn on every core, in pieces of 64K; each value depends on its index only
@@ -191,8 +256,26 @@ Status GptStage::upload_params(const float* host) {
 }
 
 ActIn GptStage::w(size_t offset) const {
+  if (offset == kAbsent) return ActIn(nullptr);
   if (weights_low_.size()) return ActIn(weights_low_.data() + offset);
   return ActIn(params_.data() + offset);
+}
+
+void GptStage::norm_forward(ActOut out, float* mean, float* rstd, const float* x, size_t weight, size_t bias, int N) {
+  if (desc_.rmsnorm()) {
+    k_->rmsnorm_forward(out, rstd, x, p(weight), N, spec_.model.hidden, static_cast<float>(desc_.norm_eps));
+  } else {
+    k_->layernorm_forward(out, mean, rstd, x, p(weight), p(bias), N, spec_.model.hidden);
+  }
+}
+
+void GptStage::norm_backward(float* dx, size_t weight, size_t bias, const float* dout, const float* x, const float* mean, const float* rstd,
+                             int N, bf16* dx_low) {
+  if (desc_.rmsnorm()) {
+    k_->rmsnorm_backward(dx, g(weight), dout, x, p(weight), rstd, N, spec_.model.hidden, dx_low);
+  } else {
+    k_->layernorm_backward(dx, g(weight), g(bias), dout, x, p(weight), mean, rstd, N, spec_.model.hidden, dx_low);
+  }
 }
 
 int GptStage::chunk_index(int chunk) const {
@@ -209,22 +292,23 @@ void GptStage::account(ptrdiff_t bytes) {
 
 Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
   const auto& m = spec_.model;
-  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), C = sz(m.hidden),
-               Cl = C / sz(spec_.tp), Fl = sz(m.ffn() / spec_.tp), BT = B * T;
+  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), C = sz(m.hidden), t = sz(spec_.tp), Cl = sz(desc_.q_width()) / t,
+               QKVl = sz(desc_.qkv_width()) / t, Fl = sz(m.ffn()) / t, UPl = sz(desc_.up_width()) / t, BT = B * T;
+  const size_t means = desc_.rmsnorm() ? 0 : BT;
   auto a = std::make_unique<LayerActs>();
   Device& d = *dev_;
   const bool low = spec_.bf16_activations;
   for (Status st : {a->ln1.allocate(d, BT * C, low),
-                    allocate_buffer(a->ln1_mean, d, BT),
+                    allocate_buffer(a->ln1_mean, d, means),
                     allocate_buffer(a->ln1_rstd, d, BT),
-                    a->qkv.allocate(d, BT * 3 * Cl, low),
+                    a->qkv.allocate(d, BT * QKVl, low),
                     allocate_buffer(a->att, d, attention_state_elems()),
                     a->atty.allocate(d, BT * Cl, low),
                     allocate_buffer(a->res2, d, BT * C),
                     a->ln2.allocate(d, BT * C, low),
-                    allocate_buffer(a->ln2_mean, d, BT),
+                    allocate_buffer(a->ln2_mean, d, means),
                     allocate_buffer(a->ln2_rstd, d, BT),
-                    a->fch.allocate(d, BT * Fl, low),
+                    a->fch.allocate(d, BT * UPl, low),
                     a->fch_gelu.allocate(d, BT * Fl, low)}) {
     if (!st) return st.with_context("activations of one layer");
   }
@@ -242,7 +326,7 @@ Status GptStage::head_scratch() {
     if (Status st = dlogits_->allocate(d, BT * V, true); !st) return st.with_context("the head's logits");
   }
   for (Status st : {lnf_->allocate(d, BT * C, spec_.bf16_activations),
-                    allocate_buffer(lnf_mean_, d, BT),
+                    allocate_buffer(lnf_mean_, d, desc_.rmsnorm() ? 0 : BT),
                     allocate_buffer(lnf_rstd_, d, BT),
                     allocate_buffer(logits_, d, BT * V),
                     allocate_buffer(losses_, d, BT),
@@ -253,30 +337,35 @@ Status GptStage::head_scratch() {
 }
 
 Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs& a) {
-  const auto& m = spec_.model;
-  const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, NHl = m.heads / spec_.tp, HS = m.hidden / m.heads, Cl = C / spec_.tp,
-            Fl = m.ffn() / spec_.tp, BT = B * T;
-  const std::string h = "h." + std::to_string(layer) + ".";
-  const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
-  k_->layernorm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
-  k_->matmul_forward(a.qkv.out(), a.ln1.in(), w(h + "attn.c_attn.weight"), w(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
-  // GPT-2's attention: as many key/value heads as query heads (NKV = NHl).
+  const auto& d = desc_;
+  const int B = spec_.micro_batch, T = d.seq, C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
+            Cl = d.q_width() / t, QKVl = d.qkv_width() / t, Fl = d.ffn / t, UPl = d.up_width() / t, BT = B * T;
+  const LayerHandles& h = layer_handles_[static_cast<size_t>(layer)];
+  const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases and the residual: added once across the TP sum
+  const float theta = static_cast<float>(d.rope_theta);
+  norm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, h.norm1, h.norm1_bias, BT);
+  k_->matmul_forward(a.qkv.out(), a.ln1.in(), w(h.qkv), w(h.qkv_bias), BT, C, QKVl, layout_);
+  if (d.rope()) k_->rope_forward(a.qkv.out(), B, T, NHl, NKVl, HS, theta);
   if (spec_.flash_attention) {
-    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NHl);
+    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NKVl);
   } else {
-    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NHl);
+    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NKVl);
   }
-  // res2 = x + c_proj(...): the residual comes in c_proj's GEMM, on one tp rank as the bias does,
-  // so that the TP sum adds it once.
-  k_->matmul_forward(a.res2.data(), a.atty.in(), w(h + "attn.c_proj.weight"), bias_here ? p(h + "attn.c_proj.bias") : nullptr, BT, Cl, C,
-                     Layout::kInOut, bias_here ? x : nullptr);
+  // res2 = x + out_proj(...): the residual comes in the GEMM, on one tp rank as the bias does, so
+  // that the TP sum adds it once.
+  k_->matmul_forward(a.res2.data(), a.atty.in(), w(h.out), bias_here ? p(h.out_bias) : nullptr, BT, Cl, C, layout_, bias_here ? x : nullptr);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, a.res2.data(), a.res2.size(), tp_host_); !st) return st;
   }
-  k_->layernorm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln_2.weight"), p(h + "ln_2.bias"), BT, C);
-  k_->matmul_gelu_forward(a.fch.out(), a.fch_gelu.out(), a.ln2.in(), w(h + "mlp.c_fc.weight"), w(h + "mlp.c_fc.bias"), BT, C, Fl);
-  k_->matmul_forward(out, a.fch_gelu.in(), w(h + "mlp.c_proj.weight"), bias_here ? p(h + "mlp.c_proj.bias") : nullptr, BT, Fl, C,
-                     Layout::kInOut, bias_here ? a.res2.data() : nullptr);
+  norm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), h.norm2, h.norm2_bias, BT);
+  if (d.swiglu()) {
+    k_->matmul_forward(a.fch.out(), a.ln2.in(), w(h.up), w(h.up_bias), BT, C, UPl, layout_);  // gate | up
+    k_->swiglu_forward(a.fch_gelu.out(), a.fch.in(), BT, Fl);
+  } else {
+    k_->matmul_gelu_forward(a.fch.out(), a.fch_gelu.out(), a.ln2.in(), w(h.up), w(h.up_bias), BT, C, Fl, layout_);
+  }
+  k_->matmul_forward(out, a.fch_gelu.in(), w(h.down), bias_here ? p(h.down_bias) : nullptr, BT, Fl, C, layout_,
+                     bias_here ? a.res2.data() : nullptr);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_); !st) return st;
   }
@@ -284,50 +373,50 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
 }
 
 // dres (BT, C): the gradient at the layer's output on entry, at its input x on return; each
-// layernorm's backward adds its branch's gradient to it in place, after the GEMM that reads it
-// has run (the residual path's gradient passes through unchanged). Parameter gradients
-// accumulate.
+// norm's backward adds its branch's gradient to it in place, after the GEMM that reads it has run
+// (the residual path's gradient passes through unchanged). Parameter gradients accumulate.
 Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, float* dres) {
-  const auto& m = spec_.model;
-  const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, NHl = m.heads / spec_.tp, HS = m.hidden / m.heads, Cl = C / spec_.tp,
-            Fl = m.ffn() / spec_.tp, BT = B * T;
+  const auto& d = desc_;
+  const int B = spec_.micro_batch, T = d.seq, C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
+            Cl = d.q_width() / t, QKVl = d.qkv_width() / t, Fl = d.ffn / t, UPl = d.up_width() / t, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
-  const std::string h = "h." + std::to_string(layer) + ".";
-  // c_proj's GEMMs read dres as its bf16 copy with bf16 activations, which each layernorm's
-  // backward writes beside dres (and backward() makes at a chunk's start).
+  const LayerHandles& h = layer_handles_[static_cast<size_t>(layer)];
+  // The output projections' GEMMs read dres as its bf16 copy with bf16 activations, which each
+  // norm's backward writes beside dres (and backward() makes at a chunk's start).
   bf16* dres_low = dres_low_.size() ? dres_low_.data() : nullptr;
   const ActIn dres_gemm = dres_low ? ActIn(dres_low) : ActIn(dres);
-  // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
-  // The gradients between GEMMs and the kernels beside them (at GELU's output and input, at
-  // attention's output and at q, k, v) are ActBuffers: bf16 with bf16 activations, written so by
-  // the kernel that makes them and read as they are by the next, with no cast between.
-  ActBuffer& dfch = *dtmp_f_;  // at GELU's output, then in place at its input
-  k_->matmul_backward(dfch.out(), g(h + "mlp.c_proj.weight"), g(h + "mlp.c_proj.bias"), dres_gemm, a.fch_gelu.in(),
-                     w(h + "mlp.c_proj.weight"), BT, Fl, C);
-  k_->gelu_backward(dfch.out(), a.fch.in(), dfch.in(), static_cast<size_t>(BT) * Fl);
-  k_->matmul_backward(dtmp_c_.data(), g(h + "mlp.c_fc.weight"), g(h + "mlp.c_fc.bias"), dfch.in(), a.ln2.in(),
-                     w(h + "mlp.c_fc.weight"), BT, C, Fl);
+  // MLP: out = res2 + down(act(up(norm_2(res2)))).
+  // The gradients between GEMMs and the kernels beside them (at the activation's output and
+  // input, at attention's output and at q, k, v) are ActBuffers: bf16 with bf16 activations,
+  // written so by the kernel that makes them and read as they are by the next, with no cast
+  // between.
+  ActBuffer& dfch = *dtmp_f_;  // at the activation's output (GELU: then in place at its input)
+  k_->matmul_backward(dfch.out(), g(h.down), g(h.down_bias), dres_gemm, a.fch_gelu.in(), w(h.down), BT, Fl, C, layout_);
+  if (d.swiglu()) {
+    k_->swiglu_backward(dtmp_up_->out(), a.fch.in(), dfch.in(), BT, Fl);
+    k_->matmul_backward(dtmp_c_.data(), g(h.up), g(h.up_bias), dtmp_up_->in(), a.ln2.in(), w(h.up), BT, C, UPl, layout_);
+  } else {
+    k_->gelu_backward(dfch.out(), a.fch.in(), dfch.in(), static_cast<size_t>(BT) * Fl);
+    k_->matmul_backward(dtmp_c_.data(), g(h.up), g(h.up_bias), dfch.in(), a.ln2.in(), w(h.up), BT, C, Fl, layout_);
+  }
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
-  k_->layernorm_backward(dres, g(h + "ln_2.weight"), g(h + "ln_2.bias"), dtmp_c_.data(), a.res2.data(), p(h + "ln_2.weight"),
-                        a.ln2_mean.data(), a.ln2_rstd.data(), BT, C, dres_low);
-  // dres is now the gradient at res2. Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
-  k_->matmul_backward(dtmp_cl_->out(), g(h + "attn.c_proj.weight"), g(h + "attn.c_proj.bias"), dres_gemm, a.atty.in(),
-                     w(h + "attn.c_proj.weight"), BT, Cl, C);
+  norm_backward(dres, h.norm2, h.norm2_bias, dtmp_c_.data(), a.res2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), BT, dres_low);
+  // dres is now the gradient at res2. Attention: res2 = x + out_proj(attn(rope(qkv(norm_1(x))))).
+  k_->matmul_backward(dtmp_cl_->out(), g(h.out), g(h.out_bias), dres_gemm, a.atty.in(), w(h.out), BT, Cl, C, layout_);
   if (spec_.flash_attention) {
     k_->flash_attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
-                                 NHl, HS, NHl);
+                                 NHl, HS, NKVl);
   } else {
-    k_->attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.att.data(), B, T, NHl, HS, NHl);
+    k_->attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.att.data(), B, T, NHl, HS, NKVl);
   }
-  k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_->in(), a.ln1.in(),
-                     w(h + "attn.c_attn.weight"), BT, C, 3 * Cl);
+  if (d.rope()) k_->rope_backward(dtmp_3c_->out(), B, T, NHl, NKVl, HS, static_cast<float>(d.rope_theta));
+  k_->matmul_backward(dtmp_c_.data(), g(h.qkv), g(h.qkv_bias), dtmp_3c_->in(), a.ln1.in(), w(h.qkv), BT, C, QKVl, layout_);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
   }
-  k_->layernorm_backward(dres, g(h + "ln_1.weight"), g(h + "ln_1.bias"), dtmp_c_.data(), x, p(h + "ln_1.weight"), a.ln1_mean.data(),
-                        a.ln1_rstd.data(), BT, C, dres_low);
+  norm_backward(dres, h.norm1, h.norm1_bias, dtmp_c_.data(), x, a.ln1_mean.data(), a.ln1_rstd.data(), BT, dres_low);
   return Status::OK();
 }
 
@@ -357,7 +446,7 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
       if (Status st = allocate_buffer(acts->tokens, dev, static_cast<size_t>(BT)); !st) return st;
       if (Status st = dev.copy_from_host(acts->tokens.data(), tokens, acts->tokens.bytes()); !st) return st;
       acts->bytes += acts->tokens.bytes();
-      k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
+      k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p(end_.embedding), p(end_.positions), B, T, C);
     } else {
       if (Status st = dev.copy(acts->inputs[0].data(), input, n * sizeof(float)); !st) return st;
     }
@@ -390,24 +479,23 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     if (own) acts->layers.push_back(std::move(own));
   }
   if (chunk == spec_.num_chunks - 1) {
-    // Head: ln_f, logits against wte (tied) or lm_head, cross-entropy, and their backward now.
+    // Head: the final norm, logits against the embedding (tied) or lm_head, cross-entropy, and
+    // their backward now.
     if (Status st = head_scratch(); !st) return st;
     if (Status st = dev.copy_from_host(targets_.data(), targets, targets_.bytes()); !st) return st;
     const float* x = layers > 0 ? out_.data() : input;
-    const ParamSlot* head = m.tied_embeddings ? (slot("wte.weight", true) ? slot("wte.weight", true) : slot("wte.weight")) : slot("lm_head.weight");
     float* logits = logits_.data();
-    k_->layernorm_forward(lnf_->out(), lnf_mean_.data(), lnf_rstd_.data(), x, p("ln_f.weight"), p("ln_f.bias"), BT, C);
-    k_->matmul_forward(logits, lnf_->in(), w(head->offset), nullptr, BT, C, V, Layout::kOutIn);
+    norm_forward(lnf_->out(), lnf_mean_.data(), lnf_rstd_.data(), x, end_.final_norm, end_.final_norm_bias, BT);
+    k_->matmul_forward(logits, lnf_->in(), w(end_.head), nullptr, BT, C, V, Layout::kOutIn);
     // The loss, and its gradient at the logits: over them in place, or into a bf16 buffer with
     // bf16 activations, so that the head's GEMMs read it as it is.
     const ActOut dlogits = dlogits_ ? dlogits_->out() : ActOut(logits);
     const double l = k_->crossentropy_forward_backward(losses_.data(), dlogits, logits, targets_.data(), loss_scale, BT, V);
     if (loss) *loss = l;
-    k_->matmul_backward(dlnf_.data(), grads_.data() + head->offset, nullptr, dlogits, lnf_->in(), w(head->offset), BT, C, V,
-                        Layout::kOutIn);
+    k_->matmul_backward(dlnf_.data(), g(end_.head), nullptr, dlogits, lnf_->in(), w(end_.head), BT, C, V, Layout::kOutIn);
     if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;
-    k_->layernorm_backward(acts->dhead.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf_.data(), x, p("ln_f.weight"), lnf_mean_.data(),
-                           lnf_rstd_.data(), BT, C);
+    norm_backward(acts->dhead.data(), end_.final_norm, end_.final_norm_bias, dlnf_.data(), x, lnf_mean_.data(), lnf_rstd_.data(), BT,
+                  nullptr);
     acts->bytes += n * sizeof(float);
   } else if (output) {
     if (Status st = dev.copy(output, layers > 0 ? out_.data() : input, n * sizeof(float)); !st) return st;
@@ -459,7 +547,7 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   }
   // dres now holds the gradient at the chunk's input.
   if (chunk == 0) {
-    if (layers > 0) k_->encoder_backward(g("wte.weight"), g("wpe.weight"), dres, acts->tokens.data(), B, T, C);
+    if (layers > 0) k_->encoder_backward(g(end_.embedding), g(end_.positions), dres, acts->tokens.data(), B, T, C);
   } else if (dinput) {
     if (Status st = dev.copy(dinput, dres, n * sizeof(float)); !st) return st;
   }

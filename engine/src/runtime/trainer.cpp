@@ -436,11 +436,12 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
   float* grads = stage_->grads();
   float* params = stage_->params();
   const size_t n = stage_->num_params();
-  // Tied embedding: the first stage's wte and the last stage's copy sum their gradients.
+  // Tied embedding: the first stage's token embedding and the last stage's copy sum their
+  // gradients.
   if (groups_.embedding) {
     const ParamSlot* slot = nullptr;
     for (const auto& s : stage_->param_slots()) {
-      if (s.spec.name == "wte.weight") slot = &s;
+      if (s.spec.role == model::Role::kEmbedding) slot = &s;
     }
     if (slot) {
       if (Status s = all_reduce_on_device(*groups_.embedding, *dev_, grads + slot->offset, slot->count, staging_); !s) return s;

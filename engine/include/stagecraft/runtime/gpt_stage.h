@@ -1,20 +1,25 @@
-// GptStage: the part of the GPT-2 model one rank holds and runs — the model chunks of its
-// pipeline rank, sharded over its tensor-parallel rank — with forward and backward passes per
-// micro-batch.
+// GptStage: the part of a decoder-only transformer one rank holds and runs — the model chunks of
+// its pipeline rank, sharded over its tensor-parallel rank — with forward and backward passes per
+// micro-batch, for every architecture of the model description (model/model.h): GPT-2 and Llama.
 //
 // What it holds: parameters and gradients of its chunks in one flat buffer each (so data-
-// parallel reduction and the optimizer see one contiguous range), in gpt_layout.h order, every
-// tensor as the TP shard of this rank. Chunk 0 of the model adds the token and position
-// embeddings; the last chunk the final LayerNorm and the tied head (a copy of wte when the
-// embedding lives on another stage; the caller sums the two gradients).
+// parallel reduction and the optimizer see one contiguous range), in the description's order,
+// every tensor as the TP shard of this rank, and typed handles to them (each layer's norms,
+// projections and biases by role, resolved once when the stage is made; a tensor the layer code
+// needs and the description lacks is an error then, not at a kernel call). Chunk 0 of the model
+// adds the token embeddings (and GPT-2's learned positions); the last chunk the final norm and the
+// head: tied (a copy of the embedding when it lives on another stage; the caller sums the two
+// gradients) or its own lm_head.
 // What it does not do: communicate between ranks other than through TpReducer, schedule micro-
 // batches, or step the optimizer (trainer.h does).
 //
-// Tensor parallelism (Megatron 1D): c_attn and c_fc column-parallel (this rank's heads and FFN
-// columns), attn.c_proj and mlp.c_proj row-parallel, followed by an all-reduce of the (B*T, C)
-// output in forward (the row-parallel bias is added by TP rank 0 only, so the sum holds it
-// once); the column-parallel layers' input gradients are all-reduced in backward. Everything
-// else (LayerNorms, embeddings, head) is replicated and computed identically on every TP rank.
+// Tensor parallelism (Megatron 1D): the QKV projection and the MLP's first projection column-
+// parallel (this rank's query heads, its key/value heads, its FFN columns; GPT-2's packed c_attn,
+// Llama's q | k | v and gate | up as one GEMM each over adjacent shards), the attention output
+// and the MLP's last projection row-parallel, followed by an all-reduce of the (B*T, C) output in
+// forward (a row-parallel bias and the residual are added by TP rank 0 only, so the sum holds
+// them once); the column-parallel layers' input gradients are all-reduced in backward. Everything
+// else (norms, embeddings, head) is replicated and computed identically on every TP rank.
 //
 // Activations: forward(chunk, mb) keeps what backward(chunk, mb) needs, until that backward
 // frees it; with train.recompute full only each layer's input is kept and the layer is run
@@ -81,7 +86,7 @@ struct ParamSlot {
   model::ParamSpec spec;
   size_t offset = 0;   // in floats
   size_t count = 0;    // shard elements
-  bool head_copy = false;  // the last stage's copy of wte for the tied head
+  bool head_copy = false;  // the last stage's copy of the token embedding for the tied head
 };
 
 class GptStage {
@@ -104,7 +109,7 @@ class GptStage {
   float* grads() { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
 
-  // GPT-2 initialisation from (seed, name, full index) (gpt_layout.h), identical to the
+  // The description's initialisation from (seed, name, full index) (model.h), identical to the
   // unsharded model's values.
   [[nodiscard]] Status init_parameters(uint64_t seed);
   [[nodiscard]] Status zero_grads();
@@ -154,29 +159,48 @@ class GptStage {
   class ActBuffer;
   struct LayerActs;
   struct ChunkActs;
+  // Offsets in the flat buffers of one layer's tensors, by role (model::Role); kAbsent where the
+  // architecture has none (Llama's biases, GPT-2's are all there). qkv and up are the first part
+  // of a fused group whose other parts follow it (checked at create()).
+  static constexpr size_t kAbsent = static_cast<size_t>(-1);
+  struct LayerHandles {
+    size_t norm1 = kAbsent, norm1_bias = kAbsent, qkv = kAbsent, qkv_bias = kAbsent, out = kAbsent, out_bias = kAbsent,
+           norm2 = kAbsent, norm2_bias = kAbsent, up = kAbsent, up_bias = kAbsent, down = kAbsent, down_bias = kAbsent;
+  };
+  struct EndHandles {
+    size_t embedding = kAbsent, positions = kAbsent, final_norm = kAbsent, final_norm_bias = kAbsent,
+           head = kAbsent;  // the head's matrix: lm_head, the tied embedding or its copy
+  };
   GptStage() = default;
+  Status resolve_handles();
   int chunk_index(int chunk) const;
   Status layer_forward(int layer, const float* x, float* out, LayerActs& a);
   Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres);
   Result<std::unique_ptr<LayerActs>> new_layer_acts();
   Status head_scratch();
-  const ParamSlot* slot(const std::string& name, bool head_copy = false) const;
-  float* p(const std::string& name) { return params_.data() + slot(name)->offset; }
+  // The tensor at `offset`, kAbsent giving nullptr (an absent bias).
+  float* p(size_t offset) { return offset == kAbsent ? nullptr : params_.data() + offset; }
+  float* g(size_t offset) { return offset == kAbsent ? nullptr : grads_.data() + offset; }
   // A GEMM's weight, or the bias of a GEMM whose output is an activation: the bf16 copy with bf16
-  // activations, else the fp32 parameter. (c_proj's biases stay fp32: their GEMMs write the
-  // residual stream.)
+  // activations, else the fp32 parameter; nullptr for kAbsent. (The row-parallel biases stay fp32:
+  // their GEMMs write the residual stream.)
   ActIn w(size_t offset) const;
-  ActIn w(const std::string& name) const { return w(slot(name)->offset); }
-  float* g(const std::string& name) { return grads_.data() + slot(name)->offset; }
+  // The norms, by the architecture's kind (LayerNorm with its bias and mean, or RMSNorm).
+  void norm_forward(ActOut out, float* mean, float* rstd, const float* x, size_t weight, size_t bias, int N);
+  void norm_backward(float* dx, size_t weight, size_t bias, const float* dout, const float* x, const float* mean, const float* rstd, int N,
+                     bf16* dx_low);
   void account(ptrdiff_t bytes);
   size_t attention_state_elems() const;  // what attention keeps per layer: probabilities or lse
 
   StageSpec spec_;
+  model::ModelDesc desc_;
+  Layout layout_ = Layout::kInOut;  // the weights as stored: GPT-2 (in, out), Llama (out, in)
   TpReducer* tp_ = nullptr;
   Device* dev_ = nullptr;
   const Ops* k_ = nullptr;
   std::vector<ParamSlot> slots_;
-  std::map<std::string, size_t> slot_index_;
+  std::vector<LayerHandles> layer_handles_;  // by global layer index; filled for this rank's layers
+  EndHandles end_;
   Buffer<float> params_, grads_;
   Buffer<bf16> weights_low_;        // bf16 copy of params_ (bf16 activations only), in the same layout
   bool weights_low_stale_ = true;
@@ -187,7 +211,10 @@ class GptStage {
   // that backward carries down the layers, the head (allocated at the first forward of the last
   // chunk), the targets.
   Buffer<float> scratch_att_, dtmp_c_, out_, dres_;
-  std::unique_ptr<ActBuffer> dtmp_f_, dtmp_3c_, dtmp_cl_;  // (BT, Fl), (BT, 3 Cl), (BT, Cl): bf16 with bf16 activations
+  // Backward's gradients between GEMMs and the kernels beside them, bf16 with bf16 activations:
+  // (BT, Fl) at the MLP's activation output (GELU's in place to its input), (BT, 2 Fl) at SwiGLU's
+  // input (gate | up; Llama only), (BT, QKVl) at q | k | v, (BT, Ql) at attention's output.
+  std::unique_ptr<ActBuffer> dtmp_f_, dtmp_up_, dtmp_3c_, dtmp_cl_;
   Buffer<bf16> dres_low_;  // (BT, C): dres rounded to bf16, for c_proj's GEMMs (bf16 activations only)
   std::unique_ptr<ActBuffer> lnf_, dlogits_;  // dlogits_: bf16 activations only
   Buffer<float> lnf_mean_, lnf_rstd_, logits_, losses_, dlnf_;
