@@ -80,6 +80,58 @@ STAGECRAFT_HD Real layernorm_dx(Real dy, Real w, Real norm, Real rstd, Real mean
   return rstd * (dy * w - mean_dn - norm * mean_dn_n);
 }
 
+// RMSNorm's (Llama's) 1 / sqrt(mean(x^2) + eps) from a row's mean square.
+template <typename Real>
+STAGECRAFT_HD Real rmsnorm_rstd(Real mean_square, Real eps) {
+  return Real(1) / square_root(mean_square + eps);
+}
+
+// RMSNorm's input gradient for one element: with n = x rstd and dn = dy w,
+//   dx = rstd (dn - n mean(dn n)); mean_dn_n is the row's mean.
+template <typename Real>
+STAGECRAFT_HD Real rmsnorm_dx(Real dy, Real w, Real norm, Real rstd, Real mean_dn_n) {
+  return rstd * (dy * w - norm * mean_dn_n);
+}
+
+// SwiGLU (Llama's MLP) of one gate and up pair, given s = sigmoid(gate): silu(gate) up, with
+// silu(g) = g s.
+template <typename Real>
+STAGECRAFT_HD Real swiglu_value(Real gate, Real up, Real s) {
+  return gate * s * up;
+}
+
+// Its gradients from dy: d gate = dy up silu'(gate), silu'(g) = s (1 + g (1 - s)); d up = dy silu(gate).
+template <typename Real>
+STAGECRAFT_HD Real swiglu_dgate(Real dy, Real gate, Real up, Real s) {
+  return dy * up * (s * (Real(1) + gate * (Real(1) - s)));
+}
+template <typename Real>
+STAGECRAFT_HD Real swiglu_dup(Real dy, Real gate, Real s) {
+  return dy * (gate * s);
+}
+
+// Rotary positions (Hugging Face's rotate-half): the angle of pair i (elements i and i + HS/2 of a
+// head) at position t, t theta^(-2i/HS), as Hugging Face computes it in fp32: the frequency
+// 1 / theta^(2i/HS) rounded to float, then times t in float. The power is taken in double, so that
+// both backends' frequencies are the same float.
+// Worked example: HS 4, theta 10000: pairs (0, 2) and (1, 3) at frequencies 1 and 0.01; at t 3
+// the angles are 3 and 0.03.
+STAGECRAFT_HD float rope_frequency(int i, int HS, float theta) {
+#if defined(__CUDA_ARCH__)
+  return float(1.0 / pow(double(theta), 2.0 * i / HS));
+#else
+  return float(1.0 / std::pow(double(theta), 2.0 * i / HS));
+#endif
+}
+
+// (x0, x1) = (x_i, x_{i + HS/2}) rotated by the angle whose cosine and sine are c and s:
+// (x0 c - x1 s, x1 c + x0 s). The backward rotates by the negative angle (s negated).
+STAGECRAFT_HD void rope_rotate(float& x0, float& x1, float c, float s) {
+  const float a = x0, b = x1;
+  x0 = a * c - b * s;
+  x1 = b * c + a * s;
+}
+
 // One AdamW step's constants (kernels.h's adamw_update documents the update).
 template <typename Real>
 struct AdamWStep {
