@@ -80,54 +80,41 @@ STAGECRAFT_HD Real layernorm_dx(Real dy, Real w, Real norm, Real rstd, Real mean
   return rstd * (dy * w - mean_dn - norm * mean_dn_n);
 }
 
-// RMSNorm's (Llama's) 1 / sqrt(mean(x^2) + eps) from a row's mean square.
+// ---- Llama's layers ----
+
+// 1 / sqrt(mean square + eps): RMSNorm's rstd from a row's mean of x^2.
 template <typename Real>
-STAGECRAFT_HD Real rmsnorm_rstd(Real mean_square, Real eps) {
-  return Real(1) / square_root(mean_square + eps);
+STAGECRAFT_HD Real rmsnorm_rstd(Real mean_square, float eps) {
+  return Real(1) / square_root(mean_square + Real(eps));
 }
 
 // RMSNorm's input gradient for one element: with n = x rstd and dn = dy w,
-//   dx = rstd (dn - n mean(dn n)); mean_dn_n is the row's mean.
+//   dx = rstd (dn - n mean(dn n)); mean_dn_n is the row's mean of dn n.
 template <typename Real>
 STAGECRAFT_HD Real rmsnorm_dx(Real dy, Real w, Real norm, Real rstd, Real mean_dn_n) {
   return rstd * (dy * w - norm * mean_dn_n);
 }
 
-// SwiGLU (Llama's MLP) of one gate and up pair, given s = sigmoid(gate): silu(gate) up, with
-// silu(g) = g s.
+// SiLU(x) = x sigmoid(x), given s = sigmoid(x), and its slope s (1 + x (1 - s)).
 template <typename Real>
-STAGECRAFT_HD Real swiglu_value(Real gate, Real up, Real s) {
-  return gate * s * up;
-}
-
-// Its gradients from dy: d gate = dy up silu'(gate), silu'(g) = s (1 + g (1 - s)); d up = dy silu(gate).
-template <typename Real>
-STAGECRAFT_HD Real swiglu_dgate(Real dy, Real gate, Real up, Real s) {
-  return dy * up * (s * (Real(1) + gate * (Real(1) - s)));
+STAGECRAFT_HD Real silu_value(Real x, Real s) {
+  return x * s;
 }
 template <typename Real>
-STAGECRAFT_HD Real swiglu_dup(Real dy, Real gate, Real s) {
-  return dy * (gate * s);
+STAGECRAFT_HD Real silu_slope(Real x, Real s) {
+  return s * (Real(1) + x * (Real(1) - s));
 }
 
-// Rotary positions (Hugging Face's rotate-half): the angle of pair i (elements i and i + HS/2 of a
-// head) at position t, t theta^(-2i/HS), as Hugging Face computes it in fp32: the frequency
-// 1 / theta^(2i/HS) rounded to float, then times t in float. The power is taken in double, so that
-// both backends' frequencies are the same float.
-// Worked example: HS 4, theta 10000: pairs (0, 2) and (1, 3) at frequencies 1 and 0.01; at t 3
-// the angles are 3 and 0.03.
-STAGECRAFT_HD float rope_frequency(int i, int HS, float theta) {
-#if defined(__CUDA_ARCH__)
-  return float(1.0 / pow(double(theta), 2.0 * i / HS));
-#else
-  return float(1.0 / std::pow(double(theta), 2.0 * i / HS));
-#endif
+// The rotary angle of pair (i, i + HS/2) at position t: t theta^(-2i/HS), in double (at t = 8192
+// a float angle would be off by ~5e-4 rad).
+STAGECRAFT_HD double rope_angle(int t, int i, int HS, float theta) {
+  return double(t) * pow(double(theta), -2.0 * double(i) / double(HS));
 }
 
-// (x0, x1) = (x_i, x_{i + HS/2}) rotated by the angle whose cosine and sine are c and s:
-// (x0 c - x1 s, x1 c + x0 s). The backward rotates by the negative angle (s negated).
-STAGECRAFT_HD void rope_rotate(float& x0, float& x1, float c, float s) {
-  const float a = x0, b = x1;
+// Rotates the pair (x0, x1) = (x_i, x_{i+HS/2}) by the angle whose cosine and sine are c, s.
+template <typename Real>
+STAGECRAFT_HD void rope_rotate(Real& x0, Real& x1, Real c, Real s) {
+  const Real a = x0, b = x1;
   x0 = a * c - b * s;
   x1 = b * c + a * s;
 }

@@ -6,8 +6,9 @@
 // and the bf16 attention of the CPU suites' GPU stand-in (tst_trainer). It was written for a CUDA
 // block of 16 x 16 products, whose interface it keeps.
 //
-// The algorithm is FlashAttention-2's (Dao, 2023) for causal attention over qkv (B, T, 3 C) in
-// bf16, C = NH x HS, HS a multiple of 16 up to kMaxHead. Per (sequence, head):
+// The algorithm is FlashAttention-2's (Dao, 2023) for causal attention over qkv (B, T,
+// (NH + 2 NKV) HS) in bf16 (NH query heads, NKV key/value heads; query head h reads K/V head
+// h / (NH / NKV)), HS a multiple of 16 up to kMaxHead. Per (sequence, head):
 //   forward   a block per kRows query rows: Q stays in shared memory; for each kCols key rows at
 //             or before the block's last row, S = Q K^T on tensor cores, then per row the running
 //             maximum m and sum l, P = exp(scale S - m) rounded to bf16, O rescaled by
@@ -16,9 +17,11 @@
 //             scores never leave shared memory.
 //   backward  delta_i = dO_i . O_i is computed before (the CUDA backend's delta kernel, or the CPU
 //             driver), with dO rounded to bf16 as dP takes it, so that each row of dS sums to
-//             zero as softmax's gradient does. A block per kCols key rows walks the query tiles at or after it and
-//             accumulates dV += P^T dO and dK += dS^T Q; a block per kRows query rows walks the
-//             key tiles at or before it and accumulates dQ += dS K, where
+//             zero as softmax's gradient does. A block per kCols key rows walks the query tiles at
+//             or after it and accumulates dV += P^T dO and dK += dS^T Q (with grouped-query
+//             attention, the query tiles of every query head of its K/V head's group, in head
+//             order); a block per kRows query rows walks the key tiles at or before it and
+//             accumulates dQ += dS K, where
 //             P = exp(scale S - L), dP = dO V^T and dS = scale P (dP - delta). Two kinds of block
 //             instead of atomics on dQ: every gradient is summed in a fixed order (7 products per
 //             tile pair instead of FlashAttention-2's 5). dQ, dK and dV stay in the warps'
@@ -147,14 +150,17 @@ STAGECRAFT_HD Arrays arrays(unsigned char* sm, const Layout& l) {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-// One (sequence, head) slice of qkv, dqkv and the per-row arrays.
+// One (sequence, query head) slice of qkv, dqkv and the per-row arrays, with the key/value head
+// that query head reads: qkv rows are (NH + 2 NKV) hs wide, q | k | v.
 struct Slice {
-  int T = 0, NH = 0, hs = 0;
+  int T = 0, NH = 0, NKV = 0, hs = 0;
   float scale = 0;       // 1 / sqrt(hs)
   float scale_log2 = 0;  // scale log2(e): exp(scale S - x) = exp2(scale_log2 S - x log2(e))
   int b = 0, h = 0;
-  STAGECRAFT_TILE size_t qkv_at(int t, int which) const {  // which: 0 q, 1 k, 2 v
-    return (size_t(b) * T + t) * 3 * NH * hs + size_t(which) * NH * hs + size_t(h) * hs;
+  int kvh = 0;  // h / (NH / NKV)
+  STAGECRAFT_TILE size_t qkv_at(int t, int which) const {  // which: 0 q (head h), 1 k, 2 v (head kvh)
+    const size_t row = (size_t(b) * T + t) * size_t(NH + 2 * NKV) * hs;
+    return row + (which == 0 ? size_t(h) : size_t(NH) + size_t(which - 1) * NKV + kvh) * hs;
   }
   STAGECRAFT_TILE size_t out_at(int t) const { return (size_t(b) * T + t) * NH * hs + size_t(h) * hs; }
   // Row t of q, k or v (which 0, 1, 2: qkv_at), or of out, dO (which -1: out_at).
@@ -162,17 +168,26 @@ struct Slice {
   STAGECRAFT_TILE size_t row_at(int t) const { return (size_t(b) * NH + h) * T + t; }
 };
 
-// The slice of (sequence, head) bh.
-STAGECRAFT_HD Slice slice_of(int T, int NH, int hs, int bh) {
+// The slice of (sequence, query head) bh, of NH query heads over NKV key/value heads (NKV
+// divides NH; NKV = NH: multi-head attention).
+STAGECRAFT_HD Slice slice_of(int T, int NH, int hs, int NKV, int bh) {
   Slice s;
   s.T = T;
   s.NH = NH;
+  s.NKV = NKV;
   s.hs = hs;
   s.scale = 1.0f / sqrtf(float(hs));
   s.scale_log2 = s.scale * kLog2e;
   s.b = bh / NH;
   s.h = bh % NH;
+  s.kvh = s.h / (NH / NKV);
   return s;
+}
+
+// The key gradients' slice of (sequence, key/value head) bkv: the slice of the first query head
+// of its group, from which key_grads_tile walks the group's NH / NKV query heads.
+STAGECRAFT_HD Slice key_slice_of(int T, int NH, int hs, int NKV, int bkv) {
+  return slice_of(T, NH, hs, NKV, bkv / NKV * NH + bkv % NKV * (NH / NKV));
 }
 
 // delta = dO . O of one row of hs elements, summed in order; with round_dout, dO rounded to bf16
@@ -440,7 +455,10 @@ STAGECRAFT_TILE void stage_row_stats(const Block& blk, float* Ls, float* Ds, con
   }
 }
 
-// dK and dV of key rows k0 = ktile x kCols .., into dqkv (B, T, 3 C) (overwritten there). dO and
+// dK and dV of key rows k0 = ktile x kCols .. of key/value head s.kvh, into dqkv (B, T,
+// (NH + 2 NKV) hs) (overwritten there). s is key_slice_of's: the tile walks the query heads of the
+// group, s.h .. s.h + NH / NKV - 1, each over its query tiles, summing into the same accumulators
+// (grouped-query attention: a key's gradient sums over every query head that reads it). dO and
 // dqkv are fp32 or bf16 each.
 template <typename Block, typename Grads, typename Dout>
 STAGECRAFT_TILE void key_grads_tile(const Block& blk, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
@@ -454,19 +472,23 @@ STAGECRAFT_TILE void key_grads_tile(const Block& blk, Grads* dqkv, const bf16* q
   Grad<Block> dK, dV;
   zero_grad(blk, dK);
   zero_grad(blk, dV);
-  for (int i0 = k0 / kRows * kRows; i0 < s.T; i0 += kRows) {
-    const int rows = smaller(kRows, s.T - i0);
-    stage_rows(blk, Q, qkv, s, 0, i0, rows, kRows);
-    stage_rows(blk, dO, dout, s, -1, i0, rows, kRows);
-    stage_row_stats(blk, Ls, Ds, lse, delta, s, i0, rows);
-    blk.sync();
-    scores(blk, S, dP, Q, K, dO, V, i0, k0, hs);
-    blk.sync();
-    probabilities(blk, P, dS, S, dP, Ls, Ds, s, i0, rows, k0, cols);
-    blk.sync();
-    accumulate_grad<true>(blk, dV, P, dO, hs);
-    accumulate_grad<true>(blk, dK, dS, Q, hs);
-    blk.sync();
+  for (int g = 0; g < s.NH / s.NKV; ++g) {
+    Slice q = s;  // query head s.h + g, reading the same key/value head
+    q.h = s.h + g;
+    for (int i0 = k0 / kRows * kRows; i0 < s.T; i0 += kRows) {
+      const int rows = smaller(kRows, s.T - i0);
+      stage_rows(blk, Q, qkv, q, 0, i0, rows, kRows);
+      stage_rows(blk, dO, dout, q, -1, i0, rows, kRows);
+      stage_row_stats(blk, Ls, Ds, lse, delta, q, i0, rows);
+      blk.sync();
+      scores(blk, S, dP, Q, K, dO, V, i0, k0, hs);
+      blk.sync();
+      probabilities(blk, P, dS, S, dP, Ls, Ds, q, i0, rows, k0, cols);
+      blk.sync();
+      accumulate_grad<true>(blk, dV, P, dO, hs);
+      accumulate_grad<true>(blk, dK, dS, Q, hs);
+      blk.sync();
+    }
   }
   store_grad(blk, dqkv, dK, S, s, 1, k0, cols);  // S and dP, side by side, hold 64 x ld32(hs)
   store_grad(blk, dqkv, dV, S, s, 2, k0, cols);

@@ -260,10 +260,11 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases: added once across the TP sum
   k_->layernorm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), BT, C);
   k_->matmul_forward(a.qkv.out(), a.ln1.in(), w(h + "attn.c_attn.weight"), w(h + "attn.c_attn.bias"), BT, C, 3 * Cl);
+  // GPT-2's attention: as many key/value heads as query heads (NKV = NHl).
   if (spec_.flash_attention) {
-    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS);
+    k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NHl);
   } else {
-    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS);
+    k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NHl);
   }
   // res2 = x + c_proj(...): the residual comes in c_proj's GEMM, on one tp rank as the bias does,
   // so that the TP sum adds it once.
@@ -316,9 +317,9 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
                      w(h + "attn.c_proj.weight"), BT, Cl, C);
   if (spec_.flash_attention) {
     k_->flash_attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
-                                 NHl, HS);
+                                 NHl, HS, NHl);
   } else {
-    k_->attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.att.data(), B, T, NHl, HS);
+    k_->attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.att.data(), B, T, NHl, HS, NHl);
   }
   k_->matmul_backward(dtmp_c_.data(), g(h + "attn.c_attn.weight"), g(h + "attn.c_attn.bias"), dtmp_3c_->in(), a.ln1.in(),
                      w(h + "attn.c_attn.weight"), BT, C, 3 * Cl);

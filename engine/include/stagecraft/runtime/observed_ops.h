@@ -49,25 +49,50 @@ class ObservedOps : public Ops {
     Scope s(*this, {"layernorm_backward", rows(N, C)});
     base().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_low);
   }
-  void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
-    Scope s(*this, {"attention_forward", heads(B, T, NH, HS)});
-    base().attention_forward(out, att, qkv, B, T, NH, HS);
+  void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS, int NKV) const override {
+    Scope s(*this, {"attention_forward", heads(B, T, NH, HS, NKV)});
+    base().attention_forward(out, att, qkv, B, T, NH, HS, NKV);
   }
   void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH,
-                          int HS) const override {
-    Scope s(*this, {"attention_backward", heads(B, T, NH, HS)});
-    base().attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+                          int HS, int NKV) const override {
+    Scope s(*this, {"attention_backward", heads(B, T, NH, HS, NKV)});
+    base().attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS, NKV);
   }
   bool has_flash_attention() const override { return base().has_flash_attention(); }
   int max_flash_head() const override { return base().max_flash_head(); }
-  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
-    Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS), causal_flops(B, T, NH, HS, 2)});
-    base().flash_attention_forward(out, lse, qkv, B, T, NH, HS);
+  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS, int NKV) const override {
+    Scope s(*this, {"flash_attention_forward", heads(B, T, NH, HS, NKV), causal_flops(B, T, NH, HS, 2)});
+    base().flash_attention_forward(out, lse, qkv, B, T, NH, HS, NKV);
   }
   void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
-                                int NH, int HS) const override {
-    Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS), causal_flops(B, T, NH, HS, 5)});
-    base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
+                                int NH, int HS, int NKV) const override {
+    Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS, NKV), causal_flops(B, T, NH, HS, 5)});
+    base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, NKV);
+  }
+  void rmsnorm_forward(ActOut out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) const override {
+    Scope s(*this, {"rmsnorm_forward", rows(N, C)});
+    base().rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd,
+                        int N, int C, bf16* dinp_low) const override {
+    Scope s(*this, {"rmsnorm_backward", rows(N, C)});
+    base().rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, dinp_low);
+  }
+  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+    Scope s(*this, {"rope_forward", heads(B, T, NH, HS, NKV)});
+    base().rope_forward(qkv, B, T, NH, NKV, HS, theta);
+  }
+  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+    Scope s(*this, {"rope_backward", heads(B, T, NH, HS, NKV)});
+    base().rope_backward(dqkv, B, T, NH, NKV, HS, theta);
+  }
+  void swiglu_forward(ActOut out, ActIn inp, int N, int F) const override {
+    Scope s(*this, {"swiglu_forward", rows(N, F)});
+    base().swiglu_forward(out, inp, N, F);
+  }
+  void swiglu_backward(ActOut dinp, ActIn inp, ActIn dout, int N, int F) const override {
+    Scope s(*this, {"swiglu_backward", rows(N, F)});
+    base().swiglu_backward(dinp, inp, dout, N, F);
   }
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     Scope s(*this, {"gelu_forward", elements(N)});
@@ -159,8 +184,10 @@ class ObservedOps : public Ops {
   static double causal_flops(int B, int T, int NH, int HS, int products) {
     return 2.0 * HS * products * B * NH * (double(T) * (T + 1) / 2);
   }
-  static std::string heads(int B, int T, int NH, int HS) {
-    return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " + std::to_string(HS);
+  // "B 2, T 64, 12 heads of 64", and ", 4 K/V heads" where they are fewer (grouped-query attention).
+  static std::string heads(int B, int T, int NH, int HS, int NKV) {
+    return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " + std::to_string(HS) +
+           (NKV != NH ? ", " + std::to_string(NKV) + " K/V heads" : std::string());
   }
 };
 

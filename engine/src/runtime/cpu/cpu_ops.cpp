@@ -37,6 +37,15 @@ void settle(ActOut out, const float* staged_values, size_t n) {
   if (out.low()) cpu::to_bf16(out.low(), staged_values, n);
 }
 
+// An in-place kernel's fp32 view of `x` (n elements): the buffer itself, or its bf16 values widened
+// into the output's scratch, which settle() then rounds back into x.
+float* in_place(ActOut x, size_t n) {
+  if (!x.low()) return x.f32();
+  float* f = scratch(0, n);
+  cpu::from_bf16(f, x.low(), n);
+  return f;
+}
+
 class CpuOps final : public Ops {
  public:
   // With a residual: the GEMM's output plus the residual, as gpt_stage.cpp added them before.
@@ -70,18 +79,57 @@ class CpuOps final : public Ops {
     cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
     if (dinp && dinp_low) cpu::to_bf16(dinp_low, dinp, size_t(N) * C);
   }
-  void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
-    const size_t n = size_t(B) * T * NH * HS;
+  // qkv (B, T, (NH + 2 NKV) HS), out (B, T, NH HS).
+  void attention_forward(ActOut out, float* att, ActIn qkv, int B, int T, int NH, int HS, int NKV) const override {
+    const size_t n = size_t(B) * T * NH * HS, n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
     float* o = staged(out, n);
-    cpu::attention_forward(o, att, widened(qkv, 3 * n), B, T, NH, HS);
+    cpu::attention_forward(o, att, widened(qkv, n3), B, T, NH, HS, NKV);
     settle(out, o, n);
   }
-  void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH,
-                          int HS) const override {
-    const size_t n = size_t(B) * T * NH * HS;
-    float* d = staged(dqkv, 3 * n);
-    cpu::attention_backward(d, scratch, widened(dout, n, 4), widened(qkv, 3 * n), att, B, T, NH, HS);
-    settle(dqkv, d, 3 * n);
+  void attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH, int HS,
+                          int NKV) const override {
+    const size_t n = size_t(B) * T * NH * HS, n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
+    float* d = staged(dqkv, n3);
+    cpu::attention_backward(d, scratch, widened(dout, n, 4), widened(qkv, n3), att, B, T, NH, HS, NKV);
+    settle(dqkv, d, n3);
+  }
+  void rmsnorm_forward(ActOut out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) const override {
+    const size_t n = size_t(N) * C;
+    float* o = staged(out, n);
+    cpu::rmsnorm_forward(o, rstd, inp, weight, N, C, eps);
+    settle(out, o, n);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd,
+                        int N, int C, bf16* dinp_low) const override {
+    cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+    if (dinp && dinp_low) cpu::to_bf16(dinp_low, dinp, size_t(N) * C);
+  }
+  // In place on a bf16 qkv: widened, rotated in fp32, rounded back (v goes back as it was).
+  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+    const size_t n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
+    float* x = in_place(qkv, n3);
+    cpu::rope_forward(x, B, T, NH, NKV, HS, theta);
+    settle(qkv, x, n3);
+  }
+  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+    const size_t n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
+    float* x = in_place(dqkv, n3);
+    cpu::rope_backward(x, B, T, NH, NKV, HS, theta);
+    settle(dqkv, x, n3);
+  }
+  // inp (N, 2F) = gate | up, out (N, F).
+  void swiglu_forward(ActOut out, ActIn inp, int N, int F) const override {
+    const size_t n = size_t(N) * F;
+    float* o = staged(out, n);
+    cpu::swiglu_forward(o, widened(inp, 2 * n), N, F);
+    settle(out, o, n);
+  }
+  void swiglu_backward(ActOut dinp, ActIn inp, ActIn dout, int N, int F) const override {
+    const size_t n = size_t(N) * F;
+    const float* dy = widened(dout, n, 4);
+    float* d = staged(dinp, 2 * n);
+    cpu::swiglu_backward(d, widened(inp, 2 * n), dy, N, F);
+    settle(dinp, d, 2 * n);
   }
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     float* o = staged(out, N);

@@ -1,8 +1,9 @@
 // The tensor-core flash attention's tile program (runtime/flash_tiles.h) on the CPU: a tile is one
 // thread's serial walk through the code a CUDA block runs, its shared memory a buffer of its own,
 // its 16 x 16 products plain loops with fp32 accumulation of bf16 operands. The (sequence, head)
-// pairs are spread over the pool's threads. Here for the suites that check the GPU's arithmetic;
-// the CPU engine trains with attention.cpp.
+// pairs are spread over the pool's threads: query heads for the forward and dQ, key/value heads
+// (each walking its group of query heads) for dK and dV. Here for the suites that check the GPU's
+// arithmetic; the CPU engine trains with attention.cpp.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -66,29 +67,38 @@ class SerialTile {
   mutable std::vector<Chunk> smem_;
 };
 
-// Calls f(tile, slice) for every (sequence, head), a thread's share of them at a time.
-template <typename F>
-void each_head(flash::Pass pass, int B, int T, int NH, int HS, F&& f) {
-  assert(B >= 0 && T > 0 && NH > 0 && flash::takes_head(HS));
-  const int pairs = B * NH;
-  detail::parallel_for(size_t(pairs), 1, std::min(pairs, num_threads()), [&](size_t first, size_t last) {
+// Calls f(tile, slice) for every slice [0, count) that slice_at makes, a thread's share of them
+// at a time.
+template <typename SliceAt, typename F>
+void each_slice(flash::Pass pass, int count, int HS, SliceAt&& slice_at, F&& f) {
+  detail::parallel_for(size_t(count), 1, std::min(count, num_threads()), [&](size_t first, size_t last) {
     const SerialTile tile(flash::layout(pass, HS).bytes);
-    for (size_t bh = first; bh < last; ++bh) f(tile, flash::slice_of(T, NH, HS, int(bh)));
+    for (size_t i = first; i < last; ++i) f(tile, slice_at(int(i)));
   });
+}
+
+// Every (sequence, query head).
+template <typename F>
+void each_head(flash::Pass pass, int B, int T, int NH, int HS, int NKV, F&& f) {
+  assert(B >= 0 && T > 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && flash::takes_head(HS));
+  each_slice(pass, B * NH, HS, [&](int bh) { return flash::slice_of(T, NH, HS, NKV, bh); }, f);
 }
 
 int tiles(int T) { return (T + flash::kRows - 1) / flash::kRows; }
 
 }  // namespace
 
-void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
-  each_head(flash::Pass::kForward, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
+void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV) {
+  // out (B, T, NH*HS), lse (B, NH, T), qkv (B, T, (NH + 2*NKV)*HS)
+  each_head(flash::Pass::kForward, B, T, NH, HS, NKV, [&](const SerialTile& tile, const flash::Slice& s) {
     for (int q = 0; q < tiles(T); ++q) flash::forward_tile(tile, out, lse, qkv, s, q);
   });
 }
 
 void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout, const bf16* qkv, const float* out, const float* lse,
-                                    int B, int T, int NH, int HS) {
+                                    int B, int T, int NH, int HS, int NKV) {
+  // dqkv (B, T, (NH + 2*NKV)*HS), delta (B, NH, T), dout (B, T, NH*HS), qkv (B, T, (NH + 2*NKV)*HS),
+  // out (B, T, NH*HS), lse (B, NH, T)
   // delta = dO . O per row, with dO rounded to bf16 as dP = dO V^T takes it (so that each row's dS
   // sums to zero, as softmax's gradient does), as the CUDA delta kernel computes it.
   const size_t rows = size_t(B) * NH * T;
@@ -97,10 +107,13 @@ void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout
     const size_t at = (b * T + t) * NH * HS + h * HS;
     delta[i] = flash::row_delta(dout + at, out + at, HS, true);
   }
-  each_head(flash::Pass::kKeyGrads, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
-    for (int k = 0; k < tiles(T); ++k) flash::key_grads_tile(tile, dqkv, qkv, dout, lse, delta, s, k);
-  });
-  each_head(flash::Pass::kQueryGrads, B, T, NH, HS, [&](const SerialTile& tile, const flash::Slice& s) {
+  // dK and dV per (sequence, key/value head), each summing over its group's query heads.
+  assert(NKV > 0 && NH % NKV == 0);
+  each_slice(flash::Pass::kKeyGrads, B * NKV, HS, [&](int bkv) { return flash::key_slice_of(T, NH, HS, NKV, bkv); },
+             [&](const SerialTile& tile, const flash::Slice& s) {
+               for (int k = 0; k < tiles(T); ++k) flash::key_grads_tile(tile, dqkv, qkv, dout, lse, delta, s, k);
+             });
+  each_head(flash::Pass::kQueryGrads, B, T, NH, HS, NKV, [&](const SerialTile& tile, const flash::Slice& s) {
     for (int q = 0; q < tiles(T); ++q) flash::query_grads_tile(tile, dqkv, qkv, dout, lse, delta, s, q);
   });
 }

@@ -1,5 +1,6 @@
 // CPU element-wise and per-row kernels: layernorm, GELU, residual, embeddings, softmax and
 // cross-entropy, AdamW, sum of squares (per range, and over a list of segments in one call).
+// Llama's RMSNorm, rotary positions and SwiGLU are llama.cpp's.
 //
 // Every loop is a parallel_for (thread_pool.h) over rows or blocks of elements, with `omp simd`
 // inner loops so that GCC vectorises them (-fopenmp-simd: the pragmas only, no OpenMP runtime);
@@ -213,14 +214,18 @@ void residual_backward(Real* dinp1, Real* dinp2, const Real* dout, size_t N) {
 template <typename Real>
 void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B,
                      int T, int C) {
-  // out (B, T, C), tokens (B, T), wte (V, C), wpe (>= T, C)
-  assert(out && tokens && wte && wpe);
+  // out (B, T, C), tokens (B, T), wte (V, C), wpe (>= T, C) or nullptr (no learned positions)
+  assert(out && tokens && wte);
   const int BT = B * T;
   parallel_for(size_t(BT), rows_grain(C), threads_for(size_t(BT) * C), [&](size_t first, size_t last) {
     for (size_t i = first; i < last; ++i) {
       const Real* e = wte + size_t(tokens[i]) * C;
-      const Real* p = wpe + (i % T) * C;
       Real* o = out + i * C;
+      if (wpe == nullptr) {
+        std::copy(e, e + C, o);
+        continue;
+      }
+      const Real* p = wpe + (i % T) * C;
 #pragma omp simd
       for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
     }
@@ -230,7 +235,7 @@ void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Re
 template <typename Real>
 void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens, int B,
                       int T, int C) {
-  // dwte (V, C), dwpe (>= T, C), dout (B, T, C), tokens (B, T)
+  // dwte (V, C), dwpe (>= T, C) or nullptr, dout (B, T, C), tokens (B, T)
   assert(dout && tokens);
   // Each piece owns a block of columns, so two positions with the same token never race.
   parallel_for(size_t(C), kColumnGrain, threads_for(size_t(B) * T * C), [&](size_t c0, size_t c1) {
