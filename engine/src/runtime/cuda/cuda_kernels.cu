@@ -217,7 +217,7 @@ __global__ void swiglu_forward_kernel(Out* out, const In* inp, int F, size_t n) 
   GRID_STRIDE(i, n) {
     const In* x = inp + (i / F) * 2 * size_t(F) + i % F;  // this element's gate; its up is F further
     const float gate = element::load(x), up = element::load(x + F);
-    element::store(out + i, element::swiglu_value(gate, up, sigmoid(gate)));
+    element::store(out + i, element::silu_value(gate, sigmoid(gate)) * up);
   }
 }
 
@@ -227,16 +227,17 @@ __global__ void swiglu_backward_kernel(Out* dinp, const In* inp, const Dy* dout,
   GRID_STRIDE(i, n) {
     const size_t at = (i / F) * 2 * size_t(F) + i % F;  // the gate's place in inp and dinp
     const float gate = element::load(inp + at), up = element::load(inp + at + F), dy = element::load(dout + i), s = sigmoid(gate);
-    element::store(dinp + at, element::swiglu_dgate(dy, gate, up, s));
-    element::store(dinp + at + F, element::swiglu_dup(dy, gate, s));
+    element::store(dinp + at, dy * up * element::silu_slope(gate, s));
+    element::store(dinp + at + F, dy * element::silu_value(gate, s));
   }
 }
 
 // Rotary positions in place on qkv (B T rows of (NH + 2 NKV) HS): a thread per rotated pair, n =
 // B T (NH + NKV) HS/2 of them, pair p = ((row (NH + NKV)) + head) HS/2 + i for the q heads (head <
 // NH) and then the k heads, which lie side by side at the start of a row. `sign` 1 rotates by the
-// angle (forward), -1 back (backward). Each thread reads both elements of its pair before it
-// writes them, and no two threads share an element.
+// angle (forward), -1 back (backward). The angle, its cosine and its sine in double, rounded to
+// float, as the CPU's (element_math.h's rope_angle). Each thread reads both elements of its pair
+// before it writes them, and no two threads share an element.
 template <typename Real>
 __global__ void rope_kernel(Real* qkv, int T, int NH, int NKV, int HS, float theta, float sign, size_t n) {
   const int half = HS / 2, heads = NH + NKV;
@@ -245,11 +246,11 @@ __global__ void rope_kernel(Real* qkv, int T, int NH, int NKV, int HS, float the
     const int i = int(p % half);
     const size_t row_head = p / half, row = row_head / heads;
     const int head = int(row_head % heads), t = int(row % T);
-    float sn, cs;
-    sincosf(float(t) * element::rope_frequency(i, HS, theta), &sn, &cs);
+    double sn, cs;
+    sincos(element::rope_angle(t, i, HS, theta), &sn, &cs);
     Real* x = qkv + row * row_elements + size_t(head) * HS + i;
     float x0 = element::load(x), x1 = element::load(x + half);
-    element::rope_rotate(x0, x1, cs, sign * sn);
+    element::rope_rotate(x0, x1, float(cs), sign * float(sn));
     element::store(x, x0);
     element::store(x + half, x1);
   }
