@@ -66,7 +66,7 @@ struct Heads {
   int NH, NKV, hs;
   __device__ int row() const { return (NH + 2 * NKV) * hs; }  // elements of a qkv row
   __device__ int out_row() const { return NH * hs; }          // of an out (or dO) row
-  __device__ int q(int h) const { return h * hs; }            // query head h's columns in a qkv row
+  __device__ int q(int h) const { return h * hs; }            // query head h's columns in a qkv row (and in an out row)
   __device__ int k(int g) const { return (NH + g) * hs; }     // key/value head g's
   __device__ int v(int g) const { return (NH + NKV + g) * hs; }
   __device__ int kv_of(int h) const { return h / (NH / NKV); }  // the key/value head query head h reads
