@@ -1,5 +1,7 @@
 // The CUDA backend against the CPU engine, on a real GPU: every kernel of the Ops table (ops.h)
 // against the CPU kernel on random shapes with odd sizes (fp32 within 1e-5 of the tensor's scale),
+// GPT-2's and Llama's (RMSNorm, rotary positions, SwiGLU, the encoder without learned positions,
+// attention with grouped-query heads, standard and fused),
 // the one-launch segment calls against the CPU's on segment lists with empty and one-element
 // segments (and the sum of squares the same bits launch after launch), the fused attention
 // against its tile program (and, on Hopper, each wgmma reading alone against a plain product),
@@ -456,37 +458,82 @@ class TestCuda : public QObject {
       check("layernorm_backward dweight", dw);
       check("layernorm_backward dbias", db);
     }
-    {  // attention
-      const size_t att = size_t(B) * NH * T * T;
-      Twin qkv(d, randn(size_t(BT) * 3 * C, 14)), out(d, n), a(d, att);
-      cpu.attention_forward(out.h(), a.h(), qkv.h(), B, T, NH, HS);
-      gk.attention_forward(out.g(), a.g(), qkv.g(), B, T, NH, HS);
-      check("attention_forward out", out);
-      check("attention_forward att", a);
-      Twin dout(d, randn(n, 15)), dqkv(d, size_t(BT) * 3 * C), cs(d, att), gs(d, att);
-      cpu.attention_backward(dqkv.h(), cs.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS);
-      gk.attention_backward(dqkv.g(), gs.g(), dout.g(), qkv.g(), a.g(), B, T, NH, HS);
-      check("attention_backward", dqkv);
+    // attention: multi-head (NKV = NH), and grouped-query over every NKV that divides NH (down to
+    // one K/V head), q | k | v of (NH + 2 NKV) heads
+    for (int NKV = NH; NKV >= 1; --NKV) {
+      if (NH % NKV != 0) continue;
+      const std::string heads = " (NH " + std::to_string(NH) + ", NKV " + std::to_string(NKV) + ")";
+      auto named = [&](const char* what) { return std::string(what) + heads; };
+      const size_t att = size_t(B) * NH * T * T, n3 = size_t(BT) * (NH + 2 * NKV) * HS;
+      Twin qkv(d, randn(n3, 14)), out(d, n), a(d, att);
+      cpu.attention_forward(out.h(), a.h(), qkv.h(), B, T, NH, HS, NKV);
+      gk.attention_forward(out.g(), a.g(), qkv.g(), B, T, NH, HS, NKV);
+      check(named("attention_forward out").c_str(), out);
+      check(named("attention_forward att").c_str(), a);
+      Twin dout(d, randn(n, 15)), dqkv(d, n3), cs(d, att), gs(d, att);
+      cpu.attention_backward(dqkv.h(), cs.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS, NKV);
+      gk.attention_backward(dqkv.g(), gs.g(), dout.g(), qkv.g(), a.g(), B, T, NH, HS, NKV);
+      check(named("attention_backward").c_str(), dqkv);
       // bf16 and fp16 operands of the batched GEMMs (softmax in fp32): within a few bf16 roundings.
       for (const auto precision : {config::Precision::kBf16, config::Precision::kFp16}) {
         QVERIFY(d.set_precision(precision).ok());
-        Twin bout(d, n), ba(d, att), bdqkv(d, size_t(BT) * 3 * C), bs(d, att);
-        d.ops().attention_forward(bout.g(), ba.g(), qkv.g(), B, T, NH, HS);
-        d.ops().attention_backward(bdqkv.g(), bs.g(), dout.g(), qkv.g(), ba.g(), B, T, NH, HS);
+        Twin bout(d, n), ba(d, att), bdqkv(d, n3), bs(d, att);
+        d.ops().attention_forward(bout.g(), ba.g(), qkv.g(), B, T, NH, HS, NKV);
+        d.ops().attention_backward(bdqkv.g(), bs.g(), dout.g(), qkv.g(), ba.g(), B, T, NH, HS, NKV);
         QVERIFY(d.set_precision(config::Precision::kFp32).ok());
         QVERIFY(d.synchronize().ok());
         const double eo = rel_err(bout.back(d), out.host), eg = rel_err(bdqkv.back(d), dqkv.host);
-        QVERIFY2(eo > 0 && eo <= 3e-2 && eg > 0 && eg <= 5e-2, qPrintable(QString("bf16 attention: out %1, dqkv %2").arg(eo).arg(eg)));
+        QVERIFY2(eo > 0 && eo <= 3e-2 && eg > 0 && eg <= 5e-2,
+                 qPrintable(QString("16-bit attention%1: out %2, dqkv %3").arg(heads.c_str()).arg(eo).arg(eg)));
       }
       // Fused: the same out and dqkv, with (B, NH, T) log-sum-exps instead of the probabilities.
       QVERIFY(gk.has_flash_attention());
-      Twin fout(d, n), lse(d, size_t(B) * NH * T), fdqkv(d, size_t(BT) * 3 * C), delta(d, size_t(B) * NH * T);
-      gk.flash_attention_forward(fout.g(), lse.g(), qkv.g(), B, T, NH, HS);
+      Twin fout(d, n), lse(d, size_t(B) * NH * T), fdqkv(d, n3), delta(d, size_t(B) * NH * T);
+      gk.flash_attention_forward(fout.g(), lse.g(), qkv.g(), B, T, NH, HS, NKV);
       fout.host = out.host;
-      check("flash_attention_forward", fout);
-      gk.flash_attention_backward(fdqkv.g(), delta.g(), dout.g(), qkv.g(), fout.g(), lse.g(), B, T, NH, HS);
+      check(named("flash_attention_forward").c_str(), fout);
+      gk.flash_attention_backward(fdqkv.g(), delta.g(), dout.g(), qkv.g(), fout.g(), lse.g(), B, T, NH, HS, NKV);
       fdqkv.host = dqkv.host;
-      check("flash_attention_backward", fdqkv);
+      check(named("flash_attention_backward").c_str(), fdqkv);
+    }
+    {  // RMSNorm, its gradients accumulating onto non-zero ones
+      Twin inp(d, randn(n, 80, 2.0)), w(d, randn(size_t(C), 81)), out(d, n), rstd(d, size_t(BT));
+      cpu.rmsnorm_forward(out.h(), rstd.h(), inp.h(), w.h(), BT, C, 1e-6f);
+      gk.rmsnorm_forward(out.g(), rstd.g(), inp.g(), w.g(), BT, C, 1e-6f);
+      check("rmsnorm_forward out", out);
+      check("rmsnorm_forward rstd", rstd);
+      Twin dout(d, randn(n, 82)), dinp(d, randn(n, 83)), dw(d, randn(size_t(C), 84));
+      cpu.rmsnorm_backward(dinp.h(), dw.h(), dout.h(), inp.h(), w.h(), rstd.h(), BT, C);
+      gk.rmsnorm_backward(dinp.g(), dw.g(), dout.g(), inp.g(), w.g(), rstd.g(), BT, C);
+      check("rmsnorm_backward dinp", dinp);
+      check("rmsnorm_backward dweight", dw);
+    }
+    {  // rotary positions on q and k of (NH + 2 NKV) heads, v untouched; the backward undoes them
+      const int NKV = NH % 2 == 0 ? NH / 2 : NH;
+      const std::vector<float> x = randn(size_t(BT) * (NH + 2 * NKV) * HS, 85);
+      Twin qkv(d, x);
+      cpu.rope_forward(qkv.h(), B, T, NH, NKV, HS, 10000.0f);
+      gk.rope_forward(qkv.g(), B, T, NH, NKV, HS, 10000.0f);
+      check("rope_forward", qkv);
+      for (size_t r = 0; r < size_t(BT); ++r) {  // v as it was, bit for bit
+        const size_t v0 = r * (NH + 2 * NKV) * HS + size_t(NH + NKV) * HS;
+        QVERIFY2(std::equal(x.begin() + v0, x.begin() + v0 + size_t(NKV) * HS, qkv.host.begin() + v0), "rope_forward moved v");
+      }
+      cpu.rope_backward(qkv.h(), B, T, NH, NKV, HS, 10000.0f);
+      gk.rope_backward(qkv.g(), B, T, NH, NKV, HS, 10000.0f);
+      check("rope_backward", qkv);
+      const double e = rel_err(qkv.back(d), x);  // a rotation and its inverse: x up to rounding
+      QVERIFY2(e <= 1e-5, qPrintable(QString("rope_backward after rope_forward: relative error %1 from the input").arg(e)));
+    }
+    {  // SwiGLU over (BT, 2 OC) = gate | up
+      const size_t nf = size_t(BT) * OC;
+      Twin x(d, randn(2 * nf, 86, 3.0)), y(d, nf), dy(d, randn(nf, 87)), dx(d, 2 * nf);
+      cpu.swiglu_forward(y.h(), x.h(), BT, OC);
+      gk.swiglu_forward(y.g(), x.g(), BT, OC);
+      check("swiglu_forward", y);
+      cpu.swiglu_backward(dx.h(), x.h(), dy.h(), BT, OC);
+      gk.swiglu_backward(dx.g(), x.g(), dy.g(), BT, OC);
+      check("swiglu_backward", dx);
     }
     {  // GELU, residual
       Twin x(d, randn(n, 16, 3.0)), y(d, n), dy(d, randn(n, 17)), dx(d, n);
@@ -519,6 +566,16 @@ class TestCuda : public QObject {
       // The same order of additions as the CPU's (rows ascending onto the existing gradient).
       QVERIFY2(dwte.back(d) == dwte.host, "encoder_backward dwte: not the CPU's bits");
       QVERIFY2(dwpe.back(d) == dwpe.host, "encoder_backward dwpe: not the CPU's bits");
+      // Without learned positions (Llama): out is wte's rows, and only dwte gets a gradient.
+      Twin tout(d, n), tdwte(d, randn(size_t(V) * C, 26));
+      cpu.encoder_forward(tout.h(), tok.host.data(), wte.h(), nullptr, B, T, C);
+      gk.encoder_forward(tout.g(), tok.dev.data(), wte.g(), nullptr, B, T, C);
+      QVERIFY(d.synchronize().ok());
+      QVERIFY2(tout.back(d) == tout.host, "encoder_forward without wpe: not the CPU's bits");
+      cpu.encoder_backward(tdwte.h(), nullptr, dout.h(), tok.host.data(), B, T, C);
+      gk.encoder_backward(tdwte.g(), nullptr, dout.g(), tok.dev.data(), B, T, C);
+      QVERIFY(d.synchronize().ok());
+      QVERIFY2(tdwte.back(d) == tdwte.host, "encoder_backward without wpe: not the CPU's bits");
     }
     {  // cross-entropy, probs aliasing logits as the stage calls it
       Ints tgt(d, tokens_of(size_t(BT), V, 26));
@@ -624,51 +681,98 @@ class TestCuda : public QObject {
       check("layernorm_backward dinp's bf16 copy", llow.back(d), Low16::wide(llow.host), one_rounding);
       check("gelu_forward bf16 out", y.back(d), Low16::wide(y.host), one_rounding);
     }
-    {  // attention, standard and fused, writing bf16; the fused backward reading it
-      const size_t att = size_t(B) * NH * T * T;
-      Twin qkv(d, randn(size_t(BT) * 3 * C, 43)), a(d, att), lse(d, size_t(B) * NH * T), dout(d, randn(n, 44)), dqkv(d, size_t(BT) * 3 * C),
-          fdqkv(d, size_t(BT) * 3 * C), scratch(d, att), delta(d, size_t(B) * NH * T);
+    {  // RMSNorm writing bf16, and its backward's bf16 copy of dinp
+      Twin x(d, randn(n, 100, 2.0)), w(d, randn(size_t(C), 101)), rstd(d, size_t(BT));
+      Low16 out(d, n);
+      cpu.rmsnorm_forward(out.h(), rstd.h(), x.h(), w.h(), BT, C, 1e-5f);
+      gk.rmsnorm_forward(out.g(), rstd.g(), x.g(), w.g(), BT, C, 1e-5f);
+      Twin dy(d, randn(n, 102)), dx(d, randn(n, 103)), dw(d, randn(size_t(C), 104));
+      Low16 low(d, n);
+      cpu.rmsnorm_backward(dx.h(), dw.h(), dy.h(), x.h(), w.h(), rstd.h(), BT, C, low.h());
+      gk.rmsnorm_backward(dx.g(), dw.g(), dy.g(), x.g(), w.g(), rstd.g(), BT, C, low.g());
+      QVERIFY(d.synchronize().ok());
+      check("rmsnorm_forward bf16 out", out.back(d), Low16::wide(out.host), one_rounding);
+      check("rmsnorm_forward rstd", rstd.back(d), rstd.host, 1e-5);
+      check("rmsnorm_backward dinp beside its bf16 copy", dx.back(d), dx.host, 1e-5);
+      check("rmsnorm_backward dinp's bf16 copy", low.back(d), Low16::wide(low.host), one_rounding);
+      check("rmsnorm_backward dweight", dw.back(d), dw.host, 1e-5);
+    }
+    {  // rotary positions in place on a bf16 qkv (three query heads, one K/V head), and back
+      Low16 qkv(d, randn(size_t(BT) * (NH + 2) * HS, 105));
+      cpu.rope_forward(qkv.h(), B, T, NH, 1, HS, 500000.0f);
+      gk.rope_forward(qkv.g(), B, T, NH, 1, HS, 500000.0f);
+      QVERIFY(d.synchronize().ok());
+      check("rope_forward bf16", qkv.back(d), Low16::wide(qkv.host), one_rounding);
+      cpu.rope_backward(qkv.h(), B, T, NH, 1, HS, 500000.0f);
+      gk.rope_backward(qkv.g(), B, T, NH, 1, HS, 500000.0f);
+      QVERIFY(d.synchronize().ok());
+      check("rope_backward bf16", qkv.back(d), Low16::wide(qkv.host), one_rounding);
+    }
+    {  // SwiGLU reading bf16 gate | up (BT, 2 OC) and writing bf16; its backward from a bf16
+       // gradient into bf16 and into fp32
+      const size_t nf = size_t(BT) * OC;
+      Low16 x(d, randn(2 * nf, 106, 3.0)), y(d, nf), dy(d, randn(nf, 107)), dx(d, 2 * nf);
+      Twin dxw(d, 2 * nf);
+      cpu.swiglu_forward(y.h(), x.h(), BT, OC);
+      gk.swiglu_forward(y.g(), x.g(), BT, OC);
+      cpu.swiglu_backward(dx.h(), x.h(), dy.h(), BT, OC);
+      gk.swiglu_backward(dx.g(), x.g(), dy.g(), BT, OC);
+      cpu.swiglu_backward(dxw.h(), x.h(), dy.h(), BT, OC);
+      gk.swiglu_backward(dxw.g(), x.g(), dy.g(), BT, OC);
+      QVERIFY(d.synchronize().ok());
+      check("swiglu_forward bf16", y.back(d), Low16::wide(y.host), one_rounding);
+      check("swiglu_backward bf16", dx.back(d), Low16::wide(dx.host), one_rounding);
+      check("swiglu_backward bf16 in, fp32 out", dxw.back(d), dxw.host, 1e-5);
+    }
+    // attention, standard and fused, writing bf16; the fused backward reading it: multi-head, and
+    // grouped-query with one K/V head for the three query heads
+    for (const int NKV : {NH, 1}) {
+      const std::string heads = " (NKV " + std::to_string(NKV) + ")";
+      auto named = [&](const char* what) { return std::string(what) + heads; };
+      const size_t att = size_t(B) * NH * T * T, n3 = size_t(BT) * (NH + 2 * NKV) * HS;
+      Twin qkv(d, randn(n3, 43)), a(d, att), lse(d, size_t(B) * NH * T), dout(d, randn(n, 44)), dqkv(d, n3),
+          fdqkv(d, n3), scratch(d, att), delta(d, size_t(B) * NH * T);
       Low16 out(d, n), fout(d, n);
-      cpu.attention_forward(out.h(), a.h(), qkv.h(), B, T, NH, HS);
-      gk.attention_forward(out.g(), a.g(), qkv.g(), B, T, NH, HS);
-      gk.flash_attention_forward(fout.g(), lse.g(), qkv.g(), B, T, NH, HS);
-      cpu.attention_backward(dqkv.h(), scratch.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS);
-      gk.flash_attention_backward(fdqkv.g(), delta.g(), dout.g(), qkv.g(), fout.g(), lse.g(), B, T, NH, HS);
+      cpu.attention_forward(out.h(), a.h(), qkv.h(), B, T, NH, HS, NKV);
+      gk.attention_forward(out.g(), a.g(), qkv.g(), B, T, NH, HS, NKV);
+      gk.flash_attention_forward(fout.g(), lse.g(), qkv.g(), B, T, NH, HS, NKV);
+      cpu.attention_backward(dqkv.h(), scratch.h(), dout.h(), qkv.h(), a.h(), B, T, NH, HS, NKV);
+      gk.flash_attention_backward(fdqkv.g(), delta.g(), dout.g(), qkv.g(), fout.g(), lse.g(), B, T, NH, HS, NKV);
       QVERIFY(d.synchronize().ok());
       const double gemm16 = p == config::Precision::kFp32 ? one_rounding : 3e-2;  // bf16 table: 16-bit batched GEMMs too
-      check("attention_forward bf16 out", out.back(d), Low16::wide(out.host), gemm16);
-      check("flash_attention_forward bf16 out", fout.back(d), Low16::wide(out.host), one_rounding);
-      check("flash_attention_backward from a bf16 out", fdqkv.back(d), dqkv.host, 2e-2);
+      check(named("attention_forward bf16 out").c_str(), out.back(d), Low16::wide(out.host), gemm16);
+      check(named("flash_attention_forward bf16 out").c_str(), fout.back(d), Low16::wide(out.host), one_rounding);
+      check(named("flash_attention_backward from a bf16 out").c_str(), fdqkv.back(d), dqkv.host, 2e-2);
       // q k v in bf16: both attentions against the CPU's on the same bf16 values.
       Low16 q16(d, qkv.host), out2(d, n), fout2(d, n);
-      Twin a2(d, att), lse2(d, size_t(B) * NH * T), dqkv2(d, size_t(BT) * 3 * C), fdqkv2(d, size_t(BT) * 3 * C);
-      cpu.attention_forward(out2.h(), a2.h(), q16.h(), B, T, NH, HS);
-      gk.attention_forward(out2.g(), a2.g(), q16.g(), B, T, NH, HS);
-      gk.flash_attention_forward(fout2.g(), lse2.g(), q16.g(), B, T, NH, HS);
-      cpu.attention_backward(dqkv2.h(), scratch.h(), dout.h(), q16.h(), a2.h(), B, T, NH, HS);
-      gk.attention_backward(dqkv2.g(), scratch.g(), dout.g(), q16.g(), a2.g(), B, T, NH, HS);
-      gk.flash_attention_backward(fdqkv2.g(), delta.g(), dout.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS);
+      Twin a2(d, att), lse2(d, size_t(B) * NH * T), dqkv2(d, n3), fdqkv2(d, n3);
+      cpu.attention_forward(out2.h(), a2.h(), q16.h(), B, T, NH, HS, NKV);
+      gk.attention_forward(out2.g(), a2.g(), q16.g(), B, T, NH, HS, NKV);
+      gk.flash_attention_forward(fout2.g(), lse2.g(), q16.g(), B, T, NH, HS, NKV);
+      cpu.attention_backward(dqkv2.h(), scratch.h(), dout.h(), q16.h(), a2.h(), B, T, NH, HS, NKV);
+      gk.attention_backward(dqkv2.g(), scratch.g(), dout.g(), q16.g(), a2.g(), B, T, NH, HS, NKV);
+      gk.flash_attention_backward(fdqkv2.g(), delta.g(), dout.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS, NKV);
       QVERIFY(d.synchronize().ok());
-      check("attention_forward bf16 qkv", out2.back(d), Low16::wide(out2.host), gemm16);
+      check(named("attention_forward bf16 qkv").c_str(), out2.back(d), Low16::wide(out2.host), gemm16);
       // On tensor cores (HS 32): P rounded to bf16 before P V as well, so within the 1e-2.
       QCOMPARE(on_tensor_cores(true, HS), !tensor_cores_turned_off());
-      check("flash_attention_forward bf16 qkv", fout2.back(d), Low16::wide(out2.host), 1e-2);
-      check("attention_backward bf16 qkv", dqkv2.back(d), dqkv2.host, p == config::Precision::kFp32 ? 1e-5 : 5e-2);
-      check("flash_attention_backward bf16 qkv", fdqkv2.back(d), dqkv2.host, 2e-2);
+      check(named("flash_attention_forward bf16 qkv").c_str(), fout2.back(d), Low16::wide(out2.host), 1e-2);
+      check(named("attention_backward bf16 qkv").c_str(), dqkv2.back(d), dqkv2.host, p == config::Precision::kFp32 ? 1e-5 : 5e-2);
+      check(named("flash_attention_backward bf16 qkv").c_str(), fdqkv2.back(d), dqkv2.host, 2e-2);
       // The gradients at the output and at q k v in bf16 too (GptStage's bf16 path), and the
       // fused backward with only dout in bf16 (CudaOps stages that mix).
-      Low16 dout16(d, dout.host), dq16(d, size_t(BT) * 3 * C), fdq16(d, size_t(BT) * 3 * C);
-      Twin dqw(d, size_t(BT) * 3 * C), fdqw(d, size_t(BT) * 3 * C);
-      cpu.attention_backward(dq16.h(), scratch.h(), dout16.h(), q16.h(), a2.h(), B, T, NH, HS);
-      cpu.attention_backward(dqw.h(), scratch.h(), dout16.h(), q16.h(), a2.h(), B, T, NH, HS);
-      gk.attention_backward(dq16.g(), scratch.g(), dout16.g(), q16.g(), a2.g(), B, T, NH, HS);
-      gk.flash_attention_backward(fdq16.g(), delta.g(), dout16.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS);
-      gk.flash_attention_backward(fdqw.g(), delta.g(), dout16.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS);
+      Low16 dout16(d, dout.host), dq16(d, n3), fdq16(d, n3);
+      Twin dqw(d, n3), fdqw(d, n3);
+      cpu.attention_backward(dq16.h(), scratch.h(), dout16.h(), q16.h(), a2.h(), B, T, NH, HS, NKV);
+      cpu.attention_backward(dqw.h(), scratch.h(), dout16.h(), q16.h(), a2.h(), B, T, NH, HS, NKV);
+      gk.attention_backward(dq16.g(), scratch.g(), dout16.g(), q16.g(), a2.g(), B, T, NH, HS, NKV);
+      gk.flash_attention_backward(fdq16.g(), delta.g(), dout16.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS, NKV);
+      gk.flash_attention_backward(fdqw.g(), delta.g(), dout16.g(), q16.g(), fout2.g(), lse2.g(), B, T, NH, HS, NKV);
       QVERIFY(d.synchronize().ok());
-      check("attention_backward bf16 dout and dqkv", dq16.back(d), Low16::wide(dq16.host),
+      check(named("attention_backward bf16 dout and dqkv").c_str(), dq16.back(d), Low16::wide(dq16.host),
             p == config::Precision::kFp32 ? one_rounding : 5e-2);
-      check("flash_attention_backward bf16 dout and dqkv", fdq16.back(d), Low16::wide(dq16.host), 2e-2);
-      check("flash_attention_backward bf16 dout, fp32 dqkv", fdqw.back(d), dqw.host, 2e-2);
+      check(named("flash_attention_backward bf16 dout and dqkv").c_str(), fdq16.back(d), Low16::wide(dq16.host), 2e-2);
+      check(named("flash_attention_backward bf16 dout, fp32 dqkv").c_str(), fdqw.back(d), dqw.host, 2e-2);
     }
     {  // GEMMs reading a bf16 input, with the fp32 weight and with its bf16 copy
       const std::vector<float> x = randn(n, 45);
@@ -767,67 +871,74 @@ class TestCuda : public QObject {
   // The fused attention on tensor cores (flash_attention.cu, runtime/flash_mma.h) against the tile
   // program whose arithmetic it runs, executed on the CPU (cpu::flash_attention_tiled_*), and
   // against attention in fp32 on the same bf16 q, k, v: odd lengths, every tile edge, head sizes
-  // 16 to 128, out written in bf16 as training does.
+  // 16 to 128, multi-head and grouped-query, out written in bf16 as training does.
   void flashAttentionOnTensorCoresMatchesItsTileProgram_data() {
     QTest::addColumn<int>("B");
     QTest::addColumn<int>("T");
     QTest::addColumn<int>("NH");
     QTest::addColumn<int>("HS");
-    QTest::newRow("T1 HS16") << 2 << 1 << 2 << 16;
-    QTest::newRow("T45 HS32") << 2 << 45 << 3 << 32;
-    QTest::newRow("T65 HS64") << 1 << 65 << 2 << 64;
-    QTest::newRow("T200 HS48") << 2 << 200 << 2 << 48;
-    QTest::newRow("T1024 HS64: GPT-2") << 1 << 1024 << 4 << 64;
-    QTest::newRow("T333 HS128") << 1 << 333 << 2 << 128;
+    QTest::addColumn<int>("NKV");
+    QTest::newRow("T1 HS16") << 2 << 1 << 2 << 16 << 2;
+    QTest::newRow("T45 HS32") << 2 << 45 << 3 << 32 << 3;
+    QTest::newRow("T65 HS64") << 1 << 65 << 2 << 64 << 2;
+    QTest::newRow("T200 HS48") << 2 << 200 << 2 << 48 << 2;
+    QTest::newRow("T1024 HS64: GPT-2") << 1 << 1024 << 4 << 64 << 4;
+    QTest::newRow("T333 HS128") << 1 << 333 << 2 << 128 << 2;
+    // Grouped-query attention: the key gradients' blocks walk each query head of their group.
+    QTest::newRow("T1 HS16, 4 query heads a K/V head") << 1 << 1 << 4 << 16 << 1;
+    QTest::newRow("T45 HS32, 2 query heads a K/V head") << 2 << 45 << 4 << 32 << 2;
+    QTest::newRow("T200 HS64, 4 query heads a K/V head") << 1 << 200 << 8 << 64 << 2;
+    QTest::newRow("T333 HS128, 2 query heads a K/V head: Llama's head size") << 1 << 333 << 4 << 128 << 2;
   }
   void flashAttentionOnTensorCoresMatchesItsTileProgram() {
     QFETCH(int, B);
     QFETCH(int, T);
     QFETCH(int, NH);
     QFETCH(int, HS);
+    QFETCH(int, NKV);
     Device& d = *gpu_;
     QVERIFY(d.set_precision(config::Precision::kBf16).ok());
     const Ops& gk = d.ops();
     const int C = NH * HS, BT = B * T;
-    const size_t n = size_t(BT) * C, rows = size_t(B) * NH * T;
-    Low16 qkv(d, randn(size_t(BT) * 3 * C, 60, 1.5)), out(d, n);
-    Twin lse(d, rows), dout(d, randn(n, 61)), dqkv(d, size_t(BT) * 3 * C), delta(d, rows);
+    const size_t n = size_t(BT) * C, n3 = size_t(BT) * (NH + 2 * NKV) * HS, rows = size_t(B) * NH * T;
+    Low16 qkv(d, randn(n3, 60, 1.5)), out(d, n);
+    Twin lse(d, rows), dout(d, randn(n, 61)), dqkv(d, n3), delta(d, rows);
     QVERIFY(!on_tensor_cores(false, HS));  // fp32 q, k, v: the fp32 kernels
     // Head sizes up to 64 fit every tensor-core GPU's shared memory (99 KiB a block on sm_86 and
     // sm_89); 128 needs 120.5 KiB.
     if (HS > 64 && !on_tensor_cores(true, HS)) QSKIP("this GPU's shared memory keeps head size 128 off tensor cores");
     QVERIFY(on_tensor_cores(true, HS));
     Twin f32(d, Low16::wide(qkv.host));
-    gk.flash_attention_forward(out.g(), lse.g(), qkv.g(), B, T, NH, HS);
-    gk.flash_attention_backward(dqkv.g(), delta.g(), dout.g(), qkv.g(), out.g(), lse.g(), B, T, NH, HS);
+    gk.flash_attention_forward(out.g(), lse.g(), qkv.g(), B, T, NH, HS, NKV);
+    gk.flash_attention_backward(dqkv.g(), delta.g(), dout.g(), qkv.g(), out.g(), lse.g(), B, T, NH, HS, NKV);
     // And with dout and dqkv in bf16, as GptStage passes them with bf16 activations.
     Low16 dout16(d, dout.host), dqkv16(d, dqkv.host.size());
-    gk.flash_attention_backward(dqkv16.g(), delta.g(), dout16.g(), qkv.g(), out.g(), lse.g(), B, T, NH, HS);
+    gk.flash_attention_backward(dqkv16.g(), delta.g(), dout16.g(), qkv.g(), out.g(), lse.g(), B, T, NH, HS, NKV);
     QVERIFY(d.synchronize().ok());
     QVERIFY(d.set_precision(config::Precision::kFp32).ok());
     const std::vector<float> gout = out.back(d), glse = lse.back(d), gdqkv = dqkv.back(d), gdqkv16 = dqkv16.back(d);
     // The tile program on the CPU: its out rounded to bf16 as the GPU stores it, and its backward
     // from the GPU's out, as the GPU's is.
     std::vector<float> tout(n), tlse(rows), tdqkv(dqkv.host.size()), tdelta(rows);
-    cpu::flash_attention_tiled_forward(tout.data(), tlse.data(), qkv.h(), B, T, NH, HS);
+    cpu::flash_attention_tiled_forward(tout.data(), tlse.data(), qkv.h(), B, T, NH, HS, NKV);
     for (float& v : tout) v = to_float(to_bf16(v));
-    cpu::flash_attention_tiled_backward(tdqkv.data(), tdelta.data(), dout.h(), qkv.h(), gout.data(), glse.data(), B, T, NH, HS);
+    cpu::flash_attention_tiled_backward(tdqkv.data(), tdelta.data(), dout.h(), qkv.h(), gout.data(), glse.data(), B, T, NH, HS, NKV);
     // Attention in fp32 on the same q, k, v.
     std::vector<float> rout(n), att(rows * T), rdqkv(tdqkv.size()), scratch(att.size());
-    cpu::attention_forward(rout.data(), att.data(), f32.h(), B, T, NH, HS);
-    cpu::attention_backward(rdqkv.data(), scratch.data(), dout.h(), f32.h(), att.data(), B, T, NH, HS);
+    cpu::attention_forward(rout.data(), att.data(), f32.h(), B, T, NH, HS, NKV);
+    cpu::attention_backward(rdqkv.data(), scratch.data(), dout.h(), f32.h(), att.data(), B, T, NH, HS, NKV);
     // The tile program from the bf16 dout, its dqkv rounded to bf16 as the GPU stores it.
     std::vector<float> tdqkv16(tdqkv.size());
     const std::vector<float> dout_wide = Low16::wide(dout16.host);
-    cpu::flash_attention_tiled_backward(tdqkv16.data(), tdelta.data(), dout_wide.data(), qkv.h(), gout.data(), glse.data(), B, T, NH, HS);
+    cpu::flash_attention_tiled_backward(tdqkv16.data(), tdelta.data(), dout_wide.data(), qkv.h(), gout.data(), glse.data(), B, T, NH, HS, NKV);
     for (float& v : tdqkv16) v = to_float(to_bf16(v));
     double lse_err = 0;
     for (size_t r = 0; r < rows; ++r) lse_err = std::max(lse_err, double(std::abs(glse[r] - tlse[r])));
     const double to = rel_err(gout, tout), tg = rel_err(gdqkv, tdqkv), ro = rel_err(gout, rout), rg = rel_err(gdqkv, rdqkv),
                  tg16 = rel_err(gdqkv16, tdqkv16);
-    std::printf("flash on tensor cores (%s), B %d T %d NH %d HS %d: vs its tile program out %.2e dqkv %.2e (bf16 dout and dqkv %.2e) lse %.2e; "
+    std::printf("flash on tensor cores (%s), B %d T %d NH %d NKV %d HS %d: vs its tile program out %.2e dqkv %.2e (bf16 dout and dqkv %.2e) lse %.2e; "
                 "vs fp32 attention out %.2e dqkv %.2e\n",
-                on_warpgroups(HS) ? "wgmma" : "mma.sync", B, T, NH, HS, to, tg, tg16, lse_err, ro, rg);
+                on_warpgroups(HS) ? "wgmma" : "mma.sync", B, T, NH, NKV, HS, to, tg, tg16, lse_err, ro, rg);
     QVERIFY2(to <= 1e-2 && tg <= 1e-2 && tg16 <= 1e-2 && lse_err <= 1e-4 && ro <= 1e-2 && rg <= 1e-2,
              qPrintable(QString("tile program: out %1, dqkv %2, bf16 dqkv %3, lse %4; fp32 attention: out %5, dqkv %6")
                             .arg(to).arg(tg).arg(tg16).arg(lse_err).arg(ro).arg(rg)));

@@ -44,7 +44,10 @@
 //               are taken base 2 with the scale folded in, as flash_tiles.h's kLog2e says.
 //   key grads   a block per 64 key rows walks the query tiles at or after them: S^T = K Q^T,
 //               dP^T = V dO^T, P^T = exp(scale S^T - L), dS^T = scale P^T (dP^T - delta),
-//               dV += P^T dO, dK += dS^T Q.
+//               dV += P^T dO, dK += dS^T Q. With grouped-query attention (NKV key/value heads
+//               under NH query heads) the block is a key/value head's and walks the query tiles
+//               of each query head of its group in turn, in head order, as flash_tiles.h's
+//               key_grads_tile does: a key's gradient sums over every query head that reads it.
 //   query grads a block per 64 query rows walks the key tiles at or before them: S, dP, P and dS
 //               as above, dQ += dS K.
 // Only the tiles that reach the diagonal (or the sequence's end) are masked: in the others every key
@@ -477,8 +480,11 @@ STAGECRAFT_TILE void forward(const E& e, Out* out, float* lse, const bf16* qkv, 
   }
 }
 
-// dK and dV of key tile ktile, into dqkv (B, T, 3 C) (overwritten there); dO and dqkv in fp32 or
-// bf16 each; delta as flash_tiles.h's row_delta gives it.
+// dK and dV of key tile ktile of key/value head s.kvh, into dqkv (B, T, (NH + 2 NKV) hs)
+// (overwritten there); dO and dqkv in fp32 or bf16 each; delta as flash_tiles.h's row_delta gives
+// it. s is flash_tiles.h's key_slice_of: the first query head of the group, s.h; the walk takes
+// the query tiles from the block's own on of query heads s.h .. s.h + NH / NKV - 1, one head after
+// the other, into the same accumulators.
 template <int D, typename Core, typename E, typename Grads, typename Dout>
 STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const Dout* dout, const float* lse, const float* delta,
                                const Slice& s, int ktile) {
@@ -488,34 +494,42 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
   constexpr int kOwnTile = Core::template tile_elements<D>(kTile), kWalkedTile = Core::template tile_elements<D>(N);
   bf16* K = reinterpret_cast<bf16*>(e.shared());
   bf16* V = K + kOwnTile;
-  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kOwnTile);  // query tile i in buffer i % 2
+  unsigned char* walked = reinterpret_cast<unsigned char*>(V + kOwnTile);  // the query tile of step w in buffer w % 2
   constexpr size_t kBuffer = walked_bytes<D, Core>(kPass);
   const int k0 = ktile * kTile, cols = flash::smaller(kTile, s.T - k0), first = k0 / N, query_tiles = (s.T + N - 1) / N;
   const int c = (e.lane() & 3) * 2, key0 = k0 + e.warp() * 16 + (e.lane() >> 2);  // this thread's keys: key0, key0 + 8
-  auto buffer = [&](int i) { return reinterpret_cast<bf16*>(walked + (i & 1) * kBuffer); };  // Q, dO, then L, delta
-  auto fetch = [&](int i) {  // query tile i into its buffer
-    bf16* Qb = buffer(i);
+  // The walk: step w is query tile first + w % per_head of query head s.h + w / per_head.
+  const int per_head = query_tiles - first, steps = s.NH / s.NKV * per_head;
+  auto query_slice = [&](int w) {
+    Slice q = s;  // the same key/value head
+    q.h = s.h + w / per_head;
+    return q;
+  };
+  auto buffer = [&](int w) { return reinterpret_cast<bf16*>(walked + (w & 1) * kBuffer); };  // Q, dO, then L, delta
+  auto fetch = [&](int w) {  // step w's query tile into its buffer
+    bf16* Qb = buffer(w);
     float* Lb = reinterpret_cast<float*>(Qb + 2 * kWalkedTile);
-    const int i0 = i * N, rows = flash::smaller(N, s.T - i0);
-    stage<D, Core>(e, Qb, qkv, s, 0, i0, rows, N);
-    stage<D, Core>(e, Qb + kWalkedTile, dout, s, -1, i0, rows, N);
+    const Slice q = query_slice(w);
+    const int i0 = (first + w % per_head) * N, rows = flash::smaller(N, s.T - i0);
+    stage<D, Core>(e, Qb, qkv, q, 0, i0, rows, N);
+    stage<D, Core>(e, Qb + kWalkedTile, dout, q, -1, i0, rows, N);
     for (int r = e.thread(); r < N; r += kThreads) {
-      e.copy4(Lb + r, r < rows ? lse + s.row_at(i0 + r) : lse, r < rows);
-      e.copy4(Lb + N + r, r < rows ? delta + s.row_at(i0 + r) : delta, r < rows);
+      e.copy4(Lb + r, r < rows ? lse + q.row_at(i0 + r) : lse, r < rows);
+      e.copy4(Lb + N + r, r < rows ? delta + q.row_at(i0 + r) : delta, r < rows);
     }
     e.commit();
   };
   stage<D, Core>(e, K, qkv, s, 1, k0, cols, kTile);
   stage<D, Core>(e, V, qkv, s, 2, k0, cols, kTile);
-  fetch(first);
+  fetch(0);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int i = first; i < query_tiles; ++i) {
-    const int i0 = i * N;
-    const bf16* Q = buffer(i);
+  for (int w = 0; w < steps; ++w) {
+    const int i0 = (first + w % per_head) * N;
+    const bf16* Q = buffer(w);
     const bf16* dO = Q + kWalkedTile;
     const float* Ls = reinterpret_cast<const float*>(Q + 2 * kWalkedTile);
     const float* Ds = Ls + N;
-    next_tile<Core>(e, i, query_tiles, fetch);
+    next_tile<Core>(e, w, steps, fetch);
     float st[N / 8][4] = {}, dpt[N / 8][4] = {};
     {
       typename Core::template Operand<D> kf;
@@ -549,7 +563,7 @@ STAGECRAFT_TILE void key_grads(const E& e, Grads* dqkv, const bf16* qkv, const D
     Core::template times<D, N>(e, dv, pf, dO);
     Core::template times<D, N>(e, dk, dsf, Q);
     Core::end(e, dv, dk, pf, dsf);
-    e.sync();  // every warp has read buffer i % 2
+    e.sync();  // every warp has read buffer w % 2
   }
   const float as_is[2] = {1.0f, 1.0f};  // x / 1 is x
   store_rows<D>(e, dqkv, dk, as_is, s, 1, key0);

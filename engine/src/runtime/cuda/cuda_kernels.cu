@@ -1,4 +1,4 @@
-// CUDA kernels: the float layer math of GPT-2 training on one GPU, with the contracts of
+// CUDA kernels: the float layer math of GPT-2 and Llama training on one GPU, with the contracts of
 // kernels.h (outputs first; parameter gradients accumulate; input gradients overwrite except
 // layernorm's and the residual's), behind the Ops table (ops.h).
 //
@@ -7,8 +7,11 @@
 // their column-major transposes: a row-major (R, K) matrix with leading dimension ld is the
 // column-major (K, R) matrix with the same ld, so C = A B (row-major) is C^T = B^T A^T
 // (column-major) with the operands swapped. Attention (`standard`) is per sequence: batched GEMMs
-// over the heads for the scores and the weighted values, a causal softmax kernel between them.
-// The per-element formulas (GELU, layernorm's gradient, AdamW) are element_math.h's, shared with
+// over the heads for the scores and the weighted values, a causal softmax kernel between them;
+// with grouped-query attention the products of the query heads that share a K/V head read it where
+// it is (a batch stride over the groups), and the K/V gradients add up over the group in the
+// products' accumulators. The per-element formulas (GELU, layernorm's and RMSNorm's gradients,
+// SwiGLU, rotary positions, AdamW) are element_math.h's, shared with
 // the CPU kernels. Reductions that come back to the host (the loss, the sum of squares) are two-
 // pass in a fixed order, so they do not depend on scheduling (the sum of squares over a segment
 // list in one launch: its last block adds the blocks' partials in order); so are the embedding,
@@ -208,6 +211,51 @@ __global__ void gelu_backward_kernel(Out* dinp, const In* inp, const Dy* dout, s
   vec_stride<W>(n, [&]<int K>(size_t i) { gelu_backward_at<K>(dinp, inp, dout, i); });
 }
 
+// SwiGLU: out (rows, F) = silu(gate) up, inp (rows, 2F) = gate | up per row; n = rows F.
+template <typename Out, typename In>
+__global__ void swiglu_forward_kernel(Out* out, const In* inp, int F, size_t n) {
+  GRID_STRIDE(i, n) {
+    const In* x = inp + (i / F) * 2 * size_t(F) + i % F;  // this element's gate; its up is F further
+    const float gate = element::load(x), up = element::load(x + F);
+    element::store(out + i, element::silu_value(gate, sigmoid(gate)) * up);
+  }
+}
+
+// dinp (rows, 2F) = d gate | d up from dout (rows, F); dinp aliases neither inp nor dout.
+template <typename Out, typename In, typename Dy>
+__global__ void swiglu_backward_kernel(Out* dinp, const In* inp, const Dy* dout, int F, size_t n) {
+  GRID_STRIDE(i, n) {
+    const size_t at = (i / F) * 2 * size_t(F) + i % F;  // the gate's place in inp and dinp
+    const float gate = element::load(inp + at), up = element::load(inp + at + F), dy = element::load(dout + i), s = sigmoid(gate);
+    element::store(dinp + at, dy * up * element::silu_slope(gate, s));
+    element::store(dinp + at + F, dy * element::silu_value(gate, s));
+  }
+}
+
+// Rotary positions in place on qkv (B T rows of (NH + 2 NKV) HS): a thread per rotated pair, n =
+// B T (NH + NKV) HS/2 of them, pair p = ((row (NH + NKV)) + head) HS/2 + i for the q heads (head <
+// NH) and then the k heads, which lie side by side at the start of a row. `sign` 1 rotates by the
+// angle (forward), -1 back (backward). The angle, its cosine and its sine in double, rounded to
+// float, as the CPU's (element_math.h's rope_angle). Each thread reads both elements of its pair
+// before it writes them, and no two threads share an element.
+template <typename Real>
+__global__ void rope_kernel(Real* qkv, int T, int NH, int NKV, int HS, float theta, float sign, size_t n) {
+  const int half = HS / 2, heads = NH + NKV;
+  const size_t row_elements = size_t(NH + 2 * NKV) * HS;
+  GRID_STRIDE(p, n) {
+    const int i = int(p % half);
+    const size_t row_head = p / half, row = row_head / heads;
+    const int head = int(row_head % heads), t = int(row % T);
+    double sn, cs;
+    sincos(element::rope_angle(t, i, HS, theta), &sn, &cs);
+    Real* x = qkv + row * row_elements + size_t(head) * HS + i;
+    float x0 = element::load(x), x1 = element::load(x + half);
+    element::rope_rotate(x0, x1, float(cs), sign * float(sn));
+    element::store(x, x0);
+    element::store(x + half, x1);
+  }
+}
+
 __global__ void add_kernel(float* out, const float* a, const float* b, size_t n) {
   GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
@@ -326,6 +374,17 @@ struct LayernormParamTerms {
   }
 };
 
+// RMSNorm's weight gradient: dweight += dy * norm, norm = x rstd.
+struct RmsnormParamTerms {
+  static constexpr int kSums = 1;
+  const float *dout, *inp, *rstd;
+  int C;
+  __device__ void add(float (&s)[1], int r, int c) const {
+    const size_t i = size_t(r) * C + c;
+    s[0] += dout[i] * (inp[i] * rstd[r]);
+  }
+};
+
 // p with room for `bytes` (its contents undefined), grown on the stream where it is smaller;
 // nullptr where it could not grow (recorded).
 void* grown(void*& p, size_t& cap, size_t bytes) {
@@ -374,11 +433,13 @@ void column_sums(float* acc, ActIn x, int rows, int cols) {
 
 // ---- embeddings --------------------------------------------------------------------------------
 
+// wpe nullptr: no learned positions (Llama), out = wte[token].
 __global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe, int T, int C,
                                        size_t n) {
   GRID_STRIDE(i, n) {
     const size_t row = i / C, c = i % C;
-    out[i] = wte[size_t(tokens[row]) * C + c] + wpe[(row % T) * C + c];
+    const float w = wte[size_t(tokens[row]) * C + c];
+    out[i] = wpe ? w + wpe[(row % T) * C + c] : w;
   }
 }
 
@@ -598,6 +659,44 @@ __global__ void __launch_bounds__(kWarps * kWarp, kWarps == 8 ? 2 : 0)
     float t = 0;
     for (int w = 0; w < kWarps; ++w) t += all[size_t(w) * 2 * C + c];
     partials[(size_t(c / C) * gridDim.x + blockIdx.x) * C + c % C] = t;
+  }
+}
+
+// ---- RMSNorm: one warp per row -----------------------------------------------------------------
+
+// out (N, C) = x rstd w, rstd (N) = 1 / sqrt(mean(x^2) + eps) saved.
+template <typename Out>
+__global__ void rmsnorm_forward_kernel(Out* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= N) return;  // the whole warp: a row is a warp's
+  const float* x = inp + size_t(row) * C;
+  float s = 0;
+  for (int c = lane; c < C; c += kWarp) s += x[c] * x[c];
+  const float r = element::rmsnorm_rstd(warp_sum(s) / C, eps);
+  Out* o = out + size_t(row) * C;
+  for (int c = lane; c < C; c += kWarp) element::store(o + c, x[c] * r * weight[c]);
+  if (lane == 0) rstd[row] = r;
+}
+
+// dinp (N, C) += the input gradient; dinp_low, where given, gets the sum rounded to bf16.
+__global__ void rmsnorm_dinp_kernel(float* dinp, bf16* dinp_low, const float* dout, const float* inp, const float* weight,
+                                    const float* rstd, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= N) return;
+  const float* x = inp + size_t(row) * C;
+  const float* dy = dout + size_t(row) * C;
+  float* dx = dinp + size_t(row) * C;
+  const float r = rstd[row];
+  float b = 0;
+  for (int c = lane; c < C; c += kWarp) b += dy[c] * weight[c] * (x[c] * r);
+  b = warp_sum(b) / C;
+  bf16* low = dinp_low ? dinp_low + size_t(row) * C : nullptr;
+  for (int c = lane; c < C; c += kWarp) {
+    const float v = dx[c] + element::rmsnorm_dx(dy[c], weight[c], x[c] * r, r, b);
+    dx[c] = v;
+    if (low) low[c] = to_bf16(v);
   }
 }
 
@@ -1239,122 +1338,189 @@ class CudaOps final : public Ops {
     if (dweight || dbias) sum_columns(SumTargets{{dweight, dbias}}, LayernormParamTerms{dout, inp, mean, rstd, C}, N, C, "layernorm_backward");
   }
 
-  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld 3 NH HS). With bf16
-  // or fp16, the batched GEMMs take 16-bit copies of q, k, v, the probabilities and the
+  // Per sequence b: the heads of q, k, v are column blocks of qkv's rows (ld (NH + 2 NKV) HS). With
+  // bf16 or fp16, the batched GEMMs take 16-bit copies of q, k, v, the probabilities and the
   // gradients; the softmax and its backward stay fp32. A bf16 output is staged.
-  void attention_forward(ActOut out_act, float* att, ActIn qkv, int B, int T, int NH, int HS) const override {
+  void attention_forward(ActOut out_act, float* att, ActIn qkv, int B, int T, int NH, int HS, int NKV) const override {
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
     if (precision_ != config::Precision::kFp32 || out_act.low() || qkv.low()) lock.lock();
     const size_t n = size_t(B) * T * NH * HS;
     float* out = staged(out_act, n);
     if (!out) return;
     switch (precision_) {
-      case config::Precision::kFp32: attention_forward_as<float>(out, att, qkv, B, T, NH, HS); break;
-      case config::Precision::kFp16: attention_forward_as<__half>(out, att, qkv, B, T, NH, HS); break;
-      case config::Precision::kBf16: attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS); break;
+      case config::Precision::kFp32: attention_forward_as<float>(out, att, qkv, B, T, NH, HS, NKV); break;
+      case config::Precision::kFp16: attention_forward_as<__half>(out, att, qkv, B, T, NH, HS, NKV); break;
+      case config::Precision::kBf16: attention_forward_as<__nv_bfloat16>(out, att, qkv, B, T, NH, HS, NKV); break;
     }
     settle(out_act, out, n);
   }
 
-  // With bf16 GEMMs and a bf16 dqkv, the batched GEMMs write dq, dk, dv in bf16 themselves; any
-  // other bf16 dqkv is staged in fp32 (slot 3) and rounded into place.
-  void attention_backward(ActOut dqkv_act, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH,
-                          int HS) const override {
+  // With bf16 GEMMs and a bf16 dqkv, the batched GEMMs write dq, dk, dv in bf16 themselves where
+  // every K/V head has one query head (the group's sum would otherwise be rounded to bf16 at each
+  // query head); any other bf16 dqkv is staged in fp32 (slot 3) and rounded into place.
+  void attention_backward(ActOut dqkv_act, float* scratch, ActIn dout, ActIn qkv, const float* att, int B, int T, int NH, int HS,
+                          int NKV) const override {
     std::unique_lock<std::mutex> lock(g_low.mutex, std::defer_lock);
     if (precision_ != config::Precision::kFp32 || qkv.low() || dout.low() || dqkv_act.low()) lock.lock();
-    if (precision_ == config::Precision::kBf16 && dqkv_act.low()) {
-      attention_backward_as<__nv_bfloat16>(reinterpret_cast<__nv_bfloat16*>(dqkv_act.low()), scratch, dout, qkv, att, B, T, NH, HS);
+    if (precision_ == config::Precision::kBf16 && dqkv_act.low() && NKV == NH) {
+      attention_backward_as<__nv_bfloat16>(reinterpret_cast<__nv_bfloat16*>(dqkv_act.low()), scratch, dout, qkv, att, B, T, NH, HS, NKV);
       return;
     }
-    const size_t n = size_t(B) * T * 3 * NH * HS;
+    const size_t n = size_t(B) * T * (NH + 2 * NKV) * HS;
     float* dqkv = staged(dqkv_act, n, 3);
     if (!dqkv) return;
     switch (precision_) {
-      case config::Precision::kFp32: attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS); break;
-      case config::Precision::kFp16: attention_backward_as<__half>(dqkv, scratch, dout, qkv, att, B, T, NH, HS); break;
-      case config::Precision::kBf16: attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS); break;
+      case config::Precision::kFp32: attention_backward_as<float>(dqkv, scratch, dout, qkv, att, B, T, NH, HS, NKV); break;
+      case config::Precision::kFp16: attention_backward_as<__half>(dqkv, scratch, dout, qkv, att, B, T, NH, HS, NKV); break;
+      case config::Precision::kBf16: attention_backward_as<__nv_bfloat16>(dqkv, scratch, dout, qkv, att, B, T, NH, HS, NKV); break;
     }
     settle(dqkv_act, dqkv, n);
   }
 
+  // Grouped-query attention without copies: query head h = g G + j (G = NH / NKV query heads a
+  // K/V head) reads K/V head g. For each j, one batched product over the NKV groups g: q and the
+  // probabilities step by G heads a batch entry, k and v by one. With G = 1 that is one product
+  // over the NH heads, as multi-head attention.
   template <typename In>
-  static void attention_forward_as(float* out, float* att, ActIn qkv_f, int B, int T, int NH, int HS) {
-    const int Cl = NH * HS, C3 = 3 * Cl;
+  static void attention_forward_as(float* out, float* att, ActIn qkv_f, int B, int T, int NH, int HS, int NKV) {
+    const int G = NH / NKV, Cq = NH * HS, Ckv = NKV * HS, C3 = Cq + 2 * Ckv;
     const float scale = 1.0f / sqrtf(float(HS));
-    const long long TT = static_cast<long long>(T) * T;
+    const long long TT = static_cast<long long>(T) * T, GHS = static_cast<long long>(G) * HS, GTT = G * TT;
     const In* qkv = operand<In>(0, qkv_f, size_t(B) * T * C3);
     if (!qkv) return;  // its copy could not be made (recorded): no product may read from it
     for (int b = 0; b < B; ++b) {
-      const In* q = qkv + size_t(b) * T * C3;
-      const In* k = q + Cl;
-      const In* v = q + 2 * Cl;
-      float* a = att + size_t(b) * NH * TT;
-      // att_h (T, T) = scale q_h k_h^T: column-major att^T = k_h q_h^T.
-      sgemm_batched(T_, N_, T, T, HS, scale, k, C3, HS, q, C3, HS, 0.0f, a, T, TT, NH);
+      const In* q = qkv + size_t(b) * T * C3;  // (T, NH HS), ld C3
+      const In* k = q + Cq;                    // (T, NKV HS), ld C3
+      const In* v = k + Ckv;
+      float* a = att + size_t(b) * NH * TT;  // (NH, T, T)
+      // att_h (T, T) = scale q_h k_g^T: column-major att^T = k_g q_h^T.
+      for (int j = 0; j < G; ++j) {
+        sgemm_batched(T_, N_, T, T, HS, scale, k, C3, HS, q + j * HS, C3, GHS, 0.0f, a + j * TT, T, GTT, NKV);
+      }
       causal_softmax_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(a, NH * T, T);
       launched("attention_forward");
       const In* p = operand<In>(1, a, size_t(NH) * TT);
       if (!p) return;
-      // out_h (T, HS) = att_h v_h: column-major out^T = v^T att^T.
-      sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, p, T, TT, 0.0f, out + size_t(b) * T * Cl, Cl, HS, NH);
+      // out_h (T, HS) = att_h v_g: column-major out^T = v_g^T att_h^T.
+      float* o = out + size_t(b) * T * Cq;  // (T, NH HS)
+      for (int j = 0; j < G; ++j) {
+        sgemm_batched(N_, N_, HS, T, T, 1.0f, v, C3, HS, p + j * TT, T, GTT, 0.0f, o + j * HS, Cq, GHS, NKV);
+      }
     }
   }
 
-  // dqkv: fp32, or In (bf16 GEMMs writing bf16).
+  // dqkv: fp32, or In (bf16 GEMMs writing bf16, where NKV = NH). dk_g and dv_g sum over the group's
+  // query heads j in order: the product of j = 0 writes them (beta 0), the others add (beta 1).
   template <typename In, typename Grads>
   static void attention_backward_as(Grads* dqkv, float* scratch, ActIn dout_f, ActIn qkv_f, const float* att, int B, int T,
-                                    int NH, int HS) {
-    const int Cl = NH * HS, C3 = 3 * Cl;
+                                    int NH, int HS, int NKV) {
+    const int G = NH / NKV, Cq = NH * HS, Ckv = NKV * HS, C3 = Cq + 2 * Ckv;
     const float scale = 1.0f / sqrtf(float(HS));
-    const long long TT = static_cast<long long>(T) * T;
+    const long long TT = static_cast<long long>(T) * T, GHS = static_cast<long long>(G) * HS, GTT = G * TT;
     const In* qkv = operand<In>(0, qkv_f, size_t(B) * T * C3);
-    const In* dout = operand<In>(2, dout_f, size_t(B) * T * Cl);
+    const In* dout = operand<In>(2, dout_f, size_t(B) * T * Cq);
     if (!qkv || !dout) return;  // a copy could not be made (recorded): no product may read from it
     for (int b = 0; b < B; ++b) {
       const In* q = qkv + size_t(b) * T * C3;
-      const In* k = q + Cl;
-      const In* v = q + 2 * Cl;
+      const In* k = q + Cq;
+      const In* v = k + Ckv;
       Grads* dq = dqkv + size_t(b) * T * C3;
-      Grads* dk = dq + Cl;
-      Grads* dv = dq + 2 * Cl;
+      Grads* dk = dq + Cq;
+      Grads* dv = dk + Ckv;
       const float* a = att + size_t(b) * NH * TT;
-      const In* dy = dout + size_t(b) * T * Cl;
+      const In* dy = dout + size_t(b) * T * Cq;
       float* ds = scratch + size_t(b) * NH * TT;
-      // dP_h (T, T) = dy_h v_h^T;  dv_h (T, HS) = P_h^T dy_h.
-      sgemm_batched(T_, N_, T, T, HS, 1.0f, v, C3, HS, dy, Cl, HS, 0.0f, ds, T, TT, NH);
+      // dP_h (T, T) = dy_h v_g^T;  dv_g (T, HS) = sum over the group of P_h^T dy_h.
+      for (int j = 0; j < G; ++j) sgemm_batched(T_, N_, T, T, HS, 1.0f, v, C3, HS, dy + j * HS, Cq, GHS, 0.0f, ds + j * TT, T, GTT, NKV);
       const In* p = operand<In>(1, a, size_t(NH) * TT);
       if (!p) return;
-      sgemm_batched(N_, T_, HS, T, T, 1.0f, dy, Cl, HS, p, T, TT, 0.0f, dv, C3, HS, NH);
+      for (int j = 0; j < G; ++j) {
+        sgemm_batched(N_, T_, HS, T, T, 1.0f, dy + j * HS, Cq, GHS, p + j * TT, T, GTT, j == 0 ? 0.0f : 1.0f, dv, C3, HS, NKV);
+      }
       causal_softmax_backward_kernel<<<warp_rows_blocks(NH * T), kThreads, 0, stream()>>>(ds, a, NH * T, T, scale);
       launched("attention_backward");
-      // dq_h = dS_h k_h;  dk_h = dS_h^T q_h.
+      // dq_h = dS_h k_g;  dk_g = sum over the group of dS_h^T q_h.
       const In* dS = operand<In>(1, ds, size_t(NH) * TT);
       if (!dS) return;
-      sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, dS, T, TT, 0.0f, dq, C3, HS, NH);
-      sgemm_batched(N_, T_, HS, T, T, 1.0f, q, C3, HS, dS, T, TT, 0.0f, dk, C3, HS, NH);
+      for (int j = 0; j < G; ++j) {
+        sgemm_batched(N_, N_, HS, T, T, 1.0f, k, C3, HS, dS + j * TT, T, GTT, 0.0f, dq + j * HS, C3, GHS, NKV);
+        sgemm_batched(N_, T_, HS, T, T, 1.0f, q + j * HS, C3, GHS, dS + j * TT, T, GTT, j == 0 ? 0.0f : 1.0f, dk, C3, HS, NKV);
+      }
     }
   }
 
   bool has_flash_attention() const override { return true; }
   int max_flash_head() const override { return kMaxHead; }
-  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
-    cuda::flash_attention_forward(out, lse, qkv, B, T, NH, HS);
+  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS, int NKV) const override {
+    cuda::flash_attention_forward(out, lse, qkv, B, T, NH, HS, NKV);
   }
   // The kernels take dqkv and dout both fp32, or both bf16 on tensor cores (cuda_kernels.h); any
   // other mix goes through fp32 here: dout widened, dqkv staged and rounded into place.
   void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
-                                int NH, int HS) const override {
+                                int NH, int HS, int NKV) const override {
     if (flash_backward_takes(dqkv, dout, qkv, HS)) {
-      cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS);
+      cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, NKV);
       return;
     }
     std::lock_guard<std::mutex> lock(g_low.mutex);
-    const size_t n = size_t(B) * T * NH * HS;
+    const size_t n = size_t(B) * T * NH * HS, n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
     const float* dy = operand<float>(0, dout, n);
-    float* d = staged(dqkv, 3 * n);
+    float* d = staged(dqkv, n3);
     if (!dy || !d) return;
-    cuda::flash_attention_backward(d, scratch, dy, qkv, out, lse, B, T, NH, HS);
-    settle(dqkv, d, 3 * n);
+    cuda::flash_attention_backward(d, scratch, dy, qkv, out, lse, B, T, NH, HS, NKV);
+    settle(dqkv, d, n3);
+  }
+
+  // RMSNorm: a warp per row, as layernorm's scalar kernels; the weight gradient through the
+  // column sums (sum_columns: fixed order, no atomics).
+  void rmsnorm_forward(ActOut out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) const override {
+    if (N <= 0) return;
+    with_typed(out, [&](auto* o) {
+      rmsnorm_forward_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(o, rstd, inp, weight, N, C, eps);
+    });
+    launched("rmsnorm_forward");
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, int N,
+                        int C, bf16* dinp_low) const override {
+    if (N <= 0) return;
+    if (dinp) {
+      rmsnorm_dinp_kernel<<<warp_rows_blocks(N), kThreads, 0, stream()>>>(dinp, dinp_low, dout, inp, weight, rstd, N, C);
+      launched("rmsnorm_backward");
+    }
+    if (dweight) sum_columns(SumTargets{{dweight, nullptr}}, RmsnormParamTerms{dout, inp, rstd, C}, N, C, "rmsnorm_backward");
+  }
+
+  // Rotary positions in place: a thread per rotated pair (rope_kernel).
+  static void rope(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, float sign) {
+    const size_t n = size_t(B) * T * (NH + NKV) * (HS / 2);
+    if (n == 0) return;
+    with_typed(qkv, [&](auto* x) { rope_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(x, T, NH, NKV, HS, theta, sign, n); });
+    launched("rope");
+  }
+  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+    rope(qkv, B, T, NH, NKV, HS, theta, 1.0f);
+  }
+  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+    rope(dqkv, B, T, NH, NKV, HS, theta, -1.0f);
+  }
+
+  void swiglu_forward(ActOut out, ActIn inp, int N, int F) const override {
+    const size_t n = size_t(N) * F;
+    if (n == 0) return;
+    with_typed(out, [&](auto* o) {
+      with_typed(inp, [&](const auto* x) { swiglu_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(o, x, F, n); });
+    });
+    launched("swiglu_forward");
+  }
+  void swiglu_backward(ActOut dinp, ActIn inp, ActIn dout, int N, int F) const override {
+    const size_t n = size_t(N) * F;
+    if (n == 0) return;
+    with_typed(dinp, [&](auto* d) {
+      with_typed(inp, [&](const auto* x) {
+        with_typed(dout, [&](const auto* dy) { swiglu_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(d, x, dy, F, n); });
+      });
+    });
+    launched("swiglu_backward");
   }
 
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {

@@ -44,12 +44,14 @@ bool flash_warpgroup(int HS);
 // (cuda_kernels.cu says why it might be faster).
 bool layernorm_backward_eight_warps();
 
-// out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, 3*NH*HS), causal; see Ops.
-void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS);
-// dqkv (B, T, 3*NH*HS) overwritten; delta (B, NH, T) scratch. dqkv and dout both fp32, or both
-// bf16 where the tensor cores run: what flash_backward_takes says; CudaOps stages any other mix.
+// out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, (NH + 2*NKV)*HS), causal, query head h
+// reading K/V head h / (NH / NKV); see Ops.
+void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS, int NKV);
+// dqkv (B, T, (NH + 2*NKV)*HS) overwritten, a K/V head's gradient summed over its query heads;
+// delta (B, NH, T) scratch. dqkv and dout both fp32, or both bf16 where the tensor cores run: what
+// flash_backward_takes says; CudaOps stages any other mix.
 bool flash_backward_takes(ActOut dqkv, ActIn dout, ActIn qkv, int HS);
 void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
-                              int NH, int HS);
+                              int NH, int HS, int NKV);
 
 }  // namespace stagecraft::runtime::cuda

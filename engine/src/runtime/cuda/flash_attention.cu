@@ -21,10 +21,14 @@
 //             softmax). Writes out = acc / l and the row's log-sum-exp L = m + log l, (B, NH, T).
 //   backward  D_i = dO_i . O_i per query row; then one kernel with a thread per key row j that
 //             walks the query tiles i >= j, recomputes P_ij = exp(s_ij - L_i) and accumulates
-//             dV_j += P_ij dO_i and dK_j += scale dS_ij q_i; and one with a thread per query row i
+//             dV_j += P_ij dO_i and dK_j += scale dS_ij q_i (per key/value head: the walk takes
+//             the query heads of its group one after the other); and one with a thread per query row i
 //             that walks the key tiles j <= i and accumulates dQ_i += scale dS_ij k_j, with
 //             dS_ij = P_ij (dO_i . v_j - D_i). Two passes instead of atomics on dQ: every gradient
 //             is summed in a fixed order.
+//
+// Grouped-query attention (NKV key/value heads under NH query heads): query head h reads K/V head
+// h / (NH / NKV) where it lies in qkv (B, T, (NH + 2 NKV) HS), q | k | v.
 //
 // Memory per layer: L (B, NH, T) instead of the probabilities (B, NH, T, T). fp32 arithmetic; O is
 // written (and read back by the backward) in fp32 or bf16 (ops.h's ActOut);
@@ -57,37 +61,48 @@ constexpr int kTile = 32;   // key (or query) rows staged in shared memory at a 
 // Blocks of rows of a sequence of T: 64-row tiles on tensor cores, kRows-row blocks on fp32 cores.
 static int row_blocks(int T, bool tensor_cores) { return tensor_cores ? flash_mma::tiles(T) : int((T + kRows - 1LL) / kRows); }
 
-// The block's threads copy key and value rows j0 .. j0 + kTile - 1 of head h (zeros past T and
-// past the head size) from the sequence's qkv rows into shared memory.
+// Where the heads lie in a row of qkv (NH + 2 NKV heads of hs: q | k | v) and of out (NH heads).
+struct Heads {
+  int NH, NKV, hs;
+  __device__ int row() const { return (NH + 2 * NKV) * hs; }  // elements of a qkv row
+  __device__ int out_row() const { return NH * hs; }          // of an out (or dO) row
+  __device__ int q(int h) const { return h * hs; }            // query head h's columns in a qkv row (and in an out row)
+  __device__ int k(int g) const { return (NH + g) * hs; }     // key/value head g's
+  __device__ int v(int g) const { return (NH + NKV + g) * hs; }
+  __device__ int kv_of(int h) const { return h / (NH / NKV); }  // the key/value head query head h reads
+};
+
+// The block's threads copy key and value rows j0 .. j0 + kTile - 1 of key/value head g (zeros past
+// T and past the head size) from the sequence's qkv rows into shared memory.
 template <int D, typename In>
-__device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], const In* base, int j0, int T, int Cl, int h, int hs) {
-  const int C3 = 3 * Cl;
+__device__ __forceinline__ void stage_kv_tile(float (*ks)[D], float (*vs)[D], const In* base, int j0, int T, const Heads& H, int g) {
   for (int e = threadIdx.x; e < kTile * D; e += kRows) {
     const int j = e / D, d = e % D;
-    const bool in = j0 + j < T && d < hs;
-    ks[j][d] = in ? element::load(base + size_t(j0 + j) * C3 + Cl + h * hs + d) : 0.0f;
-    vs[j][d] = in ? element::load(base + size_t(j0 + j) * C3 + 2 * Cl + h * hs + d) : 0.0f;
+    const bool in = j0 + j < T && d < H.hs;
+    const In* row = base + size_t(j0 + j) * H.row();
+    ks[j][d] = in ? element::load(row + H.k(g) + d) : 0.0f;
+    vs[j][d] = in ? element::load(row + H.v(g) + d) : 0.0f;
   }
 }
 
 template <int D, typename Out, typename In>
-__global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T, int NH, int hs, float scale) {
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH, block = last_first_block();
-  const int Cl = NH * hs, C3 = 3 * Cl;
+__global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T, Heads H, float scale) {
+  const int bh = blockIdx.x, b = bh / H.NH, h = bh % H.NH, block = last_first_block();
+  const int hs = H.hs;
   const int row = block * kRows + threadIdx.x;
-  const In* base = qkv + size_t(b) * T * C3;
+  const In* base = qkv + size_t(b) * T * H.row();
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
   float q[D], acc[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) {
-    q[d] = (row < T && d < hs) ? element::load(base + size_t(row) * C3 + h * hs + d) * scale : 0.0f;
+    q[d] = (row < T && d < hs) ? element::load(base + size_t(row) * H.row() + H.q(h) + d) * scale : 0.0f;
     acc[d] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
   const int last_row = min(T - 1, block * kRows + kRows - 1);  // causal: no key beyond it
   for (int j0 = 0; j0 <= last_row; j0 += kTile) {
-    stage_kv_tile<D>(ks, vs, base, j0, T, Cl, h, hs);
+    stage_kv_tile<D>(ks, vs, base, j0, T, H, H.kv_of(h));
     __syncthreads();
     if (row < T && j0 <= row) {
       float s[kTile];
@@ -118,7 +133,7 @@ __global__ void flash_forward_kernel(Out* out, float* lse, const In* qkv, int T,
   }
   if (row < T) {
     const float inv = 1.0f / l;
-    Out* o = out + (size_t(b) * T + row) * Cl + h * hs;
+    Out* o = out + (size_t(b) * T + row) * H.out_row() + H.q(h);
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (d < hs) element::store(o + d, acc[d] * inv);
@@ -138,15 +153,17 @@ __global__ void flash_delta_kernel(float* delta, const In* out, const Dout* dout
   delta[i] = flash::row_delta(dout + at, out + at, hs, RoundDout);
 }
 
-// dK, dV: a thread per key row j, query tiles staged in shared memory.
+// dK, dV: a thread per key row j of key/value head g, query tiles staged in shared memory: the
+// query tiles at or after the block's keys of each query head of g's group in turn, summed into the
+// same registers. Grid (B x NKV, blocks of key rows).
 template <int D, typename In>
 __global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const float* dout, const float* lse, const float* delta, int T,
-                                           int NH, int hs, float scale) {
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH, block = int(blockIdx.y);  // the first keys walk the most queries
-  const int Cl = NH * hs, C3 = 3 * Cl;
+                                           Heads H, float scale) {
+  const int bg = blockIdx.x, b = bg / H.NKV, g = bg % H.NKV, block = int(blockIdx.y);  // the first keys walk the most queries
+  const int hs = H.hs, group = H.NH / H.NKV;
   const int col = block * kRows + threadIdx.x;  // key row
-  const In* base = qkv + size_t(b) * T * C3;
-  const float* dy = dout + size_t(b) * T * Cl;
+  const In* base = qkv + size_t(b) * T * H.row();
+  const float* dy = dout + size_t(b) * T * H.out_row();
   __shared__ float qs[kTile][D];
   __shared__ float dos[kTile][D];
   __shared__ float ls[kTile], ds_[kTile];
@@ -154,53 +171,56 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const flo
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const bool in = col < T && d < hs;
-    k[d] = in ? element::load(base + size_t(col) * C3 + Cl + h * hs + d) : 0.0f;
-    v[d] = in ? element::load(base + size_t(col) * C3 + 2 * Cl + h * hs + d) : 0.0f;
+    k[d] = in ? element::load(base + size_t(col) * H.row() + H.k(g) + d) : 0.0f;
+    v[d] = in ? element::load(base + size_t(col) * H.row() + H.v(g) + d) : 0.0f;
     dk[d] = 0.0f;
     dv[d] = 0.0f;
   }
   const int first_col = block * kRows;  // causal: no query before it matters
-  for (int i0 = (first_col / kTile) * kTile; i0 < T; i0 += kTile) {
-    for (int e = threadIdx.x; e < kTile * D; e += kRows) {
-      const int i = e / D, d = e % D;
-      const bool in = i0 + i < T && d < hs;
-      qs[i][d] = in ? element::load(base + size_t(i0 + i) * C3 + h * hs + d) : 0.0f;
-      dos[i][d] = in ? dy[size_t(i0 + i) * Cl + h * hs + d] : 0.0f;
-    }
-    for (int i = threadIdx.x; i < kTile; i += kRows) {
-      ls[i] = i0 + i < T ? lse[size_t(bh) * T + i0 + i] : 0.0f;
-      ds_[i] = i0 + i < T ? delta[size_t(bh) * T + i0 + i] : 0.0f;
-    }
-    __syncthreads();
-    if (col < T) {
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    const size_t bh = size_t(b) * H.NH + h;
+    for (int i0 = (first_col / kTile) * kTile; i0 < T; i0 += kTile) {
+      for (int e = threadIdx.x; e < kTile * D; e += kRows) {
+        const int i = e / D, d = e % D;
+        const bool in = i0 + i < T && d < hs;
+        qs[i][d] = in ? element::load(base + size_t(i0 + i) * H.row() + H.q(h) + d) : 0.0f;
+        dos[i][d] = in ? dy[size_t(i0 + i) * H.out_row() + H.q(h) + d] : 0.0f;
+      }
+      for (int i = threadIdx.x; i < kTile; i += kRows) {
+        ls[i] = i0 + i < T ? lse[bh * T + i0 + i] : 0.0f;
+        ds_[i] = i0 + i < T ? delta[bh * T + i0 + i] : 0.0f;
+      }
+      __syncthreads();
+      if (col < T) {
 #pragma unroll 4
-      for (int i = 0; i < kTile; ++i) {
-        const int qi = i0 + i;
-        if (qi < col || qi >= T) continue;
-        float s = 0.0f, dp = 0.0f;
+        for (int i = 0; i < kTile; ++i) {
+          const int qi = i0 + i;
+          if (qi < col || qi >= T) continue;
+          float s = 0.0f, dp = 0.0f;
 #pragma unroll
-        for (int d = 0; d < D; ++d) {
-          s += qs[i][d] * k[d];
-          dp += dos[i][d] * v[d];
-        }
-        const float p = expf(s * scale - ls[i]);
-        const float dsc = p * (dp - ds_[i]) * scale;
+          for (int d = 0; d < D; ++d) {
+            s += qs[i][d] * k[d];
+            dp += dos[i][d] * v[d];
+          }
+          const float p = expf(s * scale - ls[i]);
+          const float dsc = p * (dp - ds_[i]) * scale;
 #pragma unroll
-        for (int d = 0; d < D; ++d) {
-          dv[d] += p * dos[i][d];
-          dk[d] += dsc * qs[i][d];
+          for (int d = 0; d < D; ++d) {
+            dv[d] += p * dos[i][d];
+            dk[d] += dsc * qs[i][d];
+          }
         }
       }
+      __syncthreads();
     }
-    __syncthreads();
   }
   if (col < T) {
-    float* g = dqkv + (size_t(b) * T + col) * C3 + h * hs;
+    float* r = dqkv + (size_t(b) * T + col) * H.row();
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (d < hs) {
-        g[Cl + d] = dk[d];
-        g[2 * Cl + d] = dv[d];
+        r[H.k(g) + d] = dk[d];
+        r[H.v(g) + d] = dv[d];
       }
     }
   }
@@ -209,26 +229,26 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const In* qkv, const flo
 // dQ: a thread per query row i, key tiles staged in shared memory.
 template <int D, typename In>
 __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float* dout, const float* lse, const float* delta, int T,
-                                         int NH, int hs, float scale) {
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH, block = last_first_block();
-  const int Cl = NH * hs, C3 = 3 * Cl;
+                                         Heads H, float scale) {
+  const int bh = blockIdx.x, b = bh / H.NH, h = bh % H.NH, block = last_first_block();
+  const int hs = H.hs;
   const int row = block * kRows + threadIdx.x;
-  const In* base = qkv + size_t(b) * T * C3;
+  const In* base = qkv + size_t(b) * T * H.row();
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
   float q[D], dy[D], dq[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const bool in = row < T && d < hs;
-    q[d] = in ? element::load(base + size_t(row) * C3 + h * hs + d) : 0.0f;
-    dy[d] = in ? dout[(size_t(b) * T + row) * Cl + h * hs + d] : 0.0f;
+    q[d] = in ? element::load(base + size_t(row) * H.row() + H.q(h) + d) : 0.0f;
+    dy[d] = in ? dout[(size_t(b) * T + row) * H.out_row() + H.q(h) + d] : 0.0f;
     dq[d] = 0.0f;
   }
   const float L = row < T ? lse[size_t(bh) * T + row] : 0.0f;
   const float Di = row < T ? delta[size_t(bh) * T + row] : 0.0f;
   const int last_row = min(T - 1, block * kRows + kRows - 1);
   for (int j0 = 0; j0 <= last_row; j0 += kTile) {
-    stage_kv_tile<D>(ks, vs, base, j0, T, Cl, h, hs);
+    stage_kv_tile<D>(ks, vs, base, j0, T, H, H.kv_of(h));
     __syncthreads();
     if (row < T) {
 #pragma unroll 4
@@ -248,7 +268,7 @@ __global__ void flash_backward_dq_kernel(float* dqkv, const In* qkv, const float
     __syncthreads();
   }
   if (row < T) {
-    float* g = dqkv + (size_t(b) * T + row) * C3 + h * hs;
+    float* g = dqkv + (size_t(b) * T + row) * H.row() + H.q(h);
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (d < hs) g[d] = dq[d];
@@ -323,7 +343,7 @@ static bool fits_grid(int T, bool tensor_cores) {
   return false;
 }
 
-void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) {
+void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS, int NKV) {
   if (B <= 0 || T <= 0) return;
   const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
   if (!fits_grid(T, tensor_cores)) return;
@@ -331,12 +351,12 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
 #if defined(STAGECRAFT_FLASH_WGMMA)
     if (flash_warpgroup(HS)) {
-      warpgroup_forward(out, lse, qkv.low(), B, T, NH, HS);
+      warpgroup_forward(out, lse, qkv.low(), B, T, NH, HS, NKV);
       launched("flash_attention_forward (warpgroup tensor cores)");
       return;
     }
 #endif
-    launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv.low(), B, T, NH, HS);
+    launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv.low(), B, T, NH, HS, NKV);
     launched("flash_attention_forward (tensor cores)");
     return;
   }
@@ -344,7 +364,9 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
   const float scale = 1.0f / sqrtf(float(HS));
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(out, [&](auto* o) {
-      with_typed(qkv, [&](const auto* x) { flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(o, lse, x, T, NH, HS, scale); });
+      with_typed(qkv, [&](const auto* x) {
+        flash_forward_kernel<D><<<grid, kRows, 0, context()->stream>>>(o, lse, x, T, Heads{NH, NKV, HS}, scale);
+      });
     });
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));
@@ -356,7 +378,7 @@ bool flash_backward_takes(ActOut dqkv, ActIn dout, ActIn qkv, int HS) {
 }
 
 void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T, int NH,
-                              int HS) {
+                              int HS, int NKV) {
   if (B <= 0 || T <= 0) return;
   if (!flash_backward_takes(dqkv, dout, qkv, HS)) {
     record_error("flash attention backward: dqkv and dout in bf16 need each other and the tensor-core kernels (CudaOps stages the rest)");
@@ -379,23 +401,24 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
   if (tensor_cores) {
 #if defined(STAGECRAFT_FLASH_WGMMA)
     if (flash_warpgroup(HS)) {
-      warpgroup_grads(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS);
+      warpgroup_grads(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS, NKV);
       launched("flash_attention_backward (warpgroup tensor cores)");
       return;
     }
 #endif
-    launch_tensor_grads<flash_mma::MmaSync>(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS);
+    launch_tensor_grads<flash_mma::MmaSync>(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS, NKV);
     launched("flash_attention_backward (tensor cores)");
     return;
   }
-  const dim3 grid(B * NH, row_blocks(T, false));
+  const dim3 query_grid(B * NH, row_blocks(T, false)), key_grid(B * NKV, row_blocks(T, false));
   const float scale = 1.0f / sqrtf(float(HS));
+  const Heads heads{NH, NKV, HS};
   float* dq = dqkv.f32();
   const float* dy = dout.f32();
   const bool ok = with_head_size(HS, [&]<int D>() {
     with_typed(qkv, [&](const auto* x) {
-      flash_backward_dkdv_kernel<D><<<grid, kRows, 0, context()->stream>>>(dq, x, dy, lse, delta, T, NH, HS, scale);
-      flash_backward_dq_kernel<D><<<grid, kRows, 0, context()->stream>>>(dq, x, dy, lse, delta, T, NH, HS, scale);
+      flash_backward_dkdv_kernel<D><<<key_grid, kRows, 0, context()->stream>>>(dq, x, dy, lse, delta, T, heads, scale);
+      flash_backward_dq_kernel<D><<<query_grid, kRows, 0, context()->stream>>>(dq, x, dy, lse, delta, T, heads, scale);
     });
   });
   if (!ok) record_error("flash attention: head size " + std::to_string(HS) + " above " + std::to_string(kMaxHead));

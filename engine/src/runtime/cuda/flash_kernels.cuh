@@ -23,7 +23,8 @@ namespace stagecraft::runtime::cuda {
 
 namespace {
 
-// Every flash kernel's grid is (B x NH, blocks of rows): blockIdx.x the (sequence, head),
+// Every flash kernel's grid is (B x NH, blocks of rows): blockIdx.x the (sequence, query head)
+// (the key gradients' blocks: the first B x NKV take the (sequence, key/value head)),
 // blockIdx.y the block's place in the order of work, the longest first over the whole launch (see
 // tensor_forward_kernel). Where the last rows walk the most (the forward's, dQ's), block y takes the
 // rows counted from the end.
@@ -135,24 +136,31 @@ inline constexpr int kGradsBlocks = D <= 64 ? 3 : 1;
 // 199).
 template <typename Core, int D, typename Out>
 __global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>)
-    tensor_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
-  flash_mma::forward<D, Core>(ExecOf<Core>::type::at(g_tile_smem), out, lse, qkv, flash::slice_of(T, NH, hs, int(blockIdx.x)),
+    tensor_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs, int NKV) {
+  flash_mma::forward<D, Core>(ExecOf<Core>::type::at(g_tile_smem), out, lse, qkv, flash::slice_of(T, NH, hs, NKV, int(blockIdx.x)),
                               last_first_block());
 }
 
 // Both gradient passes in one launch: blockIdx.y takes flash_mma.h's grads_tile, the longest of
 // either pass first, so that the two passes' tails are one (they read the same inputs and write
-// disjoint parts of dqkv: dQ, and dK with dV).
+// disjoint parts of dqkv: dQ, and dK with dV). A query-gradient block is (sequence, query head)
+// blockIdx.x of B x NH; a key-gradient block is (sequence, key/value head) blockIdx.x of B x NKV
+// and walks its group's NH / NKV query heads (flash_mma.h's key_grads), and the key-gradient
+// blocks past B x NKV have nothing to do. (With NKV < NH the key blocks walk NH / NKV times as
+// long as grads_tile's order assumes: the order stays correct, only the passes' tails stop
+// meeting.)
 template <typename Core, int D, typename Grads>
 __global__ void __launch_bounds__(flash_mma::kThreads, kGradsBlocks<D>)
-    tensor_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse, const float* delta, int T, int NH, int hs) {
-  const flash::Slice s = flash::slice_of(T, NH, hs, int(blockIdx.x));
+    tensor_grads_kernel(Grads* dqkv, const bf16* qkv, const Grads* dout, const float* lse, const float* delta, int T, int NH, int hs,
+                        int NKV) {
   const flash_mma::GradsTile g = flash_mma::grads_tile(int(gridDim.y) / 2, int(blockIdx.y));
   const auto e = ExecOf<Core>::type::at(g_tile_smem);
+  const int x = int(blockIdx.x);
   if (g.key) {
-    flash_mma::key_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+    if (x >= int(gridDim.x) / NH * NKV) return;  // the whole block
+    flash_mma::key_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, flash::key_slice_of(T, NH, hs, NKV, x), g.tile);
   } else {
-    flash_mma::query_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+    flash_mma::query_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, hs, NKV, x), g.tile);
   }
 }
 
@@ -174,14 +182,14 @@ bool allow_shared(Kernel kernel, size_t bytes) {
 
 // The forward's launch: a block of kThreads per 64-row query tile, (B x NH, tiles).
 template <typename Core>
-void launch_tensor_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
+void launch_tensor_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV) {
   const dim3 grid(B * NH, flash_mma::tiles(T));
   flash_mma::with_padded_head(HS, [&]<int D>() {
     if constexpr (Core::template kTakes<D>) {
       const size_t bytes = flash_mma::bytes<D, Core>(flash::Pass::kForward);
       with_typed(out, [&](auto* o) {
         const auto kernel = tensor_forward_kernel<Core, D, std::remove_pointer_t<decltype(o)>>;
-        if (allow_shared(kernel, bytes)) kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(o, lse, qkv, T, NH, HS);
+        if (allow_shared(kernel, bytes)) kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(o, lse, qkv, T, NH, HS, NKV);
       });
     } else {
       record_error("flash attention: a head size the tensor-core kernels were not compiled for");
@@ -192,7 +200,7 @@ void launch_tensor_forward(ActOut out, float* lse, const bf16* qkv, int B, int T
 // Both gradient passes' launch: (B x NH, 2 x tiles). dout has dqkv's element type.
 template <typename Core>
 void launch_tensor_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH,
-                         int HS) {
+                         int HS, int NKV) {
   const dim3 grid(B * NH, 2 * flash_mma::tiles(T));  // both passes' tiles
   flash_mma::with_padded_head(HS, [&]<int D>() {
     if constexpr (Core::template kTakes<D>) {
@@ -201,7 +209,8 @@ void launch_tensor_grads(ActOut dqkv, const void* dout, const bf16* qkv, const f
         using Grads = std::remove_pointer_t<decltype(d)>;
         const auto kernel = tensor_grads_kernel<Core, D, Grads>;
         if (allow_shared(kernel, bytes))
-          kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(d, qkv, static_cast<const Grads*>(dout), lse, delta, T, NH, HS);
+          kernel<<<grid, flash_mma::kThreads, bytes, context()->stream>>>(d, qkv, static_cast<const Grads*>(dout), lse, delta, T, NH, HS,
+                                                                          NKV);
       });
     } else {
       record_error("flash attention: a head size the tensor-core kernels were not compiled for");
@@ -214,7 +223,8 @@ void launch_tensor_grads(ActOut dqkv, const void* dout, const bf16* qkv, const f
 // flash_wgmma.cu, in a build with STAGECRAFT_FLASH_WGMMA: both passes' launches over its kernels,
 // as launch_tensor_forward and launch_tensor_grads take them, where cuda_kernels.h's
 // flash_warpgroup says they run.
-void warpgroup_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS);
-void warpgroup_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS);
+void warpgroup_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV);
+void warpgroup_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS,
+                     int NKV);
 
 }  // namespace stagecraft::runtime::cuda

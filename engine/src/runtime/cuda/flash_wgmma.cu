@@ -53,12 +53,13 @@ bool flash_warpgroup(int HS) {
   return asked && flash_tensor_cores(true, HS) && warpgroup_ready(HS);
 }
 
-void warpgroup_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
-  launch_tensor_forward<flash_mma::Wgmma>(out, lse, qkv, B, T, NH, HS);
+void warpgroup_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV) {
+  launch_tensor_forward<flash_mma::Wgmma>(out, lse, qkv, B, T, NH, HS, NKV);
 }
 
-void warpgroup_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS) {
-  launch_tensor_grads<flash_mma::Wgmma>(dqkv, dout, qkv, lse, delta, B, T, NH, HS);
+void warpgroup_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS,
+                     int NKV) {
+  launch_tensor_grads<flash_mma::Wgmma>(dqkv, dout, qkv, lse, delta, B, T, NH, HS, NKV);
 }
 
 }  // namespace stagecraft::runtime::cuda
