@@ -42,7 +42,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
     if (!d.ok()) return report(d.status().with_context("eval with backend=cuda"));
     gpu = std::move(d).value();
   }
-  auto r = runtime::evaluate_checkpoint(cfg->model, *ckpt, *data, windows, gpu.get());
+  auto r = runtime::evaluate_checkpoint(cfg->model, *ckpt, *data, windows, gpu.get(), cfg->train.data_dtype);
   if (!r.ok()) return report(r.status());
   if (args->has("--json")) {
     std::printf("{\"loss\": %.9g, \"windows\": %d, \"tokens\": %lld}\n", r->loss, r->windows, r->tokens);

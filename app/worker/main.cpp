@@ -115,7 +115,8 @@ int run() {
     return fail(Status::invalid_input("WORLD_SIZE=" + std::to_string(env->world_size) + " but the plan has " +
                                       std::to_string(topo.world_size()) + " ranks"));
   }
-  auto data = runtime::TokenData::open(cfg->train.data, static_cast<size_t>(cfg->model.seq_len) + 1);
+  auto data = runtime::TokenData::open(cfg->train.data, static_cast<size_t>(cfg->model.seq_len) + 1,
+                                       runtime::token_bytes(cfg->train.data_dtype, cfg->model.vocab));
   if (!data.ok()) return fail(data.status());
 
   const int r = env->rank;

@@ -18,6 +18,7 @@ constexpr std::span<const EnumName<Backend>> names_of(Backend) { return kBackend
 constexpr std::span<const EnumName<Comm>> names_of(Comm) { return kCommNames; }
 constexpr std::span<const EnumName<MetricsFormat>> names_of(MetricsFormat) { return kMetricsFormatNames; }
 constexpr std::span<const EnumName<LaunchFramework>> names_of(LaunchFramework) { return kLaunchFrameworkNames; }
+constexpr std::span<const EnumName<DataDtype>> names_of(DataDtype) { return kDataDtypeNames; }
 
 template <typename E>
 std::vector<std::string_view> choices_of() {
@@ -283,14 +284,20 @@ std::vector<KeySpec> make_schema() {
        .choices = choices_of<Attention>(), .label = "Attention", .access = field([](auto& c) -> auto& { return c.train.attention; })},
       {.path = "train.seed", .type = T::kUint64, .default_text = "1234", .help = "parameters and batches are functions of it",
        .access = field([](auto& c) -> auto& { return c.train.seed; })},
-      {.path = "train.data", .type = T::kText, .default_text = "\"\"", .help = "token file (.bin, uint16) or text (.txt, bytes)",
+      {.path = "train.data", .type = T::kText, .default_text = "\"\"", .help = "token file (.bin: uint16, or uint32 per data_dtype) or text (.txt, bytes)",
        .allow_empty = true, .access = field([](auto& c) -> auto& { return c.train.data; })},
+      {.path = "train.data_dtype", .type = T::kEnum, .default_text = "auto",
+       .help = "a .bin file's token width: uint16, uint32, or auto (uint32 where model.vocab is above 65536)",
+       .choices = choices_of<DataDtype>(), .omit_default = true, .access = field([](auto& c) -> auto& { return c.train.data_dtype; })},
       {.path = "train.checkpoint_every", .type = T::kInt, .default_text = "0", .help = "steps between checkpoints; 0 = only at the end",
        .min = 0, .max = kCount, .access = field([](auto& c) -> auto& { return c.train.checkpoint_every; })},
       {.path = "train.checkpoint_dir", .type = T::kText, .default_text = "checkpoints", .help = "where checkpoints go",
        .access = field([](auto& c) -> auto& { return c.train.checkpoint_dir; })},
       {.path = "train.resume", .type = T::kText, .default_text = "\"\"", .help = "checkpoint directory to continue from",
        .allow_empty = true, .access = field([](auto& c) -> auto& { return c.train.resume; })},
+      {.path = "train.init", .type = T::kText, .default_text = "\"\"",
+       .help = "model directory (a checkpoint, or a Hugging Face model: model.safetensors or its shards) to start from",
+       .allow_empty = true, .omit_default = true, .access = field([](auto& c) -> auto& { return c.train.init; })},
       {.path = "train.hang_timeout_s", .type = T::kDouble, .default_text = "300.0",
        .help = "no step event (another program: no output and no metric) for this long fails the run as hung", .min = 1, .max = 1e7,
        .access = field([](auto& c) -> auto& { return c.train.hang_timeout_s; })},

@@ -15,6 +15,7 @@ std::string_view to_string(Comm v) { return enum_to_string(kCommNames, v); }
 std::string_view to_string(Axis v) { return enum_to_string(kAxisNames, v); }
 std::string_view to_string(MetricsFormat v) { return enum_to_string(kMetricsFormatNames, v); }
 std::string_view to_string(LaunchFramework v) { return enum_to_string(kLaunchFrameworkNames, v); }
+std::string_view to_string(DataDtype v) { return enum_to_string(kDataDtypeNames, v); }
 
 std::optional<TpMode> parse_tp_mode(std::string_view s) { return enum_parse(kTpModeNames, s); }
 std::optional<Schedule> parse_schedule(std::string_view s) { return enum_parse(kScheduleNames, s); }

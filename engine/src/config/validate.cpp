@@ -256,6 +256,9 @@ class Checker {
     const auto& t = c_.train;
     if (t.min_lr > t.lr) fail("train.min_lr", str(t.min_lr), "must not exceed train.lr=" + str(t.lr));
     if (t.warmup_steps > t.steps) fail("train.warmup_steps", str(t.warmup_steps), "must not exceed train.steps=" + str(t.steps));
+    if (!t.init.empty() && !t.resume.empty()) {
+      fail("train.init", t.init, "a run starts from a model's weights (init) or continues a checkpoint (resume), not both; remove one");
+    }
   }
 
   const RunConfig& c_;

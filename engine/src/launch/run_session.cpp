@@ -115,7 +115,8 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
   if (::access(config.train.data.c_str(), R_OK) != 0) {
     return Status::invalid_input("train.data=" + config.train.data + ": cannot read the file");
   }
-  auto data = runtime::TokenData::open(config.train.data, static_cast<size_t>(config.model.seq_len) + 1);
+  auto data = runtime::TokenData::open(config.train.data, static_cast<size_t>(config.model.seq_len) + 1,
+                                       runtime::token_bytes(config.train.data_dtype, config.model.vocab));
   if (!data.ok()) return data.status();
   return runtime::Trainer::check(config, &data.value());
 }

@@ -154,44 +154,120 @@ Status read_count(const Json& j, const char* key, int64_t lo, int64_t& out, cons
   return Status::OK();
 }
 
-// The checkpoint's config.json against the configured model: the first difference, named by the
-// config key to set.
+// The directory's config.json against the configured model: the first difference, named by the
+// config key to set. A checkpoint's (model::hf_config_json) or a Hugging Face model's; a config.json
+// of a model that Stagecraft's architectures cannot run (rope scaling, o_proj biases, another MLP)
+// is refused naming its key.
 Status check_model(const std::string& path, const config::ModelConfig& m) {
   auto text = config::read_text_file(path + "/config.json");
   if (!text.ok()) return Status::OK();  // a checkpoint without one: its tensors' names and shapes are checked alone
   auto j = Json::parse(text.value());
   if (!j.ok() || !j->is_object()) return Status::invalid_input("checkpoint " + path + "/config.json is not a JSON object; the file is damaged");
+  const std::string other = "checkpoint " + path + " is of another model: its config.json has ";
   auto int_of = [&](const char* key) -> std::optional<long long> {
     const Json* v = j->find(key);
     return v && v->is_int() ? std::optional<long long>(v->as_int()) : std::nullopt;
   };
-  // n_inner null is GPT-2's 4 x n_embd, as model::hf_config_json writes it.
-  std::optional<long long> inner = int_of("n_inner");
-  if (const Json* v = j->find("n_inner"); (!v || v->is_null()) && int_of("n_embd")) inner = 4 * *int_of("n_embd");
-  const struct {
+  auto text_of = [&](const char* key) -> std::string {
+    const Json* v = j->find(key);
+    return v && v->is_string() ? v->as_string() : std::string();
+  };
+  const model::ModelDesc d = model::ModelDesc::from(m);
+  // The architecture: model_type names it (gpt2; llama, mistral, qwen2).
+  const std::string type = text_of("model_type");
+  if (!type.empty()) {
+    const bool llama_type = type == "llama" || type == "mistral" || type == "qwen2";
+    if (type != "gpt2" && !llama_type) {
+      return Status::invalid_input(other + "model_type " + type + ", which Stagecraft does not train (gpt2, llama, mistral or qwen2)");
+    }
+    if (llama_type != d.llama()) {
+      const std::string want = llama_type ? "llama" : "gpt2";
+      return Status::invalid_input(other + "model_type " + type + ", the configured model.arch " + d.name() + "; set model.arch: " + want +
+                                   " to use it");
+    }
+    if (d.llama() && (type == "qwen2") != d.qkv_bias) {
+      return Status::invalid_input(other + "model_type " + type + (type == "qwen2" ? " (biases on q, k and v)" : " (no biases)") +
+                                   "; set model.qkv_bias: " + (type == "qwen2" ? "true" : "false") + " to use it");
+    }
+  }
+  struct Field {
     const char* hf;
     const char* key;
     long long want;
     std::optional<long long> got;  // absent: not compared
-  } fields[] = {{"n_layer", "model.layers", m.layers, int_of("n_layer")},
-                {"n_embd", "model.hidden", m.hidden, int_of("n_embd")},
-                {"n_head", "model.heads", m.heads, int_of("n_head")},
-                {"vocab_size", "model.vocab", m.vocab, int_of("vocab_size")},
-                {"n_positions", "model.seq_len", m.seq_len, int_of("n_positions")},
-                {"n_inner", "model.ffn_hidden", m.ffn(), inner}};
+  };
+  std::vector<Field> fields;
+  bool tied_default = true;
+  if (d.llama()) {
+    tied_default = false;  // transformers' LlamaConfig, MistralConfig and Qwen2Config
+    fields = {{"num_hidden_layers", "model.layers", m.layers, int_of("num_hidden_layers")},
+              {"hidden_size", "model.hidden", m.hidden, int_of("hidden_size")},
+              {"num_attention_heads", "model.heads", m.heads, int_of("num_attention_heads")},
+              {"num_key_value_heads", "model.kv_heads", m.kv(), int_of("num_key_value_heads") ? int_of("num_key_value_heads") : int_of("num_attention_heads")},
+              {"vocab_size", "model.vocab", m.vocab, int_of("vocab_size")},
+              {"intermediate_size", "model.ffn_hidden", m.ffn(), int_of("intermediate_size")}};
+    if (auto hd = int_of("head_dim"); hd && m.heads > 0 && *hd * m.heads != m.hidden) {
+      return Status::invalid_input(other + "head_dim " + std::to_string(*hd) + "; Stagecraft's llama has head_dim = hidden / heads = " +
+                                   std::to_string(m.hidden / m.heads));
+    }
+    if (const Json* v = j->find("rope_scaling"); v && !v->is_null()) {
+      return Status::invalid_input(other + "rope_scaling " + v->dump() + "; Stagecraft's rotary positions are unscaled (rope_theta only)");
+    }
+    if (const Json* v = j->find("attention_bias"); v && v->is_bool() && v->as_bool() && type != "qwen2") {
+      return Status::invalid_input(other + "attention_bias true (o_proj's bias too); Stagecraft's llama has biases on q, k and v only");
+    }
+    if (const Json* v = j->find("mlp_bias"); v && v->is_bool() && v->as_bool()) {
+      return Status::invalid_input(other + "mlp_bias true; Stagecraft's llama MLP has no biases");
+    }
+    if (const std::string act = text_of("hidden_act"); !act.empty() && act != "silu") {
+      return Status::invalid_input(other + "hidden_act " + act + "; Stagecraft's llama MLP is SwiGLU (silu)");
+    }
+    struct Real {
+      const char* hf;
+      const char* key;
+      double want;
+    };
+    for (const Real& r : {Real{"rope_theta", "model.rope_theta", d.rope_theta}, Real{"rms_norm_eps", "model.norm_eps", d.norm_eps}}) {
+      const Json* v = j->find(r.hf);
+      if (v && v->is_number() && std::abs(v->as_double() - r.want) > 1e-9 * std::abs(r.want)) {
+        char got[32], want[32];
+        std::snprintf(got, sizeof got, "%.10g", v->as_double());
+        std::snprintf(want, sizeof want, "%.10g", r.want);
+        return Status::invalid_input(other + r.hf + " " + got + ", the configured " + r.key + " " + want + "; set " + r.key + ": " + got +
+                                     " to use it");
+      }
+    }
+  } else {
+    // n_inner null is GPT-2's 4 x n_embd, as model::hf_config_json writes it.
+    std::optional<long long> inner = int_of("n_inner");
+    if (const Json* v = j->find("n_inner"); (!v || v->is_null()) && int_of("n_embd")) inner = 4 * *int_of("n_embd");
+    fields = {{"n_layer", "model.layers", m.layers, int_of("n_layer")},
+              {"n_embd", "model.hidden", m.hidden, int_of("n_embd")},
+              {"n_head", "model.heads", m.heads, int_of("n_head")},
+              {"vocab_size", "model.vocab", m.vocab, int_of("vocab_size")},
+              {"n_positions", "model.seq_len", m.seq_len, int_of("n_positions")},
+              {"n_inner", "model.ffn_hidden", m.ffn(), inner}};
+  }
   for (const auto& f : fields) {
     if (f.got && *f.got != f.want) {
-      return Status::invalid_input("checkpoint " + path + " is of another model: its config.json has " + f.hf + " " + std::to_string(*f.got) +
-                                   ", the configured model " + f.key + " " + std::to_string(f.want) + "; set " + f.key + ": " +
-                                   std::to_string(*f.got) + " to use it");
+      return Status::invalid_input(other + f.hf + " " + std::to_string(*f.got) + ", the configured model " + f.key + " " + std::to_string(f.want) +
+                                   "; set " + f.key + ": " + std::to_string(*f.got) + " to use it");
     }
   }
-  if (const Json* tie = j->find("tie_word_embeddings"); tie && tie->is_bool() && tie->as_bool() != m.tied_embeddings) {
-    return Status::invalid_input("checkpoint " + path + " is of another model: its config.json has tie_word_embeddings " +
-                                 (tie->as_bool() ? "true" : "false") + "; set model.tied_embeddings: " + (tie->as_bool() ? "true" : "false") +
-                                 " to use it");
+  const Json* tie = j->find("tie_word_embeddings");
+  const bool tied = tie && tie->is_bool() ? tie->as_bool() : tied_default;
+  if ((tie || d.llama()) && tied != m.tied_embeddings) {
+    return Status::invalid_input(other + "tie_word_embeddings " + (tied ? "true" : "false") + "; set model.tied_embeddings: " +
+                                 (tied ? "true" : "false") + " to use it");
   }
   return Status::OK();
+}
+
+// Older Hugging Face Llama checkpoints also hold each layer's rotary inverse frequencies, a
+// buffer computed from rope_theta rather than a parameter.
+bool is_buffer(const std::string& name) {
+  static const std::string suffix = ".rotary_emb.inv_freq";
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Every tensor of `file` is one of the model's, under `prefixes`: a tensor the model does not use
@@ -203,6 +279,7 @@ Status check_names(const TensorFile& file, const std::string& file_path, const c
     for (const char* prefix : prefixes) names.insert(prefix + p.name);
   }
   for (const auto& t : file.tensors) {
+    if (is_buffer(t.name)) continue;
     if (!names.count(t.name)) {
       return Status::invalid_input(file_path + ": tensor " + t.name + " is not part of the configured model (a checkpoint of another model?)");
     }
@@ -262,6 +339,47 @@ Result<Checkpoint> read_checkpoint(const std::string& path, const config::ModelC
     c.optimizer = std::move(opt).value();
   }
   return c;
+}
+
+Result<TensorFile> read_model_dir(const std::string& path, const config::ModelConfig& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return Status::invalid_input(path + " is not a directory (a checkpoint or a Hugging Face model directory)");
+  if (Status s = check_model(path, model); !s) return s;
+  const std::string single = path + "/model.safetensors", index = path + "/model.safetensors.index.json";
+  TensorFile out;
+  if (fs::exists(single, ec)) {
+    auto t = read_safetensors(single);
+    if (!t.ok()) return t.status();
+    out = std::move(t).value();
+  } else if (fs::exists(index, ec)) {
+    // Sharded: the index's weight_map names the file of every tensor.
+    auto text = config::read_text_file(index);
+    if (!text.ok()) return text.status();
+    auto j = Json::parse(text.value());
+    const Json* map = j.ok() && j->is_object() ? j->find("weight_map") : nullptr;
+    if (!map || !map->is_object()) return Status::invalid_input(index + ": expected {\"weight_map\": {tensor: file, ...}}");
+    std::set<std::string> files;
+    for (const auto& [name, file] : map->as_object()) {
+      if (!file.is_string() || file.as_string().empty() || file.as_string().find('/') != std::string::npos) {
+        return Status::invalid_input(index + ": weight_map's entry for " + name + " must name a file beside the index");
+      }
+      files.insert(file.as_string());
+    }
+    std::set<std::string> seen;
+    for (const auto& f : files) {
+      auto t = read_safetensors(path + "/" + f);
+      if (!t.ok()) return t.status();
+      for (auto& tensor : t->tensors) {
+        if (!seen.insert(tensor.name).second) return Status::invalid_input(path + "/" + f + ": tensor " + tensor.name + " is in two shards");
+        out.tensors.push_back(std::move(tensor));
+      }
+    }
+  } else {
+    return Status::invalid_input(path + " holds neither model.safetensors nor model.safetensors.index.json");
+  }
+  if (Status s = check_names(out, path, model, {""}); !s) return s;
+  return out;
 }
 
 }  // namespace stagecraft::runtime

@@ -10,9 +10,9 @@
 namespace stagecraft::runtime {
 
 Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const std::string& checkpoint_dir,
-                                       const std::string& data_path, int windows, Device* device) {
+                                       const std::string& data_path, int windows, Device* device, config::DataDtype data_dtype) {
   if (windows < 1) return Status::invalid_input("eval: --windows must be at least 1");
-  auto data = TokenData::open(data_path, static_cast<size_t>(model.seq_len) + 1);
+  auto data = TokenData::open(data_path, static_cast<size_t>(model.seq_len) + 1, token_bytes(data_dtype, model.vocab));
   if (!data.ok()) return data.status();
   if (data->vocab_needed() > model.vocab) {
     return Status::invalid_input("eval: " + data_path + " holds token ids up to " + std::to_string(data->vocab_needed() - 1) +
@@ -24,8 +24,8 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
     return Status::invalid_input("eval: --windows " + std::to_string(windows) + ": " + data_path + " holds " + std::to_string(available) +
                                  " windows of seq_len + 1 = " + std::to_string(T + 1) + " tokens");
   }
-  auto ckpt = read_checkpoint(checkpoint_dir, model, false);
-  if (!ckpt.ok()) return ckpt.status();
+  auto weights = read_model_dir(checkpoint_dir, model);  // a checkpoint, or a Hugging Face model directory
+  if (!weights.ok()) return weights.status();
   StageSpec spec;
   spec.model = model;
   spec.micro_batch = 1;
@@ -36,7 +36,7 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
   if (!stage.ok()) return stage.status();
   GptStage& st = *stage.value();
   std::vector<float> host(st.num_params());
-  if (Status s = load_shards(st, ckpt->model, "", host.data()); !s) return s.with_context("checkpoint " + checkpoint_dir);
+  if (Status s = load_shards(st, weights.value(), "", host.data()); !s) return s.with_context("checkpoint " + checkpoint_dir);
   if (Status s = st.upload_params(host.data()); !s) return s;
   std::vector<int32_t> inputs(T), targets(T);
   EvalResult r;

@@ -28,6 +28,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+int token_bytes(config::DataDtype data_dtype, int vocab) {
+  switch (data_dtype) {
+    case config::DataDtype::kUint16: return 2;
+    case config::DataDtype::kUint32: return 4;
+    case config::DataDtype::kAuto: break;
+  }
+  return vocab > 65536 ? 4 : 2;
+}
+
 TokenData::TokenData(TokenData&& o) noexcept { *this = std::move(o); }
 
 TokenData& TokenData::operator=(TokenData&& o) noexcept {
@@ -39,6 +48,7 @@ TokenData& TokenData::operator=(TokenData&& o) noexcept {
     owned_ = std::move(o.owned_);
     bytes_ = o.bytes_;
     words_ = owned_.empty() ? o.words_ : owned_.data();
+    wide_ = o.wide_;
     size_ = o.size_;
     text_ = o.text_;
     vocab_needed_ = o.vocab_needed_;
@@ -46,6 +56,7 @@ TokenData& TokenData::operator=(TokenData&& o) noexcept {
     o.map_bytes_ = 0;
     o.bytes_ = nullptr;
     o.words_ = nullptr;
+    o.wide_ = nullptr;
     o.size_ = 0;
   }
   return *this;
@@ -59,8 +70,9 @@ void TokenData::release() {
   map_bytes_ = 0;
 }
 
-Result<TokenData> TokenData::open(const std::string& path, size_t min_tokens) {
-  if (path.empty()) return Status::invalid_input("train.data: no data file given; set train.data to a .txt or uint16 .bin file");
+Result<TokenData> TokenData::open(const std::string& path, size_t min_tokens, int bytes_per_token) {
+  if (path.empty()) return Status::invalid_input("train.data: no data file given; set train.data to a .txt, uint16 or uint32 .bin file");
+  if (bytes_per_token != 2 && bytes_per_token != 4) return Status::internal("train.data: tokens of 2 or 4 bytes");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::invalid_input("train.data=" + path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -69,16 +81,17 @@ Result<TokenData> TokenData::open(const std::string& path, size_t min_tokens) {
     return Status::invalid_input("train.data=" + path + ": not a regular file");
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
+  const size_t width = static_cast<size_t>(bytes_per_token);
+  const char* kind = bytes_per_token == 4 ? "uint32" : "uint16";
   TokenData d;
   d.path_ = path;
   d.text_ = ends_with(path, ".txt");
-  if (!d.text_ && bytes % 2 != 0) {
+  if (!d.text_ && bytes % width != 0) {
     ::close(fd);
-    return Status::invalid_input("train.data=" + path + ": " + std::to_string(bytes) +
-                                 " bytes is not a whole number of uint16 tokens; a .bin file holds little-endian uint16 tokens "
-                                 "(name text files .txt)");
+    return Status::invalid_input("train.data=" + path + ": " + std::to_string(bytes) + " bytes is not a whole number of " + kind +
+                                 " tokens; a .bin file holds little-endian " + kind + " tokens (train.data_dtype; name text files .txt)");
   }
-  d.size_ = d.text_ ? bytes : bytes / 2;
+  d.size_ = d.text_ ? bytes : bytes / width;
   if (d.size_ < min_tokens) {
     ::close(fd);
     return Status::invalid_input("train.data=" + path + ": " + std::to_string(d.size_) + " tokens, need at least " +
@@ -92,6 +105,15 @@ Result<TokenData> TokenData::open(const std::string& path, size_t min_tokens) {
   if (d.text_) {
     d.bytes_ = static_cast<const uint8_t*>(map);
     d.vocab_needed_ = 256;
+  } else if (bytes_per_token == 4) {
+    d.wide_ = static_cast<const uint32_t*>(map);
+    uint32_t mx = 0;
+    for (size_t i = 0; i < d.size_; ++i) mx = std::max(mx, d.wide_[i]);
+    if (mx >= (1u << 30)) {  // no vocabulary is that large: a file of another width, or not tokens
+      return Status::invalid_input("train.data=" + path + ": token id " + std::to_string(mx) +
+                                   " read as uint32; is it a uint16 file? set train.data_dtype: uint16");
+    }
+    d.vocab_needed_ = static_cast<int>(mx) + 1;
   } else {
     d.words_ = static_cast<const uint16_t*>(map);
     uint16_t mx = 0;

@@ -253,7 +253,13 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
 Status Trainer::start() {
   if (config_.train.resume.empty()) {
     step_ = 0;
-    return stage_->init_parameters(config_.train.seed);
+    if (config_.train.init.empty()) return stage_->init_parameters(config_.train.seed);
+    // A fresh run from a model's weights: the optimizer starts empty, at step 0.
+    auto weights = read_model_dir(config_.train.init, config_.model);
+    if (!weights.ok()) return weights.status().with_context("train.init=" + config_.train.init);
+    std::vector<float> full(stage_->num_params());
+    if (Status s = load_shards(*stage_, weights.value(), "", full.data()); !s) return s.with_context("train.init=" + config_.train.init);
+    return stage_->upload_params(full.data());
   }
   auto ck = read_checkpoint(config_.train.resume, config_.model, true);
   if (!ck.ok()) return ck.status().with_context("train.resume=" + config_.train.resume);

@@ -26,7 +26,8 @@ enum class Backend { kCpu, kCuda };
 enum class Comm { kAuto, kNccl, kGloo };  // comm: auto = nccl with backend cuda, gloo with cpu
 enum class Axis { kTp, kDp, kPp };
 enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kNone };  // launch.metrics
-enum class LaunchFramework { kNone, kMegatron, kDeepspeed };                       // launch.framework
+enum class LaunchFramework { kNone, kMegatron, kDeepspeed };
+enum class DataDtype { kAuto, kUint16, kUint32 };  // train.data_dtype: a .bin file's token width                       // launch.framework
 
 // Every enum's YAML spelling, in the order choices are listed ("gpipe, 1f1b or interleaved").
 inline constexpr EnumName<TpMode> kTpModeNames[] = {
@@ -46,6 +47,8 @@ inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kDp, "
 inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
     {MetricsFormat::kAuto, "auto"},       {MetricsFormat::kMegatron, "megatron"}, {MetricsFormat::kDeepspeed, "deepspeed"},
     {MetricsFormat::kNanogpt, "nanogpt"}, {MetricsFormat::kJsonl, "jsonl"},       {MetricsFormat::kNone, "none"}};
+inline constexpr EnumName<DataDtype> kDataDtypeNames[] = {
+    {DataDtype::kAuto, "auto"}, {DataDtype::kUint16, "uint16"}, {DataDtype::kUint32, "uint32"}};
 inline constexpr EnumName<LaunchFramework> kLaunchFrameworkNames[] = {
     {LaunchFramework::kNone, "none"}, {LaunchFramework::kMegatron, "megatron"}, {LaunchFramework::kDeepspeed, "deepspeed"}};
 
@@ -61,6 +64,7 @@ std::string_view to_string(Comm v);
 std::string_view to_string(Axis v);
 std::string_view to_string(MetricsFormat v);
 std::string_view to_string(LaunchFramework v);
+std::string_view to_string(DataDtype v);
 // The value of a name, or nullopt for a name the table does not list.
 std::optional<TpMode> parse_tp_mode(std::string_view s);
 std::optional<Schedule> parse_schedule(std::string_view s);
@@ -189,6 +193,10 @@ struct TrainConfig {
   int checkpoint_every = 0;       // steps between checkpoints; 0 = only at the end
   std::string checkpoint_dir = "checkpoints";
   std::string resume;             // checkpoint directory to continue from; empty = fresh
+  DataDtype data_dtype = DataDtype::kAuto;  // a .bin file's tokens: uint16 or uint32; auto: uint32
+                                           // where model.vocab is above 65,536 (Llama 3's 128,256)
+  std::string init;               // model directory (a checkpoint's or a Hugging Face model's) whose
+                                  // weights a fresh run starts from; empty = the seed's initialisation
   double hang_timeout_s = 300.0;  // no step event for this long fails the run as hung
   bool operator==(const TrainConfig&) const = default;
 };

@@ -1,6 +1,7 @@
 // Checkpoints: a directory `<checkpoint_dir>/step-<N>/` holding
-//   model.safetensors   the whole model, Hugging Face GPT-2 names and shapes (gpt_layout.h)
-//   config.json         Hugging Face GPT2LMHeadModel config
+//   model.safetensors   the whole model, in Hugging Face's names and shapes (model/model.h: GPT-2's
+//                       or Llama's), which transformers loads
+//   config.json         its Hugging Face config (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM)
 //   optimizer.safetensors  AdamW moments of every tensor, full shapes ("exp_avg.<name>",
 //                       "exp_avg_sq.<name>"), so a run can resume with another (dp, tp, pp)
 //   trainer.json        {"step": N, "seed": S, "tokens": ...}: what resume needs besides
@@ -65,5 +66,13 @@ struct Checkpoint {
 // vocab, seq_len, MLP width, tied embeddings); and a tensor `model` does not have. Missing tensors
 // and wrong shapes are load_shards'.
 Result<Checkpoint> read_checkpoint(const std::string& path, const config::ModelConfig& model, bool with_optimizer);
+
+// The weights of a model directory for `model`: a checkpoint's, or a Hugging Face model's (its
+// model.safetensors, or the shards its model.safetensors.index.json maps; F32, F16 or BF16), for
+// train.init and eval. Refuses in one line, naming the key: a config.json of another model (as
+// read_checkpoint does, and rope scaling, o_proj or MLP biases, another activation), a tensor the
+// model does not have (rotary inverse-frequency buffers are skipped). Missing tensors and wrong
+// shapes are load_shards'.
+Result<TensorFile> read_model_dir(const std::string& path, const config::ModelConfig& model);
 
 }  // namespace stagecraft::runtime
