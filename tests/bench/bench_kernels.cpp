@@ -92,7 +92,7 @@ struct Block {
     Timer t{time};
     t("layernorm", [&] { cpu::layernorm_forward(ln1.data(), mean1.data(), rstd1.data(), x, ln1w.data(), ln1b.data(), BT, C); });
     t("matmul", [&] { cpu::matmul_forward(qkv.data(), ln1.data(), attnw.data(), attnb.data(), BT, C, 3 * C); });
-    t("attention", [&] { cpu::attention_forward(atty.data(), att.data(), qkv.data(), B, T, NH, C / NH); });
+    t("attention", [&] { cpu::attention_forward(atty.data(), att.data(), qkv.data(), B, T, NH, C / NH, NH); });
     t("matmul", [&] { cpu::matmul_forward(xmid.data(), atty.data(), projw.data(), projb.data(), BT, C, C); });
     t("residual", [&] { cpu::residual_forward(xmid.data(), xmid.data(), x, n); });
     t("layernorm", [&] { cpu::layernorm_forward(ln2.data(), mean2.data(), rstd2.data(), xmid.data(), ln2w.data(), ln2b.data(), BT, C); });
@@ -121,7 +121,7 @@ struct Block {
     t("matmul", [&] { cpu::matmul_backward(ws.dln.data(), g_fcw.data(), g_fcb.data(), ws.dfch.data(), ln2.data(), fcw.data(), BT, C, 4 * C); });
     t("layernorm", [&] { cpu::layernorm_backward(dres, g_ln2w.data(), g_ln2b.data(), ws.dln.data(), xmid.data(), ln2w.data(), mean2.data(), rstd2.data(), BT, C); });
     t("matmul", [&] { cpu::matmul_backward(ws.datty.data(), g_projw.data(), g_projb.data(), dres, atty.data(), projw.data(), BT, C, C); });
-    t("attention", [&] { cpu::attention_backward(ws.dqkv.data(), ws.scratch.data(), ws.datty.data(), qkv.data(), att.data(), B, T, NH, C / NH); });
+    t("attention", [&] { cpu::attention_backward(ws.dqkv.data(), ws.scratch.data(), ws.datty.data(), qkv.data(), att.data(), B, T, NH, C / NH, NH); });
     t("matmul", [&] { cpu::matmul_backward(ws.dln.data(), g_attnw.data(), g_attnb.data(), ws.dqkv.data(), ln1.data(), attnw.data(), BT, C, 3 * C); });
     t("layernorm", [&] { cpu::layernorm_backward(dres, g_ln1w.data(), g_ln1b.data(), ws.dln.data(), x, ln1w.data(), mean1.data(), rstd1.data(), BT, C); });
   }

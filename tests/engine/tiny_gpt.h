@@ -81,7 +81,7 @@ struct TinyGpt {
       Real* x = res.data() + l * a;
       cpu::layernorm_forward(&ln1[l * a], &mean1[l * BT], &rstd1[l * BT], x, w[0], w[1], BT, C);
       cpu::matmul_forward(&qkv[l * 3 * a], &ln1[l * a], w[2], w[3], BT, C, 3 * C);
-      cpu::attention_forward(&atty[l * a], &att[l * att_l], &qkv[l * 3 * a], B, T, NH, C / NH);
+      cpu::attention_forward(&atty[l * a], &att[l * att_l], &qkv[l * 3 * a], B, T, NH, C / NH, NH);
       cpu::matmul_forward(&xmid[l * a], &atty[l * a], w[4], w[5], BT, C, C);
       cpu::residual_forward(&xmid[l * a], &xmid[l * a], x, a);
       cpu::layernorm_forward(&ln2[l * a], &mean2[l * BT], &rstd2[l * BT], &xmid[l * a], w[6], w[7], BT, C);
@@ -124,7 +124,7 @@ struct TinyGpt {
       // dres = dL/dx_mid
       cpu::matmul_backward(datty.data(), gw[4], gw[5], dres.data(), &atty[l * a], w[4], BT, C, C);
       cpu::attention_backward(dqkv.data(), scratch.data(), datty.data(), &qkv[l * 3 * a], &att[l * att_l],
-                              B, T, NH, C / NH);
+                              B, T, NH, C / NH, NH);
       cpu::matmul_backward(dln.data(), gw[2], gw[3], dqkv.data(), &ln1[l * a], w[2], BT, C, 3 * C);
       cpu::layernorm_backward(dres.data(), gw[0], gw[1], dln.data(), res.data() + l * a, w[0],
                               &mean1[l * BT], &rstd1[l * BT], BT, C);

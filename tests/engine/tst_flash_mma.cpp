@@ -44,14 +44,15 @@ double rel_err(const std::vector<A>& a, const std::vector<float>& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-// Every block of a pass over (sequence, head) x tile, one after another.
+// Every block of a pass over (sequence, head) x tile, one after another. Multi-head attention
+// (NKV = NH) throughout: flash_mma.h's key gradients take one query head per K/V head.
 template <typename Core, typename F>
 void each_block(flash::Pass pass, int D, int B, int T, int NH, int HS, F&& f) {
   const size_t bytes = flash_mma::bytes_for_head<Core>(pass, HS);
   QVERIFY(bytes > 0 && flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
     for (int t = 0; t < flash_mma::tiles(T); ++t) {
-      WarpEmulator::run_block(bytes, [&](const WarpEmulator::Lane& e) { f(e, flash::slice_of(T, NH, HS, bh), t); });
+      WarpEmulator::run_block(bytes, [&](const WarpEmulator::Lane& e) { f(e, flash::slice_of(T, NH, HS, NH, bh), t); });
     }
   }
 }
@@ -71,7 +72,7 @@ void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const fl
     for (int y = 0; y < 2 * flash_mma::tiles(T); ++y) {
       const flash_mma::GradsTile g = flash_mma::grads_tile(flash_mma::tiles(T), y);
       WarpEmulator::run_block(flash_mma::grads_bytes<D, Core>(), [&](const WarpEmulator::Lane& e) {
-        const flash::Slice s = flash::slice_of(T, NH, HS, bh);
+        const flash::Slice s = flash::slice_of(T, NH, HS, NH, bh);
         if (g.key) {
           flash_mma::key_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
         } else {
@@ -207,8 +208,8 @@ class TestFlashMma : public QObject {
 
     // The reference: the tile program, forward, then backward from its own out.
     std::vector<float> tout(n, nan), tlse(rows, nan), tdqkv(3 * n, nan), delta(rows);
-    cpu::flash_attention_tiled_forward(tout.data(), tlse.data(), qkv.data(), B, T, NH, HS);
-    cpu::flash_attention_tiled_backward(tdqkv.data(), delta.data(), dout.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH, HS);
+    cpu::flash_attention_tiled_forward(tout.data(), tlse.data(), qkv.data(), B, T, NH, HS, NH);
+    cpu::flash_attention_tiled_backward(tdqkv.data(), delta.data(), dout.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH, HS, NH);
 
     // The GPU's program, fp32 out and gradients; the backward from the same out, lse and delta.
     std::vector<float> mout(n, nan), mlse(rows, nan), mdqkv(3 * n, nan);
@@ -219,7 +220,7 @@ class TestFlashMma : public QObject {
     std::vector<float> dout16_wide(n);
     for (size_t i = 0; i < n; ++i) dout16_wide[i] = to_float(dout16[i]);
     cpu::flash_attention_tiled_backward(tdqkv16.data(), delta16.data(), dout16_wide.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH,
-                                        HS);
+                                        HS, NH);
     for (float& v : tdqkv16) v = to_float(to_bf16(v));
     auto emulate = [&]<typename Core>() {
       return flash_mma::with_padded_head(HS, [&]<int D>() {

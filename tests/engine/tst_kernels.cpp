@@ -109,6 +109,87 @@ bool all_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 using testing::place_segments;
 
+// v (n) rounded to bf16, its bits compared, and bf16 values widened back.
+std::vector<bf16> rounded_bf16(const std::vector<float>& v) {
+  std::vector<bf16> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = to_bf16(v[i]);
+  return r;
+}
+bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
+}
+std::vector<float> widened_bf16(const std::vector<bf16>& v) {
+  std::vector<float> w(v.size());
+  cpu::from_bf16(w.data(), v.data(), v.size());
+  return w;
+}
+
+// Grouped-query qkv (B, T, (NH + 2 NKV) HS) with each K/V head repeated for the NH / NKV query
+// heads that read it, as transformers' repeat_kv does: the multi-head qkv (B, T, 3 NH HS) whose
+// attention grouped-query attention must equal.
+std::vector<double> repeat_kv(const std::vector<double>& qkv, int B, int T, int NH, int NKV, int HS) {
+  const size_t C = size_t(NH) * HS, W = size_t(NH + 2 * NKV) * HS;
+  std::vector<double> rep(size_t(B) * T * 3 * C);
+  for (size_t bt = 0; bt < size_t(B) * T; ++bt) {
+    const double* in = qkv.data() + bt * W;
+    double* out = rep.data() + bt * 3 * C;
+    for (int h = 0; h < NH; ++h) {
+      const size_t kv = size_t(h / (NH / NKV));
+      for (int d = 0; d < HS; ++d) {
+        out[h * HS + d] = in[h * HS + d];
+        out[C + h * HS + d] = in[C + kv * HS + d];
+        out[2 * C + h * HS + d] = in[C + (NKV + kv) * HS + d];
+      }
+    }
+  }
+  return rep;
+}
+
+// The Llama kernels' PyTorch reference (tests/engine/ref/llama_ref.py): its sizes and inputs, and
+// the CPU kernels' outputs in Real, named, in the order the script writes its own.
+struct LlamaCase {
+  int B = 0, T = 0, NH = 0, NKV = 0, HS = 0, F = 0;
+  float theta = 0, eps = 0;
+  // rms_x (B T, C), rms_w (C), rms_dout (B T, C), C = NH HS; qkv and rope_dout (B, T, (NH + 2 NKV) HS);
+  // att_dout (B, T, C); glu_x (B T, 2F); glu_dout (B T, F)
+  std::vector<double> rms_x, rms_w, rms_dout, qkv, rope_dout, att_dout, glu_x, glu_dout;
+};
+
+template <typename Real>
+std::vector<std::pair<const char*, std::vector<Real>>> llama_outputs(const LlamaCase& c) {
+  const int BT = c.B * c.T, C = c.NH * c.HS;
+  const size_t n = size_t(BT) * C;
+  std::vector<std::pair<const char*, std::vector<Real>>> out;
+  {  // RMSNorm; both gradients accumulate onto zeros
+    const auto x = cast<Real>(c.rms_x), w = cast<Real>(c.rms_w), dy = cast<Real>(c.rms_dout);
+    std::vector<Real> y(n), rstd(BT), dx(n, Real(0)), dw(size_t(C), Real(0));
+    cpu::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), BT, C, c.eps);
+    cpu::rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), BT, C);
+    out.insert(out.end(), {{"rmsnorm out", y}, {"rmsnorm dinp", dx}, {"rmsnorm dweight", dw}});
+  }
+  {  // rotary positions, in place
+    std::vector<Real> y = cast<Real>(c.qkv), d = cast<Real>(c.rope_dout);
+    cpu::rope_forward(y.data(), c.B, c.T, c.NH, c.NKV, c.HS, c.theta);
+    cpu::rope_backward(d.data(), c.B, c.T, c.NH, c.NKV, c.HS, c.theta);
+    out.insert(out.end(), {{"rope out", y}, {"rope dqkv", d}});
+  }
+  {  // grouped-query attention
+    const auto qkv = cast<Real>(c.qkv), dy = cast<Real>(c.att_dout);
+    std::vector<Real> y(n), att(size_t(c.B) * c.NH * c.T * c.T), scratch(att.size()), d(qkv.size());
+    cpu::attention_forward(y.data(), att.data(), qkv.data(), c.B, c.T, c.NH, c.HS, c.NKV);
+    cpu::attention_backward(d.data(), scratch.data(), dy.data(), qkv.data(), att.data(), c.B, c.T, c.NH, c.HS, c.NKV);
+    out.insert(out.end(), {{"attention out", y}, {"attention dqkv", d}});
+  }
+  {  // SwiGLU
+    const auto x = cast<Real>(c.glu_x), dy = cast<Real>(c.glu_dout);
+    std::vector<Real> y(size_t(BT) * c.F), d(x.size());
+    cpu::swiglu_forward(y.data(), x.data(), BT, c.F);
+    cpu::swiglu_backward(d.data(), x.data(), dy.data(), BT, c.F);
+    out.insert(out.end(), {{"swiglu out", y}, {"swiglu dinp", d}});
+  }
+  return out;
+}
+
 }  // namespace
 
 class TestKernels : public QObject {
@@ -189,22 +270,27 @@ class TestKernels : public QObject {
     QTest::addColumn<int>("T");
     QTest::addColumn<int>("NH");
     QTest::addColumn<int>("HS");
-    QTest::newRow("B2 T5 NH2 HS3") << 2 << 5 << 2 << 3;
-    QTest::newRow("T1: a single position") << 2 << 1 << 3 << 2;
-    QTest::newRow("T70 crosses the 64-row block") << 1 << 70 << 2 << 4;
-    QTest::newRow("T130: three blocks, 8 heads") << 1 << 130 << 8 << 2;
+    QTest::addColumn<int>("NKV");
+    QTest::newRow("B2 T5 NH2 HS3") << 2 << 5 << 2 << 3 << 2;
+    QTest::newRow("T1: a single position") << 2 << 1 << 3 << 2 << 3;
+    QTest::newRow("T70 crosses the 64-row block") << 1 << 70 << 2 << 4 << 2;
+    QTest::newRow("T130: three blocks, 8 heads") << 1 << 130 << 8 << 2 << 8;
+    QTest::newRow("GQA B2 T7: 4 heads over 2 K/V heads") << 2 << 7 << 4 << 3 << 2;
+    QTest::newRow("MQA T70: 4 heads over 1 K/V head, two key blocks") << 1 << 70 << 4 << 2 << 1;
+    QTest::newRow("GQA T130: 6 heads over 2, three key blocks") << 1 << 130 << 6 << 2 << 2;
   }
   void attentionBackwardMatchesFiniteDifferences() {
     QFETCH(int, B);
     QFETCH(int, T);
     QFETCH(int, NH);
     QFETCH(int, HS);
+    QFETCH(int, NKV);
     const size_t C = size_t(NH) * HS;
-    auto qkv = randn(size_t(B) * T * 3 * C, 20);
+    auto qkv = randn(size_t(B) * T * (NH + 2 * NKV) * HS, 20);
     const auto r = randn(size_t(B) * T * C, 21);
     std::vector<double> out(size_t(B) * T * C), att(size_t(B) * NH * T * T, kNaN);
     auto loss = [&] {
-      cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS);
+      cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS, NKV);
       return dot(out, r);
     };
     loss();
@@ -220,7 +306,7 @@ class TestKernels : public QObject {
         QVERIFY(std::abs(s - 1) < 1e-12);
       }
     std::vector<double> dqkv(qkv.size(), kNaN), scratch(att.size(), kNaN);
-    cpu::attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), att.data(), B, T, NH, HS);
+    cpu::attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), att.data(), B, T, NH, HS, NKV);
     check_grad("qkv", qkv, dqkv, loss, 600);
   }
 
@@ -248,20 +334,31 @@ class TestKernels : public QObject {
     check_grad("x", x, dx, loss);
   }
 
+  void encoderBackwardMatchesFiniteDifferences_data() {
+    QTest::addColumn<bool>("positions");
+    QTest::newRow("learned positions (GPT-2)") << true;
+    QTest::newRow("no learned positions (Llama): wpe nullptr") << false;
+  }
   void encoderBackwardMatchesFiniteDifferences() {
+    QFETCH(bool, positions);
     const int B = 3, T = 4, C = 40, V = 5;  // V < B*T: tokens repeat, so scatters collide
     const auto tokens = tokens_of(size_t(B) * T, V, 40);
     auto wte = randn(size_t(V) * C, 41), wpe = randn(size_t(T + 2) * C, 42);
     const auto r = randn(size_t(B) * T * C, 43);
-    std::vector<double> out(r.size());
+    std::vector<double> out(r.size(), kNaN);
     auto loss = [&] {
-      cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+      cpu::encoder_forward(out.data(), tokens.data(), wte.data(), positions ? wpe.data() : nullptr, B, T, C);
       return dot(out, r);
     };
+    if (!positions) {  // each row is its token's embedding, as it is
+      loss();
+      for (size_t i = 0; i < tokens.size(); ++i)
+        QVERIFY(std::memcmp(&out[i * C], &wte[size_t(tokens[i]) * C], C * sizeof(double)) == 0);
+    }
     std::vector<double> dwte(wte.size(), 0.0), dwpe(wpe.size(), 0.0);
-    cpu::encoder_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
+    cpu::encoder_backward(dwte.data(), positions ? dwpe.data() : nullptr, r.data(), tokens.data(), B, T, C);
     check_grad("wte", wte, dwte, loss);
-    check_grad("wpe", wpe, dwpe, loss);
+    if (positions) check_grad("wpe", wpe, dwpe, loss);
   }
 
   void crossentropyBackwardMatchesFiniteDifferences_data() {
@@ -359,12 +456,12 @@ class TestKernels : public QObject {
     QVERIFY2(rel_err(dif, di) < tol && rel_err(dwf, dw) < tol && rel_err(dbf, db) < tol, "matmul grads");
     // attention on that qkv
     std::vector<double> y(size_t(BT) * C), att(size_t(B) * NH * T * T), dqkv(o.size()), scr(att.size());
-    cpu::attention_forward(y.data(), att.data(), o.data(), B, T, NH, HS);
-    cpu::attention_backward(dqkv.data(), scr.data(), x.data(), o.data(), att.data(), B, T, NH, HS);
+    cpu::attention_forward(y.data(), att.data(), o.data(), B, T, NH, HS, NH);
+    cpu::attention_backward(dqkv.data(), scr.data(), x.data(), o.data(), att.data(), B, T, NH, HS, NH);
     std::vector<float> yf(y.size()), attf(att.size()), dqkvf(dqkv.size()), scrf(scr.size());
     auto of2 = cast<float>(o);
-    cpu::attention_forward(yf.data(), attf.data(), of2.data(), B, T, NH, HS);
-    cpu::attention_backward(dqkvf.data(), scrf.data(), xf.data(), of2.data(), attf.data(), B, T, NH, HS);
+    cpu::attention_forward(yf.data(), attf.data(), of2.data(), B, T, NH, HS, NH);
+    cpu::attention_backward(dqkvf.data(), scrf.data(), xf.data(), of2.data(), attf.data(), B, T, NH, HS, NH);
     QVERIFY2(rel_err(yf, y) < tol && rel_err(attf, att) < tol && rel_err(dqkvf, dqkv) < tol, "attention");
     // layernorm
     std::vector<double> ln(x.size()), m(BT), rs(BT), dln(x.size()), dlw(C), dlb(C);
@@ -394,6 +491,41 @@ class TestKernels : public QObject {
     std::vector<float> lsf(BT), prf(pr.size());
     const double meanf = cpu::crossentropy_forward(lsf.data(), prf.data(), lf.data(), tg.data(), BT, V);
     QVERIFY2(std::abs(meanf - mean) < tol * mean && rel_err(lsf, ls) < tol && rel_err(prf, pr) < tol, "cross-entropy");
+    // Llama's kernels on the same data: RMSNorm of x, SwiGLU of the GEMM's output as (BT, 2F),
+    // and rotary positions and grouped-query attention (4 heads over 2 K/V heads) on a qkv of their own.
+    std::vector<double> rn(x.size()), rr(BT), drn(x.size(), 0.0), drw(C, 0.0);
+    cpu::rmsnorm_forward(rn.data(), rr.data(), x.data(), lw.data(), BT, C, 1e-6f);
+    cpu::rmsnorm_backward(drn.data(), drw.data(), y.data(), x.data(), lw.data(), rr.data(), BT, C);
+    std::vector<float> rnf(x.size()), rrf(BT), drnf(x.size(), 0.0f), drwf(C, 0.0f);
+    cpu::rmsnorm_forward(rnf.data(), rrf.data(), xf.data(), lwf.data(), BT, C, 1e-6f);
+    cpu::rmsnorm_backward(drnf.data(), drwf.data(), yf.data(), xf.data(), lwf.data(), rrf.data(), BT, C);
+    QVERIFY2(rel_err(rnf, rn) < tol && rel_err(rrf, rr) < tol && rel_err(drnf, drn) < tol && rel_err(drwf, drw) < tol, "rmsnorm");
+    const int F = 3 * C / 2;
+    std::vector<double> sw(size_t(BT) * F), dsw(o.size());
+    const auto swd = randn(sw.size(), 67);
+    cpu::swiglu_forward(sw.data(), o.data(), BT, F);
+    cpu::swiglu_backward(dsw.data(), o.data(), swd.data(), BT, F);
+    std::vector<float> swf(sw.size()), dswf(o.size());
+    const auto swdf = cast<float>(swd);
+    cpu::swiglu_forward(swf.data(), of2.data(), BT, F);
+    cpu::swiglu_backward(dswf.data(), of2.data(), swdf.data(), BT, F);
+    QVERIFY2(rel_err(swf, sw) < tol && rel_err(dswf, dsw) < tol, "swiglu");
+    const int NKV = 2;
+    auto q = randn(size_t(BT) * (NH + 2 * NKV) * HS, 68);
+    auto qf = cast<float>(q);
+    cpu::rope_forward(q.data(), B, T, NH, NKV, HS, 10000.0f);
+    cpu::rope_forward(qf.data(), B, T, NH, NKV, HS, 10000.0f);
+    QVERIFY2(rel_err(qf, q) < tol, "rope");
+    std::vector<double> ay(size_t(BT) * C), aa(att.size()), ad(q.size()), as(att.size());
+    cpu::attention_forward(ay.data(), aa.data(), q.data(), B, T, NH, HS, NKV);
+    cpu::attention_backward(ad.data(), as.data(), x.data(), q.data(), aa.data(), B, T, NH, HS, NKV);
+    std::vector<float> ayf(ay.size()), aaf(aa.size()), adf(ad.size()), asf(as.size());
+    cpu::attention_forward(ayf.data(), aaf.data(), qf.data(), B, T, NH, HS, NKV);
+    cpu::attention_backward(adf.data(), asf.data(), xf.data(), qf.data(), aaf.data(), B, T, NH, HS, NKV);
+    QVERIFY2(rel_err(ayf, ay) < tol && rel_err(aaf, aa) < tol && rel_err(adf, ad) < tol, "grouped-query attention");
+    cpu::rope_backward(ad.data(), B, T, NH, NKV, HS, 10000.0f);
+    cpu::rope_backward(adf.data(), B, T, NH, NKV, HS, 10000.0f);
+    QVERIFY2(rel_err(adf, ad) < tol, "rope backward");
   }
 
   // Same inputs, 1 and 3 threads: the element-wise kernels and sum_of_squares are bitwise equal
@@ -405,7 +537,7 @@ class TestKernels : public QObject {
     auto run = [&](int threads) {
       cpu::set_num_threads(threads);
       std::vector<float> y(size_t(BT) * C), att(size_t(B) * NH * T * T), g(x.size()), o(size_t(BT) * C);
-      cpu::attention_forward(y.data(), att.data(), x.data(), B, T, NH, HS);
+      cpu::attention_forward(y.data(), att.data(), x.data(), B, T, NH, HS, NH);
       cpu::gelu_forward(g.data(), x.data(), x.size());
       cpu::matmul_forward(o.data(), x.data(), w.data(), static_cast<const float*>(nullptr), BT, 3 * C, C);
       const double ss = cpu::sum_of_squares(x.data(), x.size());
@@ -418,6 +550,28 @@ class TestKernels : public QObject {
     QVERIFY(all_equal(g1, g3));
     QCOMPARE(s1, s3);
     QVERIFY(rel_err(o3, std::vector<double>(o1.begin(), o1.end())) < 1e-6);
+    // Llama's kernels, bit for bit: x as a grouped-query qkv of 8 heads over 2 K/V heads (12 HS
+    // wide, as 3 C), rotated, its attention forward and backward (dK and dV summed per K/V head
+    // and key block, in head order), RMSNorm and SwiGLU (x as (BT, 2F), F = 3C/2).
+    const int GH = 8, GKV = 2, F = 3 * C / 2;
+    const auto dy = cast<float>(randn(size_t(BT) * GH * HS, 72)), wn = cast<float>(randn(size_t(3 * C), 73));
+    auto llama = [&](int threads) {
+      cpu::set_num_threads(threads);
+      std::vector<float> q = x, y(size_t(BT) * GH * HS), att(size_t(B) * GH * T * T), d(x.size()), scr(att.size());
+      cpu::rope_forward(q.data(), B, T, GH, GKV, HS, 10000.0f);
+      cpu::attention_forward(y.data(), att.data(), q.data(), B, T, GH, HS, GKV);
+      cpu::attention_backward(d.data(), scr.data(), dy.data(), q.data(), att.data(), B, T, GH, HS, GKV);
+      cpu::rope_backward(d.data(), B, T, GH, GKV, HS, 10000.0f);
+      std::vector<float> n(x.size()), r(BT), dn(x.size(), 0.0f), dw(wn.size(), 0.0f), s(size_t(BT) * F), ds(x.size());
+      cpu::rmsnorm_forward(n.data(), r.data(), x.data(), wn.data(), BT, 3 * C, 1e-6f);
+      cpu::rmsnorm_backward(dn.data(), dw.data(), x.data(), x.data(), wn.data(), r.data(), BT, 3 * C);
+      cpu::swiglu_forward(s.data(), x.data(), BT, F);
+      cpu::swiglu_backward(ds.data(), x.data(), s.data(), BT, F);
+      return std::vector<std::vector<float>>{q, y, att, d, n, r, dn, dw, s, ds};
+    };
+    const auto l1 = llama(1), l3 = llama(3);
+    cpu::set_num_threads(2);
+    for (size_t i = 0; i < l1.size(); ++i) QVERIFY2(all_equal(l1[i], l3[i]), qPrintable(QString("llama output %1").arg(i)));
   }
 
   // Two threads calling kernels at once (two pipeline stages in one process, a GUI thread): one
@@ -1088,19 +1242,19 @@ class TestKernels : public QObject {
       const std::vector<float> qkv = cast<float>(randn(size_t(BT) * 3 * C, 95));
       std::vector<float> out(n), att(size_t(B) * NH * T * T), att16(att.size());
       std::vector<bf16> out16(n);
-      k.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS);
-      k.attention_forward(out16.data(), att16.data(), qkv.data(), B, T, NH, HS);
+      k.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS, NH);
+      k.attention_forward(out16.data(), att16.data(), qkv.data(), B, T, NH, HS, NH);
       QVERIFY(same(out16, rounded(out)));
       QVERIFY(all_equal(att16, att));  // probabilities stay fp32
       const std::vector<bf16> qkv16 = rounded(qkv);
       std::vector<float> qkv_wide(qkv.size()), o1(n), o2(n), a1(att.size()), a2(att.size()), dout = cast<float>(randn(n, 103)),
           d1(qkv.size()), d2(qkv.size()), s1(att.size()), s2(att.size());
       cpu::from_bf16(qkv_wide.data(), qkv16.data(), qkv.size());
-      k.attention_forward(o1.data(), a1.data(), qkv_wide.data(), B, T, NH, HS);
-      k.attention_forward(o2.data(), a2.data(), qkv16.data(), B, T, NH, HS);
+      k.attention_forward(o1.data(), a1.data(), qkv_wide.data(), B, T, NH, HS, NH);
+      k.attention_forward(o2.data(), a2.data(), qkv16.data(), B, T, NH, HS, NH);
       QVERIFY(all_equal(o1, o2) && all_equal(a1, a2));
-      k.attention_backward(d1.data(), s1.data(), dout.data(), qkv_wide.data(), a1.data(), B, T, NH, HS);
-      k.attention_backward(d2.data(), s2.data(), dout.data(), qkv16.data(), a2.data(), B, T, NH, HS);
+      k.attention_backward(d1.data(), s1.data(), dout.data(), qkv_wide.data(), a1.data(), B, T, NH, HS, NH);
+      k.attention_backward(d2.data(), s2.data(), dout.data(), qkv16.data(), a2.data(), B, T, NH, HS, NH);
       QVERIFY(all_equal(d1, d2));
       // A bf16 gradient at the output, and dq dk dv written in bf16: the rounding of what the
       // widened values give.
@@ -1108,8 +1262,8 @@ class TestKernels : public QObject {
       std::vector<float> dout_wide(n);
       cpu::from_bf16(dout_wide.data(), dout16.data(), n);
       std::vector<bf16> d16(qkv.size());
-      k.attention_backward(d1.data(), s1.data(), dout_wide.data(), qkv_wide.data(), a1.data(), B, T, NH, HS);
-      k.attention_backward(d16.data(), s2.data(), dout16.data(), qkv16.data(), a2.data(), B, T, NH, HS);
+      k.attention_backward(d1.data(), s1.data(), dout_wide.data(), qkv_wide.data(), a1.data(), B, T, NH, HS, NH);
+      k.attention_backward(d16.data(), s2.data(), dout16.data(), qkv16.data(), a2.data(), B, T, NH, HS, NH);
       QVERIFY(same(d16, rounded(d1)));
     }
     {  // the loss's gradient at the logits, into fp32 logits in place and into bf16
@@ -1176,21 +1330,27 @@ class TestKernels : public QObject {
     QTest::addColumn<int>("T");
     QTest::addColumn<int>("NH");
     QTest::addColumn<int>("HS");
-    QTest::newRow("T1: a single position") << 2 << 1 << 2 << 16;
-    QTest::newRow("T17 HS32: one partial tile") << 2 << 17 << 2 << 32;
-    QTest::newRow("T64: one whole tile") << 1 << 64 << 2 << 64;
-    QTest::newRow("T65: a second tile of one row") << 1 << 65 << 2 << 64;
-    QTest::newRow("T200 HS64: four tiles, GPT-2's head") << 2 << 200 << 2 << 64;
-    QTest::newRow("T100 HS48") << 1 << 100 << 3 << 48;
-    QTest::newRow("T130 HS128: the largest head") << 1 << 130 << 1 << 128;
+    QTest::addColumn<int>("NKV");
+    QTest::newRow("T1: a single position") << 2 << 1 << 2 << 16 << 2;
+    QTest::newRow("T17 HS32: one partial tile") << 2 << 17 << 2 << 32 << 2;
+    QTest::newRow("T64: one whole tile") << 1 << 64 << 2 << 64 << 2;
+    QTest::newRow("T65: a second tile of one row") << 1 << 65 << 2 << 64 << 2;
+    QTest::newRow("T200 HS64: four tiles, GPT-2's head") << 2 << 200 << 2 << 64 << 2;
+    QTest::newRow("T100 HS48") << 1 << 100 << 3 << 48 << 3;
+    QTest::newRow("T130 HS128: the largest head") << 1 << 130 << 1 << 128 << 1;
+    QTest::newRow("GQA T7 HS16: 4 heads over 2 K/V heads") << 2 << 7 << 4 << 16 << 2;
+    QTest::newRow("MQA T7 HS16: 4 heads over 1 K/V head") << 2 << 7 << 4 << 16 << 1;
+    QTest::newRow("GQA T130 HS64: 4 heads over 2, three tiles") << 2 << 130 << 4 << 64 << 2;
+    QTest::newRow("MQA T65 HS128: 4 heads over 1, a second tile of one row") << 1 << 65 << 4 << 128 << 1;
   }
   void tiledFlashAttentionMatchesAttention() {
     QFETCH(int, B);
     QFETCH(int, T);
     QFETCH(int, NH);
     QFETCH(int, HS);
-    const size_t C = size_t(NH) * HS, rows = size_t(B) * NH * T;
-    std::vector<bf16> qkv(size_t(B) * T * 3 * C);
+    QFETCH(int, NKV);
+    const size_t C = size_t(NH) * HS, W = size_t(NH + 2 * NKV) * HS, rows = size_t(B) * NH * T;
+    std::vector<bf16> qkv(size_t(B) * T * W);
     std::vector<double> wide(qkv.size());
     const std::vector<double> x = randn(qkv.size(), 96, 1.5);
     for (size_t i = 0; i < qkv.size(); ++i) {
@@ -1199,17 +1359,18 @@ class TestKernels : public QObject {
     }
     const std::vector<double> dout = randn(size_t(B) * T * C, 97);
     std::vector<double> out(size_t(B) * T * C), att(rows * T), dqkv(qkv.size()), scratch(att.size());
-    cpu::attention_forward(out.data(), att.data(), wide.data(), B, T, NH, HS);
-    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), wide.data(), att.data(), B, T, NH, HS);
-    // Each row's log-sum-exp of the scaled scores, in double.
+    cpu::attention_forward(out.data(), att.data(), wide.data(), B, T, NH, HS, NKV);
+    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), wide.data(), att.data(), B, T, NH, HS, NKV);
+    // Each row's log-sum-exp of the scaled scores, in double, query head h against K/V head
+    // h / (NH / NKV).
     std::vector<double> lse(rows);
     for (size_t r = 0; r < rows; ++r) {
-      const size_t bh = r / T, t = r % T, b = bh / NH, h = bh % NH;
-      const double* q = wide.data() + (b * T + t) * 3 * C + h * HS;
+      const size_t bh = r / T, t = r % T, b = bh / NH, h = bh % NH, kv = h / (NH / NKV);
+      const double* q = wide.data() + (b * T + t) * W + h * HS;
       std::vector<double> s(t + 1);
       double m = -INFINITY, sum = 0;
       for (size_t j = 0; j <= t; ++j) {
-        const double* kj = wide.data() + (b * T + j) * 3 * C + C + h * HS;
+        const double* kj = wide.data() + (b * T + j) * W + C + kv * HS;
         s[j] = 0;
         for (int d = 0; d < HS; ++d) s[j] += q[d] * kj[d];
         s[j] /= std::sqrt(double(HS));
@@ -1219,24 +1380,387 @@ class TestKernels : public QObject {
       lse[r] = m + std::log(sum);
     }
     std::vector<float> fout(out.size(), float(kNaN)), flse(rows, float(kNaN)), fdqkv(qkv.size(), float(kNaN)), delta(rows);
-    cpu::flash_attention_tiled_forward(fout.data(), flse.data(), qkv.data(), B, T, NH, HS);
+    cpu::flash_attention_tiled_forward(fout.data(), flse.data(), qkv.data(), B, T, NH, HS, NKV);
     const std::vector<float> fdout = cast<float>(dout);
-    cpu::flash_attention_tiled_backward(fdqkv.data(), delta.data(), fdout.data(), qkv.data(), fout.data(), flse.data(), B, T, NH, HS);
+    cpu::flash_attention_tiled_backward(fdqkv.data(), delta.data(), fdout.data(), qkv.data(), fout.data(), flse.data(), B, T, NH, HS,
+                                        NKV);
     double lse_err = 0;
     for (size_t r = 0; r < rows; ++r) lse_err = std::max(lse_err, std::abs(double(flse[r]) - lse[r]));
-    // The gradients of q, k and v apart: each has its own scale.
-    auto part = [&](const auto& v, int which) {
+    // The gradients of q, k and v apart: each has its own scale. Columns [first, first + width) of
+    // every row.
+    auto part = [&](const auto& v, size_t first, size_t width) {
       std::vector<double> p;
       for (size_t bt = 0; bt < size_t(B) * T; ++bt)
-        for (size_t c = 0; c < C; ++c) p.push_back(double(v[bt * 3 * C + which * C + c]));
+        for (size_t c = first; c < first + width; ++c) p.push_back(double(v[bt * W + c]));
       return p;
     };
+    const size_t KV = size_t(NKV) * HS;
     // (With one position, q and k get no gradient: softmax over one key is 1 whatever they are.)
-    const double eo = rel_err(fout, out), eq = rel_err(part(fdqkv, 0), part(dqkv, 0), 1e-3),
-                 ek = rel_err(part(fdqkv, 1), part(dqkv, 1), 1e-3), ev = rel_err(part(fdqkv, 2), part(dqkv, 2));
+    const double eo = rel_err(fout, out), eq = rel_err(part(fdqkv, 0, C), part(dqkv, 0, C), 1e-3),
+                 ek = rel_err(part(fdqkv, C, KV), part(dqkv, C, KV), 1e-3), ev = rel_err(part(fdqkv, C + KV, KV), part(dqkv, C + KV, KV));
     qInfo("out %.2e, lse %.2e (absolute), dq %.2e, dk %.2e, dv %.2e", eo, lse_err, eq, ek, ev);
     QVERIFY2(eo < 1e-2 && eq < 1e-2 && ek < 1e-2 && ev < 1e-2 && lse_err < 1e-4,
              qPrintable(QString("out %1, lse %2, dq %3, dk %4, dv %5").arg(eo).arg(lse_err).arg(eq).arg(ek).arg(ev)));
+  }
+
+  // ---- Llama's layers ------------------------------------------------------------------------------
+
+  // Grouped-query attention is multi-head attention over K/V heads repeated per query head
+  // (transformers' repeat_kv): the same output and probabilities, the same dq, and each K/V head's
+  // gradient the sum of its repeats'. In double, where only the order of the sums differs.
+  void groupedQueryAttentionIsAttentionWithRepeatedKeys_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("NKV");
+    QTest::addColumn<int>("HS");
+    QTest::newRow("T7: 4 heads over 2 K/V heads") << 2 << 7 << 4 << 2 << 8;
+    QTest::newRow("T7: 4 heads over 1 (multi-query)") << 2 << 7 << 4 << 1 << 8;
+    QTest::newRow("T70: 4 heads over 2, two key blocks") << 2 << 70 << 4 << 2 << 16;
+    QTest::newRow("T130: 4 heads over 1, three key blocks") << 2 << 130 << 4 << 1 << 8;
+    QTest::newRow("T9: 4 heads over 4 (multi-head)") << 2 << 9 << 4 << 4 << 8;
+  }
+  void groupedQueryAttentionIsAttentionWithRepeatedKeys() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, NH);
+    QFETCH(int, NKV);
+    QFETCH(int, HS);
+    const int group = NH / NKV;
+    const size_t C = size_t(NH) * HS, W = size_t(NH + 2 * NKV) * HS, BT = size_t(B) * T;
+    const auto qkv = randn(BT * W, 150), dout = randn(BT * C, 151);
+    const auto rep = repeat_kv(qkv, B, T, NH, NKV, HS);
+    std::vector<double> out(BT * C, kNaN), att(size_t(B) * NH * T * T, kNaN), dqkv(qkv.size(), kNaN), scratch(att.size(), kNaN);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS, NKV);
+    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, NH, HS, NKV);
+    std::vector<double> rout(out.size()), ratt(att.size()), rdqkv(rep.size()), rscratch(att.size());
+    cpu::attention_forward(rout.data(), ratt.data(), rep.data(), B, T, NH, HS, NH);
+    cpu::attention_backward(rdqkv.data(), rscratch.data(), dout.data(), rep.data(), ratt.data(), B, T, NH, HS, NH);
+    // What dqkv must be: dq as it is, and the repeats' dk and dv summed per K/V head.
+    std::vector<double> want(qkv.size(), 0.0);
+    for (size_t bt = 0; bt < BT; ++bt) {
+      const double* r = rdqkv.data() + bt * 3 * C;
+      double* w = want.data() + bt * W;
+      for (int h = 0; h < NH; ++h) {
+        const size_t kv = size_t(h / group);
+        for (int d = 0; d < HS; ++d) {
+          w[h * HS + d] = r[h * HS + d];
+          w[C + kv * HS + d] += r[C + h * HS + d];
+          w[C + (NKV + kv) * HS + d] += r[2 * C + h * HS + d];
+        }
+      }
+    }
+    QVERIFY2(rel_err(out, rout) < 1e-13, qPrintable(QString("out %1").arg(rel_err(out, rout))));
+    QVERIFY2(rel_err(att, ratt) < 1e-13, qPrintable(QString("att %1").arg(rel_err(att, ratt))));
+    QVERIFY2(rel_err(dqkv, want) < 1e-12, qPrintable(QString("dqkv %1").arg(rel_err(dqkv, want))));
+    // And in float, within float rounding of the double answer.
+    const auto qkvf = cast<float>(qkv), doutf = cast<float>(dout);
+    std::vector<float> outf(out.size()), attf(att.size()), dqkvf(qkv.size(), float(kNaN)), scratchf(att.size());
+    cpu::attention_forward(outf.data(), attf.data(), qkvf.data(), B, T, NH, HS, NKV);
+    cpu::attention_backward(dqkvf.data(), scratchf.data(), doutf.data(), qkvf.data(), attf.data(), B, T, NH, HS, NKV);
+    QVERIFY(rel_err(outf, out) < 1e-5 && rel_err(attf, att) < 1e-5 && rel_err(dqkvf, want) < 1e-5);
+  }
+
+  // RMSNorm against its formula written out, and both gradients against finite differences; both
+  // accumulate (dinp is the residual stream), so they start from 0.25 here.
+  void rmsnormMatchesItsFormulaAndFiniteDifferences_data() {
+    QTest::addColumn<int>("N");
+    QTest::addColumn<int>("C");
+    QTest::addColumn<float>("eps");
+    QTest::newRow("3 rows of 5, eps 1e-6 (Llama 2 and 3)") << 3 << 5 << 1e-6f;
+    QTest::newRow("70 rows of 48 (column split), eps 1e-5") << 70 << 48 << 1e-5f;
+    QTest::newRow("small inputs, where eps matters: eps 0.5") << 4 << 8 << 0.5f;
+  }
+  void rmsnormMatchesItsFormulaAndFiniteDifferences() {
+    QFETCH(int, N);
+    QFETCH(int, C);
+    QFETCH(float, eps);
+    auto inp = randn(size_t(N) * C, 140, eps > 0.1f ? 0.3 : 2.0), w = randn(C, 141);
+    const auto r = randn(size_t(N) * C, 142);
+    std::vector<double> out(inp.size(), kNaN), rstd(N, kNaN);
+    auto loss = [&] {
+      cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), N, C, eps);
+      return dot(out, r);
+    };
+    loss();
+    for (int i = 0; i < N; ++i) {
+      double ms = 0;
+      for (int c = 0; c < C; ++c) ms += inp[size_t(i) * C + c] * inp[size_t(i) * C + c];
+      const double rs = 1 / std::sqrt(ms / C + double(eps));
+      QVERIFY(std::abs(rstd[i] - rs) < 1e-14 * rs);
+      for (int c = 0; c < C; ++c) {
+        const double ref = inp[size_t(i) * C + c] * rs * w[c];
+        QVERIFY(std::abs(out[size_t(i) * C + c] - ref) < 1e-14 * std::max(1.0, std::abs(ref)));
+      }
+    }
+    std::vector<double> dinp(inp.size(), 0.25), dw(C, 0.25);
+    cpu::rmsnorm_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+    for (auto* v : {&dinp, &dw})
+      for (double& x : *v) x -= 0.25;
+    check_grad("inp", inp, dinp, loss);
+    check_grad("weight", w, dw, loss);
+    // A second call adds as much again.
+    std::vector<double> twice(inp.size(), 0.0), once(inp.size(), 0.0), dw1(C, 0.0), dw2(C, 0.0);
+    cpu::rmsnorm_backward(once.data(), dw1.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+    cpu::rmsnorm_backward(twice.data(), dw2.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+    cpu::rmsnorm_backward(twice.data(), dw2.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+    for (double& x : once) x *= 2;
+    for (double& x : dw) x *= 2;
+    QVERIFY(rel_err(twice, once) < 1e-13 && rel_err(dw2, dw) < 1e-13);
+  }
+
+  // Rotary positions against the rotation written out (Hugging Face's rotate-half: pair
+  // (i, i + HS/2) of every q and k head, by t theta^(-2i/HS) at position t counted from 0 in each
+  // sequence; v untouched, bit for bit); backward is the inverse rotation, and the gradient finite
+  // differences give.
+  void ropeIsTheRotationAndBackwardItsInverse_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("NKV");
+    QTest::addColumn<int>("HS");
+    QTest::addColumn<float>("theta");
+    QTest::newRow("B2 T7: 4 heads over 2 K/V heads, HS 8") << 2 << 7 << 4 << 2 << 8 << 10000.0f;
+    QTest::newRow("T70 multi-query, HS 132: 66 pairs, past one block of 64") << 1 << 70 << 2 << 1 << 132 << 500000.0f;
+    QTest::newRow("T1: position 0 is the identity") << 3 << 1 << 2 << 2 << 4 << 10000.0f;
+  }
+  void ropeIsTheRotationAndBackwardItsInverse() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, NH);
+    QFETCH(int, NKV);
+    QFETCH(int, HS);
+    QFETCH(float, theta);
+    const int half = HS / 2;
+    const size_t W = size_t(NH + 2 * NKV) * HS, n = size_t(B) * T * W;
+    auto x = randn(n, 160);
+    const auto r = randn(n, 161);
+    std::vector<double> want = x;
+    for (size_t bt = 0; bt < size_t(B) * T; ++bt) {
+      const double t = double(bt % size_t(T));
+      for (int h = 0; h < NH + NKV; ++h)
+        for (int i = 0; i < half; ++i) {
+          const double a = t * std::pow(double(theta), -2.0 * i / HS);
+          const size_t lo = bt * W + size_t(h) * HS + i, hi = lo + half;
+          want[lo] = x[lo] * std::cos(a) - x[hi] * std::sin(a);
+          want[hi] = x[hi] * std::cos(a) + x[lo] * std::sin(a);
+        }
+    }
+    std::vector<double> y = x;
+    cpu::rope_forward(y.data(), B, T, NH, NKV, HS, theta);
+    QVERIFY2(rel_err(y, want) < 1e-14, qPrintable(QString("forward %1").arg(rel_err(y, want))));
+    const size_t v0 = size_t(NH + NKV) * HS;
+    for (size_t bt = 0; bt < size_t(B) * T; ++bt) QVERIFY(std::memcmp(&y[bt * W + v0], &x[bt * W + v0], (W - v0) * sizeof(double)) == 0);
+    std::vector<double> back = y;
+    cpu::rope_backward(back.data(), B, T, NH, NKV, HS, theta);
+    QVERIFY2(rel_err(back, x) < 1e-14, qPrintable(QString("inverse %1").arg(rel_err(back, x))));
+    // Float: the angles are taken in double either way, so only the products round.
+    auto yf = cast<float>(x);
+    cpu::rope_forward(yf.data(), B, T, NH, NKV, HS, theta);
+    QVERIFY(rel_err(yf, want) < 1e-6);
+    cpu::rope_backward(yf.data(), B, T, NH, NKV, HS, theta);
+    QVERIFY(rel_err(yf, x) < 1e-6);
+    std::vector<double> tmp(n);
+    auto loss = [&] {
+      tmp = x;
+      cpu::rope_forward(tmp.data(), B, T, NH, NKV, HS, theta);
+      return dot(tmp, r);
+    };
+    std::vector<double> dx = r;
+    cpu::rope_backward(dx.data(), B, T, NH, NKV, HS, theta);
+    check_grad("qkv", x, dx, loss);
+  }
+
+  // SwiGLU against silu(gate) up written out, including |gate| = 30 where the sigmoid saturates, and
+  // its backward against finite differences; dinp is overwritten (NaN in it must vanish).
+  void swigluMatchesItsFormulaAndFiniteDifferences_data() {
+    QTest::addColumn<int>("N");
+    QTest::addColumn<int>("F");
+    QTest::newRow("5 rows of 7") << 5 << 7;
+    QTest::newRow("900 rows of 40: three row pieces") << 900 << 40;
+  }
+  void swigluMatchesItsFormulaAndFiniteDifferences() {
+    QFETCH(int, N);
+    QFETCH(int, F);
+    auto x = randn(size_t(N) * 2 * F, 170, 3.0);
+    x[0] = 30.0;
+    x[1] = -30.0;
+    x[2] = 0.0;
+    const auto r = randn(size_t(N) * F, 171);
+    std::vector<double> out(r.size(), kNaN);
+    auto loss = [&] {
+      cpu::swiglu_forward(out.data(), x.data(), N, F);
+      return dot(out, r);
+    };
+    loss();
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < F; ++j) {
+        const double g = x[size_t(i) * 2 * F + j], u = x[size_t(i) * 2 * F + F + j];
+        const double ref = g / (1 + std::exp(-g)) * u;
+        QVERIFY(std::abs(out[size_t(i) * F + j] - ref) < 1e-14 * std::max(1.0, std::abs(ref)));
+      }
+    std::vector<double> dx(x.size(), kNaN);
+    cpu::swiglu_backward(dx.data(), x.data(), r.data(), N, F);
+    check_grad("gate | up", x, dx, loss);
+    // Float, with the fast sigmoid: within float rounding.
+    const auto xf = cast<float>(x), rf = cast<float>(r);
+    std::vector<float> outf(out.size()), dxf(x.size());
+    cpu::swiglu_forward(outf.data(), xf.data(), N, F);
+    cpu::swiglu_backward(dxf.data(), xf.data(), rf.data(), N, F);
+    QVERIFY(rel_err(outf, out) < 2e-6 && rel_err(dxf, dx) < 2e-6);
+  }
+
+  // Llama's kernels through the CPU's Ops table with bf16 activations: a bf16 output is the
+  // rounding of the fp32 one, a bf16 input gives what its widened values give, bit for bit; rotary
+  // positions on a bf16 qkv in place are the rounding of the rotated widened values, v unchanged.
+  void llamaBf16ActivationsAreRoundedFp32Outputs() {
+    const Ops& k = cpu_ops();
+    const int B = 2, T = 19, NH = 4, NKV = 2, HS = 8, C = NH * HS, F = 24, BT = B * T;
+    const size_t n = size_t(BT) * C, W = size_t(NH + 2 * NKV) * HS, n3 = size_t(BT) * W;
+    {  // RMSNorm, and the backward's bf16 copy of dinp after its accumulation
+      const std::vector<float> x = cast<float>(randn(n, 180, 2.0)), w = cast<float>(randn(size_t(C), 181));
+      std::vector<float> out(n), rstd(BT), rstd16(BT);
+      std::vector<bf16> out16(n);
+      k.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), BT, C, 1e-6f);
+      k.rmsnorm_forward(out16.data(), rstd16.data(), x.data(), w.data(), BT, C, 1e-6f);
+      QVERIFY(same_bits(out16, rounded_bf16(out)));
+      QVERIFY(all_equal(rstd16, rstd));  // statistics stay fp32
+      const std::vector<float> dy = cast<float>(randn(n, 182)), d0 = cast<float>(randn(n, 183));
+      std::vector<float> d1 = d0, d2 = d0, dw1(size_t(C), 0.0f), dw2(size_t(C), 0.0f);
+      std::vector<bf16> dlow(n);
+      k.rmsnorm_backward(d1.data(), dw1.data(), dy.data(), x.data(), w.data(), rstd.data(), BT, C);
+      k.rmsnorm_backward(d2.data(), dw2.data(), dy.data(), x.data(), w.data(), rstd.data(), BT, C, dlow.data());
+      QVERIFY(all_equal(d1, d2) && all_equal(dw1, dw2));
+      QVERIFY(same_bits(dlow, rounded_bf16(d1)) && !same_bits(dlow, rounded_bf16(d0)));
+    }
+    {  // rotary positions in place, forward and backward
+      const std::vector<bf16> q16 = rounded_bf16(cast<float>(randn(n3, 184)));
+      for (const bool forward : {true, false}) {
+        std::vector<float> wide = widened_bf16(q16);
+        std::vector<bf16> low = q16;
+        if (forward) {
+          k.rope_forward(wide.data(), B, T, NH, NKV, HS, 10000.0f);
+          k.rope_forward(low.data(), B, T, NH, NKV, HS, 10000.0f);
+        } else {
+          k.rope_backward(wide.data(), B, T, NH, NKV, HS, 10000.0f);
+          k.rope_backward(low.data(), B, T, NH, NKV, HS, 10000.0f);
+        }
+        QVERIFY(same_bits(low, rounded_bf16(wide)));
+        QVERIFY(!same_bits(low, q16));
+        const size_t v0 = size_t(NH + NKV) * HS;
+        for (size_t bt = 0; bt < size_t(BT); ++bt)
+          QVERIFY(std::memcmp(&low[bt * W + v0], &q16[bt * W + v0], (W - v0) * sizeof(bf16)) == 0);
+      }
+    }
+    {  // SwiGLU: bf16 output, bf16 input, and the bf16 gradient at its input
+      const std::vector<bf16> x16 = rounded_bf16(cast<float>(randn(size_t(BT) * 2 * F, 185, 2.0)));
+      const std::vector<bf16> dy16 = rounded_bf16(cast<float>(randn(size_t(BT) * F, 186)));
+      const std::vector<float> xw = widened_bf16(x16), dyw = widened_bf16(dy16);
+      std::vector<float> y(size_t(BT) * F), y2(y.size()), dx(xw.size()), dx2(xw.size());
+      std::vector<bf16> y16(y.size()), dx16(xw.size());
+      k.swiglu_forward(y.data(), xw.data(), BT, F);
+      k.swiglu_forward(y2.data(), x16.data(), BT, F);
+      k.swiglu_forward(y16.data(), x16.data(), BT, F);
+      QVERIFY(all_equal(y, y2) && same_bits(y16, rounded_bf16(y)));
+      k.swiglu_backward(dx.data(), xw.data(), dyw.data(), BT, F);
+      k.swiglu_backward(dx2.data(), x16.data(), dy16.data(), BT, F);
+      k.swiglu_backward(dx16.data(), x16.data(), dy16.data(), BT, F);
+      QVERIFY(all_equal(dx, dx2) && same_bits(dx16, rounded_bf16(dx)));
+    }
+    {  // grouped-query attention: bf16 q k v and output, a bf16 gradient in and bf16 dq dk dv out
+      const std::vector<bf16> qkv16 = rounded_bf16(cast<float>(randn(n3, 187)));
+      const std::vector<bf16> dout16 = rounded_bf16(cast<float>(randn(n, 188)));
+      const std::vector<float> qkvw = widened_bf16(qkv16), doutw = widened_bf16(dout16);
+      std::vector<float> out(n), a1(size_t(B) * NH * T * T), a2(a1.size()), s1(a1.size()), s2(a1.size()), d(n3);
+      std::vector<bf16> out16(n), d16(n3);
+      k.attention_forward(out.data(), a1.data(), qkvw.data(), B, T, NH, HS, NKV);
+      k.attention_forward(out16.data(), a2.data(), qkv16.data(), B, T, NH, HS, NKV);
+      QVERIFY(same_bits(out16, rounded_bf16(out)) && all_equal(a1, a2));
+      k.attention_backward(d.data(), s1.data(), doutw.data(), qkvw.data(), a1.data(), B, T, NH, HS, NKV);
+      k.attention_backward(d16.data(), s2.data(), dout16.data(), qkv16.data(), a2.data(), B, T, NH, HS, NKV);
+      QVERIFY(same_bits(d16, rounded_bf16(d)));
+    }
+  }
+
+  // RMSNorm, rotate-half rotary positions, SwiGLU and grouped-query attention against an
+  // independent PyTorch reference in float64 (tests/engine/ref/llama_ref.py, written from
+  // transformers' modeling_llama), forward and backward.
+  void llamaKernelsMatchPyTorch_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("NKV");
+    QTest::addColumn<int>("HS");
+    QTest::addColumn<int>("F");
+    QTest::addColumn<float>("theta");
+    QTest::newRow("T7: 4 heads over 2 K/V heads") << 2 << 7 << 4 << 2 << 8 << 24 << 10000.0f;
+    QTest::newRow("T7: 4 heads over 1 (multi-query)") << 2 << 7 << 4 << 1 << 8 << 24 << 10000.0f;
+    QTest::newRow("T70: 4 heads over 2 across attention blocks, theta 500000") << 2 << 70 << 4 << 2 << 16 << 40 << 500000.0f;
+    QTest::newRow("T9: 2 heads over 2 (multi-head)") << 1 << 9 << 2 << 2 << 6 << 10 << 10000.0f;
+  }
+  void llamaKernelsMatchPyTorch() {
+    LlamaCase c;
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, NH);
+    QFETCH(int, NKV);
+    QFETCH(int, HS);
+    QFETCH(int, F);
+    QFETCH(float, theta);
+    c.B = B, c.T = T, c.NH = NH, c.NKV = NKV, c.HS = HS, c.F = F, c.theta = theta, c.eps = 1e-6f;
+    const QString python = "/usr/bin/python3";
+    static const bool have_torch = QProcess::execute(python, {"-c", "import torch"}) == 0;
+    if (!have_torch) {
+      QSKIP("/usr/bin/python3 has no torch: apt-get install -y python3-torch to run the PyTorch reference");
+    }
+    const size_t BT = size_t(B) * T, C = size_t(NH) * HS, W = size_t(NH + 2 * NKV) * HS;
+    c.rms_x = randn(BT * C, 190, 2.0);
+    c.rms_w = randn(C, 191);
+    c.rms_dout = randn(BT * C, 192);
+    c.qkv = randn(BT * W, 193);
+    c.rope_dout = randn(BT * W, 194);
+    c.att_dout = randn(BT * C, 195);
+    c.glu_x = randn(BT * 2 * F, 196, 2.0);
+    c.glu_dout = randn(BT * F, 197);
+
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    {
+      QFile f(dir.filePath("in.bin"));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      const int32_t dims[6] = {B, T, NH, NKV, HS, F};
+      const float knobs[2] = {c.theta, c.eps};
+      f.write(reinterpret_cast<const char*>(dims), sizeof dims);
+      f.write(reinterpret_cast<const char*>(knobs), sizeof knobs);
+      for (const auto* v : {&c.rms_x, &c.rms_w, &c.rms_dout, &c.qkv, &c.rope_dout, &c.att_dout, &c.glu_x, &c.glu_dout})
+        f.write(reinterpret_cast<const char*>(v->data()), qint64(v->size() * 8));
+    }
+    QProcess proc;
+    proc.start(python, {QString(STAGECRAFT_SOURCE_DIR) + "/tests/engine/ref/llama_ref.py", dir.filePath("in.bin"),
+                        dir.filePath("out.bin")});
+    QVERIFY(proc.waitForFinished(120000));
+    QVERIFY2(proc.exitCode() == 0, proc.readAllStandardError().constData());
+    QFile f(dir.filePath("out.bin"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray raw = f.readAll();
+    const double* ref = reinterpret_cast<const double*>(raw.constData());
+
+    // Double: the same formulas summed in another order; 1e-10 of each tensor's scale is rounding.
+    // Float: single kernels over sums of at most 70 terms, within 2e-5 (as floatKernelsAgreeWithDouble).
+    const auto got_d = llama_outputs<double>(c);
+    const auto got_f = llama_outputs<float>(c);
+    size_t total = 0;
+    for (const auto& [name, v] : got_d) total += v.size();
+    QCOMPARE(size_t(raw.size()), total * 8);
+    size_t off = 0;
+    QStringList wrong;  // every tensor that is off, not only the first
+    for (size_t i = 0; i < got_d.size(); ++i) {
+      const std::vector<double> want(ref + off, ref + off + got_d[i].second.size());
+      const double ed = rel_err(got_d[i].second, want), ef = rel_err(got_f[i].second, want);
+      if (!(ed < 1e-10 && ef < 2e-5)) wrong << QString("%1: double %2, float %3").arg(got_d[i].first).arg(ed).arg(ef);
+      off += want.size();
+    }
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join("; ")));
   }
 
   void philoxMatchesRandom123KnownAnswers_data() {

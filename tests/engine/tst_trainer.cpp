@@ -107,21 +107,21 @@ class TiledFlashOps final : public ObservedOps {
  public:
   bool has_flash_attention() const override { return true; }
   int max_flash_head() const override { return 128; }
-  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS) const override {
+  void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS, int NKV) const override {
     ++forwards;
     if (!qkv.low()) return refuse();
     std::vector<float> o(size_t(B) * T * NH * HS);
-    cpu::flash_attention_tiled_forward(o.data(), lse, qkv.low(), B, T, NH, HS);
+    cpu::flash_attention_tiled_forward(o.data(), lse, qkv.low(), B, T, NH, HS, NKV);
     put(out, o);
   }
   void flash_attention_backward(ActOut dqkv, float* scratch, ActIn dout, ActIn qkv, ActIn out, const float* lse, int B, int T,
-                                int NH, int HS) const override {
+                                int NH, int HS, int NKV) const override {
     ++backwards;
     if (!qkv.low()) return refuse();
-    const size_t n = size_t(B) * T * NH * HS;
+    const size_t n = size_t(B) * T * NH * HS;  // out, dout (B, T, NH HS); dqkv (B, T, (NH + 2 NKV) HS)
     const std::vector<float> o = wide(out, n), dy = wide(dout, n);
-    std::vector<float> d(3 * n);
-    cpu::flash_attention_tiled_backward(d.data(), scratch, dy.data(), qkv.low(), o.data(), lse, B, T, NH, HS);
+    std::vector<float> d(size_t(B) * T * (NH + 2 * NKV) * HS);
+    cpu::flash_attention_tiled_backward(d.data(), scratch, dy.data(), qkv.low(), o.data(), lse, B, T, NH, HS, NKV);
     put(dqkv, d);
   }
   mutable std::atomic<int> forwards{0}, backwards{0}, refused{0};

@@ -4,9 +4,10 @@
 //
 // Threading and precision follow pointwise.cpp: a parallel_for (thread_pool.h) over rows or tokens
 // with `omp simd` inner loops; float math in float (SiLU's sigmoid by sigmoid_fast, cpu_math.h),
-// double in double. RMSNorm's dweight gives each piece a block of columns, so no result depends on
-// the thread count. Rotary angles and their cosines and sines are computed in double for both
-// types (element_math.h's rope_angle), once per token and pair, then applied to all its heads.
+// double in double. No result depends on the thread count: RMSNorm's dweight gives each piece a
+// block of columns, its row reductions are compiled once (rmsnorm_rows), the rest is
+// element-wise. Rotary angles and their cosines and sines are computed in double for both types
+// (element_math.h's rope_angle), once per token and pair, then applied to all its heads.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -34,22 +35,69 @@ constexpr size_t kColumnGrain = 64;
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
 
+namespace {
+
+// The row and column loops of RMSNorm, compiled once each (noinline): a parallel_for runs its
+// pieces inline on one thread and through the pool on several, and a copy of an `omp simd`
+// reduction inlined into each would be free to sum in another order; one copy gives the same bits
+// for every thread count.
+
+// Rows [first, last): out = x rstd w, rstd saved.
+template <typename Real>
+[[gnu::noinline]] void rmsnorm_rows(Real* out, Real* rstd, const Real* inp, const Real* weight, size_t first, size_t last, int C,
+                                    float eps) {
+  for (size_t i = first; i < last; ++i) {
+    const Real* x = inp + i * C;
+    Real* o = out + i * C;
+    Real ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int c = 0; c < C; ++c) ss += x[c] * x[c];
+    const Real r = element::rmsnorm_rstd(ss / C, eps);
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = x[c] * r * weight[c];
+    rstd[i] = r;
+  }
+}
+
+// Rows [first, last) of dinp +=: with norm = x rstd and dn = dy w, dx = rstd (dn - norm mean(dn norm)).
+template <typename Real>
+[[gnu::noinline]] void rmsnorm_dinp_rows(Real* dinp, const Real* dout, const Real* inp, const Real* weight, const Real* rstd,
+                                         size_t first, size_t last, int C) {
+  for (size_t i = first; i < last; ++i) {
+    const Real* x = inp + i * C;
+    const Real* dy = dout + i * C;
+    Real* dx = dinp + i * C;
+    const Real r = rstd[i];
+    Real b = 0;
+#pragma omp simd reduction(+ : b)
+    for (int c = 0; c < C; ++c) b += dy[c] * weight[c] * x[c] * r;
+    b /= C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) dx[c] += element::rmsnorm_dx(dy[c], weight[c], x[c] * r, r, b);
+  }
+}
+
+// Columns [c0, c1) of dweight += dy norm, summed over the N rows in order.
+template <typename Real>
+[[gnu::noinline]] void rmsnorm_dweight_columns(Real* dweight, const Real* dout, const Real* inp, const Real* rstd, size_t c0, size_t c1,
+                                               int N, int C) {
+  for (int i = 0; i < N; ++i) {
+    const Real* x = inp + size_t(i) * C;
+    const Real* dy = dout + size_t(i) * C;
+    const Real r = rstd[i];
+#pragma omp simd
+    for (size_t c = c0; c < c1; ++c) dweight[c] += dy[c] * x[c] * r;
+  }
+}
+
+}  // namespace
+
 template <typename Real>
 void rmsnorm_forward(Real* out, Real* rstd, const Real* inp, const Real* weight, int N, int C, float eps) {
   // out (N, C), rstd (N), inp (N, C), weight (C)
   assert(out && rstd && inp && weight && N >= 0 && C > 0);
   parallel_for(size_t(N), rows_grain(C), threads_for(size_t(N) * C), [&](size_t first, size_t last) {
-    for (size_t i = first; i < last; ++i) {
-      const Real* x = inp + i * C;
-      Real* o = out + i * C;
-      Real ss = 0;
-#pragma omp simd reduction(+ : ss)
-      for (int c = 0; c < C; ++c) ss += x[c] * x[c];
-      const Real r = element::rmsnorm_rstd(ss / C, eps);
-#pragma omp simd
-      for (int c = 0; c < C; ++c) o[c] = x[c] * r * weight[c];
-      rstd[i] = r;
-    }
+    rmsnorm_rows(out, rstd, inp, weight, first, last, C, eps);
   });
 }
 
@@ -61,30 +109,12 @@ void rmsnorm_backward(Real* dinp, Real* dweight, const Real* dout, const Real* i
   const int nt = threads_for(size_t(N) * C);
   if (dinp != nullptr) {
     parallel_for(size_t(N), rows_grain(C), nt, [&](size_t first, size_t last) {
-      for (size_t i = first; i < last; ++i) {
-        const Real* x = inp + i * C;
-        const Real* dy = dout + i * C;
-        Real* dx = dinp + i * C;
-        const Real r = rstd[i];
-        // dn = dy w;  dx = r (dn - norm mean(dn norm)), norm = x r
-        Real b = 0;
-#pragma omp simd reduction(+ : b)
-        for (int c = 0; c < C; ++c) b += dy[c] * weight[c] * x[c] * r;
-        b /= C;
-#pragma omp simd
-        for (int c = 0; c < C; ++c) dx[c] += element::rmsnorm_dx(dy[c], weight[c], x[c] * r, r, b);
-      }
+      rmsnorm_dinp_rows(dinp, dout, inp, weight, rstd, first, last, C);
     });
   }
   if (dweight != nullptr) {
     parallel_for(size_t(C), kColumnGrain, nt, [&](size_t c0, size_t c1) {
-      for (int i = 0; i < N; ++i) {
-        const Real* x = inp + size_t(i) * C;
-        const Real* dy = dout + size_t(i) * C;
-        const Real r = rstd[i];
-#pragma omp simd
-        for (size_t c = c0; c < c1; ++c) dweight[c] += dy[c] * x[c] * r;
-      }
+      rmsnorm_dweight_columns(dweight, dout, inp, rstd, c0, c1, N, C);
     });
   }
 }
