@@ -5,8 +5,9 @@
 // Threading and precision follow pointwise.cpp: a parallel_for (thread_pool.h) over rows or tokens
 // with `omp simd` inner loops; float math in float (SiLU's sigmoid by sigmoid_fast, cpu_math.h),
 // double in double. No result depends on the thread count: RMSNorm's dweight gives each piece a
-// block of columns, its row reductions are compiled once (rmsnorm_rows), the rest is element-wise. Rotary angles and their cosines and sines are computed in double for both
-// types (element_math.h's rope_angle), once per token and pair, then applied to all its heads.
+// block of columns, its row reductions are compiled once (rmsnorm_rows), the rest is
+// element-wise. Rotary angles and their cosines and sines are computed in double for both types
+// (element_math.h's rope_angle), once per token and pair, then applied to all its heads.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
