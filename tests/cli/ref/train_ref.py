@@ -3,19 +3,22 @@ PyTorch, float64, and prints what every step computed.
 
 From checkpoint step k (model.safetensors, optimizer.safetensors, trainer.json, run.yaml) it runs
 steps k+1 .. LAST of the same run with nothing of Stagecraft's but its documented contracts:
-  - the model is GPT-2 as Hugging Face defines it (pre-LN, tanh GELU, learned positions, tied
-    head), written with torch.nn.functional, gradients by autograd;
+  - the model is the one config.json names, as Hugging Face's modeling code defines it, written
+    with torch.nn.functional, gradients by autograd: GPT-2 (pre-LN, tanh GELU, learned positions,
+    tied head), or Llama / Qwen2 (RMSNorm, rotary positions in the rotate-half form, grouped-query
+    attention with each key/value head repeated for its query heads as transformers' repeat_kv
+    does, SwiGLU, optional q/k/v biases, tied or untied head);
   - the batch of optimizer step s (0-based) is sample j = 0 .. global_batch-1 at token
     splitmix64-hash(seed, s, j) mod (tokens - seq_len), a window of seq_len + 1 tokens
     (runtime/token_data.h); the loss is the mean cross-entropy over every token of the batch;
   - the gradients are clipped by torch.nn.utils.clip_grad_norm_ (global norm, train.grad_clip);
   - torch.optim.AdamW (eps 1e-8, train.beta1 / beta2) with train.weight_decay on matrices (2-D
-    tensors: wte, wpe and the Conv1D weights), none on biases and LayerNorm, its moments and step
+    tensors: the embeddings and the projections' weights), none on biases and norms, its moments and step
     taken from optimizer.safetensors and trainer.json;
   - the lr of step s is linear warm-up lr (s + 1) / warmup_steps for s < warmup_steps, then cosine
     from lr to min_lr over the remaining steps - warmup_steps (train.* in run.yaml).
 
-usage: gpt2_train.py START_CHECKPOINT DATA_FILE LAST_STEP [CHECKPOINT ...]
+usage: train_ref.py START_CHECKPOINT DATA_FILE LAST_STEP [CHECKPOINT ...]
 prints one JSON object: {"steps": [{step, loss, grad_norm, lr}] for steps k+1 .. LAST (1-based, as
 the engine's step events count them), "weights": [{step, max_abs_diff, max_abs_moved,
 rel_l2_diff}] for every CHECKPOINT given (the engine's weights after that many steps): the largest
@@ -67,7 +70,66 @@ def batch(tokens, seed, step, samples, T):
     return torch.tensor(idx), torch.tensor(tgt)
 
 
-def forward(w, idx, tgt, L, C, nh):
+def forward(w, idx, tgt, cfg):
+    if cfg["model_type"] in ("llama", "mistral", "qwen2"):
+        return forward_llama(w, idx, tgt, cfg)
+    return forward_gpt2(w, idx, tgt, cfg["n_layer"], cfg["n_embd"], cfg["n_head"])
+
+
+def rms_norm(x, weight, eps):
+    # transformers' LlamaRMSNorm: x / sqrt(mean(x^2) + eps), times the weight.
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotary(x, theta):
+    # transformers' LlamaRotaryEmbedding and apply_rotary_pos_emb: x (B, heads, T, hs) at
+    # positions 0 .. T-1, inverse frequencies theta^(-2i/hs), the angles repeated over both halves.
+    T, hs = x.shape[-2], x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs))
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    emb = torch.cat((angles, angles), dim=-1)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def forward_llama(w, idx, tgt, cfg):
+    B, T = idx.shape
+    L, C, nh = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads", nh)
+    hs, eps, theta = C // nh, cfg["rms_norm_eps"], cfg["rope_theta"]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    x = w["model.embed_tokens.weight"][idx]
+    for i in range(L):
+        p = lambda n: w["model.layers.%d.%s" % (i, n)]
+        h = rms_norm(x, p("input_layernorm.weight"), eps)
+
+        def proj(name, heads):
+            y = h @ p("self_attn.%s_proj.weight" % name).T
+            bias = "model.layers.%d.self_attn.%s_proj.bias" % (i, name)
+            if bias in w:
+                y = y + w[bias]
+            return y.view(B, T, heads, hs).transpose(1, 2)
+
+        q, k, v = proj("q", nh), proj("k", nkv), proj("v", nkv)
+        q, k = rotary(q, theta), rotary(k, theta)
+        # repeat_kv: key/value head j serves query heads j * nh/nkv .. (j + 1) * nh/nkv - 1.
+        k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
+        att = ((q @ k.transpose(-2, -1)) / math.sqrt(hs)).masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, nh * hs)
+        x = x + y @ p("self_attn.o_proj.weight").T
+        h = rms_norm(x, p("post_attention_layernorm.weight"), eps)
+        x = x + (F.silu(h @ p("mlp.gate_proj.weight").T) * (h @ p("mlp.up_proj.weight").T)) @ p("mlp.down_proj.weight").T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w["lm_head.weight"] if "lm_head.weight" in w else w["model.embed_tokens.weight"]
+    logits = x @ head.T
+    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T))
+
+
+def forward_gpt2(w, idx, tgt, L, C, nh):
     B, T = idx.shape
     hs = C // nh
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
@@ -106,7 +168,7 @@ def main():
     # YAML 1.1 (PyYAML) reads "3e-04" as a string: the numbers are taken as floats explicitly.
     for k in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip"):
         t[k] = float(t[k])
-    L, C, nh, T = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], run["model"]["seq_len"]
+    T = run["model"]["seq_len"]
     first = json.load(open(start_dir + "/trainer.json"))["step"]
     raw = open(data_path, "rb").read()
     tokens = list(raw) if data_path.endswith(".txt") else list(struct.unpack("<%dH" % (len(raw) // 2), raw))
@@ -129,7 +191,7 @@ def main():
     for s in range(first, last):
         idx, tgt = batch(tokens, t["seed"], s, t["global_batch"], T)
         opt.zero_grad(set_to_none=True)
-        loss = forward(w, idx, tgt, L, C, nh)
+        loss = forward(w, idx, tgt, cfg)
         loss.backward()
         max_norm = t["grad_clip"] if t["grad_clip"] > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_([w[n] for n in names], max_norm)
