@@ -1,16 +1,20 @@
 // Checkpoint directories and safetensors files as a run meets them: a save that replaces an older
 // checkpoint of its step whole or not at all, what an unfinished save leaves, trainer.json's
 // fields checked, a checkpoint of another model refused by its config.json or its tensors, and
-// safetensors headers that describe data twice or shapes past every bound.
+// safetensors headers that describe data twice or shapes past every bound; Llama checkpoints in
+// Hugging Face's layout, Hugging Face model directories (single or sharded) read for train.init
+// and eval, and token files of uint32.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/core/json.h"
 #include "stagecraft/model/model.h"
 #include "stagecraft/runtime/checkpoint.h"
 #include "stagecraft/runtime/safetensors.h"
+#include "stagecraft/runtime/token_data.h"
 
 #include <QtTest>
 
 #include <cstring>
+#include <functional>
 #include <filesystem>
 
 using namespace stagecraft;
@@ -18,6 +22,21 @@ using namespace stagecraft::runtime;
 namespace fs = std::filesystem;
 
 namespace {
+
+config::ModelConfig tiny_llama() {
+  config::ModelConfig m;
+  m.arch = "llama";
+  m.layers = 2;
+  m.hidden = 16;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 24;
+  m.seq_len = 8;
+  m.vocab = 32;
+  m.tied_embeddings = false;
+  m.rope_theta = 500000;
+  return m;
+}
 
 config::ModelConfig tiny_model() {
   config::ModelConfig m;
@@ -216,6 +235,144 @@ class TestCheckpoint : public QObject {
     QVERIFY(!back.ok());
     const QString msg = QString::fromStdString(back.status().message());
     QVERIFY2(msg.startsWith(QString::fromStdString("checkpoint " + ckpt + " is of another model: ")) && msg.contains(says), qPrintable(msg));
+  }
+
+  // A Llama checkpoint is in Hugging Face's layout and refuses another model by its Llama keys.
+  void llamaCheckpointInHuggingFaceLayout() {
+    const config::ModelConfig m = tiny_llama();
+    const std::string ckpt = at("llama/step-1");
+    QVERIFY(save_step(ckpt, m, 1).ok());
+    auto back = read_checkpoint(ckpt, m, true);
+    QVERIFY2(back.ok(), back.status().message().c_str());
+    QVERIFY(back->model.find("model.layers.1.self_attn.k_proj.weight"));
+    QCOMPARE(back->model.find("model.layers.1.self_attn.k_proj.weight")->shape, (std::vector<int64_t>{8, 16}));
+    QVERIFY(back->model.find("model.layers.0.mlp.gate_proj.weight"));
+    QVERIFY(back->model.find("lm_head.weight"));
+    auto cfg = Json::parse(config::read_text_file(ckpt + "/config.json").value());
+    QVERIFY(cfg.ok());
+    QCOMPARE(cfg->find("model_type")->as_string(), std::string("llama"));
+    QCOMPARE(cfg->find("num_key_value_heads")->as_int(), int64_t(2));
+    struct Case {
+      const char* what;
+      std::function<void(config::ModelConfig&)> change;
+      const char* says;
+    };
+    const std::vector<Case> cases = {
+        {"kv heads", [](auto& o) { o.kv_heads = 4; }, "has num_key_value_heads 2, the configured model model.kv_heads 4; set model.kv_heads: 2"},
+        {"ffn", [](auto& o) { o.ffn_hidden = 32; }, "has intermediate_size 24, the configured model model.ffn_hidden 32; set model.ffn_hidden: 24"},
+        {"theta", [](auto& o) { o.rope_theta = 10000; }, "has rope_theta 500000, the configured model.rope_theta 10000; set model.rope_theta: 500000"},
+        {"arch", [](auto& o) { o.arch = "gpt2"; o.kv_heads = 0; }, "has model_type llama, the configured model.arch gpt2; set model.arch: llama"},
+        {"biases", [](auto& o) { o.qkv_bias = true; }, "has model_type llama (no biases); set model.qkv_bias: false"},
+        {"tied", [](auto& o) { o.tied_embeddings = true; }, "has tie_word_embeddings false; set model.tied_embeddings: false"},
+    };
+    for (const auto& c : cases) {
+      config::ModelConfig other = m;
+      c.change(other);
+      auto r = read_checkpoint(ckpt, other, false);
+      QVERIFY2(!r.ok(), c.what);
+      QVERIFY2(QString::fromStdString(r.status().message()).contains(c.says), r.status().message().c_str());
+    }
+  }
+
+  // A Hugging Face model directory: config.json beside model.safetensors, or shards that
+  // model.safetensors.index.json maps (here with an older checkpoint's rotary buffers, which are
+  // skipped), gives the same weights; what the engine cannot run is refused naming the key.
+  void huggingFaceDirectories() {
+    const config::ModelConfig m = tiny_llama();
+    std::vector<NamedTensor> all = tensors_of(m, 0.0f);
+    for (size_t i = 0; i < all.size(); ++i) {
+      for (size_t j = 0; j < all[i].data.size(); ++j) all[i].data[j] = static_cast<float>(i) + 0.001f * static_cast<float>(j);
+    }
+    const std::string single = at("hf-single"), sharded = at("hf-sharded");
+    fs::create_directories(single);
+    fs::create_directories(sharded);
+    QVERIFY(config::write_text_file_atomic(single + "/config.json", model::hf_config_json(m)).ok());
+    QVERIFY(write_safetensors(single + "/model.safetensors", all).ok());
+    QVERIFY(config::write_text_file_atomic(sharded + "/config.json", model::hf_config_json(m)).ok());
+    std::vector<NamedTensor> a(all.begin(), all.begin() + 7), b(all.begin() + 7, all.end());
+    NamedTensor inv;
+    inv.name = "model.layers.0.self_attn.rotary_emb.inv_freq";
+    inv.shape = {2};
+    inv.data = {1.0f, 0.5f};
+    a.push_back(inv);
+    QVERIFY(write_safetensors(sharded + "/model-00001-of-00002.safetensors", a).ok());
+    QVERIFY(write_safetensors(sharded + "/model-00002-of-00002.safetensors", b).ok());
+    Json map = Json::object();
+    for (const auto& t : a) map.set(t.name, "model-00001-of-00002.safetensors");
+    for (const auto& t : b) map.set(t.name, "model-00002-of-00002.safetensors");
+    Json index = Json::object();
+    index.set("weight_map", map);
+    QVERIFY(config::write_text_file_atomic(sharded + "/model.safetensors.index.json", index.dump(2)).ok());
+    for (const std::string& dir : {single, sharded}) {
+      auto w = read_model_dir(dir, m);
+      QVERIFY2(w.ok(), w.status().message().c_str());
+      for (const auto& t : all) {
+        const NamedTensor* got = w->find(t.name);
+        QVERIFY2(got && got->data == t.data, t.name.c_str());
+      }
+    }
+    // Refusals, each in one line naming what to change.
+    auto refused = [&](const std::string& dir, const QString& says) {
+      auto w = read_model_dir(dir, m);
+      QVERIFY2(!w.ok(), qPrintable(says));
+      QVERIFY2(QString::fromStdString(w.status().message()).contains(says) && !QString::fromStdString(w.status().message()).contains('\n'),
+               w.status().message().c_str());
+    };
+    refused(at("nowhere"), "is not a directory");
+    const std::string empty = at("hf-empty");
+    fs::create_directories(empty);
+    refused(empty, "holds neither model.safetensors nor model.safetensors.index.json");
+    const std::string scaled = at("hf-scaled");
+    fs::create_directories(scaled);
+    std::string text = model::hf_config_json(m);
+    const std::string unscaled = "\"rope_scaling\": null";
+    text.replace(text.find(unscaled), unscaled.size(), "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}");
+    QVERIFY(config::write_text_file_atomic(scaled + "/config.json", text).ok());
+    QVERIFY(write_safetensors(scaled + "/model.safetensors", all).ok());
+    refused(scaled, "rope_scaling");
+    const std::string extra = at("hf-extra");
+    fs::create_directories(extra);
+    std::vector<NamedTensor> more = all;
+    NamedTensor bias;
+    bias.name = "model.layers.0.self_attn.o_proj.bias";
+    bias.shape = {16};
+    bias.data.assign(16, 0.0f);
+    more.push_back(bias);
+    QVERIFY(write_safetensors(extra + "/model.safetensors", more).ok());
+    refused(extra, "tensor model.layers.0.self_attn.o_proj.bias is not part of the configured model");
+  }
+
+  // uint32 token files (vocabularies above 65,536), chosen by train.data_dtype or the vocabulary.
+  void uint32Tokens() {
+    QCOMPARE(token_bytes(config::DataDtype::kAuto, 50257), 2);
+    QCOMPARE(token_bytes(config::DataDtype::kAuto, 128256), 4);
+    QCOMPARE(token_bytes(config::DataDtype::kUint32, 256), 4);
+    QCOMPARE(token_bytes(config::DataDtype::kUint16, 128256), 2);
+    std::string bytes;
+    const std::vector<uint32_t> ids = {128000, 5, 70000, 128255, 1, 2, 3, 4};
+    for (uint32_t v : ids) bytes.append(reinterpret_cast<const char*>(&v), 4);
+    const std::string path = at("tokens.bin");
+    QVERIFY(write_bytes(path, bytes));
+    auto d = TokenData::open(path, 2, 4);
+    QVERIFY2(d.ok(), d.status().message().c_str());
+    QCOMPARE(d->size(), ids.size());
+    QCOMPARE(d->vocab_needed(), 128256);
+    for (size_t i = 0; i < ids.size(); ++i) QCOMPARE(d->token(i), static_cast<int>(ids[i]));
+    // The same bytes as uint16 are other tokens; an odd size is refused naming the width.
+    auto narrow = TokenData::open(path, 2, 2);
+    QVERIFY(narrow.ok());
+    QCOMPARE(narrow->size(), 2 * ids.size());
+    QVERIFY(write_bytes(at("odd.bin"), bytes.substr(0, 30)));
+    auto odd = TokenData::open(at("odd.bin"), 2, 4);
+    QVERIFY(!odd.ok());
+    QVERIFY2(QString::fromStdString(odd.status().message()).contains("30 bytes is not a whole number of uint32 tokens"), odd.status().message().c_str());
+    // A uint16 file read as uint32 shows ids no vocabulary has.
+    std::string wide16;
+    for (uint16_t v : {uint16_t(65535), uint16_t(65535), uint16_t(3), uint16_t(4)}) wide16.append(reinterpret_cast<const char*>(&v), 2);
+    QVERIFY(write_bytes(at("u16.bin"), wide16));
+    auto wrong = TokenData::open(at("u16.bin"), 2, 4);
+    QVERIFY(!wrong.ok());
+    QVERIFY2(QString::fromStdString(wrong.status().message()).contains("set train.data_dtype: uint16"), wrong.status().message().c_str());
   }
 
   // Without config.json (a hand-made checkpoint), a tensor the model has no use for is refused.

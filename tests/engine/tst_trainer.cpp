@@ -365,6 +365,33 @@ class TestTrainer : public QObject {
     }
   }
 
+  // train.init: a fresh run from a model directory's weights (here a checkpoint's, in Hugging
+  // Face's Llama layout) starts where that model is (its first loss is the trained model's, below
+  // a seed-initialised run's), with the same losses in every layout, and keeps training.
+  void initStartsFromAModelDirectory() {
+    const std::vector<std::string> llama = {"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=48", "model.tied_embeddings=false"};
+    QTemporaryDir dir;
+    auto with = [&](std::vector<std::string> o, std::initializer_list<std::string> more) {
+      o.insert(o.end(), llama.begin(), llama.end());
+      o.insert(o.end(), more.begin(), more.end());
+      return o;
+    };
+    const RunOut trained = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu"}, {"train.checkpoint_dir=" + dir.filePath("a").toStdString()}), 5, true);
+    QVERIFY2(trained.error.empty(), trained.error.c_str());
+    const std::string init = "train.init=" + dir.filePath("a/step-5").toStdString();
+    const RunOut fresh = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu"}, {}), 3);
+    const RunOut one = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu"}, {init}), 3);
+    const RunOut many = train(with({"cluster.gpus_per_node=8", "cluster.device=cpu", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2"}, {init}), 3);
+    QVERIFY2(fresh.error.empty() && one.error.empty() && many.error.empty(), (fresh.error + one.error + many.error).c_str());
+    qInfo("first loss: seed-initialised %.4f, from the trained model %.4f (its last step %.4f)", fresh.losses[0], one.losses[0],
+          trained.losses.back());
+    QVERIFY2(one.losses[0] < fresh.losses[0] - 0.1, "the run starts from the directory's weights");
+    for (size_t i = 0; i < one.losses.size(); ++i) QVERIFY2(close(many.losses[i], one.losses[i], 1e-5), qPrintable(QString("step %1").arg(i + 1)));
+    // A directory of another model is refused naming the key.
+    const RunOut other = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu"}, {init, "model.kv_heads=4"}), 1);
+    QVERIFY2(QString::fromStdString(other.error).contains("num_key_value_heads 2, the configured model model.kv_heads 4"), other.error.c_str());
+  }
+
   // parallel.overlap_grad_reduce (grad_reducer.h): DP buckets that start during the last
   // micro-batch's backward give exactly the gradients of one all-reduce after it (the test groups
   // sum element by element in rank order, and reduce at once, so a bucket started before its
