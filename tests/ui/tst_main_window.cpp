@@ -203,6 +203,29 @@ class TestMainWindow : public QObject {
     QVERIFY(w.document()->hasPlan());
   }
 
+  // File > Import from > Hugging Face model: a Llama's config.json becomes the plan's model, the
+  // layout kept; the Estimates show its exact parameter count.
+  void importsAHuggingFaceModel() {
+    QTemporaryDir dir;
+    MainWindow w;
+    QVERIFY(w.openFile(example("llama3-8b-1x8.yaml")));
+    const QString path = dir.filePath(QStringLiteral("config.json"));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"architectures": ["MistralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+        "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "tie_word_embeddings": false, "vocab_size": 32768})");
+    f.close();
+    QVERIFY2(w.importFrom(stagecraft::interop::Framework::kHf, path), qPrintable(w.lastError()));
+    const auto& m = w.document()->config().model;
+    QCOMPARE(m.vocab, 32768);
+    QCOMPARE(m.kv_heads, 8);
+    QCOMPARE(m.rope_theta, 1000000.0);
+    QCOMPARE(w.document()->config().parallel.tp, 2);
+    QVERIFY(w.document()->hasPlan());
+    QCOMPARE(w.document()->plan().estimate.params_total, 7248023552.0);
+  }
+
   void exportsWriteFiles_data() {
     QTest::addColumn<QString>("what");
     QTest::addColumn<QString>("fileName");

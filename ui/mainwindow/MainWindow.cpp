@@ -53,6 +53,7 @@ const FrameworkEntry kFrameworks[] = {
     {stagecraft::interop::Framework::kColossalai, "Colossal-AI", "Colossal-AI config (*.py);;All files (*)"},
     {stagecraft::interop::Framework::kMegatron, "Megatron-LM", "Megatron-LM launch script (*.sh);;All files (*)"},
     {stagecraft::interop::Framework::kDeepspeed, "DeepSpeed", "DeepSpeed config (*.json);;All files (*)"},
+    {stagecraft::interop::Framework::kHf, "Hugging Face model", "Hugging Face config.json (config.json *.json);;All files (*)"},
 };
 
 }  // namespace
