@@ -1,9 +1,11 @@
 // bench_train: tokens/s of Stagecraft's training step (GptStage + Trainer, one rank, the path
-// the workers run) for the model — 4 layers, hidden 256, 4 heads, seq 256, batch 8,
-// vocab 256, AdamW, clip 1.0 — at 1 and 2 threads, next to PyTorch's for the same model and
-// batch (tests/bench/bench_kernels_torch.py via Debian's /usr/bin/python3), measured in the
-// same run. Prints a table; asserts nothing about time. With --breakdown, then the kernel time
-// of a step at 2 threads, kernel by kernel (kernel_breakdown.h).
+// the workers run) for a small model — 4 layers, hidden 256, 4 heads, seq 256, batch 8, vocab
+// 256, AdamW, clip 1.0: GPT-2, or with --llama a Llama of the same width (4 query heads on 2
+// key/value heads, SwiGLU FFN 688, RMSNorm, rotary positions, untied head) — at 1 and 2 threads,
+// next to PyTorch's for the same model and batch (tests/bench/bench_kernels_torch.py or
+// bench_llama_torch.py via Debian's /usr/bin/python3), measured in the same run. Prints a
+// table; asserts nothing about time. With --breakdown, then the kernel time of a step at 2
+// threads, kernel by kernel (kernel_breakdown.h).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -17,14 +19,27 @@
 using namespace stagecraft;
 
 int main(int argc, char** argv) {
-  const bool breakdown = argc > 1 && std::string(argv[1]) == "--breakdown";
-  auto rank = bench::single_rank(
-      "cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n"
-      "model: {layers: 4, hidden: 256, heads: 4, seq_len: 256, vocab: 256}\n"
-      "train: {global_batch: 8, micro_batch: 8, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n");
+  bool breakdown = false, llama = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--breakdown") {
+      breakdown = true;
+    } else if (a == "--llama") {
+      llama = true;
+    } else {
+      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown])\n", a.c_str());
+      return 2;
+    }
+  }
+  auto rank = bench::single_rank(std::string("cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n") +
+                                 (llama ? "model: {arch: llama, layers: 4, hidden: 256, heads: 4, kv_heads: 2, ffn_hidden: 688, seq_len: 256, "
+                                          "vocab: 256, tied_embeddings: false}\n"
+                                        : "model: {layers: 4, hidden: 256, heads: 4, seq_len: 256, vocab: 256}\n") +
+                                 "train: {global_batch: 8, micro_batch: 8, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n");
   if (!rank) return 1;
   const auto data = bench::synthetic_tokens(1 << 16, 256);
-  std::printf("Stagecraft engine (GptStage + Trainer), 4 layers, C 256, NH 4, T 256, B 8, V 256, AdamW\n");
+  std::printf("Stagecraft engine (GptStage + Trainer), %s, 4 layers, C 256, NH 4%s, T 256, B 8, V 256, AdamW\n", llama ? "Llama" : "GPT-2",
+              llama ? ", NKV 2, FFN 688 (SwiGLU)" : "");
   std::printf("%7s %10s %10s\n", "threads", "ms/step", "tokens/s");
   for (int threads : {1, 2}) {
     runtime::cpu::set_num_threads(threads);
@@ -47,7 +62,8 @@ int main(int argc, char** argv) {
   }
   std::printf("\nPyTorch (/usr/bin/python3, the same model and batch):\n");
   std::fflush(stdout);
-  const std::string cmd = "/usr/bin/python3 " STAGECRAFT_SOURCE_DIR "/tests/bench/bench_kernels_torch.py 1 2";
+  const std::string cmd = std::string("/usr/bin/python3 " STAGECRAFT_SOURCE_DIR "/tests/bench/") +
+                          (llama ? "bench_llama_torch.py 1 2" : "bench_kernels_torch.py 1 2");
   if (std::system(cmd.c_str()) != 0) std::printf("(PyTorch not available: apt-get install python3-torch)\n");
   return 0;
 }

@@ -44,39 +44,37 @@ double rel_err(const std::vector<A>& a, const std::vector<float>& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-// Every block of a pass over (sequence, head) x tile, one after another. Multi-head attention
-// (NKV = NH) throughout: flash_mma.h's key gradients take one query head per K/V head.
+// Every block of a pass over (sequence, query head) x tile, one after another.
 template <typename Core, typename F>
-void each_block(flash::Pass pass, int D, int B, int T, int NH, int HS, F&& f) {
+void each_block(flash::Pass pass, int D, int B, int T, int NH, int HS, int NKV, F&& f) {
   const size_t bytes = flash_mma::bytes_for_head<Core>(pass, HS);
   QVERIFY(bytes > 0 && flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
     for (int t = 0; t < flash_mma::tiles(T); ++t) {
-      WarpEmulator::run_block(bytes, [&](const WarpEmulator::Lane& e) { f(e, flash::slice_of(T, NH, HS, NH, bh), t); });
+      WarpEmulator::run_block(bytes, [&](const WarpEmulator::Lane& e) { f(e, flash::slice_of(T, NH, HS, NKV, bh), t); });
     }
   }
 }
 
 template <int D, typename Core, typename Out>
-void emulated_forward(Out* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS) {
-  each_block<Core>(flash::Pass::kForward, D, B, T, NH, HS,
+void emulated_forward(Out* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV) {
+  each_block<Core>(flash::Pass::kForward, D, B, T, NH, HS, NKV,
                    [&](const WarpEmulator::Lane& e, const flash::Slice& s, int t) { flash_mma::forward<D, Core>(e, out, lse, qkv, s, t); });
 }
 
 // Both gradient passes as the GPU's one launch takes them: block y of a head's 2 x tiles runs
 // grads_tile's pass and tile, in the larger pass's shared memory.
 template <int D, typename Core, typename Grads>
-void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS) {
+void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS, int NKV) {
   QVERIFY(flash_mma::padded_head(HS) == D);
   for (int bh = 0; bh < B * NH; ++bh) {
     for (int y = 0; y < 2 * flash_mma::tiles(T); ++y) {
       const flash_mma::GradsTile g = flash_mma::grads_tile(flash_mma::tiles(T), y);
       WarpEmulator::run_block(flash_mma::grads_bytes<D, Core>(), [&](const WarpEmulator::Lane& e) {
-        const flash::Slice s = flash::slice_of(T, NH, HS, NH, bh);
-        if (g.key) {
-          flash_mma::key_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+        if (g.key) {  // as the GPU's launch: blocks past B x NKV have no key/value head
+          if (bh < B * NKV) flash_mma::key_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, flash::key_slice_of(T, NH, HS, NKV, bh), g.tile);
         } else {
-          flash_mma::query_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, s, g.tile);
+          flash_mma::query_grads<D, Core>(e, dqkv, qkv, dout, lse, delta, flash::slice_of(T, NH, HS, NKV, bh), g.tile);
         }
       });
     }
@@ -179,56 +177,65 @@ class TestFlashMma : public QObject {
     QTest::addColumn<int>("T");
     QTest::addColumn<int>("NH");
     QTest::addColumn<int>("HS");
-    QTest::newRow("T1 HS16: a single position, padded head") << false << 1 << 1 << 2 << 16;
-    QTest::newRow("T17 HS32: one partial tile") << false << 2 << 17 << 1 << 32;
-    QTest::newRow("T64 HS64: one whole tile") << false << 1 << 64 << 2 << 64;
-    QTest::newRow("T65 HS64: a second tile of one row") << false << 1 << 65 << 1 << 64;
-    QTest::newRow("T200 HS48: four tiles, padded head") << false << 1 << 200 << 2 << 48;
-    QTest::newRow("T130 HS128: walked tiles of 32") << false << 1 << 130 << 1 << 128;
-    QTest::newRow("T100 HS96") << false << 1 << 100 << 1 << 96;
+    QTest::addColumn<int>("NKV");
+    QTest::newRow("T1 HS16: a single position, padded head") << false << 1 << 1 << 2 << 16 << 2;
+    QTest::newRow("T17 HS32: one partial tile") << false << 2 << 17 << 1 << 32 << 1;
+    QTest::newRow("T64 HS64: one whole tile") << false << 1 << 64 << 2 << 64 << 2;
+    QTest::newRow("T65 HS64: a second tile of one row") << false << 1 << 65 << 1 << 64 << 1;
+    QTest::newRow("T200 HS48: four tiles, padded head") << false << 1 << 200 << 2 << 48 << 2;
+    QTest::newRow("T130 HS128: walked tiles of 32") << false << 1 << 130 << 1 << 128 << 1;
+    QTest::newRow("T100 HS96") << false << 1 << 100 << 1 << 96 << 1;
     // flash_wgmma.h's warpgroup products, the same program.
-    QTest::newRow("wgmma T1 HS64: a single position") << true << 1 << 1 << 2 << 64;
-    QTest::newRow("wgmma T64 HS64: one whole tile") << true << 1 << 64 << 2 << 64;
-    QTest::newRow("wgmma T200 HS48: four tiles, padded head") << true << 2 << 200 << 1 << 48;
-    QTest::newRow("wgmma T130 HS128: two column blocks") << true << 1 << 130 << 1 << 128;
-    QTest::newRow("wgmma T100 HS96") << true << 1 << 100 << 1 << 96;
+    QTest::newRow("wgmma T1 HS64: a single position") << true << 1 << 1 << 2 << 64 << 2;
+    QTest::newRow("wgmma T64 HS64: one whole tile") << true << 1 << 64 << 2 << 64 << 2;
+    QTest::newRow("wgmma T200 HS48: four tiles, padded head") << true << 2 << 200 << 1 << 48 << 1;
+    QTest::newRow("wgmma T130 HS128: two column blocks") << true << 1 << 130 << 1 << 128 << 1;
+    QTest::newRow("wgmma T100 HS96") << true << 1 << 100 << 1 << 96 << 1;
+      // Grouped-query attention: a key-gradient block walks each query head of its K/V head's group.
+    QTest::newRow("T1 HS16: 2 query heads over 1 K/V head") << false << 1 << 1 << 2 << 16 << 1;
+    QTest::newRow("T70 HS32: 4 query heads over 2") << false << 2 << 70 << 4 << 32 << 2;
+    QTest::newRow("T130 HS64: 4 query heads over 1") << false << 1 << 130 << 4 << 64 << 1;
+    QTest::newRow("T100 HS128: 6 query heads over 2") << false << 1 << 100 << 6 << 128 << 2;
+    QTest::newRow("wgmma T130 HS64: 4 query heads over 2") << true << 1 << 130 << 4 << 64 << 2;
+    QTest::newRow("wgmma T100 HS128: 4 query heads over 1") << true << 1 << 100 << 4 << 128 << 1;
   }
+
   void programMatchesTheTileProgram() {
     QFETCH(bool, warpgroup);
     QFETCH(int, B);
     QFETCH(int, T);
     QFETCH(int, NH);
     QFETCH(int, HS);
-    const size_t C = size_t(NH) * HS, n = size_t(B) * T * C, rows = size_t(B) * NH * T;
-    std::vector<bf16> qkv(3 * n);
+    QFETCH(int, NKV);
+    const size_t C = size_t(NH) * HS, n = size_t(B) * T * C, rows = size_t(B) * NH * T, n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
+    std::vector<bf16> qkv(n3);
     const std::vector<float> x = randn(qkv.size(), 31, 1.5f);
     for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = to_bf16(x[i]);
     const std::vector<float> dout = randn(n, 32);
     const float nan = std::numeric_limits<float>::quiet_NaN();
 
     // The reference: the tile program, forward, then backward from its own out.
-    std::vector<float> tout(n, nan), tlse(rows, nan), tdqkv(3 * n, nan), delta(rows);
-    cpu::flash_attention_tiled_forward(tout.data(), tlse.data(), qkv.data(), B, T, NH, HS, NH);
-    cpu::flash_attention_tiled_backward(tdqkv.data(), delta.data(), dout.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH, HS, NH);
+    std::vector<float> tout(n, nan), tlse(rows, nan), tdqkv(n3, nan), delta(rows);
+    cpu::flash_attention_tiled_forward(tout.data(), tlse.data(), qkv.data(), B, T, NH, HS, NKV);
+    cpu::flash_attention_tiled_backward(tdqkv.data(), delta.data(), dout.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH, HS, NKV);
 
     // The GPU's program, fp32 out and gradients; the backward from the same out, lse and delta.
-    std::vector<float> mout(n, nan), mlse(rows, nan), mdqkv(3 * n, nan);
+    std::vector<float> mout(n, nan), mlse(rows, nan), mdqkv(n3, nan);
     // bf16 out, dout and dqkv, as GptStage passes them with bf16 activations.
-    std::vector<bf16> mout16(n, to_bf16(nan)), dout16(n), mdqkv16(3 * n, to_bf16(nan));
-    std::vector<float> mlse16(rows, nan), tdqkv16(3 * n, nan), delta16(rows);
+    std::vector<bf16> mout16(n, to_bf16(nan)), dout16(n), mdqkv16(n3, to_bf16(nan));
+    std::vector<float> mlse16(rows, nan), tdqkv16(n3, nan), delta16(rows);
     for (size_t i = 0; i < n; ++i) dout16[i] = to_bf16(dout[i]);
     std::vector<float> dout16_wide(n);
     for (size_t i = 0; i < n; ++i) dout16_wide[i] = to_float(dout16[i]);
-    cpu::flash_attention_tiled_backward(tdqkv16.data(), delta16.data(), dout16_wide.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH,
-                                        HS, NH);
+    cpu::flash_attention_tiled_backward(tdqkv16.data(), delta16.data(), dout16_wide.data(), qkv.data(), tout.data(), tlse.data(), B, T, NH, HS, NKV);
     for (float& v : tdqkv16) v = to_float(to_bf16(v));
     auto emulate = [&]<typename Core>() {
       return flash_mma::with_padded_head(HS, [&]<int D>() {
         if constexpr (Core::template kTakes<D>) {
-          emulated_forward<D, Core>(mout.data(), mlse.data(), qkv.data(), B, T, NH, HS);
-          emulated_backward<D, Core>(mdqkv.data(), dout.data(), qkv.data(), tlse.data(), delta.data(), B, T, NH, HS);
-          emulated_forward<D, Core>(mout16.data(), mlse16.data(), qkv.data(), B, T, NH, HS);
-          emulated_backward<D, Core>(mdqkv16.data(), dout16.data(), qkv.data(), tlse.data(), delta16.data(), B, T, NH, HS);
+          emulated_forward<D, Core>(mout.data(), mlse.data(), qkv.data(), B, T, NH, HS, NKV);
+          emulated_backward<D, Core>(mdqkv.data(), dout.data(), qkv.data(), tlse.data(), delta.data(), B, T, NH, HS, NKV);
+          emulated_forward<D, Core>(mout16.data(), mlse16.data(), qkv.data(), B, T, NH, HS, NKV);
+          emulated_backward<D, Core>(mdqkv16.data(), dout16.data(), qkv.data(), tlse.data(), delta16.data(), B, T, NH, HS, NKV);
         } else {
           QFAIL("a head size the core does not take");
         }
@@ -248,7 +255,8 @@ class TestFlashMma : public QObject {
     auto part = [&](const auto& v, int which) {
       std::vector<std::decay_t<decltype(v[0])>> p;
       for (size_t bt = 0; bt < size_t(B) * T; ++bt)
-        for (size_t c = 0; c < C; ++c) p.push_back(v[bt * 3 * C + which * C + c]);
+        for (size_t c = 0; c < size_t(which == 0 ? NH : NKV) * HS; ++c)  // q: NH heads, k and v: NKV
+          p.push_back(v[bt * (NH + 2 * NKV) * HS + (which == 0 ? 0 : size_t(NH + (which - 1) * NKV) * HS) + c]);
       return p;
     };
     const double eo = rel_err(mout, tout), eo16 = rel_err(mout16, tout16);
