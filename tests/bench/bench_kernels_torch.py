@@ -76,6 +76,23 @@ def best_time(f, reps, warm=2):
     return min(t)
 
 
+def time_train_step(model, B, T, V):
+    """Best seconds of one AdamW training step (clip 1.0) of `model(idx, targets)` on a random batch
+    after a warm-up, and the process's mean CPU seconds per step (all threads)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+
+    def train_step():
+        opt.zero_grad(set_to_none=True)
+        model(idx, tgt).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    c0 = time.process_time()
+    best = best_time(train_step, 10, 3)
+    return best, (time.process_time() - c0) / 13  # mean over warm-up and timed steps
+
+
 def main():
     threads = [int(a) for a in sys.argv[1:]] or [1, 2]
     L, C, NH, T, B, V = 4, 256, 4, 256, 8, 256
@@ -93,19 +110,7 @@ def main():
                 blk(x).backward(dy)
 
             tb = best_time(block_step, 15)
-            model = GPT(L, C, NH, T, V)
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
-            idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
-
-            def train_step():
-                opt.zero_grad(set_to_none=True)
-                model(idx, tgt).backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-
-            c0 = time.process_time()
-            ts = best_time(train_step, 10, 3)
-            cpu = (time.process_time() - c0) / 13  # mean over warm-up and timed steps
+            ts, cpu = time_train_step(GPT(L, C, NH, T, V), B, T, V)
             print(f"{n:>7} {f'{tt}/{bt}':>10} {tb * 1e3:>9.1f} {ts * 1e3:>9.1f} {B * T / ts:>9.0f} {cpu * 1e3:>12.1f}")
 
 

@@ -5,17 +5,16 @@ usage: /usr/bin/python3 tests/bench/bench_llama_torch.py [threads ...]   (defaul
 The model is Hugging Face's Llama written with torch.nn (RMSNorm, rotate-half rotary positions,
 grouped-query attention with K/V repeated for their query heads, SwiGLU, untied head): 4 layers,
 C 256, 4 query heads on 2 key/value heads, FFN 688, T 256, B 8, V 256, AdamW, clip 1.0. Prints
-ms/step and tokens/s, best of several repeats after a warm-up, with PyTorch's threads and
-OpenBLAS's set as bench_kernels_torch.py sets them. Needs python3-torch (Debian 12: PyTorch 1.13).
+ms/step and tokens/s, best of several repeats after a warm-up, and the process's CPU ms per step,
+with PyTorch's threads and OpenBLAS's set as bench_kernels_torch.py sets them. Needs python3-torch (Debian 12: PyTorch 1.13).
 """
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench_kernels_torch import best_time, set_threads
+from bench_kernels_torch import set_threads, time_train_step
 
 
 class RMSNorm(nn.Module):
@@ -83,22 +82,12 @@ def main():
     threads = [int(a) for a in sys.argv[1:]] or [1, 2]
     L, C, NH, NKV, F_, T, B, V = 4, 256, 4, 2, 688, 256, 8, 256
     torch.manual_seed(0)
-    print(f"{'threads':>7} {'torch/blas':>10} {'ms/step':>9} {'tokens/s':>9}")
+    print(f"{'threads':>7} {'torch/blas':>10} {'ms/step':>9} {'tokens/s':>9} {'cpu ms/step':>12}")
     for n in threads:
         for tt, bt in sorted({(n, n), (1, n)}):
             set_threads(tt, bt)
-            model = Llama(L, C, NH, NKV, F_, T, V)
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
-            idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
-
-            def train_step():
-                opt.zero_grad(set_to_none=True)
-                model(idx, tgt).backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-
-            ts = best_time(train_step, 10, 3)
-            print(f"{n:>7} {f'{tt}/{bt}':>10} {ts * 1e3:>9.1f} {B * T / ts:>9.0f}")
+            ts, cpu = time_train_step(Llama(L, C, NH, NKV, F_, T, V), B, T, V)
+            print(f"{n:>7} {f'{tt}/{bt}':>10} {ts * 1e3:>9.1f} {B * T / ts:>9.0f} {cpu * 1e3:>12.1f}")
 
 
 if __name__ == "__main__":

@@ -64,28 +64,17 @@ class TestCliFirstRun : public QObject {
  private slots:
   void initTestCase() { QVERIFY(dir_.isValid()); }
 
-  // The example as shipped: no step's loss rises more than 0.5 above the step before (batches
-  // differ by up to about 0.25 in this run; the spike this guards against went from 3.76 to 8.18),
-  // and it ends well below ln 256 = 5.55.
-  void exampleTrainsSmoothly() {
-    const Run r = run({"train.checkpoint_dir=" + dir_.filePath("smooth")});
-    QVERIFY2(r.code == 0, qPrintable(r.err));
-    const Events e = events(r.out);
-    QCOMPARE(static_cast<int>(e.steps.size()), 150);
-    double previous = 0;
-    for (const auto& [step, s] : e.steps) {
-      if (step > 1) QVERIFY2(s.loss < previous + 0.5, qPrintable(QString("step %1: %2 after %3").arg(step).arg(s.loss).arg(previous)));
-      previous = s.loss;
-    }
-    double last10 = 0;
-    for (int step = 141; step <= 150; ++step) last10 += e.steps.at(step).loss / 10;
-    qInfo("first loss %.3f, mean of the last 10 steps %.3f", e.steps.at(1).loss, last10);
-    QVERIFY2(last10 < 2.6, qPrintable(QString::number(last10)));
+  // The examples as shipped: no step's loss rises more than 0.5 above the step before (batches
+  // differ by up to about 0.25 in the GPT's run; the spike this guards against went from 3.76 to
+  // 8.18), and each ends well below ln 256 = 5.55.
+  void examplesTrainSmoothly_data() {
+    QTest::addColumn<QString>("example");
+    QTest::newRow("tiny GPT, dp 2 x pp 2") << kExample;
+    QTest::newRow("tiny Llama, tp 2 x pp 2") << kLlama;
   }
-
-  // The tiny Llama as shipped trains as smoothly and ends well below ln 256.
-  void llamaExampleTrainsSmoothly() {
-    const Run r = run({"train.checkpoint_dir=" + dir_.filePath("llama-smooth")}, kLlama);
+  void examplesTrainSmoothly() {
+    QFETCH(QString, example);
+    const Run r = run({"train.checkpoint_dir=" + dir_.filePath("smooth-" + QFileInfo(example).baseName())}, example);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const Events e = events(r.out);
     QCOMPARE(static_cast<int>(e.steps.size()), 150);
