@@ -130,6 +130,16 @@ void TestEstimatesView::figuresAndWarnings() {
   QVERIFY2(fig.contains("MFU " + QString::number(100 * plan.estimate.mfu, 'f', 1) + "%"), qPrintable(fig));
   QVERIFY2(fig.contains("schedule formula 75.0%"), qPrintable(fig));
   QVERIFY2(fig.contains("m = 4 micro-batches"), qPrintable(fig));
+  // The model the figures are of, from its description.
+  QVERIFY2(tinyFig.startsWith("gpt2: 4 layers, hidden 128, 4 heads, FFN 512 (GELU), vocabulary 256, tied head · "), qPrintable(tinyFig));
+  const auto llama = views_test::examplePlan("llama3-8b-1x8", {}, &ok);
+  QVERIFY(ok);
+  EstimatesView llamaView;
+  llamaView.setPlan(llama);
+  QVERIFY2(llamaView.figuresText().startsWith("llama: 32 layers, hidden 4096, 32 heads (8 key/value), FFN 14336 (SwiGLU), vocabulary 128256, "
+                                              "untied head · "),
+           qPrintable(llamaView.figuresText()));
+  QVERIFY2(llamaView.figuresText().contains("8.03 B parameters"), qPrintable(llamaView.figuresText()));
   const QString warn = view.warningsText();
   for (const auto& w : plan.warnings) QVERIFY2(warn.contains(QString::fromStdString(w)), qPrintable(warn));
   QCOMPARE(warn.count('\n'), static_cast<int>(plan.warnings.size()) - 1);

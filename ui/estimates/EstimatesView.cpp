@@ -10,6 +10,7 @@
 
 #include "common/Text.h"
 #include "stagecraft/core/units.h"
+#include "stagecraft/model/model.h"
 #include "estimates/EstimateCharts.h"
 #include "stagecraft/plan/search.h"
 
@@ -31,7 +32,8 @@ QString siNumber(double v) {
 
 QString figuresOf(const stagecraft::plan::Plan& plan) {
   const auto& e = plan.estimate;
-  return QObject::tr("%1 per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
+  return QString::fromStdString(stagecraft::model::ModelDesc::from(plan.config.model).summary()) + QStringLiteral(" · ") +
+         QObject::tr("%1 per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
                      "bubble %7 of the step (schedule formula %8) · m = %9 micro-batches")
       .arg(flopRate(e.tflops_per_gpu * 1e12), flopRate(e.model_tflops_per_gpu * 1e12))
       .arg(percentText(e.mfu), siNumber(e.tokens_per_s), siNumber(e.params_total),
