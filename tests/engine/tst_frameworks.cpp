@@ -315,8 +315,9 @@ class TestFrameworks : public QObject {
     QTest::newRow("Megatron: GPT-3 interleaved, SP, distributed optimizer") << "gpt3-175b-1024x8.yaml" << none << "megatron"
         << QStringList{"--tensor-model-parallel-size 8\n", "--pipeline-model-parallel-size 8\n", "--num-layers-per-virtual-pipeline-stage 6\n",
                        "--sequence-parallel\n", "--use-distributed-optimizer\n", "--recompute-granularity selective\n", "--bf16\n",
-                       "--global-batch-size 3072\n", "--lr-warmup-iters 2000\n", "torchrun --nnodes 1024 --nproc_per_node 8"}
-        << QStringList{"--overlap-p2p-comm", "--use-tp-pp-dp-mapping", "--fp16"};
+                       "--global-batch-size 3072\n", "--lr-warmup-iters 2000\n",
+                       "#   CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 1024 --nproc_per_node 8"}
+        << QStringList{"overlap-p2p", "--use-tp-pp-dp-mapping", "--fp16"};
     QTest::newRow("Megatron: Paddle's order maps to --use-tp-pp-dp-mapping") << "paddle-gpt-dp2-mp2-pp2.yaml" << none << "megatron"
         << QStringList{"--use-tp-pp-dp-mapping\n", "--fp16\n"} << QStringList{"NOTE:"};
     QTest::newRow("Megatron: full recompute") << "bert-large-3d.yaml" << QStringList{"train.recompute=full"} << "megatron"
@@ -382,9 +383,10 @@ class TestFrameworks : public QObject {
     QTest::newRow("uniform 27 on 8: runs compressed") << QStringList{"model.layers=27", "parallel.pp=8", "parallel.dp=1", "train.global_batch=64"}
         << QStringList{"--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*3,t*3|t*3|t*3L\""} << QStringList{};
     QTest::newRow("interleaved, even chunks") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
-        << QStringList{"--num-layers-per-virtual-pipeline-stage 3\n"} << QStringList{"--overlap-p2p-comm", "--pipeline-model-parallel-layout"};
-    QTest::newRow("interleaved on pp 2 overlaps p2p") << QStringList{"parallel.pp=2", "parallel.dp=4", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
-        << QStringList{"--num-layers-per-virtual-pipeline-stage 6\n", "--overlap-p2p-comm\n"} << QStringList{};
+        << QStringList{"--num-layers-per-virtual-pipeline-stage 3\n"} << QStringList{"overlap-p2p", "--pipeline-model-parallel-layout"};
+    // Megatron overlaps p2p by default, which is what lets the interleaved schedule run on pp 2.
+    QTest::newRow("interleaved on pp 2: p2p overlap is Megatron's default") << QStringList{"parallel.pp=2", "parallel.dp=4", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
+        << QStringList{"--num-layers-per-virtual-pipeline-stage 6\n"} << QStringList{"overlap-p2p"};
     QTest::newRow("interleaved, uneven first rank") << QStringList{"model.layers=22", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2",
                                                                    "pipeline.partition=[0,0,1,1,1,2,2,2,3,3,3,4,4,5,5,5,6,6,6,7,7,7]"}
         << QStringList{"--num-virtual-stages-per-pipeline-rank 2\n", "--decoder-first-pipeline-num-layers 4\n"}
