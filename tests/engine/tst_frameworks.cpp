@@ -1,7 +1,8 @@
 // Export to and import from other frameworks (frameworks.h) and the Python evaluator behind the
 // import (python_literal.h): values the evaluator computes and those it reports as unevaluable,
 // files it rejects with their line, inputs that must neither hang nor crash; LiBai's own stage
-// rule; golden exports of the seed documents' examples; Megatron's split flags and layout; the
+// rule; golden exports of the seed documents' examples; Megatron's split flags and layout; every
+// Megatron flag written checked against Megatron-LM's parser's own list; the
 // layouts each framework refuses and the differences it notes; the seed documents' examples
 // imported with the groups they describe; import errors with their lines; and every
 // configs/*.yaml exported and imported back through every format with an import.
@@ -13,6 +14,8 @@
 #include "stagecraft/plan/plan.h"
 
 #include <QtTest>
+#include <QFile>
+#include <QSet>
 
 #include <algorithm>
 #include <regex>
@@ -74,6 +77,86 @@ QString int_list(const std::vector<int>& v) {
   QStringList parts;
   for (int x : v) parts << QString::number(x);
   return "[" + parts.join(", ") + "]";
+}
+
+
+// Megatron-LM's option names: tests/engine/data/megatron_lm_flags.txt lists what its parse_args
+// registers (add_argument names and those generated from its config dataclasses) at the commit
+// its header names.
+const QSet<QString>& megatron_lm_flags() {
+  static const QSet<QString> flags = [] {
+    QSet<QString> out;
+    QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/megatron_lm_flags.txt");
+    if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) qFatal("cannot read %s", qPrintable(f.fileName()));
+    for (const QByteArray& line : f.readAll().split('\n')) {
+      const QString l = QString::fromUtf8(line).trimmed();
+      if (!l.isEmpty() && !l.startsWith('#')) out.insert(l);
+    }
+    return out;
+  }();
+  return flags;
+}
+
+// The Megatron flags an export passes: every `--` token in its MEGATRON_ARGS array and after
+// pretrain_gpt.py on the launch line (torchrun's own flags come before it).
+QStringList megatron_flags_written(const QString& text) {
+  QStringList out;
+  const qsizetype begin = text.indexOf("MEGATRON_ARGS=(\n"), end = text.indexOf("\n)\n", begin);
+  if (begin < 0 || end < 0) return out;
+  const qsizetype script = text.indexOf("pretrain_gpt.py", end);
+  QString words = text.mid(begin, end - begin);
+  if (script >= 0) words += " " + text.mid(script, text.indexOf('\n', script) - script);
+  for (const auto& w : words.split(QRegularExpression("\\s+"), Qt::SkipEmptyParts)) {
+    if (w.startsWith("--")) out << w;
+  }
+  return out;
+}
+
+// The commented launch line of a Megatron export, the one that runs torchrun.
+QString megatron_launch_line(const QString& text) {
+  for (const auto& line : text.split('\n')) {
+    if (line.contains("torchrun --nnodes")) return line;
+  }
+  return {};
+}
+
+// Layouts that between them reach every branch of export_megatron and megatron_arch_args.
+struct MegatronVariant {
+  const char* name;
+  const char* config;
+  QStringList overrides;
+};
+std::vector<MegatronVariant> megatron_variants() {
+  return {
+      {"tp 1, pp 4, fp16", "libai-bert-dp2-pp4.yaml", {}},
+      {"interleaved on pp 2", "libai-bert-dp2-pp4.yaml", {"parallel.pp=2", "parallel.dp=4", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}},
+      {"interleaved on pp 4", "libai-bert-dp2-pp4.yaml", {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}},
+      {"interleaved, uneven first rank", "libai-bert-dp2-pp4.yaml",
+       {"model.layers=22", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2",
+        "pipeline.partition=[0,0,1,1,1,2,2,2,3,3,3,4,4,5,5,5,6,6,6,7,7,7]"}},
+      {"interleaved, chunks of one rank differ: layout", "libai-bert-dp2-pp4.yaml",
+       {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2", "pipeline.partition=[0,0,0,0,1,1,1,2,2,2,3,3,3,4,4,4,5,5,5,6,6,6,7,7]"}},
+      {"first and last differ", "libai-bert-dp2-pp4.yaml", {"pipeline.partition=[0,0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,2,3,3,3,3]"}},
+      {"middle stages differ: layout", "libai-bert-dp2-pp4.yaml", {"pipeline.partition=[0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,3,3,3,3,3,3]"}},
+      {"zero 1, bf16, warmup", "bert-large-3d.yaml", {"parallel.zero=1", "train.precision=bf16", "train.warmup_steps=100"}},
+      {"sequence parallel, fp16", "bert-large-3d.yaml", {"parallel.sequence_parallel=true", "train.precision=fp16"}},
+      {"sequence parallel asked on tp 1", "libai-bert-dp2-pp4.yaml", {"parallel.sequence_parallel=true"}},
+      {"recompute full", "bert-large-3d.yaml", {"train.recompute=full"}},
+      {"recompute selective", "bert-large-3d.yaml", {"train.recompute=selective"}},
+      {"overlapped grad reduce, 5 MiB buckets, tp-pp-dp", "paddle-gpt-dp2-mp2-pp2.yaml", {"parallel.grad_bucket_mb=5"}},
+      {"grad reduce after the backward", "paddle-gpt-dp2-mp2-pp2.yaml", {"parallel.overlap_grad_reduce=false"}},
+      {"GPT-2 untied", "paddle-gpt-dp2-mp2-pp2.yaml", {"model.tied_embeddings=false"}},
+      {"Llama 3 8B: GQA, untied", "llama3-8b-1x8.yaml", {}},
+      {"Qwen2-like: qkv bias, norm eps, no GQA", "llama3-8b-1x8.yaml", {"model.qkv_bias=true", "model.norm_eps=1e-6", "model.kv_heads=32"}},
+  };
+}
+
+RunConfig load(const QString& name, const QStringList& overrides) {
+  std::vector<std::string> ov;
+  for (const auto& o : overrides) ov.push_back(o.toStdString());
+  auto c = load_config_file(configs_dir() + name.toStdString(), ov);
+  if (!c.ok()) qFatal("%s: %s", qPrintable(name), c.status().message().c_str());
+  return c.value();
 }
 
 }  // namespace
@@ -315,8 +398,9 @@ class TestFrameworks : public QObject {
     QTest::newRow("Megatron: GPT-3 interleaved, SP, distributed optimizer") << "gpt3-175b-1024x8.yaml" << none << "megatron"
         << QStringList{"--tensor-model-parallel-size 8\n", "--pipeline-model-parallel-size 8\n", "--num-layers-per-virtual-pipeline-stage 6\n",
                        "--sequence-parallel\n", "--use-distributed-optimizer\n", "--recompute-granularity selective\n", "--bf16\n",
-                       "--global-batch-size 3072\n", "--lr-warmup-iters 2000\n", "torchrun --nnodes 1024 --nproc_per_node 8"}
-        << QStringList{"--overlap-p2p-comm", "--use-tp-pp-dp-mapping", "--fp16"};
+                       "--global-batch-size 3072\n", "--lr-warmup-iters 2000\n",
+                       "#   CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 1024 --nproc_per_node 8"}
+        << QStringList{"overlap-p2p", "--use-tp-pp-dp-mapping", "--fp16"};
     QTest::newRow("Megatron: Paddle's order maps to --use-tp-pp-dp-mapping") << "paddle-gpt-dp2-mp2-pp2.yaml" << none << "megatron"
         << QStringList{"--use-tp-pp-dp-mapping\n", "--fp16\n"} << QStringList{"NOTE:"};
     QTest::newRow("Megatron: full recompute") << "bert-large-3d.yaml" << QStringList{"train.recompute=full"} << "megatron"
@@ -382,9 +466,10 @@ class TestFrameworks : public QObject {
     QTest::newRow("uniform 27 on 8: runs compressed") << QStringList{"model.layers=27", "parallel.pp=8", "parallel.dp=1", "train.global_batch=64"}
         << QStringList{"--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*3,t*3|t*3|t*3L\""} << QStringList{};
     QTest::newRow("interleaved, even chunks") << QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
-        << QStringList{"--num-layers-per-virtual-pipeline-stage 3\n"} << QStringList{"--overlap-p2p-comm", "--pipeline-model-parallel-layout"};
-    QTest::newRow("interleaved on pp 2 overlaps p2p") << QStringList{"parallel.pp=2", "parallel.dp=4", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
-        << QStringList{"--num-layers-per-virtual-pipeline-stage 6\n", "--overlap-p2p-comm\n"} << QStringList{};
+        << QStringList{"--num-layers-per-virtual-pipeline-stage 3\n"} << QStringList{"overlap-p2p", "--pipeline-model-parallel-layout"};
+    // Megatron overlaps p2p by default, which is what lets the interleaved schedule run on pp 2.
+    QTest::newRow("interleaved on pp 2: p2p overlap is Megatron's default") << QStringList{"parallel.pp=2", "parallel.dp=4", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}
+        << QStringList{"--num-layers-per-virtual-pipeline-stage 6\n"} << QStringList{"overlap-p2p"};
     QTest::newRow("interleaved, uneven first rank") << QStringList{"model.layers=22", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2",
                                                                    "pipeline.partition=[0,0,1,1,1,2,2,2,3,3,3,4,4,5,5,5,6,6,6,7,7,7]"}
         << QStringList{"--num-virtual-stages-per-pipeline-rank 2\n", "--decoder-first-pipeline-num-layers 4\n"}
@@ -410,6 +495,66 @@ class TestFrameworks : public QObject {
     if (auto m = layout.match(t); m.hasMatch()) {
       QCOMPARE(ql(megatron_layout_counts(m.captured(1).toStdString())), ql(counts(plan_of(c.value()))));
     }
+  }
+
+  // Every flag a Megatron export writes is one Megatron-LM's parser defines (an unknown flag
+  // stops parse_args), and the launch line sets CUDA_DEVICE_MAX_CONNECTIONS=1 exactly when
+  // tp > 1, which validate_args asserts before Blackwell. Rows: every configs/*.yaml (those the
+  // export refuses skipped) and the variants.
+  void megatronFlagsKnown_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<bool>("mayRefuse");
+    const auto files = QDir(QString::fromStdString(configs_dir())).entryList({"*.yaml"}, QDir::Files, QDir::Name);
+    QVERIFY(files.size() >= 16);
+    for (const auto& f : files) QTest::newRow(qPrintable(f)) << f << QStringList{} << true;
+    for (const auto& v : megatron_variants()) QTest::newRow(v.name) << QString(v.config) << v.overrides << false;
+  }
+  void megatronFlagsKnown() {
+    QFETCH(QString, config);
+    QFETCH(QStringList, overrides);
+    QFETCH(bool, mayRefuse);
+    const RunConfig c = load(config, overrides);
+    auto text = export_config(c, Framework::kMegatron);
+    if (!text.ok() && mayRefuse && text.status().code() == stagecraft::Status::Code::kInvalidInput) {
+      QSKIP(qPrintable("refused: " + qs(text.status().message())));
+    }
+    QVERIFY2(text.ok(), text.status().message().c_str());
+    const QString t = qs(text.value());
+    const QStringList written = megatron_flags_written(t);
+    QVERIFY2(written.size() >= 20, qPrintable(t));
+    QStringList unknown;
+    for (const auto& f : written) {
+      if (!megatron_lm_flags().contains(f)) unknown << f;
+    }
+    QVERIFY2(unknown.isEmpty(), qPrintable("not Megatron-LM flags: " + unknown.join(", ") + "\n" + t));
+    const bool tp = plan_of(c).tp > 1;
+    QCOMPARE(megatron_launch_line(t).startsWith("#   CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes "), tp);
+    QCOMPARE(t.contains("CUDA_DEVICE_MAX_CONNECTIONS"), tp);
+  }
+
+  // The variants reach every flag the Megatron export can write, so megatronFlagsKnown checks
+  // each branch; a flag the export learns must be added here, with a variant that writes it.
+  void megatronVariantsCoverEveryFlag() {
+    const QStringList every = {
+        "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+        "--num-virtual-stages-per-pipeline-rank", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+        "--pipeline-model-parallel-layout", "--use-tp-pp-dp-mapping", "--sequence-parallel", "--use-distributed-optimizer",
+        "--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--seq-length", "--max-position-embeddings",
+        "--normalization", "--norm-epsilon", "--swiglu", "--position-embedding-type", "--rotary-base", "--group-query-attention",
+        "--num-query-groups", "--disable-bias-linear", "--add-qkv-bias", "--untie-embeddings-and-output-weights",
+        "--micro-batch-size", "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+        "--bf16", "--fp16", "--train-iters", "--lr", "--min-lr", "--lr-decay-style", "--lr-warmup-iters", "--weight-decay",
+        "--adam-beta1", "--adam-beta2", "--clip-grad", "--seed", "--overlap-grad-reduce", "--ddp-bucket-size",
+        "--data-path", "--vocab-file", "--merge-file"};
+    QSet<QString> seen;
+    for (const auto& v : megatron_variants()) {
+      auto text = export_config(load(v.config, v.overrides), Framework::kMegatron);
+      QVERIFY2(text.ok(), qPrintable(QString(v.name) + ": " + qs(text.status().message())));
+      for (const auto& f : megatron_flags_written(qs(text.value()))) seen.insert(f);
+    }
+    for (const auto& f : every) QVERIFY2(seen.contains(f), qPrintable("no variant writes " + f));
+    for (const auto& f : seen) QVERIFY2(every.contains(f), qPrintable("not in the list of flags the export writes: " + f));
   }
 
   void exportRefuses_data() {

@@ -390,8 +390,11 @@ Result<Exported> export_megatron(Ctx& x) {
   std::vector<std::string> a;
   a.push_back("--tensor-model-parallel-size " + std::to_string(x.tp));
   a.push_back("--pipeline-model-parallel-size " + std::to_string(x.pp));
+  // Interleaved needs no flag beyond the split: Megatron overlaps the pipeline's p2p communication
+  // by default (only --no-overlap-p2p-communication turns it off), and with the overlap on
+  // validate_args asks only pp > 1 of the interleaved schedule; pp > 2 is its rule without it
+  // (megatron/training/arguments.py).
   for (auto& s : megatron_split_args(x)) a.push_back(s);
-  if (x.v > 1 && x.pp == 2) a.push_back("--overlap-p2p-comm");  // Megatron needs pp > 2 for VPP without it
   if (order != std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp}) a.push_back("--use-tp-pp-dp-mapping");
   if (c.parallel.sequence_parallel && x.tp > 1) a.push_back("--sequence-parallel");
   if (c.parallel.zero == 1) a.push_back("--use-distributed-optimizer");
@@ -444,8 +447,15 @@ Result<Exported> export_megatron(Ctx& x) {
   o << "MEGATRON_ARGS=(\n";
   for (const auto& s : a) o << "    " << s << "\n";
   o << ")\n";
+  // validate_args (megatron/training/arguments.py) asserts CUDA_DEVICE_MAX_CONNECTIONS == "1" when
+  // tp > 1 (or cp > 1) on GPUs before Blackwell: one hardware queue keeps kernels in launch order,
+  // which its tensor-parallel communication overlap relies on. From Blackwell on it is not required.
+  if (x.tp > 1) {
+    o << comment("CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron-LM requires it with tensor parallelism on GPUs before Blackwell "
+                 "(validate_args in megatron/training/arguments.py).");
+  }
   o << "# Run on every node (node 0 is the master):\n";
-  o << "#   torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
+  o << "#   " << (x.tp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "") << "torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
     << " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 6000 \\\n";
   o << "#       pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" --data-path ... --vocab-file ... --merge-file ...\n";
   Exported e;
