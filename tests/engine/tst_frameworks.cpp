@@ -418,8 +418,9 @@ class TestFrameworks : public QObject {
     QTest::newRow("Megatron: Llama 3 8B's architecture") << "llama3-8b-1x8.yaml" << none << "megatron"
         << QStringList{"--normalization RMSNorm\n", "--swiglu\n", "--position-embedding-type rope\n", "--rotary-base 500000\n",
                        "--group-query-attention\n", "--num-query-groups 8\n", "--disable-bias-linear\n",
-                       "--untie-embeddings-and-output-weights\n", "--ffn-hidden-size 14336\n"}
-        << QStringList{"--add-qkv-bias", "--norm-epsilon"};
+                       "--untie-embeddings-and-output-weights\n", "--ffn-hidden-size 14336\n",
+                       "--tokenizer-type HuggingFaceTokenizer --tokenizer-model ..."}
+        << QStringList{"--add-qkv-bias", "--norm-epsilon", "--vocab-file"};
     QTest::newRow("Megatron: Qwen2's q/k/v biases and RMSNorm eps") << "llama3-8b-1x8.yaml"
         << QStringList{"model.qkv_bias=true", "model.norm_eps=1e-6", "model.kv_heads=32"} << "megatron"
         << QStringList{"--add-qkv-bias\n", "--norm-epsilon 1e-06\n"} << QStringList{"--group-query-attention", "--num-query-groups"};
@@ -546,7 +547,7 @@ class TestFrameworks : public QObject {
         "--micro-batch-size", "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
         "--bf16", "--fp16", "--train-iters", "--lr", "--min-lr", "--lr-decay-style", "--lr-warmup-iters", "--weight-decay",
         "--adam-beta1", "--adam-beta2", "--clip-grad", "--seed", "--overlap-grad-reduce", "--ddp-bucket-size",
-        "--data-path", "--vocab-file", "--merge-file"};
+        "--data-path", "--vocab-file", "--merge-file", "--tokenizer-type", "--tokenizer-model"};
     QSet<QString> seen;
     for (const auto& v : megatron_variants()) {
       auto text = export_config(load(v.config, v.overrides), Framework::kMegatron);

@@ -457,7 +457,10 @@ Result<Exported> export_megatron(Ctx& x) {
   o << "# Run on every node (node 0 is the master):\n";
   o << "#   " << (x.tp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "") << "torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
     << " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 6000 \\\n";
-  o << "#       pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" --data-path ... --vocab-file ... --merge-file ...\n";
+  // The tokenizer: GPT-2's BPE files, or a Llama's Hugging Face tokenizer (Megatron-LM's
+  // --tokenizer-type HuggingFaceTokenizer reads it by name or directory).
+  o << "#       pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" --data-path ... "
+    << (c.model.llama() ? "--tokenizer-type HuggingFaceTokenizer --tokenizer-model ..." : "--vocab-file ... --merge-file ...") << "\n";
   Exported e;
   e.files.push_back({c.name + "_megatron.sh", o.str()});
   e.notes = x.notes;

@@ -49,6 +49,12 @@ Result<ProgramCommand> program_command(const config::RunConfig& config, const st
     return Status::invalid_input("launch.program: no program; give --worker PROGRAM or set launch.program");
   }
   ProgramCommand cmd;
+  // Megatron-LM's validate_args (megatron/training/arguments.py) asserts
+  // CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism on GPUs before Blackwell: the rank's
+  // command sets it through env(1), on this machine, over SSH and under srun alike.
+  if (l.framework == config::LaunchFramework::kMegatron && config.parallel.tp > 1) {
+    cmd.argv.insert(cmd.argv.end(), {"env", "CUDA_DEVICE_MAX_CONNECTIONS=1"});
+  }
   if (is_python_program(l.program)) {
     if (l.python.empty()) return Status::invalid_input("launch.python: no interpreter for " + l.program + "; set launch.python (e.g. python3)");
     cmd.argv.push_back(l.python);

@@ -39,7 +39,8 @@ struct ProgramFile {
 };
 
 struct ProgramCommand {
-  std::vector<std::string> argv;   // what each rank runs
+  std::vector<std::string> argv;   // what each rank runs (launch.framework megatron with tp > 1:
+                                   // through `env CUDA_DEVICE_MAX_CONNECTIONS=1`, as Megatron-LM needs)
   std::vector<ProgramFile> files;  // to write before the ranks start
   std::vector<std::string> notes;  // the framework export's notes, one line each
 };
