@@ -283,6 +283,7 @@ class TestMainWindow : public QObject {
     QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Import from")));
     QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Export Topology Diagram")));
     QVERIFY(menuAction(w, QStringLiteral("Help"), QStringLiteral("About Stagecraft")));
+    QVERIFY(menuAction(w, QStringLiteral("Help"), QStringLiteral("User Guide")));
   }
 
   // The runs view is a tab beside Stages; a run the run manager reports brings it forward.

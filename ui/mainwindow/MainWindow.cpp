@@ -4,6 +4,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -14,6 +15,7 @@
 #include <QSettings>
 #include <QStatusBar>
 #include <QUndoStack>
+#include <QUrl>
 
 #include "common/Text.h"
 #include "document/PlanDocument.h"
@@ -181,6 +183,8 @@ void MainWindow::createMenus() {
   run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* guide = help->addAction(tr("&User Guide"), this, &MainWindow::openUserGuide);
+  guide->setShortcut(QKeySequence::HelpContents);
   help->addAction(tr("&About Stagecraft"), this, [this] {
     QMessageBox::about(this, tr("About Stagecraft"),
                        tr("<b>Stagecraft %1</b><p>Plans hybrid-parallel (data, tensor, pipeline) training: which GPU ranks "
@@ -189,6 +193,26 @@ void MainWindow::createMenus() {
                            .arg(QCoreApplication::applicationVersion()));
   });
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+// The guide's folder: the installed copy when there is one, else the source tree's docs/.
+void MainWindow::openUserGuide() {
+  const QString installed = QStringLiteral(STAGECRAFT_INSTALLED_GUIDE_DIR);
+  const QString source = QStringLiteral(STAGECRAFT_SOURCE_GUIDE_DIR);
+  QString dir;
+  for (const QString& candidate : {installed, source}) {
+    if (QFileInfo(candidate + QStringLiteral("/cli.md")).isFile()) {
+      dir = candidate;
+      break;
+    }
+  }
+  if (dir.isEmpty()) {
+    showInfo(tr("User Guide"), tr("The user guide is not installed: neither %1 nor %2 holds it.").arg(installed, source));
+    return;
+  }
+  if (!QDesktopServices::openUrl(QUrl::fromLocalFile(dir))) {
+    showInfo(tr("User Guide"), tr("No program here opens %1; the guide is the Markdown files in that folder.").arg(dir));
+  }
 }
 
 void MainWindow::createFileMenu() {
