@@ -1,14 +1,16 @@
 // bench_gpu_train: Stagecraft's training step on one GPU (backend cuda, one rank: GptStage +
-// Trainer, the path the workers run) for GPT-2 124M, 350M and 774M shapes at seq_len 1024,
-// next to the cost model's prediction for the same plan on the device catalog's GPU. Prints
+// Trainer, the path the workers run) for GPT-2 124M, 350M and 774M shapes and a Llama 3.2 1B
+// shape (16 layers, hidden 2048, 32 query heads on 8 key/value heads, SwiGLU FFN 8192, vocabulary
+// 128256, tied head) at seq_len 1024, next to the cost model's prediction for the same plan on
+// the device catalog's GPU. Prints
 // per shape: ms a step, tokens/s, model TFLOP/s, MFU against the catalog's dense peak for the
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
 //   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown] [--micro-batch B] [--accumulate N]
-//                   [--model 124M|350M|774M]
+//                   [--model 124M|350M|774M|llama-1b]
 //   (default: flash fp32 H100-SXM, every shape, each shape's own micro-batch, one micro-batch a step)
 //
-// --micro-batch B: B sequences a micro-batch for every shape (default 8, 8 and 4).
+// --micro-batch B: B sequences a micro-batch for every shape (default 8, 8, 4 and 4).
 // --accumulate N: N micro-batches a step, their gradients summed before one update, as real
 // runs do (llm.c's GPT-2 runs take half a million tokens a step): the update, the gradient norm
 // and the weights' bf16 copy are then paid once per N micro-batches.
@@ -39,11 +41,16 @@ namespace {
 
 struct Shape {
   const char* name;
-  int layers, hidden, heads, micro_batch;
+  const char* arch;
+  int layers, hidden, heads, kv_heads, ffn, vocab, micro_batch;
 };
 
-// GPT-2's shapes, each with its default micro-batch.
-constexpr Shape kShapes[] = {{"124M", 12, 768, 12, 8}, {"350M", 24, 1024, 16, 8}, {"774M", 36, 1280, 20, 4}};
+// GPT-2's shapes (vocabulary padded to 50304, tied head) and Llama 3.2 1B's (tied head), each
+// with its default micro-batch.
+constexpr Shape kShapes[] = {{"124M", "gpt2", 12, 768, 12, 12, 3072, 50304, 8},
+                             {"350M", "gpt2", 24, 1024, 16, 16, 4096, 50304, 8},
+                             {"774M", "gpt2", 36, 1280, 20, 20, 5120, 50304, 4},
+                             {"llama-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 4}};
 
 }  // namespace
 
@@ -59,7 +66,7 @@ int main(int argc, char** argv) {
     } else if (a == "--model") {
       only = i + 1 < argc ? argv[++i] : "";
       if (std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& s) { return only == s.name; })) {
-        std::fprintf(stderr, "bench_gpu_train: --model takes 124M, 350M or 774M\n");
+        std::fprintf(stderr, "bench_gpu_train: --model takes 124M, 350M, 774M or llama-1b\n");
         return 2;
       }
     } else if (a == "--micro-batch" || a == "--accumulate") {
@@ -88,7 +95,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   runtime::Device& dev = *gpu.value();
-  std::printf("%s, %s, attention %s, seq_len 1024, vocab 50304, %d micro-batch%s a step; predictions for %s\n", dev.name().c_str(),
+  std::printf("%s, %s, attention %s, seq_len 1024, %d micro-batch%s a step; predictions for %s\n", dev.name().c_str(),
               precision.c_str(), attention.c_str(), accumulate, accumulate == 1 ? "" : "es", device_name.c_str());
 #if defined(STAGECRAFT_WITH_CUDA)
   // GPT-2's head size is 64: which kernels its bf16 fused attention runs here.
@@ -98,7 +105,7 @@ int main(int argc, char** argv) {
                                                                                           : "fp32 cores");
   }
 #endif
-  std::printf("%-6s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
+  std::printf("%-8s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
               "pred ms", "pred tok/s", "pred GiB");
   const auto data = bench::synthetic_tokens(1 << 20, 50257);
   double peak_tflops = 0;
@@ -107,8 +114,9 @@ int main(int argc, char** argv) {
     if (micro_batch > 0) s.micro_batch = micro_batch;
     const int global_batch = s.micro_batch * accumulate;
     const std::string yaml = "cluster: {nodes: 1, gpus_per_node: 1, device: " + device_name + "}\n" +
-                             "model: {layers: " + std::to_string(s.layers) + ", hidden: " + std::to_string(s.hidden) +
-                             ", heads: " + std::to_string(s.heads) + ", seq_len: 1024, vocab: 50304}\n" +
+                             "model: {arch: " + s.arch + ", layers: " + std::to_string(s.layers) + ", hidden: " + std::to_string(s.hidden) +
+                             ", heads: " + std::to_string(s.heads) + ", kv_heads: " + std::to_string(s.kv_heads) +
+                             ", ffn_hidden: " + std::to_string(s.ffn) + ", seq_len: 1024, vocab: " + std::to_string(s.vocab) + "}\n" +
                              "train: {global_batch: " + std::to_string(global_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
                              ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
                              "}\nbackend: cuda\n";
@@ -120,7 +128,7 @@ int main(int argc, char** argv) {
       const auto created = std::chrono::steady_clock::now();
       auto t = runtime::Trainer::create(rank->config, rank->layout, rank->groups.trainer_groups(), &data, &dev);
       if (!t.ok()) {
-        std::printf("%-6s %3d %s\n", s.name, s.micro_batch, t.status().message().c_str());
+        std::printf("%-8s %3d %s\n", s.name, s.micro_batch, t.status().message().c_str());
         continue;
       }
       if (Status st = t.value()->start(); !st) {
@@ -144,7 +152,7 @@ int main(int argc, char** argv) {
     peak_tflops = e.peak_tflops;
     const double tokens_per_step = double(global_batch) * 1024;
     const double tflops = e.model_flops / best / 1e12;
-    std::printf("%-6s %3d %9.1f %9.0f %9.1f %6.1f%% %9.2f | %9.1f %9.0f %9.2f\n", s.name, s.micro_batch, best * 1e3,
+    std::printf("%-8s %3d %9.1f %9.0f %9.1f %6.1f%% %9.2f | %9.1f %9.0f %9.2f\n", s.name, s.micro_batch, best * 1e3,
                 tokens_per_step / best, tflops, 100.0 * tflops / e.peak_tflops, peak / double(1ull << 30), e.step_time_s * 1e3,
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::printf("       trainer created and its weights drawn in %.1f s (%d host threads)\n", ready_s, runtime::cpu::num_threads());

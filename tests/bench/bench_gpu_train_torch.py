@@ -1,12 +1,12 @@
-"""The same GPT-2 steps as bench_gpu_train in PyTorch on one GPU, for the ratio: fp32 with TF32
-off (or bf16 autocast), scaled_dot_product_attention (causal), fused AdamW, optionally
-torch.compile.
+"""The same GPT-2 and Llama steps as bench_gpu_train in PyTorch on one GPU, for the ratio: fp32
+with TF32 off (or bf16 autocast), scaled_dot_product_attention (causal; a Llama's K/V repeated
+for their query heads), fused AdamW, optionally torch.compile.
 
     python3 bench_gpu_train_torch.py [compile] [bf16] [micro_batch=B] [accumulate=N] [model=774M]
 
-micro_batch=B sets every shape's micro-batch (default 8, 8 and 4); accumulate=N sums N
+micro_batch=B sets every shape's micro-batch (default 8, 8, 4 and 4); accumulate=N sums N
 micro-batches' gradients before each update, as bench_gpu_train --accumulate does; model=NAME
-runs one shape (124M, 350M or 774M) instead of all three.
+runs one shape (124M, 350M, 774M or llama-1b) instead of all four.
 
 Prints ms a step and tokens/s per shape; asserts nothing.
 """
@@ -58,8 +58,74 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-# GPT-2's shapes as bench_gpu_train's: name, layers, hidden, heads, default micro-batch.
-SHAPES = (("124M", 12, 768, 12, 8), ("350M", 24, 1024, 16, 8), ("774M", 36, 1280, 20, 4))
+class RMSNorm(nn.Module):
+    def __init__(self, c, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(c)), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c, nh, nkv, ffn):
+        super().__init__()
+        self.nh, self.nkv, self.hs = nh, nkv, c // nh
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(c), RMSNorm(c)
+        self.q_proj = nn.Linear(c, nh * self.hs, bias=False)
+        self.k_proj = nn.Linear(c, nkv * self.hs, bias=False)
+        self.v_proj = nn.Linear(c, nkv * self.hs, bias=False)
+        self.o_proj = nn.Linear(nh * self.hs, c, bias=False)
+        self.gate_proj, self.up_proj = nn.Linear(c, ffn, bias=False), nn.Linear(c, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, c, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, t, c = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_proj(h).view(b, t, self.nh, self.hs).transpose(1, 2)
+        k = self.k_proj(h).view(b, t, self.nkv, self.hs).transpose(1, 2)
+        v = self.v_proj(h).view(b, t, self.nkv, self.hs).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(self.nh // self.nkv, dim=1), v.repeat_interleave(self.nh // self.nkv, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    """Hugging Face's Llama (tied head, as Llama 3.2 1B): RMSNorm, rotate-half rotary positions,
+    grouped-query attention, SwiGLU."""
+
+    def __init__(self, layers, c, nh, nkv, ffn, vocab, seq=1024, theta=500000.0):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, c)
+        self.layers = nn.ModuleList(LlamaBlock(c, nh, nkv, ffn) for _ in range(layers))
+        self.norm = RMSNorm(c)
+        hs = c // nh
+        inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2).float() / hs))
+        emb = torch.cat((torch.outer(torch.arange(seq).float(), inv_freq),) * 2, dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
+
+    def forward(self, idx, targets):
+        t = idx.shape[1]
+        x = self.embed_tokens(idx)
+        for blk in self.layers:
+            x = blk(x, self.cos[:t], self.sin[:t])
+        logits = self.norm(x) @ self.embed_tokens.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+# bench_gpu_train's shapes: name, layers, hidden, heads, key/value heads, FFN, vocabulary,
+# default micro-batch; GPT-2's and Llama 3.2 1B's.
+SHAPES = (("124M", 12, 768, 12, 12, 3072, 50304, 8), ("350M", 24, 1024, 16, 16, 4096, 50304, 8),
+          ("774M", 36, 1280, 20, 20, 5120, 50304, 4), ("llama-1b", 16, 2048, 32, 8, 8192, 128256, 4))
 
 
 def main():
@@ -69,10 +135,10 @@ def main():
     unknown = set(options) - {"micro_batch", "accumulate", "model"} | {a for a in sys.argv[1:] if "=" not in a} - {"compile", "bf16"}
     if unknown:
         sys.exit(f"bench_gpu_train_torch.py: unknown argument(s) {sorted(unknown)}; "
-                 "takes compile, bf16, micro_batch=B, accumulate=N, model=124M|350M|774M")
+                 "takes compile, bf16, micro_batch=B, accumulate=N, model=124M|350M|774M|llama-1b")
     only = options.get("model")
     if only not in (None, *(shape[0] for shape in SHAPES)):
-        sys.exit("bench_gpu_train_torch.py: model takes 124M, 350M or 774M")
+        sys.exit("bench_gpu_train_torch.py: model takes 124M, 350M, 774M or llama-1b")
     try:
         micro_batch = int(options.get("micro_batch", 0))
         accumulate = int(options.get("accumulate", 1))
@@ -82,13 +148,13 @@ def main():
         sys.exit("bench_gpu_train_torch.py: micro_batch must be at least 1 and accumulate at least 1")
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}, {'bf16 autocast' if bf16 else 'fp32 (TF32 off)'}, "
           f"sdpa, {'torch.compile' if use_compile else 'eager'}, {accumulate} micro-batch(es) a step")
-    print(f"{'model':6} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
-    for name, layers, c, nh, b in SHAPES:
+    print(f"{'model':8} {'B':>3} {'ms/step':>9} {'tokens/s':>9}")
+    for name, layers, c, nh, nkv, ffn, vocab, b in SHAPES:
         if only and name != only:
             continue
         b = micro_batch or b
         torch.manual_seed(0)
-        model = Gpt(layers, c, nh).cuda()
+        model = (Llama(layers, c, nh, nkv, ffn, vocab) if name.startswith("llama") else Gpt(layers, c, nh, vocab)).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
         step_fn = torch.compile(model) if use_compile else model
         idx = torch.randint(0, 50257, (b, 1024), device="cuda")
@@ -107,7 +173,7 @@ def main():
             torch.cuda.synchronize()
             if rep >= 2:
                 best = min(best, time.perf_counter() - t0)
-        print(f"{name:6} {b:3d} {best * 1e3:9.1f} {b * accumulate * 1024 / best:9.0f}", flush=True)
+        print(f"{name:8} {b:3d} {best * 1e3:9.1f} {b * accumulate * 1024 / best:9.0f}", flush=True)
         del model, opt
 
 

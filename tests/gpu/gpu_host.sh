@@ -24,14 +24,16 @@
 #   tst_cuda_flash_wgmma, tst_cuda_layernorm_eight_warps), the five at once, each cut off after
 #   GPU_TEST_TIMEOUT seconds (default 600); tst_cuda_flash_wgmma skips on GPUs other than compute
 #   capability 9.0
-#   bench_gpu_train flash bf16 --accumulate 8, every shape; the same with Hopper's warpgroup
-#   attention (STAGECRAFT_FLASH_WGMMA=1) on compute capability 9.0; then one shape (774M, or
-#   GPU_BENCH_MODEL: 124M, 350M or 774M): 32 sequences a step in micro-batches of 16
+#   bench_gpu_train flash bf16 --accumulate 8, every shape (GPT-2's three and llama-1b); the same
+#   with Hopper's warpgroup attention (STAGECRAFT_FLASH_WGMMA=1) on compute capability 9.0; then
+#   one shape (774M, or GPU_BENCH_MODEL: 124M, 350M, 774M or llama-1b): 32 sequences a step in
+#   micro-batches of 16
 #   (--micro-batch 16 --accumulate 2; the SM clock and power sampled meanwhile into
 #   clocks_micro16.log), --accumulate 8 with --breakdown (again with layernorm's backward in
 #   8-warp blocks, STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8, and with the warpgroup attention on
 #   9.0), and
-#   bench_gpu_train_torch.py compile bf16 at both, where the host's python3 has PyTorch with CUDA
+#   bench_gpu_train_torch.py compile bf16 at both, and for llama-1b, where the host's python3 has
+#   PyTorch with CUDA
 #   GPU_BENCH_EXTRA=1: also PyTorch without torch.compile, bench_gpu_train standard bf16
 #   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
 #   GPU_NCU=1: also Nsight Compute on the tensor-core attention kernels (ncu.log)
@@ -232,6 +234,10 @@ run_benchmarks() {
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     local torch_bench=(python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 model="${model:-774M}")
     PYTHONUNBUFFERED=1 run_bench torch_compile "${torch_bench[@]}" compile
+    if [ "${model:-774M}" != llama-1b ]; then  # the Llama shape's ratio beside the first run's row
+      PYTHONUNBUFFERED=1 run_bench torch_compile_llama python3 tests/bench/bench_gpu_train_torch.py bf16 accumulate=8 model=llama-1b compile
+      logs_list+=(torch_compile_llama)
+    fi
     PYTHONUNBUFFERED=1 run_bench torch_compile_micro16 python3 tests/bench/bench_gpu_train_torch.py bf16 compile micro_batch=16 \
       accumulate=2 model="${model:-774M}"
     logs_list+=(torch_compile torch_compile_micro16)
