@@ -93,7 +93,7 @@ static_assert(!stagecraft::enum_parse(kFruitNames, "Plum"));
 class TestConfigSchema : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ---- the key reference, docs/configuration.md ----
 
   void referenceGivesEveryKeyItsDefault_data() {

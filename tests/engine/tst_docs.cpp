@@ -98,7 +98,7 @@ QStringList cli_commands(QString* error) {
 class TestDocs : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void everyRelativeLinkResolves_data() {
     QTest::addColumn<QString>("page");
     QTest::addColumn<QString>("target");

@@ -32,7 +32,7 @@ class TestCliRemote : public QObject {
     return {"--hosts", hostfile_, "--ssh-config", lab_->ssh_config(), "--known-hosts", known_hosts};
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     if (const QString why = SshLab::can_run(false); !why.isEmpty()) QSKIP(qPrintable(why));
     lab_ = std::make_unique<SshLab>(3);
