@@ -59,7 +59,7 @@ int print_man(const std::string& command) {
     std::printf(".SH SYNOPSIS\n.B stagecraft\\-cli\n%s\n", roff(c.usage).c_str());
     std::printf(".SH DESCRIPTION\n%s\n", roff(c.summary).c_str());
     std::printf(".PP\nkey=value arguments override keys of the configuration (`stagecraft\\-cli plan CONFIG parallel.tp=2`); "
-                "the keys are listed in \\fI/usr/share/doc/stagecraft/README.md\\fR.\n");
+                "the keys are listed in \\fI/usr/share/doc/stagecraft/docs/configuration.md\\fR.\n");
     common_sections();
     std::printf(".SH SEE ALSO\n.BR stagecraft\\-cli (1)\n");
     return 0;

@@ -1,5 +1,5 @@
-// stagecraft-cli: Stagecraft without a screen — plan, export, import, and (as they land) search,
-// run and the run history. `stagecraft-cli help` lists the commands.
+// stagecraft-cli: Stagecraft without a screen: plan, search, scale, export, import, run, the run
+// history and calibration. `stagecraft-cli help` lists the commands.
 #include <cstdio>
 #include <cstring>
 #include <exception>

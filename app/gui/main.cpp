@@ -7,11 +7,12 @@
 // ../share/stagecraft/configs) or in the source tree it was built from. A missing or invalid CONFIG
 // shows the engine's message and opens the default instead.
 //
-//   stagecraft --screenshot FILE.png [--select RANK] [--show DOCK] [CONFIG]
+//   stagecraft --screenshot FILE.png [--select RANK] [--show DOCK] [--size WxH] [CONFIG]
 //
 // shows the window as usual, writes a picture of it once it has painted, and exits: the README's
 // screenshots are taken this way from the real application under Xvfb. --select clicks a rank in
-// the topology (its groups light up); --show raises a dock (stages, schedule, runs, ...).
+// the topology (its groups light up); --show raises a dock (stages, schedule, runs, ...); --size
+// sizes the window (as 1920x1080; otherwise the saved size, or 1400 x 900 at first start).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption show(QStringLiteral("show"), QStringLiteral("raise the dock named DOCK (setup, estimates, stages, schedule, runs, timeline: the runs' Timeline tab; layouts and scaling compute first)"),
                                 QStringLiteral("DOCK"));
   parser.addOption(show);
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("the window's size, WIDTHxHEIGHT (as 1920x1080)"), QStringLiteral("WxH"));
+  parser.addOption(size);
   parser.addPositionalArgument(QStringLiteral("CONFIG"), QStringLiteral("a Stagecraft YAML configuration to open"), QStringLiteral("[CONFIG]"));
   parser.process(app);
   const QStringList args = parser.positionalArguments();
@@ -82,7 +85,20 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  QSize windowSize;
+  if (parser.isSet(size)) {
+    const QStringList wh = parser.value(size).toLower().split(QLatin1Char('x'));
+    bool okW = false, okH = false;
+    if (wh.size() == 2) windowSize = QSize(wh[0].toInt(&okW), wh[1].toInt(&okH));
+    if (!okW || !okH || windowSize.width() < 640 || windowSize.height() < 480 || windowSize.width() > 8192 || windowSize.height() > 8192) {
+      std::fprintf(stderr, "stagecraft: --size %s: expected WIDTHxHEIGHT from 640x480 to 8192x8192, as 1920x1080\n",
+                   qPrintable(parser.value(size)));
+      return 2;
+    }
+  }
+
   MainWindow window;
+  if (windowSize.isValid()) window.resize(windowSize);
   window.show();
   bool opened = false;
   if (!args.isEmpty()) opened = window.openFile(args.first());  // on failure the message stays on screen

@@ -47,7 +47,7 @@ QString read(const QString& path) {
 class TestCli : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void planPrintsGroupsAndStages() {
     const Run r = cli({"plan", config("bert-large-3d.yaml")});
     QCOMPARE(r.code, 0);

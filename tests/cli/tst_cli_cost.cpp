@@ -31,7 +31,7 @@ QJsonDocument json(const QString& text) {
 class TestCliCost : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void devicesListsTheCatalog() {
     const Run r = cli({"devices"});
     QCOMPARE(r.code, 0);

@@ -61,7 +61,7 @@ class TestCliFirstRun : public QObject {
                                         QProcessEnvironment::systemEnvironment(), 300000);
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() { QVERIFY(dir_.isValid()); }
 
   // The examples as shipped: no step's loss rises more than 0.5 above the step before (batches

@@ -48,7 +48,7 @@ class TestCliRun : public QObject {
            extra;
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     QVERIFY(dir_.isValid());
     QFile data(dir_.filePath("data.txt"));

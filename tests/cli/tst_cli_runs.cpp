@@ -104,7 +104,7 @@ class TestCliRuns : public QObject {
     return false;
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     QVERIFY(dir_.isValid());
     db_ = dir_.filePath("history/runs.sqlite");

@@ -99,7 +99,7 @@ const char* kTinyRun =
 class TestCalibrate : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void compareRowsPairThePartsAndTheirErrors() {
     plan::Estimate e;
     e.breakdown.compute_s = 0.010;

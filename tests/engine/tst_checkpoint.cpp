@@ -103,7 +103,7 @@ class TestCheckpoint : public QObject {
   QTemporaryDir dir_;
   std::string at(const char* name) const { return dir_.filePath(name).toStdString(); }
 
- private slots:
+ private Q_SLOTS:
   // A second save of a step replaces the first whole; one that fails part way leaves the first as
   // it was, and nothing of its own.
   void saveReplacesWholeOrNotAtAll() {

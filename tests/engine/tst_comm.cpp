@@ -509,7 +509,7 @@ QString describe(const std::vector<RankOutput>& outs) {
 class TestComm : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // Every rank's groups built by build_process_groups over Gloo, then either every collective
   // over the world and each TP, DP, PP (and embedding) group ("collectives"), or pipeline
   // traffic along each PP group ("p2p").

@@ -2,7 +2,6 @@
 // `key.path=value` overrides, wrong types and ranges, all errors of a file reported together,
 // YAML syntax errors, unknown and foreign keys, and the save/load round trip of configs/*.yaml.
 // The consistency rules themselves are tst_validate's.
-// Engine headers before QtTest: Qt's `slots` keyword macro would rename HostSlots::slots.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/config_schema.h"
 #include "stagecraft/config/validate.h"
@@ -334,7 +333,7 @@ std::vector<std::string> to_std(const QStringList& l) {
 class TestConfig : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ---- loading every key and its default ----
 
   void schemaAndTestTablesCoverTheSameKeys() {

@@ -156,7 +156,7 @@ bool says_where(const QString& line) {
 class TestConfigMutations : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void everyMutationPlansOrSaysWhatToFix_data() {
     QTest::addColumn<QString>("path");
     QDir dir(QStringLiteral(STAGECRAFT_SOURCE_DIR "/configs"));

@@ -1,5 +1,5 @@
 // The configuration schema (config_schema.h) against everything that must agree with it: the
-// README's key table (every key with its default, no key the schema lacks), RunConfig's defaults,
+// key reference in docs/configuration.md (every key with its default, no key the schema lacks), RunConfig's defaults,
 // the YAML reader (each default reads back as itself, each range is the one enforced), the fuzz
 // dictionary, the foreign-name hints, and the EnumName tables (core/enum_names.h).
 #include "stagecraft/config/config_io.h"
@@ -24,17 +24,18 @@ QString read_source_file(const char* path) {
   return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
 }
 
-// The README's key table: the yaml block under "## Run configuration", as key path -> the value
-// written beside it (comments dropped). A section line ("cluster:") opens the keys below it.
-std::map<QString, QString> readme_keys() {
-  const QString readme = read_source_file("README.md");
-  const qsizetype heading = readme.indexOf(QLatin1String("\n## Run configuration"));
-  const qsizetype open = readme.indexOf(QLatin1String("```yaml\n"), heading);
-  const qsizetype close = readme.indexOf(QLatin1String("```"), open + 7);
+// The key reference: the yaml block under "## Every key, with its default" in
+// docs/configuration.md, as key path -> the value written beside it (comments dropped). A section
+// line ("cluster:") opens the keys below it.
+std::map<QString, QString> reference_keys() {
+  const QString page = read_source_file("docs/configuration.md");
+  const qsizetype heading = page.indexOf(QLatin1String("\n## Every key, with its default"));
+  const qsizetype open = page.indexOf(QLatin1String("```yaml\n"), heading);
+  const qsizetype close = page.indexOf(QLatin1String("```"), open + 7);
   std::map<QString, QString> keys;
   if (heading < 0 || open < 0 || close < 0) return keys;
   QString section;
-  for (const QString& line : readme.mid(open + 8, close - open - 8).split(QLatin1Char('\n'))) {
+  for (const QString& line : page.mid(open + 8, close - open - 8).split(QLatin1Char('\n'))) {
     const QString trimmed = line.trimmed();
     if (trimmed.isEmpty() || trimmed.startsWith(QLatin1Char('#'))) continue;  // a comment's next line
     const qsizetype colon = line.indexOf(QLatin1Char(':'));
@@ -92,28 +93,28 @@ static_assert(!stagecraft::enum_parse(kFruitNames, "Plum"));
 class TestConfigSchema : public QObject {
   Q_OBJECT
 
- private slots:
-  // ---- the README's key table ----
+ private Q_SLOTS:
+  // ---- the key reference, docs/configuration.md ----
 
-  void readmeGivesEveryKeyItsDefault_data() {
+  void referenceGivesEveryKeyItsDefault_data() {
     QTest::addColumn<QString>("key");
     QTest::addColumn<QString>("expected");
     for (const KeySpec& k : config_schema()) QTest::newRow(std::string(k.path).c_str()) << qs(k.path) << qs(k.default_text);
   }
-  void readmeGivesEveryKeyItsDefault() {
+  void referenceGivesEveryKeyItsDefault() {
     QFETCH(QString, key);
     QFETCH(QString, expected);
-    const auto keys = readme_keys();
+    const auto keys = reference_keys();
     const auto it = keys.find(key);
-    QVERIFY2(it != keys.end(), qPrintable(key + " is in the schema but not in the README's key table"));
+    QVERIFY2(it != keys.end(), qPrintable(key + " is in the schema but not in docs/configuration.md's key reference"));
     QCOMPARE(it->second, expected);
   }
 
-  void readmeHasNoKeyTheSchemaLacks() {
-    const auto keys = readme_keys();
+  void referenceHasNoKeyTheSchemaLacks() {
+    const auto keys = reference_keys();
     QVERIFY(keys.size() >= 40);  // the table was found and read
     for (const auto& [key, value] : keys) {
-      QVERIFY2(find_key(key.toStdString()), qPrintable(key + " is in the README's key table but not in the schema"));
+      QVERIFY2(find_key(key.toStdString()), qPrintable(key + " is in docs/configuration.md's key reference but not in the schema"));
     }
     QCOMPARE(keys.size(), config_schema().size());
   }
@@ -132,7 +133,7 @@ class TestConfigSchema : public QObject {
     QVERIFY(k);
     const RunConfig defaults;
     if (k->path == "model.layers" || k->path == "model.hidden" || k->path == "model.heads") {
-      // Required keys: the README shows GPT-2 medium's shape; RunConfig holds 0 until a file gives one.
+      // Required keys: the reference shows GPT-2 medium's shape; RunConfig holds 0 until a file gives one.
       QCOMPARE(std::get<long long>(k->access.get(defaults)), 0LL);
       return;
     }

@@ -1,5 +1,4 @@
 // Device catalog and the config's device: names, figures, overrides, new devices, errors.
-// Engine headers first: Qt's `slots` keyword macro would rewrite HostSlots::slots.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/device.h"
 #include "stagecraft/plan/plan.h"
@@ -21,7 +20,7 @@ Result<config::RunConfig> load(const std::string& cluster, std::vector<std::stri
 class TestDevice : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void catalogHasTheIssuesNamesInOrder() {
     const QStringList expected = {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX-4090", "cpu"};
     QStringList names;

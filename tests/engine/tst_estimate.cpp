@@ -26,7 +26,7 @@ const char* kGpt175 =
 class TestEstimate : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // Narayanan et al. 2021, eq. 2: P = 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)); our count adds
   // the final LayerNorm's 2h, which the formula leaves out.
   void parametersMatchNarayananEquation2_data() {

@@ -86,7 +86,7 @@ void emulated_backward(Grads* dqkv, const Grads* dout, const bf16* qkv, const fl
 class TestFlashMma : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void headSizesPadToTheCompiledOnes() {
     QCOMPARE(flash_mma::padded_head(16), 32);
     QCOMPARE(flash_mma::padded_head(32), 32);

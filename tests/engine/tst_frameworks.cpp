@@ -6,7 +6,6 @@
 // layouts each framework refuses and the differences it notes; the seed documents' examples
 // imported with the groups they describe; import errors with their lines; and every
 // configs/*.yaml exported and imported back through every format with an import.
-// Engine headers before QtTest: Qt's `slots` keyword macro would rename HostSlots::slots.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/interop/frameworks.h"
 #include "stagecraft/interop/python_literal.h"
@@ -164,7 +163,7 @@ RunConfig load(const QString& name, const QStringList& overrides) {
 class TestFrameworks : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ----------------------------------------------------------------- the Python evaluator
   void pythonEvaluates_data() {
     QTest::addColumn<QString>("source");

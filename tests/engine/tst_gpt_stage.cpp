@@ -162,7 +162,7 @@ void compare(const std::map<std::string, std::vector<float>>& a, const std::map<
 class TestGptStage : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initialisesLikeGpt2() {
     auto s = GptStage::create(whole(tiny_model(), 2), nullptr);
     QVERIFY(s.ok());

@@ -4,7 +4,6 @@
 #include "stagecraft/launch/ssh.h"
 
 #include <QtTest>
-#undef slots  // config::HostSlots has a member of that name
 
 #include <cstdlib>
 

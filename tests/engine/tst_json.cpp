@@ -8,7 +8,7 @@ using stagecraft::Json;
 class TestJson : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void parsesAndDumpsRoundTrip_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QString>("compact");

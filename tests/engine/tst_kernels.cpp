@@ -195,7 +195,7 @@ std::vector<std::pair<const char*, std::vector<Real>>> llama_outputs(const Llama
 class TestKernels : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() { cpu::set_num_threads(2); }  // so that every split path runs
 
   // ---- backward against finite differences (double) ----------------------------------------------

@@ -95,7 +95,7 @@ std::vector<SelectedHost> hosts(int n, int slot_count) {
 class TestLaunch : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // A line that looks like an event but does not decode is a log line, never a half-read event.
   void malformedEventLinesAreLogs() {
     std::vector<std::unique_ptr<RankProcess>> ranks;

@@ -34,7 +34,7 @@ const char* kMegatron =
 class TestMetricLines : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void parse_data() {
     QTest::addColumn<QString>("format");
     QTest::addColumn<QString>("line");

@@ -34,7 +34,7 @@ config::ModelConfig llama(int layers, int hidden, int heads, int kv, int ffn, in
 class TestModel : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // Parameter counts of the published checkpoints (their model.safetensors.index.json totals,
   // or the sum of their tensors' shapes).
   void publishedParameterCounts_data() {

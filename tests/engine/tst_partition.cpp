@@ -162,7 +162,7 @@ StageCostModel random_costs(std::mt19937& rng, int layers) {
 class TestPartition : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ---- uniform ----
 
   void uniformPutsExtrasInTheMiddle_data() {

@@ -64,7 +64,7 @@ SimResult simulate(config::Schedule s, int p, int v, int m) {
 class TestPipelineSchedule : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void everyScheduleCompletes_data() {
     QTest::addColumn<int>("schedule");
     QTest::addColumn<int>("p");

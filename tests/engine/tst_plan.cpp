@@ -62,7 +62,7 @@ QStringList warnings_of(const Plan& p) {
 class TestPlan : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ---- plan_to_json ----
 
   void jsonOfTheWorkedExample() {

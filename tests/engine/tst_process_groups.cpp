@@ -60,7 +60,7 @@ using Call = std::pair<std::string, std::vector<int>>;
 class TestProcessGroups : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // Each row: sizes, order, whether embeddings are tied, a rank, and its groups written out.
   void groupsOfARank_data() {
     QTest::addColumn<int>("dp");

@@ -39,7 +39,7 @@ QString words(const std::vector<std::string>& argv) {
 class TestProgram : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void commandLine_data() {
     QTest::addColumn<QStringList>("overrides");
     QTest::addColumn<QStringList>("extra");

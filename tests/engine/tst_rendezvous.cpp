@@ -122,7 +122,7 @@ QByteArray hello_frame(const std::string& token, const char* magic = "SCST") {
 class TestRendezvous : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void setGetRoundTrip_data() {
     QTest::addColumn<QByteArray>("key");
     QTest::addColumn<QByteArray>("value");

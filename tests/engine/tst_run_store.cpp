@@ -156,7 +156,7 @@ class TestRunStore : public QObject {
   int counter_ = 0;
   QString fresh() { return dir_.filePath(QString("h%1.sqlite").arg(++counter_)); }
 
- private slots:
+ private Q_SLOTS:
   // A Slurm run keeps its job id, state and reason; lost, its reason names the job to cancel.
   void recordsSchedulerJob() {
     auto st = RunStore::open(fresh().toStdString());

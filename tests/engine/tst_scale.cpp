@@ -32,7 +32,7 @@ const char* kSmall =
 class TestScale : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void sizes_data() {
     QTest::addColumn<int>("max");
     QTest::addColumn<QList<int>>("sizes");

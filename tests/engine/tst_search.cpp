@@ -26,7 +26,7 @@ config::RunConfig parse(const std::string& yaml, const std::vector<std::string>&
 class TestSearch : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // 8 GPUs, a model every split accepts: each ranked layout is valid, fits, is estimated the same
   // way plan would estimate it, and the list is sorted.
   void rankedLayoutsAreValidAndSorted() {

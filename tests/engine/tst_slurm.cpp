@@ -40,7 +40,7 @@ std::map<std::string, std::string> parse_env(const QString& text) {
 class TestSlurm : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void time_formats_data() {
     QTest::addColumn<QString>("time");
     QTest::addColumn<bool>("ok");

@@ -214,7 +214,7 @@ struct Colossal {
 class TestTopology : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ---- LiBai's 8-GPU examples (seeds 000 and 001) and docs/ARCHITECTURE.md §4 ----
 
   void libaiEightGpuExamples_data() {

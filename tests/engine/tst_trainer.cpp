@@ -238,7 +238,7 @@ bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std
 class TestTrainer : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() { cpu::set_num_threads(1); }
 
   void lossFalls() {

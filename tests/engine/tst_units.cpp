@@ -10,7 +10,7 @@
 class TestUnits : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void flopRateUnitFollowsMagnitude_data() {
     QTest::addColumn<double>("rate");
     QTest::addColumn<QString>("text");

@@ -54,7 +54,7 @@ std::vector<std::string> to_std(const QStringList& l) {
 class TestValidate : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // ---- validation rules (docs/ARCHITECTURE.md §3): each names the key, the value and the rule ----
 
   void rules_data() {

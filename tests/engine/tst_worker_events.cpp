@@ -16,7 +16,7 @@ Q_DECLARE_METATYPE(stagecraft::launch::WorkerEvent)
 class TestWorkerEvents : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void roundTrip_data() {
     QTest::addColumn<WorkerEvent>("event");
     QTest::newRow("start") << WorkerEvent{StartEvent{.rank = 3, .world_size = 8, .dp = 2, .tp = 2, .pp = 2, .step = 10, .steps = 100}};

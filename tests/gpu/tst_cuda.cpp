@@ -339,7 +339,7 @@ class TestCuda : public QObject {
  private:
   std::unique_ptr<Device> gpu_;
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     cpu::set_num_threads(1);
     auto d = make_device(config::Backend::kCuda, 0);

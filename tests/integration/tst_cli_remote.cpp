@@ -32,7 +32,7 @@ class TestCliRemote : public QObject {
     return {"--hosts", hostfile_, "--ssh-config", lab_->ssh_config(), "--known-hosts", known_hosts};
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     if (const QString why = SshLab::can_run(false); !why.isEmpty()) QSKIP(qPrintable(why));
     lab_ = std::make_unique<SshLab>(3);
@@ -128,15 +128,24 @@ class TestCliRemote : public QObject {
   }
 
   // `run` checks the GPUs as preflight does, before anything is recorded or started.
+  // A CUDA build checks every node's GPUs before it records anything; a CPU-only build refuses
+  // backend cuda itself (exit 2), also before it records anything or reaches a node.
   void cuda_run_checks_the_gpus_first() {
-    if (smiHere_) QSKIP("this machine has nvidia-smi, so every node does");
     const QString db = lab_->dir() + "/cuda_runs.sqlite";
     QString out, err;
     const int rc = cli(QStringList{"run", "configs/tiny-gpt.yaml", "backend=cuda", "--db", db} + common(lab_->known_hosts()), &out, &err);
+#if defined(STAGECRAFT_WITH_CUDA)
+    if (smiHere_) QSKIP("this machine has nvidia-smi, so every node does");
     QCOMPARE(rc, 1);
     QVERIFY2(err.contains("stagecraft-cli: error: loop0: no nvidia-smi in PATH there") &&
                  err.contains("stagecraft-cli: error: loop1: no nvidia-smi in PATH there"),
              qPrintable(out + err));
+#else
+    QCOMPARE(rc, 2);
+    QVERIFY2(err.contains("backend=cuda: this build trains on the CPU only (built without CUDA)") &&
+                 !err.contains("loop0") && !out.contains("loop0"),
+             qPrintable(out + err));
+#endif
     QVERIFY2(!out.contains(QRegularExpression("^run \\d+", QRegularExpression::MultilineOption)), qPrintable(out));
     QVERIFY2(!QFile::exists(db), "a refused run must leave no history behind");
   }

@@ -110,7 +110,7 @@ class TestForeignRun : public QObject {
     return steps;
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     if (!QFile::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) QSKIP("Debian's python3-torch is not installed");
     QVERIFY(dir_.isValid());

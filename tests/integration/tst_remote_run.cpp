@@ -89,7 +89,7 @@ class TestRemoteRun : public QObject {
     return -1;
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     if (const QString why = SshLab::can_run(true); !why.isEmpty()) QSKIP(qPrintable(why));
     QDir::setCurrent(STAGECRAFT_SOURCE_DIR);

@@ -142,7 +142,7 @@ class TestSlurmRun : public QObject {
     return p;
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     lab_ = std::make_unique<SlurmLab>(7);
     QVERIFY2(lab_->start(), qPrintable(lab_->error() + "\n" + lab_->log_tail("slurmctld.log")));

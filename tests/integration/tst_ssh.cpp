@@ -27,7 +27,7 @@ class TestSsh : public QObject {
     return out.section(' ', 1, 1);
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     if (const QString why = SshLab::can_run(false); !why.isEmpty()) QSKIP(qPrintable(why));
     lab_ = std::make_unique<SshLab>(1);

@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# The Debian packages, as a person installs them: builds them with app/package.sh into WORK,
-# installs both with dpkg -i, and runs the installed programs from /usr: the worker's version
+# The Debian packages, as a person installs them: packs BUILD_DIR (a CPU build with the window,
+# already built) with app/package.sh --existing into WORK, installs both with dpkg -i, and runs the installed programs from /usr: the worker's version
 # check and its dependencies (no Qt, libssh or SQLite), stagecraft-cli plan and a short run on an
 # installed example (its ranks are the installed worker), the man pages and the bash completion,
 # the window under Xvfb, and lintian on both packages. Removes the packages again at the end.
 #
-#   test_packages.sh SOURCE_DIR WORK_DIR        (ctest: tests/package/CMakeLists.txt)
+#   test_packages.sh SOURCE_DIR BUILD_DIR WORK_DIR        (ctest: tests/package/CMakeLists.txt)
 #
 # Needs root (dpkg -i); exits 77 (skipped) without it, or when Stagecraft is already installed
 # on this machine (it would not replace a person's installation).
 set -euo pipefail
 src="$1"
-work="$2"
+build="$2"
+work="$3"
 if [ "$(id -u)" -ne 0 ]; then echo "SKIPPED: installing packages needs root"; exit 77; fi
 if dpkg-query -W -f='${Status}' stagecraft 2>/dev/null | grep -q "install ok installed"; then
   echo "SKIPPED: stagecraft is already installed on this machine; remove it to run this test"
   exit 77
 fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
+rm -rf "$work"
 mkdir -p "$work"
-STAGECRAFT_PACKAGE_BUILD="$work/build" bash "$src/app/package.sh" | tee "$work/package.txt"
-app_deb=$(ls "$work"/build/stagecraft_*.deb)
-worker_deb=$(ls "$work"/build/stagecraft-worker_*.deb)
+bash "$src/app/package.sh" --existing "$build" "$work/debs" | tee "$work/package.txt"
+app_deb=$(ls "$work"/debs/stagecraft_*.deb)
+worker_deb=$(ls "$work"/debs/stagecraft-worker_*.deb)
 version=$(dpkg-deb -f "$app_deb" Version)
 
 echo "== package metadata"

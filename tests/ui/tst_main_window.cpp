@@ -16,6 +16,8 @@
 #include <QtTest>
 
 #include "document/PlanDocument.h"
+#include "estimates/EstimateCharts.h"
+#include "estimates/EstimatesView.h"
 #include "run_timing_support.h"
 #include "mainwindow/MainWindow.h"
 #include "runs/RunManager.h"
@@ -283,6 +285,7 @@ class TestMainWindow : public QObject {
     QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Import from")));
     QVERIFY(menuAction(w, QStringLiteral("File"), QStringLiteral("Export Topology Diagram")));
     QVERIFY(menuAction(w, QStringLiteral("Help"), QStringLiteral("About Stagecraft")));
+    QVERIFY(menuAction(w, QStringLiteral("Help"), QStringLiteral("User Guide")));
   }
 
   // The runs view is a tab beside Stages; a run the run manager reports brings it forward.
@@ -298,6 +301,64 @@ class TestMainWindow : public QObject {
     runs->hide();
     Q_EMIT w.runManager()->runStarted(1);
     QVERIFY(runs->isVisible());
+  }
+
+  // The Estimates dock reads at the window's first-start size (1400 x 900) and at 1920 x 1080:
+  // the memory chart keeps at least MemoryChart::kMinPlotHeight of plot, and every label the two
+  // charts paint is whole (inside its box and the chart) and clear of every other label.
+  void estimatesReadAtDefaultAndFullHdSizes_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QSize>("size");  // invalid: the first-start size
+    for (const char* c : {"bert-large-3d.yaml", "gpt3-175b-1024x8.yaml", "llama3-405b-256x8.yaml"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 first start").arg(c))) << example(c) << QSize();
+      QTest::newRow(qPrintable(QStringLiteral("%1 1920x1080").arg(c))) << example(c) << QSize(1920, 1080);
+    }
+  }
+  void estimatesReadAtDefaultAndFullHdSizes() {
+    QFETCH(QString, config);
+    QFETCH(QSize, size);
+    {
+      QSettings settings;  // a first start: no saved geometry or dock layout
+      settings.remove(QStringLiteral("window"));
+    }
+    MainWindow w;
+    if (size.isValid()) w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.openFile(config));
+    QCOMPARE(w.size(), size.isValid() ? size : QSize(1400, 900));
+    QApplication::processEvents();
+    EstimatesView* view = w.estimatesView();
+    QVERIFY(view->isVisible());
+    MemoryChart* memory = view->memoryChart();
+    StepTimeChart* step = view->stepTimeChart();
+    QVERIFY2(memory->plotRect().height() >= MemoryChart::kMinPlotHeight,
+             qPrintable(QStringLiteral("memory plot %1 px high in a %2 x %3 chart").arg(memory->plotRect().height()).arg(memory->width()).arg(memory->height())));
+    QVERIFY2(memory->plotRect().width() >= 200, qPrintable(QStringLiteral("memory plot %1 px wide").arg(memory->plotRect().width())));
+    memory->grab();  // paints, and records the labels
+    step->grab();
+    for (QWidget* chart : {static_cast<QWidget*>(memory), static_cast<QWidget*>(step)}) {
+      const auto& labels = chart == memory ? memory->paintedLabels() : step->paintedLabels();
+      QVERIFY(labels.size() >= 5);
+      const QRectF bounds = QRectF(chart->rect()).adjusted(-0.5, -0.5, 0.5, 0.5);
+      for (size_t i = 0; i < labels.size(); ++i) {
+        const PaintedLabel& a = labels[i];
+        QVERIFY2(bounds.contains(a.rect) && a.box.adjusted(-0.5, -0.5, 0.5, 0.5).contains(a.rect) && !a.text.contains(QChar(0x2026)),
+                 qPrintable(QStringLiteral("\"%1\" is cut: glyphs %2,%3 %4x%5 in a box %6,%7 %8x%9 of a %10x%11 chart")
+                                .arg(a.text)
+                                .arg(a.rect.x()).arg(a.rect.y()).arg(a.rect.width()).arg(a.rect.height())
+                                .arg(a.box.x()).arg(a.box.y()).arg(a.box.width()).arg(a.box.height())
+                                .arg(chart->width()).arg(chart->height())));
+        for (size_t j = i + 1; j < labels.size(); ++j) {
+          QVERIFY2(!a.rect.intersects(labels[j].rect),
+                   qPrintable(QStringLiteral("\"%1\" overlaps \"%2\"").arg(a.text, labels[j].text)));
+        }
+      }
+    }
+    // The memory chart names the device.
+    bool device = false;
+    for (const PaintedLabel& l : memory->paintedLabels()) device = device || l.text.contains(QStringLiteral("80.0 GiB"));
+    QVERIFY(device);
   }
 
   // The application's screenshot of the Runs view on its Timeline tab (the README's picture), and

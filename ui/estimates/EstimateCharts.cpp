@@ -2,6 +2,7 @@
 #include "estimates/EstimateCharts.h"
 
 #include <QPainter>
+#include <QResizeEvent>
 
 #include <algorithm>
 #include <cmath>
@@ -39,11 +40,65 @@ QFont smallFont(const QFont& base) {
 
 QString formatSeconds(double s) { return QString::fromStdString(stagecraft::plan::format_seconds(s)); }
 
+// Draws text in box and records it with the rectangle its glyphs take.
+void drawLabel(QPainter& p, std::vector<PaintedLabel>& out, const QRectF& box, int flags, const QString& text) {
+  p.drawText(box, flags, text);
+  out.push_back({text, box, QFontMetricsF(p.font()).boundingRect(box, flags, text)});
+}
+
+// The first of texts that fits in width (the last one otherwise).
+QString firstThatFits(const QFontMetrics& fm, const QStringList& texts, int width) {
+  for (const QString& t : texts) {
+    if (fm.horizontalAdvance(t) <= width) return t;
+  }
+  return texts.back();
+}
+
+// The device's band above the memory plot, and the row above the plot for the tallest bar's value.
+constexpr int kDeviceBand = kValueHeight + 6;
+
 }  // namespace
 
 MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent) { setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding); }
 
-QSize MemoryChart::sizeHint() const { return {480, 240}; }
+QSize MemoryChart::sizeHint() const { return {480, plotTop(480) + 2 * kMinPlotHeight + kAxisLabelHeight}; }
+
+QSize MemoryChart::minimumSizeHint() const {
+  const int w = std::max(width(), 200);
+  return {200, plotTop(w) + kMinPlotHeight + kAxisLabelHeight};
+}
+
+void MemoryChart::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  // The legend's rows follow the width, and the least height follows them.
+  if (legendRows(event->size().width()) != legendRows(event->oldSize().width())) updateGeometry();
+}
+
+int MemoryChart::legendRows(int w) const {
+  const QFontMetrics fm(smallFont(font()));
+  int rows = 1;
+  int x = kMargin;
+  for (int i = 0; i < kParts; ++i) {
+    const int item = kSwatch + 3 + fm.horizontalAdvance(partName(i));
+    if (x > kMargin && x + item > w - kMargin) {
+      ++rows;
+      x = kMargin;
+    }
+    x += item + 12;
+  }
+  return rows;
+}
+
+int MemoryChart::plotTop(int w) const { return kTitleHeight + legendRows(w) * kLegendRow + (m_device > 0 ? kDeviceBand : 0) + kValueHeight; }
+
+QRect MemoryChart::plotRect() const {
+  const QFontMetrics fm(smallFont(font()));
+  const double unit = axisUnit() == QLatin1String("GiB") ? kGiB : kMiB;
+  const int decimals = m_axisTick > 0 && m_axisTick / unit < 1.0 ? 1 : 0;
+  const int gutter = fm.horizontalAdvance(QString::number(m_axisMax / unit, 'f', decimals)) + 6;
+  const int top = plotTop(width());
+  return QRect(QPoint(kMargin + gutter, top), QPoint(width() - kMargin, height() - kAxisLabelHeight));
+}
 
 QString MemoryChart::partName(int part) {
   static const char* names[kParts] = {"weights", "grads", "optimizer", "activations", "workspace"};
@@ -58,6 +113,7 @@ void MemoryChart::setEstimate(const stagecraft::plan::Estimate& e) {
   for (const auto& r : e.memory) m_bars.push_back({r.weights, r.grads, r.optimizer, r.activations, r.workspace});
   m_device = e.device_memory_bytes;
   fitAxis();
+  updateGeometry();
   update();
 }
 
@@ -88,94 +144,124 @@ void MemoryChart::fitAxis() {
 }
 
 void MemoryChart::paintEvent(QPaintEvent*) {
+  m_labels.clear();
   QPainter p(this);
   p.setFont(smallFont(font()));
   const QFontMetrics fm = p.fontMetrics();
   const QColor text = palette().windowText().color();
   p.setPen(text);
-  p.drawText(QRect(kMargin, 0, width() - 2 * kMargin, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
-             m_bars.empty() ? tr("Memory per GPU by pp rank") : tr("Memory per GPU by pp rank, %1").arg(axisUnit()));
-  // Legend on one line under the title.
+  const int inner = width() - 2 * kMargin;
+  const QString unitSuffix = m_bars.empty() ? QString() : QStringLiteral(", ") + axisUnit();
+  drawLabel(p, m_labels, QRectF(kMargin, 0, inner, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
+            firstThatFits(fm, {tr("Memory per GPU by pp rank") + unitSuffix, tr("Memory by pp rank") + unitSuffix, tr("Memory") + unitSuffix},
+                          inner));
+  // Legend under the title, wrapped into rows.
   int x = kMargin;
+  int y = kTitleHeight;
   for (int i = 0; i < kParts; ++i) {
-    p.fillRect(QRect(x, kTitleHeight + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));
     const QString name = partName(i);
-    p.drawText(QRect(x + kSwatch + 3, kTitleHeight, fm.horizontalAdvance(name) + 2, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter, name);
-    x += kSwatch + 3 + fm.horizontalAdvance(name) + 12;
+    const int item = kSwatch + 3 + fm.horizontalAdvance(name);
+    if (x > kMargin && x + item > width() - kMargin) {
+      x = kMargin;
+      y += kLegendRow;
+    }
+    p.fillRect(QRect(x, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));
+    drawLabel(p, m_labels, QRectF(x + kSwatch + 3, y, fm.horizontalAdvance(name) + 2, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter, name);
+    x += item + 12;
   }
   if (m_bars.empty() || m_axisMax <= 0) return;
 
   const double unit = axisUnit() == QLatin1String("GiB") ? kGiB : kMiB;
   const int decimals = m_axisTick / unit < 1.0 ? 1 : 0;
   auto label = [&](double bytes, int d) { return QString::number(bytes / unit, 'f', d); };
-  // Above the plot: the device line's own band when it sits beyond an axis break.
-  const bool breakAxis = m_device > 0 && !m_deviceOnAxis;
-  const int deviceBand = breakAxis ? kValueHeight + 8 : 0;
-  const int top = kTitleHeight + kLegendRow + kValueHeight + deviceBand;
+  const QRect plot = plotRect();
+  const int top = plot.top();
   const int bottom = height() - kAxisLabelHeight;
   const double plotHeight = std::max(1, bottom - top);
-  const int gutter = fm.horizontalAdvance(label(m_axisMax, decimals)) + 6;
-  const int plotLeft = kMargin + gutter;
+  const int gutter = plot.left() - kMargin;
+  const int plotLeft = plot.left();
   const int plotRight = width() - kMargin;
   auto yOf = [&](double bytes) { return bottom - bytes / m_axisMax * plotHeight; };
 
-  // Ticks and faint grid lines.
+  // Ticks and faint grid lines; a label on every tick that leaves room for the text.
   const QColor grid = QColor(text.red(), text.green(), text.blue(), 40);
-  for (double v = 0; v <= m_axisMax * (1 + 1e-9); v += m_axisTick) {
-    const double y = yOf(v);
+  const double tickPx = m_axisTick / m_axisMax * plotHeight;
+  const int labelEvery = std::max(1, static_cast<int>(std::ceil((kValueHeight + 2) / std::max(1.0, tickPx))));
+  int tick = 0;
+  for (double v = 0; v <= m_axisMax * (1 + 1e-9); v += m_axisTick, ++tick) {
+    const double ty = yOf(v);
     p.setPen(grid);
-    p.drawLine(QPointF(plotLeft, y), QPointF(plotRight, y));
+    p.drawLine(QPointF(plotLeft, ty), QPointF(plotRight, ty));
+    if (tick % labelEvery != 0) continue;
     p.setPen(text);
-    p.drawText(QRectF(kMargin, y - kValueHeight / 2.0, gutter - 4, kValueHeight), Qt::AlignRight | Qt::AlignVCenter, label(v, decimals));
+    drawLabel(p, m_labels, QRectF(kMargin, ty - kValueHeight / 2.0, gutter - 4, kValueHeight), Qt::AlignRight | Qt::AlignVCenter,
+              label(v, decimals));
   }
   p.setPen(text);
   p.drawLine(QPointF(plotLeft, top), QPointF(plotLeft, bottom));
 
   const double slot = static_cast<double>(plotRight - plotLeft) / m_bars.size();
   const int valueDecimals = m_axisMax / unit < 10 ? 2 : 1;
+  // Rank numbers under the bars: every one when they fit, else every k-th.
+  const int rankWidth = fm.horizontalAdvance(QString::number(m_bars.size() - 1)) + 4;
+  const size_t rankEvery = static_cast<size_t>(std::max(1.0, std::ceil(rankWidth / slot)));
   for (size_t i = 0; i < m_bars.size(); ++i) {
     const double left = plotLeft + i * slot + slot * (1 - kBarFill) / 2;
-    double y = bottom;
+    double by = bottom;
     double total = 0;
     for (int part = 0; part < kParts; ++part) {
-      const double h = std::min(m_bars[i][static_cast<size_t>(part)] / m_axisMax * plotHeight, y - (top - deviceBand));
-      p.fillRect(QRectF(left, y - h, slot * kBarFill, h), partColor(part));
-      y -= h;
+      const double h = std::min(m_bars[i][static_cast<size_t>(part)] / m_axisMax * plotHeight, by - top);
+      p.fillRect(QRectF(left, by - h, slot * kBarFill, h), partColor(part));
+      by -= h;
       total += m_bars[i][static_cast<size_t>(part)];
     }
     const bool over = isOver(static_cast<int>(i));
     if (over) {
       p.setPen(QPen(kOver, 2));
       p.setBrush(Qt::NoBrush);
-      p.drawRect(QRectF(left, y, slot * kBarFill, bottom - y));
+      p.drawRect(QRectF(left, by, slot * kBarFill, bottom - by));
     }
     p.setPen(over ? kOver : text);
-    if (slot >= 30) {
-      p.drawText(QRectF(left - slot, y - kValueHeight, slot * kBarFill + 2 * slot, kValueHeight), Qt::AlignCenter,
-                 QString::number(total / unit, 'f', valueDecimals));
+    const QString value = QString::number(total / unit, 'f', valueDecimals);
+    if (fm.horizontalAdvance(value) + 4 <= slot) {
+      drawLabel(p, m_labels, QRectF(plotLeft + i * slot, by - kValueHeight, slot, kValueHeight), Qt::AlignCenter, value);
     }
     p.setPen(text);
-    if (slot >= 12) p.drawText(QRectF(plotLeft + i * slot, bottom, slot, kAxisLabelHeight), Qt::AlignCenter, QString::number(i));
+    if (i % rankEvery == 0) {
+      const double cx = plotLeft + (i + 0.5) * slot;
+      drawLabel(p, m_labels, QRectF(cx - rankWidth / 2.0, bottom, rankWidth, kAxisLabelHeight), Qt::AlignCenter, QString::number(i));
+    }
   }
   if (m_device <= 0) return;
-  const QString deviceText = tr("device %1").arg(QString::fromStdString(stagecraft::plan::format_bytes(m_device)));
-  double y = 0;
+  // The device's label in its band above the plot, right-aligned; a dashed swatch before it when
+  // the line itself is lower, on the axis.
+  const QString size = QString::fromStdString(stagecraft::plan::format_bytes(m_device));
+  const QRectF band(plotLeft, top - kValueHeight - kDeviceBand, plotRight - plotLeft, kValueHeight);
+  const int swatch = m_deviceOnAxis ? 18 : 0;
+  const QString deviceText =
+      firstThatFits(fm,
+                    m_deviceOnAxis ? QStringList{tr("device %1").arg(size), size}
+                                   : QStringList{tr("device %1 (off scale)").arg(size), tr("device %1").arg(size), size},
+                    static_cast<int>(band.width()) - swatch);
+  p.setPen(text);
+  drawLabel(p, m_labels, band, Qt::AlignRight | Qt::AlignVCenter, deviceText);
+  double ly = 0;
   if (m_deviceOnAxis) {
-    y = yOf(m_device);
+    ly = yOf(m_device);
+    const double sx = band.right() - fm.horizontalAdvance(deviceText) - swatch;
+    p.setPen(QPen(kLine, 1.5, Qt::DashLine));
+    p.drawLine(QPointF(sx, band.center().y()), QPointF(sx + swatch - 4, band.center().y()));
   } else {
     // The axis stops at its top tick; two slanted strokes mark the break, the device line above.
-    y = top - deviceBand + 4;
-    const double by = top - 3;
+    ly = band.bottom() + 3;
+    const double by = top - kValueHeight + 2;
     p.setPen(QPen(text, 1));
     p.fillRect(QRectF(plotLeft - 5, by - 3, 10, 6), palette().window());
     p.drawLine(QPointF(plotLeft - 5, by + 1), QPointF(plotLeft + 5, by - 3));
     p.drawLine(QPointF(plotLeft - 5, by + 4), QPointF(plotLeft + 5, by));
   }
   p.setPen(QPen(kLine, 1.5, Qt::DashLine));
-  p.drawLine(QPointF(plotLeft, y), QPointF(plotRight, y));
-  p.setPen(text);
-  p.drawText(QRectF(plotLeft, y - kValueHeight - 1, plotRight - plotLeft, kValueHeight), Qt::AlignRight | Qt::AlignBottom,
-             m_deviceOnAxis ? deviceText : tr("%1 (off scale)").arg(deviceText));
+  p.drawLine(QPointF(plotLeft, ly), QPointF(plotRight, ly));
 }
 
 StepTimeChart::StepTimeChart(QWidget* parent) : QWidget(parent) {
@@ -236,13 +322,14 @@ void StepTimeChart::resizeEvent(QResizeEvent* event) {
 }
 
 void StepTimeChart::paintEvent(QPaintEvent*) {
+  m_labels.clear();
   QPainter p(this);
   p.setFont(smallFont(font()));
   const QColor text = palette().windowText().color();
   const double sum = total();
   p.setPen(text);
-  p.drawText(QRect(kMargin, 0, width() - 2 * kMargin, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
-             sum > 0 ? tr("Step time %1").arg(formatSeconds(sum)) : tr("Step time"));
+  drawLabel(p, m_labels, QRectF(kMargin, 0, width() - 2 * kMargin, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
+            sum > 0 ? tr("Step time %1").arg(formatSeconds(sum)) : tr("Step time"));
   if (sum <= 0) return;
   const double barWidth = width() - 2 * kMargin;
   double x = kMargin;
@@ -260,6 +347,7 @@ void StepTimeChart::paintEvent(QPaintEvent*) {
     const int ly = top + (i / columns) * kLegendRow;
     p.fillRect(QRect(lx, ly + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));
     p.setPen(text);
-    p.drawText(QRect(lx + kSwatch + 4, ly, columnWidth - kSwatch - 4, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter, legendText(i));
+    const QRectF box(lx + kSwatch + 4, ly, std::min(columnWidth - kSwatch - 4, width() - kMargin - lx - kSwatch - 4), kLegendRow);
+    drawLabel(p, m_labels, box, Qt::AlignLeft | Qt::AlignVCenter, p.fontMetrics().elidedText(legendText(i), Qt::ElideRight, static_cast<int>(box.width())));
   }
 }

@@ -3,13 +3,19 @@
 // optimizer, activations, workspace) on a value axis scaled to the bars, in MiB or GiB by
 // magnitude. The device's memory is a dashed line: on the axis when the tallest bar reaches
 // kNearDevice of it (the axis then extends to hold it), otherwise above a break in the axis, so
-// a 3.7 GiB stack on an 80 GiB GPU fills the plot instead of lying flat. A bar over the device is
-// framed and labelled in red. StepTimeChart: one horizontal bar of the step time split into its
-// parts, with a legend of seconds and shares in as many columns as the width holds; its height
-// follows its width (heightForWidth) so no legend row is cut. Both keep copied numbers only.
+// a 3.7 GiB stack on an 80 GiB GPU fills the plot instead of lying flat; its label has a band of
+// its own above the plot. A bar over the device is framed and labelled in red. The legend wraps
+// into as many rows as the width needs, and a label that would not fit (a bar's value, a rank
+// number, the device's "(off scale)") is shortened or left out, never cut or drawn over another.
+// StepTimeChart: one horizontal bar of the step time split into its parts, with a legend of
+// seconds and shares in as many columns as the width holds; its height follows its width
+// (heightForWidth) so no legend row is cut. Both keep copied numbers only, and both record the
+// text they last painted (paintedLabels) so that tests can check that every label is whole and
+// none overlaps another.
 #pragma once
 
 #include <QColor>
+#include <QRectF>
 #include <QString>
 #include <QWidget>
 
@@ -18,12 +24,28 @@
 
 #include "stagecraft/plan/estimate.h"
 
+// A text a chart painted: what it says, the box it was given and the rectangle its glyphs take
+// (wider than the box, or outside it, when the text would be cut).
+struct PaintedLabel {
+  QString text;
+  QRectF box;
+  QRectF rect;
+};
+
 class MemoryChart : public QWidget {
   Q_OBJECT
 
  public:
   explicit MemoryChart(QWidget* parent = nullptr);
   void setEstimate(const stagecraft::plan::Estimate& estimate);
+
+  // Below this the plot (the bars' area) is too short to read; the chart asks for at least it.
+  static constexpr int kMinPlotHeight = 120;
+  // The bars' area at the chart's current size: between the value axis and the right margin,
+  // from the axis top to the rank labels.
+  QRect plotRect() const;
+  // The texts of the last paint.
+  const std::vector<PaintedLabel>& paintedLabels() const { return m_labels; }
 
   static constexpr int kParts = 5;  // weights, grads, optimizer, activations, workspace
   static QString partName(int part);
@@ -47,18 +69,24 @@ class MemoryChart : public QWidget {
   QString axisUnit() const;
 
   QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   void fitAxis();
+  // Legend rows at width w, and the height above the plot (title, legend, device band, value row).
+  int legendRows(int w) const;
+  int plotTop(int w) const;
 
   std::vector<std::array<double, kParts>> m_bars;
   double m_device = 0;
   double m_axisMax = 0;
   double m_axisTick = 0;
   bool m_deviceOnAxis = false;
+  std::vector<PaintedLabel> m_labels;
 };
 
 class StepTimeChart : public QWidget {
@@ -82,6 +110,8 @@ class StepTimeChart : public QWidget {
   int heightForWidth(int w) const override;
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
+  // The texts of the last paint.
+  const std::vector<PaintedLabel>& paintedLabels() const { return m_labels; }
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -92,4 +122,5 @@ class StepTimeChart : public QWidget {
   int legendColumnWidth() const;
 
   std::array<double, kParts> m_seconds{};
+  std::vector<PaintedLabel> m_labels;
 };

@@ -4,6 +4,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QVBoxLayout>
 
 #include <cmath>
@@ -109,19 +110,38 @@ EstimatesView::EstimatesView(QWidget* parent)
   m_pinnedPanel->hide();
   m_compare->hide();
 
+  // The figures and warnings scroll under the charts, so that long text never squeezes the
+  // memory chart below its least plot height (MemoryChart::kMinPlotHeight).
+  auto* text = new QWidget;
+  auto* textLayout = new QVBoxLayout(text);
+  textLayout->setContentsMargins(0, 0, 0, 0);
+  textLayout->addWidget(m_figures);
+  textLayout->addWidget(m_warnings);
+  textLayout->addStretch(1);
+  m_text = new QScrollArea(this);
+  m_text->setObjectName(QStringLiteral("figuresScroll"));
+  m_text->setWidget(text);
+  m_text->setWidgetResizable(true);
+  m_text->setFrameShape(QFrame::NoFrame);
+  m_text->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_text->setMinimumHeight(2 * fontMetrics().lineSpacing());
+
   auto* current = new QVBoxLayout;
   auto* head = new QHBoxLayout;
   head->addWidget(m_peak, 1);
   head->addWidget(m_pin);
   current->addLayout(head);
-  current->addWidget(m_memory, 1);
+  current->addWidget(m_memory, 3);
   current->addWidget(m_step);
-  current->addWidget(m_figures);
-  current->addWidget(m_warnings);
+  current->addWidget(m_text, 2);
   auto* columns = new QHBoxLayout;
   columns->addLayout(current, 1);
   columns->addWidget(m_pinnedPanel, 1);
   auto* layout = new QVBoxLayout(this);
+  // Narrower, the step chart's legend runs to one column and the memory bars to slivers.
+  setMinimumWidth(300);
+  layout->setContentsMargins(6, 4, 6, 4);
+  current->setSpacing(4);
   layout->addLayout(columns, 1);
   layout->addWidget(m_compare);
   m_peak->setText(tr("No plan"));

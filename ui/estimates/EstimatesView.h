@@ -18,6 +18,7 @@
 
 class QLabel;
 class QPushButton;
+class QScrollArea;
 class MemoryChart;
 class StepTimeChart;
 
@@ -60,6 +61,7 @@ class EstimatesView : public QWidget {
   QLabel* m_peak = nullptr;
   QLabel* m_figures = nullptr;
   QLabel* m_warnings = nullptr;
+  QScrollArea* m_text = nullptr;  // the figures and warnings
   QPushButton* m_pin = nullptr;
   QWidget* m_pinnedPanel = nullptr;
   QLabel* m_pinnedTitle = nullptr;

@@ -203,10 +203,12 @@ void LayoutsView::buildFields(QFormLayout* form) {
   sizes->addWidget(m_tp);
   sizes->addWidget(new QLabel(tr("pp")));
   sizes->addWidget(m_pp);
-  sizes->addWidget(new QLabel(tr("micro-batch at most")));
-  sizes->addWidget(m_maxMicroBatch);
   sizes->addStretch(1);
   form->addRow(tr("Fixed"), sizes);
+  auto* microBatch = new QHBoxLayout;
+  microBatch->addWidget(m_maxMicroBatch);
+  microBatch->addStretch(1);
+  form->addRow(tr("Micro-batch at most"), microBatch);
 
   auto* schedules = new QHBoxLayout;
   for (auto s : {cfg::Schedule::kGpipe, cfg::Schedule::k1f1b, cfg::Schedule::kInterleaved}) {
@@ -214,14 +216,17 @@ void LayoutsView::buildFields(QFormLayout* form) {
     m_schedules.append(check(name, name, true));
     schedules->addWidget(m_schedules.back());
   }
-  schedules->addSpacing(12);
+  schedules->addStretch(1);
+  form->addRow(tr("Schedules"), schedules);
+  // Recompute on a row of its own: the view stays narrow enough to share the window's left column.
+  auto* recomputes = new QHBoxLayout;
   for (auto r : {cfg::Recompute::kNone, cfg::Recompute::kSelective, cfg::Recompute::kFull}) {
     const QString name = qs(cfg::to_string(r));
-    m_recomputes.append(check(tr("recompute %1").arg(name), name, true));
-    schedules->addWidget(m_recomputes.back());
+    m_recomputes.append(check(name, name, true));
+    recomputes->addWidget(m_recomputes.back());
   }
-  schedules->addStretch(1);
-  form->addRow(tr("Allow"), schedules);
+  recomputes->addStretch(1);
+  form->addRow(tr("Recompute"), recomputes);
 
   m_colourBy = new QComboBox;
   m_colourBy->setObjectName(QStringLiteral("colourBy"));

@@ -4,6 +4,8 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -11,9 +13,11 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QUndoStack>
+#include <QUrl>
 
 #include "common/Text.h"
 #include "document/PlanDocument.h"
@@ -36,7 +40,10 @@ namespace {
 
 constexpr int kMaxRecentFiles = 8;
 constexpr int kStatusMessageMs = 8000;
-constexpr int kBottomDockHeight = 240;  // pixels, first start
+constexpr int kBottomDockHeight = 240;    // pixels, first start
+constexpr int kSetupDockWidth = 440;      // pixels, first start
+constexpr int kEstimatesDockWidth = 420;  // pixels, first start
+constexpr int kLayoutsDockWidth = 680;    // pixels, when a search shows the Layouts dock
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 
@@ -93,10 +100,17 @@ void MainWindow::createViews() {
   };
   QDockWidget* setup = dock(m_setup, tr("Setup"), QStringLiteral("setupDock"), Qt::LeftDockWidgetArea);
   m_layouts = new LayoutsView(m_document, this);
-  m_layoutsDock = dock(m_layouts, tr("Layouts"), QStringLiteral("layoutsDock"), Qt::LeftDockWidgetArea);
+  // In a scroll area: the view's fields, chart and table scroll in a short window instead of
+  // holding the whole window taller than the screen.
+  auto* layoutsScroll = new QScrollArea(this);
+  layoutsScroll->setWidget(m_layouts);
+  layoutsScroll->setWidgetResizable(true);
+  layoutsScroll->setFrameShape(QFrame::NoFrame);
+  m_layoutsDock = dock(layoutsScroll, tr("Layouts"), QStringLiteral("layoutsDock"), Qt::LeftDockWidgetArea);
   tabifyDockWidget(setup, m_layoutsDock);
   setup->raise();
-  dock(m_estimates, tr("Estimates"), QStringLiteral("estimatesDock"), Qt::RightDockWidgetArea);
+  // The Setup and Estimates columns start at widths that read (resizeDocks below).
+  QDockWidget* estimates = dock(m_estimates, tr("Estimates"), QStringLiteral("estimatesDock"), Qt::RightDockWidgetArea);
   QDockWidget* stages = dock(m_stages, tr("Stages"), QStringLiteral("stagesDock"), Qt::BottomDockWidgetArea);
   m_stagesDock = stages;
   QDockWidget* schedule = dock(m_schedule, tr("Schedule"), QStringLiteral("scheduleDock"), Qt::BottomDockWidgetArea);
@@ -107,6 +121,7 @@ void MainWindow::createViews() {
   stages->raise();
   // The topology keeps most of the height; a saved layout (readSettings) replaces this.
   resizeDocks({stages}, {kBottomDockHeight}, Qt::Vertical);
+  resizeDocks({setup, estimates}, {kSetupDockWidth, kEstimatesDockWidth}, Qt::Horizontal);
 
   m_summary = new QLabel(this);
   m_summary->setObjectName(QStringLiteral("planSummary"));
@@ -181,6 +196,8 @@ void MainWindow::createMenus() {
   run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* guide = help->addAction(tr("&User Guide"), this, &MainWindow::openUserGuide);
+  guide->setShortcut(QKeySequence::HelpContents);
   help->addAction(tr("&About Stagecraft"), this, [this] {
     QMessageBox::about(this, tr("About Stagecraft"),
                        tr("<b>Stagecraft %1</b><p>Plans hybrid-parallel (data, tensor, pipeline) training: which GPU ranks "
@@ -189,6 +206,28 @@ void MainWindow::createMenus() {
                            .arg(QCoreApplication::applicationVersion()));
   });
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+// The guide's folder: the installed copy beside the program (bin/../share/doc/stagecraft/docs)
+// when there is one, else the source tree's docs/.
+void MainWindow::openUserGuide() {
+  const QString installed =
+      QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/stagecraft/docs"));
+  const QString source = QStringLiteral(STAGECRAFT_SOURCE_GUIDE_DIR);
+  QString dir;
+  for (const QString& candidate : {installed, source}) {
+    if (QFileInfo(candidate + QStringLiteral("/cli.md")).isFile()) {
+      dir = candidate;
+      break;
+    }
+  }
+  if (dir.isEmpty()) {
+    showInfo(tr("User Guide"), tr("The user guide is not installed: neither %1 nor %2 holds it.").arg(installed, source));
+    return;
+  }
+  if (!QDesktopServices::openUrl(QUrl::fromLocalFile(dir))) {
+    showInfo(tr("User Guide"), tr("No program here opens %1; the guide is the Markdown files in that folder.").arg(dir));
+  }
 }
 
 void MainWindow::createFileMenu() {
@@ -313,6 +352,11 @@ void MainWindow::showScaling() {
 void MainWindow::findLayouts() {
   m_layoutsDock->show();
   m_layoutsDock->raise();
+  // The chart and the table of layouts want more room than the Setup form: widen the column to
+  // kLayoutsDockWidth when it is narrower and the window leaves the topology enough.
+  if (!m_layoutsDock->isFloating() && m_layoutsDock->width() < kLayoutsDockWidth && width() >= 2 * kLayoutsDockWidth) {
+    resizeDocks({m_layoutsDock}, {kLayoutsDockWidth}, Qt::Horizontal);
+  }
   m_layouts->findLayouts();
 }
 

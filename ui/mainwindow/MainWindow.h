@@ -78,6 +78,9 @@ class MainWindow : public QMainWindow {
   void findLayouts();
   // View > How It Scales: shows the Scaling dock and computes it for the current config.
   void showScaling();
+  // Help > User Guide (F1): opens the guide's folder, installed or the source tree's docs/, with the
+  // desktop's file handler; a message when there is none.
+  void openUserGuide();
 
  protected:
   void closeEvent(QCloseEvent* event) override;

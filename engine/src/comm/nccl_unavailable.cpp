@@ -7,7 +7,7 @@ namespace stagecraft::comm {
 namespace {
 Status no_nccl() {
   return Status::invalid_input("comm=nccl: this build has no NCCL (built without CUDA); set comm: gloo, or rebuild with "
-                               "-DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
+                               "-DSTAGECRAFT_WITH_CUDA=ON (docs/gpus.md: Building with CUDA)");
 }
 }  // namespace
 

@@ -68,7 +68,7 @@ Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, c
     if (Status s = check_no_launch_keys(config); !s) return s;
     if (config.backend == config::Backend::kCuda && !runtime::cuda_built()) {
       return Status::invalid_input("backend=cuda: this build trains on the CPU only (built without CUDA); set backend: cpu, or "
-                                   "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (README: Building with CUDA)");
+                                   "rebuild with -DSTAGECRAFT_WITH_CUDA=ON (docs/gpus.md: Building with CUDA)");
     }
   }
   if (slurm) {

@@ -4,13 +4,13 @@
 //
 // The YAML reader and writer (config_io.cpp), command-line overrides, suggest_key(), the
 // foreign-name hints and the setup form are all driven from this table; a test checks it
-// against the README's key table. It describes single keys; rules that relate keys (tp x pp
+// against the key reference in docs/configuration.md. It describes single keys; rules that relate keys (tp x pp
 // divides the world) live in validate.cpp.
 //
 // Adding an ordinary key (int, double, bool, text or enum) is one entry in config_schema.cpp:
 //   {.path = "train.log_every", .type = KeyType::kInt, .default_text = "10", .help = "steps between log lines",
 //    .min = 1, .max = 1e9, .access = field([](auto& c) -> auto& { return c.train.log_every; })},
-// plus the field in RunConfig, a line in the README's table and any rule in validate.cpp.
+// plus the field in RunConfig, a line in docs/configuration.md's key reference and any rule in validate.cpp.
 //
 // Everything here is immutable after first use; safe to call from any thread.
 #pragma once

@@ -28,9 +28,9 @@ struct Context {
   cudaStream_t stream = nullptr;
   // The device's default pool, which cudaMallocAsync draws on. It keeps what is freed (release
   // threshold: all of it) rather than giving it back to the driver at every synchronisation, which
-  // the loss's copy to the host makes once a micro-batch, and mapping the next micro-batch's
-  // activations again (GPT-2 774M in micro-batches of 16 on an H200: 502.5 ms a step before,
-  // 489.6 after). An allocation that fails trims it and tries once more (cuda_device.cpp).
+  // the loss's copy to the host makes once a micro-batch, so the next micro-batch's activations
+  // are not mapped again (docs/benchmarks.md has what that saves). An allocation that fails trims
+  // the pool and tries once more (cuda_device.cpp).
   cudaMemPool_t pool = nullptr;
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t cublaslt = nullptr;  // the 16-bit GEMMs with a bias epilogue (lt_gemm.h)

@@ -113,11 +113,8 @@ struct ExecOf<flash_mma::MmaSync> {
 // without spilling, and 46 KB of shared memory a block at head size 64.
 // Gradients: three up to head size 64, 168 registers. Uncapped, ptxas at sm_90 gives the kernel
 // 228 at head size 64 (two blocks an SM); capped, it spills 68 bytes a thread and loads 84, and
-// runs faster all the same: on an H200, 89.0 ms of a GPT-2 774M step (8 micro-batches of 4)
-// against 99.6. Of the other forms timed with it (on the same GPU, in one process each), walking
-// 64 query rows in the key pass (243 registers, two blocks) took 97.1 ms, keeping K's and V's
-// fragments in registers over the walk 99.2 (228, two blocks; 93.6 capped to three, with 188
-// bytes spilled), and both 93.6 (249). At 128 the cap would spill some 500 bytes: uncapped.
+// the third block an SM more than pays for the spill (docs/benchmarks.md, "Attention kernel
+// shapes"). At 128 the cap would spill some 500 bytes: uncapped.
 template <int D>
 inline constexpr int kForwardBlocks = D <= 64 ? 4 : 1;
 template <int D>
@@ -127,13 +124,9 @@ inline constexpr int kGradsBlocks = D <= 64 ? 3 : 1;
 // blockIdx.y the tile's place in the order of work, so that blocks, which start in the order of
 // their index (x first), start longest first over the whole launch: every head's tiles with the
 // most walked tiles (the forward's last query tiles; in the backward, tensor_grads_kernel's), then
-// the next longest, and the shortest fill in at the end. Ordered so within each head only, a
-// head's long tiles started late and ran on alone: by a count of walked tiles (blocks as long as
-// their walks, all SMs' blocks at once), the forward at GPT-2 774M (B 4, 20 heads, T 1024, four
-// blocks on each of 132 SMs) ends after 32.5 tile times against 23.5 so; the backward (three
-// blocks an SM; a walked tile 4 products in the key pass, 3 in the query pass) after 272 products'
-// times as two launches ordered within heads, 216 as two launches ordered so, 201 as one (ideal:
-// 199).
+// the next longest, and the shortest fill in at the end. Ordered within each head only, a head's
+// long tiles would start late and run on alone at the end of the launch; ordered over the whole
+// launch, the longest walks overlap the shortest (docs/benchmarks.md counts both orders).
 template <typename Core, int D, typename Out>
 __global__ void __launch_bounds__(flash_mma::kThreads, kForwardBlocks<D>)
     tensor_forward_kernel(Out* out, float* lse, const bf16* qkv, int T, int NH, int hs, int NKV) {
