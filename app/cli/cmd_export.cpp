@@ -34,6 +34,11 @@ std::string companion_path(const std::string& main, const std::string& name) {
 }
 
 int export_slurm(const Args& args, const std::optional<std::string>& out) {
+  if (auto w = args.option("--worker"); w && !is_own_worker(*w)) {
+    return report(Status::invalid_input("export --to slurm: --worker=" + *w +
+                                        ": the exported script starts Stagecraft's own worker (a path ending in stagecraft-worker); "
+                                        "run another program with `stagecraft-cli run --slurm --worker PROGRAM`"));
+  }
   auto options = slurm_options(args);
   if (!options.ok()) return report(options.status());
   auto cfg = config::load_config_file(args.positionals[0], args.overrides);

@@ -74,12 +74,9 @@ Result<launch::SlurmOptions> slurm_options(const Args& args) {
   for (const auto& name : {"--partition", "--account", "--time", "--qos", "--constraint"}) {
     if (auto v = args.option(name); v && v->empty()) return Status::invalid_input(std::string(name) + ": give a value");
   }
-  if (auto w = args.option("--worker")) {
-    if (!is_own_worker(*w)) {
-      return Status::invalid_input("--worker=" + *w + ": a Slurm run starts Stagecraft's own worker (a path ending in stagecraft-worker)");
-    }
-    o.worker = *w;
-  }
+  // --worker: Stagecraft's own worker at a path on the nodes; another program is launch.program
+  // (the caller's config).
+  if (auto w = args.option("--worker"); w && is_own_worker(*w)) o.worker = *w;
   if (Status s = launch::check_slurm_options(o); !s) return s;
   return o;
 }
@@ -146,10 +143,15 @@ int preflight_slurm(const Args& args, const config::RunConfig& config) {
   }
   auto options = slurm_options(args);
   if (!options.ok()) return report(options.status());
-  auto plan = plan::make_plan(config);
+  config::RunConfig run_config = config;
+  if (auto w = args.option("--worker")) {
+    if (w->empty()) return report(Status::invalid_input("preflight: --worker: give a program"));
+    if (!is_own_worker(*w)) run_config.launch.program = *w;  // another program's run, as launch.program is
+  }
+  auto plan = plan::make_plan(run_config);
   if (!plan.ok()) return report(plan.status());
-  if (Status s = launch::check_runnable(config, plan.value(), {}, true); !s) return report(s);
-  const launch::SlurmCheck c = launch::slurm_preflight(config, plan.value(), options.value());
+  if (Status s = launch::check_runnable(run_config, plan.value(), {}, true); !s) return report(s);
+  const launch::SlurmCheck c = launch::slurm_preflight(run_config, plan.value(), options.value());
   if (args.has("--json")) {
     Json j = Json::object();
     j.set("partition", c.partition);
@@ -158,6 +160,7 @@ int preflight_slurm(const Args& args, const config::RunConfig& config) {
     j.set("cpus_per_node", c.cpus_per_node);
     j.set("gpus_per_node", c.gpus_per_node);
     j.set("test_only", c.test_only);
+    if (!c.program_node.empty()) j.set("program_node", c.program_node);
     j.set("errors", Json::array_of(c.errors));
     j.set("warnings", Json::array_of(c.warnings));
     std::printf("%s\n", j.dump().c_str());
@@ -167,6 +170,9 @@ int preflight_slurm(const Args& args, const config::RunConfig& config) {
                   c.gpus_per_node);
     }
     if (!c.test_only.empty()) std::printf("slurm: sbatch --test-only: %s\n", c.test_only.c_str());
+    if (!c.program_node.empty() && c.ok()) {
+      std::printf("slurm: %s is there on %s\n", run_config.launch.program.c_str(), c.program_node.c_str());
+    }
     for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());
     for (const auto& e : c.errors) std::fprintf(stderr, "stagecraft-cli: error: %s\n", e.c_str());
     if (c.ok()) std::printf("slurm: ok\n");

@@ -74,7 +74,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   auto args = parse_args(argv, spec, "run");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
-    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--worker PROGRAM [--framework megatron|deepspeed] [-- ARGS ...]] [--slurm [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...] [--dry-run]] [--json] [--detach] [--db FILE])"));
+    return report(Status::invalid_input("run: expected one CONFIG file (usage: stagecraft-cli run CONFIG [key=value ...] [--hosts FILE ...] [--worker PROGRAM [--framework megatron|deepspeed|torchtitan] [-- ARGS ...]] [--slurm [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...] [--dry-run]] [--json] [--detach] [--db FILE])"));
   }
   const auto db_option = args->option("--db");
   auto cfg = load_run_config(args->positionals[0], args->overrides, db_option ? &*db_option : nullptr);
@@ -93,7 +93,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     const auto f = enum_parse(config::kLaunchFrameworkNames, *framework);
     if (!f || *f == config::LaunchFramework::kNone) {
       return report(Status::invalid_input("run: --framework=" + *framework +
-                                          ": megatron or deepspeed (the others take their plan as a config file: export --to)"));
+                                          ": megatron, deepspeed or torchtitan (the others take their plan as a config file: export --to)"));
     }
     cfg->launch.framework = *f;
   }
@@ -124,6 +124,14 @@ int cmd_run(const std::vector<std::string>& argv_in) {
       launch::SlurmOptions shown = *slurm_opts;
       std::error_code ec;
       shown.cwd = std::filesystem::current_path(ec).string();
+      if (foreign) {
+        auto cmd = launch::program_command(c, program_args);
+        if (!cmd.ok()) return report(cmd.status());
+        shown.command = cmd->argv;
+        if (!cmd->files.empty()) {
+          std::fprintf(stderr, "note: a run writes %s into its run directory and passes that path instead\n", cmd->files.front().path.c_str());
+        }
+      }
       auto script = launch::slurm_batch_script(c, plan.value(), shown);
       if (!script.ok()) return report(script.status());
       std::fwrite(script->data(), 1, script->size(), stdout);
@@ -158,7 +166,9 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     if (!json) {
       for (const auto& n : cmd->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
     }
-    if (!is_remote) {
+    // On the nodes of a remote or Slurm run it is preflight's to check (preflight --slurm runs
+    // the check on a node of the partition).
+    if (!is_remote && !slurm) {
       if (Status s = launch::check_program_here(request.config); !s) return report(s);
     }
   } else if (!own_worker.empty() && !is_remote && !slurm) {

@@ -75,6 +75,7 @@ Json run_json(const store::RunRecord& r) {
     j.set("job_id", r.job_id);
     j.set("job_state", r.job_state);
     j.set("job_reason", r.job_reason);
+    j.set("job_nodes", r.job_nodes);
   }
   return j;
 }
@@ -146,7 +147,7 @@ int runs_list(const Args& args, store::RunStore* st) {
     }
     std::printf("%-6lld %-20s %-10s %-19s %-16s %11s %10s\n", static_cast<long long>(r.id), r.name.c_str(),
                 std::string(store::to_string(r.state)).c_str(), local_time(r.created).c_str(),
-                (r.job_id.empty() ? hosts_text(r.hosts) : "slurm job " + r.job_id).c_str(), steps,
+                (r.job_id.empty() ? hosts_text(r.hosts) : r.job_nodes.empty() ? "slurm job " + r.job_id : r.job_nodes).c_str(), steps,
                 loss);
   }
   return 0;
@@ -188,6 +189,7 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
   if (!r->job_id.empty()) {
     std::printf("  slurm job    %s %s%s\n", r->job_id.c_str(), r->job_state.c_str(),
                 r->job_reason.empty() || r->job_reason == "None" ? "" : (" (" + r->job_reason + ")").c_str());
+    std::printf("  slurm nodes  %s\n", r->job_nodes.empty() ? "(not placed yet)" : r->job_nodes.c_str());
   }
   std::printf("  steps        %lld/%lld\n", static_cast<long long>(r->last_step), static_cast<long long>(r->total_steps));
   if (!std::isnan(r->last_loss)) std::printf("  last loss    %.4f\n", r->last_loss);
@@ -256,17 +258,20 @@ int runs_metrics(const Args& args, store::RunStore& st, int64_t id) {
                                 {"tokens_per_s", number_or_null(x.tokens_per_s)},
                                 {"step_ms", number_or_null(x.step_ms)},
                                 {"mem_bytes", x.mem_bytes >= 0 ? Json(static_cast<long long>(x.mem_bytes)) : Json()},
+                                {"tflops", number_or_null(x.tflops)},
+                                {"mfu", number_or_null(x.mfu)},
                                 {"time", x.time}}));
     }
     print_json(a);
     return 0;
   }
   if (args.has("--csv")) {
-    std::printf("step,rank,loss,lr,grad_norm,tokens_per_s,step_ms,mem_bytes,time\n");
+    // tflops and mfu come last: scripts that read the older columns by position still do.
+    std::printf("step,rank,loss,lr,grad_norm,tokens_per_s,step_ms,mem_bytes,time,tflops,mfu\n");
     for (const auto& x : m.value()) {
-      std::printf("%lld,%d,%s,%s,%s,%s,%s,%s,%.3f\n", static_cast<long long>(x.step), x.rank, num(x.loss).c_str(), num(x.lr).c_str(),
+      std::printf("%lld,%d,%s,%s,%s,%s,%s,%s,%.3f,%s,%s\n", static_cast<long long>(x.step), x.rank, num(x.loss).c_str(), num(x.lr).c_str(),
                   num(x.grad_norm).c_str(), num(x.tokens_per_s).c_str(), num(x.step_ms).c_str(),
-                  x.mem_bytes >= 0 ? std::to_string(x.mem_bytes).c_str() : "", x.time);
+                  x.mem_bytes >= 0 ? std::to_string(x.mem_bytes).c_str() : "", x.time, num(x.tflops).c_str(), num(x.mfu).c_str());
     }
     return 0;
   }

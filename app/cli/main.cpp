@@ -27,7 +27,7 @@ const std::vector<Command>& commands() {
       {"import", "import FILE --from libai|paddle|colossalai|deepspeed|hf [--base CONFIG] [-o OUT.yaml]",
        "Read another framework's config as a Stagecraft config (YAML); what it does not carry comes from --base.", cmd_import},
       {"devices", "devices [--json]", "List the devices the cost model knows, with memory, peaks and links.", cmd_devices},
-      {"run", "run CONFIG [key=value ...] [--hosts FILE [--include ..] [--exclude ..] [--ssh-config F] [--known-hosts F] [--master-addr A]] [--worker PROGRAM [--framework megatron|deepspeed] [-- ARGS ...]] [--slurm [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...] [--dry-run]] [--json] [--detach] [--db FILE]",
+      {"run", "run CONFIG [key=value ...] [--hosts FILE [--include ..] [--exclude ..] [--ssh-config F] [--known-hosts F] [--master-addr A]] [--worker PROGRAM [--framework megatron|deepspeed|torchtitan] [-- ARGS ...]] [--slurm [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...] [--dry-run]] [--json] [--detach] [--db FILE]",
        "Train the configuration with Stagecraft's engine, or run another program (--worker PROGRAM) with torchrun's environment, one process per rank, on this machine, on the hosts of a hostfile over SSH, or as a Slurm batch job (--slurm); live progress and metrics, recorded in the run history.",
        cmd_run},
       {"preflight", "preflight CONFIG --hosts FILE [--include H@H:0,1] [--exclude ..] [--ssh-config F] [--known-hosts F] [--worker PROGRAM] [--json] | --slurm [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...]",

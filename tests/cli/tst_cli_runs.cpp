@@ -165,7 +165,7 @@ class TestCliRuns : public QObject {
     QCOMPARE(csv.code, 0);
     const QStringList csv_lines = csv.out.split('\n', Qt::SkipEmptyParts);
     QCOMPARE(csv_lines.size(), 7);
-    QCOMPARE(csv_lines[0], QString("step,rank,loss,lr,grad_norm,tokens_per_s,step_ms,mem_bytes,time"));
+    QCOMPARE(csv_lines[0], QString("step,rank,loss,lr,grad_norm,tokens_per_s,step_ms,mem_bytes,time,tflops,mfu"));
     QVERIFY(csv_lines[5].startsWith("3,0,"));
 
     const Run logs = cli({"runs", "logs", QString::number(id), "--rank", "1", "--db", db_});

@@ -82,6 +82,18 @@ QString int_list(const std::vector<int>& v) {
 // Megatron-LM's option names: tests/engine/data/megatron_lm_flags.txt lists what its parse_args
 // registers (add_argument names and those generated from its config dataclasses) at the commit
 // its header names.
+// The names of a list in tests/engine/data (one a line, # comments).
+QSet<QString> names_in(const char* file) {
+  QSet<QString> out;
+  QFile f(QString(STAGECRAFT_SOURCE_DIR "/tests/engine/data/") + file);
+  if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) qFatal("cannot read %s", qPrintable(f.fileName()));
+  for (const QByteArray& line : f.readAll().split('\n')) {
+    const QString l = QString::fromUtf8(line).trimmed();
+    if (!l.isEmpty() && !l.startsWith('#')) out.insert(l);
+  }
+  return out;
+}
+
 const QSet<QString>& megatron_lm_flags() {
   static const QSet<QString> flags = [] {
     QSet<QString> out;
@@ -428,6 +440,24 @@ class TestFrameworks : public QObject {
     QTest::newRow("LiBai: a Llama is built in the training code") << "llama3-8b-1x8.yaml" << none << "libai"
         << QStringList{"NOTE: LiBai builds the model in the training code: make it a Llama (RMSNorm, SwiGLU, rotary"}
         << none;
+    QTest::newRow("torchtitan: GPT-3 interleaved, FSDP for ZeRO") << "gpt3-175b-1024x8.yaml" << none << "torchtitan"
+        << QStringList{"TORCHTITAN_ARGS=(\n", "    --parallelism.data_parallel_replicate_degree 1\n", "    --parallelism.data_parallel_shard_degree 128\n",
+                       "    --parallelism.tensor_parallel_degree 8\n", "    --parallelism.pipeline_parallel_degree 8\n",
+                       "    --parallelism.pipeline_parallel_schedule Interleaved1F1B\n", "    --parallelism.num_pp_microbatches 24\n",
+                       "    --parallelism.pipeline_parallel_layers_per_stage 6\n", "    --training.num_tokens_per_train_step 6291456\n",
+                       "    --training.max_context_length 2048\n", "    --training.mixed_precision_param bfloat16\n",
+                       "    --lr_scheduler.warmup_steps 2000\n", "NOTE: torchtitan's FSDP shards the parameters and gradients over dp too (ZeRO-3)",
+                       "NOTE: recompute selective: choose that activation checkpointing", "#   torchrun --nnodes 1024 --nproc_per_node 8",
+                       "-m torchtitan.train --module torchtitan_recipes.MODULE --config CONFIG \"${TORCHTITAN_ARGS[@]}\""}
+        << QStringList{"NOTE: torchtitan orders ranks"};
+    QTest::newRow("torchtitan: Llama 3 8B replicated over dp") << "llama3-8b-1x8.yaml" << QStringList{"parallel.zero=0"} << "torchtitan"
+        << QStringList{"--parallelism.data_parallel_replicate_degree 4\n", "--parallelism.data_parallel_shard_degree 1\n",
+                       "--parallelism.pipeline_parallel_degree 1\n", "--module torchtitan_recipes.llama3",
+                       "NOTE: the model comes from the configuration (--module, --config): llama"}
+        << QStringList{"--parallelism.pipeline_parallel_schedule", "ZeRO-3", "make it a Llama"};
+    QTest::newRow("torchtitan: an uneven split") << "bert-large-3d.yaml" << QStringList{"pipeline.partition=[0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1,1,1]", "train.precision=fp32"}
+        << "torchtitan" << QStringList{"NOTE: the plan's stages hold [14, 10] layers; torchtitan splits evenly", "--training.mixed_precision_param float32\n"}
+        << QStringList{"--parallelism.pipeline_parallel_layers_per_stage"};
     QTest::newRow("Hugging Face: the model's config.json") << "llama3-8b-1x8.yaml" << none << "hf"
         << QStringList{"\"architectures\": [\"LlamaForCausalLM\"]", "\"num_key_value_heads\": 8", "\"rope_theta\": 500000"}
         << none;
@@ -533,6 +563,35 @@ class TestFrameworks : public QObject {
     QCOMPARE(t.contains("CUDA_DEVICE_MAX_CONNECTIONS"), tp);
   }
 
+  // Every option the torchtitan export writes, for every configs/*.yaml (and variants reaching
+  // each of its branches), is one torchtitan's configuration defines (data/torchtitan_options.txt,
+  // the version named there); each is followed by one value.
+  void torchtitanOptionsKnown_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QStringList>("overrides");
+    const auto files = QDir(QString::fromStdString(configs_dir())).entryList({"*.yaml"}, QDir::Files, QDir::Name);
+    for (const auto& f : files) QTest::newRow(qPrintable(f)) << f << QStringList{};
+    QTest::newRow("gpipe, no zero") << QString("bert-large-3d.yaml") << QStringList{"pipeline.schedule=gpipe", "parallel.zero=0"};
+  }
+  void torchtitanOptionsKnown() {
+    static const QSet<QString> known = names_in("torchtitan_options.txt");
+    QFETCH(QString, config);
+    QFETCH(QStringList, overrides);
+    auto text = export_config(load(config, overrides), Framework::kTorchtitan);
+    if (!text.ok() && text.status().code() == stagecraft::Status::Code::kInvalidInput) QSKIP(qPrintable("refused: " + qs(text.status().message())));
+    QVERIFY2(text.ok(), text.status().message().c_str());
+    const QString t = qs(text.value());
+    const qsizetype begin = t.indexOf("TORCHTITAN_ARGS=(\n"), end = t.indexOf("\n)\n", begin);
+    QVERIFY(begin >= 0 && end > begin);
+    const QStringList lines = t.mid(begin + 18, end - begin - 18).split('\n', Qt::SkipEmptyParts);
+    QVERIFY(lines.size() >= 12);
+    for (const QString& line : lines) {
+      const QStringList w = line.trimmed().split(' ');
+      QCOMPARE(w.size(), 2);
+      QVERIFY2(known.contains(w[0]), qPrintable(w[0] + " is no torchtitan option"));
+    }
+  }
+
   // The variants reach every flag the Megatron export can write, so megatronFlagsKnown checks
   // each branch; a flag the export learns must be added here, with a variant that writes it.
   void megatronVariantsCoverEveryFlag() {
@@ -567,6 +626,8 @@ class TestFrameworks : public QObject {
     QTest::newRow("2d tensor to DeepSpeed") << "colossalai-pp2-2d.yaml" << "deepspeed" << "parallel.tp_mode=2d: DeepSpeed's model parallelism is Megatron's 1D";
     QTest::newRow("interleaved to LiBai") << "gpt3-175b-1024x8.yaml" << "libai" << "pipeline.schedule=interleaved: LiBai runs the non-interleaved 1F1B";
     QTest::newRow("interleaved to DeepSpeed") << "gpt3-175b-1024x8.yaml" << "deepspeed" << "pipeline.schedule=interleaved: DeepSpeed's PipelineEngine";
+    QTest::newRow("2d tensor to torchtitan") << "colossalai-2d.yaml" << "torchtitan" << "parallel.tp_mode=2d: torchtitan has only 1D";
+    QTest::newRow("fp16 to torchtitan") << "paddle-gpt-dp2-mp2-pp2.yaml" << "torchtitan" << "train.precision=fp16: torchtitan trains in bf16 or fp32";
   }
   void exportRefuses() {
     QFETCH(QString, config);

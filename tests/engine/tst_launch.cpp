@@ -207,6 +207,18 @@ class TestLaunch : public QObject {
     QVERIFY2(st.ok(), st.message().c_str());
   }
 
+  // Another program through Slurm: Slurm picks the nodes, and the program needs no data file
+  // or GPU on the submitting machine; hosts are still refused.
+  void slurmRunsAnotherProgram() {
+    config::RunConfig c = tiny({"launch.program=train.py", "launch.framework=megatron", "cluster.nodes=2", "parallel.dp=auto",
+                                "train.data=\"\""});
+    Status st = check_runnable(c, plan_of(c), {}, true);
+    QVERIFY2(st.ok(), st.message().c_str());
+    st = check_runnable(c, plan_of(c), hosts(2, 2), true);
+    QVERIFY(!st.ok());
+    QVERIFY2(QString::fromStdString(st.message()).startsWith("--slurm: Slurm picks the nodes"), st.message().c_str());
+  }
+
   // record -> open -> run -> finish, kept in the history; here the "worker" is a script that
   // reports as a worker does.
   void sessionRecordsTheRunFromQueuedToItsEnd() {

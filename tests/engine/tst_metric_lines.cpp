@@ -105,6 +105,40 @@ class TestMetricLines : public QObject {
     QTest::newRow("nanogpt line in megatron mode") << "megatron" << "iter 2: loss 4.0000, time 10.00ms" << "none";
     QTest::newRow("megatron line in nanogpt mode") << "nanogpt" << kMegatron << "none";
   }
+
+  // torchtitan's step line (torchtitan/components/metrics.py), coloured or not, behind its log
+  // prefix; its tps is per device, the event's tokens/s the world's (4 ranks here).
+  void torchtitan_data() {
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<QString>("line");
+    QTest::addColumn<QString>("event");  // render() and then "tflops mfu"
+    const QString e = QStringLiteral("\x1b");
+    QTest::newRow("coloured, behind the log prefix")
+        << "torchtitan"
+        << "[rank0]:[titan] 2026-08-21 10:00:00,123 - root - INFO - " + e + "[31mstep: 10  " + e + "[32mloss:  7.12345  " + e +
+               "[33mgrad_norm:  1.2345  " + e + "[34mmemory: 12.50GiB(15.60%)  " + e + "[35mtps: 12,345  " + e + "[36mtflops: 1,567.89  " +
+               e + "[35mmfu: 57.42%" + e + "[39m"
+        << "10 7.12345 - 1.2345 49380 - 13421772800 1567.89 0.5742";
+    QTest::newRow("plain, mfu not known") << "torchtitan"
+                                          << "step:  1  loss: 12.25000  grad_norm:  9.8765  memory:  3.20GiB(4.00%)  tps: 812  tflops: 4.20  mfu: N/A"
+                                          << "1 12.25 - 9.8765 3248 - 3435973837 4.2 -";
+    QTest::newRow("an older line without grad_norm") << "torchtitan" << "step: 5  loss:  6.5000  memory: 10.00GiB(12.50%)  wps: 1,000  mfu: 30.00%"
+                                                     << "5 6.5 - - 4000 - 10737418240 - 0.3";
+    QTest::newRow("auto finds it") << "auto" << "step: 3  loss:  2.0000  grad_norm:  0.5000  tps: 100" << "3 2 - 0.5 400 - - - -";
+    QTest::newRow("a validation line is no step") << "torchtitan" << "validate step: 3  loss: 2.1" << "none";
+    QTest::newRow("cut before the loss") << "torchtitan" << "step: 3  lo" << "none";
+    QTest::newRow("deepspeed's steps line is not torchtitan's") << "torchtitan" << "steps: 10 loss: 2.3456 iter time (s): 0.125" << "none";
+  }
+  void torchtitan() {
+    QFETCH(QString, format);
+    QFETCH(QString, line);
+    QFETCH(QString, event);
+    const auto f = enum_parse(config::kMetricsFormatNames, format.toStdString());
+    QVERIFY(f);
+    const auto got = parse_metric_line(line.toStdString(), *f, 64, 4);
+    auto num = [](double v) { return std::isnan(v) ? QString("-") : QString::number(v, 'g', 6); };
+    QCOMPARE(got ? render(got) + " " + num(got->tflops) + " " + num(got->mfu) : render(got), event);
+  }
   void parse() {
     QFETCH(QString, format);
     QFETCH(QString, line);

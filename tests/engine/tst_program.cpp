@@ -67,6 +67,27 @@ class TestProgram : public QObject {
         << "python3|train.py|--deepspeed|--deepspeed_config|.stagecraft/gpt-small-ds_config.json|--deepspeed_extra|1";
     QTest::newRow("a name that is no file name") << QStringList{"name=my run/1", "launch.program=t.py", "launch.framework=deepspeed"}
                                                 << QStringList{} << "python3|t.py|--deepspeed|--deepspeed_config|.stagecraft/my_run_1-ds_config.json";
+    QTest::newRow("torchtitan: its options, then the extra arguments")
+        << QStringList{"launch.program=train.py", "launch.framework=torchtitan", "train.precision=bf16", "parallel.zero=1"}
+        << QStringList{"--module", "torchtitan_recipes.llama3", "--config", "c"}
+        << "python3|train.py|--parallelism.data_parallel_replicate_degree|1|--parallelism.data_parallel_shard_degree|2|"
+           "--parallelism.tensor_parallel_degree|2|--parallelism.pipeline_parallel_degree|2|--parallelism.pipeline_parallel_schedule|1F1B|"
+           "--parallelism.num_pp_microbatches|4|--parallelism.pipeline_parallel_layers_per_stage|4|"
+           "--training.num_tokens_per_microbatch_per_dp_rank|256|--training.num_tokens_per_train_step|2048|--training.max_context_length|128|"
+           "--training.max_norm|1.0|--training.steps|50|--training.mixed_precision_param|bfloat16|--lr_scheduler.warmup_steps|0|"
+           "--lr_scheduler.decay_type|cosine|--lr_scheduler.min_lr_factor|0.0|--debug.seed|1234|--module|torchtitan_recipes.llama3|--config|c";
+  }
+
+  // A Slurm run's files go in its run directory (an absolute files_dir), the command naming them there.
+  void filesGoWhereTheRunSays() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const auto c = plan_config({"launch.program=train.py", "launch.framework=deepspeed"});
+    const std::string run_dir = dir.path().toStdString() + "/runs/slurm-run-3";
+    auto cmd = prepare_program(c, {}, "/nonexistent-cwd", run_dir);
+    QVERIFY2(cmd.ok(), cmd.ok() ? "" : cmd.status().message().c_str());
+    QCOMPARE(words(cmd->argv), QString::fromStdString("python3|train.py|--deepspeed|--deepspeed_config|" + run_dir + "/gpt-small-ds_config.json"));
+    QVERIFY(QFile::exists(QString::fromStdString(run_dir + "/gpt-small-ds_config.json")));
   }
   void commandLine() {
     QFETCH(QStringList, overrides);

@@ -168,6 +168,14 @@ class TestRunStore : public QObject {
     QCOMPARE(r->job_id, std::string("4711"));
     QCOMPARE(r->job_state, std::string("PENDING"));
     QCOMPARE(r->job_reason, std::string("Priority"));
+    QCOMPARE(r->job_nodes, std::string());
+    // Placed: the nodes are kept, and a later state without them keeps them.
+    QVERIFY(st.value()->set_job(id.value(), "4711", "RUNNING", "None", "gpu[01-04]").ok());
+    QVERIFY(st.value()->set_job(id.value(), "4711", "COMPLETING", "None").ok());
+    r = st.value()->get_run(id.value());
+    QCOMPARE(r->job_state, std::string("COMPLETING"));
+    QCOMPARE(r->job_nodes, std::string("gpu[01-04]"));
+    QVERIFY(st.value()->set_job(id.value(), "4711", "PENDING", "Priority").ok());
     QCOMPARE(st.value()->set_job(id.value() + 1, "1", "RUNNING", "None").code(), Status::Code::kNotFound);
     QCOMPARE(st.value()->mark_lost_runs().value(), 1);
     r = st.value()->get_run(id.value());
@@ -695,6 +703,24 @@ class TestRunStore : public QObject {
     QCOMPARE(m.step, int64_t(2));
     QVERIFY(std::isnan(m.loss));
     QCOMPARE(m.mem_bytes, int64_t(-1));
+    QVERIFY(std::isnan(m.tflops) && std::isnan(m.mfu));
+    // Another program's TFLOP/s and MFU, through the history and back.
+    auto titan = launch::decode_event(R"({"event":"step","step":5,"loss":1.5,"tflops":567.75,"mfu":0.5742})");
+    QVERIFY(titan.ok());
+    QVERIFY(metric_from_event(0, titan.value(), 1.0, m));
+    QCOMPARE(m.tflops, 567.75);
+    QCOMPARE(m.mfu, 0.5742);
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto id = st.value()->create_run(sample_run(dead_process()));
+    QVERIFY(id.ok());
+    Batch batch;
+    batch.metrics.push_back(m);
+    QVERIFY(st.value()->append(id.value(), batch).ok());
+    auto back = st.value()->metrics(id.value());
+    QVERIFY(back.ok() && back->size() == 1);
+    QCOMPARE(back->front().tflops, 567.75);
+    QCOMPARE(back->front().mfu, 0.5742);
     m.step = 99;
     QVERIFY(!metric_from_event(0, launch::CheckpointEvent{.step = 4, .path = "/ck"}, 0, m));
     QCOMPARE(m.step, int64_t(99));  // left untouched

@@ -160,14 +160,18 @@ class TestSlurm : public QObject {
     QTest::addColumn<QString>("described");
     QTest::addColumn<bool>("active");
     QTest::addColumn<bool>("pending");
-    QTest::newRow("pending on priority") << "squeue" << "PENDING|Priority\n" << "PENDING (Priority)" << true << true;
-    QTest::newRow("running") << "squeue" << "RUNNING|None\n" << "RUNNING" << true << false;
-    QTest::newRow("completing") << "squeue" << "COMPLETING|None\n" << "COMPLETING" << true << false;
-    QTest::newRow("forgotten") << "squeue" << "" << "unknown to Slurm" << false << false;
-    QTest::newRow("timeout, steps below") << "sacct" << "12|TIMEOUT|0:0|TimeLimit\n12.batch|CANCELLED|0:15|\n" << "TIMEOUT (TimeLimit)" << false
-                                          << false;
-    QTest::newRow("cancelled by a user") << "sacct" << "12|CANCELLED by 0|0:0|None\n" << "CANCELLED by 0" << false << false;
-    QTest::newRow("another job's row only") << "sacct" << "13|FAILED|1:0|None\n" << "unknown to Slurm" << false << false;
+    QTest::addColumn<QString>("nodes");
+    QTest::newRow("pending on priority") << "squeue" << "PENDING|Priority|\n" << "PENDING (Priority)" << true << true << "";
+    QTest::newRow("running") << "squeue" << "RUNNING|None|sc7n[0-1]\n" << "RUNNING" << true << false << "sc7n[0-1]";
+    QTest::newRow("running, two fields") << "squeue" << "RUNNING|None\n" << "RUNNING" << true << false << "";
+    QTest::newRow("completing") << "squeue" << "COMPLETING|None|gpu01\n" << "COMPLETING" << true << false << "gpu01";
+    QTest::newRow("forgotten") << "squeue" << "" << "unknown to Slurm" << false << false << "";
+    QTest::newRow("timeout, steps below") << "sacct" << "12|TIMEOUT|0:0|TimeLimit|n[1-4]\n12.batch|CANCELLED|0:15||n1\n" << "TIMEOUT (TimeLimit)"
+                                          << false << false << "n[1-4]";
+    QTest::newRow("cancelled before it ran") << "sacct" << "12|CANCELLED by 0|0:0|None|None assigned\n" << "CANCELLED by 0" << false << false
+                                             << "";
+    QTest::newRow("four fields") << "sacct" << "12|COMPLETED|0:0|None\n" << "COMPLETED" << false << false << "";
+    QTest::newRow("another job's row only") << "sacct" << "13|FAILED|1:0|None|n1\n" << "unknown to Slurm" << false << false << "";
   }
   void job_states() {
     QFETCH(QString, tool);
@@ -175,8 +179,10 @@ class TestSlurm : public QObject {
     QFETCH(QString, described);
     QFETCH(bool, active);
     QFETCH(bool, pending);
+    QFETCH(QString, nodes);
     const launch::SlurmJobState s = tool == "squeue" ? launch::parse_squeue_state("12", out.toStdString())
                                                      : launch::parse_sacct_state("12", out.toStdString());
+    QCOMPARE(QString::fromStdString(s.nodes), nodes);
     QCOMPARE(QString::fromStdString(s.describe()), described);
     QCOMPARE(s.active(), active);
     QCOMPARE(s.pending(), pending);
@@ -232,6 +238,60 @@ class TestSlurm : public QObject {
     QVERIFY(back.value() == cfg.value());
   }
 
+  // Another program's script: no store and no stagecraft-worker; MASTER_ADDR and MASTER_PORT
+  // from the first node; its command line, each word quoted, after the task wrapper with the
+  // tasks per node.
+  void batch_script_of_another_program() {
+    auto cfg = config::parse_config(kTiny, "tiny.yaml", {"launch.program=train.py", "launch.framework=megatron"});
+    QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+    auto plan = plan::make_plan(cfg.value());
+    QVERIFY(plan.ok());
+    launch::SlurmOptions o;
+    o.run_dir = "/shared/r 2";
+    o.command = {"python3", "train.py", "--tensor-model-parallel-size", "1", "a b", "it's"};
+    auto script = launch::slurm_batch_script(cfg.value(), plan.value(), o);
+    QVERIFY2(script.ok(), script.status().message().c_str());
+    const QString text = QString::fromStdString(script.value());
+    for (const char* h : {"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=2\n", "scontrol show hostnames \"$SLURM_JOB_NODELIST\"",
+                          "export STAGECRAFT_RUN_ID MASTER_ADDR MASTER_PORT\n",
+                          " stagecraft-task \"$run_dir\" 2 'python3' 'train.py' '--tensor-model-parallel-size' '1' 'a b' 'it'\\''s'\n",
+                          "LOCAL_RANK=${SLURM_LOCALID:?"}) {
+      QVERIFY2(text.contains(QString::fromUtf8(h)), qPrintable(QString::fromUtf8(h) + "\n---\n" + text));
+    }
+    for (const char* l : {"--serve-store", "stagecraft-worker", "STAGECRAFT_RUN_TOKEN"}) QVERIFY2(!text.contains(QString::fromUtf8(l)), l);
+  }
+
+  // The foreign task wrapper, run as srun would: torchrun's variables from Slurm's, the output
+  // and the exit status in the run directory.
+  void foreign_task_wrapper_sets_torchruns_variables() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    QProcess sh;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "SLURM_CPUS_PER_TASK"}) env.remove(v);
+    env.insert("SLURM_PROCID", "3");
+    env.insert("SLURM_LOCALID", "1");
+    env.insert("SLURM_NTASKS", "4");
+    env.insert("SLURM_NODEID", "1");
+    env.insert("SLURM_CPUS_PER_TASK", "2");
+    sh.setProcessEnvironment(env);
+    sh.start("sh", {"-c", QString::fromStdString(launch::slurm_task_wrapper(true)), "stagecraft-task", dir.path(), "2", "sh", "-c",
+                    "env; exit 3"});
+    QVERIFY(sh.waitForFinished(10000));
+    QCOMPARE(sh.exitCode(), 3);
+    QFile out(dir.filePath("rank-3.out"));
+    QVERIFY(out.open(QIODevice::ReadOnly));
+    const QString e = QString::fromUtf8(out.readAll());
+    for (const char* v : {"RANK=3\n", "LOCAL_RANK=1\n", "WORLD_SIZE=4\n", "LOCAL_WORLD_SIZE=2\n", "GROUP_RANK=1\n", "OMP_NUM_THREADS=2\n",
+                          "PYTHONUNBUFFERED=1\n"}) {
+      QVERIFY2(e.contains(QString::fromUtf8(v)), qPrintable(QString::fromUtf8(v) + "\n---\n" + e));
+    }
+    QFile status(dir.filePath("rank-3.exit"));
+    QVERIFY(status.open(QIODevice::ReadOnly));
+    QCOMPARE(status.readAll().trimmed(), QByteArray("3"));
+    QVERIFY(QString::fromUtf8(sh.readAllStandardError()).contains("stagecraft: rank 3 on "));
+  }
+
   void batch_script_refusals() {
     auto cfg = config::parse_config(kTiny, "tiny.yaml", {});
     QVERIFY(cfg.ok());
@@ -241,7 +301,7 @@ class TestSlurm : public QObject {
     foreign.launch.program = "train.py";
     auto s = launch::slurm_batch_script(foreign, plan.value(), {});
     QVERIFY(!s.ok());
-    QVERIFY2(s.status().message().rfind("launch.program=train.py: a Slurm run starts Stagecraft's own worker", 0) == 0,
+    QVERIFY2(s.status().message().rfind("launch.program=train.py: export --to slurm writes the script of Stagecraft's own worker", 0) == 0,
              s.status().message().c_str());
     launch::SlurmOptions bad;
     bad.time = "soon";

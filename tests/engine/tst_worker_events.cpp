@@ -25,6 +25,7 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("fp16 step skipped") << WorkerEvent{StepEvent{.rank = 0, .step = 12, .loss = 3.25, .lr = 1e-4, .grad_norm = 0,
                                                                 .loss_scale = 32768, .skipped = true}};
     QTest::newRow("step with a diverged loss") << WorkerEvent{StepEvent{.rank = 0, .step = 9, .loss = NAN, .lr = 1e-3}};
+    QTest::newRow("another program's TFLOP/s and MFU") << WorkerEvent{StepEvent{.rank = 0, .step = 10, .loss = 7.25, .tflops = 567.75, .mfu = 0.5742}};
     QTest::newRow("checkpoint") << WorkerEvent{CheckpointEvent{.rank = 0, .step = 50, .path = "/tmp/ck \"a\"/step-50"}};
     QTest::newRow("done") << WorkerEvent{DoneEvent{.rank = 2, .step = 100, .loss = 1.125}};
     QTest::newRow("error with rank") << WorkerEvent{ErrorEvent{.rank = 5, .message = "train.data=x.bin: cannot open"}};
@@ -60,6 +61,9 @@ class TestWorkerEvents : public QObject {
         << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .lr = 0.001, .grad_norm = 0, .tokens_per_s = 1000, .step_ms = 12.5,
                                  .loss_scale = 32768, .skipped = true}}
         << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":0.0,\"tokens_per_s\":1000.0,\"step_ms\":12.5,\"loss_scale\":32768.0,\"skipped\":true}";
+    QTest::newRow("TFLOP/s and MFU only when known")
+        << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .tflops = 1.5, .mfu = 0.25}}
+        << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":null,\"grad_norm\":null,\"tokens_per_s\":null,\"step_ms\":null,\"tflops\":1.5,\"mfu\":0.25}";
     QTest::newRow("diverged loss is null") << WorkerEvent{DoneEvent{.rank = 1, .step = 4, .loss = NAN}}
                                            << "{\"event\":\"done\",\"rank\":1,\"step\":4,\"loss\":null}";
     QTest::newRow("error without rank") << WorkerEvent{ErrorEvent{.message = "no RANK"}}

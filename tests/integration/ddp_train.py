@@ -3,7 +3,7 @@
 
 It initialises torch.distributed from torchrun's environment (env://, gloo), trains a linear
 regression on fixed synthetic data with DistributedDataParallel, and prints one metric line per
-step in the format asked for (--format megatron|deepspeed|nanogpt|jsonl), as those programs
+step in the format asked for (--format megatron|deepspeed|nanogpt|jsonl|torchtitan), as those programs
 print them. Faults for the tests: --crash-rank/--crash-step kill one rank with SIGKILL,
 --hang-step makes every rank stop printing and wait. Arguments it does not know (a framework's,
 passed by `run --framework`) are accepted and written to --argv-file with the rest.
@@ -19,7 +19,7 @@ import time
 
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("--format", default="nanogpt", choices=["megatron", "deepspeed", "nanogpt", "jsonl"])
+    p.add_argument("--format", default="nanogpt", choices=["megatron", "deepspeed", "nanogpt", "jsonl", "torchtitan"])
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--step-sleep", type=float, default=0.0)
@@ -110,6 +110,12 @@ def emit(fmt, step, steps, loss, lr, grad_norm, ms, gbs):
               flush=True)
     elif fmt == "nanogpt":
         print("iter %d: loss %.4f, time %.2fms, mfu %.2f%%" % (step, loss, ms, -100.0), flush=True)
+    elif fmt == "torchtitan":
+        # torchtitan's coloured step line behind its log prefix; tps per device.
+        tps = gbs * 1000.0 / ms / max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        print("[rank0]:[titan] %s - root - INFO - \x1b[31mstep: %2d  \x1b[32mloss: %8.5f  \x1b[33mgrad_norm: %7.4f  "
+              "\x1b[34mmemory:  0.01GiB(0.01%%)  \x1b[35mtps: %s  \x1b[36mtflops: 0.42  \x1b[35mmfu: 1.25%%\x1b[39m"
+              % (time.strftime("%Y-%m-%d %H:%M:%S,000"), step, loss, grad_norm, "{:,}".format(round(tps))), flush=True)
     else:
         print(json.dumps({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "step_ms": ms}), flush=True)
 

@@ -302,6 +302,32 @@ class TestForeignRun : public QObject {
     QVERIFY(no_process_left(tag));
   }
 
+  // torchtitan: the plan as its --section.option options, its coloured step lines as metrics
+  // with its own TFLOP/s and MFU.
+  void torchtitanOptionsAndLines() {
+    const QString tag = newTag(), out = outDir(tag);
+    const Cli r = cli({"run", config_, "--db", db_, "--worker", kScript, "--framework", "torchtitan", "--", "--format",
+                       "torchtitan", "--steps", "3", "--out-dir", out, "--tag", tag});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    const QString argv = strings(rankFile(out, 2)["argv"]).join(' ');
+    for (const char* a : {"--parallelism.data_parallel_replicate_degree 4 --parallelism.data_parallel_shard_degree 1",
+                          "--parallelism.tensor_parallel_degree 1", "--training.num_tokens_per_train_step 256", "--training.steps 6",
+                          "--training.mixed_precision_param float32", "--debug.seed"}) {
+      QVERIFY2(argv.contains(QString::fromUtf8(a)), qPrintable(QString::fromUtf8(a) + " in " + argv));
+    }
+    QVERIFY2(r.err.contains("note: the model comes from the configuration (--module, --config)"), qPrintable(r.err));
+    const QJsonArray rows = metrics(runId(r));
+    QCOMPARE(stepsOf(rows, 0), (QList<int>{1, 2, 3}));
+    for (const auto& v : rows) {
+      const QJsonObject o = v.toObject();
+      QVERIFY2(o["loss"].isDouble() && o["grad_norm"].isDouble() && o["tokens_per_s"].isDouble(), qPrintable(QJsonDocument(o).toJson()));
+      QCOMPARE(o["tflops"].toDouble(), 0.42);
+      QCOMPARE(o["mfu"].toDouble(), 0.0125);
+      QCOMPARE(o["mem_bytes"].toDouble(), std::round(0.01 * 1024 * 1024 * 1024));
+    }
+    QVERIFY(no_process_left(tag));
+  }
+
   // A detached run goes on after `run` returns; `runs cancel` stops every rank.
   void detachedRunIsCancellable() {
     const QString tag = newTag();
@@ -323,7 +349,7 @@ class TestForeignRun : public QObject {
     QTest::addColumn<QString>("message");
     QTest::newRow("--framework of a config-file framework")
         << QStringList{"--worker", kScript, "--framework", "libai"}
-        << "run: --framework=libai: megatron or deepspeed (the others take their plan as a config file: export --to)";
+        << "run: --framework=libai: megatron, deepspeed or torchtitan (the others take their plan as a config file: export --to)";
     QTest::newRow("launch.framework without a program")
         << QStringList{"launch.framework=megatron"}
         << "launch.framework=megatron: passes the plan to another framework's program; set launch.program (--worker PROGRAM) too";

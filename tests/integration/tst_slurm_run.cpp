@@ -1,6 +1,7 @@
 // stagecraft-cli run --slurm, export --to slurm and preflight --slurm against a real Slurm
 // cluster the suite makes and removes (slurm_lab.h): munge, MariaDB + slurmdbd, slurmctld and
-// two slurmd nodes in network namespaces, a partition of 2 nodes x 2 CPUs.
+// two slurmd nodes in network namespaces, a partition of 2 nodes x 2 CPUs; Stagecraft's own
+// worker and another program (a PyTorch DDP program, ddp_train.py) as the job's tasks.
 //
 // Without root or the Slurm packages the suite prints why and exits 77, which ctest reports as
 // skipped (tests/integration/CMakeLists.txt), never as passed.
@@ -55,6 +56,26 @@ class TestSlurmRun : public QObject {
             "train.warmup_steps=5",
             "train.data=" + QString(STAGECRAFT_SOURCE_DIR) + "/configs/data/stagecraft.txt",
             "train.checkpoint_dir=" + lab_->dir() + "/checkpoints"};
+  }
+  // `run` of tests/integration/ddp_train.py as another program on `nodes` x `per_node` tasks.
+  QStringList foreign(int nodes, int per_node) const {
+    return {"run",
+            QString(STAGECRAFT_SOURCE_DIR) + "/configs/tiny-gpt.yaml",
+            QString("cluster.nodes=%1").arg(nodes),
+            QString("cluster.gpus_per_node=%1").arg(per_node),
+            "train.steps=6",
+            "train.warmup_steps=2",
+            "train.hang_timeout_s=120",
+            "launch.python=/usr/bin/python3",
+            "--worker",
+            QString(STAGECRAFT_SOURCE_DIR) + "/tests/integration/ddp_train.py",
+            "--slurm",
+            "--partition",
+            "lab",
+            "--time",
+            "00:05:00",
+            "--db",
+            db_};
   }
   int cli(const QStringList& args, QString* out, QString* err, int timeout_ms = 120000) {
     QProcess p;
@@ -146,6 +167,9 @@ class TestSlurmRun : public QObject {
   void initTestCase() {
     lab_ = std::make_unique<SlurmLab>(7);
     QVERIFY2(lab_->start(), qPrintable(lab_->error() + "\n" + lab_->log_tail("slurmctld.log")));
+    // The nodes' /etc/hosts names only the nodes, not this machine's host name, by which
+    // PyTorch's Gloo would pick its interface: name it (sbatch passes the environment on).
+    qputenv("GLOO_SOCKET_IFNAME", "eth0");
     db_ = lab_->dir() + "/runs.sqlite";
   }
 
@@ -179,7 +203,78 @@ class TestSlurmRun : public QObject {
     QVERIFY2(shown.contains("slurm job    " + job + " COMPLETED"), qPrintable(shown));
     QCOMPARE(r["job_id"].toString(), job);
     QCOMPARE(r["job_state"].toString(), QString("COMPLETED"));
+    // The nodes Slurm gave the job, in the history.
+    QCOMPARE(r["job_nodes"].toString(), QString("sc7n[0-1]"));
+    QVERIFY2(shown.contains("slurm nodes  sc7n[0-1]"), qPrintable(shown));
     QCOMPARE(lab_->final_state(job), QString("COMPLETED"));
+    QVERIFY(nothing_left(job));
+  }
+
+  // Another program (a PyTorch DDP program, Megatron-LM's arguments and lines) as 2 nodes x 2
+  // tasks: torchrun's variables from Slurm's, the plan as its arguments, its lines as the run's
+  // metrics, the job's nodes in the history.
+  void another_program_on_two_nodes() {
+    if (!QFile::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) QSKIP("Debian's python3-torch is not installed");
+    const QString out_dir = lab_->dir() + "/foreign-ranks";
+    QVERIFY(QDir().mkpath(out_dir));
+    QString out, err;
+    QCOMPARE(cli(foreign(2, 2) + QStringList{"--framework", "megatron", "--", "--format", "megatron", "--out-dir", out_dir}, &out, &err, 240000),
+             0);
+    QVERIFY2(out.contains("exited 0 on every rank"), qPrintable(out + err));
+    const qint64 run = run_of(out);
+    const QString job = job_of(out);
+    QVERIFY2(!job.isEmpty(), qPrintable(out));
+    QString port;
+    for (int rank = 0; rank < 4; ++rank) {
+      QFile f(out_dir + QString("/rank-%1.json").arg(rank));
+      QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(f.fileName()));
+      const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+      const QJsonObject env = o["env"].toObject();
+      QCOMPARE(env["RANK"].toString(), QString::number(rank));
+      QCOMPARE(env["LOCAL_RANK"].toString(), QString::number(rank % 2));
+      QCOMPARE(env["WORLD_SIZE"].toString(), QString("4"));
+      QCOMPARE(env["LOCAL_WORLD_SIZE"].toString(), QString("2"));
+      QCOMPARE(env["GROUP_RANK"].toString(), QString::number(rank / 2));
+      QCOMPARE(env["MASTER_ADDR"].toString(), QString("sc7n0"));
+      if (rank == 0) port = env["MASTER_PORT"].toString();
+      QCOMPARE(env["MASTER_PORT"].toString(), port);
+      QStringList argv;
+      for (const auto& a : o["argv"].toArray()) argv << a.toString();
+      QVERIFY2(argv.join(' ').startsWith("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2"), qPrintable(argv.join(' ')));
+    }
+    QVERIFY(port.toInt() >= 20000);
+    QString metrics;
+    QCOMPARE(cli({"runs", "metrics", QString::number(run), "--json", "--db", db_}, &metrics, &err), 0);
+    QList<int> steps;
+    for (const auto& v : QJsonDocument::fromJson(metrics.toUtf8()).array()) {
+      const QJsonObject m = v.toObject();
+      QCOMPARE(m["rank"].toInt(), 3);  // Megatron prints on the last rank
+      QVERIFY(m["loss"].isDouble() && m["tokens_per_s"].isDouble());
+      steps << m["step"].toInt();
+    }
+    QCOMPARE(steps, (QList<int>{1, 2, 3, 4, 5, 6}));
+    const QJsonObject r = run_json(run);
+    QCOMPARE(r["state"].toString(), QString("succeeded"));
+    QCOMPARE(r["job_state"].toString(), QString("COMPLETED"));
+    QCOMPARE(r["job_nodes"].toString(), QString("sc7n[0-1]"));
+    QString list;
+    QCOMPARE(cli({"runs", "list", "--db", db_}, &list, &err), 0);
+    QVERIFY2(list.contains(QRegularExpression(QString("^%1 .* sc7n\\[0-1\\] ").arg(run), QRegularExpression::MultilineOption)), qPrintable(list));
+    QVERIFY(nothing_left(job));
+  }
+
+  // One of its tasks killed: the run and the job fail, naming the rank; nothing is left.
+  void another_program_killed_task_fails_the_job() {
+    if (!QFile::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) QSKIP("Debian's python3-torch is not installed");
+    QString out, err;
+    QCOMPARE(cli(foreign(2, 2) + QStringList{"--", "--steps", "50", "--step-sleep", "0.2", "--crash-rank", "3", "--crash-step", "2"}, &out, &err,
+                 240000),
+             1);
+    QVERIFY2(err.contains("run failed: rank 3 killed by signal 9"), qPrintable(out + err));
+    const QString job = job_of(out);
+    QVERIFY2(!job.isEmpty(), qPrintable(out));
+    QVERIFY2(lab_->final_state(job).startsWith("FAILED"), qPrintable(lab_->final_state(job)));
+    QCOMPARE(run_json(run_of(out))["state"].toString(), QString("failed"));
     QVERIFY(nothing_left(job));
   }
 
@@ -338,6 +433,18 @@ class TestSlurmRun : public QObject {
                                                << "stagecraft-cli: error: --sbatch-arg=--nodes=3: --nodes is set by Stagecraft";
     QTest::newRow("partition without --slurm") << QStringList{"run", "--partition", "lab"} << 2
                                                << "stagecraft-cli: error: run: --partition is a Slurm option; give --slurm too";
+    // Another program, checked on a node of the partition by a one-task srun.
+    const QString script = QStringLiteral(STAGECRAFT_SOURCE_DIR "/tests/integration/ddp_train.py");
+    QTest::newRow("preflight another program") << QStringList{"preflight", "--slurm", "--worker", script, "launch.python=/usr/bin/python3"} << 0
+                                               << "slurm: " + script + " is there on sc7n";
+    QTest::newRow("preflight a missing program") << QStringList{"preflight", "--slurm", "--worker", "/nonexistent/train.py"} << 1
+                                                 << "stagecraft-cli: error: slurm node sc7n";
+    QTest::newRow("preflight a missing interpreter")
+        << QStringList{"preflight", "--slurm", "--worker", script, "launch.python=no-such-python3"} << 1
+        << "no no-such-python3 in PATH to run " + script + "; install it or set launch.python";
+    QTest::newRow("export another program") << QStringList{"export", "--to", "slurm", "--worker", script} << 2
+                                            << "stagecraft-cli: error: export --to slurm: --worker=" + script +
+                                                   ": the exported script starts Stagecraft's own worker";
   }
   void preflight_and_bad_input() {
     QFETCH(QStringList, args);
@@ -346,8 +453,7 @@ class TestSlurmRun : public QObject {
     QStringList argv = {args.front()};
     argv += tiny(2, 2, 30);
     argv += args.mid(1);
-    argv += {"--db", db_};
-    if (args.front() == "preflight") argv.removeLast(), argv.removeLast();
+    if (args.front() == "run") argv += {"--db", db_};
     QString out, err;
     QCOMPARE(cli(argv, &out, &err), status);
     const QString text = status == 0 ? out : err;

@@ -323,6 +323,46 @@ class TestLaunchDialog : public QObject {
     QVERIFY2(!d->message().isEmpty() && !d->message().contains('\n'), qPrintable(d->message()));
     qunsetenv("SLURM_CONF");
   }
+
+  // Another program (launch.program) goes to Slurm the same way: the run is recorded and its
+  // supervisor takes it as far as sbatch (which refuses the configuration file here at once); the
+  // saved config names the program.
+  void slurmStartsAnotherProgram() {
+    const QString conf = m_dir.filePath(QStringLiteral("not-a-slurm.conf"));
+    {
+      QFile f(conf);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("this is not a slurm.conf\n");
+    }
+    qputenv("SLURM_CONF", conf.toUtf8());
+    const QString db = m_dir.filePath(QStringLiteral("slurm-program.sqlite"));
+    auto d = dialog(db);
+    auto c = tiny(3);
+    c.cluster.nodes = 2;
+    c.cluster.gpus_per_node = 2;
+    c.launch.program = STAGECRAFT_SOURCE_DIR "/tests/integration/ddp_train.py";
+    c.launch.framework = stagecraft::config::LaunchFramework::kMegatron;
+    setConfig(*d, c, QString());
+    d->setWhere(LaunchDialog::Where::Slurm);
+    stagecraft::launch::SlurmOptions o;
+    o.partition = "gpu";
+    d->setSlurmOptions(o);
+    QSignalSpy started(d.get(), &LaunchDialog::runStarted);
+    QVERIFY2(d->start(), qPrintable(d->message()));
+    QVERIFY(d->lastCommand().contains(QStringLiteral("--slurm")));
+    QFile saved(d->savedConfigPath());
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QVERIFY(QString::fromUtf8(saved.readAll()).contains(QStringLiteral("ddp_train.py")));
+    QTRY_VERIFY_WITH_TIMEOUT(!d->isStarting(), kStartMs);
+    QVERIFY2(started.count() == 1, qPrintable(d->message()));
+    const qint64 id = d->startedRunId();
+    auto store = store::RunStore::open(db.toStdString());
+    QVERIFY(store.ok());
+    QTRY_VERIFY_WITH_TIMEOUT(store.value()->get_run(id).ok() && store.value()->get_run(id)->state == store::RunState::kFailed, kStartMs);
+    const std::string reason = store.value()->get_run(id)->reason;
+    QVERIFY2(reason.find("sbatch") != std::string::npos && reason.find("own worker") == std::string::npos, reason.c_str());
+    qunsetenv("SLURM_CONF");
+  }
 };
 
 QTEST_MAIN(TestLaunchDialog)

@@ -61,6 +61,7 @@ const FrameworkEntry kFrameworks[] = {
     {stagecraft::interop::Framework::kMegatron, "Megatron-LM", "Megatron-LM launch script (*.sh);;All files (*)"},
     {stagecraft::interop::Framework::kDeepspeed, "DeepSpeed", "DeepSpeed config (*.json);;All files (*)"},
     {stagecraft::interop::Framework::kHf, "Hugging Face model", "Hugging Face config.json (config.json *.json);;All files (*)"},
+    {stagecraft::interop::Framework::kTorchtitan, "torchtitan", "torchtitan launch script (*.sh);;All files (*)"},
 };
 
 }  // namespace

@@ -23,7 +23,8 @@ bool differs(const store::RunRecord& a, const store::RunRecord& b) {
   return a.state != b.state || a.last_step != b.last_step || !sameLoss(a.last_loss, b.last_loss) || a.name != b.name ||
          a.hosts != b.hosts || a.started != b.started || a.ended != b.ended || a.reason != b.reason ||
          a.total_steps != b.total_steps || a.world_size != b.world_size || a.supervisor.pid != b.supervisor.pid ||
-         a.supervisor.host != b.supervisor.host || a.job_id != b.job_id || a.job_state != b.job_state || a.job_reason != b.job_reason;
+         a.supervisor.host != b.supervisor.host || a.job_id != b.job_id || a.job_state != b.job_state || a.job_reason != b.job_reason ||
+         a.job_nodes != b.job_nodes;
 }
 
 QColor stateColor(store::RunState s) {
@@ -149,6 +150,7 @@ QString RunsModel::jobText(const store::RunRecord& r) {
   if (r.job_id.empty()) return {};
   QString text = qs(r.job_id) + QLatin1Char(' ') + qs(r.job_state);
   if (!r.job_reason.empty() && r.job_reason != "None" && r.job_reason != "submitted") text += QStringLiteral(" (%1)").arg(qs(r.job_reason));
+  if (!r.job_nodes.empty()) text += QObject::tr(" on %1").arg(qs(r.job_nodes));
   return text;
 }
 

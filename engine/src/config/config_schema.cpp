@@ -321,7 +321,7 @@ std::vector<KeySpec> make_schema() {
        .help = "the program's arguments, split like a shell's (quotes, backslashes; nothing expanded)", .label = "Arguments",
        .allow_empty = true, .omit_default = true, .access = field([](auto& c) -> auto& { return c.launch.args; })},
       {.path = "launch.framework", .type = T::kEnum, .default_text = "none",
-       .help = "pass the plan to the program as Megatron-LM's or DeepSpeed's arguments", .choices = choices_of<LaunchFramework>(),
+       .help = "pass the plan to the program as Megatron-LM's, DeepSpeed's or torchtitan's arguments", .choices = choices_of<LaunchFramework>(),
        .label = "Plan as arguments", .omit_default = true, .access = field([](auto& c) -> auto& { return c.launch.framework; })},
   };
 }

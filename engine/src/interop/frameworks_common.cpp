@@ -18,7 +18,8 @@ constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::kLibai, "libai"},
                                                    {Framework::kColossalai, "colossalai"},
                                                    {Framework::kMegatron, "megatron"},
                                                    {Framework::kDeepspeed, "deepspeed"},
-                                                   {Framework::kHf, "hf"}};
+                                                   {Framework::kHf, "hf"},
+                                                   {Framework::kTorchtitan, "torchtitan"}};
 
 Result<plan::Topology> topology_of(const RunConfig& c, const std::vector<Axis>& order) {
   plan::TopologySpec spec;
@@ -55,7 +56,7 @@ std::string framework_choices(bool importable_only) {
   return s;
 }
 
-bool can_import(Framework f) { return f != Framework::kMegatron; }
+bool can_import(Framework f) { return f != Framework::kMegatron && f != Framework::kTorchtitan; }
 
 std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
   const std::vector<Axis> tp_dp_pp = {Axis::kTp, Axis::kDp, Axis::kPp};
@@ -64,6 +65,7 @@ std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
     case Framework::kLibai: return tp_dp_pp;
     case Framework::kMegatron: return c.parallel.order == tp_pp_dp ? tp_pp_dp : tp_dp_pp;
     case Framework::kDeepspeed: return tp_dp_pp;
+    case Framework::kTorchtitan: return tp_dp_pp;  // its device mesh: pp, dp_replicate, dp_shard, cp, tp (innermost)
     case Framework::kHf: return c.parallel.order;  // a model's config.json carries no layout
     case Framework::kPaddle: return c.parallel.zero == 1 ? tp_dp_pp : tp_pp_dp;
     case Framework::kColossalai: return tp_pp_dp;
@@ -90,6 +92,7 @@ std::string framework_title(Framework f) {
     case Framework::kMegatron: return "Megatron-LM";
     case Framework::kDeepspeed: return "DeepSpeed";
     case Framework::kHf: return "Hugging Face";
+    case Framework::kTorchtitan: return "torchtitan";
   }
   return "";
 }

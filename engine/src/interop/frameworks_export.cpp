@@ -592,6 +592,91 @@ Result<Exported> export_deepspeed(Ctx& x) {
 
 // The planned model's config.json (model.h: hf_config_json), which transformers' AutoConfig and
 // AutoModelForCausalLM read; the layout has no place in it.
+// ----------------------------------------------------------------------------- torchtitan
+
+// torchtitan (pytorch/torchtitan) takes its run as a Python configuration (--module, --config)
+// and, over it, `--section.option` command-line options; the options here are those of its
+// torchtitan/config/configs.py and trainer.py at commit b5bcd76 (2026-08-21).
+Result<Exported> export_torchtitan(Ctx& x) {
+  const RunConfig& c = x.c;
+  if (c.parallel.tp_mode != TpMode::k1d) {
+    return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
+                  "torchtitan has only 1D tensor parallelism; set parallel.tp_mode=1d to export to torchtitan");
+  }
+  if (c.train.precision == Precision::kFp16) {
+    return refuse("train.precision", "fp16", "torchtitan trains in bf16 or fp32 (training.mixed_precision_param); set train.precision=bf16");
+  }
+  const auto order = framework_order(Framework::kTorchtitan, c);
+  if (auto n = order_note(c, Framework::kTorchtitan, order); !n.empty()) x.notes.push_back(n);
+  const int seq = c.model.seq_len;
+  std::vector<std::string> a;
+  // Data parallelism: replicated (DDP) without ZeRO; sharded by FSDP2 with it, which shards
+  // parameters, gradients and optimizer state alike.
+  a.push_back("--parallelism.data_parallel_replicate_degree " + std::to_string(c.parallel.zero == 0 ? x.dp : 1));
+  a.push_back("--parallelism.data_parallel_shard_degree " + std::to_string(c.parallel.zero == 0 ? 1 : x.dp));
+  if (c.parallel.zero > 0 && x.dp > 1) {
+    x.notes.push_back("torchtitan's FSDP shards the parameters and gradients over dp too (ZeRO-3), not the optimizer state only: less "
+                      "memory per GPU than the plan's parallel.zero=" + std::to_string(c.parallel.zero) + ", an all-gather per layer more");
+  }
+  a.push_back("--parallelism.tensor_parallel_degree " + std::to_string(x.tp));
+  if (x.tp > 1 && !c.parallel.sequence_parallel) {
+    x.notes.push_back("torchtitan runs tensor parallelism with sequence parallelism on (parallelism.enable_sequence_parallel): less "
+                      "activation memory than the plan's");
+  }
+  a.push_back("--parallelism.pipeline_parallel_degree " + std::to_string(x.pp));
+  if (x.pp > 1) {
+    const char* schedule = c.pipeline.schedule == Schedule::kGpipe ? "GPipe" : x.v > 1 ? "Interleaved1F1B" : "1F1B";
+    a.push_back(std::string("--parallelism.pipeline_parallel_schedule ") + schedule);
+    a.push_back("--parallelism.num_pp_microbatches " + std::to_string(x.m));
+    if (x.counts_equal()) {
+      a.push_back("--parallelism.pipeline_parallel_layers_per_stage " + std::to_string(x.counts.front()));
+    } else {
+      x.notes.push_back("the plan's stages hold " + int_list(x.counts) +
+                        " layers; torchtitan splits evenly or by parallelism.module_fqns_per_model_part: set that list in the configuration");
+    }
+  }
+  a.push_back("--training.num_tokens_per_microbatch_per_dp_rank " + std::to_string(static_cast<long long>(c.train.micro_batch) * seq));
+  a.push_back("--training.num_tokens_per_train_step " + std::to_string(static_cast<long long>(c.train.global_batch) * seq));
+  a.push_back("--training.max_context_length " + std::to_string(seq));
+  a.push_back("--training.max_norm " + py_float(c.train.grad_clip));
+  a.push_back("--training.steps " + std::to_string(c.train.steps));
+  a.push_back(std::string("--training.mixed_precision_param ") + (c.train.precision == Precision::kBf16 ? "bfloat16" : "float32"));
+  a.push_back("--lr_scheduler.warmup_steps " + std::to_string(c.train.warmup_steps));
+  a.push_back("--lr_scheduler.decay_type cosine");
+  a.push_back("--lr_scheduler.min_lr_factor " + py_float(c.train.lr > 0 ? c.train.min_lr / c.train.lr : 0.0));
+  a.push_back("--debug.seed " + std::to_string(c.train.seed));
+  x.notes.push_back("the optimizer's lr " + py_float(c.train.lr) + ", betas (" + py_float(c.train.beta1) + ", " + py_float(c.train.beta2) +
+                    ") and weight decay " + py_float(c.train.weight_decay) + " go in the configuration's optimizer param groups");
+  if (c.train.recompute != Recompute::kNone) {
+    x.notes.push_back(std::string("recompute ") + std::string(to_string(c.train.recompute)) +
+                      ": choose that activation checkpointing in the configuration (activation_checkpoint)");
+  }
+  const auto d = model::ModelDesc::from(c.model);
+  x.notes.push_back("the model comes from the configuration (--module, --config): " + d.summary());
+
+  std::ostringstream o;
+  o << "#!/usr/bin/env bash\n";
+  o << comment("torchtitan command line for " + c.name + ", written by stagecraft-cli export.");
+  o << comment(x.cluster_line() + "; " + x.sizes_line() + ".");
+  o << comment("torchtitan's device mesh orders pp, dp_replicate, dp_shard, cp, tp from outermost to innermost (tp-dp-pp here). "
+               "Its options as of torchtitan b5bcd76 (2026-08-21, torchtitan/config/configs.py); they override the "
+               "configuration's.");
+  if (x.pp > 1) o << comment("Layers per pipeline stage" + std::string(x.v > 1 ? " (chunk order)" : "") + ": " + int_list(x.counts) + ".");
+  o << notes_block(x.notes);
+  o << "TORCHTITAN_ARGS=(\n";
+  for (const auto& s : a) o << "    " << s << "\n";
+  o << ")\n";
+  o << "# Run on every node (node 0 is the master), from torchtitan's repository:\n";
+  o << "#   torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
+    << " --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500 \\\n";
+  o << "#       -m torchtitan.train --module torchtitan_recipes." << (c.model.llama() ? "llama3" : "MODULE") << " --config CONFIG "
+    << "\"${TORCHTITAN_ARGS[@]}\"\n";
+  Exported e;
+  e.files.push_back({c.name + "_torchtitan.sh", o.str()});
+  e.notes = x.notes;
+  return e;
+}
+
 Result<Exported> export_hf(Ctx& x) {
   Exported e;
   e.files.push_back({"config.json", model::hf_config_json(x.c.model)});
@@ -606,7 +691,7 @@ Result<Exported> export_files(const RunConfig& config, Framework to, const Expor
   if (!plan.ok()) return plan.status();
   Ctx x(config, plan.value());
   if (to == Framework::kHf) return export_hf(x);
-  if (config.model.llama() && to != Framework::kMegatron) {
+  if (config.model.llama() && to != Framework::kMegatron && to != Framework::kTorchtitan) {
     // The layout frameworks take the model from the training code, not from this config.
     const auto d = model::ModelDesc::from(config.model);
     x.notes.push_back(framework_title(to) + " builds the model in the training code: make it a Llama (RMSNorm, SwiGLU, rotary positions, " +
@@ -618,6 +703,7 @@ Result<Exported> export_files(const RunConfig& config, Framework to, const Expor
     case Framework::kColossalai: return export_colossalai(x);
     case Framework::kMegatron: return export_megatron(x);
     case Framework::kDeepspeed: return export_deepspeed(x);
+    case Framework::kTorchtitan: return export_torchtitan(x);
     case Framework::kHf: break;
   }
   return Status::internal("export: unknown framework");

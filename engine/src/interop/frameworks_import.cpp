@@ -797,7 +797,7 @@ void keep_base_spellings(RunConfig& c, Framework from, const RunConfig* base, bo
 Result<RunConfig> import_config(std::string_view text, Framework from, const RunConfig* base, std::string_view origin) {
   Report r{std::string(origin)};
   if (!can_import(from)) {
-    return Status::invalid_input(std::string(to_string(from)) + ": Stagecraft cannot import it (its configuration is a command line); import from " +
+    return Status::invalid_input(std::string(to_string(from)) + ": Stagecraft cannot import it (its plan is a command line); import from " +
                                  framework_choices(true));
   }
   RunConfig c = base ? *base : RunConfig{};

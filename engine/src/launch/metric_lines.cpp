@@ -1,6 +1,7 @@
 // Metric lines of other programs' output. See metric_lines.h.
 #include "stagecraft/launch/metric_lines.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -82,6 +83,48 @@ void merge(StepEvent& into, const StepEvent& from) {
   fill(into.tokens_per_s, from.tokens_per_s);
   fill(into.step_ms, from.step_ms);
   if (into.mem_bytes < 0) into.mem_bytes = from.mem_bytes;
+  fill(into.tflops, from.tflops);
+  fill(into.mfu, from.mfu);
+}
+
+// The line without terminal colour codes (ESC [ ... m), as torchtitan colours its fields.
+std::string without_colours(std::string_view line) {
+  std::string out;
+  out.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < line.size() && !std::isalpha(static_cast<unsigned char>(line[j]))) ++j;
+      i = j;  // past the final letter
+      continue;
+    }
+    out += line[i];
+  }
+  return out;
+}
+
+// The number after `key` with its thousands' commas dropped ("12,345" -> 12345); `rest` is what
+// follows it in `line`.
+std::optional<double> grouped_number_after(std::string_view line, std::string_view key, std::string_view* rest = nullptr) {
+  for (size_t at = line.find(key); at != std::string_view::npos; at = line.find(key, at + 1)) {
+    const char before = at == 0 ? ' ' : line[at - 1];
+    if (std::isalnum(static_cast<unsigned char>(before)) || before == '_') continue;
+    std::string_view s = line.substr(at + key.size());
+    while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+    std::string digits;
+    size_t n = 0;
+    while (n < s.size() && (std::isdigit(static_cast<unsigned char>(s[n])) || s[n] == ',' || s[n] == '.' || s[n] == '-' || s[n] == '+' ||
+                            s[n] == 'e' || s[n] == 'E')) {
+      if (s[n] != ',') digits += s[n];
+      ++n;
+    }
+    std::string_view after;
+    auto v = leading_number(digits, &after);
+    if (!v || !after.empty()) return std::nullopt;
+    if (rest) *rest = s.substr(n);
+    return v;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -236,7 +279,49 @@ std::optional<StepEvent> parse_jsonl_line(std::string_view line, double tokens_p
   return e;
 }
 
-std::optional<StepEvent> parse_metric_line(std::string_view line, config::MetricsFormat format, double tokens_per_sample) {
+std::optional<StepEvent> parse_torchtitan_line(std::string_view raw, int world_size) {
+  const std::string text = without_colours(raw);
+  const std::string_view line = text;
+  // "step:" as a word, followed by the step and, later, "loss:" (torchtitan's step line only).
+  std::optional<int64_t> step;
+  size_t after_step = std::string_view::npos;
+  for (size_t at = line.find("step:"); at != std::string_view::npos; at = line.find("step:", at + 1)) {
+    const char before = at == 0 ? ' ' : line[at - 1];
+    if (std::isalnum(static_cast<unsigned char>(before)) || before == '_') continue;
+    // The line's first field, after the log prefix ("... - INFO - ", "[rank0]:") if any: not
+    // "validate step:" and the like.
+    const std::string_view prefix = trim(line.substr(0, at));
+    if (!prefix.empty() && prefix.back() != '-' && prefix.back() != ']' && prefix.back() != ':') return std::nullopt;
+    std::string_view rest;
+    step = leading_int(line.substr(at + 5), &rest);
+    if (step) after_step = line.size() - rest.size();
+    break;
+  }
+  if (!step) return std::nullopt;
+  const std::string_view fields = line.substr(after_step);
+  StepEvent e;
+  e.step = *step;
+  const auto loss = number_after(fields, "loss:");
+  if (!loss) return std::nullopt;
+  e.loss = *loss;
+  if (auto g = number_after(fields, "grad_norm:")) e.grad_norm = *g;
+  std::string_view unit;
+  if (auto mem = number_after(fields, "memory:", &unit); mem && unit.substr(0, 3) == "GiB") {
+    e.mem_bytes = static_cast<int64_t>(std::llround(*mem * kGiB));
+  }
+  // tps is per device: the run's tokens/s is the world's.
+  if (auto tps = grouped_number_after(fields, "tps:")) {
+    e.tokens_per_s = *tps * std::max(1, world_size);
+  } else if (auto wps = grouped_number_after(fields, "wps:")) {  // older versions: words (tokens) per second
+    e.tokens_per_s = *wps * std::max(1, world_size);
+  }
+  if (auto tflops = grouped_number_after(fields, "tflops:")) e.tflops = *tflops;
+  std::string_view percent;
+  if (auto mfu = number_after(fields, "mfu:", &percent); mfu && !percent.empty() && percent.front() == '%') e.mfu = *mfu / 100.0;
+  return e;
+}
+
+std::optional<StepEvent> parse_metric_line(std::string_view line, config::MetricsFormat format, double tokens_per_sample, int world_size) {
   using F = config::MetricsFormat;
   switch (format) {
     case F::kNone: return std::nullopt;
@@ -244,17 +329,19 @@ std::optional<StepEvent> parse_metric_line(std::string_view line, config::Metric
     case F::kDeepspeed: return parse_deepspeed_line(line, tokens_per_sample);
     case F::kNanogpt: return parse_nanogpt_line(line);
     case F::kJsonl: return parse_jsonl_line(line, tokens_per_sample);
+    case F::kTorchtitan: return parse_torchtitan_line(line, world_size);
     case F::kAuto: break;
   }
   if (auto e = parse_jsonl_line(line, tokens_per_sample)) return e;
   if (auto e = parse_megatron_line(line, tokens_per_sample)) return e;
   if (auto e = parse_deepspeed_line(line, tokens_per_sample)) return e;
-  return parse_nanogpt_line(line);
+  if (auto e = parse_nanogpt_line(line)) return e;
+  return parse_torchtitan_line(line, world_size);
 }
 
 std::vector<StepEvent> MetricLineReader::feed(std::string_view line, bool* matched) {
   std::vector<StepEvent> out;
-  auto e = parse_metric_line(line, format_, tokens_per_sample_);
+  auto e = parse_metric_line(line, format_, tokens_per_sample_, world_size_);
   if (matched) *matched = e.has_value();
   if (!e) return out;
   e->rank = rank_;

@@ -100,23 +100,7 @@ HostCheck check_host(const SelectedHost& h, const PreflightOptions& o, const std
     }
   }
   if (!o.program.empty()) {
-    const std::string where = o.cwd.empty() ? "" : " in " + o.cwd;
-    const std::string program = field(r->out, "program");
-    if (program == "NO-DIRECTORY") {
-      c.errors.push_back(h.host + ": no directory " + o.cwd + " to run " + o.program + " in; nodes need this machine's directories");
-    } else if (program == "MISSING") {
-      c.errors.push_back(h.host + ": no program " + o.program + where + (o.program.find('/') == std::string::npos && o.python.empty() ? " or in PATH" : "") +
-                         "; copy it there or fix --worker / launch.program");
-    } else if (program == "NOT-EXECUTABLE") {
-      c.errors.push_back(h.host + ": " + o.program + where + " is not executable; chmod +x it");
-    } else if (program == "NOT-READABLE") {
-      c.errors.push_back(h.host + ": " + o.program + where + " cannot be read; fix its permissions");
-    } else if (program != "OK") {
-      c.errors.push_back(h.host + ": could not check " + o.program + " there");
-    }
-    if (!o.python.empty() && program != "NO-DIRECTORY" && field(r->out, "python") != "OK") {
-      c.errors.push_back(h.host + ": no " + o.python + " in PATH to run " + o.program + "; install it or set launch.python");
-    }
+    for (auto& e : program_probe_errors(r->out, o, h.host)) c.errors.push_back(std::move(e));
   }
   if (o.cuda) {
     c.gpu_list = parse_gpu_lines(r->out);
@@ -159,6 +143,32 @@ PreflightOptions preflight_options(const config::RunConfig& config, PreflightOpt
     base.cwd = cwd;
   }
   return base;
+}
+
+std::vector<std::string> program_probe_argv(const PreflightOptions& o) {
+  return {"sh", "-c", kProbe, "stagecraft-preflight", "", "0", "0", o.program, o.program.empty() ? "" : o.python, o.program.empty() ? "" : o.cwd};
+}
+
+std::vector<std::string> program_probe_errors(const std::string& out, const PreflightOptions& o, const std::string& where_run) {
+  std::vector<std::string> errors;
+  const std::string where = o.cwd.empty() ? "" : " in " + o.cwd;
+  const std::string program = field(out, "program");
+  if (program == "NO-DIRECTORY") {
+    errors.push_back(where_run + ": no directory " + o.cwd + " to run " + o.program + " in; nodes need this machine's directories");
+  } else if (program == "MISSING") {
+    errors.push_back(where_run + ": no program " + o.program + where + (o.program.find('/') == std::string::npos && o.python.empty() ? " or in PATH" : "") +
+                     "; copy it there or fix --worker / launch.program");
+  } else if (program == "NOT-EXECUTABLE") {
+    errors.push_back(where_run + ": " + o.program + where + " is not executable; chmod +x it");
+  } else if (program == "NOT-READABLE") {
+    errors.push_back(where_run + ": " + o.program + where + " cannot be read; fix its permissions");
+  } else if (program != "OK") {
+    errors.push_back(where_run + ": could not check " + o.program + " there");
+  }
+  if (!o.python.empty() && program != "NO-DIRECTORY" && field(out, "python") != "OK") {
+    errors.push_back(where_run + ": no " + o.python + " in PATH to run " + o.program + "; install it or set launch.python");
+  }
+  return errors;
 }
 
 std::vector<GpuInfo> parse_gpu_lines(const std::string& out) {

@@ -25,17 +25,19 @@ std::string file_stem(const std::string& name) {
   return out;
 }
 
-// The words of Megatron's export between `MEGATRON_ARGS=(` and `)`, one argument (and its
-// value) a line.
-Result<std::vector<std::string>> megatron_args(const std::string& script) {
-  const std::string open = "MEGATRON_ARGS=(\n";
+// The words of a launch-script export between `NAME=(` and `)` (Megatron-LM's MEGATRON_ARGS,
+// torchtitan's TORCHTITAN_ARGS), one argument (and its value) a line.
+Result<std::vector<std::string>> script_args(const std::string& script, const std::string& name, std::string_view framework) {
+  const std::string open = name + "=(\n";
   const size_t begin = script.find(open);
   const size_t end = begin == std::string::npos ? begin : script.find("\n)\n", begin);
   if (begin == std::string::npos || end == std::string::npos) {
-    return Status::internal("launch.framework=megatron: the export holds no MEGATRON_ARGS list");
+    return Status::internal("launch.framework=" + std::string(framework) + ": the export holds no " + name + " list");
   }
   auto words = split_words(std::string_view(script).substr(begin + open.size(), end - begin - open.size()));
-  if (!words.ok()) return Status::internal("launch.framework=megatron: the export's arguments do not split: " + words.status().message());
+  if (!words.ok()) {
+    return Status::internal("launch.framework=" + std::string(framework) + ": the export's arguments do not split: " + words.status().message());
+  }
   return words;
 }
 
@@ -43,7 +45,7 @@ Result<std::vector<std::string>> megatron_args(const std::string& script) {
 
 bool is_python_program(std::string_view path) { return path.size() > 3 && path.substr(path.size() - 3) == ".py"; }
 
-Result<ProgramCommand> program_command(const config::RunConfig& config, const std::vector<std::string>& extra) {
+Result<ProgramCommand> program_command(const config::RunConfig& config, const std::vector<std::string>& extra, const std::string& files_dir) {
   const config::LaunchConfig& l = config.launch;
   if (l.program.empty()) {
     return Status::invalid_input("launch.program: no program; give --worker PROGRAM or set launch.program");
@@ -62,18 +64,19 @@ Result<ProgramCommand> program_command(const config::RunConfig& config, const st
   cmd.argv.push_back(l.program);
 
   if (l.framework != config::LaunchFramework::kNone) {
-    const auto to = l.framework == config::LaunchFramework::kMegatron ? interop::Framework::kMegatron : interop::Framework::kDeepspeed;
+    const auto to = l.framework == config::LaunchFramework::kMegatron     ? interop::Framework::kMegatron
+                    : l.framework == config::LaunchFramework::kTorchtitan ? interop::Framework::kTorchtitan
+                                                                          : interop::Framework::kDeepspeed;
+    const std::string_view name = config::to_string(l.framework);
     auto exported = interop::export_files(config, to);
-    if (!exported.ok()) {
-      return Status::invalid_input("launch.framework=" + std::string(config::to_string(l.framework)) + ": " + exported.status().message());
-    }
+    if (!exported.ok()) return Status::invalid_input("launch.framework=" + std::string(name) + ": " + exported.status().message());
     cmd.notes = exported->notes;
-    if (to == interop::Framework::kMegatron) {
-      auto words = megatron_args(exported->files.front().text);
+    if (to == interop::Framework::kMegatron || to == interop::Framework::kTorchtitan) {
+      auto words = script_args(exported->files.front().text, to == interop::Framework::kMegatron ? "MEGATRON_ARGS" : "TORCHTITAN_ARGS", name);
       if (!words.ok()) return words.status();
       cmd.argv.insert(cmd.argv.end(), words->begin(), words->end());
     } else {
-      const std::string path = ".stagecraft/" + file_stem(config.name) + "-ds_config.json";
+      const std::string path = files_dir + "/" + file_stem(config.name) + "-ds_config.json";
       cmd.files.push_back({path, exported->files.front().text});
       cmd.argv.insert(cmd.argv.end(), {"--deepspeed", "--deepspeed_config", path});
     }
@@ -88,8 +91,9 @@ Result<ProgramCommand> program_command(const config::RunConfig& config, const st
   return cmd;
 }
 
-Result<ProgramCommand> prepare_program(const config::RunConfig& config, const std::vector<std::string>& extra, const std::string& dir) {
-  auto cmd = program_command(config, extra);
+Result<ProgramCommand> prepare_program(const config::RunConfig& config, const std::vector<std::string>& extra, const std::string& dir,
+                                       const std::string& files_dir) {
+  auto cmd = program_command(config, extra, files_dir);
   if (!cmd.ok()) return cmd;
   for (const ProgramFile& f : cmd->files) {
     const std::filesystem::path path = std::filesystem::path(dir) / f.path;

@@ -192,18 +192,8 @@ class RemoteRank final : public RankProcess {
   std::optional<ExitInfo> exit_;
 };
 
-// A TCP port no socket on the node uses now, for another program's MASTER_PORT: random ports
-// in 20000-59999 checked against the node's /proc/net/tcp and tcp6 (Linux nodes, as the wrapper
-// assumes), or, when the node cannot tell, a random one.
-constexpr const char* kFreePortProbe = R"SH(i=0
-while [ $i -lt 50 ]; do
-  p=$(( $(od -An -N2 -tu2 /dev/urandom) % 40000 + 20000 ))
-  h=$(printf ':%04X ' "$p")
-  if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q -- "$h"; then echo "port=$p"; exit 0; fi
-  i=$((i + 1))
-done
-exit 1)SH";
-
+// A TCP port no socket on node 0 uses now, for another program's MASTER_PORT (kFreePortProbe),
+// or, when the node cannot tell, a random one in 20000-59999.
 int free_remote_port(SshSession& node0) {
   auto cmd = shell_command({"sh", "-c", kFreePortProbe});
   if (cmd.ok()) {

@@ -31,9 +31,16 @@ Result<Rendezvous> serve_rendezvous(const std::string& host, int port, const con
   return Rendezvous{std::move(server).value(), so.token};
 }
 
-RunOutcome supervise_run(std::vector<std::unique_ptr<RankProcess>> ranks, const config::RunConfig& config, double grace_s,
-                         const std::atomic<bool>* cancel, RunCallbacks callbacks,
-                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous* rendezvous) {
+const char* const kFreePortProbe = R"SH(i=0
+while [ $i -lt 50 ]; do
+  p=$(( $(od -An -N2 -tu2 /dev/urandom) % 40000 + 20000 ))
+  h=$(printf ':%04X ' "$p")
+  if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q -- "$h"; then echo "port=$p"; exit 0; fi
+  i=$((i + 1))
+done
+exit 1)SH";
+
+SuperviseOptions supervise_options(const config::RunConfig& config, double grace_s, const std::atomic<bool>* cancel) {
   SuperviseOptions sup;
   sup.hang_timeout_s = config.train.hang_timeout_s;
   sup.grace_s = grace_s;
@@ -41,7 +48,13 @@ RunOutcome supervise_run(std::vector<std::unique_ptr<RankProcess>> ranks, const 
   sup.foreign = config.launch.foreign();
   sup.metrics = config.launch.metrics;
   sup.tokens_per_sample = config.model.seq_len;
-  RunOutcome outcome = supervise(std::move(ranks), sup, std::move(callbacks), supervisor_ready);
+  return sup;
+}
+
+RunOutcome supervise_run(std::vector<std::unique_ptr<RankProcess>> ranks, const config::RunConfig& config, double grace_s,
+                         const std::atomic<bool>* cancel, RunCallbacks callbacks,
+                         const std::function<void(Supervisor&)>& supervisor_ready, Rendezvous* rendezvous) {
+  RunOutcome outcome = supervise(std::move(ranks), supervise_options(config, grace_s, cancel), std::move(callbacks), supervisor_ready);
   if (rendezvous) rendezvous->server->stop();
   return outcome;
 }

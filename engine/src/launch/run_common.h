@@ -27,6 +27,16 @@ struct Rendezvous {
 // `what` ("run", "remote run") and where it failed.
 Result<Rendezvous> serve_rendezvous(const std::string& host, int port, const config::RunConfig& config, const std::string& what);
 
+// The supervision options of a run: the run's hang timeout, `grace_s` and `cancel`, and, when
+// config.launch names another program, foreign mode with the run's metrics format (its output's
+// lines become step events) and the tokens of a sample. Local, SSH and Slurm runs all use it.
+SuperviseOptions supervise_options(const config::RunConfig& config, double grace_s, const std::atomic<bool>* cancel);
+
+// A sh program that prints `port=N` for a TCP port in 20000-59999 no socket on its machine uses
+// now (checked against /proc/net/tcp and tcp6), or exits 1; for another program's MASTER_PORT on
+// a remote node or a Slurm job's first node.
+extern const char* const kFreePortProbe;
+
 // Supervises `ranks` with the run's hang timeout, `grace_s` and `cancel` (launch options), in
 // foreign mode with the run's metrics format when config.launch names another program, then
 // stops the store (none for another program's run).

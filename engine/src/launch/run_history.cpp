@@ -84,7 +84,7 @@ void RunHistory::running(const std::string& reason) {
 
 void RunHistory::job(const SlurmJobState& job) {
   scheduled_ = true;
-  (void)store_->set_job(id_, job.job_id, job.state, job.reason);  // a busy history: the next change writes it
+  (void)store_->set_job(id_, job.job_id, job.state, job.reason, job.nodes);  // a busy history: the next change writes it
 }
 
 Status RunHistory::finish(const Result<RunOutcome>& outcome) {

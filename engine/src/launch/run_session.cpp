@@ -56,11 +56,6 @@ Status check_foreign(const config::RunConfig& config) {
 
 Status check_runnable(const config::RunConfig& config, const plan::Plan& plan, const std::vector<SelectedHost>& hosts, bool slurm) {
   const bool foreign = config.launch.foreign();
-  if (slurm && foreign) {
-    return Status::invalid_input("launch.program=" + config.launch.program +
-                                 ": a Slurm run starts Stagecraft's own worker so far; run another program with --hosts, or remove "
-                                 "launch.program");
-  }
   if (slurm && (!hosts.empty() || !config.cluster.hosts.empty())) {
     return Status::invalid_input("--slurm: Slurm picks the nodes; remove --hosts and cluster.hosts (cluster.nodes says how many)");
   }
@@ -185,8 +180,10 @@ Result<RunOutcome> RunSession::run(RunCallbacks callbacks) {
   if (request_.config.launch.foreign()) {
     std::error_code ec;
     const std::string cwd = std::filesystem::current_path(ec).string();
+    // A Slurm run's files go in its own run directory: a job that waits in the queue keeps them.
+    const std::string files_dir = request_.slurm ? request_.slurm->run_dir : std::string(".stagecraft");
     auto cmd = ec ? Result<ProgramCommand>(Status::io_error("run: cannot tell the working directory: " + ec.message()))
-                  : prepare_program(request_.config, request_.program_args, cwd);
+                  : prepare_program(request_.config, request_.program_args, cwd, files_dir);
     if (!cmd.ok()) {
       history_status_ = history->finish(cmd.status());
       return cmd.status();
@@ -197,6 +194,7 @@ Result<RunOutcome> RunSession::run(RunCallbacks callbacks) {
     if (request_.slurm) {
       SlurmRunOptions options;
       options.slurm = *request_.slurm;
+      options.slurm.command = program;
       options.cancel = history->cancel_flag();
       options.on_job = [history, shown = recorded.on_job](const SlurmJobState& job) {
         history->job(job);

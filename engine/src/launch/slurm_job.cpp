@@ -9,7 +9,9 @@
 #include <filesystem>
 
 #include "stagecraft/core/clock.h"
+#include "stagecraft/launch/preflight.h"
 #include "stagecraft/launch/process.h"
+#include "stagecraft/launch/program.h"
 #include "stagecraft/launch/slurm.h"
 
 namespace stagecraft::launch {
@@ -121,7 +123,7 @@ Result<std::string> slurm_submit(const std::string& script, const std::vector<st
 }
 
 Result<SlurmJobState> slurm_job_state(const std::string& job_id) {
-  auto q = run_tool({"squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T|%r"});
+  auto q = run_tool({"squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T|%r|%N"});
   if (!q.ok()) return q.status();
   SlurmJobState live;
   live.job_id = job_id;
@@ -129,11 +131,12 @@ Result<SlurmJobState> slurm_job_state(const std::string& job_id) {
   if (q->status == 0) live = parse_squeue_state(job_id, q->out);
   if (live.active()) return live;
   // Ended, or forgotten: the accounting has the final state, exit code and reason.
-  auto a = run_tool({"sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobIDRaw,State,ExitCode,Reason"});
+  auto a = run_tool({"sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobIDRaw,State,ExitCode,Reason,NodeList"});
   if (a.ok() && a->status == 0) {
     SlurmJobState done = parse_sacct_state(job_id, a->out);
     if (done.known && !done.active()) {
       if ((done.reason.empty() || done.reason == "None") && live.known) done.reason = live.reason;
+      if (done.nodes.empty()) done.nodes = live.nodes;
       return done;
     }
   }
@@ -153,6 +156,41 @@ Status slurm_cancel(const std::string& job_id, const std::string& signal) {
   if (r->status != 0) return Status::unavailable(tool_error("scancel", r.value()));
   return Status::OK();
 }
+
+namespace {
+
+// Another program, checked where it will run: a one-task srun on the partition runs the
+// preflight probe (preflight.h) in the job's working directory.
+void check_program_on_a_node(const config::RunConfig& config, const SlurmOptions& options, SlurmCheck& c) {
+  std::error_code ec;
+  PreflightOptions po = preflight_options(config, PreflightOptions{},
+                                          options.cwd.empty() ? std::filesystem::current_path(ec).string() : options.cwd);
+  std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--immediate=60", "--job-name=stagecraft-preflight",
+                                   "--partition=" + c.partition};
+  if (!options.account.empty()) argv.push_back("--account=" + options.account);
+  if (!options.qos.empty()) argv.push_back("--qos=" + options.qos);
+  if (!options.constraint.empty()) argv.push_back("--constraint=" + options.constraint);
+  // The node's name as Slurm knows it first, then the probe's lines.
+  for (const char* w : {"sh", "-c", "printf 'slurm_node=%s\\n' \"${SLURMD_NODENAME:-$(hostname)}\"; exec \"$@\"", "stagecraft-preflight"}) {
+    argv.push_back(w);
+  }
+  for (const auto& w : program_probe_argv(po)) argv.push_back(w);
+  auto r = run_tool(argv, 120);
+  if (!r.ok()) {
+    c.errors.push_back(r.status().message());
+    return;
+  }
+  if (r->status != 0) {
+    c.errors.push_back("checking " + po.program + " on a node: " + tool_error("srun", r.value()));
+    return;
+  }
+  std::string node;
+  if (const size_t at = r->out.find("slurm_node="); at != std::string::npos) node = r->out.substr(at + 11, r->out.find('\n', at) - at - 11);
+  c.program_node = node.empty() ? c.partition : node;
+  for (auto& e : program_probe_errors(r->out, po, "slurm node " + c.program_node)) c.errors.push_back(std::move(e));
+}
+
+}  // namespace
 
 SlurmCheck slurm_preflight(const config::RunConfig& config, const plan::Plan& plan, const SlurmOptions& options) {
   SlurmCheck c;
@@ -256,6 +294,15 @@ SlurmCheck slurm_preflight(const config::RunConfig& config, const plan::Plan& pl
   // Whether Slurm would take the job from this user with this account, QOS and time.
   SlurmOptions probe = options;
   probe.partition = c.partition;
+  const bool foreign = config.launch.foreign();
+  if (foreign && probe.command.empty()) {
+    auto cmd = program_command(config, {}, probe.run_dir.empty() ? std::string(".stagecraft") : probe.run_dir);
+    if (!cmd.ok()) {
+      c.errors.push_back(cmd.status().message());
+      return c;
+    }
+    probe.command = cmd->argv;
+  }
   auto script = slurm_batch_script(config, plan, probe);
   if (!script.ok()) {
     c.errors.push_back(script.status().message());
@@ -284,6 +331,7 @@ SlurmCheck slurm_preflight(const config::RunConfig& config, const plan::Plan& pl
     c.errors.push_back("cannot write a temporary batch script in /tmp");
   }
   ::unlink(tmpl);
+  if (foreign && c.errors.empty()) check_program_on_a_node(config, options, c);
   return c;
 }
 

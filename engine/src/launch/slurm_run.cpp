@@ -16,6 +16,8 @@
 #include "stagecraft/core/clock.h"
 #include "stagecraft/launch/slurm.h"
 
+#include "run_common.h"
+
 namespace stagecraft::launch {
 
 namespace {
@@ -66,8 +68,10 @@ class Job {
     // Just after sbatch the job may not be listed yet: it is pending until Slurm says otherwise.
     if (!st->known && !seen_) return;
     if (st->known) seen_ = true;
-    const bool changed = !reported_ || st->state != last_.state || st->reason != last_.reason;
-    last_ = st.value();
+    SlurmJobState next = st.value();
+    if (next.nodes.empty()) next.nodes = last_.nodes;  // squeue of a pending or ending job lists none
+    const bool changed = !reported_ || next.state != last_.state || next.reason != last_.reason || next.nodes != last_.nodes;
+    last_ = std::move(next);
     if (changed && on_job_) {
       reported_ = true;
       on_job_(last_);
@@ -283,10 +287,8 @@ Result<RunOutcome> run_slurm(const config::RunConfig& config, const plan::Plan& 
   if (options.on_running) options.on_running(job->state());
   std::vector<std::unique_ptr<RankProcess>> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(std::make_unique<SlurmRank>(r, so.run_dir, job, options.cancel));
-  SuperviseOptions sup;
-  sup.hang_timeout_s = config.train.hang_timeout_s;
-  sup.grace_s = options.grace_s;
-  sup.cancel_flag = options.cancel;
+  // Another program's lines become step events as in local and SSH runs.
+  SuperviseOptions sup = supervise_options(config, options.grace_s, options.cancel);
   // After SIGKILL (scancel) a task is gone once the job ends, which takes Slurm's KillWait.
   sup.reap_wait_s = kJobEndWait_s;
   outcome = supervise(std::move(ranks), sup, std::move(callbacks), nullptr);

@@ -10,6 +10,8 @@
 #include "stagecraft/launch/slurm.h"
 #include "stagecraft/launch/ssh.h"
 
+#include "run_common.h"
+
 namespace stagecraft::launch {
 
 namespace {
@@ -50,11 +52,10 @@ const char* own_option(const std::string& arg) {
   return nullptr;
 }
 
-// The task wrapper srun starts on every task (arguments: RUN_DIR PROGRAM ARGS...): the program's
-// stdout, stderr and exit status go to RUN_DIR/rank-N.{out,err,exit}, the status written last
-// and atomically, so the submitting side has every line of a rank before it sees its end.
-constexpr const char* kTaskWrapper = R"SH(d=$1; shift
-r=${SLURM_PROCID:?stagecraft: SLURM_PROCID is not set; run under srun}
+// The task wrapper's body (after its arguments are read): the program's stdout, stderr and exit
+// status go to RUN_DIR/rank-N.{out,err,exit}, the status written last and atomically, so the
+// submitting side has every line of a rank before it sees its end.
+constexpr const char* kTaskBody = R"SH(r=${SLURM_PROCID:?stagecraft: SLURM_PROCID is not set; run under srun}
 "$@" >"$d/rank-$r.out" 2>"$d/rank-$r.err" </dev/null
 st=$?
 echo "$st" >"$d/rank-$r.exit.tmp" && mv -f "$d/rank-$r.exit.tmp" "$d/rank-$r.exit"
@@ -65,7 +66,26 @@ elif [ "$st" -ne 0 ]; then
 fi
 exit "$st")SH";
 
+// Another program's task: torchrun's variables from Slurm's. LOCAL_WORLD_SIZE comes from the
+// script (SLURM_NTASKS_PER_NODE may read "2(x2)"); the threads of a CPU rank default to the CPUs
+// Slurm gave the task.
+constexpr const char* kForeignTaskEnv = R"SH(d=$1; n=$2; shift 2
+RANK=${SLURM_PROCID:?stagecraft: SLURM_PROCID is not set; run under srun}
+LOCAL_RANK=${SLURM_LOCALID:?stagecraft: SLURM_LOCALID is not set; run under srun}
+WORLD_SIZE=${SLURM_NTASKS:?stagecraft: SLURM_NTASKS is not set; run under srun}
+GROUP_RANK=${SLURM_NODEID:?stagecraft: SLURM_NODEID is not set; run under srun}
+LOCAL_WORLD_SIZE=$n
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
+OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
+PYTHONUNBUFFERED=1
+export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE OMP_NUM_THREADS OPENBLAS_NUM_THREADS PYTHONUNBUFFERED
+)SH";
+
 }  // namespace
+
+std::string slurm_task_wrapper(bool foreign) {
+  return std::string(foreign ? kForeignTaskEnv : "d=$1; shift\n") + kTaskBody;
+}
 
 Status check_slurm_time(const std::string& time) {
   const auto bad = [&] {
@@ -139,10 +159,11 @@ Result<SlurmShape> slurm_shape(const config::RunConfig& config, const plan::Plan
 }
 
 Result<std::string> slurm_batch_script(const config::RunConfig& config, const plan::Plan& plan, const SlurmOptions& o) {
-  if (config.launch.foreign()) {
+  const bool foreign = config.launch.foreign();
+  if (foreign && o.command.empty()) {
     return Status::invalid_input("launch.program=" + config.launch.program +
-                                 ": a Slurm run starts Stagecraft's own worker so far; run another program with --hosts, or remove "
-                                 "launch.program");
+                                 ": export --to slurm writes the script of Stagecraft's own worker; run the program with "
+                                 "`stagecraft-cli run --slurm` (its script is then RUN_DIR/job.sbatch), or remove launch.program");
   }
   if (Status s = check_slurm_options(o); !s) return s;
   auto shape = slurm_shape(config, plan);
@@ -154,11 +175,15 @@ Result<std::string> slurm_batch_script(const config::RunConfig& config, const pl
   const int world = plan.topology.world_size();
 
   std::string s = "#!/bin/sh\n";
-  char head[512];
+  char head[1024];
   std::snprintf(head, sizeof head,
-                "# Stagecraft run \"%s\" through Slurm: %d node(s) x %d task(s), dp %d x tp %d x pp %d, written by stagecraft-cli %s.\n"
-                "# The batch step serves the run's rendezvous store on the first node; one srun step starts one\n"
-                "# stagecraft-worker per task, each writing its events to rank-N.out in the run directory.\n",
+                foreign ? "# Stagecraft run \"%s\" through Slurm: %d node(s) x %d task(s), dp %d x tp %d x pp %d, written by stagecraft-cli %s.\n"
+                          "# Another program's run: the batch step picks MASTER_ADDR (the first node) and a free MASTER_PORT;\n"
+                          "# one srun step starts the program once per task with torchrun's variables from Slurm's, each\n"
+                          "# writing its output to rank-N.out in the run directory.\n"
+                        : "# Stagecraft run \"%s\" through Slurm: %d node(s) x %d task(s), dp %d x tp %d x pp %d, written by stagecraft-cli %s.\n"
+                          "# The batch step serves the run's rendezvous store on the first node; one srun step starts one\n"
+                          "# stagecraft-worker per task, each writing its events to rank-N.out in the run directory.\n",
                 config.name.c_str(), shape->nodes, shape->tasks_per_node, plan.dp, plan.tp, plan.pp, STAGECRAFT_VERSION);
   s += head;
   const auto directive = [&](const std::string& opt) { s += "#SBATCH " + opt + "\n"; };
@@ -180,10 +205,25 @@ Result<std::string> slurm_batch_script(const config::RunConfig& config, const pl
   for (const auto& a : o.sbatch_args) directive(a);
   s += "set -u\n";
   s += "run_dir=" + (o.run_dir.empty() ? std::string("\"${SLURM_SUBMIT_DIR:-$PWD}/stagecraft-${SLURM_JOB_ID}\"") : shell_quote(o.run_dir)) + "\n";
-  s += "worker=" + shell_quote(worker) + "\n";
+  if (!foreign) s += "worker=" + shell_quote(worker) + "\n";
   s += "mkdir -p \"$run_dir\" || exit 1\n";
   s += "cat >\"$run_dir/config.yaml\" <<'" + eof + "'\n" + yaml + (yaml.empty() || yaml.back() == '\n' ? "" : "\n") + eof + "\n";
   s += "STAGECRAFT_RUN_ID=" + (o.run_id.empty() ? std::string("\"slurm-${SLURM_JOB_ID}\"") : shell_quote(o.run_id)) + "\n";
+  if (foreign) {
+    std::string argv;
+    for (const auto& w : o.command) argv += " " + shell_quote(w);
+    s += "# The rendezvous of the program's ranks: the first node of the allocation (this batch step's).\n";
+    s += "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" 2>/dev/null | head -n 1)\n";
+    s += "[ -n \"$MASTER_ADDR\" ] || MASTER_ADDR=${SLURMD_NODENAME:-$(hostname)}\n";
+    s += "MASTER_PORT=$(sh -c " + shell_quote(kFreePortProbe) + " | sed -n 's/^port=//p')\n";
+    s += "[ -n \"$MASTER_PORT\" ] || MASTER_PORT=$((20000 + ${SLURM_JOB_ID:-0} % 40000))\n";
+    s += "export STAGECRAFT_RUN_ID MASTER_ADDR MASTER_PORT\n";
+    s += "srun --kill-on-bad-exit=1 --ntasks=" + std::to_string(world) + " --ntasks-per-node=" + std::to_string(shape->tasks_per_node) +
+         " sh -c " + shell_quote(slurm_task_wrapper(true)) + " stagecraft-task \"$run_dir\" " + std::to_string(shape->tasks_per_node) + argv +
+         "\n";
+    s += "exit $?\n";
+    return s;
+  }
   s += "# The run's token, drawn here: it never leaves the job's processes.\n";
   s += "STAGECRAFT_RUN_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')\n";
   s += "export STAGECRAFT_RUN_ID STAGECRAFT_RUN_TOKEN\n";
@@ -199,7 +239,7 @@ Result<std::string> slurm_batch_script(const config::RunConfig& config, const pl
   s += "MASTER_PORT=$(head -n 1 \"$run_dir/store.port\")\n";
   s += "export MASTER_PORT\n";
   s += "srun --kill-on-bad-exit=1 --ntasks=" + std::to_string(world) + " --ntasks-per-node=" + std::to_string(shape->tasks_per_node) +
-       " sh -c " + shell_quote(kTaskWrapper) + " stagecraft-task \"$run_dir\" \"$worker\"\n";
+       " sh -c " + shell_quote(slurm_task_wrapper(false)) + " stagecraft-task \"$run_dir\" \"$worker\"\n";
   s += "st=$?\n";
   s += "kill \"$store\" 2>/dev/null\n";
   s += "exit \"$st\"\n";
@@ -234,6 +274,13 @@ std::string trimmed(std::string_view s) {
   return std::string(s);
 }
 
+// A job's node list as squeue and sacct print it; "" for none yet.
+std::string node_list(std::string_view s) {
+  std::string n = trimmed(s);
+  if (n == "None assigned" || n == "(null)" || n == "n/a") return "";
+  return n;
+}
+
 }  // namespace
 
 SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& out) {
@@ -242,9 +289,10 @@ SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& o
   for (const auto& line : split_fields(out, '\n')) {
     const std::string l = trimmed(line);
     if (l.empty()) continue;
-    const size_t bar = l.find('|');
-    st.state = trimmed(std::string_view(l).substr(0, bar));
-    st.reason = bar == std::string::npos ? "" : trimmed(std::string_view(l).substr(bar + 1));
+    const auto f = split_fields(l, '|');
+    st.state = trimmed(f[0]);
+    st.reason = f.size() > 1 ? trimmed(f[1]) : "";
+    st.nodes = f.size() > 2 ? node_list(f[2]) : "";
     st.known = !st.state.empty();
     break;
   }
@@ -260,6 +308,7 @@ SlurmJobState parse_sacct_state(const std::string& job_id, const std::string& ou
     st.state = trimmed(f[1]);
     st.exit_code = trimmed(f[2]);
     st.reason = f.size() > 3 ? trimmed(f[3]) : "";
+    st.nodes = f.size() > 4 ? node_list(f[4]) : "";
     st.known = !st.state.empty();
     break;
   }

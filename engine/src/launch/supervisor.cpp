@@ -45,9 +45,10 @@ struct Supervisor::Rank {
 
 Supervisor::Supervisor(std::vector<std::unique_ptr<RankProcess>> ranks, SuperviseOptions options, RunCallbacks callbacks)
     : options_(options), callbacks_(std::move(callbacks)) {
+  const int world = static_cast<int>(ranks.size());
   for (auto& p : ranks) {
     auto r = std::make_unique<Rank>();
-    if (options_.foreign) r->metrics.emplace(p->rank(), options_.metrics, options_.tokens_per_sample);
+    if (options_.foreign) r->metrics.emplace(p->rank(), options_.metrics, options_.tokens_per_sample, world);
     r->process = std::move(p);
     ranks_.push_back(std::move(r));
   }

@@ -177,6 +177,8 @@ std::string encode_event(const WorkerEvent& event) {
                    if (e.mem_bytes >= 0) o.emplace_back("mem_bytes", static_cast<long long>(e.mem_bytes));
                    if (!std::isnan(e.loss_scale)) o.emplace_back("loss_scale", e.loss_scale);
                    if (e.skipped) o.emplace_back("skipped", true);
+                   if (!std::isnan(e.tflops)) o.emplace_back("tflops", e.tflops);
+                   if (!std::isnan(e.mfu)) o.emplace_back("mfu", e.mfu);
                  },
                  [&](const TimingEvent& e) {
                    set_rank(o, e.rank);
@@ -248,6 +250,8 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     r.integer("mem_bytes", e.mem_bytes, false);
     r.number("loss_scale", e.loss_scale);
     r.boolean("skipped", e.skipped);
+    r.number("tflops", e.tflops);
+    r.number("mfu", e.mfu);
     return finish(r, e);
   }
   if (k == "timing") {
@@ -307,7 +311,8 @@ bool same_event(const WorkerEvent& a, const WorkerEvent& b) {
                           return x.rank == y.rank && x.step == y.step && same_number(x.loss, y.loss) &&
                                  same_number(x.lr, y.lr) && same_number(x.grad_norm, y.grad_norm) &&
                                  same_number(x.tokens_per_s, y.tokens_per_s) && same_number(x.step_ms, y.step_ms) &&
-                                 x.mem_bytes == y.mem_bytes && same_number(x.loss_scale, y.loss_scale) && x.skipped == y.skipped;
+                                 x.mem_bytes == y.mem_bytes && same_number(x.loss_scale, y.loss_scale) && x.skipped == y.skipped &&
+                                 same_number(x.tflops, y.tflops) && same_number(x.mfu, y.mfu);
                         },
                         [&](const DoneEvent& x) {
                           const auto& y = std::get<DoneEvent>(b);

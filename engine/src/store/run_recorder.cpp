@@ -21,6 +21,8 @@ bool metric_from_event(int rank, const launch::WorkerEvent& event, double time, 
   out.tokens_per_s = step->tokens_per_s;
   out.step_ms = step->step_ms;
   out.mem_bytes = step->mem_bytes;
+  out.tflops = step->tflops;
+  out.mfu = step->mfu;
   out.time = time;
   return true;
 }

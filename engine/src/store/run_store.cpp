@@ -32,7 +32,7 @@ std::vector<std::string> hosts_from_json(const std::string& text) {
 
 constexpr const char* kRunColumns =
     "id, name, state, created, started, ended, config_yaml, plan_json, hosts, world_size, total_steps, reason, "
-    "supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, job_id, job_state, job_reason, "
+    "supervisor_pid, supervisor_start_ticks, supervisor_boot_id, supervisor_host, job_id, job_state, job_reason, job_nodes, "
     "(SELECT MAX(step) FROM metrics m WHERE m.run_id = runs.id), "
     "(SELECT loss FROM metrics m WHERE m.run_id = runs.id AND loss IS NOT NULL ORDER BY step DESC, rank ASC LIMIT 1)";
 
@@ -64,8 +64,9 @@ RunRecord read_run(const SqliteStmt& st) {
   r.job_id = st.column_text(16);
   r.job_state = st.column_text(17);
   r.job_reason = st.column_text(18);
-  r.last_step = st.is_null(19) ? 0 : st.column_int(19);
-  r.last_loss = st.column_double(20);
+  r.job_nodes = st.column_text(19);
+  r.last_step = st.is_null(20) ? 0 : st.column_int(20);
+  r.last_loss = st.column_double(21);
   return r;
 }
 
@@ -190,8 +191,8 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path, StoreO
   impl->db.set_busy_timeout_ms(options.busy_timeout_ms);
   if (Status s = migrate(impl->db); !s) return s;
   auto m = impl->db.prepare(
-      "INSERT INTO metrics(run_id, rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      "INSERT INTO metrics(run_id, rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time, tflops, mfu) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       SC_SQL_SITE);
   if (!m.ok()) return m.status();
   impl->insert_metric = std::move(m).value();
@@ -246,10 +247,12 @@ Status RunStore::set_supervisor(int64_t id, const ProcessIdentity& p) {
   return Status::OK();
 }
 
-Status RunStore::set_job(int64_t id, const std::string& job_id, const std::string& state, const std::string& reason) {
+Status RunStore::set_job(int64_t id, const std::string& job_id, const std::string& state, const std::string& reason,
+                         const std::string& nodes) {
   std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->db.run("UPDATE runs SET job_id = ?, job_state = ?, job_reason = ? WHERE id = ?", SC_SQL_SITE, job_id, state,
-                               reason, id);
+  if (Status s = impl_->db.run("UPDATE runs SET job_id = ?, job_state = ?, job_reason = ?, "
+                               "job_nodes = CASE WHEN ? = '' THEN job_nodes ELSE ? END WHERE id = ?",
+                               SC_SQL_SITE, job_id, state, reason, nodes, nodes, id);
       !s) {
     return s;
   }
@@ -299,7 +302,7 @@ Result<std::vector<TransitionRecord>> RunStore::transitions(int64_t id) {
 Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> rank, int64_t after_row) {
   std::lock_guard lock(impl_->mu);
   return impl_->db.rows(
-      "SELECT rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time, rowid FROM metrics "
+      "SELECT rank, step, loss, lr, grad_norm, tokens_per_s, step_ms, mem_bytes, time, rowid, tflops, mfu FROM metrics "
       "WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) AND rowid > ?3 ORDER BY step, rank, rowid",
       SC_SQL_SITE,
       [](const SqliteStmt& st) {
@@ -314,6 +317,8 @@ Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> 
         m.mem_bytes = st.is_null(7) ? -1 : st.column_int(7);
         m.time = st.column_double(8);
         m.row = st.column_int(9);
+        m.tflops = st.column_double(10);
+        m.mfu = st.column_double(11);
         return m;
       },
       id, rank, after_row);
@@ -365,7 +370,7 @@ Status RunStore::append(int64_t id, const Batch& batch) {
   if (!tx.ok()) return tx.status();
   for (const MetricRow& m : batch.metrics) {
     im.insert_metric.bind(1, id).bind(2, m.rank).bind(3, m.step).bind(4, m.loss).bind(5, m.lr).bind(6, m.grad_norm);
-    im.insert_metric.bind(7, m.tokens_per_s).bind(8, m.step_ms).bind(10, m.time);
+    im.insert_metric.bind(7, m.tokens_per_s).bind(8, m.step_ms).bind(10, m.time).bind(11, m.tflops).bind(12, m.mfu);
     if (m.mem_bytes >= 0) {
       im.insert_metric.bind(9, m.mem_bytes);
     } else {

@@ -87,6 +87,13 @@ const std::vector<Migration>& migrations() {
         ALTER TABLE runs ADD COLUMN job_state TEXT NOT NULL DEFAULT '';
         ALTER TABLE runs ADD COLUMN job_reason TEXT NOT NULL DEFAULT '';
       )sql"},
+      // 6: the nodes the scheduler gave the job, as its host list ("node[01-04]"); another
+      // program's own TFLOP/s per GPU and MFU of a step, where it prints them.
+      {6, R"sql(
+        ALTER TABLE runs ADD COLUMN job_nodes TEXT NOT NULL DEFAULT '';
+        ALTER TABLE metrics ADD COLUMN tflops REAL;
+        ALTER TABLE metrics ADD COLUMN mfu REAL;
+      )sql"},
   };
   return kSteps;
 }
@@ -94,7 +101,7 @@ const std::vector<Migration>& migrations() {
 }  // namespace
 
 Status migrate(SqliteDb& db) {
-  static_assert(kSchemaVersion == 5, "add a migration step for the new schema version");
+  static_assert(kSchemaVersion == 6, "add a migration step for the new schema version");
   // The first read tells a database from any other file, before anything is written.
   auto version = db.query_int("PRAGMA user_version", SC_SQL_SITE);
   if (!version.ok()) return version.status();

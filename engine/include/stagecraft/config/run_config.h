@@ -25,8 +25,8 @@ enum class Attention { kStandard, kFlash };
 enum class Backend { kCpu, kCuda };
 enum class Comm { kAuto, kNccl, kGloo };  // comm: auto = nccl with backend cuda, gloo with cpu
 enum class Axis { kTp, kDp, kPp };
-enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kNone };  // launch.metrics
-enum class LaunchFramework { kNone, kMegatron, kDeepspeed };
+enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kTorchtitan, kNone };  // launch.metrics
+enum class LaunchFramework { kNone, kMegatron, kDeepspeed, kTorchtitan };
 enum class DataDtype { kAuto, kUint16, kUint32 };  // train.data_dtype: a .bin file's token width                       // launch.framework
 
 // Every enum's YAML spelling, in the order choices are listed ("gpipe, 1f1b or interleaved").
@@ -46,11 +46,13 @@ inline constexpr EnumName<Comm> kCommNames[] = {{Comm::kAuto, "auto"}, {Comm::kN
 inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kDp, "dp"}, {Axis::kPp, "pp"}};
 inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
     {MetricsFormat::kAuto, "auto"},       {MetricsFormat::kMegatron, "megatron"}, {MetricsFormat::kDeepspeed, "deepspeed"},
-    {MetricsFormat::kNanogpt, "nanogpt"}, {MetricsFormat::kJsonl, "jsonl"},       {MetricsFormat::kNone, "none"}};
+    {MetricsFormat::kNanogpt, "nanogpt"}, {MetricsFormat::kJsonl, "jsonl"},       {MetricsFormat::kTorchtitan, "torchtitan"},
+    {MetricsFormat::kNone, "none"}};
 inline constexpr EnumName<DataDtype> kDataDtypeNames[] = {
     {DataDtype::kAuto, "auto"}, {DataDtype::kUint16, "uint16"}, {DataDtype::kUint32, "uint32"}};
 inline constexpr EnumName<LaunchFramework> kLaunchFrameworkNames[] = {
-    {LaunchFramework::kNone, "none"}, {LaunchFramework::kMegatron, "megatron"}, {LaunchFramework::kDeepspeed, "deepspeed"}};
+    {LaunchFramework::kNone, "none"}, {LaunchFramework::kMegatron, "megatron"}, {LaunchFramework::kDeepspeed, "deepspeed"},
+    {LaunchFramework::kTorchtitan, "torchtitan"}};
 
 // The name of a value (from the tables above).
 std::string_view to_string(TpMode v);

@@ -42,14 +42,14 @@
 namespace stagecraft::interop {
 
 // kHf: a Hugging Face model's config.json, the model section only (import); export writes the
-// planned model's config.json.
-enum class Framework { kLibai, kPaddle, kColossalai, kMegatron, kDeepspeed, kHf };
+// planned model's config.json. kTorchtitan: torchtitan's command-line options (export only).
+enum class Framework { kLibai, kPaddle, kColossalai, kMegatron, kDeepspeed, kHf, kTorchtitan };
 
-std::string_view to_string(Framework f);  // "libai" "paddle" "colossalai" "megatron" "deepspeed" "hf"
+std::string_view to_string(Framework f);  // "libai" "paddle" "colossalai" "megatron" "deepspeed" "hf" "torchtitan"
 std::optional<Framework> parse_framework(std::string_view s);
-// "libai|paddle|colossalai|megatron|deepspeed|hf", for messages.
+// "libai|paddle|colossalai|megatron|deepspeed|hf|torchtitan", for messages.
 std::string framework_choices(bool importable_only = false);
-// Megatron-LM has no import: its configuration is a command line.
+// Megatron-LM and torchtitan have no import: their plan is a command line.
 bool can_import(Framework f);
 
 struct ExportOptions {

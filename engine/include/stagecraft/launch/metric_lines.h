@@ -19,6 +19,13 @@
 //              CurrSamplesPerSec=65.1, MemAllocated=0.5GB, MaxMemAllocated=1.2GB` (the throughput
 //              timer): step, samples/s, mem_bytes (MaxMemAllocated, GiB).
 //   nanogpt    `iter 10: loss 3.2100, time 45.67ms, mfu 1.23%` (train.py): step, loss, step_ms.
+//   torchtitan `[rank0]:[titan] 2026-08-21 10:00:00,000 - root - INFO - step:  10  loss:  7.12345
+//              grad_norm:  1.2345  memory: 12.34GiB(15.60%)  tps: 12,345  tflops: 567.89  mfu: 57.42%`
+//              (torchtitan/components/metrics.py, log; colour codes are dropped): step, loss,
+//              grad_norm, mem_bytes (the peak reserved, GiB), tokens_per_s (its tps is per
+//              device: times the run's world size; older versions print it as wps), tflops,
+//              mfu ("N/A" stays unset). The step must be the line's first field after the log
+//              prefix ("validate step: ..." is no training step).
 //   jsonl      `{"step": 10, "loss": 3.21, "lr": 1e-4, "grad_norm": 0.9, "tokens_per_s": 1234,
 //              "samples_per_s": 12, "step_ms": 45.6, "mem_bytes": 123456}`: an object with an
 //              integer "step" >= 0 and numbers (or null) for the fields it has; unknown fields are
@@ -40,14 +47,17 @@
 
 namespace stagecraft::launch {
 
-// One line in one format. `format` kAuto tries jsonl, megatron, deepspeed and nanogpt in turn
-// (their shapes do not overlap); kNone reads nothing. The event's rank is kUnknownRank.
-std::optional<StepEvent> parse_metric_line(std::string_view line, config::MetricsFormat format, double tokens_per_sample = 0);
+// One line in one format. `format` kAuto tries jsonl, megatron, deepspeed, nanogpt and torchtitan
+// in turn (their shapes do not overlap); kNone reads nothing. The event's rank is kUnknownRank.
+// `world_size`: the run's ranks (torchtitan's per-device tokens/s times it).
+std::optional<StepEvent> parse_metric_line(std::string_view line, config::MetricsFormat format, double tokens_per_sample = 0,
+                                           int world_size = 1);
 
 std::optional<StepEvent> parse_megatron_line(std::string_view line, double tokens_per_sample = 0);
 std::optional<StepEvent> parse_deepspeed_line(std::string_view line, double tokens_per_sample = 0);
 std::optional<StepEvent> parse_nanogpt_line(std::string_view line);
 std::optional<StepEvent> parse_jsonl_line(std::string_view line, double tokens_per_sample = 0);
+std::optional<StepEvent> parse_torchtitan_line(std::string_view line, int world_size = 1);
 
 // The metric lines of one rank, merged into one event per step: DeepSpeed prints a step's lr,
 // throughput and loss on separate lines. A line of the step held is merged into it (fields it
@@ -56,8 +66,8 @@ std::optional<StepEvent> parse_jsonl_line(std::string_view line, double tokens_p
 // come out on the line that carries them.
 class MetricLineReader {
  public:
-  MetricLineReader(int rank, config::MetricsFormat format, double tokens_per_sample = 0)
-      : rank_(rank), format_(format), tokens_per_sample_(tokens_per_sample) {}
+  MetricLineReader(int rank, config::MetricsFormat format, double tokens_per_sample = 0, int world_size = 1)
+      : rank_(rank), format_(format), tokens_per_sample_(tokens_per_sample), world_size_(world_size) {}
 
   // The events complete after this line (none, one or two), in step order. `matched` (optional)
   // says whether the line was a metric line.
@@ -69,6 +79,7 @@ class MetricLineReader {
   int rank_;
   config::MetricsFormat format_;
   double tokens_per_sample_;
+  int world_size_;
   std::optional<StepEvent> held_;
 };
 

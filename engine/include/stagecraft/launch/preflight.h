@@ -64,6 +64,13 @@ std::vector<HostCheck> preflight(const std::vector<SelectedHost>& hosts, const P
 // The GPUs of the probe's `gpu=NAME, MEMORY_MIB, DRIVER` lines (nvidia-smi --query-gpu=name,
 // memory.total,driver_version --format=csv,noheader,nounits); lines that do not parse are skipped.
 std::vector<GpuInfo> parse_gpu_lines(const std::string& probe_output);
+
+// The check of another program (options.program, .python, .cwd) on a machine other than SSH's
+// (a Slurm node: srun runs it): the command line that prints the probe's lines there, and the
+// errors those lines tell, each starting with `where` ("slurm node sc7n0"); none when it is fine.
+std::vector<std::string> program_probe_argv(const PreflightOptions& options);
+std::vector<std::string> program_probe_errors(const std::string& probe_output, const PreflightOptions& options, const std::string& where);
+
 // "2 x NVIDIA H100 80GB HBM3 (81559 MiB), driver 580.159.04, CUDA 13.0", or "" without GPUs.
 std::string describe_gpus(const HostCheck& check);
 

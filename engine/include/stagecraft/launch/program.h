@@ -10,9 +10,14 @@
 //   2. the plan as the framework's arguments, launch.framework:
 //        megatron   the argument list of `export --to megatron` (interop::export_files), e.g.
 //                   --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 ... --seed 1234;
+//        torchtitan the options of `export --to torchtitan` (TORCHTITAN_ARGS), e.g.
+//                   --parallelism.tensor_parallel_degree 2 ... --debug.seed 1234, which override
+//                   the configuration the program's own --module / --config name;
 //        deepspeed  `--deepspeed --deepspeed_config .stagecraft/<name>-ds_config.json`, the
 //                   ds_config.json of `export --to deepspeed` written there (a file of the
-//                   command, relative to the run's working directory);
+//                   command, relative to the run's working directory; a Slurm run writes it in
+//                   its run directory instead, with an absolute path, so that a job waiting in
+//                   the queue keeps its own);
 //   3. launch.args, split like a shell's words (core/text.h split_words: quotes, backslashes,
 //      nothing expanded);
 //   4. the arguments given after `--` on the command line (`extra`), as they are.
@@ -48,10 +53,14 @@ struct ProgramCommand {
 // The command for config.launch (launch.program must be set). Fails (invalid_input, one line
 // naming the key) when launch.program is empty, launch.args does not split, or the framework
 // export refuses the plan (its message).
-Result<ProgramCommand> program_command(const config::RunConfig& config, const std::vector<std::string>& extra);
+// The command's files go in `files_dir` (relative to the run's working directory, or absolute).
+Result<ProgramCommand> program_command(const config::RunConfig& config, const std::vector<std::string>& extra,
+                                       const std::string& files_dir = ".stagecraft");
 
-// program_command(), with its files written under `dir` (created as needed).
-Result<ProgramCommand> prepare_program(const config::RunConfig& config, const std::vector<std::string>& extra, const std::string& dir);
+// program_command(), with its files written under `dir` (created as needed; an absolute
+// files_dir is used as it is).
+Result<ProgramCommand> prepare_program(const config::RunConfig& config, const std::vector<std::string>& extra, const std::string& dir,
+                                       const std::string& files_dir = ".stagecraft");
 
 // Whether launch.program can start on this machine, from the current directory: a path with a
 // '/' must exist and be executable (readable for a .py program), a bare name must be found in

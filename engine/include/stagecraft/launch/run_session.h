@@ -45,7 +45,6 @@ namespace stagecraft::launch {
 //   - hosts whose slots differ from the plan's world size (plan for the hosts: with_hosts());
 // Through Slurm (`slurm` true: Slurm picks the nodes, cluster.nodes says how many):
 //   - hosts, or cluster.hosts ("Slurm picks the nodes");
-//   - launch.program (a Slurm run starts Stagecraft's own worker so far);
 // With Stagecraft's own worker (launch.program empty):
 //   - a launch.* key other than its default (they are about another program's run);
 //   - backend cuda in a build without CUDA ("this build trains on the CPU only");
@@ -94,7 +93,8 @@ class RunSession {
   const std::string& db() const { return db_; }
   const RunRequest& request() const { return request_; }
   // The names recorded as the run's hosts ("localhost" for a local run, "slurm:PARTITION"
-  // through Slurm, the nodes being Slurm's choice).
+  // through Slurm, the nodes being Slurm's choice: the history records them as the job's nodes
+  // once Slurm has placed it).
   std::vector<std::string> host_names() const;
 
   // Opens the history for this run in the calling process, which becomes its supervisor.

@@ -9,7 +9,15 @@
 //   2. starts one `stagecraft-worker` per task with one `srun --kill-on-bad-exit=1` step, each
 //      under a small sh wrapper that writes the task's stdout, stderr and exit status to
 //      rank-N.out, rank-N.err and rank-N.exit in the run directory.
-// The workers read their rank from Slurm's variables (worker_env.h). The submitting side
+// The workers read their rank from Slurm's variables (worker_env.h).
+//
+// Another program (launch.program) runs the same way without the store: the batch step picks
+// MASTER_ADDR (the allocation's first node) and a free MASTER_PORT there, and the task wrapper
+// gives each task torchrun's variables from Slurm's (RANK = SLURM_PROCID, LOCAL_RANK =
+// SLURM_LOCALID, WORLD_SIZE = SLURM_NTASKS, LOCAL_WORLD_SIZE, GROUP_RANK = SLURM_NODEID) before it
+// starts the program's prepared command line (SlurmOptions::command); the GPUs are those Slurm
+// binds to the job's tasks (CUDA_VISIBLE_DEVICES as Slurm sets it), and a rank picks its own by
+// LOCAL_RANK, as under torchrun. The submitting side
 // follows those files: the run directory must be on a file system the nodes and the submitting
 // machine share (as $HOME is on Slurm clusters), like the working directory for SSH runs.
 //
@@ -49,6 +57,9 @@ struct SlurmOptions {
   std::string cwd;
   // STAGECRAFT_RUN_ID of the workers; empty: slurm-JOBID.
   std::string run_id;
+  // Another program's run (launch.program): its prepared command line (program_command), run
+  // once per task; RunSession sets it. Empty for Stagecraft's own worker.
+  std::vector<std::string> command;
 };
 
 // Whether `time` is one of the --time formats Slurm accepts: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
@@ -72,9 +83,15 @@ struct SlurmShape {
 Result<SlurmShape> slurm_shape(const config::RunConfig& config, const plan::Plan& plan);
 
 // The batch script (sh) for the run, as `export --to slurm` writes it and `run --slurm` submits
-// it. Fails on options check_slurm_options refuses, on another program's run (launch.program:
-// not run through Slurm so far) and on a configuration that does not fit a here-document.
+// it. Fails on options check_slurm_options refuses, on another program's run without its
+// command line (options.command) and on a configuration that does not fit a here-document.
 Result<std::string> slurm_batch_script(const config::RunConfig& config, const plan::Plan& plan, const SlurmOptions& options);
+
+// The sh program srun starts on every task. Stagecraft's worker: `sh -c WRAPPER stagecraft-task
+// RUN_DIR PROGRAM ARGS...`; another program (foreign): `sh -c WRAPPER stagecraft-task RUN_DIR
+// LOCAL_WORLD_SIZE PROGRAM ARGS...`, with torchrun's variables set from Slurm's first. Either
+// writes the task's stdout, stderr and exit status to RUN_DIR/rank-N.{out,err,exit}.
+std::string slurm_task_wrapper(bool foreign);
 
 // A job's state as Slurm reports it.
 struct SlurmJobState {
@@ -82,6 +99,7 @@ struct SlurmJobState {
   std::string state;      // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
   std::string reason;     // Slurm's reason ("Priority", "Resources", "TimeLimit", "None"), may be empty
   std::string exit_code;  // "CODE:SIGNAL" once the job ended (sacct), else empty
+  std::string nodes;      // the nodes Slurm gave the job, as a Slurm host list ("sc7n[0-1]"); empty before
   bool known = false;     // false: Slurm does not (yet or any more) know the job
   bool active() const;    // PENDING, CONFIGURING, RUNNING, COMPLETING, SUSPENDED, ... (not ended)
   bool pending() const;   // PENDING (or REQUEUED, RESIZING): not started yet
@@ -89,8 +107,9 @@ struct SlurmJobState {
   std::string describe() const;
 };
 
-// The output of `squeue -h -j ID -t all -o %T|%r` and of `sacct -n -P -X -j ID -o
-// JobIDRaw,State,ExitCode,Reason` as a state (known false when the output holds no row).
+// The output of `squeue -h -j ID -t all -o %T|%r|%N` and of `sacct -n -P -X -j ID -o
+// JobIDRaw,State,ExitCode,Reason,NodeList` as a state (known false when the output holds no row).
+// Older two- and four-field outputs read too; "None assigned" and "(null)" nodes read as none.
 SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& out);
 SlurmJobState parse_sacct_state(const std::string& job_id, const std::string& out);
 
@@ -108,13 +127,16 @@ Status slurm_cancel(const std::string& job_id, const std::string& signal = {});
 
 // preflight --slurm: does the partition exist (the default one when options.partition is
 // empty), do its nodes have the plan's nodes and, for cuda, GPUs (sinfo), and does Slurm accept
-// the job for this user and account (`sbatch --test-only` of the script)?
+// the job for this user and account (`sbatch --test-only` of the script)? For another program
+// (launch.program) also: is it there, runnable, with its interpreter, in the job's working
+// directory on a node of the partition (a one-task srun of preflight.h's probe)?
 struct SlurmCheck {
   std::string partition;      // the partition checked (the default one when none was named)
   int nodes = 0;              // its nodes
   int cpus_per_node = 0;      // the fewest CPUs of its nodes
   int gpus_per_node = 0;      // the fewest GPUs (gres gpu) of its nodes
   std::string test_only;      // sbatch --test-only's answer ("Job 12 to start at ... using 4 processors on nodes ...")
+  std::string program_node;   // another program's run: the node a one-task srun checked the program on
   std::vector<std::string> errors;    // each one line naming what to fix
   std::vector<std::string> warnings;
   bool ok() const { return errors.empty(); }

@@ -60,6 +60,10 @@ struct StepEvent {
   // "skipped" appears only when true, "loss_scale" only when known.
   double loss_scale = NAN;
   bool skipped = false;
+  // Another program's own throughput figures, where it prints them (torchtitan): TFLOP/s per GPU
+  // and model FLOPs utilisation as a fraction of the GPU's peak; NaN when absent (and absent on
+  // the wire).
+  double tflops = NAN, mfu = NAN;
 };
 
 // Where a rank's step went (runtime/trainer.h StepTiming says what each part holds). Every step

@@ -41,7 +41,7 @@
 namespace stagecraft::store {
 
 // The schema version this build writes; see schema.cpp for the migrations.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 enum class RunState { kQueued, kRunning, kSucceeded, kFailed, kCancelled, kLost };
 std::string_view to_string(RunState s);  // "queued" ... "lost"
@@ -75,6 +75,7 @@ struct RunRecord {
   // A run submitted to Slurm: the job id and the scheduler's latest state and reason for the job
   // ("PENDING" / "Priority", "RUNNING" / "None", "TIMEOUT" / ...); all empty for other runs.
   std::string job_id, job_state, job_reason;
+  std::string job_nodes;  // the nodes the scheduler gave the job ("sc7n[0-1]"); empty before (or for other runs)
   int64_t last_step = 0;     // highest step in its metrics; 0 when none
   double last_loss = NAN;    // loss at that step (lowest rank that reported one); NaN when none
 };
@@ -94,6 +95,7 @@ struct MetricRow {
   int64_t step = 0;
   double loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, step_ms = NAN;
   int64_t mem_bytes = -1;
+  double tflops = NAN, mfu = NAN;  // the program's own figures (StepEvent), NaN when absent
   double time = 0;
   int64_t row = 0;  // set when read; ignored when written
 };
@@ -159,9 +161,11 @@ class RunStore {
   Result<int64_t> create_run(const NewRun& run);
   // Records who supervises the run now (after a fork, the background process).
   Status set_supervisor(int64_t id, const ProcessIdentity& supervisor);
-  // Records the scheduler's job of the run (job_id) and its latest state and reason; not_found
-  // for an unknown id.
-  Status set_job(int64_t id, const std::string& job_id, const std::string& state, const std::string& reason);
+  // Records the scheduler's job of the run (job_id), its latest state and reason and, when not
+  // empty, the nodes it was given (an empty `nodes` keeps those recorded); not_found for an
+  // unknown id.
+  Status set_job(int64_t id, const std::string& job_id, const std::string& state, const std::string& reason,
+                 const std::string& nodes = "");
   // Moves the run to `to` with a reason, stamping started (running) or ended (terminal).
   // Fails with invalid_input when the move is not allowed from the run's current state (e.g. it
   // already ended), and not_found for an unknown id.
