@@ -23,8 +23,9 @@ STAGECRAFT_PACKAGES=(
 # dpkg-dev, file, lintian and desktop-file-utils for the package suite (tests/package); Slurm
 # (controller, node daemon, accounting daemon, client commands), munge and MariaDB for the Slurm
 # suite, which makes a test cluster of its own (tests/integration/slurm_lab.h; Debian 12's
-# slurmd has no multiple-slurmd mode, so its two nodes live in network namespaces).
-STAGECRAFT_TEST_PACKAGES=(python3 python3-torch openssh-server openssh-client iproute2 procps xvfb xauth
+# slurmd has no multiple-slurmd mode, so its two nodes live in network namespaces); ccache, with
+# which tests/run.sh's second build (without CUDA) reuses the first one's objects.
+STAGECRAFT_TEST_PACKAGES=(python3 python3-torch openssh-server openssh-client iproute2 procps xvfb xauth ccache
   dpkg-dev file lintian desktop-file-utils
   slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
 

@@ -356,7 +356,7 @@ void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, in
       return;
     }
 #endif
-    launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv.low(), B, T, NH, HS, NKV);
+    mma_sync_forward(out, lse, qkv.low(), B, T, NH, HS, NKV);
     launched("flash_attention_forward (tensor cores)");
     return;
   }
@@ -406,7 +406,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
       return;
     }
 #endif
-    launch_tensor_grads<flash_mma::MmaSync>(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS, NKV);
+    mma_sync_grads(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS, NKV);
     launched("flash_attention_backward (tensor cores)");
     return;
   }

@@ -1,6 +1,6 @@
 // The tensor-core kernels of the fused attention (`train.attention: flash`) and their launches,
-// written once over a Core of runtime/flash_mma.h: flash_attention.cu launches them with MmaSync
-// (mma.sync, sm_80 or later), flash_wgmma.cu with runtime/flash_wgmma.h's Wgmma (Hopper's
+// written once over a Core of runtime/flash_mma.h: flash_mma_forward.cu and flash_mma_grads.cu
+// launch them with MmaSync (mma.sync, sm_80 or later), flash_wgmma.cu with runtime/flash_wgmma.h's Wgmma (Hopper's
 // warpgroup products, compiled for sm_90a alone). Each .cu includes this header and instantiates
 // what it launches; everything here has internal linkage.
 //
@@ -212,6 +212,13 @@ void launch_tensor_grads(ActOut dqkv, const void* dout, const bf16* qkv, const f
 }
 
 }  // namespace
+
+// flash_mma_forward.cu and flash_mma_grads.cu: the mma.sync launches, each pass in a translation
+// unit of its own so that a build compiles them side by side (they are most of the CUDA code's
+// compile time), as launch_tensor_forward and launch_tensor_grads take them.
+void mma_sync_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV);
+void mma_sync_grads(ActOut dqkv, const void* dout, const bf16* qkv, const float* lse, const float* delta, int B, int T, int NH, int HS,
+                    int NKV);
 
 // flash_wgmma.cu, in a build with STAGECRAFT_FLASH_WGMMA: both passes' launches over its kernels,
 // as launch_tensor_forward and launch_tensor_grads take them, where cuda_kernels.h's

@@ -1,0 +1,18 @@
+// The fused attention's forward on tensor cores (mma.sync, sm_80 or later): flash_kernels.cuh's
+// kernels over runtime/flash_mma.h's MmaSync core, for every head size and output type they take.
+// A translation unit of its own (flash_kernels.cuh says why); flash_attention.cu calls it.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/flash_kernels.cuh"
+#include "runtime/flash_mma.h"
+
+namespace stagecraft::runtime::cuda {
+
+void mma_sync_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV) {
+  launch_tensor_forward<flash_mma::MmaSync>(out, lse, qkv, B, T, NH, HS, NKV);
+}
+
+}  // namespace stagecraft::runtime::cuda
