@@ -19,6 +19,7 @@
 #include "stagecraft/launch/run_measurement.h"
 #include "stagecraft/plan/calibrate.h"
 #include "stagecraft/launch/slurm.h"
+#include "stagecraft/launch/worker_env.h"
 #include "stagecraft/store/run_store.h"
 
 namespace stagecraft::cli {
@@ -49,6 +50,29 @@ std::string local_time(double unix_s) {
   return buf;
 }
 
+// Each rank's node of a Slurm run: its job's nodes in Slurm's block distribution (the plan's ranks
+// node-major, world / nodes a node, as the batch script asks); empty when the nodes are not known.
+std::vector<std::string> rank_nodes(const store::RunRecord& r) {
+  const auto nodes = launch::expand_nodelist(r.job_nodes);
+  if (nodes.empty() || r.world_size <= 0 || r.world_size % static_cast<int>(nodes.size()) != 0) return {};
+  const int per_node = r.world_size / static_cast<int>(nodes.size());
+  std::vector<std::string> out;
+  for (int rank = 0; rank < r.world_size; ++rank) out.push_back(nodes[static_cast<size_t>(rank / per_node)]);
+  return out;
+}
+
+// "ranks 0-1 on sc7n0, 2-3 on sc7n1".
+std::string rank_nodes_text(const std::vector<std::string>& per_rank) {
+  std::string s;
+  for (size_t r = 0; r < per_rank.size();) {
+    size_t end = r;
+    while (end + 1 < per_rank.size() && per_rank[end + 1] == per_rank[r]) ++end;
+    s += (s.empty() ? "ranks " : ", ") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "") + " on " + per_rank[r];
+    r = end + 1;
+  }
+  return s;
+}
+
 Json number_or_null(double v) { return std::isnan(v) ? Json() : Json(v); }
 
 std::string hosts_text(const std::vector<std::string>& hosts) {
@@ -76,6 +100,7 @@ Json run_json(const store::RunRecord& r) {
     j.set("job_state", r.job_state);
     j.set("job_reason", r.job_reason);
     j.set("job_nodes", r.job_nodes);
+    if (const auto per_rank = rank_nodes(r); !per_rank.empty()) j.set("rank_nodes", Json::array_of(per_rank));
   }
   return j;
 }
@@ -189,7 +214,9 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
   if (!r->job_id.empty()) {
     std::printf("  slurm job    %s %s%s\n", r->job_id.c_str(), r->job_state.c_str(),
                 r->job_reason.empty() || r->job_reason == "None" ? "" : (" (" + r->job_reason + ")").c_str());
-    std::printf("  slurm nodes  %s\n", r->job_nodes.empty() ? "(not placed yet)" : r->job_nodes.c_str());
+    const auto per_rank = rank_nodes(r.value());
+    std::printf("  slurm nodes  %s%s\n", r->job_nodes.empty() ? "(not placed yet)" : r->job_nodes.c_str(),
+                per_rank.empty() ? "" : (": " + rank_nodes_text(per_rank)).c_str());
   }
   std::printf("  steps        %lld/%lld\n", static_cast<long long>(r->last_step), static_cast<long long>(r->total_steps));
   if (!std::isnan(r->last_loss)) std::printf("  last loss    %.4f\n", r->last_loss);

@@ -114,6 +114,28 @@ class TestSlurm : public QObject {
     QCOMPARE(QString::fromStdString(launch::first_host_of_nodelist(nodelist.toStdString())), first);
   }
 
+  void expand_hosts_data() {
+    QTest::addColumn<QString>("nodelist");
+    QTest::addColumn<QString>("hosts");  // joined by ' '; "" when it does not read
+    QTest::newRow("ranges and lists, padded") << "node[03-05,9],gpu1" << "node03 node04 node05 node9 gpu1";
+    QTest::newRow("the lab's") << "sc7n[0-1]" << "sc7n0 sc7n1";
+    QTest::newRow("two groups in a name") << "r[1-2]n[0,2]" << "r1n0 r1n2 r2n0 r2n2";
+    QTest::newRow("suffix after the range") << "n[1-2]-ib" << "n1-ib n2-ib";
+    QTest::newRow("one node") << "single" << "single";
+    QTest::newRow("empty") << "" << "";
+    QTest::newRow("unclosed bracket") << "n[1-2" << "";
+    QTest::newRow("reversed range") << "n[5-2]" << "";
+    QTest::newRow("not a number") << "n[a-b]" << "";
+    QTest::newRow("more than the limit") << "n[1-200000]" << "";
+  }
+  void expand_hosts() {
+    QFETCH(QString, nodelist);
+    QFETCH(QString, hosts);
+    QStringList got;
+    for (const auto& h : launch::expand_nodelist(nodelist.toStdString())) got << QString::fromStdString(h);
+    QCOMPARE(got.join(' '), hosts);
+  }
+
   // What srun gives a task, and the worker environment it becomes.
   void worker_env_from_slurm_data() {
     QTest::addColumn<QString>("env");

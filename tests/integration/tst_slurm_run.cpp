@@ -205,7 +205,7 @@ class TestSlurmRun : public QObject {
     QCOMPARE(r["job_state"].toString(), QString("COMPLETED"));
     // The nodes Slurm gave the job, in the history.
     QCOMPARE(r["job_nodes"].toString(), QString("sc7n[0-1]"));
-    QVERIFY2(shown.contains("slurm nodes  sc7n[0-1]"), qPrintable(shown));
+    QVERIFY2(shown.contains("slurm nodes  sc7n[0-1]: ranks 0-1 on sc7n0, 2-3 on sc7n1\n"), qPrintable(shown));
     QCOMPARE(lab_->final_state(job), QString("COMPLETED"));
     QVERIFY(nothing_left(job));
   }
@@ -257,6 +257,7 @@ class TestSlurmRun : public QObject {
     QCOMPARE(r["state"].toString(), QString("succeeded"));
     QCOMPARE(r["job_state"].toString(), QString("COMPLETED"));
     QCOMPARE(r["job_nodes"].toString(), QString("sc7n[0-1]"));
+    QCOMPARE(r["rank_nodes"].toArray(), (QJsonArray{"sc7n0", "sc7n0", "sc7n1", "sc7n1"}));
     QString list;
     QCOMPARE(cli({"runs", "list", "--db", db_}, &list, &err), 0);
     QVERIFY2(list.contains(QRegularExpression(QString("^%1 .* sc7n\\[0-1\\] ").arg(run), QRegularExpression::MultilineOption)), qPrintable(list));

@@ -71,6 +71,62 @@ std::string first_host_of_nodelist(const std::string& nodelist) {
   return entry.substr(0, open) + range + entry.substr(close + 1);
 }
 
+namespace {
+
+// Appends the hosts of one entry ("n[1-3]-ib[0,2]") to `out`; false when it does not read or
+// `out` would pass `limit`.
+bool expand_entry(const std::string& entry, std::vector<std::string>& out, size_t limit) {
+  const size_t open = entry.find('[');
+  if (open == std::string::npos) {
+    if (entry.empty() || entry.find(']') != std::string::npos || out.size() >= limit) return false;
+    out.push_back(entry);
+    return true;
+  }
+  const size_t close = entry.find(']', open);
+  if (close == std::string::npos) return false;
+  const std::string head = entry.substr(0, open), tail = entry.substr(close + 1);
+  size_t at = open + 1;
+  while (at < close) {
+    size_t comma = entry.find(',', at);
+    if (comma == std::string::npos || comma > close) comma = close;
+    const std::string part = entry.substr(at, comma - at);
+    const size_t dash = part.find('-');
+    const std::string lo = part.substr(0, dash), hi = dash == std::string::npos ? lo : part.substr(dash + 1);
+    unsigned long a = 0, b = 0;
+    auto ra = std::from_chars(lo.data(), lo.data() + lo.size(), a);
+    auto rb = std::from_chars(hi.data(), hi.data() + hi.size(), b);
+    if (lo.empty() || hi.empty() || ra.ec != std::errc() || ra.ptr != lo.data() + lo.size() || rb.ec != std::errc() ||
+        rb.ptr != hi.data() + hi.size() || b < a || b - a > limit) {
+      return false;
+    }
+    for (unsigned long n = a; n <= b; ++n) {
+      std::string num = std::to_string(n);
+      if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // node[03-05]: the padding of the first
+      if (!expand_entry(head + num + tail, out, limit)) return false;
+    }
+    at = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_nodelist(const std::string& nodelist, size_t limit) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= nodelist.size(); ++i) {
+    const char c = i < nodelist.size() ? nodelist[i] : ',';
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      if (!expand_entry(nodelist.substr(start, i - start), out, limit)) return {};
+      start = i + 1;
+    }
+  }
+  return depth == 0 ? out : std::vector<std::string>{};
+}
+
 std::map<std::string, std::string> torchrun_from_slurm(const std::function<const char*(const char*)>& get) {
   std::map<std::string, std::string> m;
   const auto value = [&](const char* name) -> std::string {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "stagecraft/core/status.h"
 
@@ -47,6 +48,12 @@ std::map<std::string, std::string> torchrun_from_slurm(const std::function<const
 
 // The first host of a Slurm host list ("node[03-05,9],gpu1" -> "node03"); empty for "".
 std::string first_host_of_nodelist(const std::string& nodelist);
+
+// Every host of a Slurm host list in its order ("node[03-04],gpu1" -> node03, node04, gpu1; zero
+// padding kept, several bracket groups in one name expanded left to right); empty for "", and
+// for a list that does not read (an unclosed bracket, a reversed range) or names more than
+// `limit` hosts.
+std::vector<std::string> expand_nodelist(const std::string& nodelist, size_t limit = 100000);
 
 // Reads and checks them (mapped from Slurm's under srun); `get` returns nullptr for an unset variable (std::getenv by default).
 // Fails with one line naming the variable and what is wrong.
