@@ -79,9 +79,6 @@ QString int_list(const std::vector<int>& v) {
 }
 
 
-// Megatron-LM's option names: tests/engine/data/megatron_lm_flags.txt lists what its parse_args
-// registers (add_argument names and those generated from its config dataclasses) at the commit
-// its header names.
 // The names of a list in tests/engine/data (one a line, # comments).
 QSet<QString> names_in(const char* file) {
   QSet<QString> out;
@@ -94,17 +91,11 @@ QSet<QString> names_in(const char* file) {
   return out;
 }
 
+// Megatron-LM's option names: tests/engine/data/megatron_lm_flags.txt lists what its parse_args
+// registers (add_argument names and those generated from its config dataclasses) at the commit
+// its header names.
 const QSet<QString>& megatron_lm_flags() {
-  static const QSet<QString> flags = [] {
-    QSet<QString> out;
-    QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/megatron_lm_flags.txt");
-    if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) qFatal("cannot read %s", qPrintable(f.fileName()));
-    for (const QByteArray& line : f.readAll().split('\n')) {
-      const QString l = QString::fromUtf8(line).trimmed();
-      if (!l.isEmpty() && !l.startsWith('#')) out.insert(l);
-    }
-    return out;
-  }();
+  static const QSet<QString> flags = names_in("megatron_lm_flags.txt");
   return flags;
 }
 
