@@ -1,9 +1,10 @@
 // Flash attention on tensor cores with the scores in registers: the CUDA backend's fused causal
-// attention for bf16 q, k, v (cuda/flash_attention.cu). The same math as the tile program of
-// runtime/flash_tiles.h, which stays the CPU's reference for it (same roundings, same order of the
-// online softmax), but organised as FlashAttention-2 (Dao, 2023) runs on a GPU: each warp owns 16
-// rows of a 64-row tile, and S, P, dP, dS and the accumulators O, dQ, dK, dV live in the warp's
-// registers as the fragments of PTX's `mma.sync.m16n8k16` (bf16 operands, fp32 accumulation).
+// attention for bf16 q, k, v (cuda/flash_kernels.cuh's kernels, which cuda/flash_attention.cu
+// dispatches to). The same math as the tile program of runtime/flash_tiles.h, which stays the CPU's
+// reference for it (same roundings, same order of the online softmax), but organised as
+// FlashAttention-2 (Dao, 2023) runs on a GPU: each warp owns 16 rows of a 64-row tile, and S, P,
+// dP, dS and the accumulators O, dQ, dK, dV live in the warp's registers as the fragments of PTX's
+// `mma.sync.m16n8k16` (bf16 operands, fp32 accumulation).
 // Shared memory holds only the bf16 tiles of q, k, v and dO, read into fragments by `ldmatrix`.
 //
 // The program is written once against a small execution interface, an Exec, and over a Core, the
@@ -105,7 +106,7 @@ bool with_padded_head(int hs, F&& f) {
 // and dS besides: it walks 32 query rows, so that at head size 64 its bf16 program took 168
 // registers, three blocks an SM (ptxas at sm_90, with bf16.h's integer rounding in pack; walking
 // 64, it took 240: two). The query-gradient pass walks 64 key rows up to head size 64 (168
-// registers either way) and 32 at 128. cuda/flash_attention.cu says what the one-launch gradient
+// registers either way) and 32 at 128. cuda/flash_kernels.cuh says what the one-launch gradient
 // kernel takes now.
 template <int D, flash::Pass P>
 inline constexpr int kWalk = P == flash::Pass::kKeyGrads || D > 64 ? 32 : 64;
@@ -119,11 +120,11 @@ inline constexpr int kLd = D + 8;
 template <int D>
 inline constexpr int kStatBytes = 2 * kWalk<D, flash::Pass::kKeyGrads> * 4;
 
-// The two gradient passes run as one launch (cuda/flash_attention.cu): of a head's 2 x tiles blocks,
-// block y takes the y-th longest of both passes' tiles, so that the longest start first and the
-// passes end together. A key tile k walks tiles - k query tiles' worth of rows with four products
-// each, a query tile q walks q + 1 key tiles with three; ties go to the key pass.
-// Worked example, 2 tiles: key 0 (8), query 1 (6), key 1 (4), query 0 (3).
+// The two gradient passes run as one launch (cuda/flash_kernels.cuh's tensor_grads_kernel): of a
+// head's 2 x tiles blocks, block y takes the y-th longest of both passes' tiles, so that the
+// longest start first and the passes end together. A key tile k walks tiles - k query tiles' worth
+// of rows with four products each, a query tile q walks q + 1 key tiles with three; ties go to the
+// key pass. Worked example, 2 tiles: key 0 (8), query 1 (6), key 1 (4), query 0 (3).
 struct GradsTile {
   bool key;  // the key gradients' pass, else the query gradients'
   int tile;
