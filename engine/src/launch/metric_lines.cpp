@@ -44,24 +44,27 @@ std::optional<int64_t> leading_int(std::string_view s, std::string_view* rest = 
   return v;
 }
 
-// The number right after the first `key` in `line` that starts a word (not inside a longer
-// name: "step=" in "global_step=" does not count).
-std::optional<double> number_after(std::string_view line, std::string_view key, std::string_view* rest = nullptr) {
+// Where the first `key` in `line` that starts a word is (not inside a longer name: "step=" in
+// "global_step=" does not count); npos when none does.
+size_t word_at(std::string_view line, std::string_view key) {
   for (size_t at = line.find(key); at != std::string_view::npos; at = line.find(key, at + 1)) {
     const char before = at == 0 ? ' ' : line[at - 1];
-    if (std::isalnum(static_cast<unsigned char>(before)) || before == '_') continue;
-    return leading_number(line.substr(at + key.size()), rest);
+    if (!std::isalnum(static_cast<unsigned char>(before)) && before != '_') return at;
   }
-  return std::nullopt;
+  return std::string_view::npos;
+}
+
+// The number right after the first `key` in `line` that starts a word.
+std::optional<double> number_after(std::string_view line, std::string_view key, std::string_view* rest = nullptr) {
+  const size_t at = word_at(line, key);
+  if (at == std::string_view::npos) return std::nullopt;
+  return leading_number(line.substr(at + key.size()), rest);
 }
 
 std::optional<int64_t> int_after(std::string_view line, std::string_view key) {
-  for (size_t at = line.find(key); at != std::string_view::npos; at = line.find(key, at + 1)) {
-    const char before = at == 0 ? ' ' : line[at - 1];
-    if (std::isalnum(static_cast<unsigned char>(before)) || before == '_') continue;
-    return leading_int(line.substr(at + key.size()));
-  }
-  return std::nullopt;
+  const size_t at = word_at(line, key);
+  if (at == std::string_view::npos) return std::nullopt;
+  return leading_int(line.substr(at + key.size()));
 }
 
 void set_samples_per_s(StepEvent& e, double samples_per_s, double tokens_per_sample) {
@@ -106,25 +109,22 @@ std::string without_colours(std::string_view line) {
 // The number after `key` with its thousands' commas dropped ("12,345" -> 12345); `rest` is what
 // follows it in `line`.
 std::optional<double> grouped_number_after(std::string_view line, std::string_view key, std::string_view* rest = nullptr) {
-  for (size_t at = line.find(key); at != std::string_view::npos; at = line.find(key, at + 1)) {
-    const char before = at == 0 ? ' ' : line[at - 1];
-    if (std::isalnum(static_cast<unsigned char>(before)) || before == '_') continue;
-    std::string_view s = line.substr(at + key.size());
-    while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-    std::string digits;
-    size_t n = 0;
-    while (n < s.size() && (std::isdigit(static_cast<unsigned char>(s[n])) || s[n] == ',' || s[n] == '.' || s[n] == '-' || s[n] == '+' ||
-                            s[n] == 'e' || s[n] == 'E')) {
-      if (s[n] != ',') digits += s[n];
-      ++n;
-    }
-    std::string_view after;
-    auto v = leading_number(digits, &after);
-    if (!v || !after.empty()) return std::nullopt;
-    if (rest) *rest = s.substr(n);
-    return v;
+  const size_t at = word_at(line, key);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view s = line.substr(at + key.size());
+  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+  std::string digits;
+  size_t n = 0;
+  while (n < s.size() && (std::isdigit(static_cast<unsigned char>(s[n])) || s[n] == ',' || s[n] == '.' || s[n] == '-' || s[n] == '+' ||
+                          s[n] == 'e' || s[n] == 'E')) {
+    if (s[n] != ',') digits += s[n];
+    ++n;
   }
-  return std::nullopt;
+  std::string_view after;
+  auto v = leading_number(digits, &after);
+  if (!v || !after.empty()) return std::nullopt;
+  if (rest) *rest = s.substr(n);
+  return v;
 }
 
 }  // namespace
@@ -280,25 +280,22 @@ std::optional<StepEvent> parse_jsonl_line(std::string_view line, double tokens_p
 }
 
 std::optional<StepEvent> parse_torchtitan_line(std::string_view raw, int world_size) {
+  // Every output line of a program in auto mode comes here last: most have no "step:" at all
+  // (the colour codes stand before it, never inside), and need not be copied.
+  if (raw.find("step:") == std::string_view::npos) return std::nullopt;
   const std::string text = without_colours(raw);
   const std::string_view line = text;
   // "step:" as a word, followed by the step and, later, "loss:" (torchtitan's step line only).
-  std::optional<int64_t> step;
-  size_t after_step = std::string_view::npos;
-  for (size_t at = line.find("step:"); at != std::string_view::npos; at = line.find("step:", at + 1)) {
-    const char before = at == 0 ? ' ' : line[at - 1];
-    if (std::isalnum(static_cast<unsigned char>(before)) || before == '_') continue;
-    // The line's first field, after the log prefix ("... - INFO - ", "[rank0]:") if any: not
-    // "validate step:" and the like.
-    const std::string_view prefix = trim(line.substr(0, at));
-    if (!prefix.empty() && prefix.back() != '-' && prefix.back() != ']' && prefix.back() != ':') return std::nullopt;
-    std::string_view rest;
-    step = leading_int(line.substr(at + 5), &rest);
-    if (step) after_step = line.size() - rest.size();
-    break;
-  }
+  const size_t at = word_at(line, "step:");
+  if (at == std::string_view::npos) return std::nullopt;
+  // The line's first field, after the log prefix ("... - INFO - ", "[rank0]:") if any: not
+  // "validate step:" and the like.
+  const std::string_view prefix = trim(line.substr(0, at));
+  if (!prefix.empty() && prefix.back() != '-' && prefix.back() != ']' && prefix.back() != ':') return std::nullopt;
+  std::string_view rest;
+  const auto step = leading_int(line.substr(at + 5), &rest);
   if (!step) return std::nullopt;
-  const std::string_view fields = line.substr(after_step);
+  const std::string_view fields = line.substr(line.size() - rest.size());
   StepEvent e;
   e.step = *step;
   const auto loss = number_after(fields, "loss:");
