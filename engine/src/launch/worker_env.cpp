@@ -50,17 +50,32 @@ Status read_int(const std::function<const char*(const char*)>& get, const char* 
 
 }  // namespace
 
-std::string first_host_of_nodelist(const std::string& nodelist) {
-  // The first entry: up to the first comma outside brackets.
-  size_t end = 0;
+namespace {
+
+// The entries of a Slurm host list, split at the commas outside brackets ("n[1,3],g1" -> "n[1,3]",
+// "g1"; "" -> ""); `balanced` says whether every bracket closed.
+std::vector<std::string> nodelist_entries(const std::string& nodelist, bool* balanced = nullptr) {
+  std::vector<std::string> entries;
+  size_t start = 0;
   int depth = 0;
-  for (; end < nodelist.size(); ++end) {
-    const char c = nodelist[end];
+  for (size_t i = 0; i <= nodelist.size(); ++i) {
+    const char c = i < nodelist.size() ? nodelist[i] : ',';
     if (c == '[') ++depth;
     if (c == ']') --depth;
-    if (c == ',' && depth == 0) break;
+    if (c == ',' && depth == 0) {
+      entries.push_back(nodelist.substr(start, i - start));
+      start = i + 1;
+    }
   }
-  const std::string entry = nodelist.substr(0, end);
+  if (balanced) *balanced = depth == 0;
+  if (depth != 0) entries.push_back(nodelist.substr(start));  // the rest, inside an unclosed bracket
+  return entries;
+}
+
+}  // namespace
+
+std::string first_host_of_nodelist(const std::string& nodelist) {
+  const std::string entry = nodelist_entries(nodelist).front();
   const size_t open = entry.find('[');
   if (open == std::string::npos) return entry;
   const size_t close = entry.find(']', open);
@@ -112,19 +127,14 @@ bool expand_entry(const std::string& entry, std::vector<std::string>& out, size_
 }  // namespace
 
 std::vector<std::string> expand_nodelist(const std::string& nodelist, size_t limit) {
+  bool balanced = false;
+  const auto entries = nodelist_entries(nodelist, &balanced);
+  if (!balanced) return {};
   std::vector<std::string> out;
-  size_t start = 0;
-  int depth = 0;
-  for (size_t i = 0; i <= nodelist.size(); ++i) {
-    const char c = i < nodelist.size() ? nodelist[i] : ',';
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      if (!expand_entry(nodelist.substr(start, i - start), out, limit)) return {};
-      start = i + 1;
-    }
+  for (const auto& entry : entries) {
+    if (!expand_entry(entry, out, limit)) return {};
   }
-  return depth == 0 ? out : std::vector<std::string>{};
+  return out;
 }
 
 std::map<std::string, std::string> torchrun_from_slurm(const std::function<const char*(const char*)>& get) {
