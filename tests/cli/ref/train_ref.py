@@ -34,20 +34,13 @@ import torch
 import torch.nn.functional as F
 import yaml  # python3-yaml: a dependency of python3-torch
 
+sys.dont_write_bytecode = True  # the suites run this from the source tree: no __pycache__ there
+from gpt2_eval import load as load_f32_safetensors  # noqa: E402 (beside this file)
+
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        blob = f.read()
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        assert e["dtype"] == "F32", e["dtype"]
-        b, end = e["data_offsets"]
-        out[name] = torch.frombuffer(bytearray(blob[b:end]), dtype=torch.float32).reshape(e["shape"]).double()
-    return out
+    """The tensors of a Stagecraft checkpoint file (gpt2_eval.py's reader), in float64."""
+    return {name: t.double() for name, t in load_f32_safetensors(path).items()}
 
 
 MASK64 = (1 << 64) - 1
