@@ -18,6 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from llama_torch import Llama  # beside this file
+
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
@@ -58,68 +60,8 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, c, eps=1e-5):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(c)), eps
-
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-class LlamaBlock(nn.Module):
-    def __init__(self, c, nh, nkv, ffn):
-        super().__init__()
-        self.nh, self.nkv, self.hs = nh, nkv, c // nh
-        self.input_layernorm, self.post_attention_layernorm = RMSNorm(c), RMSNorm(c)
-        self.q_proj = nn.Linear(c, nh * self.hs, bias=False)
-        self.k_proj = nn.Linear(c, nkv * self.hs, bias=False)
-        self.v_proj = nn.Linear(c, nkv * self.hs, bias=False)
-        self.o_proj = nn.Linear(nh * self.hs, c, bias=False)
-        self.gate_proj, self.up_proj = nn.Linear(c, ffn, bias=False), nn.Linear(c, ffn, bias=False)
-        self.down_proj = nn.Linear(ffn, c, bias=False)
-
-    def forward(self, x, cos, sin):
-        b, t, c = x.shape
-        h = self.input_layernorm(x)
-        q = self.q_proj(h).view(b, t, self.nh, self.hs).transpose(1, 2)
-        k = self.k_proj(h).view(b, t, self.nkv, self.hs).transpose(1, 2)
-        v = self.v_proj(h).view(b, t, self.nkv, self.hs).transpose(1, 2)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        k, v = k.repeat_interleave(self.nh // self.nkv, dim=1), v.repeat_interleave(self.nh // self.nkv, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.o_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-        h = self.post_attention_layernorm(x)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-
-
-class Llama(nn.Module):
-    """Hugging Face's Llama (tied head, as Llama 3.2 1B): RMSNorm, rotate-half rotary positions,
-    grouped-query attention, SwiGLU."""
-
-    def __init__(self, layers, c, nh, nkv, ffn, vocab, seq=1024, theta=500000.0):
-        super().__init__()
-        self.embed_tokens = nn.Embedding(vocab, c)
-        self.layers = nn.ModuleList(LlamaBlock(c, nh, nkv, ffn) for _ in range(layers))
-        self.norm = RMSNorm(c)
-        hs = c // nh
-        inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2).float() / hs))
-        emb = torch.cat((torch.outer(torch.arange(seq).float(), inv_freq),) * 2, dim=-1)
-        self.register_buffer("cos", emb.cos(), persistent=False)
-        self.register_buffer("sin", emb.sin(), persistent=False)
-
-    def forward(self, idx, targets):
-        t = idx.shape[1]
-        x = self.embed_tokens(idx)
-        for blk in self.layers:
-            x = blk(x, self.cos[:t], self.sin[:t])
-        logits = self.norm(x) @ self.embed_tokens.weight.t()
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+def sdpa_causal(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 # bench_gpu_train's shapes: name, layers, hidden, heads, key/value heads, FFN, vocabulary,
@@ -154,7 +96,8 @@ def main():
             continue
         b = micro_batch or b
         torch.manual_seed(0)
-        model = (Llama(layers, c, nh, nkv, ffn, vocab) if name.startswith("llama") else Gpt(layers, c, nh, vocab)).cuda()
+        model = (Llama(layers, c, nh, nkv, ffn, vocab, seq=1024, theta=500000.0, tied=True, attention=sdpa_causal)
+                 if name.startswith("llama") else Gpt(layers, c, nh, vocab)).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
         step_fn = torch.compile(model) if use_compile else model
         idx = torch.randint(0, 50257, (b, 1024), device="cuda")
