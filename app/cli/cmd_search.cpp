@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stagecraft-cli search CONFIG [key=value ...] [--top N] [--all] [--tp N] [--pp N] [--tp-in-node] "
-    "[--schedules LIST] [--recompute LIST] [--no-zero] [--max-micro-batch N] [--json]";
+    "[--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--cp N] [--max-micro-batch N] [--json]";
 
 // A whole number from `lo` to `hi` given to `option`.
 Result<int> whole(const std::string& option, const std::string& text, int lo, int hi) {
@@ -50,7 +50,7 @@ Result<std::vector<T>> name_list(const std::string& option, const std::string& t
 int cmd_search(const std::vector<std::string>& argv) {
   ArgSpec spec;
   spec.flags = {"--json", "--all", "--tp-in-node", "--no-zero"};
-  spec.options = {"--top", "--tp", "--pp", "--schedules", "--recompute", "--max-micro-batch"};
+  spec.options = {"--top", "--tp", "--pp", "--cp", "--max-zero", "--schedules", "--recompute", "--max-micro-batch"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "search");
   if (!args.ok()) return report(args.status());
@@ -64,7 +64,8 @@ int cmd_search(const std::vector<std::string>& argv) {
     if (!n.ok()) return report(n.status());
     options.top = n.value();
   }
-  for (auto [name, field] : {std::pair{"--tp", &k.tp}, std::pair{"--pp", &k.pp}, std::pair{"--max-micro-batch", &k.max_micro_batch}}) {
+  for (auto [name, field] : {std::pair{"--tp", &k.tp}, std::pair{"--pp", &k.pp}, std::pair{"--cp", &k.cp},
+                            std::pair{"--max-micro-batch", &k.max_micro_batch}}) {
     if (auto v = args->option(name)) {
       auto n = whole(name, *v, 1, 1 << 20);
       if (!n.ok()) return report(n.status());
@@ -83,7 +84,13 @@ int cmd_search(const std::vector<std::string>& argv) {
   }
   k.fits_only = !args->has("--all");
   k.tp_within_node = args->has("--tp-in-node");
-  k.zero = !args->has("--no-zero");
+  if (args->has("--no-zero")) k.max_zero = 0;
+  if (auto v = args->option("--max-zero")) {
+    if (args->has("--no-zero")) return report(Status::invalid_input("search: --no-zero and --max-zero together; give one"));
+    auto n = whole("--max-zero", *v, 0, 3);
+    if (!n.ok()) return report(n.status());
+    k.max_zero = n.value();
+  }
   // The layout keys are what search chooses; the file's values for them only need to parse.
   auto cfg = config::load_config_file(args->positionals[0], args->overrides, config::Rules::kExceptLayout);
   if (!cfg.ok()) return report(cfg.status());

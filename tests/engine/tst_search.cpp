@@ -143,7 +143,7 @@ class TestSearch : public QObject {
         k.recomputes = {config::Recompute::kNone, config::Recompute::kFull};
         check = [](const auto& c, const auto& e) { return e.fits && c.train.recompute != config::Recompute::kSelective; };
         break;
-      case 5: k.zero = false; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.zero == 0; }; break;
+      case 5: k.max_zero = 0; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.zero == 0; }; break;
       case 6: k.max_micro_batch = 2; check = [](const auto& c, const auto& e) { return e.fits && c.train.micro_batch <= 2; }; break;
       case 7: k.tp_within_node = true; check = [](const auto& c, const auto& e) { return e.fits && c.parallel.tp <= 4; }; break;
     }

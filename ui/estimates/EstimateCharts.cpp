@@ -29,8 +29,9 @@ constexpr double kGiB = 1024.0 * kMiB;
 const std::array<QColor, MemoryChart::kParts> kMemoryColors = {
     QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0x22, 0x88, 0x33), QColor(0xCC, 0xBB, 0x44), QColor(0xBB, 0xBB, 0xBB)};
 const std::array<QColor, StepTimeChart::kParts> kStepColors = {
-    QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0xAA, 0x33, 0x77), QColor(0xCC, 0xBB, 0x44),
+    QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0xAA, 0x33, 0x77), QColor(0x99, 0x44, 0x55), QColor(0xCC, 0xBB, 0x44),
     QColor(0x22, 0x88, 0x33), QColor(0xBB, 0xBB, 0xBB), QColor(0xEE, 0x66, 0x77), QColor(0x77, 0x77, 0x77)};
+constexpr int kCpPart = 3;
 
 QFont smallFont(const QFont& base) {
   QFont f = base;
@@ -271,17 +272,26 @@ StepTimeChart::StepTimeChart(QWidget* parent) : QWidget(parent) {
 }
 
 QString StepTimeChart::partName(int part) {
-  static const char* names[kParts] = {"compute", "recompute", "TP comm", "PP comm", "DP comm", "bubble", "optimizer", "overhead"};
+  static const char* names[kParts] = {"compute", "recompute", "TP comm", "CP comm", "PP comm", "DP comm", "bubble", "optimizer", "overhead"};
   return QString::fromLatin1(names[part]);
 }
 
 QColor StepTimeChart::partColor(int part) { return kStepColors[static_cast<size_t>(part)]; }
 
+std::vector<int> StepTimeChart::legendIndices() const {
+  std::vector<int> out;
+  for (int i = 0; i < kParts; ++i) {
+    const bool optional = i == kCpPart || i == kParts - 1;
+    if (!optional || m_seconds[static_cast<size_t>(i)] > 0) out.push_back(i);
+  }
+  return out;
+}
+
 double StepTimeChart::total() const { return std::accumulate(m_seconds.begin(), m_seconds.end(), 0.0); }
 
 void StepTimeChart::setEstimate(const stagecraft::plan::Estimate& e) {
   const auto& b = e.breakdown;
-  m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, b.overhead_s};
+  m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.cp_comm_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, b.overhead_s};
   updateGeometry();
   setMinimumHeight(heightForWidth(width()));
   update();
@@ -297,7 +307,7 @@ QString StepTimeChart::legendText(int part) const {
 int StepTimeChart::legendColumnWidth() const {
   const QFontMetrics fm(smallFont(font()));
   int widest = 0;
-  for (int i = 0; i < legendParts(); ++i) widest = std::max(widest, fm.horizontalAdvance(legendText(i)));
+  for (int i : legendIndices()) widest = std::max(widest, fm.horizontalAdvance(legendText(i)));
   return kSwatch + 4 + widest + kLegendGap;
 }
 
@@ -342,9 +352,11 @@ void StepTimeChart::paintEvent(QPaintEvent*) {
   const int columns = legendColumns(width());
   const int columnWidth = legendColumnWidth();
   const int top = kTitleHeight + kStepBarHeight + 4;
-  for (int i = 0; i < legendParts(); ++i) {
-    const int lx = kMargin + (i % columns) * columnWidth;
-    const int ly = top + (i / columns) * kLegendRow;
+  const std::vector<int> shown = legendIndices();
+  for (size_t k = 0; k < shown.size(); ++k) {
+    const int i = shown[k];
+    const int lx = kMargin + static_cast<int>(k % static_cast<size_t>(columns)) * columnWidth;
+    const int ly = top + static_cast<int>(k / static_cast<size_t>(columns)) * kLegendRow;
     p.fillRect(QRect(lx, ly + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch), partColor(i));
     p.setPen(text);
     const QRectF box(lx + kSwatch + 4, ly, std::min(columnWidth - kSwatch - 4, width() - kMargin - lx - kSwatch - 4), kLegendRow);

@@ -96,13 +96,15 @@ class StepTimeChart : public QWidget {
   explicit StepTimeChart(QWidget* parent = nullptr);
   void setEstimate(const stagecraft::plan::Estimate& estimate);
 
-  static constexpr int kParts = 8;  // compute, recompute, TP, PP, DP comm, bubble, optimizer, overhead
+  static constexpr int kParts = 9;  // compute, recompute, TP, CP, PP, DP comm, bubble, optimizer, overhead
   static QString partName(int part);
   static QColor partColor(int part);
   const std::array<double, kParts>& seconds() const { return m_seconds; }
   double total() const;
-  // Parts in the legend: the overhead only when the device's profile has one.
-  int legendParts() const { return m_seconds[kParts - 1] > 0 ? kParts : kParts - 1; }
+  // Parts in the legend, in chart order: CP only with context parallelism, the overhead only when
+  // the device's profile has one.
+  std::vector<int> legendIndices() const;
+  int legendParts() const { return static_cast<int>(legendIndices().size()); }
 
   // Legend columns that the width w holds, and the height that shows every legend row.
   int legendColumns(int w) const;

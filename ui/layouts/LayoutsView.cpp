@@ -187,26 +187,35 @@ LayoutsView::~LayoutsView() = default;
 void LayoutsView::buildFields(QFormLayout* form) {
   m_fitsOnly = check(tr("fits only"), QStringLiteral("fitsOnly"), true);
   m_tpWithinNode = check(tr("TP within a node"), QStringLiteral("tpWithinNode"), false);
-  m_zero = check(tr("ZeRO allowed"), QStringLiteral("zero"), true);
   auto* flags = new QHBoxLayout;
   flags->addWidget(m_fitsOnly);
   flags->addWidget(m_tpWithinNode);
-  flags->addWidget(m_zero);
   flags->addStretch(1);
   form->addRow(tr("Keep"), flags);
 
   m_tp = anySpin(QStringLiteral("tp"));
   m_pp = anySpin(QStringLiteral("pp"));
+  m_cp = anySpin(QStringLiteral("cp"));
   m_maxMicroBatch = anySpin(QStringLiteral("maxMicroBatch"));
   auto* sizes = new QHBoxLayout;
   sizes->addWidget(new QLabel(tr("tp")));
   sizes->addWidget(m_tp);
   sizes->addWidget(new QLabel(tr("pp")));
   sizes->addWidget(m_pp);
+  sizes->addWidget(new QLabel(tr("cp")));
+  sizes->addWidget(m_cp);
   sizes->addStretch(1);
   form->addRow(tr("Fixed"), sizes);
+  // ZeRO stages up to this one: 0 none, 1 optimizer state, 2 and gradients, 3 and weights.
+  m_maxZero = new QSpinBox;
+  m_maxZero->setObjectName(QStringLiteral("maxZero"));
+  m_maxZero->setRange(0, 3);
+  m_maxZero->setValue(3);
+  m_maxZero->setToolTip(tr("the highest ZeRO stage tried: 1 shards optimizer state, 2 also gradients, 3 also weights"));
   auto* microBatch = new QHBoxLayout;
   microBatch->addWidget(m_maxMicroBatch);
+  microBatch->addWidget(new QLabel(tr("ZeRO at most")));
+  microBatch->addWidget(m_maxZero);
   microBatch->addStretch(1);
   form->addRow(tr("Micro-batch at most"), microBatch);
 
@@ -251,7 +260,7 @@ void LayoutsView::buildFields(QFormLayout* form) {
     m_chart->setSelectedRows(selectedRows());
   });
 
-  for (QCheckBox* c : {m_fitsOnly, m_tpWithinNode, m_zero}) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
+  for (QCheckBox* c : {m_fitsOnly, m_tpWithinNode}) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
   // A group with every box cleared would allow nothing (the engine reads an empty list as
   // "any"): the last box of a group cannot be cleared.
   for (const QList<QCheckBox*>* group : {&m_schedules, &m_recomputes}) {
@@ -265,7 +274,7 @@ void LayoutsView::buildFields(QFormLayout* form) {
       });
     }
   }
-  for (QSpinBox* s : {m_tp, m_pp, m_maxMicroBatch}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
+  for (QSpinBox* s : {m_tp, m_pp, m_cp, m_maxMicroBatch, m_maxZero}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
 }
 
 QWidget* LayoutsView::field(const QString& name) const { return findChild<QWidget*>(name); }
@@ -274,9 +283,10 @@ plan::LayoutConstraints LayoutsView::constraints() const {
   plan::LayoutConstraints k;
   k.fits_only = m_fitsOnly->isChecked();
   k.tp_within_node = m_tpWithinNode->isChecked();
-  k.zero = m_zero->isChecked();
+  k.max_zero = m_maxZero->value();
   k.tp = m_tp->value();
   k.pp = m_pp->value();
+  k.cp = m_cp->value();
   k.max_micro_batch = m_maxMicroBatch->value();
   const cfg::Schedule schedules[] = {cfg::Schedule::kGpipe, cfg::Schedule::k1f1b, cfg::Schedule::kInterleaved};
   const cfg::Recompute recomputes[] = {cfg::Recompute::kNone, cfg::Recompute::kSelective, cfg::Recompute::kFull};

@@ -51,8 +51,8 @@ class LayoutsView : public QWidget {
   LayoutsModel* model() const { return m_model; }
   LayoutsChart* chart() const { return m_chart; }
   QTableView* table() const { return m_table; }
-  // A constraint field by name: "fitsOnly", "tpWithinNode", "zero" (QCheckBox); "tp", "pp",
-  // "maxMicroBatch" (QSpinBox, 0 = any); "gpipe", "1f1b", "interleaved", "none", "selective",
+  // A constraint field by name: "fitsOnly", "tpWithinNode" (QCheckBox); "tp", "pp", "cp",
+  // "maxMicroBatch" (QSpinBox, 0 = any); "maxZero" (QSpinBox, 0-3); "gpipe", "1f1b", "interleaved", "none", "selective",
   // "full" (QCheckBox, allowed when checked); "colourBy", "yAxis" (QComboBox).
   QWidget* field(const QString& name) const;
   // The constraints the fields say.
@@ -103,9 +103,10 @@ class LayoutsView : public QWidget {
   QComboBox* m_colourBy = nullptr;
   QCheckBox* m_fitsOnly = nullptr;
   QCheckBox* m_tpWithinNode = nullptr;
-  QCheckBox* m_zero = nullptr;
+  QSpinBox* m_maxZero = nullptr;
   QSpinBox* m_tp = nullptr;
   QSpinBox* m_pp = nullptr;
+  QSpinBox* m_cp = nullptr;
   QSpinBox* m_maxMicroBatch = nullptr;
   QList<QCheckBox*> m_schedules;   // gpipe, 1f1b, interleaved
   QList<QCheckBox*> m_recomputes;  // none, selective, full

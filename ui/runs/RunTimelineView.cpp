@@ -327,7 +327,7 @@ ScheduleTimeline RunTimelineView::toScheduleTimeline(const launch::MeasuredTimel
 std::pair<double, double> RunTimelineView::predictedMicroBatchTimes(const plan::Plan& p) {
   const plan::StepBreakdown& b = p.estimate.breakdown;
   const double m = std::max(1, p.micro_batches);
-  const double compute = b.compute_s / m, recompute = b.recompute_s / m, tp = b.tp_comm_s / m;
+  const double compute = b.compute_s / m, recompute = b.recompute_s / m, tp = (b.tp_comm_s + b.cp_comm_s) / m;
   const double forward = kForwardShare * compute + tp / 2;
   const double backward = (1.0 - kForwardShare) * compute + recompute + tp / 2;
   return {forward, backward};

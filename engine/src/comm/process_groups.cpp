@@ -25,6 +25,10 @@ Result<GroupRanks> group_ranks(const plan::Topology& topology, int rank, bool ti
   g.tp = topology.group_of(rank, config::Axis::kTp);
   g.dp = topology.group_of(rank, config::Axis::kDp);
   g.pp = topology.group_of(rank, config::Axis::kPp);
+  if (topology.size(config::Axis::kCp) > 1) {
+    g.cp = topology.group_of(rank, config::Axis::kCp);
+    g.grad = topology.group_of(rank, plan::gradient_axes());
+  }
   if (tied_embeddings && g.pp.size() > 1 && (rank == g.pp.front() || rank == g.pp.back())) {
     g.embedding = {g.pp.front(), g.pp.back()};
   }
@@ -32,7 +36,10 @@ Result<GroupRanks> group_ranks(const plan::Topology& topology, int rank, bool ti
 }
 
 runtime::TrainerGroups ProcessGroups::trainer_groups() {
-  return runtime::TrainerGroups{world_.get(), tp_.get(), dp_.get(), pp_.get(), embedding_.get()};
+  runtime::TrainerGroups g{world_.get(), tp_.get(), dp_.get(), pp_.get(), embedding_.get()};
+  g.cp = cp_.get();
+  g.grad = grad_ ? grad_.get() : dp_.get();
+  return g;
 }
 
 Result<ProcessGroups> build_process_groups(const plan::Topology& topology, int rank, bool tied_embeddings,
@@ -60,6 +67,10 @@ Result<ProcessGroups> build_process_groups(const plan::Topology& topology, int r
   if (Status s = make("tp", g.tp, groups.tp_); !s) return s;
   if (Status s = make("dp", g.dp, groups.dp_); !s) return s;
   if (Status s = make("pp", g.pp, groups.pp_); !s) return s;
+  if (!g.cp.empty()) {
+    if (Status s = make("cp", g.cp, groups.cp_); !s) return s;
+    if (Status s = make("dp_cp", g.grad, groups.grad_); !s) return s;
+  }
   if (!g.embedding.empty()) {
     if (Status s = make("embedding", g.embedding, groups.embedding_); !s) return s;
   }
@@ -74,12 +85,14 @@ Result<runtime::RankLayout> rank_layout_of(const plan::Plan& plan, int rank) {
   l.dp = plan.dp;
   l.tp = plan.tp;
   l.pp = plan.pp;
+  l.cp = plan.cp;
   l.virtual_stages = plan.virtual_stages;
   l.micro_batches = plan.micro_batches;
   const plan::RankCoord c = topo.coord(rank);
   l.dp_rank = c.dp;
   l.tp_rank = c.tp;
   l.pp_rank = c.pp;
+  l.cp_rank = c.cp;
   for (const auto& s : plan.stages) l.chunks.push_back({s.first_layer, s.num_layers});
   for (int p = 0; p < plan.pp; ++p) {
     for (int t = 0; t < plan.tp; ++t) l.replica0_ranks.push_back(topo.rank_of(0, t, p));

@@ -418,26 +418,13 @@ class Reader {
   }
 
   void read_order(const YamlNode* n, ParallelConfig& p) {
-    if (!scalar_or_problem(n, "parallel.order", "axes innermost first, e.g. tp-dp-pp")) return;
-    std::vector<Axis> order;
-    bool bad = false;
-    std::string_view rest = n->scalar;
-    while (!rest.empty()) {
-      const size_t dash = rest.find('-');
-      const std::string_view word = rest.substr(0, dash);
-      rest = dash == std::string_view::npos ? std::string_view() : rest.substr(dash + 1);
-      if (word == "tp") order.push_back(Axis::kTp);
-      else if (word == "dp") order.push_back(Axis::kDp);
-      else if (word == "pp") order.push_back(Axis::kPp);
-      else if (word == "cp" || word == "ep") continue;  // Megatron's context / expert axes: size 1 here
-      else bad = true;
-    }
-    auto count = [&](Axis a) { return std::count(order.begin(), order.end(), a); };
-    if (bad || order.size() != 3 || count(Axis::kTp) != 1 || count(Axis::kDp) != 1 || count(Axis::kPp) != 1) {
-      problem(n, "parallel.order", "must name tp, dp and pp once each, innermost first (e.g. tp-dp-pp, tp-pp-dp)");
+    if (!scalar_or_problem(n, "parallel.order", "axes innermost first, e.g. tp-cp-dp-pp")) return;
+    auto order = parse_order(n->scalar);
+    if (!order) {
+      problem(n, "parallel.order", "must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)");
       return;
     }
-    p.order = order;
+    p.order = std::move(*order);
   }
 
   void read_partition(const YamlNode* n, PipelineConfig& p) {

@@ -16,6 +16,7 @@ constexpr std::span<const EnumName<Precision>> names_of(Precision) { return kPre
 constexpr std::span<const EnumName<Attention>> names_of(Attention) { return kAttentionNames; }
 constexpr std::span<const EnumName<Backend>> names_of(Backend) { return kBackendNames; }
 constexpr std::span<const EnumName<Comm>> names_of(Comm) { return kCommNames; }
+constexpr std::span<const EnumName<CpComm>> names_of(CpComm) { return kCpCommNames; }
 constexpr std::span<const EnumName<MetricsFormat>> names_of(MetricsFormat) { return kMetricsFormatNames; }
 constexpr std::span<const EnumName<LaunchFramework>> names_of(LaunchFramework) { return kLaunchFrameworkNames; }
 constexpr std::span<const EnumName<DataDtype>> names_of(DataDtype) { return kDataDtypeNames; }
@@ -65,12 +66,6 @@ KeyAccess field(L) {
       }};
 }
 
-std::string order_text(const std::vector<Axis>& order) {
-  std::string out;
-  for (Axis a : order) out += (out.empty() ? "" : "-") + std::string(to_string(a));
-  return out;
-}
-
 // cluster.device as its name (the base of a mapping); setting a name keeps the mapping's figures.
 const KeyAccess kDeviceAccess = {
     [](const RunConfig& c) -> KeyValue { return c.cluster.device; },
@@ -81,26 +76,14 @@ const KeyAccess kDeviceAccess = {
       return true;
     }};
 
-// parallel.order as "tp-dp-pp"; a text that does not name each axis once changes nothing.
+// parallel.order as "tp-cp-dp-pp"; a text parse_order refuses changes nothing.
 const KeyAccess kOrderAccess = {
     [](const RunConfig& c) -> KeyValue { return order_text(c.parallel.order); },
     [](RunConfig& c, const KeyValue& v) -> bool {
       const auto* s = std::get_if<std::string>(&v);
-      if (!s) return false;
-      std::vector<Axis> order;
-      std::string_view rest = *s;
-      while (!rest.empty()) {
-        const size_t dash = rest.find('-');
-        const auto a = enum_parse(kAxisNames, rest.substr(0, dash));
-        if (!a) return false;
-        order.push_back(*a);
-        rest = dash == std::string_view::npos ? std::string_view() : rest.substr(dash + 1);
-      }
-      for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) {
-        if (std::count(order.begin(), order.end(), a) != 1) return false;
-      }
-      if (order.size() != 3) return false;
-      c.parallel.order = order;
+      auto order = s ? parse_order(*s) : std::nullopt;
+      if (!order) return false;
+      c.parallel.order = std::move(*order);
       return true;
     }};
 
@@ -126,7 +109,8 @@ std::string known_arch(const KeyValue& v) {
 
 std::string zero_stage(const KeyValue& v) {
   const auto* z = std::get_if<long long>(&v);
-  return z && *z <= 1 ? std::string() : "must be 0 (no sharding) or 1 (optimizer state sharded over data parallel ranks)";
+  return z && *z <= 3 ? std::string()
+                      : "must be 0 (no sharding), 1 (optimizer state), 2 (and gradients) or 3 (and parameters), sharded over dp x cp";
 }
 
 constexpr double kCount = 1e9;  // the upper bound of counts that have no tighter one
@@ -203,7 +187,7 @@ std::vector<KeySpec> make_schema() {
        .help = "attention and hidden dropout (Megatron's 0.1); the engine trains without", .min = 0.0, .max = 0.9,
        .access = field([](auto& c) -> auto& { return c.model.dropout; })},
 
-      {.path = "parallel.dp", .type = T::kInt, .default_text = "auto", .help = "data parallel size; auto = world / (tp x pp)",
+      {.path = "parallel.dp", .type = T::kInt, .default_text = "auto", .help = "data parallel size; auto = world / (tp x cp x pp)",
        .min = 1, .max = 1 << 20, .label = "Data parallel (dp)", .zero_label = "auto", .zero_label_is_yaml = true,
        .foreign = {"data_parallel_size", "dp_degree"}, .access = field([](auto& c) -> auto& { return c.parallel.dp; })},
       {.path = "parallel.tp", .type = T::kInt, .default_text = "1", .help = "tensor parallel size, the whole group in every mode",
@@ -214,18 +198,31 @@ std::vector<KeySpec> make_schema() {
        .min = 1, .max = 1 << 20, .label = "Pipeline parallel (pp)",
        .foreign = {"pipeline_parallel_size", "pipeline_model_parallel_size", "pp_degree"},
        .access = field([](auto& c) -> auto& { return c.parallel.pp; })},
+      {.path = "parallel.cp", .type = T::kInt, .default_text = "1",
+       .help = "context parallel size: each sequence split over cp ranks (seq_len divisible by 2 x cp)",
+       .min = 1, .max = 1 << 20, .label = "Context parallel (cp)",
+       .foreign = {"context_parallel_size", "context_parallel_degree", "sequence_parallel_size"},
+       .access = field([](auto& c) -> auto& { return c.parallel.cp; })},
+      {.path = "parallel.cp_comm", .type = T::kEnum, .default_text = "ring",
+       .help = "cp > 1: ring passes K and V around the cp ranks; all_to_all exchanges heads (Ulysses)",
+       .choices = choices_of<CpComm>(), .label = "CP communication", .omit_default = true,
+       .foreign = {"cp_comm_type", "context_parallel_rotate_method"},
+       .access = field([](auto& c) -> auto& { return c.parallel.cp_comm; })},
       {.path = "parallel.tp_mode", .type = T::kEnum, .default_text = "1d",
        .help = "1d (Megatron), 2d (tp = N^2), 2.5d (tp = N^2 x tp_depth), 3d (tp = N^3)",
        .choices = choices_of<TpMode>(), .label = "TP mode", .access = field([](auto& c) -> auto& { return c.parallel.tp_mode; })},
       {.path = "parallel.tp_depth", .type = T::kInt, .default_text = "1", .help = "2.5d only: d in tp = N^2 x d",
        .min = 1, .max = 1024, .label = "TP depth (2.5d)", .access = field([](auto& c) -> auto& { return c.parallel.tp_depth; })},
-      {.path = "parallel.order", .type = T::kOrder, .default_text = "tp-dp-pp", .help = "axes innermost first",
-       .choices = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"}, .label = "Rank order",
+      {.path = "parallel.order", .type = T::kOrder, .default_text = "tp-cp-dp-pp",
+       .help = "axes innermost first; cp, when left out, follows tp",
+       .choices = {"tp-cp-dp-pp", "tp-cp-pp-dp", "cp-tp-dp-pp", "dp-tp-cp-pp", "dp-pp-tp-cp", "pp-tp-cp-dp", "pp-dp-tp-cp"},
+       .label = "Rank order",
        .access = kOrderAccess},
       {.path = "parallel.sequence_parallel", .type = T::kBool, .default_text = "false",
        .help = "Megatron sequence parallelism (tp > 1, 1d)", .label = "Sequence parallel",
        .access = field([](auto& c) -> auto& { return c.parallel.sequence_parallel; })},
-      {.path = "parallel.zero", .type = T::kInt, .default_text = "0", .help = "1 shards optimizer state over DP",
+      {.path = "parallel.zero", .type = T::kInt, .default_text = "0",
+       .help = "sharded data parallelism over dp x cp: 1 optimizer state, 2 also gradients, 3 also parameters",
        .min = 0, .max = kCount, .label = "ZeRO", .foreign = {"zero_stage"}, .rule = zero_stage,
        .access = field([](auto& c) -> auto& { return c.parallel.zero; })},
       {.path = "parallel.overlap_grad_reduce", .type = T::kBool, .default_text = "true",

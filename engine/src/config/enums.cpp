@@ -2,6 +2,9 @@
 // (run_config.h).
 #include "stagecraft/config/run_config.h"
 
+#include <algorithm>
+#include <array>
+
 namespace stagecraft::config {
 
 std::string_view to_string(TpMode v) { return enum_to_string(kTpModeNames, v); }
@@ -13,6 +16,7 @@ std::string_view to_string(Attention v) { return enum_to_string(kAttentionNames,
 std::string_view to_string(Backend v) { return enum_to_string(kBackendNames, v); }
 std::string_view to_string(Comm v) { return enum_to_string(kCommNames, v); }
 std::string_view to_string(Axis v) { return enum_to_string(kAxisNames, v); }
+std::string_view to_string(CpComm v) { return enum_to_string(kCpCommNames, v); }
 std::string_view to_string(MetricsFormat v) { return enum_to_string(kMetricsFormatNames, v); }
 std::string_view to_string(LaunchFramework v) { return enum_to_string(kLaunchFrameworkNames, v); }
 std::string_view to_string(DataDtype v) { return enum_to_string(kDataDtypeNames, v); }
@@ -23,6 +27,54 @@ std::optional<Recompute> parse_recompute(std::string_view s) { return enum_parse
 std::optional<Precision> parse_precision(std::string_view s) { return enum_parse(kPrecisionNames, s); }
 std::optional<Attention> parse_attention(std::string_view s) { return enum_parse(kAttentionNames, s); }
 std::optional<Backend> parse_backend(std::string_view s) { return enum_parse(kBackendNames, s); }
+
+std::vector<Axis> complete_order(const std::vector<Axis>& order) {
+  std::array<int, kAxisCount> count{};
+  for (Axis a : order) {
+    const int i = static_cast<int>(a);
+    if (i < 0 || i >= kAxisCount || ++count[static_cast<size_t>(i)] > 1) return {};
+  }
+  std::vector<Axis> out = order;
+  // Each missing axis goes right after its predecessor in the default order (first when it has none).
+  for (size_t d = 0; d < std::size(kDefaultOrder); ++d) {
+    const Axis a = kDefaultOrder[d];
+    if (count[static_cast<size_t>(a)] != 0) continue;
+    auto at = out.begin();
+    if (d > 0) at = std::find(out.begin(), out.end(), kDefaultOrder[d - 1]) + 1;
+    out.insert(at, a);
+    count[static_cast<size_t>(a)] = 1;
+  }
+  return out;
+}
+
+std::optional<std::vector<Axis>> parse_order(std::string_view text) {
+  std::vector<Axis> order;
+  std::string_view rest = text;
+  if (rest.empty()) return std::nullopt;
+  while (true) {
+    const size_t dash = rest.find('-');
+    const std::string_view word = rest.substr(0, dash);
+    if (word != "ep") {
+      const auto a = enum_parse(kAxisNames, word);
+      if (!a) return std::nullopt;
+      order.push_back(*a);
+    }
+    if (dash == std::string_view::npos) break;
+    rest = rest.substr(dash + 1);
+  }
+  for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) {
+    if (std::count(order.begin(), order.end(), a) != 1) return std::nullopt;
+  }
+  auto full = complete_order(order);
+  if (full.empty()) return std::nullopt;
+  return full;
+}
+
+std::string order_text(const std::vector<Axis>& order) {
+  std::string out;
+  for (Axis a : order) out += (out.empty() ? "" : "-") + std::string(to_string(a));
+  return out;
+}
 
 Comm comm_of(const RunConfig& c) {
   if (c.comm != Comm::kAuto) return c.comm;

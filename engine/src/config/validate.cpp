@@ -32,6 +32,7 @@ class Checker {
     check_model();
     if (rules_ == Rules::kAll) {
       check_world();
+      check_context();
       check_tensor();
       check_pipeline();
       check_batch();
@@ -107,22 +108,47 @@ class Checker {
   void check_world() {
     const auto& p = c_.parallel;
     const int world = c_.world_size();
-    const long long tp_pp = static_cast<long long>(p.tp) * p.pp;
+    // The model-parallel product: every axis but dp.
+    const long long mp = static_cast<long long>(p.tp) * p.cp * p.pp;
+    const std::string product = p.cp > 1 ? "tp x cp x pp" : "tp x pp";
     const std::string cluster = str(c_.cluster.nodes) + (c_.cluster.nodes == 1 ? " node" : " nodes") + " x " +
                                 str(c_.cluster.gpus_per_node);
+    const char* key = p.tp > 1 ? "parallel.tp" : (p.cp > 1 ? "parallel.cp" : "parallel.pp");
+    const int value = p.tp > 1 ? p.tp : (p.cp > 1 ? p.cp : p.pp);
     if (!check_cluster_size()) return;
     if (p.dp_auto()) {
-      if (tp_pp > world) {
-        fail(p.tp > 1 ? "parallel.tp" : "parallel.pp", str(p.tp > 1 ? p.tp : p.pp),
-             "tp x pp = " + std::to_string(tp_pp) + " is more than the " + str(world) + " GPUs of the cluster (" + cluster + ")");
-      } else if (world % tp_pp != 0) {
-        fail(p.tp > 1 ? "parallel.tp" : "parallel.pp", str(p.tp > 1 ? p.tp : p.pp),
-             str(world) + " GPUs are not divisible by tp x pp = " + std::to_string(tp_pp));
+      if (mp > world) {
+        fail(key, str(value), product + " = " + std::to_string(mp) + " is more than the " + str(world) + " GPUs of the cluster (" + cluster + ")");
+      } else if (world % mp != 0) {
+        fail(key, str(value), str(world) + " GPUs are not divisible by " + product + " = " + std::to_string(mp));
       }
-    } else if (static_cast<long long>(p.dp) * tp_pp != world) {
+    } else if (static_cast<long long>(p.dp) * mp != world) {
       fail("parallel.dp", str(p.dp),
-           "dp x tp x pp = " + std::to_string(p.dp * tp_pp) + " but the cluster has " + str(world) + " GPUs (" + cluster +
+           "dp x " + product + " = " + std::to_string(p.dp * mp) + " but the cluster has " + str(world) + " GPUs (" + cluster +
                "); set dp: auto or change the sizes");
+    }
+  }
+
+  // Context parallelism: the sequence in 2 x cp chunks (load-balanced causal attention); Ulysses'
+  // head exchange gives each cp rank whole query and key/value heads of its TP shard.
+  void check_context() {
+    const auto& p = c_.parallel;
+    const auto& m = c_.model;
+    if (p.cp <= 1) return;
+    if (m.seq_len % (2 * p.cp) != 0) {
+      fail("parallel.cp", str(p.cp), "context parallelism splits model.seq_len=" + str(m.seq_len) + " into 2 x cp = " +
+                                         str(2 * p.cp) + " chunks, so 2 x cp must divide it");
+    }
+    if (p.tp_mode != TpMode::k1d) {
+      fail("parallel.cp", str(p.cp), "context parallelism goes with tp_mode 1d; set cp: 1 or tp_mode: 1d");
+    }
+    if (p.cp_comm == CpComm::kAllToAll && m.heads > 0 && p.tp > 0) {
+      const int heads = m.heads / p.tp;
+      const int kv = m.kv() / p.tp;
+      if (heads % p.cp != 0 || kv % p.cp != 0) {
+        fail("parallel.cp_comm", "all_to_all", "exchanges heads over the cp=" + str(p.cp) + " ranks, so cp must divide the " + str(heads) +
+                                                   " query and " + str(kv) + " key/value heads of each tp rank; use cp_comm: ring");
+      }
     }
   }
 
@@ -281,9 +307,9 @@ int integer_root(int v, int k) {
 
 int resolved_dp(const RunConfig& c) {
   if (!c.parallel.dp_auto()) return c.parallel.dp;
-  const long long tp_pp = static_cast<long long>(c.parallel.tp) * c.parallel.pp;
-  if (tp_pp <= 0 || c.world_size() % tp_pp != 0) return 0;
-  return static_cast<int>(c.world_size() / tp_pp);
+  const long long mp = static_cast<long long>(c.parallel.tp) * c.parallel.cp * c.parallel.pp;
+  if (mp <= 0 || c.world_size() % mp != 0) return 0;
+  return static_cast<int>(c.world_size() / mp);
 }
 
 int micro_batches(const RunConfig& c) {

@@ -22,15 +22,8 @@ constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::kLibai, "libai"},
                                                    {Framework::kTorchtitan, "torchtitan"}};
 
 Result<plan::Topology> topology_of(const RunConfig& c, const std::vector<Axis>& order) {
-  plan::TopologySpec spec;
-  spec.nodes = c.cluster.nodes;
-  spec.gpus_per_node = c.cluster.gpus_per_node;
-  spec.dp = resolved_dp(c);
-  spec.tp = c.parallel.tp;
-  spec.pp = c.parallel.pp;
+  plan::TopologySpec spec = plan::topology_spec(c);
   spec.order = order;
-  spec.tp_mode = c.parallel.tp_mode;
-  spec.tp_depth = c.parallel.tp_depth;
   return plan::Topology::create(spec);
 }
 
@@ -59,8 +52,10 @@ std::string framework_choices(bool importable_only) {
 bool can_import(Framework f) { return f != Framework::kMegatron && f != Framework::kTorchtitan; }
 
 std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
-  const std::vector<Axis> tp_dp_pp = {Axis::kTp, Axis::kDp, Axis::kPp};
-  const std::vector<Axis> tp_pp_dp = {Axis::kTp, Axis::kPp, Axis::kDp};
+  // Completed with cp after tp: Megatron-Core's tp-cp-ep-dp-pp (or tp-cp-ep-pp-dp with
+  // --use-tp-pp-dp-mapping), torchtitan's mesh; the others have no context axis.
+  const std::vector<Axis> tp_dp_pp = config::complete_order({Axis::kTp, Axis::kDp, Axis::kPp});
+  const std::vector<Axis> tp_pp_dp = config::complete_order({Axis::kTp, Axis::kPp, Axis::kDp});
   switch (f) {
     case Framework::kLibai: return tp_dp_pp;
     case Framework::kMegatron: return c.parallel.order == tp_pp_dp ? tp_pp_dp : tp_dp_pp;
@@ -78,8 +73,8 @@ bool same_groups(const RunConfig& c, const std::vector<Axis>& order) {
   auto a = topology_of(c, c.parallel.order);
   auto b = topology_of(c, order);
   if (!a.ok() || !b.ok()) return false;
-  for (Axis axis : {Axis::kTp, Axis::kDp, Axis::kPp}) {
-    if (a->groups(axis) != b->groups(axis)) return false;
+  for (const auto& axis : config::kAxisNames) {
+    if (a->groups(axis.value) != b->groups(axis.value)) return false;
   }
   return true;
 }
@@ -97,12 +92,6 @@ std::string framework_title(Framework f) {
   return "";
 }
 
-std::string order_string(const std::vector<Axis>& order) {
-  std::string s;
-  for (Axis a : order) s += (s.empty() ? "" : "-") + std::string(to_string(a));
-  return s;
-}
-
 std::string order_note(const RunConfig& c, Framework f, const std::vector<Axis>& framework) {
   if (same_groups(c, framework)) return "";
   auto mine = topology_of(c, c.parallel.order);
@@ -117,8 +106,8 @@ std::string order_note(const RunConfig& c, Framework f, const std::vector<Axis>&
               groups_text(g2) + " instead of " + groups_text(g1);
   }
   const std::string name = framework_title(f);
-  return name + " orders ranks " + order_string(framework) + " but this plan uses parallel.order=" + order_string(c.parallel.order) +
-         ", so " + name + " forms other groups: " + differ + "; export with parallel.order=" + order_string(framework) +
+  return name + " orders ranks " + order_text(framework) + " but this plan uses parallel.order=" + order_text(c.parallel.order) +
+         ", so " + name + " forms other groups: " + differ + "; export with parallel.order=" + order_text(framework) +
          " to plan what " + name + " runs";
 }
 

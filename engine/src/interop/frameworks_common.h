@@ -45,7 +45,6 @@ std::vector<Axis> framework_order(Framework f, const RunConfig& c);
 // config whose sizes plan (validate() accepts them).
 bool same_groups(const RunConfig& c, const std::vector<Axis>& order);
 
-std::string order_string(const std::vector<Axis>& order);
 // "LiBai", "PaddlePaddle", "Colossal-AI", "Megatron-LM", "DeepSpeed".
 std::string framework_title(Framework f);
 

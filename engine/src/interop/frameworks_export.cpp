@@ -207,7 +207,7 @@ Result<Exported> export_paddle(Ctx& x) {
   o << comment("PaddlePaddle hybrid parallel configuration for " + c.name + ", written by stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ".");
   o << comment("Paddle numbers ranks mp (tp) innermost, then sharding, then pp, then dp: CommunicateTopology([\"data\", \"pipe\", "
-               "\"sharding\", \"model\"]) in paddle/distributed/fleet, here " + order_string(order) + ".");
+               "\"sharding\", \"model\"]) in paddle/distributed/fleet, here " + order_text(order) + ".");
   if (c.parallel.zero == 1) {
     o << comment("parallel.zero=1 runs as Paddle's sharding axis: dp_degree 1, sharding_degree " + std::to_string(x.dp) +
                  " (the sharding optimizer keeps 1/" + std::to_string(x.dp) + " of the optimizer state on each rank).");
@@ -260,7 +260,7 @@ Result<Exported> export_colossalai(Ctx& x) {
   o << comment("Colossal-AI configuration for " + c.name + " (the `parallel = dict(...)` config of colossalai.launch), written by "
                "stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Colossal-AI infers the data parallel size, world / (pipeline x tensor).");
-  o << comment("Colossal-AI numbers ranks tensor innermost, then pipeline, then data (Initializer_Pipeline), here " + order_string(order) +
+  o << comment("Colossal-AI numbers ranks tensor innermost, then pipeline, then data (Initializer_Pipeline), here " + order_text(order) +
                (c.parallel.tp_mode != TpMode::k1d ? "; each tensor group is its " + std::string(to_string(c.parallel.tp_mode)) + " grid" : "") + ".");
   o << notes_block(x.notes);
   if (c.train.precision == Precision::kFp16) o << "from colossalai.amp import AMP_TYPE\n\n";

@@ -7,6 +7,7 @@
 #include "stagecraft/plan/estimate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -113,14 +114,24 @@ struct LayerTimes {
   double fwd = 0, bwd = 0;         // math and element-wise work of one layer, one micro-batch
   double recompute = 0;            // repeated forward work
   double tp_comm = 0;              // TP collectives of forward + backward (+ recompute)
+  double cp_comm = 0;              // CP exchanges not hidden behind attention (+ recompute)
   double fwd_flops = 0, recompute_flops = 0;  // per micro-batch on this rank
 };
 
-LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& hw_in) {
+// Where a layout's groups sit, for the collectives' bandwidths.
+struct Links {
+  int tp = 1, tp_nodes = 1, cp = 1, cp_nodes = 1;
+};
+
+LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw& hw_in) {
   Hw hw = hw_in;
+  const int tp = links.tp, tp_nodes = links.tp_nodes;
   const auto g = model::ModelDesc::from(c.model);
   const double h = g.hidden, a = g.heads, s = g.seq, b = c.train.micro_batch, hs = g.head_dim;
-  const double T = b * s;
+  // Context parallelism: a rank holds s / cp tokens of each sequence, and its queries meet every
+  // key once (the load-balanced chunks give each rank the same causal share).
+  const double cp = std::max(1, links.cp);
+  const double T = b * s / cp;
   const double t = tp;
   const bool one_d = c.parallel.tp_mode == TpMode::k1d;
   const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
@@ -141,7 +152,7 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
     const double w = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : q;
     for (const auto& gm : g.layer_gemms()) gemm += gemm_time(rows, gm.n / w, gm.k / w, 1, hw);
   }
-  attn_gemm += 2 * gemm_time(s, s, hs, b * a / t, hw);
+  attn_gemm += 2 * gemm_time(s / cp, s, hs, b * a / t, hw);
   // Element-wise traffic of a forward, in elements, each read once and written once (model.h:
   // layer_traffic; GPT-2: two LayerNorms 4 Th, two bias + residual adds 6 Th, sharded t ways with
   // sequence parallelism and replicated without; QKV bias and head split/merge 6 Th/t, bias +
@@ -155,11 +166,11 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
   const double replicated = one_d && !sp ? 1.0 : 1.0 / t;
   const model::LayerTraffic traffic = g.layer_traffic();
   const double elem = (T * traffic.replicated * replicated + T * traffic.sharded / t) * hw.e + (dropout ? 2 * T * h * replicated : 0.0);
-  const double softmax = flash ? 0.0 : a * s * s * b / t * (2 * hw.e + (dropout ? 2 * hw.e + 1 : 0.0));
+  const double softmax = flash ? 0.0 : a * s * s / cp * b / t * (2 * hw.e + (dropout ? 2 * hw.e + 1 : 0.0));
   const double softmax_time = softmax / hw.mem_bw + hw.cal.kernel_s;
   double attn_fwd = attn_gemm + softmax_time, attn_bwd = 2 * attn_gemm + 2 * softmax_time;
   if (flash) {
-    attn_fwd = 2 * b * s * s * g.q_width() / t / (hw.peak * hw.cal.attention_efficiency) + hw.cal.kernel_s;
+    attn_fwd = 2 * b * s * s / cp * g.q_width() / t / (hw.peak * hw.cal.attention_efficiency) + hw.cal.kernel_s * cp;
     attn_bwd = 2.5 * attn_fwd;
   }
   const double other_elem_time = elem / hw.mem_bw + traffic.kernels * hw.cal.kernel_s;
@@ -170,10 +181,30 @@ LayerTimes layer_times(const config::RunConfig& c, int tp, int tp_nodes, const H
     case Recompute::kSelective: lt.recompute = flash ? 0.0 : attn_fwd; break;  // the attention core
     case Recompute::kFull: lt.recompute = lt.fwd; break;
   }
-  lt.fwd_flops = b * g.layer_forward_flops() / t;
+  lt.fwd_flops = b * g.layer_forward_flops() / t / cp;
   lt.recompute_flops = c.train.recompute == Recompute::kFull                ? lt.fwd_flops
-                       : c.train.recompute == Recompute::kSelective && !flash ? b * g.attention_flops(s) / t
+                       : c.train.recompute == Recompute::kSelective && !flash ? b * g.attention_flops(s) / t / cp
                                                                             : 0.0;
+  // CP. Ring (Megatron-Core): cp - 1 steps pass a K and a V block of s / cp tokens to the next
+  // rank while the current block's attention runs, so a step shows only what its transfer takes
+  // beyond that block's share of the attention; the backward passes K, V and their gradients.
+  // all_to_all (DeepSpeed-Ulysses): q, k, v exchanged for whole heads before the attention, its
+  // output back after, the mirror two in backward; nothing overlaps them.
+  if (cp > 1) {
+    const double cp_bw = links.cp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+    const double n = cp;
+    const int passes = c.train.recompute == Recompute::kFull ? 2 : 1;  // forwards per micro-batch
+    if (c.parallel.cp_comm == config::CpComm::kRing) {
+      const double kv_block = 2.0 * T * g.kv_width() / t * hw.e;
+      const double fwd_step = kv_block / cp_bw + hw.cal.collective_step_s;
+      const double bwd_step = 2 * kv_block / cp_bw + hw.cal.collective_step_s;
+      lt.cp_comm = (n - 1) * (passes * std::max(0.0, fwd_step - attn_fwd / n) + std::max(0.0, bwd_step - attn_bwd / n));
+    } else {
+      auto all_to_all = [&](double bytes) { return (n - 1) / n * bytes / cp_bw + (n - 1) * hw.cal.collective_step_s; };
+      const double one = all_to_all(T * g.qkv_width() / t * hw.e) + all_to_all(T * g.q_width() / t * hw.e);
+      lt.cp_comm = (passes + 1) * one;
+    }
+  }
 
   // TP collectives. 1D: an all-reduce of the (T, h) activation after each row-parallel layer in
   // forward, the mirror two in backward (sequence parallelism swaps each for an all-gather plus a
@@ -204,9 +235,10 @@ struct EndTimes {
   double first = 0, last = 0, last_flops = 0;
 };
 
-EndTimes end_times(const config::RunConfig& c, int tp, int tp_nodes, const Hw& hw) {
+EndTimes end_times(const config::RunConfig& c, const Links& links, const Hw& hw) {
+  const int tp = links.tp, tp_nodes = links.tp_nodes;
   const auto g = model::ModelDesc::from(c.model);
-  const double h = g.hidden, s = g.seq, V = g.vocab, b = c.train.micro_batch, T = b * s, t = tp;
+  const double h = g.hidden, s = g.seq, V = g.vocab, b = c.train.micro_batch, T = b * s / std::max(1, links.cp), t = tp;
   const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   EndTimes et;
   // Embedding: lookup (and the learned positions' add: read 2 Th, write Th), its gradient
@@ -227,15 +259,19 @@ struct PerParam {
 // Bytes per parameter. fp32: weight 4, grad 4, Adam moments 8. fp16 mixed precision (ZeRO
 // paper): fp16 weight 2 and grad 2, fp32 master, momentum and variance 12. bf16: gradients
 // accumulate in fp32 (4; Megatron forces it for bf16), so 2 + 4 + 12, and with the distributed
-// optimizer (zero: 1) Megatron's 6 + 12/d.
-PerParam per_param(const config::RunConfig& c, int dp) {
+// optimizer (zero: 1) Megatron's 6 + 12/d. ZeRO shards over the d ranks of the gradient group
+// (dp x cp): 1 the optimizer state, 2 the gradients too, 3 the weights too (Rajbhandari et al. 2020).
+PerParam per_param(const config::RunConfig& c, int dp) {  // dp: the data-parallel size
   PerParam pp{};
   switch (c.train.precision) {
     case Precision::kFp32: pp = {4, 4, 8}; break;
     case Precision::kFp16: pp = {2, 2, 12}; break;
     case Precision::kBf16: pp = {2, 4, 12}; break;
   }
-  if (c.parallel.zero >= 1) pp.optimizer /= std::max(1, dp);
+  const double d = static_cast<double>(std::max(1, dp)) * std::max(1, c.parallel.cp);
+  if (c.parallel.zero >= 1) pp.optimizer /= d;
+  if (c.parallel.zero >= 2) pp.grads /= d;
+  if (c.parallel.zero >= 3) pp.weights /= d;
   return pp;
 }
 
@@ -250,12 +286,13 @@ PerParam per_param(const config::RunConfig& c, int dp) {
 // with a next one: 2 sends; 4 x (2 x 4 x 64 + 32768 x (2 + 2)) = 514 KiB. The process itself
 // (code, libraries, OpenBLAS and Gloo threads) is not counted, as the worker does not count it.
 double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m, int d, double params) {
-  const double bs = static_cast<double>(c.train.micro_batch) * c.model.seq_len;
+  const double bs = static_cast<double>(c.train.micro_batch) * c.model.seq_len / std::max(1, c.parallel.cp);
   const int chunks = p * v;
   double sends = 0;
   for (int ch = r; ch < chunks; ch += p) sends += (ch + 1 < chunks ? m : 0) + (ch > 0 ? m : 0);
   const double schedule = 4.0 * (2 * bs + bs * c.model.hidden * (2 + sends));
   double update = 0;
+  d *= std::max(1, c.parallel.cp);  // the gradient group
   if (c.parallel.zero >= 1 && d > 1) {
     const double per = std::ceil(params / d);
     update = 4.0 * per * (d + 1);
@@ -277,7 +314,9 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
 // 16 bits with f = 4h.
 double layer_activation_bytes(const config::RunConfig& c, int tp) {
   const auto g = model::ModelDesc::from(c.model);
-  const double h = g.hidden, a = g.heads, s = g.seq, b = c.train.micro_batch, T = b * s, t = tp;
+  // Context parallelism keeps s / cp tokens of each sequence on a rank, their scores against all s keys.
+  const double cp = std::max(1, c.parallel.cp);
+  const double h = g.hidden, a = g.heads, s = g.seq, b = c.train.micro_batch, T = b * s / cp, t = tp;
   const double e = c.train.precision == Precision::kFp32 ? 4.0 : 2.0;
   const bool one_d = c.parallel.tp_mode == TpMode::k1d;
   const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
@@ -286,8 +325,8 @@ double layer_activation_bytes(const config::RunConfig& c, int tp) {
   const model::LayerActivations kept = g.layer_activations();
   const double rest = (kept.replicated * rep + kept.sharded / t) * T * e + (dropout ? 2 * T * h * rep : 0.0);
   // FlashAttention stores no scores: only the softmax statistics, one fp32 per (head, token).
-  const double core = c.train.attention == config::Attention::kFlash ? 4.0 * a * s * b / t
-                                                                      : a * s * s * b / t * (dropout ? 2 * e + 1 : e);
+  const double core = c.train.attention == config::Attention::kFlash ? 4.0 * a * s / cp * b / t
+                                                                      : a * s / cp * s * b / t * (dropout ? 2 * e + 1 : e);
   switch (c.train.recompute) {
     case Recompute::kNone: return rest + core;
     case Recompute::kSelective: return rest + (c.train.attention == config::Attention::kFlash ? core : 0.0);
@@ -312,25 +351,48 @@ int inflight_micro_batches(const config::RunConfig& c, int pp_rank, int pp, int 
   return 1;
 }
 
-int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int pp, int gpus_per_node, config::Axis axis) {
+int axis_group_nodes(const TopologySpec& spec, const std::vector<config::Axis>& axes) {
+  std::array<int, config::kAxisCount> size{};
+  size[static_cast<size_t>(config::Axis::kTp)] = spec.tp;
+  size[static_cast<size_t>(config::Axis::kDp)] = spec.dp;
+  size[static_cast<size_t>(config::Axis::kPp)] = spec.pp;
+  size[static_cast<size_t>(config::Axis::kCp)] = spec.cp;
+  // The members of group 0, enumerated in the order's nesting: increasing ranks, so a node
+  // change is a new node.
+  std::vector<std::pair<long long, int>> nested;  // (stride, size) of the group's axes, innermost first
   long long stride = 1;
-  int size = 1;
-  for (auto ax : order) {
-    const int n = ax == config::Axis::kTp ? tp : ax == config::Axis::kDp ? dp : pp;
-    if (ax == axis) {
-      size = n;
-      break;
-    }
+  for (config::Axis a : config::complete_order(spec.order)) {
+    const int n = std::max(1, size[static_cast<size_t>(a)]);
+    if (std::find(axes.begin(), axes.end(), a) != axes.end()) nested.emplace_back(stride, n);
     stride *= n;
   }
+  long long members = 1;
+  for (const auto& [st, n] : nested) members *= n;
+  const int gpn = std::max(1, spec.gpus_per_node);
   int nodes = 0;
   long long last_node = -1;
-  for (int i = 0; i < size; ++i) {
-    const long long node = i * stride / std::max(1, gpus_per_node);
+  for (long long i = 0; i < members; ++i) {
+    long long rank = 0, rest = i;
+    for (const auto& [st, n] : nested) {
+      rank += (rest % n) * st;
+      rest /= n;
+    }
+    const long long node = rank / gpn;
     if (node != last_node) ++nodes;
     last_node = node;
   }
   return std::max(nodes, 1);
+}
+
+void set_layout(EstimateInput& in, const TopologySpec& spec) {
+  in.dp = spec.dp;
+  in.tp = spec.tp;
+  in.pp = spec.pp;
+  in.cp = spec.cp;
+  in.tp_nodes = axis_group_nodes(spec, {config::Axis::kTp});
+  in.cp_nodes = axis_group_nodes(spec, {config::Axis::kCp});
+  in.dp_nodes = axis_group_nodes(spec, gradient_axes());
+  in.pp_crosses_nodes = axis_group_nodes(spec, {config::Axis::kPp}) > 1;
 }
 
 StageCostModel time_cost_model(const config::RunConfig& config, const config::DeviceSpec& device, int tp, int tp_nodes) {
@@ -338,10 +400,14 @@ StageCostModel time_cost_model(const config::RunConfig& config, const config::De
   in.config = config;
   in.device = device;
   const Hw hw = hardware(in);
-  const LayerTimes lt = layer_times(config, tp, tp_nodes, hw);
-  const EndTimes et = end_times(config, tp, tp_nodes, hw);
+  Links links;
+  links.tp = tp;
+  links.tp_nodes = tp_nodes;
+  links.cp = config.parallel.cp;
+  const LayerTimes lt = layer_times(config, links, hw);
+  const EndTimes et = end_times(config, links, hw);
   StageCostModel m;
-  m.layer.assign(static_cast<size_t>(std::max(0, config.model.layers)), lt.fwd + lt.bwd + lt.recompute + lt.tp_comm);
+  m.layer.assign(static_cast<size_t>(std::max(0, config.model.layers)), lt.fwd + lt.bwd + lt.recompute + lt.tp_comm + lt.cp_comm);
   m.first = et.first;
   m.last = et.last;
   return m;
@@ -378,9 +444,16 @@ Estimate estimate(const EstimateInput& in) {
   const auto g = model::ModelDesc::from(c.model);
   const Hw hw = hardware(in);
   const int p = std::max(1, in.pp), v = std::max(1, in.virtual_stages), m = std::max(1, in.micro_batches);
-  const int t = std::max(1, in.tp), d = std::max(1, in.dp);
+  const int t = std::max(1, in.tp), d = std::max(1, in.dp), cp = std::max(1, in.cp);
+  const int D = d * cp;  // the gradient group: dp x cp ranks hold the same weights
   const int chunks = p * v;
-  const double T = static_cast<double>(c.train.micro_batch) * g.seq;
+  const double T = static_cast<double>(c.train.micro_batch) * g.seq / cp;
+  PerParam full{};  // bytes per parameter before ZeRO shards them
+  {
+    config::RunConfig unsharded = c;
+    unsharded.parallel.zero = 0;
+    full = per_param(unsharded, 1);
+  }
   Estimate e;
   e.device = in.device.name;
   e.device_memory_bytes = in.device.memory_bytes();
@@ -426,6 +499,14 @@ Estimate estimate(const EstimateInput& in) {
     rm.weights = rm.params * bpp.weights;
     rm.grads = rm.params * bpp.grads;
     rm.optimizer = rm.params * bpp.optimizer;
+    // ZeRO-2 and 3 hold a gradient bucket unsharded until its reduce-scatter, and a second
+    // filling behind it; ZeRO-3 gathers a layer's weights before its forward and backward, the
+    // next one prefetched, and holds a layer's whole gradient until it is reduce-scattered.
+    const double layer_params = rank_layers[static_cast<size_t>(r)] > 0 && c.model.layers > 0 ? mem.layer_static[0] / per : 0.0;
+    if (D > 1 && c.parallel.zero >= 2) {
+      rm.grads += std::min(2.0 * c.parallel.grad_bucket_bytes(), rm.params * full.grads);
+    }
+    if (D > 1 && c.parallel.zero >= 3) rm.weights += 2.0 * layer_params * full.weights;
     rm.activations += rank_layers[static_cast<size_t>(r)] > 0 ? recompute_working : 0.0;
     rm.workspace = in.device.is_cpu ? cpu_engine_buffers(c, r, p, v, m, d, rm.params) : gpu_workspace;
     if (rm.total() > e.peak_memory_bytes) {
@@ -436,10 +517,15 @@ Estimate estimate(const EstimateInput& in) {
   e.fits = e.peak_memory_bytes <= e.device_memory_bytes;
 
   // Time of one micro-batch on each pp rank.
-  const LayerTimes lt = layer_times(c, t, in.tp_nodes, hw);
-  const EndTimes et = end_times(c, t, in.tp_nodes, hw);
+  Links links;
+  links.tp = t;
+  links.tp_nodes = in.tp_nodes;
+  links.cp = cp;
+  links.cp_nodes = in.cp_nodes;
+  const LayerTimes lt = layer_times(c, links, hw);
+  const EndTimes et = end_times(c, links, hw);
   struct RankTime {
-    double compute = 0, recompute = 0, tp = 0, bwd_last_chunk = 0;
+    double compute = 0, recompute = 0, tp = 0, cp = 0, bwd_last_chunk = 0, layers = 0;
   };
   std::vector<RankTime> rt(static_cast<size_t>(p));
   for (int ch = 0; ch < chunks && ch < static_cast<int>(in.chunk_layers.size()); ++ch) {
@@ -448,6 +534,8 @@ Estimate estimate(const EstimateInput& in) {
     x.compute += n * (lt.fwd + lt.bwd);
     x.recompute += n * lt.recompute;
     x.tp += n * lt.tp_comm;
+    x.cp += n * lt.cp_comm;
+    x.layers += n;
     if (ch == 0) x.compute += et.first;
     if (ch == chunks - 1) x.compute += et.last;
     if (ch % p == ch) x.bwd_last_chunk = n * (lt.bwd + lt.recompute);  // the chunk whose backward ends the step
@@ -456,14 +544,15 @@ Estimate estimate(const EstimateInput& in) {
   for (int r = 1; r < p; ++r) {
     const auto& a = rt[static_cast<size_t>(r)];
     const auto& b = rt[static_cast<size_t>(bottleneck)];
-    if (a.compute + a.recompute + a.tp > b.compute + b.recompute + b.tp) bottleneck = r;
+    if (a.compute + a.recompute + a.tp + a.cp > b.compute + b.recompute + b.tp + b.cp) bottleneck = r;
   }
   const RankTime& bt = rt[static_cast<size_t>(bottleneck)];
-  const double per_micro = bt.compute + bt.recompute + bt.tp;
+  const double per_micro = bt.compute + bt.recompute + bt.tp + bt.cp;
   StepBreakdown& br = e.breakdown;
   br.compute_s = m * bt.compute;
   br.recompute_s = m * bt.recompute;
   br.tp_comm_s = m * bt.tp;
+  br.cp_comm_s = m * bt.cp;
   // Bubble: the pipeline fills and drains once per step, (p - 1) / v micro-batch slots.
   br.bubble_s = p > 1 ? static_cast<double>(p - 1) / v * per_micro : 0.0;
   if (c.pipeline.schedule == Schedule::kGpipe && p > 1) br.bubble_s = static_cast<double>(p - 1) * per_micro;
@@ -476,37 +565,60 @@ Estimate estimate(const EstimateInput& in) {
     const double one = bytes / bw + hw.cal.collective_step_s;
     br.pp_comm_s = 2.0 * one * (static_cast<double>(m) * v + (p - 1));
   }
-  // DP: gradients of every rank's parameters reduced across its DP group (all-reduce; with the
-  // distributed optimizer a reduce-scatter of gradients and an all-gather of weights). Without
-  // ZeRO, and with parallel.overlap_grad_reduce, buckets of parallel.grad_bucket_mb start as the
-  // last micro-batch's backward finishes their layers (runtime/grad_reducer.h): that backward
-  // hides the all-reduce but the first bucket's share of it, which stays exposed as the last
-  // bucket (the embeddings' and the final LayerNorm's, reduced once the backward ends) does.
-  // One bucket for the whole stage hides nothing; ZeRO's reduce-scatter runs after the backward,
-  // as the engine runs it. On the cpu device nothing hides: Gloo's copies and sums need the cores
-  // the backward keeps busy (tests/bench/bench_grad_overlap.sh measured no gain with 2 ranks on
-  // 2 cores, and a loss with small buckets). Tied embeddings with p > 1 add the first/last stage
-  // all-reduce of the word embedding gradient, after the backward.
+  // DP: gradients of every rank's parameters reduced across its gradient group, the D = dp x cp
+  // ranks that hold the same weights. By ZeRO stage (parallel.zero):
+  //   0: an all-reduce. With parallel.overlap_grad_reduce, buckets of parallel.grad_bucket_mb
+  //      start as the last micro-batch's backward finishes their layers (runtime/grad_reducer.h):
+  //      that backward hides the all-reduce but the first bucket's share of it, which stays
+  //      exposed as the last bucket (the embeddings' and the final norm's, reduced once the
+  //      backward ends) does. One bucket for the whole stage hides nothing.
+  //   1: a reduce-scatter after the backward and an all-gather of the updated weights (the
+  //      distributed optimizer as the engine runs it), both exposed.
+  //   2: every micro-batch's backward reduce-scatters its buckets into the rank's shard (DeepSpeed's
+  //      ZeRO-2), hidden as zero 0's are but m times, then the all-gather of the weights.
+  //   3: no weights to gather after the step; instead each layer's weights are gathered before its
+  //      forward and again before its backward, every micro-batch, and its gradient
+  //      reduce-scattered; prefetched one layer ahead, they hide behind the previous layer's work.
+  // On the cpu device nothing hides: Gloo's copies and sums need the cores the backward keeps
+  // busy (tests/bench/bench_grad_overlap.sh measured no gain with 2 ranks on 2 cores, and a loss
+  // with small buckets). Tied embeddings with p > 1 add the first/last stage all-reduce of the
+  // word embedding gradient, after the backward.
   double dp_time = 0;
   const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  const double step_s = hw.cal.collective_step_s;
+  const int zero = D > 1 ? c.parallel.zero : 0;
+  const double one_layer_params = c.model.layers > 0 ? mem.layer_static[0] / per : 0.0;
   for (int r = 0; r < p; ++r) {
     const double params = e.memory[static_cast<size_t>(r)].params;
-    const double grad_bytes = params * bpp.grads;
+    const double grad_bytes = params * full.grads;
+    const auto& x = rt[static_cast<size_t>(r)];
+    const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_bytes() / grad_bytes) : 1.0;
+    const bool overlap = c.parallel.overlap_grad_reduce && !in.device.is_cpu;
     double exposed = 0;
-    if (d > 1 && c.parallel.zero >= 1) {
-      exposed = gather_time(grad_bytes, d, dp_bw, hw.cal.collective_step_s) + gather_time(params * bpp.weights, d, dp_bw, hw.cal.collective_step_s);
-    } else if (d > 1) {
-      const double all_reduce = all_reduce_time(grad_bytes, d, dp_bw, hw.cal.collective_step_s);
+    if (zero == 0 && D > 1) {
+      const double all_reduce = all_reduce_time(grad_bytes, D, dp_bw, step_s);
       exposed = all_reduce;
-      if (c.parallel.overlap_grad_reduce && !in.device.is_cpu) {
-        const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_bytes() / grad_bytes) : 1.0;
-        const double hidden = (1.0 - share) * rt[static_cast<size_t>(r)].bwd_last_chunk;
-        exposed = std::max(all_reduce * share, all_reduce - hidden);
-      }
+      if (overlap) exposed = std::max(all_reduce * share, all_reduce - (1.0 - share) * x.bwd_last_chunk);
+    } else if (zero == 1) {
+      exposed = gather_time(grad_bytes, D, dp_bw, step_s) + gather_time(params * full.weights, D, dp_bw, step_s);
+    } else if (zero == 2) {
+      const double scatter = gather_time(grad_bytes, D, dp_bw, step_s);
+      const double per_micro_bwd = x.bwd_last_chunk;  // one micro-batch's backward of the rank's last chunk
+      const double hidden_each = overlap ? std::max(scatter * share, scatter - (1.0 - share) * per_micro_bwd) : scatter;
+      exposed = m * hidden_each + gather_time(params * full.weights, D, dp_bw, step_s);
+    } else if (zero == 3 && x.layers > 0) {
+      // Per layer and micro-batch: two gathers of its weights and a reduce-scatter of its
+      // gradient, against its forward and backward work.
+      const double gather = gather_time(one_layer_params * full.weights, D, dp_bw, step_s);
+      const double scatter = gather_time(one_layer_params * full.grads, D, dp_bw, step_s);
+      const double per_layer = overlap ? std::max(0.0, gather - lt.fwd) + std::max(0.0, gather + scatter - lt.bwd - lt.recompute)
+                                       : 2 * gather + scatter;
+      // The first layer's gathers are not hidden: there is nothing before it to hide behind.
+      exposed = m * (x.layers * per_layer + (overlap ? gather : 0.0));
     }
     if (c.model.tied_embeddings && chunks > 1 && (r == 0 || r == p - 1)) {
-      exposed += all_reduce_time(g.vocab_matrix() / weight_shard(c, t) * bpp.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
-                                 hw.cal.collective_step_s);
+      exposed += all_reduce_time(g.vocab_matrix() / weight_shard(c, t) * full.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
+                                 step_s);
     }
     dp_time = std::max(dp_time, exposed);
   }
@@ -515,11 +627,12 @@ Estimate estimate(const EstimateInput& in) {
   // bytes per (locally updated) parameter, memory-bound; plus the gradient norm.
   double max_params = 0;
   for (const auto& rm : e.memory) max_params = std::max(max_params, rm.params);
-  const double updated = c.parallel.zero >= 1 ? max_params / d : max_params;
+  const double updated = c.parallel.zero >= 1 ? max_params / D : max_params;
   br.optimizer_s = updated * 32.0 / hw.mem_bw + 10 * hw.cal.kernel_s;
 
   br.overhead_s = hw.cal.step_overhead_s;
-  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s + br.optimizer_s + br.overhead_s;
+  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.cp_comm_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s + br.optimizer_s +
+                  br.overhead_s;
   e.bubble_fraction = e.step_time_s > 0 ? br.bubble_s / e.step_time_s : 0.0;
 
   // FLOPs per step, whole cluster: every sample's forward (3x with backward), plus recompute.
@@ -532,7 +645,7 @@ Estimate estimate(const EstimateInput& in) {
                                       : c.train.recompute == Recompute::kSelective && !flash ? g.layers * g.attention_flops(g.seq)
                                                                                            : 0.0;
   e.hardware_flops = e.model_flops + B * recompute_per_sample;
-  const double world = static_cast<double>(d) * t * p;
+  const double world = static_cast<double>(D) * t * p;
   if (e.step_time_s > 0) {
     e.tflops_per_gpu = e.hardware_flops / e.step_time_s / world / 1e12;
     e.model_tflops_per_gpu = e.model_flops / e.step_time_s / world / 1e12;
@@ -578,6 +691,7 @@ Json estimate_to_json(const Estimate& e) {
   b.set("compute_s", e.breakdown.compute_s);
   b.set("recompute_s", e.breakdown.recompute_s);
   b.set("tp_comm_s", e.breakdown.tp_comm_s);
+  b.set("cp_comm_s", e.breakdown.cp_comm_s);
   b.set("pp_comm_s", e.breakdown.pp_comm_s);
   b.set("dp_comm_s", e.breakdown.dp_comm_s);
   b.set("bubble_s", e.breakdown.bubble_s);
@@ -630,10 +744,11 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
                 format_bytes(e.device_memory_bytes).c_str(), e.fits ? "fits" : "DOES NOT FIT");
   o << line;
   const auto& b = e.breakdown;
-  std::snprintf(line, sizeof line, "  step %s = compute %s + recompute %s + TP %s + PP %s + DP %s + bubble %s + optimizer %s\n",
+  const std::string cp_part = b.cp_comm_s > 0 ? " + CP " + format_seconds(b.cp_comm_s) : "";
+  std::snprintf(line, sizeof line, "  step %s = compute %s + recompute %s + TP %s%s + PP %s + DP %s + bubble %s + optimizer %s\n",
                 format_seconds(e.step_time_s).c_str(), format_seconds(b.compute_s).c_str(), format_seconds(b.recompute_s).c_str(),
-                format_seconds(b.tp_comm_s).c_str(), format_seconds(b.pp_comm_s).c_str(), format_seconds(b.dp_comm_s).c_str(),
-                format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
+                format_seconds(b.tp_comm_s).c_str(), cp_part.c_str(), format_seconds(b.pp_comm_s).c_str(),
+                format_seconds(b.dp_comm_s).c_str(), format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
   o << line;
   if (b.overhead_s > 0) {
     std::snprintf(line, sizeof line, "       + per-step overhead %s (the device's calibration)\n", format_seconds(b.overhead_s).c_str());

@@ -2,6 +2,7 @@
 #include "stagecraft/plan/plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -64,12 +65,6 @@ StageMemoryModel simple_memory_model(const RunConfig& config, int stages) {
 
 namespace {
 
-std::string order_string(const std::vector<config::Axis>& order) {
-  std::string s;
-  for (auto a : order) s += (s.empty() ? "" : "-") + std::string(config::to_string(a));
-  return s;
-}
-
 std::string percent(double f) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f%%", f * 100.0);
@@ -82,7 +77,7 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
   if (topo.tp_spans_nodes()) {
     std::string why = p.tp > c.cluster.gpus_per_node
                           ? "tp=" + std::to_string(p.tp) + " is larger than the " + std::to_string(c.cluster.gpus_per_node) + " GPUs of a node"
-                          : "parallel.order=" + order_string(c.parallel.order) + " does not keep each TP group on one node";
+                          : "parallel.order=" + config::order_text(c.parallel.order) + " does not keep each TP group on one node";
     p.warnings.push_back("TP groups span nodes (" + why + "): every layer's tensor-parallel all-reduces cross the inter-node network; "
                          "keep tp <= gpus_per_node with tp innermost in parallel.order");
   }
@@ -146,15 +141,7 @@ Result<Plan> make_plan(const RunConfig& config, const StageCostModel* measured_c
     for (const auto& i : issues) msg += (msg.empty() ? "" : "\n") + i.message;
     return Status::invalid_input(msg);
   }
-  TopologySpec spec;
-  spec.nodes = config.cluster.nodes;
-  spec.gpus_per_node = config.cluster.gpus_per_node;
-  spec.dp = config::resolved_dp(config);
-  spec.tp = config.parallel.tp;
-  spec.pp = config.parallel.pp;
-  spec.order = config.parallel.order;
-  spec.tp_mode = config.parallel.tp_mode;
-  spec.tp_depth = config.parallel.tp_depth;
+  const TopologySpec spec = topology_spec(config);
   auto topo = Topology::create(spec);
   if (!topo.ok()) return topo.status();
 
@@ -163,6 +150,7 @@ Result<Plan> make_plan(const RunConfig& config, const StageCostModel* measured_c
   p.dp = spec.dp;
   p.tp = spec.tp;
   p.pp = spec.pp;
+  p.cp = spec.cp;
   p.virtual_stages = config.pipeline.schedule == Schedule::kInterleaved ? config.pipeline.virtual_stages : 1;
   p.micro_batches = config::micro_batches(config);
   p.topology = std::move(topo).value();
@@ -221,16 +209,10 @@ EstimateInput estimate_input(const Plan& p) {
   EstimateInput in;
   in.config = p.config;
   in.device = p.device;
-  in.dp = p.dp;
-  in.tp = p.tp;
-  in.pp = p.pp;
+  set_layout(in, p.topology.spec());
   in.virtual_stages = p.virtual_stages;
   in.micro_batches = p.micro_batches;
   for (const auto& s : p.stages) in.chunk_layers.push_back(s.num_layers);
-  const auto& topo = p.topology;
-  in.tp_nodes = static_cast<int>(topo.nodes_of(topo.group_of(0, config::Axis::kTp)).size());
-  in.dp_nodes = static_cast<int>(topo.nodes_of(topo.group_of(0, config::Axis::kDp)).size());
-  in.pp_crosses_nodes = topo.nodes_of(topo.group_of(0, config::Axis::kPp)).size() > 1;
   return in;
 }
 
@@ -247,7 +229,10 @@ Json plan_to_json(const Plan& p) {
   j.set("dp", p.dp);
   j.set("tp", p.tp);
   j.set("pp", p.pp);
-  j.set("order", order_string(c.parallel.order));
+  j.set("cp", p.cp);
+  if (p.cp > 1) j.set("cp_comm", std::string(config::to_string(c.parallel.cp_comm)));
+  j.set("zero", c.parallel.zero);
+  j.set("order", config::order_text(c.parallel.order));
   j.set("tp_mode", std::string(config::to_string(c.parallel.tp_mode)));
   if (c.parallel.tp_mode == config::TpMode::k2p5d) j.set("tp_depth", c.parallel.tp_depth);
   j.set("schedule", std::string(config::to_string(c.pipeline.schedule)));
@@ -261,13 +246,11 @@ Json plan_to_json(const Plan& p) {
   for (int r = 0; r < topo.world_size(); ++r) {
     const RankCoord rc = topo.coord(r);
     Json::Object e;
-    e.reserve(6);
+    e.reserve(3 + config::kAxisCount);
     e.emplace_back("rank", rc.rank);
     e.emplace_back("node", rc.node);
     e.emplace_back("local_rank", rc.local_rank);
-    e.emplace_back("dp", rc.dp);
-    e.emplace_back("tp", rc.tp);
-    e.emplace_back("pp", rc.pp);
+    for (const auto& axis : config::kAxisNames) e.emplace_back(std::string(axis.name), rc.at(axis.value));
     ranks.push_back(Json::object(std::move(e)));
   }
   j.set("ranks", Json(std::move(ranks)));
@@ -279,9 +262,9 @@ Json plan_to_json(const Plan& p) {
     return Json(std::move(a));
   };
   Json groups = Json::object();
-  groups.set("tp", groups_json(topo.groups(config::Axis::kTp)));
-  groups.set("dp", groups_json(topo.groups(config::Axis::kDp)));
-  groups.set("pp", groups_json(topo.groups(config::Axis::kPp)));
+  for (const auto& axis : config::kAxisNames) groups.set(std::string(axis.name), groups_json(topo.groups(axis.value)));
+  // Gradients reduce (and ZeRO shards) over the data-parallel ranks of every context rank.
+  if (p.cp > 1) groups.set("dp_cp", groups_json(topo.groups(gradient_axes())));
   j.set("groups", std::move(groups));
   const auto subgroups = topo.tensor_subgroups();
   if (!subgroups.empty()) {
@@ -371,15 +354,22 @@ std::string plan_to_text(const Plan& p, double tokens) {
     << " x " << c.cluster.gpus_per_node << " " << c.cluster.device << ")\n";
   o << "  model " << model::ModelDesc::from(c.model).summary() << "\n";
   o << "  dp=" << p.dp << (c.parallel.dp_auto() ? " (auto)" : "") << "  tp=" << p.tp << " (" << config::to_string(c.parallel.tp_mode) << ")"
-    << "  pp=" << p.pp << "  order=" << order_string(c.parallel.order) << "\n";
+    << "  pp=" << p.pp;
+  if (p.cp > 1) o << "  cp=" << p.cp << " (" << config::to_string(c.parallel.cp_comm) << ")";
+  if (c.parallel.zero > 0) o << "  zero=" << c.parallel.zero;
+  o << "  order=" << config::order_text(c.parallel.order) << "\n";
   o << "  schedule=" << config::to_string(c.pipeline.schedule);
   if (p.virtual_stages > 1) o << " (" << p.virtual_stages << " chunks per pp rank)";
   o << "  micro-batches m=" << p.micro_batches << "  bubble=" << percent(p.bubble_fraction()) << "\n\n";
 
   o << "Groups\n";
-  print_groups(o, "TP", topo.groups(config::Axis::kTp));
-  print_groups(o, "DP", topo.groups(config::Axis::kDp));
-  print_groups(o, "PP", topo.groups(config::Axis::kPp));
+  for (const auto& axis : config::kAxisNames) {
+    if (axis.value == config::Axis::kCp && p.cp == 1) continue;
+    std::string name(axis.name);
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    print_groups(o, name.c_str(), topo.groups(axis.value));
+  }
+  if (p.cp > 1) print_groups(o, "DP x CP", topo.groups(gradient_axes()));
   for (const auto& fam : topo.tensor_subgroups()) {
     const std::string name = "TP " + fam.name;
     print_groups(o, name.c_str(), fam.groups);

@@ -77,7 +77,8 @@ bool allows(const LayoutConstraints& k, const RunConfig& c, const Estimate& e) {
   if (k.fits_only && !e.fits) return false;
   if (k.tp > 0 && c.parallel.tp != k.tp) return false;
   if (k.pp > 0 && c.parallel.pp != k.pp) return false;
-  if (!k.zero && c.parallel.zero != 0) return false;
+  if (k.cp > 0 && c.parallel.cp != k.cp) return false;
+  if (c.parallel.zero > k.max_zero) return false;
   if (k.max_micro_batch > 0 && c.train.micro_batch > k.max_micro_batch) return false;
   if (c.parallel.pp > 1 && !k.schedules.empty() &&
       std::find(k.schedules.begin(), k.schedules.end(), c.pipeline.schedule) == k.schedules.end()) {
@@ -86,15 +87,13 @@ bool allows(const LayoutConstraints& k, const RunConfig& c, const Estimate& e) {
   if (!k.recomputes.empty() && std::find(k.recomputes.begin(), k.recomputes.end(), c.train.recompute) == k.recomputes.end()) {
     return false;
   }
-  if (k.tp_within_node && axis_group_nodes(c.parallel.order, c.parallel.dp, c.parallel.tp, c.parallel.pp, c.cluster.gpus_per_node,
-                                           config::Axis::kTp) > 1) {
-    return false;
-  }
+  if (k.tp_within_node && axis_group_nodes(topology_spec(c), {config::Axis::kTp}) > 1) return false;
   return true;
 }
 
 std::string layout_string(const RunConfig& c) {
   std::string s = "dp=" + std::to_string(c.parallel.dp) + " tp=" + std::to_string(c.parallel.tp) + " pp=" + std::to_string(c.parallel.pp);
+  if (c.parallel.cp > 1) s += " cp=" + std::to_string(c.parallel.cp) + (c.parallel.cp_comm == config::CpComm::kAllToAll ? " a2a" : "");
   if (c.parallel.pp > 1) {
     s += " " + std::string(config::to_string(c.pipeline.schedule));
     if (c.pipeline.schedule == Schedule::kInterleaved) s += " v=" + std::to_string(c.pipeline.virtual_stages);
@@ -110,6 +109,7 @@ std::vector<std::string> layout_overrides(const RunConfig& c) {
   return {"parallel.dp=" + std::to_string(c.parallel.dp),
           "parallel.tp=" + std::to_string(c.parallel.tp),
           "parallel.pp=" + std::to_string(c.parallel.pp),
+          "parallel.cp=" + std::to_string(c.parallel.cp),
           "pipeline.schedule=" + std::string(config::to_string(c.pipeline.schedule)),
           "pipeline.virtual_stages=" + std::to_string(c.pipeline.virtual_stages),
           "train.micro_batch=" + std::to_string(c.train.micro_batch),
@@ -127,7 +127,6 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
     return Status::invalid_input("search: the configuration needs the model shape (model.layers, model.hidden, model.heads)");
   }
   const int world = base.world_size();
-  const int gpn = base.cluster.gpus_per_node;
   SearchResult result;
   std::vector<Candidate> kept;  // the layouts the constraints allow
   double smallest_peak = -1;
@@ -140,19 +139,27 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
 
   EstimateInput in;
   in.device = device.value();
-  // The (tp, pp) splits the model allows; progress is reported per split.
-  std::vector<std::pair<int, int>> splits;
+  // The (tp, cp, pp) splits the model allows; progress is reported per split.
+  struct Split {
+    int tp, cp, pp;
+  };
+  const int fixed_cp = options.constraints.cp;
+  std::vector<Split> splits;
   for (int tp : divisors(world, 1 << 12)) {
     if (m.heads % tp != 0 || m.kv() % tp != 0 || m.ffn() % tp != 0) continue;
-    for (int pp : divisors(world / tp, m.layers)) splits.emplace_back(tp, pp);
+    for (int cp : divisors(world / tp, m.seq_len / 2)) {
+      if (m.seq_len % (2 * cp) != 0) continue;
+      if (fixed_cp > 0 ? cp != fixed_cp : cp > 1 && m.seq_len / cp < options.min_cp_tokens) continue;
+      for (int pp : divisors(world / (tp * cp), m.layers)) splits.push_back({tp, cp, pp});
+    }
   }
   for (size_t split = 0; split < splits.size(); ++split) {
     if (options.progress && !options.progress(static_cast<double>(split) / static_cast<double>(splits.size()))) {
       return Status::unavailable("search: cancelled");
     }
-    const auto [tp, pp] = splits[split];
+    const auto [tp, cp, pp] = splits[split];
     {
-      const int dp = world / (tp * pp);
+      const int dp = world / (tp * cp * pp);
       if (base.train.global_batch % dp != 0) continue;
       const int per_replica = base.train.global_batch / dp;
       for (int mb : divisors(per_replica, options.max_micro_batch)) {
@@ -174,10 +181,11 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
         for (const auto& sc : scheds) {
           for (Recompute rc : recomputes) {
             for (int sp = 0; sp <= (tp > 1 && base.parallel.tp_mode == config::TpMode::k1d ? 1 : 0); ++sp) {
-              for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero) {
+              for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
                 c.parallel.dp = dp;
                 c.parallel.tp = tp;
                 c.parallel.pp = pp;
+                c.parallel.cp = cp;
                 c.parallel.sequence_parallel = sp != 0;
                 c.parallel.zero = zero;
                 c.pipeline.schedule = sc.s;
@@ -189,15 +197,10 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                   continue;
                 }
                 in.config = c;
-                in.dp = dp;
-                in.tp = tp;
-                in.pp = pp;
+                set_layout(in, topology_spec(c));
                 in.virtual_stages = sc.v;
                 in.micro_batches = micro_batches;
                 in.chunk_layers = uniform_counts(m.layers, pp * sc.v);
-                in.tp_nodes = axis_group_nodes(c.parallel.order, dp, tp, pp, gpn, config::Axis::kTp);
-                in.dp_nodes = axis_group_nodes(c.parallel.order, dp, tp, pp, gpn, config::Axis::kDp);
-                in.pp_crosses_nodes = axis_group_nodes(c.parallel.order, dp, tp, pp, gpn, config::Axis::kPp) > 1;
                 Estimate e = estimate(in);
                 ++result.evaluated;
                 if (smallest_peak < 0 || e.peak_memory_bytes < smallest_peak) {
@@ -254,6 +257,7 @@ Json search_to_json(const SearchResult& r) {
     p.set("dp", c.parallel.dp);
     p.set("tp", c.parallel.tp);
     p.set("pp", c.parallel.pp);
+    p.set("cp", c.parallel.cp);
     p.set("schedule", std::string(config::to_string(c.pipeline.schedule)));
     p.set("virtual_stages", c.pipeline.virtual_stages);
     p.set("micro_batch", c.train.micro_batch);

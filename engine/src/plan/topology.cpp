@@ -7,27 +7,52 @@
 
 namespace stagecraft::plan {
 
+int RankCoord::at(Axis a) const {
+  switch (a) {
+    case Axis::kTp: return tp;
+    case Axis::kDp: return dp;
+    case Axis::kPp: return pp;
+    case Axis::kCp: return cp;
+  }
+  return 0;
+}
+
+TopologySpec topology_spec(const config::RunConfig& config) {
+  TopologySpec spec;
+  spec.nodes = config.cluster.nodes;
+  spec.gpus_per_node = config.cluster.gpus_per_node;
+  spec.dp = config::resolved_dp(config);
+  spec.tp = config.parallel.tp;
+  spec.pp = config.parallel.pp;
+  spec.cp = config.parallel.cp;
+  spec.order = config.parallel.order;
+  spec.tp_mode = config.parallel.tp_mode;
+  spec.tp_depth = config.parallel.tp_depth;
+  return spec;
+}
+
 Result<Topology> Topology::create(const TopologySpec& spec) {
   if (spec.nodes < 1 || spec.gpus_per_node < 1) return Status::invalid_input("a cluster needs at least one node with one GPU");
-  if (spec.dp < 1 || spec.tp < 1 || spec.pp < 1) return Status::invalid_input("dp, tp and pp must be at least 1");
+  if (spec.dp < 1 || spec.tp < 1 || spec.pp < 1 || spec.cp < 1) return Status::invalid_input("dp, tp, cp and pp must be at least 1");
   const long long world = static_cast<long long>(spec.nodes) * spec.gpus_per_node;
-  const long long product = static_cast<long long>(spec.dp) * spec.tp * spec.pp;
+  const long long product = static_cast<long long>(spec.dp) * spec.tp * spec.cp * spec.pp;
   if (product != world) {
-    return Status::invalid_input("dp x tp x pp = " + std::to_string(product) + " but the cluster has " + std::to_string(world) + " GPUs");
+    return Status::invalid_input((spec.cp > 1 ? "dp x tp x cp x pp = " : "dp x tp x pp = ") + std::to_string(product) +
+                                 " but the cluster has " + std::to_string(world) + " GPUs");
   }
-  if (spec.order.size() != 3) return Status::invalid_input("parallel.order must name tp, dp and pp once each");
-  std::array<bool, 3> seen{};
-  for (Axis a : spec.order) seen[static_cast<size_t>(index(a))] = true;
-  if (!seen[0] || !seen[1] || !seen[2]) return Status::invalid_input("parallel.order must name tp, dp and pp once each");
+  auto order = config::complete_order(spec.order);
+  if (order.empty()) return Status::invalid_input("parallel.order must name each of tp, cp, dp and pp at most once");
 
   Topology t;
   t.spec_ = spec;
+  t.order_ = std::move(order);
   t.world_ = static_cast<int>(world);
   t.size_[index(Axis::kTp)] = spec.tp;
   t.size_[index(Axis::kDp)] = spec.dp;
   t.size_[index(Axis::kPp)] = spec.pp;
+  t.size_[index(Axis::kCp)] = spec.cp;
   int stride = 1;
-  for (Axis a : spec.order) {
+  for (Axis a : t.order_) {
     t.stride_[index(a)] = stride;
     stride *= t.size_[index(a)];
   }
@@ -51,39 +76,57 @@ RankCoord Topology::coord(int rank) const {
   c.rank = rank;
   c.node = rank / spec_.gpus_per_node;
   c.local_rank = rank % spec_.gpus_per_node;
-  c.tp = (rank / stride_[index(Axis::kTp)]) % size_[index(Axis::kTp)];
-  c.dp = (rank / stride_[index(Axis::kDp)]) % size_[index(Axis::kDp)];
-  c.pp = (rank / stride_[index(Axis::kPp)]) % size_[index(Axis::kPp)];
+  auto at = [&](Axis a) { return (rank / stride_[index(a)]) % size_[index(a)]; };
+  c.tp = at(Axis::kTp);
+  c.dp = at(Axis::kDp);
+  c.pp = at(Axis::kPp);
+  c.cp = at(Axis::kCp);
   return c;
 }
 
-int Topology::rank_of(int dp, int tp, int pp) const {
-  return tp * stride_[index(Axis::kTp)] + dp * stride_[index(Axis::kDp)] + pp * stride_[index(Axis::kPp)];
+int Topology::rank_of(int dp, int tp, int pp, int cp) const {
+  return tp * stride_[index(Axis::kTp)] + dp * stride_[index(Axis::kDp)] + pp * stride_[index(Axis::kPp)] +
+         cp * stride_[index(Axis::kCp)];
 }
 
-std::vector<int> Topology::group_of(int rank, Axis a) const {
-  const int s = stride_[index(a)];
-  const int n = size_[index(a)];
-  const int base = rank - ((rank / s) % n) * s;  // the member with coordinate 0 along a
-  std::vector<int> g(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = base + i * s;
+std::vector<int> Topology::group_of(int rank, Axis a) const { return group_of(rank, std::vector<Axis>{a}); }
+
+std::vector<std::vector<int>> Topology::groups(Axis a) const { return groups(std::vector<Axis>{a}); }
+
+std::vector<int> Topology::group_of(int rank, const std::vector<Axis>& axes) const {
+  // The member with coordinate 0 on every axis of the group, then every combination of the
+  // group's coordinates, the axes in the order's nesting (innermost fastest): increasing ranks.
+  int base = rank;
+  int members = 1;
+  for (Axis a : axes) {
+    base -= ((rank / stride_[index(a)]) % size_[index(a)]) * stride_[index(a)];
+    members *= size_[index(a)];
+  }
+  std::vector<Axis> nested;
+  for (Axis a : order_) {
+    if (std::find(axes.begin(), axes.end(), a) != axes.end()) nested.push_back(a);
+  }
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(members));
+  for (int i = 0; i < members; ++i) {
+    int r = base;
+    int rest = i;
+    for (Axis a : nested) {
+      r += (rest % size_[index(a)]) * stride_[index(a)];
+      rest /= size_[index(a)];
+    }
+    g.push_back(r);
+  }
   return g;
 }
 
-std::vector<std::vector<int>> Topology::groups(Axis a) const {
-  const int s = stride_[index(a)];
-  const int n = size_[index(a)];
+std::vector<std::vector<int>> Topology::groups(const std::vector<Axis>& axes) const {
   std::vector<std::vector<int>> out;
-  out.reserve(static_cast<size_t>(world_ / n));
-  // Bases are the ranks whose coordinate along a is 0, in increasing order.
-  for (int base = 0; base < world_; ++base) {
-    if ((base / s) % n != 0) {
-      base += (n - 1) * s - 1;  // skip the block of ranks with coordinate != 0 (loop adds 1)
-      continue;
-    }
-    std::vector<int> g(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = base + i * s;
-    out.push_back(std::move(g));
+  // A group's lowest rank is its base: the rank whose coordinates on the group's axes are all 0.
+  for (int r = 0; r < world_; ++r) {
+    bool base = true;
+    for (Axis a : axes) base = base && (r / stride_[index(a)]) % size_[index(a)] == 0;
+    if (base) out.push_back(group_of(r, axes));
   }
   return out;
 }

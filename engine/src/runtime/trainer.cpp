@@ -103,6 +103,14 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     return Status::invalid_input("train.recompute=selective: the engine recomputes none or full (selective is for planning); "
                                  "set train.recompute to none or full");
   }
+  if (config.parallel.cp > 1) {
+    return Status::invalid_input("parallel.cp=" + std::to_string(config.parallel.cp) +
+                                 ": the engine does not split sequences yet (context parallelism is planned and exported); set parallel.cp: 1");
+  }
+  if (config.parallel.zero >= 2) {
+    return Status::invalid_input("parallel.zero=" + std::to_string(config.parallel.zero) +
+                                 ": the engine shards optimizer state (zero 1) but not yet gradients or weights; set parallel.zero: 1");
+  }
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
   }
@@ -179,6 +187,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->groups_.world = wrap(groups.world, &tm.sync_ms, &tm.sync_ms, &tm.sync_ms);
   t->groups_.tp = wrap(groups.tp, &tm.tp_ms);
   t->groups_.dp = wrap(groups.dp, &tm.dp_ms);
+  // Gradients reduce (and ZeRO shards) over dp x cp; with cp = 1 that is the dp group itself.
+  t->groups_.grad = groups.grad && groups.grad != groups.dp ? wrap(groups.grad, &tm.dp_ms) : t->groups_.dp;
+  t->groups_.cp = wrap(groups.cp, &tm.cp_ms);
+  t->grad_size_ = t->groups_.grad->size();
+  t->grad_rank_ = t->groups_.grad->rank();
   t->groups_.pp = wrap(groups.pp, &tm.dp_ms, &tm.pp_wait_ms, &tm.pp_send_ms);
   t->groups_.embedding = wrap(groups.embedding, &tm.dp_ms);
   t->data_ = data;
@@ -199,9 +212,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   if (!stage.ok()) return stage.status();
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
-  t->shard_per_ = (n + static_cast<size_t>(t->dp_) - 1) / static_cast<size_t>(t->dp_);
-  if (config.parallel.zero >= 1 && t->dp_ > 1) {
-    t->shard_begin_ = std::min(n, t->shard_per_ * static_cast<size_t>(t->dp_rank_));
+  t->shard_per_ = (n + static_cast<size_t>(t->grad_size_) - 1) / static_cast<size_t>(t->grad_size_);
+  if (config.parallel.zero >= 1 && t->grad_size_ > 1) {
+    t->shard_begin_ = std::min(n, t->shard_per_ * static_cast<size_t>(t->grad_rank_));
     t->shard_end_ = std::min(n, t->shard_begin_ + t->shard_per_);
   } else {
     t->shard_begin_ = 0;
@@ -209,10 +222,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   }
   // The optimizer's ranges, every slot clipped to the shard, fixed for the trainer's life: the
   // update's (moments indexed from the shard's begin) and the global norm's, each parameter once
-  // over the world (counts_in_norm; without zero every DP replica holds the same gradients, so only
-  // DP rank 0 adds, with zero each DP rank adds its own shard).
-  const bool zero = config.parallel.zero >= 1 && t->dp_ > 1;
-  const bool adds_norm = zero || t->dp_rank_ == 0;
+  // over the world (counts_in_norm; without zero every rank of the gradient group holds the same
+  // gradients, so only its rank 0 adds, with zero each adds its own shard).
+  const bool zero = config.parallel.zero >= 1 && t->grad_size_ > 1;
+  const bool adds_norm = zero || t->grad_rank_ == 0;
   std::vector<Segment> update, norm;
   for (const auto& s : t->stage_->param_slots()) {
     const size_t b = std::max(s.offset, t->shard_begin_), e = std::min(s.offset + s.count, t->shard_end_);
@@ -236,9 +249,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   }
   // Overlapped DP buckets: plain data parallelism only (ZeRO's reduce-scatter runs after the
   // backward).
-  if (t->dp_ > 1 && config.parallel.zero == 0 && config.parallel.overlap_grad_reduce) {
+  if (t->grad_size_ > 1 && config.parallel.zero == 0 && config.parallel.overlap_grad_reduce) {
     const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_bytes() / sizeof(float));
-    t->reducer_ = std::make_unique<GradReducer>(*t->groups_.dp, *t->dev_, t->stage_->grads(),
+    t->reducer_ = std::make_unique<GradReducer>(*t->groups_.grad, *t->dev_, t->stage_->grads(),
                                                 plan_grad_buckets(t->stage_->param_slots(), bucket_floats));
   }
   if (!t->dev_->host_accessible()) {
@@ -453,28 +466,29 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
       if (Status s = all_reduce_on_device(*groups_.embedding, *dev_, grads + slot->offset, slot->count, staging_); !s) return s;
     }
   }
-  // DP: average gradients (zero 1: only this rank's shard).
-  const bool zero = config_.parallel.zero >= 1 && dp_ > 1;
-  const float inv_dp = 1.0f / static_cast<float>(dp_);
-  // zero 1: first the padded gradient (per x dp) with the shard's (per), then this rank's shard of
-  // the parameters (per) with all of them gathered (per x dp).
-  update_buffer_peak_ = zero ? sizeof(float) * shard_per_ * (1 + static_cast<size_t>(dp_)) : 0;
-  if (dp_ > 1) {
+  // DP: average gradients over the gradient group, dp x cp (zero 1: only this rank's shard).
+  const int d = grad_size_;
+  const bool zero = config_.parallel.zero >= 1 && d > 1;
+  const float inv_dp = 1.0f / static_cast<float>(d);
+  // zero 1: first the padded gradient (per x d) with the shard's (per), then this rank's shard of
+  // the parameters (per) with all of them gathered (per x d).
+  update_buffer_peak_ = zero ? sizeof(float) * shard_per_ * (1 + static_cast<size_t>(d)) : 0;
+  if (d > 1) {
     if (zero) {
       const size_t per = shard_per_;
-      Buffer<float> padded, shard_grad;  // (dp x per): the gradients, zero-padded; (per)
-      if (Status s = allocate_buffer(padded, *dev_, per * static_cast<size_t>(dp_)); !s) return s;
+      Buffer<float> padded, shard_grad;  // (d x per): the gradients, zero-padded; (per)
+      if (Status s = allocate_buffer(padded, *dev_, per * static_cast<size_t>(d)); !s) return s;
       if (Status s = allocate_buffer(shard_grad, *dev_, per); !s) return s;
       if (Status s = dev_->copy(padded.data(), grads, n * sizeof(float)); !s) return s;
       if (Status s = dev_->fill_zero(padded.data() + n, (padded.size() - n) * sizeof(float)); !s) return s;
-      if (Status s = reduce_scatter_on_device(*groups_.dp, *dev_, padded.data(), shard_grad.data(), per); !s) return s;
+      if (Status s = reduce_scatter_on_device(*groups_.grad, *dev_, padded.data(), shard_grad.data(), per); !s) return s;
       k.scale(shard_grad.data(), per, inv_dp);
       // Put the averaged shard back in place so the norm and update below read one buffer.
       if (Status s = dev_->copy(grads + shard_begin_, shard_grad.data(), (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
     } else {
       if (reducer_) {
         if (Status s = reducer_->finish(); !s) return s;
-      } else if (Status s = all_reduce_on_device(*groups_.dp, *dev_, grads, n, staging_); !s) {
+      } else if (Status s = all_reduce_on_device(*groups_.grad, *dev_, grads, n, staging_); !s) {
         return s;
       }
       k.scale(grads, n, inv_dp);
@@ -515,11 +529,11 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
                           grad_scale);
   if (zero) {
     const size_t per = shard_per_;
-    Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (dp x per)
+    Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (d x per)
     if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s;
-    if (Status s = allocate_buffer(all, *dev_, per * static_cast<size_t>(dp_)); !s) return s;
+    if (Status s = allocate_buffer(all, *dev_, per * static_cast<size_t>(d)); !s) return s;
     if (Status s = dev_->copy(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
-    if (Status s = all_gather_on_device(*groups_.dp, *dev_, mine.data(), all.data(), per); !s) return s;
+    if (Status s = all_gather_on_device(*groups_.grad, *dev_, mine.data(), all.data(), per); !s) return s;
     if (Status s = dev_->copy(params, all.data(), n * sizeof(float)); !s) return s;
   }
   return dev_->synchronize();
@@ -559,18 +573,18 @@ Result<StepStats> Trainer::train_step() {
 }
 
 Result<std::string> Trainer::save_checkpoint() {
-  // Moments of the whole local parameter set (zero 1: gathered over DP first).
+  // Moments of the whole local parameter set (zero 1: gathered over dp x cp first).
   const size_t n = stage_->num_params();
   std::vector<float> m_full(n), v_full(n), params(n);
   if (Status s = stage_->download_params(params.data()); !s) return s;
-  if (config_.parallel.zero >= 1 && dp_ > 1) {
+  if (config_.parallel.zero >= 1 && grad_size_ > 1) {
     const size_t per = shard_per_;
-    std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(dp_));
+    std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(grad_size_));
     for (int which = 0; which < 2; ++which) {
       const auto& src = which == 0 ? exp_avg_ : exp_avg_sq_;
       std::fill(mine.begin(), mine.end(), 0.0f);
       if (Status s = dev_->copy_to_host(mine.data(), src.data(), src.bytes()); !s) return s;
-      if (Status s = all_gather_host(*groups_.dp, *dev_, mine.data(), all.data(), per); !s) return s;
+      if (Status s = all_gather_host(*groups_.grad, *dev_, mine.data(), all.data(), per); !s) return s;
       std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), (which == 0 ? m_full : v_full).begin());
     }
   } else {

@@ -11,6 +11,9 @@
 //   world      every rank, 0 .. W-1
 //   tp, dp, pp the ranks that differ from r only in that axis (Topology::group_of), members in
 //              increasing coordinate of the axis, so the group rank is r's coordinate on it
+//   cp         with cp > 1 only: the ranks that differ from r only in cp (r's sequence's other parts)
+//   grad       with cp > 1 only: dp x cp, the ranks holding r's weights, which reduce its gradients
+//              (plan::gradient_axes); with cp = 1 that is the dp group, and no other is made
 //   embedding  [first, last] of r's PP group, when the model ties its embeddings, pp > 1 and r
 //              is the first or the last pipeline rank (the two copies of wte sum their
 //              gradients); empty otherwise, and no communicator is made for it
@@ -26,8 +29,8 @@
 // 8 ranks tp = 2, pp = 4 (order tp-dp-pp): rank 3 (tp 1, pp 1) has pp [1,3,5,7] and, as a middle
 // stage, no embedding group; rank 7 (pp 3) has embedding [1,7].
 //
-// Construction order: the factory is called for world, tp, dp, pp, then embedding (members
-// only), on every rank in that order. Creating a communicator waits for all its members (Gloo
+// Construction order: the factory is called for world, tp, dp, pp, cp and grad (cp > 1), then
+// embedding (members only), on every rank in that order. Creating a communicator waits for all its members (Gloo
 // rendezvouses through the store), so every pair of ranks must create the groups they share in
 // the same order, which this fixed order guarantees: two ranks share a tp/dp/pp group only
 // when it is the same group of that axis, and an embedding pair only when both are its members.
@@ -51,6 +54,7 @@ namespace stagecraft::comm {
 // The global ranks of each group of one rank; index = group rank.
 struct GroupRanks {
   std::vector<int> world, tp, dp, pp;
+  std::vector<int> cp, grad;   // empty with cp = 1
   std::vector<int> embedding;  // empty when the rank holds no copy of a tied embedding across stages
   bool operator==(const GroupRanks&) const = default;
 };
@@ -71,6 +75,8 @@ class ProcessGroups {
   Communicator& dp() { return dp_->communicator(); }
   Communicator& pp() { return pp_->communicator(); }
   Communicator* embedding() { return embedding_ ? &embedding_->communicator() : nullptr; }
+  Communicator* cp() { return cp_ ? &cp_->communicator() : nullptr; }  // null with cp = 1
+  Communicator& grad() { return grad_ ? grad_->communicator() : dp(); }  // dp x cp
 
   // The trainer's view; the pointers live as long as this object.
   runtime::TrainerGroups trainer_groups();
@@ -81,7 +87,7 @@ class ProcessGroups {
 
   int rank_ = 0;
   GroupRanks ranks_;
-  std::unique_ptr<CommGroupAdapter> world_, tp_, dp_, pp_, embedding_;
+  std::unique_ptr<CommGroupAdapter> world_, tp_, dp_, pp_, cp_, grad_, embedding_;
 };
 
 // Builds every group of `rank` with `factory`, in the order above. Fails with the factory's

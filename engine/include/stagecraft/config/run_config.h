@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,7 +25,12 @@ enum class Precision { kFp32, kFp16, kBf16 };
 enum class Attention { kStandard, kFlash };
 enum class Backend { kCpu, kCuda };
 enum class Comm { kAuto, kNccl, kGloo };  // comm: auto = nccl with backend cuda, gloo with cpu
-enum class Axis { kTp, kDp, kPp };
+// The parallel axes. A rank's coordinates on every axis follow from `parallel.order` (plan/topology.h);
+// kAxisCount sizes the arrays indexed by axis. A new axis is a value here, a name in kAxisNames, its
+// place in kDefaultOrder and what it shards (model/model.h sharding_of).
+enum class Axis { kTp, kDp, kPp, kCp };
+inline constexpr int kAxisCount = 4;
+enum class CpComm { kRing, kAllToAll };  // parallel.cp_comm: K/V ring (Megatron) or Ulysses' head exchange
 enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kTorchtitan, kNone };  // launch.metrics
 enum class LaunchFramework { kNone, kMegatron, kDeepspeed, kTorchtitan };
 enum class DataDtype { kAuto, kUint16, kUint32 };  // train.data_dtype: a .bin file's token width                       // launch.framework
@@ -43,7 +49,10 @@ inline constexpr EnumName<Precision> kPrecisionNames[] = {
 inline constexpr EnumName<Attention> kAttentionNames[] = {{Attention::kStandard, "standard"}, {Attention::kFlash, "flash"}};
 inline constexpr EnumName<Backend> kBackendNames[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}};
 inline constexpr EnumName<Comm> kCommNames[] = {{Comm::kAuto, "auto"}, {Comm::kNccl, "nccl"}, {Comm::kGloo, "gloo"}};
-inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kDp, "dp"}, {Axis::kPp, "pp"}};
+inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTp, "tp"}, {Axis::kCp, "cp"}, {Axis::kDp, "dp"}, {Axis::kPp, "pp"}};
+inline constexpr EnumName<CpComm> kCpCommNames[] = {{CpComm::kRing, "ring"}, {CpComm::kAllToAll, "all_to_all"}};
+// Megatron-Core's order of the axes it shares with Stagecraft (tp-cp-ep-dp-pp without ep).
+inline constexpr Axis kDefaultOrder[] = {Axis::kTp, Axis::kCp, Axis::kDp, Axis::kPp};
 inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
     {MetricsFormat::kAuto, "auto"},       {MetricsFormat::kMegatron, "megatron"}, {MetricsFormat::kDeepspeed, "deepspeed"},
     {MetricsFormat::kNanogpt, "nanogpt"}, {MetricsFormat::kJsonl, "jsonl"},       {MetricsFormat::kTorchtitan, "torchtitan"},
@@ -64,6 +73,7 @@ std::string_view to_string(Attention v);
 std::string_view to_string(Backend v);
 std::string_view to_string(Comm v);
 std::string_view to_string(Axis v);
+std::string_view to_string(CpComm v);
 std::string_view to_string(MetricsFormat v);
 std::string_view to_string(LaunchFramework v);
 std::string_view to_string(DataDtype v);
@@ -74,6 +84,16 @@ std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Precision> parse_precision(std::string_view s);
 std::optional<Attention> parse_attention(std::string_view s);
 std::optional<Backend> parse_backend(std::string_view s);
+
+// `parallel.order` from its text, axes innermost first joined by '-': tp, dp and pp named once
+// each; cp once or not at all (then it sits right after tp, where Megatron-Core puts it); "ep"
+// names Megatron-Core's expert axis, which has no size here and is passed over. nullopt for any
+// other text. order_text() writes every axis.
+std::optional<std::vector<Axis>> parse_order(std::string_view text);
+std::string order_text(const std::vector<Axis>& order);
+// An order with every axis once: the axes it lacks are placed as parse_order places them.
+// Orders that name an axis twice or an unknown value come back empty.
+std::vector<Axis> complete_order(const std::vector<Axis>& order);
 
 // One line of a hostfile: `host slots=N`.
 struct HostSlots {
@@ -132,14 +152,17 @@ struct ModelConfig {
 };
 
 struct ParallelConfig {
-  int dp = 0;                          // data parallel size; 0 = auto = world / (tp x pp)
+  int dp = 0;                          // data parallel size; 0 = auto = world / (tp x cp x pp)
   int tp = 1;                          // tensor parallel size (the whole TP group, all modes)
   int pp = 1;                          // pipeline parallel size (number of pp ranks)
   TpMode tp_mode = TpMode::k1d;        // Megatron 1D, or Colossal-AI 2D / 2.5D / 3D
   int tp_depth = 1;                    // 2.5d only: depth d in tp = N^2 x d
-  std::vector<Axis> order = {Axis::kTp, Axis::kDp, Axis::kPp};  // innermost (fastest) first
+  int cp = 1;                          // context parallel size: each sequence split over cp ranks
+  CpComm cp_comm = CpComm::kRing;      // how attention sees the whole sequence under cp
+  std::vector<Axis> order = {std::begin(kDefaultOrder), std::end(kDefaultOrder)};  // innermost first
   bool sequence_parallel = false;      // Megatron sequence parallelism (needs tp > 1, 1d)
-  int zero = 0;                        // 0: none; 1: optimizer state sharded over DP
+  int zero = 0;                        // sharded data parallelism over dp x cp: 1 optimizer state,
+                                       // 2 also gradients, 3 also parameters (ZeRO / FSDP)
   bool overlap_grad_reduce = true;     // DP gradient buckets start during the backward (zero 0)
   double grad_bucket_mb = 25;          // MB of gradients per DP bucket
 

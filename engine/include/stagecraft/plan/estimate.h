@@ -31,6 +31,7 @@
 #include "stagecraft/core/json.h"
 #include "stagecraft/config/device.h"
 #include "stagecraft/plan/partition.h"
+#include "stagecraft/plan/topology.h"
 
 namespace stagecraft::plan {
 
@@ -39,12 +40,13 @@ namespace stagecraft::plan {
 struct EstimateInput {
   config::RunConfig config;       // model, train, parallel options (sequence_parallel, zero)
   config::DeviceSpec device;              // resolved, overrides applied
-  int dp = 1, tp = 1, pp = 1;
+  int dp = 1, tp = 1, pp = 1, cp = 1;
   int virtual_stages = 1;         // chunks per pp rank (interleaved), else 1
   int micro_batches = 1;          // m
   std::vector<int> chunk_layers;  // layers of each chunk, chunk c on pp rank c mod pp
   int tp_nodes = 1;               // nodes one TP group spans
-  int dp_nodes = 1;               // nodes one DP group spans
+  int cp_nodes = 1;               // nodes one CP group spans
+  int dp_nodes = 1;               // nodes one gradient group (dp x cp) spans
   bool pp_crosses_nodes = false;  // neighbouring stages sit on different nodes
 };
 
@@ -62,8 +64,9 @@ struct StepBreakdown {
   double compute_s = 0;    // forward + backward of every micro-batch on the bottleneck rank
   double recompute_s = 0;  // the forward passes repeated by activation recompute
   double tp_comm_s = 0;    // tensor-parallel collectives (not overlapped)
+  double cp_comm_s = 0;    // context-parallel exchanges not hidden behind attention
   double pp_comm_s = 0;    // pipeline send/recv
-  double dp_comm_s = 0;    // data-parallel gradient reduction not hidden behind backward
+  double dp_comm_s = 0;    // data-parallel gradient reduction (and ZeRO's gathers) not hidden
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // the optimizer step (memory-bound)
   double overhead_s = 0;   // per step outside the parts (a calibrated device's step_overhead_s)
@@ -112,8 +115,11 @@ double layer_activation_bytes(const config::RunConfig& config, int tp);
 // min(m, pp - pp_rank), interleaved (chunk-micro-batches) Megatron's warm-up + 1.
 int inflight_micro_batches(const config::RunConfig& config, int pp_rank, int pp, int virtual_stages, int micro_batches);
 
-// Nodes that group 0 of an axis spans under an order; cheap (no topology built).
-int axis_group_nodes(const std::vector<config::Axis>& order, int dp, int tp, int pp, int gpus_per_node, config::Axis axis);
+// Nodes that group 0 of some axes together spans (plan/topology.h's group_of(0, axes)); cheap,
+// no topology built.
+int axis_group_nodes(const TopologySpec& spec, const std::vector<config::Axis>& axes);
+// Sets the layout fields of `in` (sizes and where the groups sit) from a topology's spec.
+void set_layout(EstimateInput& in, const TopologySpec& spec);
 
 Json estimate_to_json(const Estimate& e);
 // Readable summary; `tokens` > 0 adds the days to train on that many tokens, else the days of

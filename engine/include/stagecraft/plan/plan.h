@@ -36,7 +36,7 @@ struct StagePlan {
 
 struct Plan {
   config::RunConfig config;   // as given, with dp still possibly auto
-  int dp = 1, tp = 1, pp = 1;
+  int dp = 1, tp = 1, pp = 1, cp = 1;
   int virtual_stages = 1;
   int micro_batches = 1;      // m = global_batch / (dp x micro_batch)
   Topology topology;

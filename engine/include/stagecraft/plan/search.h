@@ -33,9 +33,10 @@ struct LayoutConstraints {
   bool tp_within_node = false;                // every TP group on one node
   int tp = 0;                                 // a fixed tensor-parallel size; 0: any
   int pp = 0;                                 // a fixed pipeline size; 0: any
+  int cp = 0;                                 // a fixed context-parallel size; 0: any
   std::vector<config::Schedule> schedules;    // allowed schedules; empty: all. pp = 1 has no pipeline and passes
   std::vector<config::Recompute> recomputes;  // allowed recompute modes; empty: all
-  bool zero = true;                           // ZeRO-1 (distributed optimizer) allowed
+  int max_zero = 3;                           // the highest parallel.zero allowed; 0: no sharding
   int max_micro_batch = 0;                    // the largest micro-batch; 0: any
 };
 
@@ -48,7 +49,11 @@ struct SearchOptions {
   int max_micro_batch = 64; // largest micro-batch tried
   int max_virtual_stages = 8;
   LayoutConstraints constraints;
-  // Called on the searching thread with the fraction of (tp, pp) splits done, from 0 to 1, about
+  // Context-parallel sizes tried: those that leave each rank at least this many tokens of a
+  // sequence (long contexts split; short ones would only pay the ring). A fixed constraints.cp
+  // is tried whatever it leaves.
+  int min_cp_tokens = 2048;
+  // Called on the searching thread with the fraction of (tp, cp, pp) splits done, from 0 to 1, about
   // once per split; returning false stops the search, which then fails (unavailable) with
   // "search: cancelled". Empty: no reports.
   std::function<bool(double)> progress;

@@ -1,17 +1,23 @@
-// Topology: which GPU rank holds which (dp, tp, pp) coordinate, and the groups that follow.
+// Topology: which GPU rank holds which coordinate on every parallel axis, and the groups that follow.
+//
+// One rank generator over the ordered axis list (Megatron-Core's RankGenerator): `order` lists the
+// axes innermost first, the leftmost varying fastest, and a rank is the mixed-radix number of its
+// coordinates. With the default tp-cp-dp-pp:
+//
+//     rank = tp_rank + cp_rank * tp + dp_rank * tp * cp + pp_rank * tp * cp * dp
 //
 // Ranks are numbered in hostfile order: rank r sits on node r / gpus_per_node with local rank
-// r % gpus_per_node (DeepSpeed, torchrun). `order` lists the axes innermost first, Megatron's
-// convention, the leftmost varying fastest. With the default tp-dp-pp:
-//
-//     rank = tp_rank + dp_rank * tp + pp_rank * tp * dp
-//
-// A group of axis x is the set of ranks that differ only in x. Worked example, 8 GPUs,
+// r % gpus_per_node (DeepSpeed, torchrun). A group of axis x is the set of ranks that differ only
+// in x; a group of several axes (dp x cp, which reduces gradients under context parallelism) the
+// ranks that differ only in those. An axis of size 1 changes no rank, so the three-axis orders of
+// older configs (tp-dp-pp, ...) give the same ranks as before. Worked example, 8 GPUs,
 // dp = tp = pp = 2, order tp-dp-pp:
 //     TP [0,1] [2,3] [4,5] [6,7]    DP [0,2] [1,3] [4,6] [5,7]    PP [0,4] [1,5] [2,6] [3,7]
 //     pp rank 0 = ranks 0-3, pp rank 1 = ranks 4-7.
 // The same sizes with order tp-pp-dp (PaddlePaddle's fixed order) give
 //     TP [0,1] [2,3] [4,5] [6,7]    PP [0,2] [1,3] [4,6] [5,7]    DP [0,4] [1,5] [2,6] [3,7].
+// 16 GPUs, tp = cp = dp = pp = 2, tp-cp-dp-pp:
+//     TP [0,1] ...   CP [0,2] [1,3] ...   DP [0,4] [1,5] ...   PP [0,8] ...   DP x CP [0,2,4,6] [1,3,5,7] ...
 //
 // Colossal-AI's 2D / 2.5D / 3D tensor modes arrange the tp ranks of one TP group as a grid. With
 // t the tp rank, N the grid side and d the 2.5d depth:
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <array>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,6 +50,8 @@ struct RankCoord {
   int dp = 0;
   int tp = 0;
   int pp = 0;
+  int cp = 0;
+  int at(Axis a) const;  // the coordinate on axis a
   bool operator==(const RankCoord&) const = default;
 };
 
@@ -58,15 +67,25 @@ struct TopologySpec {
   int dp = 1;
   int tp = 1;
   int pp = 1;
-  std::vector<Axis> order = {Axis::kTp, Axis::kDp, Axis::kPp};
+  int cp = 1;
+  std::vector<Axis> order = {std::begin(config::kDefaultOrder), std::end(config::kDefaultOrder)};  // missing axes: complete_order
   TpMode tp_mode = TpMode::k1d;
   int tp_depth = 1;
 };
 
+// The axes a dense parameter is replicated over, whose ranks reduce its gradients (and over which
+// parallel.zero shards optimizer state, gradients and parameters): dp, and cp, whose ranks hold
+// the same weights for other parts of each sequence.
+inline std::vector<Axis> gradient_axes() { return {Axis::kDp, Axis::kCp}; }
+
+// The spec of a config's cluster and parallel sizes (dp resolved).
+TopologySpec topology_spec(const config::RunConfig& config);
+
 class Topology {
  public:
-  // Fails (kInvalidInput) when dp x tp x pp != nodes x gpus_per_node, the order is not a
-  // permutation of the three axes, or the tp size does not fit its mode's grid.
+  // Fails (kInvalidInput) when the product of the axes' sizes != nodes x gpus_per_node, the order
+  // names an axis twice (axes it leaves out are placed by config::complete_order), or the tp size
+  // does not fit its mode's grid.
   static Result<Topology> create(const TopologySpec& spec);
 
   const TopologySpec& spec() const { return spec_; }
@@ -76,12 +95,17 @@ class Topology {
   int stride(Axis a) const { return stride_[index(a)]; }
 
   RankCoord coord(int rank) const;
-  int rank_of(int dp, int tp, int pp) const;
+  int rank_of(int dp, int tp, int pp, int cp = 0) const;
+  // The axes innermost first, every axis once (the spec's order, completed).
+  const std::vector<Axis>& order() const { return order_; }
 
   // Every group of one axis: size(a) ranks each, world / size(a) groups.
   std::vector<std::vector<int>> groups(Axis a) const;
   // The group of `rank` along `a`.
   std::vector<int> group_of(int rank, Axis a) const;
+  // Groups of several axes together: the ranks that differ only in `axes`, in increasing rank.
+  std::vector<std::vector<int>> groups(const std::vector<Axis>& axes) const;
+  std::vector<int> group_of(int rank, const std::vector<Axis>& axes) const;
   // Ranks with pp coordinate p (one pipeline stage of every replica).
   std::vector<int> stage_ranks(int pp_rank) const;
 
@@ -98,9 +122,10 @@ class Topology {
   static int index(Axis a) { return static_cast<int>(a); }
 
   TopologySpec spec_;
+  std::vector<Axis> order_;
   int world_ = 0;
-  std::array<int, 3> size_{};    // indexed by Axis
-  std::array<int, 3> stride_{};  // indexed by Axis
+  std::array<int, config::kAxisCount> size_{};    // indexed by Axis
+  std::array<int, config::kAxisCount> stride_{};  // indexed by Axis
   int grid_side_ = 0;            // N for 2d/2.5d/3d, 0 for 1d
 };
 

@@ -1,5 +1,6 @@
 // RankLayout: what one rank's trainer must know about the run's layout — the parallel sizes, its
-// own (dp, tp, pp) coordinates, every pipeline chunk's layers, and which ranks hold DP replica 0.
+// own (dp, tp, pp, cp) coordinates, every pipeline chunk's layers, and which ranks hold replica 0
+// (dp 0, cp 0).
 // A plain value that the runtime owns, so that the trainer needs no planner: comm/process_groups.h
 // derives it from a plan (rank_layout_of), tests may write one by hand.
 //
@@ -26,18 +27,19 @@ struct LayerRange {
 
 struct RankLayout {
   int rank = 0;                 // global rank
-  int dp = 1, tp = 1, pp = 1;   // sizes of the three axes
+  int dp = 1, tp = 1, pp = 1;   // sizes of the axes
+  int cp = 1;                   // context parallel: each sequence split over cp ranks
   int virtual_stages = 1;       // chunks per pipeline rank (interleaved schedules)
   int micro_batches = 1;        // per step and DP replica
-  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0, cp_rank = 0;
   std::vector<LayerRange> chunks;   // every chunk of the model, pp x virtual_stages of them
-  std::vector<int> replica0_ranks;  // global rank of (dp 0, tp t, pp p) at index p * tp + t
+  std::vector<int> replica0_ranks;  // global rank of (dp 0, cp 0, tp t, pp p) at index p * tp + t
 
   bool operator==(const RankLayout&) const = default;
 };
 
 // OK when the layout is consistent: positive sizes, coordinates within them, pp x virtual_stages
-// chunks, dp x tp x pp > rank >= 0 and tp x pp replica-0 ranks. kInvalidInput naming the field
+// chunks, dp x tp x pp x cp > rank >= 0 and tp x pp replica-0 ranks. kInvalidInput naming the field
 // otherwise. Trainer::create asks.
 Status check_rank_layout(const RankLayout& layout);
 

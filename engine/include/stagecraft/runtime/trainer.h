@@ -52,6 +52,8 @@ struct TrainerGroups {
   CommGroup* dp = nullptr;
   CommGroup* pp = nullptr;
   CommGroup* embedding = nullptr;  // first and last pipeline rank of this (dp, tp); null if not tied across stages
+  CommGroup* cp = nullptr;         // the other parts of this rank's sequences; null with cp = 1
+  CommGroup* grad = nullptr;       // dp x cp, which reduces gradients; null means dp (cp = 1)
 };
 
 // One forward or backward of the pipeline schedule on this rank, in milliseconds from the
@@ -78,6 +80,7 @@ struct StepTiming {
   double pp_wait_ms = 0;     // blocked receiving from a neighbour stage: its bubble and transfers
   double pp_send_ms = 0;     // sending to neighbours, and waiting for the sends at the step's end
   double dp_ms = 0;          // DP gradient reduction (ZeRO's all-gather too), the tied embedding's sum
+  double cp_ms = 0;          // context-parallel exchanges (attention's K/V ring or head all-to-all)
   double optimizer_ms = 0;   // gradient norm, clipping and AdamW
   double sync_ms = 0;        // the step's closing all-reduce of loss and norm: waiting for the slowest rank
   std::vector<PipeOpTime> ops;  // every forward and backward of the step, in order
@@ -154,6 +157,7 @@ class Trainer {
   config::RunConfig config_;
   int rank_ = 0, dp_ = 1, tp_ = 1, pp_ = 1, v_ = 1, m_ = 1;
   int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
+  int grad_size_ = 1, grad_rank_ = 0;  // the gradient group (dp x cp): size and this rank's place
   std::vector<LayerRange> chunks_;   // every chunk of the model
   std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp
   TrainerGroups groups_;  // the timed wrappers below where timing is recorded
