@@ -2,6 +2,7 @@
 // ... nodes, with tokens/s, MFU, days to train and ideal linear scaling (plan/scale.h).
 #include <charconv>
 #include <cstdio>
+#include <tuple>
 
 #include "args.h"
 #include "commands.h"
@@ -13,13 +14,13 @@ namespace stagecraft::cli {
 int cmd_scale(const std::vector<std::string>& argv) {
   ArgSpec spec;
   spec.flags = {"--json", "--csv"};
-  spec.options = {"--max-nodes", "--tokens"};
+  spec.options = {"--max-nodes", "--tokens", "--cp", "--max-zero"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "scale");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input(
-        "scale: expected one CONFIG file (usage: stagecraft-cli scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--json|--csv])"));
+        "scale: expected one CONFIG file (usage: stagecraft-cli scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--json|--csv])"));
   }
   if (args->has("--json") && args->has("--csv")) return report(Status::invalid_input("scale: --json and --csv: choose one"));
   plan::ScaleOptions options;
@@ -35,6 +36,19 @@ int cmd_scale(const std::vector<std::string>& argv) {
     auto [p, ec] = std::from_chars(t->data(), t->data() + t->size(), options.tokens);
     if (ec != std::errc() || p != t->data() + t->size() || !(options.tokens > 0) || options.tokens > 1e18) {
       return report(Status::invalid_input("scale: --tokens " + *t + ": expected a positive number of tokens, e.g. 300e9"));
+    }
+  }
+  // Every size's layouts with a fixed context-parallel size, or ZeRO stages up to one.
+  for (auto [name, lo, hi, field] : {std::tuple{"--cp", 1, 1 << 20, &options.search.constraints.cp},
+                                     std::tuple{"--max-zero", 0, 3, &options.search.constraints.max_zero}}) {
+    if (auto n = args->option(name)) {
+      int v = 0;
+      auto [p, ec] = std::from_chars(n->data(), n->data() + n->size(), v);
+      if (ec != std::errc() || p != n->data() + n->size() || v < lo || v > hi) {
+        return report(Status::invalid_input(std::string("scale: ") + name + " " + *n + ": expected a whole number from " + std::to_string(lo) +
+                                            " to " + std::to_string(hi)));
+      }
+      *field = v;
     }
   }
   // As for search, the layout keys are what each size chooses; the file's values only need to parse.

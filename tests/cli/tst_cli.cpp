@@ -52,7 +52,7 @@ class TestCli : public QObject {
     const Run r = cli({"plan", config("bert-large-3d.yaml")});
     QCOMPARE(r.code, 0);
     QVERIFY(r.err.isEmpty());
-    QVERIFY(r.out.contains("dp=2  tp=2 (1d)  pp=2  order=tp-dp-pp"));
+    QVERIFY(r.out.contains("dp=2  tp=2 (1d)  pp=2  order=tp-cp-dp-pp"));
     QVERIFY(r.out.contains("TP (4 groups of 2): [0,1] [2,3] [4,5] [6,7]"));
     QVERIFY(r.out.contains("DP (4 groups of 2): [0,2] [1,3] [4,6] [5,7]"));
     QVERIFY(r.out.contains("PP (4 groups of 2): [0,4] [1,5] [2,6] [3,7]"));
@@ -69,7 +69,7 @@ class TestCli : public QObject {
     QCOMPARE(d["dp"].toInt(), 2);
     QCOMPARE(d["tp"].toInt(), 2);
     QCOMPARE(d["pp"].toInt(), 2);
-    QCOMPARE(d["order"].toString(), QString("tp-dp-pp"));
+    QCOMPARE(d["order"].toString(), QString("tp-cp-dp-pp"));
     const QJsonArray ranks = d["ranks"].toArray();
     QCOMPARE(ranks.size(), 8);
     for (int r = 0; r < 8; ++r) {
@@ -106,7 +106,7 @@ class TestCli : public QObject {
     const QJsonObject d = json(r.out);
     QCOMPARE(d["tp"].toInt(), 4);
     QCOMPARE(d["dp"].toInt(), 1);
-    QCOMPARE(d["order"].toString(), QString("tp-pp-dp"));
+    QCOMPARE(d["order"].toString(), QString("tp-cp-pp-dp"));
     QCOMPARE(groups(d["groups"].toObject()["tp"].toArray()), QString("[0,1,2,3] [4,5,6,7]"));
     // Paddle's order with dp = tp = pp = 2: PP groups [0,2], DP groups [0,4].
     const Run p = cli({"plan", config("paddle-gpt-dp2-mp2-pp2.yaml"), "--json"});

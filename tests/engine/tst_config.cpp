@@ -67,6 +67,8 @@ const std::map<std::string, Field>& fields() {
       {"parallel.dp", [](const RunConfig& c) { return c.parallel.dp_auto() ? QString("auto") : QString::number(c.parallel.dp); }},
       {"parallel.tp", [](const RunConfig& c) { return QString::number(c.parallel.tp); }},
       {"parallel.pp", [](const RunConfig& c) { return QString::number(c.parallel.pp); }},
+      {"parallel.cp", [](const RunConfig& c) { return QString::number(c.parallel.cp); }},
+      {"parallel.cp_comm", [](const RunConfig& c) { return qs(std::string(to_string(c.parallel.cp_comm))); }},
       {"parallel.tp_mode", [](const RunConfig& c) { return qs(std::string(to_string(c.parallel.tp_mode))); }},
       {"parallel.tp_depth", [](const RunConfig& c) { return QString::number(c.parallel.tp_depth); }},
       {"parallel.order",
@@ -155,9 +157,11 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"parallel.dp", "auto"},
     {"parallel.tp", "1"},
     {"parallel.pp", "1"},
+    {"parallel.cp", "1"},
+    {"parallel.cp_comm", "ring"},
     {"parallel.tp_mode", "1d"},
     {"parallel.tp_depth", "1"},
-    {"parallel.order", "tp-dp-pp"},
+    {"parallel.order", "tp-cp-dp-pp"},
     {"parallel.sequence_parallel", "false"},
     {"parallel.zero", "0"},
     {"parallel.overlap_grad_reduce", "true"},
@@ -230,11 +234,13 @@ const std::vector<KeyRow> kKeyRows = {
     {"parallel.dp", "8", {}, "8"},
     {"parallel.tp", "2", {}, "2"},
     {"parallel.pp", "4", {}, "4"},
+    {"parallel.cp", "2", {}, "2"},
+    {"parallel.cp_comm", "all_to_all", {"parallel.cp: 2"}, "all_to_all"},
     {"parallel.tp_mode", "2d", {"parallel.tp: 4"}, "2d"},
     {"parallel.tp_depth", "2", {"parallel.tp: 8", "parallel.tp_mode: 2.5d"}, "2"},
-    {"parallel.order", "tp-pp-dp", {}, "tp-pp-dp"},
+    {"parallel.order", "tp-pp-dp", {}, "tp-cp-pp-dp"},
     {"parallel.sequence_parallel", "true", {"parallel.tp: 2"}, "true"},
-    {"parallel.zero", "1", {}, "1"},
+    {"parallel.zero", "3", {}, "3"},
     {"parallel.overlap_grad_reduce", "false", {}, "false"},
     {"train.tf32", "true", {}, "true"},
     {"parallel.grad_bucket_mb", "2.5", {}, "2.5"},
@@ -383,7 +389,8 @@ class TestConfig : public QObject {
       QTest::newRow(r.key) << QString(r.key) << QString(r.yaml) << comp << QString(r.expected);
     }
     QTest::newRow("parallel.dp auto") << "parallel.dp" << "auto" << QStringList{} << "auto";
-    QTest::newRow("parallel.order Megatron-Core's tp-cp-ep-dp-pp") << "parallel.order" << "tp-cp-ep-dp-pp" << QStringList{} << "tp-dp-pp";
+    QTest::newRow("parallel.order Megatron-Core's tp-cp-ep-dp-pp") << "parallel.order" << "tp-cp-ep-dp-pp" << QStringList{} << "tp-cp-dp-pp";
+    QTest::newRow("parallel.order with cp elsewhere") << "parallel.order" << "cp-dp-tp-pp" << QStringList{} << "cp-dp-tp-pp";
     QTest::newRow("pipeline.partition balanced") << "pipeline.partition" << "balanced" << QStringList{"parallel.pp: 2"} << "balanced";
     QTest::newRow("cluster.device mapping with a base") << "cluster.device" << "{base: A100-80GB, memory_gib: 40}" << QStringList{}
                                                         << "A100-80GB{memory_gib=40}";
@@ -442,11 +449,14 @@ class TestConfig : public QObject {
     QTest::newRow("tp_mode") << "parallel: {tp_mode: 4d}" << "types.yaml:2: parallel.tp_mode=4d: expected 1d, 2d, 2.5d or 3d";
     QTest::newRow("precision") << "train: {precision: fp8}" << "types.yaml:2: train.precision=fp8: expected fp32, fp16 or bf16";
     QTest::newRow("order misses an axis") << "parallel: {order: tp-dp}"
-                                          << "types.yaml:2: parallel.order=tp-dp: must name tp, dp and pp once each, innermost first (e.g. tp-dp-pp, tp-pp-dp)";
+                                          << "types.yaml:2: parallel.order=tp-dp: must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)";
     QTest::newRow("order repeats an axis") << "parallel: {order: tp-tp-pp}"
-                                           << "types.yaml:2: parallel.order=tp-tp-pp: must name tp, dp and pp once each, innermost first (e.g. tp-dp-pp, tp-pp-dp)";
-    QTest::newRow("zero stage 2") << "parallel: {zero: 2}"
-                                  << "types.yaml:2: parallel.zero=2: must be 0 (no sharding) or 1 (optimizer state sharded over data parallel ranks)";
+                                           << "types.yaml:2: parallel.order=tp-tp-pp: must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)";
+    QTest::newRow("order repeats cp") << "parallel: {order: tp-cp-dp-cp-pp}"
+                                      << "types.yaml:2: parallel.order=tp-cp-dp-cp-pp: must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)";
+    QTest::newRow("zero stage 4") << "parallel: {zero: 4}"
+                                  << "types.yaml:2: parallel.zero=4: must be 0 (no sharding), 1 (optimizer state), 2 (and gradients) or 3 (and parameters), sharded over dp x cp";
+    QTest::newRow("cp_comm") << "parallel: {cp_comm: p2p}" << "types.yaml:2: parallel.cp_comm=p2p: expected ring or all_to_all";
     QTest::newRow("partition word") << "pipeline: {partition: even}"
                                     << "types.yaml:2: pipeline.partition=even: expected uniform, balanced, or a list of one stage id per layer";
     QTest::newRow("partition negative id") << "pipeline: {partition: [0, -1]}" << "types.yaml:2: pipeline.partition[1]=-1: must be between 0 and 1000000000";
@@ -652,7 +662,7 @@ class TestConfig : public QObject {
     QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("key in the wrong section") << "train.tp: 2" << "train.tp: unknown key; did you mean parallel.tp?";
     QTest::newRow("nothing close in a section") << "parallel.banana: 1"
-                                                << "parallel.banana: unknown key; parallel keys are dp, tp, pp, tp_mode, tp_depth, order, sequence_parallel, zero, overlap_grad_reduce, grad_bucket_mb";
+                                                << "parallel.banana: unknown key; parallel keys are dp, tp, pp, cp, cp_comm, tp_mode, tp_depth, order, sequence_parallel, zero, overlap_grad_reduce, grad_bucket_mb";
     QTest::newRow("nothing close at the top") << "zzzzzzzzzz: 1"
                                               << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("device key") << "cluster.device: {base: A100-80GB, memory_gb: 40}" << "cluster.device.memory_gb: unknown key; did you mean cluster.device.memory_gib?";

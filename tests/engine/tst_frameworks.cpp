@@ -417,6 +417,26 @@ class TestFrameworks : public QObject {
     QTest::newRow("DeepSpeed: hosts become the hostfile") << "libai-bert-dp8.yaml"
         << QStringList{"cluster.nodes=2", "cluster.gpus_per_node=4", "cluster.hosts=[{host: n1, slots: 4}, {host: n2, slots: 4}]"} << "deepspeed"
         << QStringList{"n1 slots=4\nn2 slots=4\n"} << QStringList{"==> pipeline.py <=="};
+    QTest::newRow("Megatron: 128k context over cp 4 (Ulysses), ZeRO-3 as Megatron-FSDP") << "llama3-8b-128k-4x8.yaml" << none << "megatron"
+        << QStringList{"--context-parallel-size 4", "--cp-comm-type a2a", "--use-distributed-optimizer", "--use-megatron-fsdp",
+                       "--data-parallel-sharding-strategy optim_grads_params", "--ckpt-format fsdp_dtensor",
+                       "CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun"}
+        << QStringList{"--use-tp-pp-dp-mapping"};
+    QTest::newRow("Megatron: the K/V ring, ZeRO-2") << "llama3-8b-128k-4x8.yaml" << QStringList{"parallel.cp_comm=ring", "parallel.zero=2"} << "megatron"
+        << QStringList{"--cp-comm-type p2p", "--data-parallel-sharding-strategy optim_grads"} << QStringList{"optim_grads_params"};
+    QTest::newRow("DeepSpeed: Ulysses and ZeRO-3") << "llama3-8b-128k-4x8.yaml" << none << "deepspeed"
+        << QStringList{"\"sequence_parallel_size\": 4", "\"stage\": 3"} << QStringList{"not a K/V ring"};
+    QTest::newRow("DeepSpeed: a ring runs as Ulysses") << "llama3-8b-128k-4x8.yaml" << QStringList{"parallel.cp_comm=ring"} << "deepspeed"
+        << QStringList{"runs as all_to_all there"} << none;
+    QTest::newRow("torchtitan: context parallel degree, FSDP for ZeRO-3") << "llama3-8b-128k-4x8.yaml" << none << "torchtitan"
+        << QStringList{"--parallelism.context_parallel_degree 4", "--parallelism.data_parallel_shard_degree 4", "Ulysses' head exchange"}
+        << QStringList{"fsdp_reshard_after_forward"};
+    QTest::newRow("torchtitan: ZeRO-2 keeps the gathered weights") << "llama3-8b-1x8.yaml" << QStringList{"parallel.zero=2"} << "torchtitan"
+        << QStringList{"--parallelism.fsdp_reshard_after_forward never"} << QStringList{"not the optimizer state only"};
+    QTest::newRow("LiBai: ZeRO-3") << "libai-bert-dp8.yaml" << QStringList{"parallel.zero=3"} << "libai"
+        << QStringList{"train.zero_optimization.enabled = True", "train.zero_optimization.stage = 3"} << none;
+    QTest::newRow("Paddle: ZeRO-2 wraps the model") << "libai-bert-dp8.yaml" << QStringList{"parallel.zero=2"} << "paddle"
+        << QStringList{"\"sharding_degree\": 8", "level='os_g'"} << none;
     QTest::newRow("Megatron: Llama 3 8B's architecture") << "llama3-8b-1x8.yaml" << none << "megatron"
         << QStringList{"--normalization RMSNorm\n", "--swiglu\n", "--position-embedding-type rope\n", "--rotary-base 500000\n",
                        "--group-query-attention\n", "--num-query-groups 8\n", "--disable-bias-linear\n",
@@ -619,6 +639,9 @@ class TestFrameworks : public QObject {
     QTest::newRow("interleaved to DeepSpeed") << "gpt3-175b-1024x8.yaml" << "deepspeed" << "pipeline.schedule=interleaved: DeepSpeed's PipelineEngine";
     QTest::newRow("2d tensor to torchtitan") << "colossalai-2d.yaml" << "torchtitan" << "parallel.tp_mode=2d: torchtitan has only 1D";
     QTest::newRow("fp16 to torchtitan") << "paddle-gpt-dp2-mp2-pp2.yaml" << "torchtitan" << "train.precision=fp16: torchtitan trains in bf16 or fp32";
+    QTest::newRow("cp to LiBai") << "llama3-8b-128k-4x8.yaml" << "libai" << "parallel.cp=4: LiBai has no context parallelism";
+    QTest::newRow("cp to Paddle") << "llama3-8b-128k-4x8.yaml" << "paddle" << "parallel.cp=4: PaddlePaddle's hybrid strategy has no context parallelism";
+    QTest::newRow("cp to Colossal-AI") << "llama3-8b-128k-4x8.yaml" << "colossalai" << "parallel.cp=4: Colossal-AI's legacy parallel config has no context";
   }
   void exportRefuses() {
     QFETCH(QString, config);
@@ -811,7 +834,9 @@ class TestFrameworks : public QObject {
     const Framework f = *parse_framework(to.toStdString());
     const bool tensor_grid = x.parallel.tp_mode != TpMode::k1d;
     const bool interleaved = x.pipeline.schedule == Schedule::kInterleaved;
-    const bool refused = (tensor_grid && f != Framework::kColossalai) || (interleaved && (f == Framework::kLibai || f == Framework::kDeepspeed));
+    const bool cp = x.parallel.cp > 1;
+    const bool refused = (tensor_grid && f != Framework::kColossalai) || (interleaved && (f == Framework::kLibai || f == Framework::kDeepspeed)) ||
+                         (cp && f != Framework::kDeepspeed) || (f == Framework::kDeepspeed && x.parallel.zero >= 2 && x.parallel.pp > 1);
     auto e = export_files(x, f);
     QCOMPARE(!e.ok(), refused);
     if (refused) return;
@@ -822,7 +847,7 @@ class TestFrameworks : public QObject {
     theirs.parallel.order = order;
     const Plan px = plan_of(x), pt = plan_of(theirs);
     bool same = true;
-    for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) same = same && px.topology.groups(a) == pt.topology.groups(a);
+    for (Axis a : {Axis::kTp, Axis::kCp, Axis::kDp, Axis::kPp}) same = same && px.topology.groups(a) == pt.topology.groups(a);
     bool noted = false;
     for (const auto& n : e->notes) noted = noted || qs(n).contains("forms other groups");
     QCOMPARE(noted, !same);
@@ -830,10 +855,11 @@ class TestFrameworks : public QObject {
     auto back = import_config(e->files.front().text, f, &x, "exported");
     QVERIFY2(back.ok(), back.status().message().c_str());
     const Plan pb = plan_of(back.value());
-    QCOMPARE((QList<int>{pb.dp, pb.tp, pb.pp, pb.virtual_stages, pb.micro_batches}), (QList<int>{px.dp, px.tp, px.pp, px.virtual_stages, px.micro_batches}));
+    QCOMPARE((QList<int>{pb.dp, pb.tp, pb.pp, pb.cp, pb.virtual_stages, pb.micro_batches}),
+             (QList<int>{px.dp, px.tp, px.pp, px.cp, px.virtual_stages, px.micro_batches}));
     QCOMPARE(pb.layer_stage, px.layer_stage);
     const Plan& expected = same ? px : pt;
-    for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) QCOMPARE(pb.topology.groups(a), expected.topology.groups(a));
+    for (Axis a : {Axis::kTp, Axis::kCp, Axis::kDp, Axis::kPp}) QCOMPARE(pb.topology.groups(a), expected.topology.groups(a));
     if (same) {
       if (back.value() != x) QCOMPARE(qs(to_yaml(back.value())), qs(to_yaml(x)));  // shows the difference
       QVERIFY(back.value() == x);
@@ -1017,8 +1043,8 @@ void TestFrameworks::importErrors_data() {
   QTest::newRow("LiBai pipeline_num_layers unlike the model") << "libai" << b
       << "train.dist.pipeline_parallel_size = 2\ntrain.dist.pipeline_num_layers = 12\n"
       << "x.py:2: train.dist.pipeline_num_layers=12: the model has 24 layers (model.layers from the base); LiBai needs them equal";
-  QTest::newRow("LiBai ZeRO stage 2") << "libai" << b << "train.zero_optimization.enabled = True\ntrain.zero_optimization.stage = 2\n"
-      << "x.py:2: train.zero_optimization.stage=2: Stagecraft plans ZeRO stage 1 at most";
+  QTest::newRow("LiBai ZeRO stage 4") << "libai" << b << "train.zero_optimization.enabled = True\ntrain.zero_optimization.stage = 4\n"
+      << "x.py:2: train.zero_optimization.stage=4";
   QTest::newRow("LiBai file that is not Python") << "libai" << b << "train.dist.tensor_parallel_size = (2\n" << "x.py:1: '(' is never closed";
   QTest::newRow("Paddle without hybrid_configs") << "paddle" << b << "strategy = fleet.DistributedStrategy()\n"
       << "x.py: no `strategy.hybrid_configs = {...}` found";
@@ -1039,8 +1065,10 @@ void TestFrameworks::importErrors_data() {
   QTest::newRow("DeepSpeed batch implies another dp") << "deepspeed" << "bert-large-3d.yaml"
       << "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 4}"
       << "x.py:1: parallel.dp=8: dp x tp x pp = 32 but the cluster has 8 GPUs";
-  QTest::newRow("DeepSpeed ZeRO 3") << "deepspeed" << b << "{\"zero_optimization\": {\"stage\": 3}}"
-      << "x.py:1: zero_optimization.stage=3: Stagecraft plans ZeRO stage 1 at most";
+  QTest::newRow("DeepSpeed ZeRO 4") << "deepspeed" << b << "{\"zero_optimization\": {\"stage\": 4}}"
+      << "zero_optimization.stage=4";
+  QTest::newRow("DeepSpeed Ulysses over the heads") << "deepspeed" << b << "{\"sequence_parallel_size\": 3}"
+      << "parallel.cp=3";
   QTest::newRow("Megatron has no import") << "megatron" << b << "" << "megatron: Stagecraft cannot import it";
   QTest::newRow("HF architecture Stagecraft does not model") << "hf" << "" << "{\"architectures\": [\"BertForMaskedLM\"], \"hidden_size\": 768}"
       << "x.py:1: architectures=BertForMaskedLM: Stagecraft reads LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel";

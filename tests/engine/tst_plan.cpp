@@ -13,6 +13,7 @@
 
 using stagecraft::Json;
 using namespace stagecraft::plan;
+using stagecraft::config::RunConfig;
 
 namespace {
 
@@ -65,6 +66,46 @@ class TestPlan : public QObject {
  private Q_SLOTS:
   // ---- plan_to_json ----
 
+  void contextParallelPlan() {
+    // 16 GPUs: tp 2 x cp 2 x dp 2 x pp 2 in Megatron-Core's order; cp has its own groups and dp x cp
+    // reduces gradients; activations per rank shrink with cp while weights do not.
+    const Plan base = plan_of_file("libai-bert-3d.yaml");
+    RunConfig c = base.config;
+    c.cluster.nodes = 2;
+    c.model.seq_len = 512;
+    c.parallel.dp = 0;
+    c.parallel.cp = 2;
+    c.parallel.order = {Axis::kTp, Axis::kDp, Axis::kPp};  // completed with cp after tp
+    auto p = make_plan(c);
+    QVERIFY2(p.ok(), p.status().message().c_str());
+    QCOMPARE(p->dp, 2);
+    QCOMPARE(p->cp, 2);
+    const Json j = plan_to_json(p.value());
+    QCOMPARE(j.find("cp")->as_int(), 2);
+    QCOMPARE(j.find("cp_comm")->as_string(), std::string("ring"));
+    QCOMPARE(j.find("order")->as_string(), std::string("tp-cp-dp-pp"));
+    const Json* groups = j.find("groups");
+    QCOMPARE(dump(groups->find("cp")).left(13), QString("[[0,2],[1,3],"));
+    QCOMPARE(dump(groups->find("dp")).left(13), QString("[[0,4],[1,5],"));
+    QCOMPARE(dump(groups->find("pp")).left(13), QString("[[0,8],[1,9],"));
+    QCOMPARE(dump(groups->find("dp_cp")), QString("[[0,2,4,6],[1,3,5,7],[8,10,12,14],[9,11,13,15]]"));
+    QCOMPARE((*j.find("ranks"))[6].find("cp")->as_int(), 1);
+    const QString text = QString::fromStdString(plan_to_text(p.value()));
+    QVERIFY2(text.contains("cp=2 (ring)"), qPrintable(text));
+    QVERIFY(text.contains("  CP (8 groups of 2): [0,2] [1,3]"));
+    QVERIFY(text.contains("  DP x CP (4 groups of 4): [0,2,4,6]"));
+    // The same run without cp on 8 GPUs: the same weights per rank, half the activations at cp 2.
+    RunConfig one = c;
+    one.cluster.nodes = 1;
+    one.parallel.cp = 1;
+    auto q = make_plan(one);
+    QVERIFY2(q.ok(), q.status().message().c_str());
+    QCOMPARE(p->estimate.memory[0].weights, q->estimate.memory[0].weights);
+    QVERIFY(p->estimate.memory[0].activations < 0.6 * q->estimate.memory[0].activations);
+    QVERIFY(p->estimate.breakdown.cp_comm_s > 0);
+    QCOMPARE(q->estimate.breakdown.cp_comm_s, 0.0);
+  }
+
   void jsonOfTheWorkedExample() {
     const Plan p = plan_of_file("libai-bert-3d.yaml");
     const Json j = plan_to_json(p);
@@ -76,7 +117,10 @@ class TestPlan : public QObject {
     QCOMPARE(j.find("dp")->as_int(), 2);
     QCOMPARE(j.find("tp")->as_int(), 2);
     QCOMPARE(j.find("pp")->as_int(), 2);
-    QCOMPARE(j.find("order")->as_string(), std::string("tp-dp-pp"));
+    QCOMPARE(j.find("cp")->as_int(), 1);
+    QVERIFY(!j.contains("cp_comm"));
+    QCOMPARE(j.find("zero")->as_int(), 0);
+    QCOMPARE(j.find("order")->as_string(), std::string("tp-cp-dp-pp"));  // the file's tp-dp-pp, completed
     QCOMPARE(j.find("tp_mode")->as_string(), std::string("1d"));
     QVERIFY(!j.contains("tp_depth"));
     QCOMPARE(j.find("schedule")->as_string(), std::string("1f1b"));
@@ -96,12 +140,15 @@ class TestPlan : public QObject {
       QCOMPARE(e.find("tp")->as_int(), r % 2);
       QCOMPARE(e.find("dp")->as_int(), (r / 2) % 2);
       QCOMPARE(e.find("pp")->as_int(), r / 4);
+      QCOMPARE(e.find("cp")->as_int(), 0);
     }
     const Json* groups = j.find("groups");
     QVERIFY(groups && groups->is_object());
     QCOMPARE(dump(groups->find("tp")), QString("[[0,1],[2,3],[4,5],[6,7]]"));
     QCOMPARE(dump(groups->find("dp")), QString("[[0,2],[1,3],[4,6],[5,7]]"));
     QCOMPARE(dump(groups->find("pp")), QString("[[0,4],[1,5],[2,6],[3,7]]"));
+    QCOMPARE(dump(groups->find("cp")), QString("[[0],[1],[2],[3],[4],[5],[6],[7]]"));
+    QVERIFY(!groups->contains("dp_cp"));  // dp alone reduces the gradients
     QVERIFY(!j.contains("tensor_subgroups"));
     const Json* stages = j.find("stages");
     QVERIFY(stages && stages->is_array());
@@ -211,7 +258,7 @@ class TestPlan : public QObject {
         << QStringList{"cluster.nodes=4", "cluster.gpus_per_node=4", "parallel.dp=1", "parallel.tp=8"}
         << QStringList{R"(^TP groups span nodes \(tp=8 is larger than the 4 GPUs of a node\): every layer's tensor-parallel all-reduces cross the inter-node network; keep tp <= gpus_per_node with tp innermost in parallel\.order$)"};
     QTest::newRow("order puts TP across nodes") << QStringList{"cluster.nodes=2", "parallel.dp=4", "parallel.order=pp-dp-tp"}
-                                                << QStringList{R"(^TP groups span nodes \(parallel\.order=pp-dp-tp does not keep each TP group on one node\): )"};
+                                                << QStringList{R"(^TP groups span nodes \(parallel\.order=pp-dp-tp-cp does not keep each TP group on one node\): )"};
     QTest::newRow("TP of a whole node stays on it") << QStringList{"cluster.nodes=2", "parallel.dp=1", "parallel.tp=8"} << QStringList{};
     QTest::newRow("TP strided inside a node") << QStringList{"parallel.order=dp-tp-pp"} << QStringList{};
     // TF32 is fp32's mode

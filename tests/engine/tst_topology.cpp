@@ -5,6 +5,7 @@
 // structural properties every topology must have.
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
+#include "stagecraft/plan/estimate.h"
 #include "stagecraft/plan/topology.h"
 
 #include <QtTest>
@@ -26,7 +27,7 @@ namespace {
 // "tp-pp-dp" -> axes, innermost first.
 std::vector<Axis> axes(const QString& order) {
   std::vector<Axis> out;
-  for (const QString& a : order.split('-')) out.push_back(a == "tp" ? Axis::kTp : a == "dp" ? Axis::kDp : Axis::kPp);
+  for (const QString& a : order.split('-')) out.push_back(a == "tp" ? Axis::kTp : a == "dp" ? Axis::kDp : a == "cp" ? Axis::kCp : Axis::kPp);
   return out;
 }
 
@@ -479,6 +480,151 @@ class TestTopology : public QObject {
     QCOMPARE(inner == Axis::kTp ? c1.tp : inner == Axis::kDp ? c1.dp : c1.pp, 1);
   }
 
+  // ---- four axes: cp in the one rank generator ----
+
+  void contextParallelWorkedExample() {
+    // The header's example: 16 GPUs, tp = cp = dp = pp = 2, tp-cp-dp-pp.
+    TopologySpec s;
+    s.nodes = 2;
+    s.gpus_per_node = 8;
+    s.dp = s.tp = s.pp = s.cp = 2;
+    s.order = axes("tp-cp-dp-pp");
+    auto t = Topology::create(s);
+    QVERIFY2(t.ok(), t.status().message().c_str());
+    QCOMPARE(fmt(t->groups(Axis::kTp)).left(11), QString("[0,1] [2,3]"));
+    QCOMPARE(fmt(t->groups(Axis::kCp)).left(11), QString("[0,2] [1,3]"));
+    QCOMPARE(fmt(t->groups(Axis::kDp)).left(11), QString("[0,4] [1,5]"));
+    QCOMPARE(fmt(t->groups(Axis::kPp)).left(12), QString("[0,8] [1,9] "));
+    QCOMPARE(fmt(t->groups({Axis::kDp, Axis::kCp})), QString("[0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]"));
+    QCOMPARE(t->group_of(13, {Axis::kCp, Axis::kDp}), (std::vector<int>{9, 11, 13, 15}));
+    const auto c = t->coord(13);  // 13 = 1 + 2 x 0 + 4 x 1 + 8 x 1
+    QCOMPARE(c.tp, 1);
+    QCOMPARE(c.cp, 0);
+    QCOMPARE(c.dp, 1);
+    QCOMPARE(c.pp, 1);
+    QCOMPARE(t->rank_of(1, 1, 1, 0), 13);
+    QCOMPARE(t->rank_of(1, 1, 1, 1), 15);
+    QCOMPARE(t->order(), axes("tp-cp-dp-pp"));
+  }
+
+  void threeAxisOrdersKeepTheirRanks_data() {
+    QTest::addColumn<QString>("order");
+    QTest::addColumn<QString>("completed");
+    QTest::newRow("tp-dp-pp") << "tp-dp-pp" << "tp-cp-dp-pp";
+    QTest::newRow("tp-pp-dp") << "tp-pp-dp" << "tp-cp-pp-dp";
+    QTest::newRow("dp-tp-pp") << "dp-tp-pp" << "dp-tp-cp-pp";
+    QTest::newRow("pp-dp-tp") << "pp-dp-tp" << "pp-dp-tp-cp";
+  }
+  void threeAxisOrdersKeepTheirRanks() {
+    // An order without cp is completed with cp after tp; with cp = 1 it forms the same groups as
+    // the order did before cp existed, and with cp > 1 the same as the completed order.
+    QFETCH(QString, order);
+    QFETCH(QString, completed);
+    QCOMPARE(stagecraft::config::complete_order(axes(order)), axes(completed));
+    QCOMPARE(stagecraft::config::order_text(*stagecraft::config::parse_order(order.toStdString())), completed.toStdString());
+    for (int cp : {1, 2}) {
+      TopologySpec a, b;
+      a.nodes = b.nodes = 2;
+      a.gpus_per_node = b.gpus_per_node = 8;
+      a.dp = b.dp = 2;
+      a.tp = b.tp = 2;
+      a.pp = b.pp = 4 / cp;
+      a.cp = b.cp = cp;
+      a.order = axes(order);
+      b.order = axes(completed);
+      auto ta = Topology::create(a), tb = Topology::create(b);
+      QVERIFY(ta.ok() && tb.ok());
+      for (Axis x : {Axis::kTp, Axis::kCp, Axis::kDp, Axis::kPp}) QCOMPARE(ta->groups(x), tb->groups(x));
+    }
+    // cp = 1: the strides of tp, dp and pp are those of the three-axis formula.
+    const Topology t = make(1, 8, 2, 2, 2, order);
+    int stride = 1;
+    for (Axis x : axes(order)) {
+      QCOMPARE(t.stride(x), stride);
+      stride *= 2;
+    }
+  }
+
+  void fourAxesAgainstEnumeration_data() {
+    QTest::addColumn<QString>("order");
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<int>("cp");
+    QTest::addColumn<int>("dp");
+    QTest::addColumn<int>("pp");
+    QTest::newRow("Megatron-Core default 2x2x2x2") << "tp-cp-dp-pp" << 2 << 2 << 2 << 2;
+    QTest::newRow("tp-cp-pp-dp 4x2x3x2") << "tp-cp-pp-dp" << 4 << 2 << 3 << 2;
+    QTest::newRow("cp innermost 2x4x2x1") << "cp-tp-dp-pp" << 2 << 4 << 2 << 1;
+    QTest::newRow("dp-pp-tp-cp 1x8x2x2") << "dp-pp-tp-cp" << 1 << 8 << 2 << 2;
+    QTest::newRow("pp-tp-cp-dp 2x2x4x2") << "pp-tp-cp-dp" << 2 << 2 << 4 << 2;
+  }
+  void fourAxesAgainstEnumeration() {
+    // Independent of the generator: coordinates as digits of the rank in the order's mixed
+    // radix, and a group as every rank that agrees on the other axes.
+    QFETCH(QString, order);
+    QFETCH(int, tp);
+    QFETCH(int, cp);
+    QFETCH(int, dp);
+    QFETCH(int, pp);
+    const int world = tp * cp * dp * pp;
+    TopologySpec s;
+    s.nodes = world % 8 == 0 ? world / 8 : 1;
+    s.gpus_per_node = world % 8 == 0 ? 8 : world;
+    s.tp = tp;
+    s.cp = cp;
+    s.dp = dp;
+    s.pp = pp;
+    s.order = axes(order);
+    auto made = Topology::create(s);
+    QVERIFY2(made.ok(), made.status().message().c_str());
+    const Topology& t = made.value();
+    std::map<Axis, int> size{{Axis::kTp, tp}, {Axis::kCp, cp}, {Axis::kDp, dp}, {Axis::kPp, pp}};
+    auto digits = [&](int r) {
+      std::map<Axis, int> d;
+      for (Axis a : axes(order)) {
+        d[a] = r % size[a];
+        r /= size[a];
+      }
+      return d;
+    };
+    const std::vector<std::vector<Axis>> families = {{Axis::kTp}, {Axis::kCp}, {Axis::kDp}, {Axis::kPp}, {Axis::kDp, Axis::kCp}, {Axis::kTp, Axis::kCp}};
+    for (const auto& fam : families) {
+      Groups expected;
+      std::vector<bool> placed(static_cast<size_t>(world), false);
+      for (int r = 0; r < world; ++r) {
+        if (placed[static_cast<size_t>(r)]) continue;
+        std::vector<int> g;
+        for (int q = 0; q < world; ++q) {
+          bool same = true;
+          for (auto [a, v] : digits(r)) {
+            if (std::find(fam.begin(), fam.end(), a) == fam.end()) same = same && digits(q)[a] == v;
+          }
+          if (same) {
+            g.push_back(q);
+            placed[static_cast<size_t>(q)] = true;
+          }
+        }
+        expected.push_back(g);
+      }
+      QCOMPARE(t.groups(fam), expected);
+      for (int r = 0; r < world; ++r) {
+        const auto g = t.group_of(r, fam);
+        QVERIFY(std::find(expected.begin(), expected.end(), g) != expected.end());
+        QVERIFY(std::find(g.begin(), g.end(), r) != g.end());
+      }
+      // The cost model's node count of group 0 agrees with the topology's.
+      QCOMPARE(stagecraft::plan::axis_group_nodes(s, fam), static_cast<int>(t.nodes_of(t.group_of(0, fam)).size()));
+    }
+    for (int r = 0; r < world; ++r) {
+      auto d = digits(r);
+      const auto c = t.coord(r);
+      QCOMPARE(c.tp, d[Axis::kTp]);
+      QCOMPARE(c.cp, d[Axis::kCp]);
+      QCOMPARE(c.dp, d[Axis::kDp]);
+      QCOMPARE(c.pp, d[Axis::kPp]);
+      QCOMPARE(t.rank_of(c.dp, c.tp, c.pp, c.cp), r);
+    }
+  }
+
   // ---- large clusters: the closed formula and the structure ----
 
   void largeConfigurations_data() {
@@ -586,12 +732,12 @@ class TestTopology : public QObject {
     QTest::addColumn<int>("depth");
     QTest::addColumn<QString>("message");
     QTest::newRow("product != world") << 2 << 2 << 1 << "tp-dp-pp" << "1d" << 1 << "dp x tp x pp = 4 but the cluster has 8 GPUs";
-    QTest::newRow("axis missing") << 2 << 2 << 2 << "tp-dp" << "1d" << 1 << "parallel.order must name tp, dp and pp once each";
-    QTest::newRow("axis twice") << 2 << 2 << 2 << "tp-tp-pp" << "1d" << 1 << "parallel.order must name tp, dp and pp once each";
+    QTest::newRow("axis twice") << 2 << 2 << 2 << "tp-tp-pp" << "1d" << 1 << "parallel.order must name each of tp, cp, dp and pp at most once";
+    QTest::newRow("cp twice") << 2 << 2 << 2 << "cp-tp-cp-dp-pp" << "1d" << 1 << "parallel.order must name each of tp, cp, dp and pp at most once";
     QTest::newRow("2d, tp not square") << 4 << 2 << 1 << "tp-dp-pp" << "2d" << 1 << "tp=2 does not form the grid of tp_mode 2d";
     QTest::newRow("3d, tp not cube") << 2 << 4 << 1 << "tp-dp-pp" << "3d" << 1 << "tp=4 does not form the grid of tp_mode 3d";
     QTest::newRow("2.5d, depth does not divide") << 1 << 8 << 1 << "tp-dp-pp" << "2.5d" << 3 << "tp=8 does not form the grid of tp_mode 2.5d";
-    QTest::newRow("zero size") << 0 << 8 << 1 << "tp-dp-pp" << "1d" << 1 << "dp, tp and pp must be at least 1";
+    QTest::newRow("zero size") << 0 << 8 << 1 << "tp-dp-pp" << "1d" << 1 << "dp, tp, cp and pp must be at least 1";
   }
   void createRefusesInconsistentSpecs() {
     QFETCH(int, dp);

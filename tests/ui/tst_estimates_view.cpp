@@ -88,7 +88,9 @@ void TestEstimatesView::chartsHoldTheEstimate() {
   QCOMPARE(view.memoryChart()->deviceBytes(), e.device_memory_bytes);
   const auto& s = view.stepTimeChart()->seconds();
   QCOMPARE(s[0], e.breakdown.compute_s);
-  QCOMPARE(s[5], e.breakdown.bubble_s);
+  QCOMPARE(s[2], e.breakdown.tp_comm_s);
+  QCOMPARE(s[3], e.breakdown.cp_comm_s);
+  QCOMPARE(s[6], e.breakdown.bubble_s);
   // The parts add up to the step time the estimate reports.
   QVERIFY(qAbs(view.stepTimeChart()->total() - e.step_time_s) <= 1e-9 * e.step_time_s);
   // Both paint.

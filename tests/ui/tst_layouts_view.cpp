@@ -77,7 +77,9 @@ class TestLayoutsView : public QObject {
     QTest::addColumn<QStringList>("fields");  // name=value
     QTest::addColumn<QStringList>("cliArgs");
     QTest::newRow("defaults") << QStringList{} << QStringList{};
-    QTest::newRow("pp 16 without ZeRO") << QStringList{"pp=16", "zero=0"} << QStringList{"--pp", "16", "--no-zero"};
+    QTest::newRow("cp 2") << QStringList{"cp=2"} << QStringList{"--cp", "2"};
+    QTest::newRow("ZeRO 1 at most") << QStringList{"maxZero=1"} << QStringList{"--max-zero", "1"};
+    QTest::newRow("pp 16 without ZeRO") << QStringList{"pp=16", "maxZero=0"} << QStringList{"--pp", "16", "--no-zero"};
     QTest::newRow("1f1b and gpipe, selective, micro-batch 2, TP in a node")
         << QStringList{"interleaved=0", "none=0", "full=0", "maxMicroBatch=2", "tpWithinNode=1"}
         << QStringList{"--schedules", "gpipe,1f1b", "--recompute", "selective", "--max-micro-batch", "2", "--tp-in-node"};
@@ -204,12 +206,23 @@ class TestLayoutsView : public QObject {
     QVERIFY(w.estimatesView()->pin());
     QVERIFY(w.topologyView()->topologyScene()->hasPinnedPlan());
 
-    // The fourth-ranked layout, clicked where the chart draws it.
-    const int row = 3;
-    const auto& cand = v->model()->candidate(row);
+    // A layout below the first, clicked where the chart draws it: the first from the fourth on
+    // whose point no other layout's covers (ZeRO stages can give two layouts one point).
     QChart* chart = v->chart()->chart();
-    const QPointF scenePos = chart->mapToPosition(v->chart()->pointOfRow(row), chart->series().first());
-    const QPoint at = v->chart()->mapFromScene(chart->mapToScene(scenePos));
+    auto viewPoint = [&](int r) {
+      const QPointF scenePos = chart->mapToPosition(v->chart()->pointOfRow(r), chart->series().first());
+      return v->chart()->mapFromScene(chart->mapToScene(scenePos));
+    };
+    const int shown = v->model()->rowCount();
+    int row = -1;
+    for (int r = 3; r < shown && row < 0; ++r) {
+      bool alone = true;
+      for (int o = 0; o < shown && alone; ++o) alone = o == r || (viewPoint(o) - viewPoint(r)).manhattanLength() > 6;
+      if (alone) row = r;
+    }
+    QVERIFY(row >= 3);
+    const auto& cand = v->model()->candidate(row);
+    const QPoint at = viewPoint(row);
     QSignalSpy previewed(v, &LayoutsView::previewRequested);
     QTest::mouseClick(v->chart()->viewport(), Qt::LeftButton, {}, at);
     QTRY_COMPARE(previewed.count(), 1);

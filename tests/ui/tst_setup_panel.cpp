@@ -242,7 +242,7 @@ class TestSetupPanel : public QObject {
     const QStringList expected = {
         "cluster.nodes", "cluster.gpus_per_node", "cluster.device",
         "model.arch", "model.layers", "model.hidden", "model.heads", "model.kv_heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
-        "parallel.dp", "parallel.tp", "parallel.pp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
+        "parallel.dp", "parallel.tp", "parallel.pp", "parallel.cp", "parallel.cp_comm", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
         "parallel.sequence_parallel", "parallel.zero", "parallel.overlap_grad_reduce",
         "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition", "pipeline.costs",
         "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.tf32", "train.attention",

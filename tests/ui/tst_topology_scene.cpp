@@ -47,6 +47,7 @@ class TestTopologyScene : public QObject {
   void outlinedTpGroups_data();
   void outlinedTpGroups();
   void selectRankHighlightsItsGroups();
+  void contextParallelGroupsLitInTheirColour();
   void selectionClearsAndSurvivesReplan();
   void tileColourIsStageColour_data();
   void tileColourIsStageColour();
@@ -103,6 +104,34 @@ void TestTopologyScene::outlinedTpGroups() {
   QCOMPARE(scene.outlinedTpGroups(), expected);
   // Whatever the layout, the outlines are the engine's TP groups.
   if (tp > 1) QCOMPARE(scene.outlinedTpGroups(), toGroups(plan.topology.groups(Axis::kTp)));
+}
+
+void TestTopologyScene::contextParallelGroupsLitInTheirColour() {
+  // 16 GPUs tp 2 x cp 2 x dp 2 x pp 2, Megatron-Core's order: rank 13 = tp 1, cp 0, dp 1, pp 1.
+  bool ok = false;
+  const auto plan = views_test::makePlan(2, 8, 2, 2, 2, "tp-cp-dp-pp", {"parallel.cp=2"}, &ok);
+  QVERIFY(ok);
+  QCOMPARE(plan.cp, 2);
+  TopologyScene scene;
+  scene.setPlan(plan);
+  QCOMPARE(static_cast<int>(scene.axisMarks().size()), 4);
+  scene.selectRank(13);
+  QCOMPARE(scene.highlightedGroups(), (Groups{{12, 13}, {9, 13}, {5, 13}, {13, 15}}));  // TP, DP, PP, CP
+  QCOMPARE(scene.highlight(15), uint8_t(TopologyScene::kInCp));
+  QCOMPARE(scene.highlight(9), uint8_t(TopologyScene::kInDp));
+  QCOMPARE(scene.highlight(13), uint8_t(TopologyScene::kInTp | TopologyScene::kInDp | TopologyScene::kInPp | TopologyScene::kInCp |
+                                        TopologyScene::kIsSelected));
+  QCOMPARE(scene.highlight(14), uint8_t{0});
+  QVERIFY(scene.infoText().contains(QStringLiteral("CP [13,15]")));
+  QVERIFY(scene.rankToolTip(13).contains(QStringLiteral("cp 0")));
+  // Each axis its own colour, none shared.
+  QSet<QRgb> colours;
+  for (const auto& m : scene.axisMarks()) colours.insert(m.color.rgb());
+  QCOMPARE(colours.size(), 4);
+  // Without cp the CP mark is not listed.
+  const auto flat = views_test::makePlan(1, 8, 2, 2, 2, "tp-dp-pp", {}, &ok);
+  scene.setPlan(flat);
+  QCOMPARE(static_cast<int>(scene.axisMarks().size()), 3);
 }
 
 void TestTopologyScene::selectRankHighlightsItsGroups() {

@@ -14,6 +14,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QScrollArea>
+#include <QMetaObject>
 #include <QSettings>
 #include <QStatusBar>
 #include <QUndoStack>
@@ -530,11 +531,28 @@ bool MainWindow::maybeSave() {
   return answer == QMessageBox::Discard;
 }
 
+void MainWindow::resizeEvent(QResizeEvent* event) {
+  QMainWindow::resizeEvent(event);
+  // The window's first layout measures the Estimates charts' legends in the dock's narrowest
+  // column, before resizeDocks gives it its width, and can leave a first start a few pixels taller
+  // than asked; once the docks have their widths the asked size fits, so it is set again, once.
+  if (m_firstStartSize.isEmpty() || !isVisible()) return;
+  const QSize asked = m_firstStartSize;
+  if (width() != asked.width()) {
+    m_firstStartSize = QSize();  // resized by someone else: theirs stands
+    return;
+  }
+  if (height() <= asked.height() || minimumSizeHint().height() > asked.height()) return;
+  m_firstStartSize = QSize();
+  QMetaObject::invokeMethod(this, [this, asked] { resize(asked); }, Qt::QueuedConnection);
+}
+
 void MainWindow::readSettings() {
   QSettings s;
   const QByteArray geometry = s.value(QStringLiteral("window/geometry")).toByteArray();
   if (geometry.isEmpty()) {
-    resize(1400, 900);
+    m_firstStartSize = QSize(1400, 900);
+    resize(m_firstStartSize);
   } else {
     restoreGeometry(geometry);
   }

@@ -84,8 +84,11 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
+  // The size a first start opens at (no saved geometry); empty otherwise.
+  QSize m_firstStartSize;
   void createViews();
   void createMenus();
   void createRunViews();

@@ -153,6 +153,25 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
     }
   }
 
+  // The selected rank's groups: a mark per axis along the bottom of every tile in that axis's
+  // group, in the axis's colour (the legend names them).
+  if (m_scene->hasSelection()) {
+    const auto marks = m_scene->axisMarks();
+    painter->setPen(Qt::NoPen);
+    for (int r = first; r < last; ++r) {
+      const uint8_t h = m_scene->highlight(r);
+      if (!(h & ~TopologyScene::kIsSelected)) continue;
+      const QRectF t = m_scene->tileRect(r).translated(-origin);
+      const double w = t.width() / static_cast<double>(marks.size() + 1);
+      const double height = std::max(2.0, t.height() * 0.08);
+      for (size_t a = 0; a < marks.size(); ++a) {
+        if (!(h & marks[a].bit)) continue;
+        painter->setBrush(marks[a].color);
+        painter->drawRect(QRectF(t.left() + w * (0.5 + static_cast<double>(a)), t.bottom() - 2 * height, w * 0.9, height));
+      }
+    }
+  }
+
   const int selected = m_scene->selectedRank();
   if (selected >= first && selected < last) {
     painter->setPen(QPen(kSelectedFrame, kSelectedPen));
@@ -188,7 +207,8 @@ void TopologyNodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* 
     }
     if (detail) {
       painter->setFont(tinyFont);
-      painter->drawText(t, Qt::AlignCenter, QStringLiteral("t%1 p%2").arg(c.tp).arg(c.pp));
+      painter->drawText(t, Qt::AlignCenter,
+                        plan.cp > 1 ? QStringLiteral("t%1 c%2 p%3").arg(c.tp).arg(c.cp).arg(c.pp) : QStringLiteral("t%1 p%2").arg(c.tp).arg(c.pp));
     }
   }
 }
@@ -200,15 +220,15 @@ QColor TopologyNodeItem::subgroupColor(int family) {
   return kColors[((family % n) + n) % n];
 }
 
-TopologyLegendItem::TopologyLegendItem(int stages, const QStringList& tensorFamilies)
-    : m_stages(std::max(1, stages)), m_families(tensorFamilies), m_swatches(std::min(std::max(1, stages), kMaxSwatches)) {}
+TopologyLegendItem::TopologyLegendItem(int stages, const QStringList& tensorFamilies, bool cp)
+    : m_stages(std::max(1, stages)), m_families(tensorFamilies), m_swatches(std::min(std::max(1, stages), kMaxSwatches)), m_cp(cp) {}
 
 QRectF TopologyLegendItem::boundingRect() const {
   const int entries = m_swatches + (m_swatches < m_stages ? 1 : 0);
   const int columns = (entries + kLegendRowsPerColumn - 1) / kLegendRowsPerColumn;
   const int rows = std::min(entries, kLegendRowsPerColumn);
   const double notesWidth = 4 * kLegendColumn;
-  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + static_cast<int>(m_families.size()) + 1) * kLegendRow);
+  return QRectF(0, 0, std::max(columns * kLegendColumn, notesWidth), (rows + kLegendNotes + static_cast<int>(m_families.size()) + 2) * kLegendRow);
 }
 
 void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
@@ -250,7 +270,21 @@ void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem
   painter->drawRect(QRectF(0, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
   painter->setPen(Qt::black);
   painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
-                    QStringLiteral("selected rank; its TP, DP, PP groups bright"));
+                    m_cp ? QStringLiteral("selected rank; its TP, CP, DP, PP groups bright, marked:")
+                         : QStringLiteral("selected rank; its TP, DP, PP groups bright, marked:"));
+  // One swatch per axis in its mark's colour.
+  y += kLegendRow;
+  double x = 0;
+  for (const auto& mark : TopologyScene::allAxisMarks()) {
+    if (mark.bit == TopologyScene::kInCp && !m_cp) continue;
+    painter->setPen(Qt::NoPen);
+    painter->setBrush(mark.color);
+    painter->drawRect(QRectF(x, y + (kLegendRow - kSwatch / 2) / 2, kSwatch, kSwatch / 2));
+    painter->setPen(Qt::black);
+    painter->drawText(QRectF(x + kSwatch + kTextMargin, y, kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+                      QLatin1String(mark.name));
+    x += kLegendColumn * 0.6;
+  }
   y += kLegendRow;
   painter->setPen(Qt::NoPen);
   painter->setBrush(dimmedColor(stageColor(0)));

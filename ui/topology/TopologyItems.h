@@ -43,7 +43,8 @@ class TopologyLegendItem : public QGraphicsItem {
   // `tensorGrid`: the plan uses a Colossal-AI 2d / 2.5d / 3d mode; explain the sub-group marks.
   // `tensorFamilies`: the Colossal-AI 2d / 2.5d / 3d sub-group families of the plan ("row",
   // "column", ...), empty for 1d; each gets its frame colour explained.
-  TopologyLegendItem(int stages, const QStringList& tensorFamilies);
+  // `cp`: the plan splits sequences, so the CP group has its mark too.
+  TopologyLegendItem(int stages, const QStringList& tensorFamilies, bool cp);
   int type() const override { return Type; }
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
@@ -55,4 +56,5 @@ class TopologyLegendItem : public QGraphicsItem {
   int m_stages;
   QStringList m_families;
   int m_swatches;
+  bool m_cp = false;
 };

@@ -91,7 +91,7 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
     rebuildItems();
   } else {
     delete m_legend;
-    m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies());
+    m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies(), m_plan.cp > 1);
     addItem(m_legend);
     placeAnnotations();
     for (auto* item : m_nodeItems) item->update();
@@ -121,28 +121,40 @@ void TopologyScene::updateChanged() {
   if (!m_pinned || m_worldSize == 0) return;
   const auto& now = m_plan.topology;
   const auto& then = m_pinned->topology;
-  const Axis axes[3] = {Axis::kTp, Axis::kDp, Axis::kPp};
-  const uint8_t bits[3] = {kInTp, kInDp, kInPp};
   if (then.world_size() != m_worldSize) {
     std::fill(m_changed.begin(), m_changed.end(), uint8_t{kInTp | kInDp | kInPp});
     return;
   }
-  for (int a = 0; a < 3; ++a) {
+  for (const AxisMark& mark : allAxisMarks()) {
     // The group of every rank under the pinned plan, as its index in groups(); a rank changed
     // when its group now is not exactly one of those (the same members).
     std::vector<int> groupOf(static_cast<size_t>(m_worldSize), -1);
-    const auto old = then.groups(axes[a]);
+    const auto old = then.groups(mark.axis);
     for (size_t g = 0; g < old.size(); ++g) {
       for (int r : old[g]) groupOf[static_cast<size_t>(r)] = static_cast<int>(g);
     }
-    for (const auto& group : now.groups(axes[a])) {
+    for (const auto& group : now.groups(mark.axis)) {
       const int g = groupOf[static_cast<size_t>(group.front())];
       const bool same = g >= 0 && old[static_cast<size_t>(g)].size() == group.size() &&
                         std::all_of(group.begin(), group.end(), [&](int r) { return groupOf[static_cast<size_t>(r)] == g; });
       if (same) continue;
-      for (int r : group) m_changed[static_cast<size_t>(r)] |= bits[a];
+      for (int r : group) m_changed[static_cast<size_t>(r)] |= mark.bit;
     }
   }
+}
+
+std::vector<TopologyScene::AxisMark> TopologyScene::allAxisMarks() {
+  // Okabe-Ito colours, apart from the Colossal-AI sub-group frames' (TopologyNodeItem::subgroupColor).
+  return {{Axis::kTp, kInTp, "TP", QColor(0xD5, 0x5E, 0x00)},
+          {Axis::kDp, kInDp, "DP", QColor(0x56, 0xB4, 0xE9)},
+          {Axis::kPp, kInPp, "PP", QColor(0x7A, 0x3E, 0x9D)},
+          {Axis::kCp, kInCp, "CP", QColor(0x00, 0x9E, 0x73)}};
+}
+
+std::vector<TopologyScene::AxisMark> TopologyScene::axisMarks() const {
+  auto marks = allAxisMarks();
+  if (m_plan.cp <= 1) marks.pop_back();
+  return marks;
 }
 
 uint8_t TopologyScene::changedGroups(int rank) const {
@@ -178,7 +190,7 @@ void TopologyScene::rebuildItems() {
   m_gridRect = QRectF(0, 0, m_nodesPerRow * (m_nodeSize.width() + kNodeGap) - kNodeGap,
                       gridRows * (m_nodeSize.height() + kNodeGap) - kNodeGap);
 
-  m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies());
+  m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies(), m_plan.cp > 1);
   addItem(m_legend);
   placeAnnotations();
 }
@@ -294,11 +306,9 @@ void TopologyScene::updateHighlight() {
   m_selectedGroups.clear();
   if (m_selectedRank >= 0) {
     const auto& topo = m_plan.topology;
-    const Axis axes[3] = {Axis::kTp, Axis::kDp, Axis::kPp};
-    const uint8_t bits[3] = {kInTp, kInDp, kInPp};
-    for (int a = 0; a < 3; ++a) {
-      const auto group = topo.group_of(m_selectedRank, axes[a]);
-      for (int r : group) m_highlight[static_cast<size_t>(r)] |= bits[a];
+    for (const AxisMark& mark : axisMarks()) {
+      const auto group = topo.group_of(m_selectedRank, mark.axis);
+      for (int r : group) m_highlight[static_cast<size_t>(r)] |= mark.bit;
       m_selectedGroups.append(toQList(group));
     }
     m_highlight[static_cast<size_t>(m_selectedRank)] |= kIsSelected;
@@ -357,20 +367,23 @@ void TopologyScene::updateInfoText() {
   if (m_worldSize == 0) {
     text = QStringLiteral("No plan");
   } else if (m_selectedRank < 0) {
-    text = QStringLiteral("%1 GPUs on %2 nodes: dp %3 x tp %4 x pp %5 (%6). Click a GPU to see its groups.")
+    text = QStringLiteral("%1 GPUs on %2 nodes: dp %3 x tp %4 x pp %5%7 (%6). Click a GPU to see its groups.")
                .arg(m_worldSize)
                .arg(m_nodes)
                .arg(m_plan.dp)
                .arg(m_plan.tp)
                .arg(m_plan.pp)
-               .arg(qs(stagecraft::config::to_string(m_plan.topology.spec().tp_mode)));
+               .arg(qs(stagecraft::config::to_string(m_plan.topology.spec().tp_mode)))
+               .arg(m_plan.cp > 1 ? QStringLiteral(" x cp %1").arg(m_plan.cp) : QString());
   } else {
     const auto& g = m_selectedGroups;
     auto vec = [](const QList<int>& l) { return std::vector<int>(l.begin(), l.end()); };
     // One group a line, so that long groups of big clusters keep the line as narrow as the grid.
-    text = QStringLiteral("Rank %1\nTP %2\nDP %3\nPP %4")
-               .arg(m_selectedRank)
-               .arg(rankList(vec(g[0])), rankList(vec(g[1])), rankList(vec(g[2])));
+    text = QStringLiteral("Rank %1").arg(m_selectedRank);
+    const auto marks = axisMarks();
+    for (size_t a = 0; a < marks.size() && a < static_cast<size_t>(g.size()); ++a) {
+      text += QStringLiteral("\n%1 %2").arg(QLatin1String(marks[a].name), rankList(vec(g[static_cast<qsizetype>(a)])));
+    }
     const QStringList sub = selectedSubgroups();
     if (!sub.isEmpty()) {
       text += QStringLiteral("\n%1 sub-groups (side %2):   ")
@@ -382,6 +395,8 @@ void TopologyScene::updateInfoText() {
   m_info->setText(text);
 }
 
+QString TopologyScene::infoText() const { return m_info ? m_info->text() : QString(); }
+
 QString TopologyScene::rankToolTip(int rank) const {
   if (rank < 0 || rank >= m_worldSize) return {};
   const auto c = m_plan.topology.coord(rank);
@@ -392,6 +407,7 @@ QString TopologyScene::rankToolTip(int rank) const {
                   .arg(c.dp)
                   .arg(c.tp)
                   .arg(c.pp);
+  if (m_plan.cp > 1) s += QStringLiteral(" · cp %1").arg(c.cp);
   const int side = m_plan.topology.tensor_grid_side();
   if (side > 0) {
     const int i = c.tp % side;

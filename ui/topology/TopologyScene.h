@@ -72,6 +72,8 @@ class TopologyScene : public QGraphicsScene {
   QColor tileFill(int rank) const;
   // Tooltip text: rank, node, local rank, dp/tp/pp coordinates, stage and its layers.
   QString rankToolTip(int rank) const;
+  // The line under the grid: the layout, or the selected rank's groups one a line.
+  QString infoText() const;
   // The TP group id (lowest rank of its TP group) a tile is outlined with.
   int tpGroupId(int rank) const;
   // Compare with a pinned plan: a rank "changed group" on an axis when the ranks it shares its TP,
@@ -79,13 +81,23 @@ class TopologyScene : public QGraphicsScene {
   // changes every rank). Changed ranks get a corner mark. nullptr clears the comparison.
   void setPinnedPlan(const stagecraft::plan::Plan* pinned);
   bool hasPinnedPlan() const { return m_pinned.has_value(); }
-  // Bits kInTp / kInDp / kInPp: the axes on which `rank`'s group changed; 0 without a pinned plan.
+  // Bits kInTp / kInDp / kInPp / kInCp: the axes on which `rank`'s group changed; 0 without a pinned plan.
   uint8_t changedGroups(int rank) const;
   // How many ranks changed a group on any axis.
   int changedRankCount() const;
 
-  // Bit flags of how a rank relates to the selection (kInTp | kInDp | kInPp | kIsSelected).
-  enum Highlight : uint8_t { kInTp = 1, kInDp = 2, kInPp = 4, kIsSelected = 8 };
+  // Bit flags of how a rank relates to the selection (kInTp | kInDp | kInPp | kInCp | kIsSelected).
+  enum Highlight : uint8_t { kInTp = 1, kInDp = 2, kInPp = 4, kIsSelected = 8, kInCp = 16 };
+  // The axes a selection lights, in the order highlightedGroups() lists them (TP, DP, PP, then CP
+  // when the plan has context parallelism), each with its bit, name and colour.
+  struct AxisMark {
+    stagecraft::config::Axis axis;
+    uint8_t bit;
+    const char* name;
+    QColor color;
+  };
+  std::vector<AxisMark> axisMarks() const;
+  static std::vector<AxisMark> allAxisMarks();
   uint8_t highlight(int rank) const;
   bool hasSelection() const { return m_selectedRank >= 0; }
 

@@ -215,7 +215,7 @@ std::vector<KeySpec> make_schema() {
        .min = 1, .max = 1024, .label = "TP depth (2.5d)", .access = field([](auto& c) -> auto& { return c.parallel.tp_depth; })},
       {.path = "parallel.order", .type = T::kOrder, .default_text = "tp-cp-dp-pp",
        .help = "axes innermost first; cp, when left out, follows tp",
-       .choices = {"tp-cp-dp-pp", "tp-cp-pp-dp", "cp-tp-dp-pp", "dp-tp-cp-pp", "dp-pp-tp-cp", "pp-tp-cp-dp", "pp-dp-tp-cp"},
+       .choices = {"tp-cp-dp-pp", "tp-cp-pp-dp", "dp-tp-cp-pp", "dp-pp-tp-cp", "pp-tp-cp-dp", "pp-dp-tp-cp", "cp-tp-dp-pp"},
        .label = "Rank order",
        .access = kOrderAccess},
       {.path = "parallel.sequence_parallel", .type = T::kBool, .default_text = "false",

@@ -92,23 +92,33 @@ std::string framework_title(Framework f) {
   return "";
 }
 
+std::string layout_order_text(const std::vector<Axis>& order, int cp) {
+  std::vector<Axis> shown;
+  for (Axis a : order) {
+    if (a != Axis::kCp || cp > 1) shown.push_back(a);
+  }
+  return config::order_text(shown);
+}
+
 std::string order_note(const RunConfig& c, Framework f, const std::vector<Axis>& framework) {
   if (same_groups(c, framework)) return "";
   auto mine = topology_of(c, c.parallel.order);
   auto theirs = topology_of(c, framework);
   if (!mine.ok() || !theirs.ok()) return "";
   std::string differ;
-  for (Axis axis : {Axis::kTp, Axis::kDp, Axis::kPp}) {
-    const auto g1 = mine->groups(axis);
-    const auto g2 = theirs->groups(axis);
+  for (const auto& axis : config::kAxisNames) {
+    const auto g1 = mine->groups(axis.value);
+    const auto g2 = theirs->groups(axis.value);
     if (g1 == g2) continue;
-    differ += std::string(differ.empty() ? "" : "; ") + (axis == Axis::kTp ? "TP" : axis == Axis::kDp ? "DP" : "PP") + " groups " +
-              groups_text(g2) + " instead of " + groups_text(g1);
+    std::string label(axis.name);
+    for (char& ch : label) ch = static_cast<char>(ch - 'a' + 'A');
+    differ += std::string(differ.empty() ? "" : "; ") + label + " groups " + groups_text(g2) + " instead of " + groups_text(g1);
   }
   const std::string name = framework_title(f);
-  return name + " orders ranks " + order_text(framework) + " but this plan uses parallel.order=" + order_text(c.parallel.order) +
-         ", so " + name + " forms other groups: " + differ + "; export with parallel.order=" + order_text(framework) +
-         " to plan what " + name + " runs";
+  const int cp = c.parallel.cp;
+  return name + " orders ranks " + layout_order_text(framework, cp) + " but this plan uses parallel.order=" +
+         layout_order_text(c.parallel.order, cp) + ", so " + name + " forms other groups: " + differ + "; export with parallel.order=" +
+         layout_order_text(framework, cp) + " to plan what " + name + " runs";
 }
 
 std::string py_float(double v) {

@@ -41,6 +41,9 @@ using config::validate;
 //     (colossalai/context/process_group_initializer/initializer_pipeline.py).
 std::vector<Axis> framework_order(Framework f, const RunConfig& c);
 
+// An order as a user reads it for a layout: cp left out when it has size 1 (tp-dp-pp).
+std::string layout_order_text(const std::vector<Axis>& order, int cp);
+
 // True when `c` with `order` forms the same TP, DP and PP groups as `c` as it is. Needs a
 // config whose sizes plan (validate() accepts them).
 bool same_groups(const RunConfig& c, const std::vector<Axis>& order);

@@ -21,7 +21,7 @@ struct Ctx {
   const RunConfig& c;
   const plan::Plan& p;
   int layers = 0;
-  int dp = 1, tp = 1, pp = 1, v = 1, m = 1;
+  int dp = 1, tp = 1, pp = 1, cp = 1, v = 1, m = 1;
   std::vector<int> counts;  // layers per chunk, chunk order (chunk c on pp rank c mod pp)
   std::vector<std::string> notes;
 
@@ -30,6 +30,7 @@ struct Ctx {
     dp = p.dp;
     tp = p.tp;
     pp = p.pp;
+    cp = p.cp;
     v = p.virtual_stages;
     m = p.micro_batches;
     for (const auto& s : p.stages) counts.push_back(s.num_layers);
@@ -46,6 +47,7 @@ struct Ctx {
   }
   std::string sizes_line() const {
     return "dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) +
+           (cp > 1 ? " x cp " + std::to_string(cp) : "") +
            (v > 1 ? " (" + std::to_string(v) + " interleaved chunks per pp rank)" : "") + "; " + std::to_string(m) +
            (m == 1 ? " micro-batch of " : " micro-batches of ") + std::to_string(c.train.micro_batch) +
            " per step and data-parallel rank, global batch " +
@@ -80,6 +82,20 @@ Status refuse(const std::string& key, const std::string& value, const std::strin
   return Status::invalid_input(key + "=" + value + ": " + why);
 }
 
+// Frameworks that cannot split a sequence over ranks: a plan with cp > 1 has no layout there.
+Status refuse_cp(const Ctx& x, const std::string& framework) {
+  if (x.cp <= 1) return Status::OK();
+  return refuse("parallel.cp", std::to_string(x.cp),
+                framework + " has no context parallelism; set parallel.cp=1 to export there, or export to megatron, deepspeed or torchtitan");
+}
+
+// The three axes' order completed with cp after tp (config::complete_order): how the frameworks
+// without a context axis number their ranks.
+const std::vector<Axis>& tp_dp_pp() {
+  static const std::vector<Axis> order = config::complete_order({Axis::kTp, Axis::kDp, Axis::kPp});
+  return order;
+}
+
 // ----------------------------------------------------------------------------- LiBai
 
 Result<Exported> export_libai(Ctx& x, const ExportOptions& options) {
@@ -91,6 +107,7 @@ Result<Exported> export_libai(Ctx& x, const ExportOptions& options) {
   if (c.pipeline.schedule == Schedule::kInterleaved) {
     return refuse("pipeline.schedule", "interleaved", "LiBai runs the non-interleaved 1F1B schedule only; set pipeline.schedule=1f1b pipeline.virtual_stages=1 to export to LiBai");
   }
+  if (Status s = refuse_cp(x, "LiBai"); !s) return s;
   if (auto n = order_note(c, Framework::kLibai, framework_order(Framework::kLibai, c)); !n.empty()) x.notes.push_back(n);
   if (c.train.precision == Precision::kBf16) x.notes.push_back("LiBai's train.amp computes in fp16; the plan's bf16 becomes fp16");
   if (c.train.recompute == Recompute::kSelective) {
@@ -153,8 +170,9 @@ Result<Exported> export_libai(Ctx& x, const ExportOptions& options) {
   o << "train.train_iter = " << c.train.steps << "\n";
   o << "train.amp.enabled = " << (c.train.precision != Precision::kFp32 ? "True" : "False") << "\n";
   o << "train.activation_checkpoint.enabled = " << (c.train.recompute == Recompute::kFull ? "True" : "False") << "\n";
-  o << "train.zero_optimization.enabled = " << (c.parallel.zero == 1 ? "True" : "False") << "\n";
-  if (c.parallel.zero == 1) o << "train.zero_optimization.stage = 1\n";
+  // LiBai's ZeRO (OneFlow's sharding): stage 1 optimizer state, 2 and gradients, 3 and parameters.
+  o << "train.zero_optimization.enabled = " << (c.parallel.zero >= 1 ? "True" : "False") << "\n";
+  if (c.parallel.zero >= 1) o << "train.zero_optimization.stage = " << c.parallel.zero << "\n";
   o << "train.seed = " << c.train.seed << "\n";
   o << "optim.lr = " << py_float(c.train.lr) << "\n";
   o << "optim.weight_decay = " << py_float(c.train.weight_decay) << "\n";
@@ -188,8 +206,15 @@ Result<Exported> export_paddle(Ctx& x) {
     return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
                   "PaddlePaddle's hybrid parallelism has only 1D tensor (model) parallelism; set parallel.tp_mode=1d to export to Paddle");
   }
+  if (Status s = refuse_cp(x, "PaddlePaddle's hybrid strategy"); !s) return s;
   const auto order = framework_order(Framework::kPaddle, c);
   if (auto n = order_note(c, Framework::kPaddle, order); !n.empty()) x.notes.push_back(n);
+  if (c.parallel.zero >= 2) {
+    x.notes.push_back(std::string("parallel.zero=") + std::to_string(c.parallel.zero) + " also shards " +
+                      (c.parallel.zero == 2 ? "gradients" : "gradients and parameters") +
+                      ": wrap the model and optimizer with paddle.distributed.sharding.group_sharded_parallel(model, optimizer, level='" +
+                      (c.parallel.zero == 2 ? "os_g" : "p_g_os") + "') over the sharding group");
+  }
   if (!x.counts_equal()) {
     x.notes.push_back("Paddle splits the layers in code (PipelineLayer's seg_method); build it so that the stages hold " +
                       int_list(x.counts) + " layers");
@@ -200,16 +225,16 @@ Result<Exported> export_paddle(Ctx& x) {
   }
   if (c.train.recompute != Recompute::kNone) x.notes.push_back("recompute is set on the model (PipelineLayer's recompute_interval), not in the strategy");
   if (c.parallel.sequence_parallel) x.notes.push_back("sequence parallelism is a model option in Paddle (e.g. PaddleNLP's sequence_parallel), not in the strategy");
-  const int dp_degree = c.parallel.zero == 1 ? 1 : x.dp;
-  const int sharding = c.parallel.zero == 1 ? x.dp : 1;
+  const int dp_degree = c.parallel.zero >= 1 ? 1 : x.dp;
+  const int sharding = c.parallel.zero >= 1 ? x.dp : 1;
 
   std::ostringstream o;
   o << comment("PaddlePaddle hybrid parallel configuration for " + c.name + ", written by stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ".");
   o << comment("Paddle numbers ranks mp (tp) innermost, then sharding, then pp, then dp: CommunicateTopology([\"data\", \"pipe\", "
-               "\"sharding\", \"model\"]) in paddle/distributed/fleet, here " + order_text(order) + ".");
-  if (c.parallel.zero == 1) {
-    o << comment("parallel.zero=1 runs as Paddle's sharding axis: dp_degree 1, sharding_degree " + std::to_string(x.dp) +
+               "\"sharding\", \"model\"]) in paddle/distributed/fleet, here " + layout_order_text(order, x.cp) + ".");
+  if (c.parallel.zero >= 1) {
+    o << comment("parallel.zero=" + std::to_string(c.parallel.zero) + " runs as Paddle's sharding axis: dp_degree 1, sharding_degree " + std::to_string(x.dp) +
                  " (the sharding optimizer keeps 1/" + std::to_string(x.dp) + " of the optimizer state on each rank).");
   }
   o << notes_block(x.notes);
@@ -245,6 +270,7 @@ Result<Exported> export_paddle(Ctx& x) {
 
 Result<Exported> export_colossalai(Ctx& x) {
   const RunConfig& c = x.c;
+  if (Status s = refuse_cp(x, "Colossal-AI's legacy parallel config"); !s) return s;
   const auto order = framework_order(Framework::kColossalai, c);
   if (auto n = order_note(c, Framework::kColossalai, order); !n.empty()) x.notes.push_back(n);
   if (!x.counts_equal()) {
@@ -252,7 +278,10 @@ Result<Exported> export_colossalai(Ctx& x) {
                       int_list(x.counts) + " layers");
   }
   if (c.train.precision == Precision::kBf16) x.notes.push_back("the legacy config has fp16 AMP only; bf16 is not expressible and no fp16 section is written");
-  if (c.parallel.zero == 1) x.notes.push_back("ZeRO-1 (optimizer state sharded over dp) has no key in the legacy config; parallel.zero is not exported");
+  if (c.parallel.zero >= 1) {
+    x.notes.push_back("ZeRO-" + std::to_string(c.parallel.zero) + " has no key in the legacy parallel config (Colossal-AI shards with its "
+                      "ZeRO optimizer or GeminiPlugin in code); parallel.zero is not exported");
+  }
   if (c.parallel.sequence_parallel) x.notes.push_back("Megatron-style sequence parallelism has no key in the legacy config; parallel.sequence_parallel is not exported");
   if (c.train.recompute != Recompute::kNone) x.notes.push_back("activation checkpointing is a model option (checkpoint=True in Colossal-AI's models); train.recompute is not exported");
 
@@ -260,7 +289,7 @@ Result<Exported> export_colossalai(Ctx& x) {
   o << comment("Colossal-AI configuration for " + c.name + " (the `parallel = dict(...)` config of colossalai.launch), written by "
                "stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Colossal-AI infers the data parallel size, world / (pipeline x tensor).");
-  o << comment("Colossal-AI numbers ranks tensor innermost, then pipeline, then data (Initializer_Pipeline), here " + order_text(order) +
+  o << comment("Colossal-AI numbers ranks tensor innermost, then pipeline, then data (Initializer_Pipeline), here " + layout_order_text(order, x.cp) +
                (c.parallel.tp_mode != TpMode::k1d ? "; each tensor group is its " + std::string(to_string(c.parallel.tp_mode)) + " grid" : "") + ".");
   o << notes_block(x.notes);
   if (c.train.precision == Precision::kFp16) o << "from colossalai.amp import AMP_TYPE\n\n";
@@ -395,9 +424,22 @@ Result<Exported> export_megatron(Ctx& x) {
   // validate_args asks only pp > 1 of the interleaved schedule; pp > 2 is its rule without it
   // (megatron/training/arguments.py).
   for (auto& s : megatron_split_args(x)) a.push_back(s);
-  if (order != std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp}) a.push_back("--use-tp-pp-dp-mapping");
+  if (x.cp > 1) {
+    // Megatron-Core's context parallelism: p2p is the K/V ring, a2a Ulysses' head exchange.
+    a.push_back("--context-parallel-size " + std::to_string(x.cp));
+    a.push_back(std::string("--cp-comm-type ") + (c.parallel.cp_comm == config::CpComm::kRing ? "p2p" : "a2a"));
+  }
+  if (order != tp_dp_pp()) a.push_back("--use-tp-pp-dp-mapping");
   if (c.parallel.sequence_parallel && x.tp > 1) a.push_back("--sequence-parallel");
-  if (c.parallel.zero == 1) a.push_back("--use-distributed-optimizer");
+  // ZeRO: 1 the distributed optimizer; 2 and 3 Megatron-FSDP, which shards gradients (and
+  // parameters) over the same dp x cp ranks (its data-parallel sharding strategies).
+  if (c.parallel.zero >= 1) a.push_back("--use-distributed-optimizer");
+  if (c.parallel.zero >= 2) {
+    a.push_back("--use-megatron-fsdp");
+    a.push_back(std::string("--data-parallel-sharding-strategy ") + (c.parallel.zero == 2 ? "optim_grads" : "optim_grads_params"));
+    a.push_back("--no-gradient-accumulation-fusion");
+    a.push_back("--ckpt-format fsdp_dtensor");
+  }
   a.push_back("--num-layers " + std::to_string(x.layers));
   a.push_back("--hidden-size " + std::to_string(c.model.hidden));
   a.push_back("--num-attention-heads " + std::to_string(c.model.heads));
@@ -437,9 +479,8 @@ Result<Exported> export_megatron(Ctx& x) {
   std::ostringstream o;
   o << "#!/usr/bin/env bash\n";
   o << comment("Megatron-LM command line for " + c.name + ", written by stagecraft-cli export.");
-  o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Megatron derives the data parallel size, world / (tp x pp).");
-  o << comment("Megatron orders ranks tp-cp-ep-dp-pp (tp-dp-pp here, cp = ep = 1)" +
-               std::string(order == std::vector<Axis>{Axis::kTp, Axis::kDp, Axis::kPp} ? "" : ", tp-pp-dp with --use-tp-pp-dp-mapping") +
+  o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Megatron derives the data parallel size, world / (tp x cp x pp).");
+  o << comment("Megatron orders ranks tp-cp-ep-dp-pp (ep = 1 here)" + std::string(order == tp_dp_pp() ? "" : ", tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping") +
                " (megatron/core/parallel_state.py).");
   if (x.pp > 1) o << comment("Layers per pipeline stage" + std::string(x.v > 1 ? " (chunk order: all pp ranks' first chunks, then the second)" : "") + ": " + int_list(x.counts) + ".");
   o << comment("The vocabulary (" + std::to_string(c.model.vocab) + ") comes from the tokenizer; Megatron pads it to a multiple of 128 x tp.");
@@ -450,12 +491,13 @@ Result<Exported> export_megatron(Ctx& x) {
   // validate_args (megatron/training/arguments.py) asserts CUDA_DEVICE_MAX_CONNECTIONS == "1" when
   // tp > 1 (or cp > 1) on GPUs before Blackwell: one hardware queue keeps kernels in launch order,
   // which its tensor-parallel communication overlap relies on. From Blackwell on it is not required.
-  if (x.tp > 1) {
-    o << comment("CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron-LM requires it with tensor parallelism on GPUs before Blackwell "
-                 "(validate_args in megatron/training/arguments.py).");
+  const bool one_connection = x.tp > 1 || x.cp > 1;
+  if (one_connection) {
+    o << comment("CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron-LM requires it with tensor or context parallelism on GPUs before "
+                 "Blackwell (validate_args in megatron/training/arguments.py).");
   }
   o << "# Run on every node (node 0 is the master):\n";
-  o << "#   " << (x.tp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "") << "torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
+  o << "#   " << (one_connection ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "") << "torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
     << " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 6000 \\\n";
   // The tokenizer: GPT-2's BPE files, or a Llama's Hugging Face tokenizer (Megatron-LM's
   // --tokenizer-type HuggingFaceTokenizer reads it by name or directory).
@@ -479,7 +521,15 @@ Result<Exported> export_deepspeed(Ctx& x) {
     return refuse("pipeline.schedule", "interleaved",
                   "DeepSpeed's PipelineEngine runs one model chunk per stage (no interleaving); set pipeline.schedule=1f1b pipeline.virtual_stages=1 to export to DeepSpeed");
   }
+  if (c.parallel.zero >= 2 && x.pp > 1) {
+    return refuse("parallel.zero", std::to_string(c.parallel.zero),
+                  "DeepSpeed's PipelineEngine takes ZeRO stage 0 or 1 only; set parallel.zero=1 or parallel.pp=1 to export to DeepSpeed");
+  }
   if (auto n = order_note(c, Framework::kDeepspeed, framework_order(Framework::kDeepspeed, c)); !n.empty()) x.notes.push_back(n);
+  if (x.cp > 1 && c.parallel.cp_comm == config::CpComm::kRing) {
+    x.notes.push_back("DeepSpeed splits sequences with Ulysses' all-to-all (sequence_parallel_size), not a K/V ring: the plan's "
+                      "cp_comm=ring runs as all_to_all there, which needs cp to divide the heads of each tp rank");
+  }
   if (x.tp > 1) {
     x.notes.push_back("ds_config.json does not carry tensor parallelism: it comes from the model code (Megatron-DeepSpeed: --tensor-model-parallel-size " +
                       std::to_string(x.tp) + ")");
@@ -496,11 +546,14 @@ Result<Exported> export_deepspeed(Ctx& x) {
   ds.set("train_micro_batch_size_per_gpu", c.train.micro_batch);
   ds.set("gradient_accumulation_steps", x.m);
   ds.set("gradient_clipping", c.train.grad_clip);
+  // DeepSpeed-Ulysses: the sequence-parallel group splits each sequence (the engine reads it from
+  // the config; the model's attention is wrapped in deepspeed.sequence.layer.DistributedAttention).
+  if (x.cp > 1) ds.set("sequence_parallel_size", x.cp);
   Json zero = Json::object();
   zero.set("stage", c.parallel.zero);
   // DP buckets during the backward; DeepSpeed counts its bucket in elements.
-  if (x.dp > 1) zero.set("overlap_comm", c.parallel.overlap_grad_reduce);
-  if (x.dp > 1 && c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
+  if (x.dp * x.cp > 1) zero.set("overlap_comm", c.parallel.overlap_grad_reduce);
+  if (x.dp * x.cp > 1 && c.parallel.grad_bucket_mb != config::ParallelConfig{}.grad_bucket_mb) {
     zero.set("reduce_bucket_size", static_cast<long long>(c.parallel.grad_bucket_bytes() / sizeof(float)));
   }
   ds.set("zero_optimization", std::move(zero));
@@ -611,12 +664,21 @@ Result<Exported> export_torchtitan(Ctx& x) {
   const int seq = c.model.seq_len;
   std::vector<std::string> a;
   // Data parallelism: replicated (DDP) without ZeRO; sharded by FSDP2 with it, which shards
-  // parameters, gradients and optimizer state alike.
+  // parameters, gradients and optimizer state alike (ZeRO-3); keeping the gathered parameters
+  // from the forward to the backward (reshard_after_forward never) is ZeRO-2's traffic.
   a.push_back("--parallelism.data_parallel_replicate_degree " + std::to_string(c.parallel.zero == 0 ? x.dp : 1));
   a.push_back("--parallelism.data_parallel_shard_degree " + std::to_string(c.parallel.zero == 0 ? 1 : x.dp));
-  if (c.parallel.zero > 0 && x.dp > 1) {
+  if (c.parallel.zero == 2 && x.dp * x.cp > 1) a.push_back("--parallelism.fsdp_reshard_after_forward never");
+  if (c.parallel.zero == 1 && x.dp * x.cp > 1) {
     x.notes.push_back("torchtitan's FSDP shards the parameters and gradients over dp too (ZeRO-3), not the optimizer state only: less "
-                      "memory per GPU than the plan's parallel.zero=" + std::to_string(c.parallel.zero) + ", an all-gather per layer more");
+                      "memory per GPU than the plan's parallel.zero=1, an all-gather per layer more");
+  }
+  if (x.cp > 1) {
+    a.push_back("--parallelism.context_parallel_degree " + std::to_string(x.cp));
+    if (c.parallel.cp_comm == config::CpComm::kAllToAll) {
+      x.notes.push_back("torchtitan's context parallelism rotates K and V around the ring (allgather or alltoall rotation of its ring "
+                        "attention), not Ulysses' head exchange: the plan's cp_comm=all_to_all runs as a ring there");
+    }
   }
   a.push_back("--parallelism.tensor_parallel_degree " + std::to_string(x.tp));
   if (x.tp > 1 && !c.parallel.sequence_parallel) {

@@ -292,10 +292,7 @@ void read_libai(const PyModule& m, RunConfig& c, const RunConfig* base, Report& 
   if (auto enabled = py.boolean("train.zero_optimization.enabled")) {
     c.parallel.zero = 0;
     if (*enabled) {
-      const int stage = py.integer("train.zero_optimization.stage", 1, 3).value_or(1);
-      if (stage > 1) r.problem(line("train.zero_optimization.stage"), "train.zero_optimization.stage=" + std::to_string(stage) +
-                                                                             ": Stagecraft plans ZeRO stage 1 at most (parallel.zero)");
-      c.parallel.zero = 1;
+      c.parallel.zero = py.integer("train.zero_optimization.stage", 1, 3).value_or(1);
     }
   }
   if (const PyValue* v = py.get("train.seed"); v && v->kind == K::kInt && v->i >= 0) c.train.seed = static_cast<uint64_t>(v->i);
@@ -584,14 +581,16 @@ void read_deepspeed(std::string_view text, RunConfig& c, Report& r) {
   }
   set_batch(c, r, micro, gas, global, json_line(text, "train_micro_batch_size_per_gpu"), json_line(text, "gradient_accumulation_steps"),
             json_line(text, "train_batch_size"), "gradient_accumulation_steps");
+  // DeepSpeed-Ulysses: the sequence-parallel group exchanges heads (parallel.cp_comm all_to_all).
+  if (auto sp = integer(ds.find("sequence_parallel_size"), "sequence_parallel_size", 1, 1 << 20)) {
+    c.parallel.cp = *sp;
+    c.parallel.cp_comm = config::CpComm::kAllToAll;
+    r.set_line("parallel.cp", json_line(text, "sequence_parallel_size"));
+  }
   if (const Json* z = ds.find("zero_optimization")) {
     if (auto stage = integer(z->is_object() ? z->find("stage") : z, "zero_optimization.stage", 0, 3)) {
-      if (*stage > 1) {
-        r.problem(json_line(text, "stage"), "zero_optimization.stage=" + std::to_string(*stage) + ": Stagecraft plans ZeRO stage 1 at most (parallel.zero)");
-      } else {
-        c.parallel.zero = *stage;
-        r.set_line("parallel.zero", json_line(text, "stage"));
-      }
+      c.parallel.zero = *stage;
+      r.set_line("parallel.zero", json_line(text, "stage"));
     }
   }
   const auto fp16 = enabled("fp16");

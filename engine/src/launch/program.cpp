@@ -52,9 +52,9 @@ Result<ProgramCommand> program_command(const config::RunConfig& config, const st
   }
   ProgramCommand cmd;
   // Megatron-LM's validate_args (megatron/training/arguments.py) asserts
-  // CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism on GPUs before Blackwell: the rank's
-  // command sets it through env(1), on this machine, over SSH and under srun alike.
-  if (l.framework == config::LaunchFramework::kMegatron && config.parallel.tp > 1) {
+  // CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor or context parallelism on GPUs before Blackwell: the
+  // rank's command sets it through env(1), on this machine, over SSH and under srun alike.
+  if (l.framework == config::LaunchFramework::kMegatron && (config.parallel.tp > 1 || config.parallel.cp > 1)) {
     cmd.argv.insert(cmd.argv.end(), {"env", "CUDA_DEVICE_MAX_CONNECTIONS=1"});
   }
   if (is_python_program(l.program)) {

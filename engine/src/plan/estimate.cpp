@@ -261,7 +261,7 @@ struct PerParam {
 // accumulate in fp32 (4; Megatron forces it for bf16), so 2 + 4 + 12, and with the distributed
 // optimizer (zero: 1) Megatron's 6 + 12/d. ZeRO shards over the d ranks of the gradient group
 // (dp x cp): 1 the optimizer state, 2 the gradients too, 3 the weights too (Rajbhandari et al. 2020).
-PerParam per_param(const config::RunConfig& c, int dp) {  // dp: the data-parallel size
+PerParam per_param(const config::RunConfig& c, int dp, int zero) {  // dp: the data-parallel size
   PerParam pp{};
   switch (c.train.precision) {
     case Precision::kFp32: pp = {4, 4, 8}; break;
@@ -269,9 +269,9 @@ PerParam per_param(const config::RunConfig& c, int dp) {  // dp: the data-parall
     case Precision::kBf16: pp = {2, 4, 12}; break;
   }
   const double d = static_cast<double>(std::max(1, dp)) * std::max(1, c.parallel.cp);
-  if (c.parallel.zero >= 1) pp.optimizer /= d;
-  if (c.parallel.zero >= 2) pp.grads /= d;
-  if (c.parallel.zero >= 3) pp.weights /= d;
+  if (zero >= 1) pp.optimizer /= d;
+  if (zero >= 2) pp.grads /= d;
+  if (zero >= 3) pp.weights /= d;
   return pp;
 }
 
@@ -415,7 +415,7 @@ StageCostModel time_cost_model(const config::RunConfig& config, const config::De
 
 StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches) {
   const auto g = model::ModelDesc::from(config.model);
-  const PerParam bpp = per_param(config, dp);
+  const PerParam bpp = per_param(config, dp, config.parallel.zero);
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
   const double shard = weight_shard(config, tp);
   const bool one_d = config.parallel.tp_mode == TpMode::k1d;
@@ -448,12 +448,7 @@ Estimate estimate(const EstimateInput& in) {
   const int D = d * cp;  // the gradient group: dp x cp ranks hold the same weights
   const int chunks = p * v;
   const double T = static_cast<double>(c.train.micro_batch) * g.seq / cp;
-  PerParam full{};  // bytes per parameter before ZeRO shards them
-  {
-    config::RunConfig unsharded = c;
-    unsharded.parallel.zero = 0;
-    full = per_param(unsharded, 1);
-  }
+  const PerParam full = per_param(c, 1, 0);  // bytes per parameter before ZeRO shards them
   Estimate e;
   e.device = in.device.name;
   e.device_memory_bytes = in.device.memory_bytes();
@@ -462,7 +457,7 @@ Estimate estimate(const EstimateInput& in) {
 
   // Memory, rank by rank.
   const StageMemoryModel mem = memory_model(c, d, t, p, v, m);
-  const PerParam bpp = per_param(c, d);
+  const PerParam bpp = per_param(c, d, c.parallel.zero);
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
   const double gpu_workspace = hw.cal.gpu_workspace_gib * 1024.0 * 1024.0 * 1024.0;
   // Working set of full recompute: one layer's activations rebuilt at a time.

@@ -77,7 +77,7 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
   if (topo.tp_spans_nodes()) {
     std::string why = p.tp > c.cluster.gpus_per_node
                           ? "tp=" + std::to_string(p.tp) + " is larger than the " + std::to_string(c.cluster.gpus_per_node) + " GPUs of a node"
-                          : "parallel.order=" + config::order_text(c.parallel.order) + " does not keep each TP group on one node";
+                          : "parallel.order=" + config::order_text(topo.order()) + " does not keep each TP group on one node";
     p.warnings.push_back("TP groups span nodes (" + why + "): every layer's tensor-parallel all-reduces cross the inter-node network; "
                          "keep tp <= gpus_per_node with tp innermost in parallel.order");
   }
@@ -232,7 +232,7 @@ Json plan_to_json(const Plan& p) {
   j.set("cp", p.cp);
   if (p.cp > 1) j.set("cp_comm", std::string(config::to_string(c.parallel.cp_comm)));
   j.set("zero", c.parallel.zero);
-  j.set("order", config::order_text(c.parallel.order));
+  j.set("order", config::order_text(topo.order()));
   j.set("tp_mode", std::string(config::to_string(c.parallel.tp_mode)));
   if (c.parallel.tp_mode == config::TpMode::k2p5d) j.set("tp_depth", c.parallel.tp_depth);
   j.set("schedule", std::string(config::to_string(c.pipeline.schedule)));
@@ -357,7 +357,7 @@ std::string plan_to_text(const Plan& p, double tokens) {
     << "  pp=" << p.pp;
   if (p.cp > 1) o << "  cp=" << p.cp << " (" << config::to_string(c.parallel.cp_comm) << ")";
   if (c.parallel.zero > 0) o << "  zero=" << c.parallel.zero;
-  o << "  order=" << config::order_text(c.parallel.order) << "\n";
+  o << "  order=" << config::order_text(topo.order()) << "\n";
   o << "  schedule=" << config::to_string(c.pipeline.schedule);
   if (p.virtual_stages > 1) o << " (" << p.virtual_stages << " chunks per pp rank)";
   o << "  micro-batches m=" << p.micro_batches << "  bubble=" << percent(p.bubble_fraction()) << "\n\n";

@@ -143,13 +143,12 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
   struct Split {
     int tp, cp, pp;
   };
-  const int fixed_cp = options.constraints.cp;
   std::vector<Split> splits;
   for (int tp : divisors(world, 1 << 12)) {
     if (m.heads % tp != 0 || m.kv() % tp != 0 || m.ffn() % tp != 0) continue;
     for (int cp : divisors(world / tp, m.seq_len / 2)) {
       if (m.seq_len % (2 * cp) != 0) continue;
-      if (fixed_cp > 0 ? cp != fixed_cp : cp > 1 && m.seq_len / cp < options.min_cp_tokens) continue;
+      if (cp > 1 && m.seq_len / cp < options.min_cp_tokens) continue;
       for (int pp : divisors(world / (tp * cp), m.layers)) splits.push_back({tp, cp, pp});
     }
   }
@@ -160,6 +159,14 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
     const auto [tp, cp, pp] = splits[split];
     {
       const int dp = world / (tp * cp * pp);
+      // Where this split's groups sit: the same for every candidate of it.
+      RunConfig sizes = base;
+      sizes.parallel.dp = dp;
+      sizes.parallel.tp = tp;
+      sizes.parallel.cp = cp;
+      sizes.parallel.pp = pp;
+      EstimateInput layout;
+      set_layout(layout, topology_spec(sizes));
       if (base.train.global_batch % dp != 0) continue;
       const int per_replica = base.train.global_batch / dp;
       for (int mb : divisors(per_replica, options.max_micro_batch)) {
@@ -197,7 +204,14 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                   continue;
                 }
                 in.config = c;
-                set_layout(in, topology_spec(c));
+                in.dp = layout.dp;
+                in.tp = layout.tp;
+                in.pp = layout.pp;
+                in.cp = layout.cp;
+                in.tp_nodes = layout.tp_nodes;
+                in.cp_nodes = layout.cp_nodes;
+                in.dp_nodes = layout.dp_nodes;
+                in.pp_crosses_nodes = layout.pp_crosses_nodes;
                 in.virtual_stages = sc.v;
                 in.micro_batches = micro_batches;
                 in.chunk_layers = uniform_counts(m.layers, pp * sc.v);

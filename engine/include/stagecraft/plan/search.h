@@ -50,9 +50,9 @@ struct SearchOptions {
   int max_virtual_stages = 8;
   LayoutConstraints constraints;
   // Context-parallel sizes tried: those that leave each rank at least this many tokens of a
-  // sequence (long contexts split; short ones would only pay the ring). A fixed constraints.cp
-  // is tried whatever it leaves.
-  int min_cp_tokens = 2048;
+  // sequence (long contexts split; short ones would only pay the ring). Constraints only filter
+  // what is tried (allows()), so a front end's filtered result equals a constrained search.
+  int min_cp_tokens = 1024;
   // Called on the searching thread with the fraction of (tp, cp, pp) splits done, from 0 to 1, about
   // once per split; returning false stops the search, which then fails (unavailable) with
   // "search: cancelled". Empty: no reports.
