@@ -161,6 +161,46 @@ class TestCliCost : public QObject {
     QVERIFY(!fitting.out.contains("does not fit"));
   }
 
+  // Context parallelism and ZeRO stages: a fixed cp, a cap on the stage, and both in scale.
+  void searchAndScaleOverCpAndZero() {
+    const Run j = cli({"search", config("llama3-8b-128k-4x8.yaml"), "--top", "20", "--cp", "4", "--max-zero", "2", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto plans = json(j.out).object()["plans"].toArray();
+    QVERIFY(plans.size() >= 5);
+    for (const auto& v : plans) {
+      const auto p = v.toObject();
+      QCOMPARE(p["cp"].toInt(), 4);
+      QVERIFY(p["zero"].toInt() <= 2);
+      QCOMPARE(p["dp"].toInt() * p["tp"].toInt() * p["pp"].toInt() * p["cp"].toInt(), 32);
+      QVERIFY(p["overrides"].toArray().contains(QJsonValue("parallel.cp=4")));
+    }
+    // Unconstrained, the 128k sequences are split: every kept layout uses cp > 1 or fits otherwise,
+    // and ZeRO 3 is among the stages tried.
+    const Run any = cli({"search", config("llama3-8b-128k-4x8.yaml"), "--top", "100000", "--json"});
+    QCOMPARE(any.code, 0);
+    bool cp = false, zero3 = false;
+    for (const auto& v : json(any.out).object()["plans"].toArray()) {
+      cp = cp || v.toObject()["cp"].toInt() > 1;
+      zero3 = zero3 || v.toObject()["zero"].toInt() == 3;
+    }
+    QVERIFY(cp && zero3);
+    const Run s = cli({"scale", config("llama3-8b-128k-4x8.yaml"), "--cp", "2", "--json"});
+    QCOMPARE(s.code, 0);
+    for (const auto& v : json(s.out).object()["points"].toArray()) {
+      const auto p = v.toObject();
+      if (p["found"].toBool()) QVERIFY2(p["layout"].toString().contains(" cp=2"), qPrintable(p["layout"].toString()));
+    }
+    const Run bad = cli({"search", config("bert-large-3d.yaml"), "--max-zero", "4"});
+    QCOMPARE(bad.code, 2);
+    QVERIFY2(bad.err.contains("--max-zero 4: expected a whole number from 0 to 3"), qPrintable(bad.err));
+    const Run both = cli({"search", config("bert-large-3d.yaml"), "--no-zero", "--max-zero", "1"});
+    QCOMPARE(both.code, 2);
+    QVERIFY(both.err.contains("--no-zero and --max-zero together"));
+    const Run badScale = cli({"scale", config("bert-large-3d.yaml"), "--cp", "0"});
+    QCOMPARE(badScale.code, 2);
+    QVERIFY2(badScale.err.contains("scale: --cp 0: expected a whole number from 1"), qPrintable(badScale.err));
+  }
+
   // A base whose own layout is invalid is fine: search chooses the layout.
   void searchAcceptsAnyBaseLayout() {
     const Run r = cli({"search", config("bert-large-3d.yaml"), "parallel.tp=3", "--top", "1"});

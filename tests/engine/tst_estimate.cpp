@@ -147,6 +147,83 @@ class TestEstimate : public QObject {
     QCOMPARE(r.params, model::ModelDesc::from(c.model).total_params());
   }
 
+  // ZeRO over the gradient group d = dp x cp: bytes per parameter held, and what each stage adds
+  // in flight (zero 2: two unsharded gradient buckets; zero 3: two whole layers' weights).
+  void zeroStagesShardOverDpTimesCp_data() {
+    QTest::addColumn<int>("zero");
+    QTest::addColumn<int>("cp");
+    QTest::addColumn<double>("weights");  // bytes per parameter, sharded part only (bf16: 2 + 4 + 12)
+    QTest::addColumn<double>("grads");
+    QTest::addColumn<double>("optimizer");
+    QTest::newRow("zero 0") << 0 << 1 << 2.0 << 4.0 << 12.0;
+    QTest::newRow("zero 1, d 8") << 1 << 1 << 2.0 << 4.0 << 12.0 / 8;
+    QTest::newRow("zero 2, d 8") << 2 << 1 << 2.0 << 4.0 / 8 << 12.0 / 8;
+    QTest::newRow("zero 3, d 8") << 3 << 1 << 2.0 / 8 << 4.0 / 8 << 12.0 / 8;
+    QTest::newRow("zero 3, dp 4 x cp 2") << 3 << 2 << 2.0 / 8 << 4.0 / 8 << 12.0 / 8;
+    QTest::newRow("zero 1, dp 4 x cp 2") << 1 << 2 << 2.0 << 4.0 << 12.0 / 8;
+  }
+  void zeroStagesShardOverDpTimesCp() {
+    QFETCH(int, zero);
+    QFETCH(int, cp);
+    QFETCH(double, weights);
+    QFETCH(double, grads);
+    QFETCH(double, optimizer);
+    auto c = parse("model: {layers: 8, hidden: 1024, heads: 16, seq_len: 2048}\ncluster: {nodes: 1, gpus_per_node: 8}\n"
+                   "train: {global_batch: 64, precision: bf16}\nparallel: {zero: " + std::to_string(zero) + ", cp: " + std::to_string(cp) +
+                   ", grad_bucket_mb: 1}\n");
+    const auto p = make(c);
+    const auto& r = p.estimate.memory.at(0);
+    const auto g = model::ModelDesc::from(c.model);
+    const double layer = g.layer_params();
+    const double buckets = zero >= 2 ? 2.0 * 1024 * 1024 : 0.0;
+    const double gathered = zero == 3 ? 2.0 * layer * 2.0 : 0.0;
+    QCOMPARE(r.params, g.total_params());
+    QVERIFY(std::abs(r.weights - (r.params * weights + gathered)) < 1.0);
+    QVERIFY(std::abs(r.grads - (r.params * grads + buckets)) < 1.0);
+    QVERIFY(std::abs(r.optimizer - r.params * optimizer) < 1.0);
+  }
+
+  // Each stage holds less than the one before it; zero 3 pays the most data-parallel traffic.
+  void zeroStagesTradeMemoryForTraffic() {
+    const std::string base = std::string(kGpt175) + "cluster: {nodes: 16, gpus_per_node: 8}\n"
+                             "parallel: {tp: 8, pp: 4, overlap_grad_reduce: false}\ntrain: {global_batch: 256, micro_batch: 1, precision: bf16}\n";
+    double last_peak = 0, last_dp = -1;
+    for (int zero = 0; zero <= 3; ++zero) {
+      const auto e = make(parse(base, {"parallel.zero=" + std::to_string(zero)})).estimate;
+      if (zero > 0) QVERIFY2(e.peak_memory_bytes < last_peak, qPrintable(QString("zero %1").arg(zero)));
+      if (zero == 3) QVERIFY2(e.breakdown.dp_comm_s > last_dp, qPrintable(QString("zero %1").arg(zero)));
+      last_peak = e.peak_memory_bytes;
+      last_dp = e.breakdown.dp_comm_s;
+    }
+  }
+
+  // Context parallelism: each rank keeps s / cp tokens; its weights do not shrink; the ring's
+  // transfers hide behind long attention, Ulysses' all-to-alls do not.
+  void contextParallelSplitsActivations() {
+    const std::string base = "model: {arch: llama, layers: 32, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, seq_len: 131072,"
+                             " vocab: 128256, tied_embeddings: false}\ncluster: {nodes: 4, gpus_per_node: 8, device: H100-SXM}\n"
+                             "parallel: {tp: 8}\ntrain: {global_batch: 16, micro_batch: 1, precision: bf16, attention: flash, recompute: full}\n";
+    const auto one = make(parse(base, {"parallel.cp=1"})).estimate;
+    const auto two = make(parse(base, {"parallel.cp=2"})).estimate;
+    const auto four = make(parse(base, {"parallel.cp=4"})).estimate;
+    QCOMPARE(two.memory[0].weights, one.memory[0].weights);
+    QVERIFY(std::abs(two.memory[0].activations / one.memory[0].activations - 0.5) < 0.01);
+    QVERIFY(std::abs(four.memory[0].activations / one.memory[0].activations - 0.25) < 0.01);
+    QCOMPARE(one.breakdown.cp_comm_s, 0.0);
+    // 128k tokens: a 16k-token K/V block moves in far less time than its block's attention takes.
+    QVERIFY2(four.breakdown.cp_comm_s < 0.01 * four.breakdown.compute_s, qPrintable(QString::number(four.breakdown.cp_comm_s)));
+    const auto a2a = make(parse(base, {"parallel.cp=4", "parallel.tp=2", "parallel.cp_comm=all_to_all"})).estimate;
+    const auto ring = make(parse(base, {"parallel.cp=4", "parallel.tp=2"})).estimate;
+    QVERIFY(a2a.breakdown.cp_comm_s > ring.breakdown.cp_comm_s);
+    // The same model FLOPs whatever the split; a micro-batch's work per GPU halves with cp 2 (the
+    // step's stays: cp 2 takes its GPUs from dp, so each replica runs twice the micro-batches).
+    QCOMPARE(two.model_flops, one.model_flops);
+    const auto p1 = make(parse(base, {"parallel.cp=1"})), p2 = make(parse(base, {"parallel.cp=2"}));
+    QCOMPARE(p2.micro_batches, 2 * p1.micro_batches);
+    const double per1 = one.breakdown.compute_s / p1.micro_batches, per2 = two.breakdown.compute_s / p2.micro_batches;
+    QVERIFY2(per2 < 0.55 * per1 && per2 > 0.45 * per1, qPrintable(QString("%1 vs %2").arg(per2).arg(per1)));
+  }
+
   // TP shards the layers; the tied word embedding sits on the first stage and again on the last.
   void parametersPerRank() {
     auto c = parse(std::string(kGpt175) + "cluster: {nodes: 8, gpus_per_node: 8}\nparallel: {tp: 8, pp: 8}\ntrain: {global_batch: 64}\n");

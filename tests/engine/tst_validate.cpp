@@ -71,6 +71,19 @@ class TestValidate : public QObject {
                                                   << "command line: parallel.tp=8: tp x pp = 16 is more than the 8 GPUs of the cluster (1 node x 8)";
     QTest::newRow("dp auto: pp alone above world") << QStringList{"parallel.dp=auto", "parallel.tp=1", "parallel.pp=16"}
                                                    << "command line: parallel.pp=16: tp x pp = 16 is more than the 8 GPUs of the cluster (1 node x 8)";
+    // world = dp x tp x cp x pp; cp splits the sequence into 2 x cp chunks
+    QTest::newRow("dp x tp x cp x pp != world") << QStringList{"parallel.cp=2"}
+                                                << "rules.yaml:12: parallel.dp=2: dp x tp x cp x pp = 16 but the cluster has 8 GPUs (1 node x 8); set dp: auto or change the sizes";
+    QTest::newRow("dp auto: tp x cp x pp above world") << QStringList{"parallel.dp=auto", "parallel.cp=4"}
+                                                       << "rules.yaml:13: parallel.tp=2: tp x cp x pp = 16 is more than the 8 GPUs of the cluster (1 node x 8)";
+    QTest::newRow("cp alone: world not divisible") << QStringList{"parallel.dp=auto", "parallel.tp=1", "parallel.pp=1", "parallel.cp=3"}
+                                                   << "command line: parallel.cp=3: 8 GPUs are not divisible by tp x cp x pp = 3";
+    QTest::newRow("2 x cp must divide seq_len") << QStringList{"parallel.dp=auto", "parallel.pp=1", "parallel.cp=4", "model.seq_len=500"}
+                                                << "command line: parallel.cp=4: context parallelism splits model.seq_len=500 into 2 x cp = 8 chunks, so 2 x cp must divide it";
+    QTest::newRow("Ulysses needs cp to divide the heads") << QStringList{"parallel.dp=1", "parallel.pp=1", "parallel.tp=2", "parallel.cp=4", "model.heads=4", "parallel.cp_comm=all_to_all"}
+                                                          << "command line: parallel.cp_comm=all_to_all: exchanges heads over the cp=4 ranks, so cp must divide the 2 query and 2 key/value heads of each tp rank; use cp_comm: ring";
+    QTest::newRow("cp with a 2d tensor grid") << QStringList{"parallel.dp=1", "parallel.pp=1", "parallel.tp=4", "parallel.cp=2", "parallel.tp_mode=2d"}
+                                              << "command line: parallel.cp=2: context parallelism goes with tp_mode 1d; set cp: 1 or tp_mode: 1d";
     // TP divides heads and ffn_hidden
     QTest::newRow("tp does not divide heads") << QStringList{"parallel.dp=auto", "parallel.tp=8", "parallel.pp=1", "model.heads=4"}
                                               << "command line: parallel.tp=8: tp must divide model.heads=4 so that every rank holds whole heads";
