@@ -816,6 +816,78 @@ class TestFrameworks : public QObject {
   // exactly like itself: the same config where the framework can say everything, else (a
   // fixed rank order that forms other groups, noted by the export) the same sizes, stages and
   // micro-batches with the framework's groups. Layouts a framework cannot run are refused.
+  // torchtitan: every example exported as its options and read back plans the same sizes,
+  // schedule and batch; what torchtitan runs differently (sequence parallelism on with tp, FSDP
+  // for any ZeRO stage, its ring for cp) comes back as torchtitan runs it.
+  void torchtitanRoundTrip_data() {
+    QTest::addColumn<QString>("config");
+    const auto files = QDir(QString::fromStdString(configs_dir())).entryList({"*.yaml"}, QDir::Files, QDir::Name);
+    for (const auto& f : files) QTest::newRow(qPrintable(f)) << f;
+  }
+  void torchtitanRoundTrip() {
+    QFETCH(QString, config);
+    const RunConfig x = load(config);
+    auto e = export_files(x, Framework::kTorchtitan);
+    const bool refused = x.parallel.tp_mode != TpMode::k1d || x.train.precision == stagecraft::config::Precision::kFp16;
+    QCOMPARE(!e.ok(), refused);
+    if (refused) return;
+    auto back = import_config(e->files.front().text, Framework::kTorchtitan, &x, "exported.sh");
+    QVERIFY2(back.ok(), back.status().message().c_str());
+    const Plan px = plan_of(x), pb = plan_of(back.value());
+    QCOMPARE((QList<int>{pb.dp, pb.tp, pb.pp, pb.cp, pb.virtual_stages, pb.micro_batches}),
+             (QList<int>{px.dp, px.tp, px.pp, px.cp, px.virtual_stages, px.micro_batches}));
+    bool uneven = false;
+    for (const auto& st : px.stages) uneven = uneven || st.num_layers != px.stages.front().num_layers;
+    if (!uneven) QCOMPARE(pb.layer_stage, px.layer_stage);
+    const RunConfig& b = back.value();
+    if (px.pp > 1) QCOMPARE(b.pipeline.schedule, x.pipeline.schedule);
+    QCOMPARE(b.parallel.sequence_parallel, x.parallel.tp > 1);
+    const int zero = px.dp > 1 && x.parallel.zero > 0 ? (x.parallel.zero == 2 ? 2 : 3) : 0;
+    QCOMPARE(b.parallel.zero, zero);
+    QCOMPARE(b.model.seq_len, x.model.seq_len);
+    QCOMPARE(b.train.global_batch, x.train.global_batch);
+    QCOMPARE(b.train.micro_batch, x.train.micro_batch);
+    QCOMPARE(b.train.steps, x.train.steps);
+    QCOMPARE(b.train.warmup_steps, x.train.warmup_steps);
+    QCOMPARE(b.train.seed, x.train.seed);
+    QCOMPARE(b.train.grad_clip, x.train.grad_clip);
+    QCOMPARE(b.train.precision, x.train.precision);
+    QVERIFY(std::abs(b.train.min_lr - x.train.min_lr) <= 1e-9 * std::max(1e-12, x.train.lr));
+  }
+
+  void torchtitanTomlJobConfig() {
+    // torchtitan's TOML job config form: [section] then option = value.
+    const RunConfig base = load("llama3-8b-1x8.yaml");
+    const std::string toml =
+        "[job]\ndump_folder = \"./outputs\"\n\n[parallelism]\ndata_parallel_replicate_degree = 1\n"
+        "data_parallel_shard_degree = -1  # the rest\ntensor_parallel_degree = 2\ncontext_parallel_degree = 2\n"
+        "fsdp_reshard_after_forward = \"never\"\n\n[training]\nmax_context_length = 8192\nnum_tokens_per_microbatch_per_dp_rank = 16384\n"
+        "num_tokens_per_train_step = 1048576\nsteps = 500\nmixed_precision_param = \"bfloat16\"\n";
+    auto c = import_config(toml, Framework::kTorchtitan, &base, "llama.toml");
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    QCOMPARE(c->parallel.tp, 2);
+    QCOMPARE(c->parallel.cp, 2);
+    QCOMPARE(resolved_dp(c.value()), 2);
+    QCOMPARE(c->parallel.zero, 2);
+    QCOMPARE(c->train.micro_batch, 2);
+    QCOMPARE(c->train.global_batch, 128);
+    QCOMPARE(c->train.steps, 500);
+    // HSDP and a schedule Stagecraft does not plan are refused, each naming the option and line.
+    auto hsdp = import_config("[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 2\n", Framework::kTorchtitan,
+                              &base, "h.toml");
+    QVERIFY(!hsdp.ok());
+    QVERIFY2(qs(hsdp.status().message()).startsWith("h.toml:3: parallelism.data_parallel_replicate_degree=2 and data_parallel_shard_degree=2 (HSDP)"),
+             hsdp.status().message().c_str());
+    auto zb = import_config("TORCHTITAN_ARGS=(\n  --parallelism.pipeline_parallel_degree 2\n  --parallelism.pipeline_parallel_schedule ZBVZeroBubble\n)\n",
+                            Framework::kTorchtitan, &base, "z.sh");
+    QVERIFY(!zb.ok());
+    QVERIFY2(qs(zb.status().message()).contains("z.sh:3: parallelism.pipeline_parallel_schedule=ZBVZeroBubble: Stagecraft plans GPipe"),
+             zb.status().message().c_str());
+    auto none = import_config("echo hello\n", Framework::kTorchtitan, &base, "e.sh");
+    QVERIFY(!none.ok());
+    QVERIFY(qs(none.status().message()).contains("no torchtitan settings found"));
+  }
+
   void roundTrip_data() {
     QTest::addColumn<QString>("config");
     QTest::addColumn<QString>("to");

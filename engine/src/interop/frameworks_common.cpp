@@ -49,7 +49,7 @@ std::string framework_choices(bool importable_only) {
   return s;
 }
 
-bool can_import(Framework f) { return f != Framework::kMegatron && f != Framework::kTorchtitan; }
+bool can_import(Framework f) { return f != Framework::kMegatron; }
 
 std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
   // Completed with cp after tp: Megatron-Core's tp-cp-ep-dp-pp (or tp-cp-ep-pp-dp with

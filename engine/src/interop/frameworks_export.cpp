@@ -720,7 +720,8 @@ Result<Exported> export_torchtitan(Ctx& x) {
   o << "#!/usr/bin/env bash\n";
   o << comment("torchtitan command line for " + c.name + ", written by stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ".");
-  o << comment("torchtitan's device mesh orders pp, dp_replicate, dp_shard, cp, tp from outermost to innermost (tp-dp-pp here). "
+  o << comment("torchtitan's device mesh orders pp, dp_replicate, dp_shard, cp, tp from outermost to innermost (" +
+               layout_order_text(order, x.cp) + " here). "
                "Its options as of torchtitan b5bcd76 (2026-08-21, torchtitan/config/configs.py); they override the "
                "configuration's.");
   if (x.pp > 1) o << comment("Layers per pipeline stage" + std::string(x.v > 1 ? " (chunk order)" : "") + ": " + int_list(x.counts) + ".");

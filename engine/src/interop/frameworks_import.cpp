@@ -1,5 +1,5 @@
-// Import of LiBai, PaddlePaddle and Colossal-AI Python configs and DeepSpeed ds_config JSON into
-// a RunConfig. See frameworks.h for the contract.
+// Import of LiBai, PaddlePaddle and Colossal-AI Python configs, DeepSpeed ds_config JSON and
+// torchtitan's options (or a TOML job config) into a RunConfig. See frameworks.h for the contract.
 //
 // Each reader sets what its format carries on a copy of the base (or of RunConfig's defaults)
 // and records the file line each Stagecraft key came from; finish() then keeps the base's
@@ -7,6 +7,7 @@
 // Python files are evaluated by python_literal.h: values it cannot evaluate are errors only
 // when they are read here.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -637,6 +638,223 @@ void read_deepspeed(std::string_view text, RunConfig& c, Report& r) {
 // A Hugging Face config.json: the model section (transformers' LlamaConfig, MistralConfig,
 // Qwen2Config, GPT2Config). The sequence length is the base's where there is one (a model's
 // max_position_embeddings is how far it can reach, not what a run trains at), else that maximum.
+// ----------------------------------------------------------------------------- torchtitan
+
+// torchtitan's settings as `section.option` = text with the line it is on: from its
+// `--section.option VALUE` (or `=VALUE`) command-line options, anywhere outside comments (the
+// exported TORCHTITAN_ARGS, a torchrun line), or from a TOML job config's `[section]` and
+// `option = value` lines.
+std::map<std::string, std::pair<std::string, int>> torchtitan_settings(std::string_view text) {
+  std::map<std::string, std::pair<std::string, int>> out;
+  std::string section;
+  int line_no = 0;
+  size_t pos = 0;
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t' || v.back() == '\r' || v.back() == '\\')) v.remove_suffix(1);
+    return v;
+  };
+  auto unquote = [](std::string_view v) {
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    return std::string(v);
+  };
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    std::string_view line = trim(text.substr(pos, end - pos));
+    ++line_no;
+    pos = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      section = std::string(trim(line.substr(1, line.size() - 2)));
+      continue;
+    }
+    // TOML: option = value (its comment after '#' dropped).
+    if (line.rfind("--", 0) != 0 && line.find('=') != std::string_view::npos && !section.empty()) {
+      const size_t eq = line.find('=');
+      std::string_view value = line.substr(eq + 1);
+      if (const size_t hash = value.find('#'); hash != std::string_view::npos && value.find('"') == std::string_view::npos) value = value.substr(0, hash);
+      out[section + "." + std::string(trim(line.substr(0, eq)))] = {unquote(trim(value)), line_no};
+      continue;
+    }
+    // Command-line options: --section.option VALUE or --section.option=VALUE.
+    std::vector<std::string_view> words;
+    for (size_t i = 0; i < line.size();) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      const size_t start = i;
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+      if (i > start) words.push_back(line.substr(start, i - start));
+    }
+    for (size_t w = 0; w < words.size(); ++w) {
+      std::string_view word = words[w];
+      if (word.rfind("--", 0) != 0 || word.find('.') == std::string_view::npos) continue;
+      word.remove_prefix(2);
+      if (const size_t eq = word.find('='); eq != std::string_view::npos) {
+        out[std::string(word.substr(0, eq))] = {unquote(word.substr(eq + 1)), line_no};
+      } else if (w + 1 < words.size() && words[w + 1].rfind("--", 0) != 0) {
+        out[std::string(word)] = {unquote(words[w + 1]), line_no};
+        ++w;
+      } else {
+        out[std::string(word)] = {"true", line_no};  // a flag
+      }
+    }
+  }
+  return out;
+}
+
+void read_torchtitan(std::string_view text, RunConfig& c, Report& r) {
+  const auto settings = torchtitan_settings(text);
+  if (settings.empty()) {
+    r.problem(0, "no torchtitan settings found: expected its --section.option command-line options (export --to torchtitan) or a TOML job config");
+    return;
+  }
+  auto line = [&](const std::string& key) {
+    auto it = settings.find(key);
+    return it == settings.end() ? 0 : it->second.second;
+  };
+  auto text_of = [&](const std::string& key) -> std::optional<std::string> {
+    auto it = settings.find(key);
+    if (it == settings.end()) return std::nullopt;
+    return it->second.first;
+  };
+  auto integer = [&](const std::string& key, long long lo, long long hi) -> std::optional<long long> {
+    auto t = text_of(key);
+    if (!t) return std::nullopt;
+    long long v = 0;
+    auto [p, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+    if (ec != std::errc() || p != t->data() + t->size() || v < lo || v > hi) {
+      r.problem(line(key), key + "=" + *t + ": expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+      return std::nullopt;
+    }
+    return v;
+  };
+  auto number = [&](const std::string& key, double lo, double hi) -> std::optional<double> {
+    auto t = text_of(key);
+    if (!t) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(t->c_str(), &end);
+    if (t->empty() || end != t->c_str() + t->size() || !(v >= lo && v <= hi)) {
+      r.problem(line(key), key + "=" + *t + ": expected a number from " + py_float(lo) + " to " + py_float(hi));
+      return std::nullopt;
+    }
+    return v;
+  };
+  c.parallel.tp_mode = TpMode::k1d;
+  c.parallel.tp_depth = 1;
+  // Sizes: torchtitan's mesh is pp x dp_replicate x dp_shard x cp x tp; dp_shard -1 takes what the
+  // others leave of the world.
+  const long long tp = integer("parallelism.tensor_parallel_degree", 1, 1 << 20).value_or(1);
+  const long long pp = integer("parallelism.pipeline_parallel_degree", 1, 1 << 20).value_or(1);
+  const long long cp = integer("parallelism.context_parallel_degree", 1, 1 << 20).value_or(1);
+  const long long replicate = integer("parallelism.data_parallel_replicate_degree", 1, 1 << 20).value_or(1);
+  long long shard = integer("parallelism.data_parallel_shard_degree", -1, 1 << 20).value_or(-1);
+  if (shard == 0) {
+    r.problem(line("parallelism.data_parallel_shard_degree"), "parallelism.data_parallel_shard_degree=0: expected -1 (the rest of the world) or a size");
+    return;
+  }
+  if (shard == -1) {
+    const long long rest = static_cast<long long>(c.world_size()) / std::max(1LL, tp * pp * cp * replicate);
+    if (rest < 1 || rest * tp * pp * cp * replicate != c.world_size()) {
+      r.problem(line("parallelism.data_parallel_shard_degree"), "parallelism.data_parallel_shard_degree=-1: the " + std::to_string(c.world_size()) +
+                                                                    " GPUs of the cluster are not a multiple of the other degrees' product " +
+                                                                    std::to_string(tp * pp * cp * replicate));
+      return;
+    }
+    shard = rest;
+  }
+  if (replicate > 1 && shard > 1) {
+    r.problem(line("parallelism.data_parallel_shard_degree"),
+              "parallelism.data_parallel_replicate_degree=" + std::to_string(replicate) + " and data_parallel_shard_degree=" + std::to_string(shard) +
+                  " (HSDP): Stagecraft shards over the whole data-parallel group; set one of them to 1");
+    return;
+  }
+  c.parallel.tp = static_cast<int>(tp);
+  c.parallel.pp = static_cast<int>(pp);
+  c.parallel.cp = static_cast<int>(cp);
+  c.parallel.cp_comm = config::CpComm::kRing;
+  c.parallel.dp = static_cast<int>(replicate * shard);
+  r.set_line("parallel.tp", line("parallelism.tensor_parallel_degree"));
+  r.set_line("parallel.pp", line("parallelism.pipeline_parallel_degree"));
+  r.set_line("parallel.cp", line("parallelism.context_parallel_degree"));
+  r.set_line("parallel.dp", line(shard > 1 ? "parallelism.data_parallel_shard_degree" : "parallelism.data_parallel_replicate_degree"));
+  // FSDP shards weights, gradients and optimizer state (ZeRO-3); kept gathered from the forward to
+  // the backward it moves ZeRO-2's traffic.
+  const std::string reshard = text_of("parallelism.fsdp_reshard_after_forward").value_or("default");
+  c.parallel.zero = shard > 1 ? (reshard == "never" ? 2 : 3) : 0;
+  r.set_line("parallel.zero", line("parallelism.data_parallel_shard_degree"));
+  // torchtitan runs tensor parallelism with sequence parallelism unless told not to.
+  c.parallel.sequence_parallel = tp > 1 && text_of("parallelism.enable_sequence_parallel").value_or("true") != "false";
+  // Batch: tokens per micro-batch and per step over the sequence length.
+  if (auto seq = integer("training.max_context_length", 1, 1 << 30)) {
+    c.model.seq_len = static_cast<int>(*seq);
+    r.set_line("model.seq_len", line("training.max_context_length"));
+  }
+  const long long s = std::max(1, c.model.seq_len);
+  std::optional<int> micro, global;
+  if (auto t = integer("training.num_tokens_per_microbatch_per_dp_rank", 1, 1LL << 40)) {
+    if (*t % s != 0) {
+      r.problem(line("training.num_tokens_per_microbatch_per_dp_rank"), "training.num_tokens_per_microbatch_per_dp_rank=" + std::to_string(*t) +
+                                                                              ": not a whole number of " + std::to_string(s) + "-token sequences");
+    } else {
+      micro = static_cast<int>(*t / s);
+    }
+  }
+  if (auto t = integer("training.num_tokens_per_train_step", 1, 1LL << 50)) {
+    if (*t % s != 0) {
+      r.problem(line("training.num_tokens_per_train_step"), "training.num_tokens_per_train_step=" + std::to_string(*t) + ": not a whole number of " +
+                                                                std::to_string(s) + "-token sequences");
+    } else {
+      global = static_cast<int>(std::min<long long>(*t / s, 1'000'000'000));
+    }
+  }
+  set_batch(c, r, micro, std::nullopt, global, line("training.num_tokens_per_microbatch_per_dp_rank"), 0,
+            line("training.num_tokens_per_train_step"), "");
+  // The pipeline schedule.
+  c.pipeline.schedule = Schedule::k1f1b;
+  c.pipeline.virtual_stages = 1;
+  if (auto name = text_of("parallelism.pipeline_parallel_schedule"); name && pp > 1) {
+    if (*name == "GPipe") {
+      c.pipeline.schedule = Schedule::kGpipe;
+    } else if (*name == "Interleaved1F1B") {
+      c.pipeline.schedule = Schedule::kInterleaved;
+    } else if (*name != "1F1B") {
+      r.problem(line("parallelism.pipeline_parallel_schedule"), "parallelism.pipeline_parallel_schedule=" + *name +
+                                                                    ": Stagecraft plans GPipe, 1F1B and Interleaved1F1B (gpipe, 1f1b, interleaved)");
+    }
+    r.set_line("pipeline.schedule", line("parallelism.pipeline_parallel_schedule"));
+  }
+  if (auto per_stage = integer("parallelism.pipeline_parallel_layers_per_stage", 1, 1 << 20); per_stage && c.model.layers > 0) {
+    const long long chunks = c.model.layers / *per_stage;
+    if (chunks * *per_stage != c.model.layers || chunks % pp != 0) {
+      r.problem(line("parallelism.pipeline_parallel_layers_per_stage"), "parallelism.pipeline_parallel_layers_per_stage=" + std::to_string(*per_stage) +
+                                                                            ": the model's " + std::to_string(c.model.layers) + " layers do not split into " +
+                                                                            "whole stages of that size over pp=" + std::to_string(pp));
+    } else if (c.pipeline.schedule == Schedule::kInterleaved) {
+      c.pipeline.virtual_stages = static_cast<int>(chunks / pp);
+      r.set_line("pipeline.virtual_stages", line("parallelism.pipeline_parallel_layers_per_stage"));
+    } else if (chunks != pp) {
+      r.problem(line("parallelism.pipeline_parallel_layers_per_stage"), "parallelism.pipeline_parallel_layers_per_stage=" + std::to_string(*per_stage) +
+                                                                            ": " + std::to_string(chunks) + " stages over pp=" + std::to_string(pp) +
+                                                                            " ranks needs an interleaved schedule");
+    }
+    c.pipeline.partition = PartitionKind::kUniform;
+    c.pipeline.stage_ids.clear();
+  }
+  if (auto v = integer("training.steps", 1, 1'000'000'000)) c.train.steps = static_cast<int>(*v);
+  if (auto v = number("training.max_norm", 0.0, 1e6)) c.train.grad_clip = *v;
+  if (auto v = text_of("training.mixed_precision_param")) {
+    if (*v == "bfloat16") {
+      c.train.precision = Precision::kBf16;
+    } else if (*v == "float32") {
+      c.train.precision = Precision::kFp32;
+    } else {
+      r.problem(line("training.mixed_precision_param"), "training.mixed_precision_param=" + *v + ": expected bfloat16 or float32");
+    }
+  }
+  if (auto v = integer("lr_scheduler.warmup_steps", 0, 1'000'000'000)) c.train.warmup_steps = static_cast<int>(*v);
+  if (auto v = number("lr_scheduler.min_lr_factor", 0.0, 1.0)) c.train.min_lr = c.train.lr * *v;
+  if (auto v = integer("debug.seed", 0, (1LL << 53))) c.train.seed = static_cast<uint64_t>(*v);
+}
+
 void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report& r) {
   auto parsed = Json::parse(text);
   if (!parsed.ok()) {
@@ -804,6 +1022,8 @@ Result<RunConfig> import_config(std::string_view text, Framework from, const Run
   bool split_carried = false;
   if (from == Framework::kDeepspeed) {
     read_deepspeed(text, c, r);
+  } else if (from == Framework::kTorchtitan) {
+    read_torchtitan(text, c, r);
   } else if (from == Framework::kHf) {
     read_hf(text, c, base, r);
   } else {
