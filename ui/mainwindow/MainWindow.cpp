@@ -319,6 +319,8 @@ void MainWindow::showPlan(const stagecraft::plan::Plan& plan) {
                      .arg(plan.tp)
                      .arg(plan.pp);
   if (plan.virtual_stages > 1) text += tr(" x v %1").arg(plan.virtual_stages);
+  if (plan.cp > 1) text += tr(" · cp %1").arg(plan.cp);
+  if (plan.config.parallel.zero > 0) text += tr(" · ZeRO %1").arg(plan.config.parallel.zero);
   text += tr("  ·  m %1 · %2 · bubble %3%").arg(plan.micro_batches).arg(qs(cfg::to_string(plan.config.pipeline.schedule)))
               .arg(plan.bubble_fraction() * 100.0, 0, 'f', 1);
   text += tr("  ·  peak %1 of %2 GiB").arg(e.peak_memory_bytes / kGiB, 0, 'f', 1).arg(e.device_memory_bytes / kGiB, 0, 'f', 0);
@@ -335,14 +337,15 @@ void MainWindow::showPreview(const stagecraft::plan::Plan& plan) {
   m_stages->setPlan(plan);
   m_estimates->setPlan(plan);
   m_schedule->setPlan(plan);
-  m_summary->setText(tr("Preview (not applied): dp %1 · tp %2 · pp %3  ·  peak %4 of %5 GiB  ·  %6 s/step · MFU %7%")
+  m_summary->setText(tr("Preview (not applied): dp %1 · tp %2 · pp %3%8  ·  peak %4 of %5 GiB  ·  %6 s/step · MFU %7%")
                          .arg(plan.dp)
                          .arg(plan.tp)
                          .arg(plan.pp)
                          .arg(plan.estimate.peak_memory_bytes / kGiB, 0, 'f', 1)
                          .arg(plan.estimate.device_memory_bytes / kGiB, 0, 'f', 0)
                          .arg(plan.estimate.step_time_s, 0, 'g', 3)
-                         .arg(plan.estimate.mfu * 100.0, 0, 'f', 1));
+                         .arg(plan.estimate.mfu * 100.0, 0, 'f', 1)
+                         .arg(plan.cp > 1 ? tr(" · cp %1").arg(plan.cp) : QString()));
 }
 
 void MainWindow::showScaling() {
