@@ -2,6 +2,7 @@
 #include "stagecraft/model/model.h"
 
 #include <cmath>
+#include <iterator>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -231,6 +232,18 @@ std::string ModelDesc::summary() const {
   if (qkv_bias) s += ", q/k/v biases";
   s += ", vocabulary " + std::to_string(vocab) + (tied ? ", tied head" : ", untied head");
   return s;
+}
+
+ParamSharding sharding_of(const ParamSpec& p) {
+  ParamSharding s;
+  s.tp_split = p.split != Split::kReplicated;
+  s.replicated_over.assign(std::begin(kReplicaAxes), std::end(kReplicaAxes));
+  return s;
+}
+
+bool counts_in_norm(const ParamSpec& p, int tp_rank, bool head_copy) {
+  if (head_copy) return false;
+  return sharding_of(p).tp_split || tp_rank == 0;
 }
 
 std::vector<int64_t> shard_shape(const ParamSpec& p, int tp) {

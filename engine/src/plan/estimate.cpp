@@ -445,7 +445,7 @@ Estimate estimate(const EstimateInput& in) {
   const Hw hw = hardware(in);
   const int p = std::max(1, in.pp), v = std::max(1, in.virtual_stages), m = std::max(1, in.micro_batches);
   const int t = std::max(1, in.tp), d = std::max(1, in.dp), cp = std::max(1, in.cp);
-  const int D = d * cp;  // the gradient group: dp x cp ranks hold the same weights
+  const int D = d * cp;  // the gradient group over model::kReplicaAxes: dp x cp ranks hold the same weights
   const int chunks = p * v;
   const double T = static_cast<double>(c.train.micro_batch) * g.seq / cp;
   const PerParam full = per_param(c, 1, 0);  // bytes per parameter before ZeRO shards them

@@ -198,6 +198,25 @@ struct ModelDesc {
   std::string summary() const;
 };
 
+// ---- Which ranks hold which part of a parameter: the one place the gradient norm, ZeRO,
+// checkpoints and the cost model's memory count from. ----
+//
+// A parameter is split over tp by its Split (kReplicated: whole on every tp rank), sits on the
+// pipeline stage of its layer (Place), and is replicated over the replica axes, dp and cp: their
+// ranks hold the same values, sum its gradient, and are the group parallel.zero shards it over
+// (plan::gradient_axes). A new axis is a name in config::Axis plus its line here.
+inline constexpr config::Axis kReplicaAxes[] = {config::Axis::kDp, config::Axis::kCp};
+struct ParamSharding {
+  bool tp_split = false;                      // split over the tp ranks, else a whole copy on each
+  std::vector<config::Axis> replicated_over;  // the axes whose ranks hold the same shard
+};
+ParamSharding sharding_of(const ParamSpec& p);
+// Whether TP rank `tp_rank` adds p's gradient to the global norm, so that every element counts
+// once over the tp ranks: a split tensor on each, a whole one on tp rank 0; `head_copy` (the last
+// stage's copy of a tied embedding) never, the first stage's counts it. Over the replica axes
+// the optimizer adds one replica's, or every ZeRO shard once.
+bool counts_in_norm(const ParamSpec& p, int tp_rank, bool head_copy);
+
 // Shape of TP rank's shard.
 std::vector<int64_t> shard_shape(const ParamSpec& p, int tp);
 int64_t shard_numel(const ParamSpec& p, int tp);

@@ -37,6 +37,7 @@
 
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
+#include "stagecraft/model/model.h"
 
 namespace stagecraft::plan {
 
@@ -74,9 +75,9 @@ struct TopologySpec {
 };
 
 // The axes a dense parameter is replicated over, whose ranks reduce its gradients (and over which
-// parallel.zero shards optimizer state, gradients and parameters): dp, and cp, whose ranks hold
-// the same weights for other parts of each sequence.
-inline std::vector<Axis> gradient_axes() { return {Axis::kDp, Axis::kCp}; }
+// parallel.zero shards optimizer state, gradients and parameters): model::kReplicaAxes, dp and cp,
+// whose ranks hold the same weights for other samples and other parts of each sequence.
+inline std::vector<Axis> gradient_axes() { return {std::begin(model::kReplicaAxes), std::end(model::kReplicaAxes)}; }
 
 // The spec of a config's cluster and parallel sizes (dp resolved).
 TopologySpec topology_spec(const config::RunConfig& config);
