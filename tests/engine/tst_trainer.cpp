@@ -231,6 +231,11 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
   return out;
 }
 
+std::vector<std::string> with_zero(std::vector<std::string> o, int zero) {
+  o.push_back("parallel.zero=" + std::to_string(zero));
+  return o;
+}
+
 bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
 
 }  // namespace
@@ -362,6 +367,112 @@ class TestTrainer : public QObject {
       // fp32 sums in another order (split GEMMs, all-reduces) move the loss by ~1e-7 relative.
       QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));
       QVERIFY2(close(r.norms[i], ref.norms[i], 1e-4), qPrintable(QString("step %1 norm: %2 vs %3").arg(i + 1).arg(r.norms[i]).arg(ref.norms[i])));
+    }
+  }
+
+  // parallel.zero 2 (gradients sharded, zero_shards.h) and 3 (parameters too) over the gradient
+  // group: 20 steps of the same losses and gradient norms as one rank at zero 0, within 1e-5
+  // (fp32 sums in another order; a dropped or doubled gradient piece moves the norm by far more),
+  // in every layout and schedule, with recompute, for GPT-2 (tied) and Llama (untied), and on the
+  // off-host device with Gloo-like (staged) and NCCL-like (direct) groups.
+  void zeroShardsTrainAsOneRank_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<int>("memory");
+    const QStringList llama = {"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=48", "model.tied_embeddings=false"};
+    for (int zero : {2, 3}) {
+      auto layout = [zero](int dp, int tp, int pp, QStringList extra = {}) {
+        QStringList o = {QString("cluster.gpus_per_node=%1").arg(dp * tp * pp), "cluster.device=cpu", QString("parallel.dp=%1").arg(dp),
+                         QString("parallel.tp=%1").arg(tp), QString("parallel.pp=%1").arg(pp), QString("parallel.zero=%1").arg(zero)};
+        return o + extra;
+      };
+      auto row = [zero](const char* name) { return qPrintable(QString("zero %1 %2").arg(zero).arg(name)); };
+      const int host = static_cast<int>(Memory::kHost);
+      QTest::newRow(row("dp=2")) << layout(2, 1, 1) << host;
+      QTest::newRow(row("dp=4 m=2")) << layout(4, 1, 1) << host;
+      QTest::newRow(row("dp=2 tp=2")) << layout(2, 2, 1) << host;
+      QTest::newRow(row("dp=2 pp=2 1f1b")) << layout(2, 1, 2) << host;
+      QTest::newRow(row("dp=2 pp=2 gpipe")) << layout(2, 1, 2, {"pipeline.schedule=gpipe"}) << host;
+      QTest::newRow(row("dp=2 pp=2 interleaved v=2")) << layout(2, 1, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
+      QTest::newRow(row("dp=2 tp=2 pp=2 interleaved")) << layout(2, 2, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
+      QTest::newRow(row("dp=2 full recompute")) << layout(2, 1, 1, {"train.recompute=full"}) << host;
+      QTest::newRow(row("dp=2 tp=2 pp=2 full recompute")) << layout(2, 2, 2, {"train.recompute=full"}) << host;
+      QTest::newRow(row("dp=2 small buckets")) << layout(2, 1, 2, {"parallel.grad_bucket_mb=0.01"}) << host;
+      QTest::newRow(row("llama dp=2")) << layout(2, 1, 1, llama) << host;
+      QTest::newRow(row("llama dp=2 tp=2 pp=2 1f1b")) << layout(2, 2, 2, llama) << host;
+      QTest::newRow(row("llama dp=2 pp=2 interleaved")) << layout(2, 1, 2, llama + QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
+      QTest::newRow(row("off-host staged dp=2 pp=2")) << layout(2, 1, 2) << static_cast<int>(Memory::kStaged);
+      QTest::newRow(row("off-host direct dp=2 tp=2 pp=2")) << layout(2, 2, 2) << static_cast<int>(Memory::kDirect);
+      QTest::newRow(row("llama off-host direct dp=2 recompute")) << layout(2, 1, 1, llama + QStringList{"train.recompute=full"}) << static_cast<int>(Memory::kDirect);
+    }
+  }
+  void zeroShardsTrainAsOneRank() {
+    QFETCH(QStringList, overrides);
+    QFETCH(int, memory);
+    const int steps = 20;
+    std::vector<std::string> one = {"cluster.gpus_per_node=1", "cluster.device=cpu", "train.steps=20"};
+    std::vector<std::string> o = {"train.steps=20"};
+    for (const auto& s : overrides) {
+      if (s.startsWith("model.")) one.push_back(s.toStdString());
+      o.push_back(s.toStdString());
+    }
+    const RunOut ref = train(one, steps);
+    const RunOut r = train(o, steps, false, static_cast<Memory>(memory));
+    QVERIFY2(ref.error.empty() && r.error.empty(), (ref.error + r.error).c_str());
+    QCOMPARE(r.losses.size(), size_t(steps));
+    QVERIFY2(ref.losses.back() < ref.losses.front() - 0.5, "the model learns");
+    for (size_t i = 0; i < r.losses.size(); ++i) {
+      QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));
+      QVERIFY2(close(r.norms[i], ref.norms[i], 1e-5), qPrintable(QString("step %1 norm: %2 vs %3").arg(i + 1).arg(r.norms[i], 0, 'g', 10).arg(ref.norms[i], 0, 'g', 10)));
+    }
+  }
+
+  // Checkpoints keep one format whatever the ZeRO stage: a zero 3 run over dp 2 x pp 2 saves at
+  // step 3, and a single rank at zero 0 resumes it with the losses of a single rank that never
+  // stopped; the other way round, a zero 3 run resumes a single rank's checkpoint likewise.
+  void zeroCheckpointsResumeInAnyLayout() {
+    QTemporaryDir dir;
+    const std::vector<std::string> one = {"cluster.gpus_per_node=1", "cluster.device=cpu", "train.steps=6"};
+    const std::vector<std::string> z3 = {"cluster.gpus_per_node=4", "cluster.device=cpu", "train.steps=6", "parallel.dp=2", "parallel.pp=2",
+                                         "parallel.zero=3"};
+    auto with = [](std::vector<std::string> o, const std::string& more) {
+      o.push_back(more);
+      return o;
+    };
+    const RunOut straight = train(one, 6);
+    const RunOut first = train(with(z3, "train.checkpoint_dir=" + dir.filePath("z3").toStdString()), 3, true);
+    const RunOut first_one = train(with(one, "train.checkpoint_dir=" + dir.filePath("one").toStdString()), 3, true);
+    QVERIFY2(straight.error.empty() && first.error.empty() && first_one.error.empty(), (straight.error + first.error + first_one.error).c_str());
+    const RunOut to_one = train(with(one, "train.resume=" + dir.filePath("z3/step-3").toStdString()), 3);
+    const RunOut to_z3 = train(with(z3, "train.resume=" + dir.filePath("one/step-3").toStdString()), 3);
+    QVERIFY2(to_one.error.empty() && to_z3.error.empty(), (to_one.error + to_z3.error).c_str());
+    QCOMPARE(to_one.losses.size(), size_t(3));
+    QCOMPARE(to_z3.losses.size(), size_t(3));
+    for (size_t i = 0; i < 3; ++i) {
+      QVERIFY2(close(first.losses[i], straight.losses[i], 1e-5), qPrintable(QString("step %1").arg(i + 1)));
+      QVERIFY2(close(to_one.losses[i], straight.losses[i + 3], 1e-5), qPrintable(QString("zero 3 -> one rank, step %1: %2 vs %3").arg(i + 4).arg(to_one.losses[i], 0, 'g', 10).arg(straight.losses[i + 3], 0, 'g', 10)));
+      QVERIFY2(close(to_z3.losses[i], straight.losses[i + 3], 1e-5), qPrintable(QString("one rank -> zero 3, step %1: %2 vs %3").arg(i + 4).arg(to_z3.losses[i], 0, 'g', 10).arg(straight.losses[i + 3], 0, 'g', 10)));
+      QVERIFY2(close(to_one.norms[i], straight.norms[i + 3], 1e-5), qPrintable(QString("zero 3 -> one rank, norm of step %1").arg(i + 4)));
+    }
+  }
+
+  // What zero 2 and 3 keep: below zero 1's memory on every rank where the gradients (zero 2) and
+  // the weights (zero 3) outweigh the buckets and the gathered layer in flight (dp 4, buckets of
+  // about a layer), each stage by at least half of what it shards away.
+  void zeroShardsHoldLessMemory() {
+    std::vector<std::string> o = {"cluster.device=cpu", "cluster.gpus_per_node=4", "parallel.dp=4", "model.hidden=64", "model.layers=8",
+                                  "parallel.grad_bucket_mb=0.05"};
+    auto at = [&](int zero) { return train(with_zero(o, zero), 1); };
+    const RunOut z1 = at(1), z2 = at(2), z3 = at(3);
+    QVERIFY2(z1.error.empty() && z2.error.empty() && z3.error.empty(), (z1.error + z2.error + z3.error).c_str());
+    auto cfg = config::parse_config(kBase, "test.yaml", o);
+    QVERIFY(cfg.ok());
+    auto plan = plan::make_plan(cfg.value());
+    QVERIFY(plan.ok());
+    const double params = plan->estimate.memory[0].params;  // the rank's parameters
+    for (size_t r = 0; r < z1.mem_bytes.size(); ++r) {
+      qInfo("rank %zu: zero 1 %zu, zero 2 %zu, zero 3 %zu bytes (params %.0f)", r, z1.mem_bytes[r], z2.mem_bytes[r], z3.mem_bytes[r], params);
+      QVERIFY2(static_cast<double>(z1.mem_bytes[r]) - z2.mem_bytes[r] > 0.5 * 4 * params * 3 / 4, qPrintable(QString("zero 2, rank %1").arg(r)));
+      QVERIFY2(static_cast<double>(z2.mem_bytes[r]) - z3.mem_bytes[r] > 0.5 * 4 * params * 3 / 4, qPrintable(QString("zero 3, rank %1").arg(r)));
     }
   }
 

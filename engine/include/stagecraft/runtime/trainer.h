@@ -41,6 +41,7 @@
 #include "stagecraft/runtime/rank_layout.h"
 #include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/zero_shards.h"
 
 namespace stagecraft::runtime {
 
@@ -150,6 +151,10 @@ class Trainer {
   Trainer();
   Status exchange_and_update(double local_loss, StepStats& stats);  // times the one below
   Status exchange_and_update_untimed(double local_loss, StepStats& stats);
+  Status sharded_update(double local_loss, StepStats& stats);  // zero 2 and 3
+  Status norm_and_step(double local_loss, StepStats& stats, float* params, const float* grads);
+  bool params_sharded() const;           // zero 3: the parameters live in shards_
+  Status put_params(const float* full);  // num_params() floats into the stage or the shards
   Status run_schedule(double& local_loss);
   size_t state_bytes() const;
   StageSpec stage_spec(int tp_rank, int pp_rank) const;  // the stage of those coordinates
@@ -176,6 +181,7 @@ class Trainer {
   std::vector<Buffer<float>> send_pool_;  // each (B, T, C): sends in flight on a device-memory pp group
   std::vector<float> staging_;      // host copy for a collective over device memory
   std::unique_ptr<GradReducer> reducer_;  // overlapped DP buckets (see grad_reducer())
+  std::unique_ptr<ZeroShards> shards_;    // zero 2 and 3 with a gradient group of 2 or more
   int64_t step_ = 0;
   double tokens_ = 0;
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes
