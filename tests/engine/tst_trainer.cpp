@@ -265,6 +265,13 @@ class TestTrainer : public QObject {
     QTest::newRow("tp=2 pp=2 gpipe") << QStringList{"cluster.gpus_per_node=4", "parallel.tp=2", "parallel.pp=2", "pipeline.schedule=gpipe"};
     QTest::newRow("dp=4 zero 1") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=1"};
     QTest::newRow("pp=2 full recompute") << QStringList{"cluster.gpus_per_node=2", "parallel.pp=2", "train.recompute=full"};
+    QTest::newRow("dp=4 zero 2") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=2"};
+    QTest::newRow("dp=4 zero 2 small buckets") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=2", "parallel.grad_bucket_mb=0.1"};
+    QTest::newRow("dp=2 tp=2 zero 2") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.tp=2", "parallel.zero=2"};
+    QTest::newRow("dp=4 zero 3") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=3"};
+    QTest::newRow("dp=2 pp=2 zero 3") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3"};
+    QTest::newRow("llama dp=2 pp=2 zero 3 recompute") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3", "model.arch=llama",
+                                                                     "model.kv_heads=2", "model.tied_embeddings=false", "train.recompute=full"};
   }
   void estimateMatchesMeasuredMemory() {
     QFETCH(QStringList, overrides);
