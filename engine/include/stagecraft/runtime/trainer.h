@@ -9,7 +9,10 @@
 //      (micro-batch, chunk, direction).
 //   3. The tied embedding's two copies (first and last stage) sum their gradients; gradients are
 //      averaged over DP (all-reduce; with parallel.zero 1 a reduce-scatter, each DP rank then
-//      updates its 1/dp of the parameters and an all-gather brings them back). Without ZeRO and
+//      updates its 1/dp of the parameters and an all-gather brings them back; with zero 2 and 3
+//      each micro-batch's gradients are reduce-scattered during the backward into this rank's
+//      shard, and zero 3 gathers each layer's weights before it runs instead of gathering them
+//      after the update: zero_shards.h). Without ZeRO and
 //      with parallel.overlap_grad_reduce, the all-reduce runs in buckets that start during the
 //      last micro-batch's backward, as each bucket's layers finish (grad_reducer.h).
 //   4. The global gradient norm counts every parameter once (replicated TP tensors from TP rank 0,
@@ -71,7 +74,8 @@ struct PipeOpTime {
 // operation, measured by tests/bench/bench_train.cpp at well under 1% of a step.
 //   step = forward + backward + pp_wait + pp_send + dp + optimizer + sync + the rest (data
 //   batches, zeroing gradients, copies), where forward and backward include their TP
-//   collectives (tp) and backward includes full recompute's repeated forwards (recompute).
+//   collectives (tp) and backward includes full recompute's repeated forwards (recompute); zero 2
+//   and 3's gathers and reduce-scatters inside them count in dp, not in forward or backward.
 struct StepTiming {
   double start_unix_s = 0;   // the wall clock at the step's start, to align ranks on one timeline
   double forward_ms = 0;
@@ -98,7 +102,10 @@ struct StepStats {
   // mark. On the CPU: weights, grads, optimizer state, the activations at their peak,
   // and the larger of the step's two sets of buffers: the pipeline schedule's (token ids, the
   // received activation and gradient, the sends in flight until the step's end) and the ZeRO
-  // update's (the padded gradient and the gathered shards). Activations and schedule buffers are
+  // update's (the padded gradient and the gathered shards). Zero 2 and 3: the gradient (and
+  // parameter) shards instead of the full buffers, the schedule's buffers with the most that the
+  // units in flight held at once (a gradient bucket, a gathered layer with its gradient), and for
+  // zero 2 the update's parameter shard and one group's gather. Activations and schedule buffers are
   // added at their peaks, an upper bound on their sum at any one moment. Not counted: the
   // process itself (code, libraries, thread stacks), the same for every config.
   size_t mem_bytes = 0;
@@ -172,7 +179,7 @@ class Trainer {
   const TokenData* data_ = nullptr;
   Device* dev_ = nullptr;
   std::unique_ptr<GptStage> stage_;
-  Buffer<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
+  Buffer<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this rank's shard (zero 1; zero 2, 3: shards_'s layout)
   size_t shard_per_ = 0;                     // ceil(params / dp): a ZeRO shard's (padded) size
   size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
   SegmentTable update_segments_;  // every slot clipped to the shard; moments from shard_begin_
