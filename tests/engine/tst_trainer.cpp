@@ -52,6 +52,7 @@ struct RunOut {
   std::vector<double> loss_scales;  // fp16: rank 0's scale after each step
   std::vector<bool> skipped;        // rank 0: whether each step was skipped
   std::vector<int> buckets, early_buckets;  // per rank: DP buckets, and those started in the backward (last step)
+  std::vector<int> prefetched, acquires;    // per rank, zero 2 and 3: units found gathered ahead, and acquires (last step)
   std::map<std::string, NamedTensor> weights;
   std::string error;
 };
@@ -205,6 +206,12 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         out.last[static_cast<size_t>(r)] = st.value();
         if (out.buckets.size() < static_cast<size_t>(world)) out.buckets.resize(static_cast<size_t>(world), 0);
         if (out.early_buckets.size() < static_cast<size_t>(world)) out.early_buckets.resize(static_cast<size_t>(world), 0);
+        if (out.prefetched.size() < static_cast<size_t>(world)) out.prefetched.resize(static_cast<size_t>(world), -1);
+        if (out.acquires.size() < static_cast<size_t>(world)) out.acquires.resize(static_cast<size_t>(world), -1);
+        if (const ZeroShards* z = t.value()->zero_shards()) {
+          out.prefetched[static_cast<size_t>(r)] = z->prefetched();
+          out.acquires[static_cast<size_t>(r)] = z->acquires_per_step();
+        }
         if (const GradReducer* g = t.value()->grad_reducer()) {
           out.buckets[static_cast<size_t>(r)] = static_cast<int>(g->buckets().size());
           out.early_buckets[static_cast<size_t>(r)] = g->started_early();
@@ -277,7 +284,7 @@ class TestTrainer : public QObject {
     QFETCH(QStringList, overrides);
     std::vector<std::string> o = {"cluster.device=cpu", "model.hidden=64", "model.seq_len=64", "train.micro_batch=2", "train.global_batch=16"};
     for (const auto& x : overrides) o.push_back(x.toStdString());
-    const RunOut r = train(o, 1);
+    const RunOut r = train(o, 2);  // the second step: zero 3 prefetches from then on
     QVERIFY2(r.error.empty(), r.error.c_str());
     auto cfg = config::parse_config(kBase, "test.yaml", o);
     QVERIFY(cfg.ok());
@@ -426,6 +433,14 @@ class TestTrainer : public QObject {
     const RunOut r = train(o, steps, false, static_cast<Memory>(memory));
     QVERIFY2(ref.error.empty() && r.error.empty(), (ref.error + r.error).c_str());
     QCOMPARE(r.losses.size(), size_t(steps));
+    // Zero 3 gathers every unit but a step's first ahead, in the background, from the second step
+    // on, where the group reaches the device's memory; staged groups gather at once.
+    const bool zero3 = overrides.contains("parallel.zero=3");
+    for (size_t rank = 0; rank < r.prefetched.size(); ++rank) {
+      QVERIFY2(r.acquires[rank] > 0, qPrintable(QString("rank %1 has no shards").arg(rank)));
+      const int expect = zero3 && static_cast<Memory>(memory) != Memory::kStaged ? r.acquires[rank] - 1 : 0;
+      QVERIFY2(r.prefetched[rank] == expect, qPrintable(QString("rank %1: %2 of %3 acquires prefetched").arg(rank).arg(r.prefetched[rank]).arg(r.acquires[rank])));
+    }
     QVERIFY2(ref.losses.back() < ref.losses.front() - 0.5, "the model learns");
     for (size_t i = 0; i < r.losses.size(); ++i) {
       QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));

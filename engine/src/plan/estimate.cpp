@@ -286,15 +286,17 @@ PerParam per_param(const config::RunConfig& c, int dp) {  // dp: the data-parall
 //   zero 2:   the rank's parameter shard S (the sum of its groups' per) and the largest group
 //             gathered, d per_max.
 // Units and groups as the engine makes them: a layer's tensors, or one tensor outside the layers;
-// a group (n floats) gives each rank per = ceil(n / d). Zero 3: a group per unit; in flight, a
-// unit's gathered parameters and its gradient, d per each, and the reduce-scatter's block, per
-// (the head's tensors, and the embeddings in chunk 0's backward, are held together). Zero 2: a
-// chunk's layers in runs of at least parallel.grad_bucket_mb from its last layer down, every other
-// tensor alone; in flight, one group's gradient, d per, and its block.
+// a group (n floats) gives each rank per = ceil(n / d). In flight at once (the engine overlaps one
+// reduce-scatter and, zero 3, one gather with the unit in use): zero 3, a group per unit: the
+// unit's gathered parameters and its gradient (2 d per), the next unit gathered ahead (d per) and
+// the previous one's gradient reducing with its block ((d + 1) per); the head's tensors are held
+// together in the last chunk's forward and reduce during the top layer's backward, the
+// embeddings likewise in chunk 0's backward. Zero 2: a chunk's layers in runs of at least
+// parallel.grad_bucket_mb from its last layer down, every other tensor alone; the group filling
+// (d per) and the previous one reducing ((d + 1) per).
 // estimate() has already counted, for zero 2 and 3, two gradient buckets (min(2 bucket, 4 P)) and
-// for zero 3 two gathered layers in the ranks' gradients and weights; the engine holds one bucket
-// and one gathered unit with its gradient at a time (it neither overlaps nor prefetches them), so
-// those terms are taken out here again and the total is the engine's.
+// for zero 3 two gathered layers in the ranks' gradients and weights; those terms are taken out
+// here again, so that the total is the engine's.
 // Worked example, configs/tiny-gpt.yaml (b 4, s 64, h 128, pp 2, m 2): pp rank 0 holds one chunk
 // with a next one: 2 sends; 4 x (2 x 4 x 64 + 32768 x (2 + 2)) = 514 KiB. The process itself
 // (code, libraries, OpenBLAS and Gloo threads) is not counted, as the worker does not count it.
@@ -332,7 +334,7 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
     for (double n : first_units) first_sum += per_of(n), first_max = std::max(first_max, per_of(n));
     for (double n : last_units) last_sum += per_of(n), last_max = std::max(last_max, per_of(n));
     // Shard groups: per and the groups' sum S.
-    double S = 0, per_max = 0, in_flight = 0;
+    double S = 0, per_max = 0, in_flight = 0, top_group = 0, bottom_group = 0;  // zero 2: a chunk's top and bottom group
     auto add_group = [&](double n) {
       S += per_of(n);
       per_max = std::max(per_max, per_of(n));
@@ -350,22 +352,33 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
       const int n = chunk_layers[static_cast<size_t>(ch)];
       if (zero >= 3) {
         for (int i = 0; i < n; ++i) add_group(layer);
-        if (n > 0) in_flight = std::max(in_flight, (2.0 * d + 1) * per_of(layer));
+        // The next unit gathered ahead is a layer but where chunk 0's bottom layers come last (then
+        // the embeddings, counted below).
+        if (n > 0) in_flight = std::max(in_flight, (ch == 0 && n <= 2 ? 3.0 * d + 1 : 4.0 * d + 1) * per_of(layer));
         continue;
       }
-      // Zero 2: from the chunk's last layer down, runs of whole layers of at least `bucket`.
+      // Zero 2: from the chunk's last layer down, runs of whole layers of at least `bucket`; a
+      // group fills while the one above it reduces.
       int left = n;
+      double above = 0;
       while (left > 0) {
         int k = 1;
         while (k < left && k * layer < bucket) ++k;
+        const double per = per_of(k * layer);
         add_group(k * layer);
-        in_flight = std::max(in_flight, (d + 1.0) * per_of(k * layer));
+        in_flight = std::max(in_flight, (d + 1.0) * std::max(per, above) + (above > 0 ? d * per : 0.0));
+        top_group = top_group > 0 ? top_group : per;
+        bottom_group = per;
+        above = per;
         left -= k;
       }
     }
+    // The ends beside a layer: its gradient reducing (zero 2 a bucket, taken as one layer here) and
+    // for zero 3 its parameters and gradient, or the next unit gathered ahead.
     const double held = zero >= 3 ? 2.0 * d : 1.0 * d;  // a unit's parameters and gradient, or its gradient
-    if (first) in_flight = std::max(in_flight, held * first_sum + first_max);
-    if (last) in_flight = std::max(in_flight, held * last_sum + last_max);
+    const double below = zero >= 3 ? per_of(layer) : bottom_group, above = zero >= 3 ? per_of(layer) : top_group;
+    if (first) in_flight = std::max(in_flight, held * first_sum + (d + 1.0) * below + (zero >= 3 ? d * std::max(first_max, below) : 0.0));
+    if (last) in_flight = std::max({in_flight, held * last_sum + (zero >= 3 ? d * above : 0.0), (d + 1.0) * last_sum + (zero >= 3 ? 3.0 : 1.0) * d * above});
     schedule += 4.0 * in_flight;
     if (zero == 2) update = 4.0 * (S + d * per_max);
     // What estimate() counted already for these buffers (its weights and gradients).

@@ -69,6 +69,12 @@ class Trainer::TimedGroup final : public CommGroup {
   Status all_reduce_sum_start(float* data, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_reduce_sum_start(data, count); });
   }
+  Status reduce_scatter_sum_start(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->reduce_scatter_sum_start(in, out, count); });
+  }
+  Status all_gather_start(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_gather_start(in, out, count); });
+  }
   Status wait_all_reduces() override {
     return timed(collective_ms_, [&] { return inner_->wait_all_reduces(); });
   }
@@ -546,6 +552,7 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
 // for zero 2 the all-gather of the updated parameters into the stage.
 Status Trainer::sharded_update(double local_loss, StepStats& stats) {
   const Ops& k = dev_->ops();
+  if (Status s = shards_->flush(); !s) return s;
   if (Status s = shards_->check_idle(); !s) return s;
   float* grads = shards_->grad_shard();
   const size_t S = shards_->shard_size();

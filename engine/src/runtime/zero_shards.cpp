@@ -67,6 +67,7 @@ Result<std::unique_ptr<ZeroShards>> ZeroShards::create(GptStage& stage, CommGrou
   z->held_.resize(stage.param_units().size());
   z->group_grads_.resize(z->groups_.size());
   z->group_waiting_.assign(z->groups_.size(), 0);
+  z->async_ = device.host_accessible() || group.device_memory();
   stage.set_unit_storage(z.get(), zero >= 3);
   return z;
 }
@@ -107,7 +108,11 @@ void ZeroShards::account(ptrdiff_t bytes) {
 }
 
 Status ZeroShards::begin_step() {
+  if (Status s = flush(); !s) return s;
   if (Status s = check_idle(); !s) return s;
+  if (next_ > 0) order_known_ = true;  // the first step recorded the order of acquires
+  next_ = 0;
+  prefetched_ = 0;
   peak_ = live_;
   return dev_.fill_zero(grads_.data(), grads_.bytes());
 }
@@ -116,7 +121,66 @@ Status ZeroShards::check_idle() const {
   for (size_t u = 0; u < held_.size(); ++u) {
     if (held_[u].held) return Status::internal("zero: unit " + std::to_string(u) + " of the stage is still held");
   }
+  if (under_way_ || !ready_.empty() || !reducing_.empty()) return Status::internal("zero: collectives still under way at the step's end");
   return Status::OK();
+}
+
+Status ZeroShards::settle() {
+  if (!under_way_) return Status::OK();
+  under_way_ = false;
+  if (Status s = group_.wait_all_reduces(); !s) return s;
+  for (Reducing& r : reducing_) {
+    float* acc = grads_.data() + groups_[r.group].offset;
+    dev_.ops().residual_forward(acc, acc, r.block.data(), groups_[r.group].per);
+    account(-static_cast<ptrdiff_t>(r.grads.bytes() + r.block.bytes()));
+  }
+  reducing_.clear();
+  return Status::OK();
+}
+
+Status ZeroShards::flush() {
+  for (size_t g : ready_) {
+    if (Status s = start_reduce(g); !s) return s;
+  }
+  ready_.clear();
+  if (Status s = settle(); !s) return s;
+  account(-static_cast<ptrdiff_t>(prefetch_.bytes()));
+  prefetch_ = Buffer<float>();
+  prefetch_unit_ = -1;
+  return Status::OK();
+}
+
+// Reduce-scatters the group's gradient buffer; this rank's block is added to the shard at once,
+// or by settle() when it runs in the background.
+Status ZeroShards::start_reduce(size_t gi) {
+  const ShardGroup& g = groups_[gi];
+  Reducing r;
+  r.group = gi;
+  r.grads = std::move(group_grads_[gi]);
+  if (Status s = allocate_buffer(r.block, dev_, g.per); !s) return s.with_context("zero: a reduce-scatter's block");
+  account(static_cast<ptrdiff_t>(r.block.bytes()));
+  if (async_) {
+    if (Status s = group_.reduce_scatter_sum_start(r.grads.data(), r.block.data(), g.per); !s) return s;
+    under_way_ = true;
+    reducing_.push_back(std::move(r));
+    return Status::OK();
+  }
+  if (Status s = reduce_scatter_on_device(group_, dev_, r.grads.data(), r.block.data(), g.per); !s) return s;
+  float* acc = grads_.data() + g.offset;
+  dev_.ops().residual_forward(acc, acc, r.block.data(), g.per);
+  account(-static_cast<ptrdiff_t>(r.grads.bytes() + r.block.bytes()));
+  return Status::OK();
+}
+
+Status ZeroShards::gather(int unit, Buffer<float>& into, bool background) {
+  const ShardGroup& g = groups_[group_of_unit(unit)];  // zero 3: the group is the unit
+  if (Status s = allocate_buffer(into, dev_, g.per * static_cast<size_t>(d_)); !s) return s.with_context("zero 3: gathering a layer's parameters");
+  account(static_cast<ptrdiff_t>(into.bytes()));
+  if (background) {
+    under_way_ = true;
+    return group_.all_gather_start(params_.data() + g.offset, into.data(), g.per);
+  }
+  return all_gather_on_device(group_, dev_, params_.data() + g.offset, into.data(), g.per);
 }
 
 Result<UnitStorage::View> ZeroShards::acquire(int unit, Use use) {
@@ -126,13 +190,32 @@ Result<UnitStorage::View> ZeroShards::acquire(int unit, Use use) {
   const ParamUnit& u = stage_.param_units()[static_cast<size_t>(unit)];
   const size_t gi = group_of_unit(unit);
   const ShardGroup& g = groups_[gi];
+  // What ran in the background since the last acquire is done; this unit's parameters are here
+  // (prefetched) or gathered now; then the next round starts behind the compute of this unit.
+  if (Status s = settle(); !s) return s;
+  if (zero_ >= 3) {
+    if (prefetch_unit_ == unit) {
+      h.params = std::move(prefetch_);
+      ++prefetched_;
+    } else {
+      account(-static_cast<ptrdiff_t>(prefetch_.bytes()));
+      prefetch_ = Buffer<float>();
+      if (Status s = gather(unit, h.params, false); !s) return s;
+    }
+    prefetch_unit_ = -1;
+  }
+  for (size_t r : ready_) {
+    if (Status s = start_reduce(r); !s) return s;
+  }
+  ready_.clear();
+  if (!order_known_) order_.push_back(unit);
+  const size_t at = next_++;
+  if (zero_ >= 3 && async_ && order_known_ && at + 1 < order_.size()) {
+    prefetch_unit_ = order_[at + 1];
+    if (Status s = gather(prefetch_unit_, prefetch_, true); !s) return s;
+  }
   View v;
   if (zero_ >= 3) {
-    // The group is the unit: every rank's piece, in rank order, is the unit itself (padded).
-    const size_t n = g.per * static_cast<size_t>(d_);
-    if (Status s = allocate_buffer(h.params, dev_, n); !s) return s.with_context("zero 3: gathering a layer's parameters");
-    account(static_cast<ptrdiff_t>(h.params.bytes()));
-    if (Status s = all_gather_on_device(group_, dev_, params_.data() + g.offset, h.params.data(), g.per); !s) return s;
     v.params = h.params.data();
     if (low_) {
       if (Status s = allocate_buffer(h.low, dev_, u.end - u.begin); !s) return s.with_context("zero 3: a layer's bf16 weights");
@@ -165,20 +248,13 @@ Status ZeroShards::release(int unit, Use use) {
   if (use != Use::kBackward) return Status::OK();
   const size_t gi = group_of_unit(unit);
   if (--group_waiting_[gi] > 0) return Status::OK();
-  // Every unit of the group has its gradient of this micro-batch: reduce-scatter it and add this
-  // rank's block to the shard.
-  const ShardGroup& g = groups_[gi];
-  Buffer<float>& gb = group_grads_[gi];
-  Buffer<float> block;  // (per)
-  if (Status s = allocate_buffer(block, dev_, g.per); !s) return s.with_context("zero: a reduce-scatter's block");
-  account(static_cast<ptrdiff_t>(block.bytes()));
-  if (Status s = reduce_scatter_on_device(group_, dev_, gb.data(), block.data(), g.per); !s) return s;
-  float* acc = grads_.data() + g.offset;
-  dev_.ops().residual_forward(acc, acc, block.data(), g.per);
-  account(-static_cast<ptrdiff_t>(block.bytes() + gb.bytes()));
-  block = Buffer<float>();
-  gb = Buffer<float>();
-  return Status::OK();
+  // Every unit of the group has its gradient of this micro-batch: reduce-scatter it (in the
+  // background, from the next acquire on, where the group allows) and add this rank's block.
+  if (async_) {
+    ready_.push_back(gi);
+    return Status::OK();
+  }
+  return start_reduce(gi);
 }
 
 Status ZeroShards::scatter_full(const float* full_host, float* shard) const {

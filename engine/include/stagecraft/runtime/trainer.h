@@ -152,6 +152,8 @@ class Trainer {
   // The DP buckets reduced during the backward; null where there are none (dp 1, ZeRO, or
   // parallel.overlap_grad_reduce false).
   const GradReducer* grad_reducer() const { return reducer_.get(); }
+  // ZeRO 2 and 3's shards (zero_shards.h); null where there are none (zero 0 or 1, or dp x cp 1).
+  const ZeroShards* zero_shards() const { return shards_.get(); }
 
  private:
   class TimedGroup;

@@ -18,9 +18,18 @@
 // the buffer is then freed. Zero 3 also gathers a unit's parameters (all-gather of every rank's
 // piece) into a buffer of its own before each forward and each backward (with the recomputed
 // forward), on every micro-batch, and frees it after; with bf16 activations it rounds them to a
-// bf16 copy there. The collectives run in the caller's thread, in the order the stage asks: the
-// CommGroup seam has no background reduce-scatter or all-gather, so neither is overlapped with
-// compute nor prefetched.
+// bf16 copy there.
+//
+// Overlap, where the group reaches the device's memory (the CPU; NCCL on a GPU): collectives go
+// to the background (CommGroup's *_start: Gloo's own thread, NCCL's second stream), and each
+// acquire first waits for what is under way, then starts the next: the reduce-scatters of the
+// groups completed since the last acquire (so a bucket reduces while the next unit computes) and,
+// for zero 3, the gather of the unit that comes next. Which unit comes next is the first step's
+// order of acquires, recorded: the schedule repeats it every step on every rank of the group, so
+// every rank starts the same collectives in the same order. So at most one gathered unit waits
+// beside the one in use, and one bucket reduces beside the one filling. flush() ends the step's
+// background work. Where the group takes host memory and the device is not the host's (Gloo on a
+// GPU), every collective runs at once, staged through host copies.
 //
 // What it is not: the optimizer. The trainer reads grad_shard(), the shard's segments
 // (segments_of) and, for zero 3, param_shard(); for zero 2 it gathers the updated parameters back
@@ -74,6 +83,13 @@ class ZeroShards final : public UnitStorage {
 
   // Zeroes the gradient shard and starts the step's buffer peak.
   Status begin_step();
+  // Starts the reduce-scatters still waiting, waits for everything under way and adds the last
+  // blocks to the gradient shard: call after the step's schedule, before reading grad_shard().
+  Status flush();
+  // Acquires that found their unit gathered ahead, this step, and acquires a step makes (known
+  // after the first step, 0 before): for tests and timing.
+  int prefetched() const { return prefetched_; }
+  int acquires_per_step() const { return order_known_ ? static_cast<int>(order_.size()) : 0; }
   // Every unit released: fails where a step ended with a unit still held.
   Status check_idle() const;
 
@@ -102,6 +118,9 @@ class ZeroShards final : public UnitStorage {
   size_t group_of_unit(int unit) const { return unit_group_[static_cast<size_t>(unit)]; }
   size_t piece_count(const ShardGroup& g) const;  // the unpadded floats of this rank's piece
   void account(ptrdiff_t bytes);
+  Status settle();                            // waits for the background work, adds its blocks
+  Status start_reduce(size_t group);          // the group's reduce-scatter (at once when not async)
+  Status gather(int unit, Buffer<float>& into, bool background);  // a unit's parameters, (d x per)
 
   GptStage& stage_;
   CommGroup& group_;
@@ -123,6 +142,20 @@ class ZeroShards final : public UnitStorage {
   std::vector<Buffer<float>> group_grads_;
   std::vector<int> group_waiting_;
   size_t live_ = 0, peak_ = 0;
+  bool async_ = false;             // the group reaches the device's memory: background collectives
+  bool under_way_ = false;         // background work started and not waited for
+  std::vector<size_t> ready_;      // groups whose gradients are complete, reduce-scatter not started
+  struct Reducing {
+    size_t group = 0;
+    Buffer<float> grads, block;    // (d x per), (per)
+  };
+  std::vector<Reducing> reducing_;  // started in the background
+  std::vector<int> order_;          // the first step's acquires (zero 3: the units gathered), in order
+  bool order_known_ = false;
+  size_t next_ = 0;                 // this step's acquires so far
+  int prefetch_unit_ = -1;          // the unit gathered ahead into prefetch_
+  Buffer<float> prefetch_;
+  int prefetched_ = 0;
 };
 
 }  // namespace stagecraft::runtime
