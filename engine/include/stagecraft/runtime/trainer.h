@@ -104,7 +104,8 @@ struct StepStats {
   // received activation and gradient, the sends in flight until the step's end) and the ZeRO
   // update's (the padded gradient and the gathered shards). Zero 2 and 3: the gradient (and
   // parameter) shards instead of the full buffers, the schedule's buffers with the most that the
-  // units in flight held at once (a gradient bucket, a gathered layer with its gradient), and for
+  // units in flight held at once (the bucket filling and the one reducing, the gathered layer in
+  // use with its gradient and the next one gathered ahead: zero_shards.h), and for
   // zero 2 the update's parameter shard and one group's gather. Activations and schedule buffers are
   // added at their peaks, an upper bound on their sum at any one moment. Not counted: the
   // process itself (code, libraries, thread stacks), the same for every config.
