@@ -277,6 +277,9 @@ class TestTrainer : public QObject {
     QTest::newRow("dp=2 tp=2 zero 2") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.tp=2", "parallel.zero=2"};
     QTest::newRow("dp=4 zero 3") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=3"};
     QTest::newRow("dp=2 pp=2 zero 3") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3"};
+    QTest::newRow("dp=4 zero 3 no overlap") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=3", "parallel.overlap_grad_reduce=false"};
+    QTest::newRow("dp=2 pp=2 zero 2 no overlap small buckets") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=2",
+                                                                              "parallel.overlap_grad_reduce=false", "parallel.grad_bucket_mb=0.1"};
     QTest::newRow("llama dp=2 pp=2 zero 3 recompute") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3", "model.arch=llama",
                                                                      "model.kv_heads=2", "model.tied_embeddings=false", "train.recompute=full"};
   }
@@ -411,6 +414,7 @@ class TestTrainer : public QObject {
       QTest::newRow(row("dp=2 full recompute")) << layout(2, 1, 1, {"train.recompute=full"}) << host;
       QTest::newRow(row("dp=2 tp=2 pp=2 full recompute")) << layout(2, 2, 2, {"train.recompute=full"}) << host;
       QTest::newRow(row("dp=2 small buckets")) << layout(2, 1, 2, {"parallel.grad_bucket_mb=0.01"}) << host;
+      QTest::newRow(row("dp=2 pp=2 no overlap")) << layout(2, 1, 2, {"parallel.overlap_grad_reduce=false"}) << host;
       QTest::newRow(row("llama dp=2")) << layout(2, 1, 1, llama) << host;
       QTest::newRow(row("llama dp=2 tp=2 pp=2 1f1b")) << layout(2, 2, 2, llama) << host;
       QTest::newRow(row("llama dp=2 pp=2 interleaved")) << layout(2, 1, 2, llama + QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
@@ -434,8 +438,9 @@ class TestTrainer : public QObject {
     QVERIFY2(ref.error.empty() && r.error.empty(), (ref.error + r.error).c_str());
     QCOMPARE(r.losses.size(), size_t(steps));
     // Zero 3 gathers every unit but a step's first ahead, in the background, from the second step
-    // on, where the group reaches the device's memory; staged groups gather at once.
-    const bool zero3 = overrides.contains("parallel.zero=3");
+    // on, where the group reaches the device's memory; staged groups, and runs without
+    // parallel.overlap_grad_reduce, gather at once.
+    const bool zero3 = overrides.contains("parallel.zero=3") && !overrides.contains("parallel.overlap_grad_reduce=false");
     for (size_t rank = 0; rank < r.prefetched.size(); ++rank) {
       QVERIFY2(r.acquires[rank] > 0, qPrintable(QString("rank %1 has no shards").arg(rank)));
       const int expect = zero3 && static_cast<Memory>(memory) != Memory::kStaged ? r.acquires[rank] - 1 : 0;

@@ -293,7 +293,9 @@ PerParam per_param(const config::RunConfig& c, int dp) {  // dp: the data-parall
 // together in the last chunk's forward and reduce during the top layer's backward, the
 // embeddings likewise in chunk 0's backward. Zero 2: a chunk's layers in runs of at least
 // parallel.grad_bucket_mb from its last layer down, every other tensor alone; the group filling
-// (d per) and the previous one reducing ((d + 1) per).
+// (d per) and the previous one reducing ((d + 1) per). Without parallel.overlap_grad_reduce one
+// unit (or the ends' units held together) and one block at a time: zero 3 (2 d + 1) per, zero 2
+// (d + 1) per.
 // estimate() has already counted, for zero 2 and 3, two gradient buckets (min(2 bucket, 4 P)) and
 // for zero 3 two gathered layers in the ranks' gradients and weights; those terms are taken out
 // here again, so that the total is the engine's.
@@ -315,6 +317,7 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
   }
   if (c.parallel.zero >= 2 && d > 1) {
     const int zero = c.parallel.zero;
+    const bool overlap = c.parallel.overlap_grad_reduce;
     const int tp = std::max(1, c.parallel.tp);
     const auto desc = model::ModelDesc::from(c.model);
     auto per_of = [&](double n) { return std::ceil(n / d); };
@@ -354,7 +357,7 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
         for (int i = 0; i < n; ++i) add_group(layer);
         // The next unit gathered ahead is a layer but where chunk 0's bottom layers come last (then
         // the embeddings, counted below).
-        if (n > 0) in_flight = std::max(in_flight, (ch == 0 && n <= 2 ? 3.0 * d + 1 : 4.0 * d + 1) * per_of(layer));
+        if (n > 0) in_flight = std::max(in_flight, (!overlap ? 2.0 * d + 1 : ch == 0 && n <= 2 ? 3.0 * d + 1 : 4.0 * d + 1) * per_of(layer));
         continue;
       }
       // Zero 2: from the chunk's last layer down, runs of whole layers of at least `bucket`; a
@@ -366,7 +369,7 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
         while (k < left && k * layer < bucket) ++k;
         const double per = per_of(k * layer);
         add_group(k * layer);
-        in_flight = std::max(in_flight, (d + 1.0) * std::max(per, above) + (above > 0 ? d * per : 0.0));
+        in_flight = std::max(in_flight, (d + 1.0) * std::max(per, above) + (above > 0 && overlap ? d * per : 0.0));
         top_group = top_group > 0 ? top_group : per;
         bottom_group = per;
         above = per;
@@ -377,8 +380,13 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
     // for zero 3 its parameters and gradient, or the next unit gathered ahead.
     const double held = zero >= 3 ? 2.0 * d : 1.0 * d;  // a unit's parameters and gradient, or its gradient
     const double below = zero >= 3 ? per_of(layer) : bottom_group, above = zero >= 3 ? per_of(layer) : top_group;
-    if (first) in_flight = std::max(in_flight, held * first_sum + (d + 1.0) * below + (zero >= 3 ? d * std::max(first_max, below) : 0.0));
-    if (last) in_flight = std::max({in_flight, held * last_sum + (zero >= 3 ? d * above : 0.0), (d + 1.0) * last_sum + (zero >= 3 ? 3.0 : 1.0) * d * above});
+    if (!overlap) {  // one unit (or the ends' units together) and one block at a time
+      if (first) in_flight = std::max(in_flight, held * first_sum + first_max);
+      if (last) in_flight = std::max(in_flight, held * last_sum + last_max);
+    } else {
+      if (first) in_flight = std::max(in_flight, held * first_sum + (d + 1.0) * below + (zero >= 3 ? d * std::max(first_max, below) : 0.0));
+      if (last) in_flight = std::max({in_flight, held * last_sum + (zero >= 3 ? d * above : 0.0), (d + 1.0) * last_sum + (zero >= 3 ? 3.0 : 1.0) * d * above});
+    }
     schedule += 4.0 * in_flight;
     if (zero == 2) update = 4.0 * (S + d * per_max);
     // What estimate() counted already for these buffers (its weights and gradients).

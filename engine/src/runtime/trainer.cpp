@@ -218,7 +218,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_bytes() / sizeof(float));
   // zero 2 and 3: the stage's gradients (and parameters) move into shards (zero_shards.h).
   if (config.parallel.zero >= 2 && t->grad_size_ > 1) {
-    auto z = ZeroShards::create(*t->stage_, *t->groups_.grad, *t->dev_, config.parallel.zero, bucket_floats);
+    auto z = ZeroShards::create(*t->stage_, *t->groups_.grad, *t->dev_, config.parallel.zero, bucket_floats,
+                                config.parallel.overlap_grad_reduce);
     if (!z.ok()) return z.status().with_context("rank " + std::to_string(layout.rank));
     t->shards_ = std::move(z).value();
   }

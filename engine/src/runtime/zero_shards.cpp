@@ -40,7 +40,7 @@ std::vector<ShardGroup> plan_shard_groups(const std::vector<ParamUnit>& units, i
 }
 
 Result<std::unique_ptr<ZeroShards>> ZeroShards::create(GptStage& stage, CommGroup& group, Device& device, int zero,
-                                                       size_t bucket_floats) {
+                                                       size_t bucket_floats, bool overlap) {
   std::unique_ptr<ZeroShards> z(new ZeroShards(stage, group, device));
   z->zero_ = zero;
   z->d_ = group.size();
@@ -67,7 +67,7 @@ Result<std::unique_ptr<ZeroShards>> ZeroShards::create(GptStage& stage, CommGrou
   z->held_.resize(stage.param_units().size());
   z->group_grads_.resize(z->groups_.size());
   z->group_waiting_.assign(z->groups_.size(), 0);
-  z->async_ = device.host_accessible() || group.device_memory();
+  z->async_ = overlap && (device.host_accessible() || group.device_memory());
   stage.set_unit_storage(z.get(), zero >= 3);
   return z;
 }

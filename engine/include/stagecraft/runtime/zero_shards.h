@@ -29,7 +29,8 @@
 // every rank starts the same collectives in the same order. So at most one gathered unit waits
 // beside the one in use, and one bucket reduces beside the one filling. flush() ends the step's
 // background work. Where the group takes host memory and the device is not the host's (Gloo on a
-// GPU), every collective runs at once, staged through host copies.
+// GPU), or without parallel.overlap_grad_reduce, every collective runs at once (staged through
+// host copies in the first case).
 //
 // What it is not: the optimizer. The trainer reads grad_shard(), the shard's segments
 // (segments_of) and, for zero 3, param_shard(); for zero 2 it gathers the updated parameters back
@@ -66,9 +67,10 @@ class ZeroShards final : public UnitStorage {
  public:
   // Sharding `stage`'s units (zero 2 or 3) over `group` (size d, this rank its rank()). Allocates
   // the gradient shard and, for zero 3, the parameter shard (zeroed); then hands the stage's
-  // gradients (and parameters) to this storage. Fails as the device's allocation does.
+  // gradients (and parameters) to this storage. `overlap`: collectives in the background where
+  // the group allows. Fails as the device's allocation does.
   static Result<std::unique_ptr<ZeroShards>> create(GptStage& stage, CommGroup& group, Device& device, int zero,
-                                                    size_t bucket_floats);
+                                                    size_t bucket_floats, bool overlap);
   ~ZeroShards() override;
 
   const std::vector<ShardGroup>& groups() const { return groups_; }
