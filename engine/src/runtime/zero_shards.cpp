@@ -72,7 +72,11 @@ Result<std::unique_ptr<ZeroShards>> ZeroShards::create(GptStage& stage, CommGrou
   return z;
 }
 
-ZeroShards::~ZeroShards() = default;
+// A step that failed half-way may leave collectives under way: they finish before the buffers
+// they write go.
+ZeroShards::~ZeroShards() {
+  if (under_way_) (void)group_.wait_all_reduces();
+}
 
 size_t ZeroShards::piece_count(const ShardGroup& g) const {
   const size_t first = g.begin + static_cast<size_t>(rank_) * g.per;

@@ -71,6 +71,7 @@ class ZeroShards final : public UnitStorage {
   // the group allows. Fails as the device's allocation does.
   static Result<std::unique_ptr<ZeroShards>> create(GptStage& stage, CommGroup& group, Device& device, int zero,
                                                     size_t bucket_floats, bool overlap);
+  // Waits for collectives still under way (a step that failed half-way).
   ~ZeroShards() override;
 
   const std::vector<ShardGroup>& groups() const { return groups_; }
