@@ -9,6 +9,7 @@
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/checkpoint.h"
+#include "stagecraft/runtime/evaluate.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/observed_ops.h"
 #include "stagecraft/runtime/profiled_device.h"
@@ -491,6 +492,24 @@ class TestTrainer : public QObject {
         }
         QVERIFY2(std::sqrt(num) <= 1e-3 * std::sqrt(den), qPrintable(QString("%1: %2").arg(ta.name.c_str()).arg(std::sqrt(num / den))));
       }
+    }
+    // eval reads the zero 3 checkpoint as the single rank's: the same loss on the training tokens.
+    {
+      std::vector<uint16_t> tokens;
+      for (int i = 0; i < 4000; ++i) tokens.push_back(static_cast<uint16_t>(((i % 23) * 5 + (i / 97)) % 64));  // make_data's
+      QFile f(dir.filePath("tokens.bin"));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<qint64>(tokens.size() * sizeof(uint16_t)));
+      f.close();
+      auto cfg = config::parse_config(kBase, "test.yaml", {});
+      QVERIFY(cfg.ok());
+      auto ea = evaluate_checkpoint(cfg->model, dir.filePath("one/step-3").toStdString(), dir.filePath("tokens.bin").toStdString(), 8, nullptr,
+                                    config::DataDtype::kUint16);
+      auto eb = evaluate_checkpoint(cfg->model, dir.filePath("z3/step-3").toStdString(), dir.filePath("tokens.bin").toStdString(), 8, nullptr,
+                                    config::DataDtype::kUint16);
+      QVERIFY2(ea.ok() && eb.ok(), (ea.status().message() + eb.status().message()).c_str());
+      QVERIFY2(eb->loss < std::log(64.0) - 0.1, qPrintable(QString::number(eb->loss)));  // trained, not the initial weights
+      QVERIFY2(close(eb->loss, ea->loss, 1e-5), qPrintable(QString("eval: %1 vs %2").arg(eb->loss, 0, 'g', 10).arg(ea->loss, 0, 'g', 10)));
     }
     for (size_t i = 0; i < 3; ++i) {
       QVERIFY2(close(first.losses[i], straight.losses[i], 1e-5), qPrintable(QString("step %1").arg(i + 1)));
