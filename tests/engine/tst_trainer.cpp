@@ -547,12 +547,12 @@ class TestTrainer : public QObject {
   }
 
   // What zero 2 and 3 keep: below zero 1's memory on every rank where the gradients (zero 2) and
-  // the weights (zero 3) outweigh the buckets and the gathered layer in flight (dp 4, buckets of
+  // the weights (zero 3) outweigh the buckets and the gathered layers in flight (dp 4, buckets of
   // about a layer), each stage by at least half of what it shards away.
   void zeroShardsHoldLessMemory() {
     std::vector<std::string> o = {"cluster.device=cpu", "cluster.gpus_per_node=4", "parallel.dp=4", "model.hidden=64", "model.layers=8",
                                   "parallel.grad_bucket_mb=0.05"};
-    auto at = [&](int zero) { return train(with_zero(o, zero), 1); };
+    auto at = [&](int zero) { return train(with_zero(o, zero), 2); };  // the second step: zero 3 gathers ahead
     const RunOut z1 = at(1), z2 = at(2), z3 = at(3);
     QVERIFY2(z1.error.empty() && z2.error.empty() && z3.error.empty(), (z1.error + z2.error + z3.error).c_str());
     auto cfg = config::parse_config(kBase, "test.yaml", o);
