@@ -357,7 +357,8 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
         for (int i = 0; i < n; ++i) add_group(layer);
         // The next unit gathered ahead is a layer but where chunk 0's bottom layers come last (then
         // the embeddings, counted below).
-        if (n > 0) in_flight = std::max(in_flight, (!overlap ? 2.0 * d + 1 : ch == 0 && n <= 2 ? 3.0 * d + 1 : 4.0 * d + 1) * per_of(layer));
+        const double layers_held = !overlap ? 2.0 * d + 1 : ch == 0 && n <= 2 ? 3.0 * d + 1 : 4.0 * d + 1;  // in per
+        if (n > 0) in_flight = std::max(in_flight, layers_held * per_of(layer));
         continue;
       }
       // Zero 2: from the chunk's last layer down, runs of whole layers of at least `bucket`; a
@@ -384,8 +385,12 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
       if (first) in_flight = std::max(in_flight, held * first_sum + first_max);
       if (last) in_flight = std::max(in_flight, held * last_sum + last_max);
     } else {
-      if (first) in_flight = std::max(in_flight, held * first_sum + (d + 1.0) * below + (zero >= 3 ? d * std::max(first_max, below) : 0.0));
-      if (last) in_flight = std::max({in_flight, held * last_sum + (zero >= 3 ? d * above : 0.0), (d + 1.0) * last_sum + (zero >= 3 ? 3.0 : 1.0) * d * above});
+      const double ahead = zero >= 3 ? d * std::max(first_max, below) : 0.0;  // zero 3: the next unit gathered
+      if (first) in_flight = std::max(in_flight, held * first_sum + (d + 1.0) * below + ahead);
+      // The head in the last chunk's forward, then reducing beside the top layer's backward.
+      const double in_forward = held * last_sum + (zero >= 3 ? d * above : 0.0);
+      const double reducing = (d + 1.0) * last_sum + (zero >= 3 ? 3.0 : 1.0) * d * above;
+      if (last) in_flight = std::max({in_flight, in_forward, reducing});
     }
     schedule += 4.0 * in_flight;
     if (zero == 2) update = 4.0 * (S + d * per_max);
