@@ -70,6 +70,9 @@ class TestCliRun : public QObject {
     QTest::newRow("dp=8") << layout(8, 1, 1);
     QTest::newRow("tp=2 pp=2 interleaved") << layout(1, 2, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
     QTest::newRow("dp=2 pp=2 zero 1 gpipe") << layout(2, 1, 2, {"parallel.zero=1", "pipeline.schedule=gpipe"});
+    // Zero 2 and 3's reduce-scatters and gathers on Gloo's background thread (zero_shards.h).
+    QTest::newRow("dp=2 tp=2 zero 2") << layout(2, 2, 1, {"parallel.zero=2"});
+    QTest::newRow("dp=2 pp=2 zero 3 interleaved") << layout(2, 1, 2, {"parallel.zero=3", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
   }
   void layoutsTrainTheSameModel() {
     QFETCH(QStringList, args);

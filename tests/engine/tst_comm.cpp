@@ -222,6 +222,51 @@ void check_async_all_reduce(Communicator& background, Communicator& foreground) 
   check_collectives<float>(background, 5);  // usable in the foreground again
 }
 
+// reduce_scatter_async and all_gather_async on `background`, queued with an all_reduce_async, while
+// `foreground` runs its collectives, as ZeRO reduces buckets and gathers the next layer during the
+// backward (runtime/zero_shards.h): every block and every gathered piece exact after one wait.
+void check_async_reduce_scatter_all_gather(Communicator& background, Communicator& foreground) {
+  const int size = background.size(), me = background.rank();
+  float sum_of_ranks = 0;
+  for (int r : background.ranks()) sum_of_ranks += static_cast<float>(r + 1);
+  auto v = [](size_t i) { return static_cast<float>(i % 1000 + 1); };
+  const std::vector<size_t> sizes = {1, 4099, 100003};  // per rank
+  std::vector<std::vector<float>> rs_in, rs_out, ag_in, ag_out;
+  for (size_t n : sizes) {
+    std::vector<float> in(n * static_cast<size_t>(size)), gin(n);  // (size x n), (n)
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(background.global_rank() + 1) * v(i);
+    for (size_t i = 0; i < n; ++i) gin[i] = static_cast<float>(me * 1000) + v(i);
+    rs_in.push_back(std::move(in));
+    rs_out.emplace_back(n);
+    ag_in.push_back(std::move(gin));
+    ag_out.emplace_back(n * static_cast<size_t>(size));
+  }
+  std::vector<float> reduced(777, static_cast<float>(background.global_rank() + 1));
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    EXPECT_OK(background.reduce_scatter_async(std::span<const float>(rs_in[k]), std::span<float>(rs_out[k])));
+    EXPECT_OK(background.all_gather_async(std::span<const float>(ag_in[k]), std::span<float>(ag_out[k])));
+  }
+  EXPECT_OK(background.all_reduce_async(std::span<float>(reduced)));
+  check_collectives<float>(foreground, 17);
+  EXPECT_OK(background.wait_async());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const size_t n = sizes[k];
+    for (size_t i = 0; i < n; ++i) {
+      const float want = sum_of_ranks * v(static_cast<size_t>(me) * n + i);
+      EXPECT(rs_out[k][i] == want, "async reduce_scatter %zu [%zu] = %g, want %g", k, i, double(rs_out[k][i]), double(want));
+    }
+    for (int r = 0; r < size; ++r) {
+      for (size_t i = 0; i < n; ++i) {
+        const float want = static_cast<float>(r * 1000) + v(i);
+        const float got = ag_out[k][static_cast<size_t>(r) * n + i];
+        EXPECT(got == want, "async all_gather %zu rank %d [%zu] = %g, want %g", k, r, i, double(got), double(want));
+      }
+    }
+  }
+  for (float x : reduced) EXPECT(x == sum_of_ranks, "async all_reduce beside them = %g", double(x));
+  check_collectives<float>(background, 5);  // usable in the foreground again
+}
+
 // Every group of this rank, as the worker builds them (build_process_groups over Gloo), for the
 // topology in COMM_TEST_DP/TP/PP.
 comm::ProcessGroups build_groups(Worker& w) {
@@ -260,6 +305,7 @@ int run_collectives(Worker& w) {
   }
   if (Communicator* embedding = groups.embedding()) check_collectives<float>(*embedding, 9);
   check_async_all_reduce(groups.dp(), groups.tp());
+  check_async_reduce_scatter_all_gather(groups.dp(), groups.tp());
   return 0;
 }
 

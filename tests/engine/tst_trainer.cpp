@@ -9,6 +9,7 @@
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/checkpoint.h"
+#include "stagecraft/runtime/evaluate.h"
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/observed_ops.h"
 #include "stagecraft/runtime/profiled_device.h"
@@ -52,6 +53,7 @@ struct RunOut {
   std::vector<double> loss_scales;  // fp16: rank 0's scale after each step
   std::vector<bool> skipped;        // rank 0: whether each step was skipped
   std::vector<int> buckets, early_buckets;  // per rank: DP buckets, and those started in the backward (last step)
+  std::vector<int> prefetched, acquires;    // per rank, zero 2 and 3: units found gathered ahead, and acquires (last step)
   std::map<std::string, NamedTensor> weights;
   std::string error;
 };
@@ -205,6 +207,12 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
         out.last[static_cast<size_t>(r)] = st.value();
         if (out.buckets.size() < static_cast<size_t>(world)) out.buckets.resize(static_cast<size_t>(world), 0);
         if (out.early_buckets.size() < static_cast<size_t>(world)) out.early_buckets.resize(static_cast<size_t>(world), 0);
+        if (out.prefetched.size() < static_cast<size_t>(world)) out.prefetched.resize(static_cast<size_t>(world), -1);
+        if (out.acquires.size() < static_cast<size_t>(world)) out.acquires.resize(static_cast<size_t>(world), -1);
+        if (const ZeroShards* z = t.value()->zero_shards()) {
+          out.prefetched[static_cast<size_t>(r)] = z->prefetched();
+          out.acquires[static_cast<size_t>(r)] = z->acquires_per_step();
+        }
         if (const GradReducer* g = t.value()->grad_reducer()) {
           out.buckets[static_cast<size_t>(r)] = static_cast<int>(g->buckets().size());
           out.early_buckets[static_cast<size_t>(r)] = g->started_early();
@@ -229,6 +237,11 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool save = f
   if (!out.error.empty()) return out;
   // The final weights, from a checkpoint written by the loop itself when asked, else nothing.
   return out;
+}
+
+std::vector<std::string> with_zero(std::vector<std::string> o, int zero) {
+  o.push_back("parallel.zero=" + std::to_string(zero));
+  return o;
 }
 
 bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
@@ -260,12 +273,22 @@ class TestTrainer : public QObject {
     QTest::newRow("tp=2 pp=2 gpipe") << QStringList{"cluster.gpus_per_node=4", "parallel.tp=2", "parallel.pp=2", "pipeline.schedule=gpipe"};
     QTest::newRow("dp=4 zero 1") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=1"};
     QTest::newRow("pp=2 full recompute") << QStringList{"cluster.gpus_per_node=2", "parallel.pp=2", "train.recompute=full"};
+    QTest::newRow("dp=4 zero 2") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=2"};
+    QTest::newRow("dp=4 zero 2 small buckets") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=2", "parallel.grad_bucket_mb=0.1"};
+    QTest::newRow("dp=2 tp=2 zero 2") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.tp=2", "parallel.zero=2"};
+    QTest::newRow("dp=4 zero 3") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=3"};
+    QTest::newRow("dp=2 pp=2 zero 3") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3"};
+    QTest::newRow("dp=4 zero 3 no overlap") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=3", "parallel.overlap_grad_reduce=false"};
+    QTest::newRow("dp=2 pp=2 zero 2 no overlap small buckets") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=2",
+                                                                              "parallel.overlap_grad_reduce=false", "parallel.grad_bucket_mb=0.1"};
+    QTest::newRow("llama dp=2 pp=2 zero 3 recompute") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3", "model.arch=llama",
+                                                                     "model.kv_heads=2", "model.tied_embeddings=false", "train.recompute=full"};
   }
   void estimateMatchesMeasuredMemory() {
     QFETCH(QStringList, overrides);
     std::vector<std::string> o = {"cluster.device=cpu", "model.hidden=64", "model.seq_len=64", "train.micro_batch=2", "train.global_batch=16"};
     for (const auto& x : overrides) o.push_back(x.toStdString());
-    const RunOut r = train(o, 1);
+    const RunOut r = train(o, 2);  // the second step: zero 3 prefetches from then on
     QVERIFY2(r.error.empty(), r.error.c_str());
     auto cfg = config::parse_config(kBase, "test.yaml", o);
     QVERIFY(cfg.ok());
@@ -362,6 +385,185 @@ class TestTrainer : public QObject {
       // fp32 sums in another order (split GEMMs, all-reduces) move the loss by ~1e-7 relative.
       QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));
       QVERIFY2(close(r.norms[i], ref.norms[i], 1e-4), qPrintable(QString("step %1 norm: %2 vs %3").arg(i + 1).arg(r.norms[i]).arg(ref.norms[i])));
+    }
+  }
+
+  // parallel.zero 2 (gradients sharded, zero_shards.h) and 3 (parameters too) over the gradient
+  // group: 20 steps of the same losses and gradient norms as one rank at zero 0, within 1e-5
+  // (fp32 sums in another order; a dropped or doubled gradient piece moves the norm by far more),
+  // in every layout and schedule, with recompute, for GPT-2 (tied) and Llama (untied), and on the
+  // off-host device with Gloo-like (staged) and NCCL-like (direct) groups.
+  void zeroShardsTrainAsOneRank_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<int>("memory");
+    const QStringList llama = {"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=48", "model.tied_embeddings=false"};
+    for (int zero : {2, 3}) {
+      auto layout = [zero](int dp, int tp, int pp, QStringList extra = {}) {
+        QStringList o = {QString("cluster.gpus_per_node=%1").arg(dp * tp * pp), "cluster.device=cpu", QString("parallel.dp=%1").arg(dp),
+                         QString("parallel.tp=%1").arg(tp), QString("parallel.pp=%1").arg(pp), QString("parallel.zero=%1").arg(zero)};
+        return o + extra;
+      };
+      auto row = [zero](const char* name) { return qPrintable(QString("zero %1 %2").arg(zero).arg(name)); };
+      const int host = static_cast<int>(Memory::kHost);
+      QTest::newRow(row("dp=2")) << layout(2, 1, 1) << host;
+      QTest::newRow(row("dp=4 m=2")) << layout(4, 1, 1) << host;
+      QTest::newRow(row("dp=2 tp=2")) << layout(2, 2, 1) << host;
+      QTest::newRow(row("dp=2 pp=2 1f1b")) << layout(2, 1, 2) << host;
+      QTest::newRow(row("dp=2 pp=2 gpipe")) << layout(2, 1, 2, {"pipeline.schedule=gpipe"}) << host;
+      QTest::newRow(row("dp=2 pp=2 interleaved v=2")) << layout(2, 1, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
+      QTest::newRow(row("dp=2 tp=2 pp=2 interleaved")) << layout(2, 2, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
+      QTest::newRow(row("dp=2 full recompute")) << layout(2, 1, 1, {"train.recompute=full"}) << host;
+      QTest::newRow(row("dp=2 tp=2 pp=2 full recompute")) << layout(2, 2, 2, {"train.recompute=full"}) << host;
+      QTest::newRow(row("dp=2 small buckets")) << layout(2, 1, 2, {"parallel.grad_bucket_mb=0.01"}) << host;
+      QTest::newRow(row("dp=2 pp=2 no overlap")) << layout(2, 1, 2, {"parallel.overlap_grad_reduce=false"}) << host;
+      QTest::newRow(row("llama dp=2")) << layout(2, 1, 1, llama) << host;
+      QTest::newRow(row("llama dp=2 tp=2 pp=2 1f1b")) << layout(2, 2, 2, llama) << host;
+      QTest::newRow(row("llama dp=2 pp=2 interleaved")) << layout(2, 1, 2, llama + QStringList{"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << host;
+      QTest::newRow(row("off-host staged dp=2 pp=2")) << layout(2, 1, 2) << static_cast<int>(Memory::kStaged);
+      QTest::newRow(row("off-host direct dp=2 tp=2 pp=2")) << layout(2, 2, 2) << static_cast<int>(Memory::kDirect);
+      QTest::newRow(row("llama off-host direct dp=2 recompute")) << layout(2, 1, 1, llama + QStringList{"train.recompute=full"}) << static_cast<int>(Memory::kDirect);
+    }
+  }
+  void zeroShardsTrainAsOneRank() {
+    QFETCH(QStringList, overrides);
+    QFETCH(int, memory);
+    const int steps = 20;
+    std::vector<std::string> one = {"cluster.gpus_per_node=1", "cluster.device=cpu", "train.steps=20"};
+    std::vector<std::string> o = {"train.steps=20"};
+    for (const auto& s : overrides) {
+      if (s.startsWith("model.")) one.push_back(s.toStdString());
+      o.push_back(s.toStdString());
+    }
+    const RunOut ref = train(one, steps);
+    const RunOut r = train(o, steps, false, static_cast<Memory>(memory));
+    QVERIFY2(ref.error.empty() && r.error.empty(), (ref.error + r.error).c_str());
+    QCOMPARE(r.losses.size(), size_t(steps));
+    // Zero 3 gathers every unit but a step's first ahead, in the background, from the second step
+    // on, where the group reaches the device's memory; staged groups, and runs without
+    // parallel.overlap_grad_reduce, gather at once.
+    const bool zero3 = overrides.contains("parallel.zero=3") && !overrides.contains("parallel.overlap_grad_reduce=false");
+    for (size_t rank = 0; rank < r.prefetched.size(); ++rank) {
+      QVERIFY2(r.acquires[rank] > 0, qPrintable(QString("rank %1 has no shards").arg(rank)));
+      const int expect = zero3 && static_cast<Memory>(memory) != Memory::kStaged ? r.acquires[rank] - 1 : 0;
+      QVERIFY2(r.prefetched[rank] == expect, qPrintable(QString("rank %1: %2 of %3 acquires prefetched").arg(rank).arg(r.prefetched[rank]).arg(r.acquires[rank])));
+    }
+    QVERIFY2(ref.losses.back() < ref.losses.front() - 0.5, "the model learns");
+    for (size_t i = 0; i < r.losses.size(); ++i) {
+      QVERIFY2(close(r.losses[i], ref.losses[i], 1e-5), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(r.losses[i], 0, 'g', 10).arg(ref.losses[i], 0, 'g', 10)));
+      QVERIFY2(close(r.norms[i], ref.norms[i], 1e-5), qPrintable(QString("step %1 norm: %2 vs %3").arg(i + 1).arg(r.norms[i], 0, 'g', 10).arg(ref.norms[i], 0, 'g', 10)));
+    }
+  }
+
+  // Checkpoints keep one format whatever the ZeRO stage: a zero 3 run over dp 2 x pp 2 saves at
+  // step 3, and a single rank at zero 0 resumes it with the losses of a single rank that never
+  // stopped; the other way round, a zero 3 run resumes a single rank's checkpoint likewise.
+  void zeroCheckpointsResumeInAnyLayout() {
+    QTemporaryDir dir;
+    const std::vector<std::string> one = {"cluster.gpus_per_node=1", "cluster.device=cpu", "train.steps=6"};
+    const std::vector<std::string> z3 = {"cluster.gpus_per_node=4", "cluster.device=cpu", "train.steps=6", "parallel.dp=2", "parallel.pp=2",
+                                         "parallel.zero=3"};
+    auto with = [](std::vector<std::string> o, const std::string& more) {
+      o.push_back(more);
+      return o;
+    };
+    const RunOut straight = train(one, 6);
+    const RunOut first = train(with(z3, "train.checkpoint_dir=" + dir.filePath("z3").toStdString()), 3, true);
+    const RunOut first_one = train(with(one, "train.checkpoint_dir=" + dir.filePath("one").toStdString()), 3, true);
+    QVERIFY2(straight.error.empty() && first.error.empty() && first_one.error.empty(), (straight.error + first.error + first_one.error).c_str());
+    const RunOut to_one = train(with(one, "train.resume=" + dir.filePath("z3/step-3").toStdString()), 3);
+    const RunOut to_z3 = train(with(z3, "train.resume=" + dir.filePath("one/step-3").toStdString()), 3);
+    QVERIFY2(to_one.error.empty() && to_z3.error.empty(), (to_one.error + to_z3.error).c_str());
+    QCOMPARE(to_one.losses.size(), size_t(3));
+    QCOMPARE(to_z3.losses.size(), size_t(3));
+    // The files are the gathered model: tensor by tensor the single rank's (1e-3 relative L2, as in
+    // parallelEquivalence), moments included.
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      auto wa = read_safetensors(dir.filePath(QString("one/step-3/") + file).toStdString());
+      auto wb = read_safetensors(dir.filePath(QString("z3/step-3/") + file).toStdString());
+      QVERIFY2(wa.ok() && wb.ok(), file);
+      QCOMPARE(wb->tensors.size(), wa->tensors.size());
+      for (const auto& ta : wa->tensors) {
+        const NamedTensor* tb = wb->find(ta.name);
+        QVERIFY2(tb && tb->shape == ta.shape, ta.name.c_str());
+        double num = 0, den = 0;
+        for (size_t i = 0; i < ta.data.size(); ++i) {
+          num += (double(ta.data[i]) - tb->data[i]) * (double(ta.data[i]) - tb->data[i]);
+          den += double(ta.data[i]) * ta.data[i];
+        }
+        QVERIFY2(std::sqrt(num) <= 1e-3 * std::sqrt(den), qPrintable(QString("%1: %2").arg(ta.name.c_str()).arg(std::sqrt(num / den))));
+      }
+    }
+    // eval reads the zero 3 checkpoint as the single rank's: the same loss on the training tokens.
+    {
+      std::vector<uint16_t> tokens;
+      for (int i = 0; i < 4000; ++i) tokens.push_back(static_cast<uint16_t>(((i % 23) * 5 + (i / 97)) % 64));  // make_data's
+      QFile f(dir.filePath("tokens.bin"));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<qint64>(tokens.size() * sizeof(uint16_t)));
+      f.close();
+      auto cfg = config::parse_config(kBase, "test.yaml", {});
+      QVERIFY(cfg.ok());
+      auto ea = evaluate_checkpoint(cfg->model, dir.filePath("one/step-3").toStdString(), dir.filePath("tokens.bin").toStdString(), 8, nullptr,
+                                    config::DataDtype::kUint16);
+      auto eb = evaluate_checkpoint(cfg->model, dir.filePath("z3/step-3").toStdString(), dir.filePath("tokens.bin").toStdString(), 8, nullptr,
+                                    config::DataDtype::kUint16);
+      QVERIFY2(ea.ok() && eb.ok(), (ea.status().message() + eb.status().message()).c_str());
+      QVERIFY2(eb->loss < std::log(64.0) - 0.1, qPrintable(QString::number(eb->loss)));  // trained, not the initial weights
+      QVERIFY2(close(eb->loss, ea->loss, 1e-5), qPrintable(QString("eval: %1 vs %2").arg(eb->loss, 0, 'g', 10).arg(ea->loss, 0, 'g', 10)));
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      QVERIFY2(close(first.losses[i], straight.losses[i], 1e-5), qPrintable(QString("step %1").arg(i + 1)));
+      QVERIFY2(close(to_one.losses[i], straight.losses[i + 3], 1e-5), qPrintable(QString("zero 3 -> one rank, step %1: %2 vs %3").arg(i + 4).arg(to_one.losses[i], 0, 'g', 10).arg(straight.losses[i + 3], 0, 'g', 10)));
+      QVERIFY2(close(to_z3.losses[i], straight.losses[i + 3], 1e-5), qPrintable(QString("one rank -> zero 3, step %1: %2 vs %3").arg(i + 4).arg(to_z3.losses[i], 0, 'g', 10).arg(straight.losses[i + 3], 0, 'g', 10)));
+      QVERIFY2(close(to_one.norms[i], straight.norms[i + 3], 1e-5), qPrintable(QString("zero 3 -> one rank, norm of step %1").arg(i + 4)));
+    }
+  }
+
+  // bf16 activations on the off-host device (the CUDA path's): zero 3 rounds each gathered layer
+  // to a bf16 copy of its own, the same values as zero 2's copy of the whole stage, and both
+  // reduce the gradients alike (zero 2 with buckets of one layer, so both shard each layer alone),
+  // so zero 3's 10 losses and norms are zero 2's exactly; their losses stay within 1e-3 of zero
+  // 0's in the same layout, bf16ActivationsTrackFp32's bar between bf16 layouts (zero 0 adds the
+  // micro-batches before the ranks: fp32 order noise, which bf16 rounding of the weights
+  // amplifies to ~2e-5 of the loss and ~1e-3 of the norm by step 7; the fp32 runs of
+  // zeroShardsTrainAsOneRank compare both at 1e-5).
+  void zeroShardsWithBf16Weights() {
+    const std::vector<std::string> o = {"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "train.precision=bf16",
+                                        "train.steps=10"};
+    const RunOut z0 = train(o, 10, false, Memory::kDirect);
+    auto layer_buckets = with_zero(o, 2);
+    layer_buckets.push_back("parallel.grad_bucket_mb=0.001");  // 262 floats: every layer (~12.7k) alone
+    const RunOut z2 = train(layer_buckets, 10, false, Memory::kDirect);
+    const RunOut z3 = train(with_zero(o, 3), 10, false, Memory::kDirect);
+    const RunOut f32 = train(with_zero({"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "train.steps=10"}, 3), 10,
+                             false, Memory::kDirect);
+    QVERIFY2(z0.error.empty() && z2.error.empty() && z3.error.empty() && f32.error.empty(), (z0.error + z2.error + z3.error + f32.error).c_str());
+    QVERIFY2(std::abs(z3.losses.back() - f32.losses.back()) > 1e-6, "bf16 took effect");
+    QCOMPARE(z3.losses, z2.losses);
+    QCOMPARE(z3.norms, z2.norms);
+    for (size_t i = 0; i < z0.losses.size(); ++i) {
+      QVERIFY2(close(z3.losses[i], z0.losses[i], 1e-3), qPrintable(QString("step %1: %2 vs %3").arg(i + 1).arg(z3.losses[i], 0, 'g', 10).arg(z0.losses[i], 0, 'g', 10)));
+    }
+  }
+
+  // What zero 2 and 3 keep: below zero 1's memory on every rank where the gradients (zero 2) and
+  // the weights (zero 3) outweigh the buckets and the gathered layers in flight (dp 4, buckets of
+  // about a layer), each stage by at least half of what it shards away.
+  void zeroShardsHoldLessMemory() {
+    std::vector<std::string> o = {"cluster.device=cpu", "cluster.gpus_per_node=4", "parallel.dp=4", "model.hidden=64", "model.layers=8",
+                                  "parallel.grad_bucket_mb=0.05"};
+    auto at = [&](int zero) { return train(with_zero(o, zero), 2); };  // the second step: zero 3 gathers ahead
+    const RunOut z1 = at(1), z2 = at(2), z3 = at(3);
+    QVERIFY2(z1.error.empty() && z2.error.empty() && z3.error.empty(), (z1.error + z2.error + z3.error).c_str());
+    auto cfg = config::parse_config(kBase, "test.yaml", o);
+    QVERIFY(cfg.ok());
+    auto plan = plan::make_plan(cfg.value());
+    QVERIFY(plan.ok());
+    const double params = plan->estimate.memory[0].params;  // the rank's parameters
+    for (size_t r = 0; r < z1.mem_bytes.size(); ++r) {
+      qInfo("rank %zu: zero 1 %zu, zero 2 %zu, zero 3 %zu bytes (params %.0f)", r, z1.mem_bytes[r], z2.mem_bytes[r], z3.mem_bytes[r], params);
+      QVERIFY2(static_cast<double>(z1.mem_bytes[r]) - z2.mem_bytes[r] > 0.5 * 4 * params * 3 / 4, qPrintable(QString("zero 2, rank %1").arg(r)));
+      QVERIFY2(static_cast<double>(z2.mem_bytes[r]) - z3.mem_bytes[r] > 0.5 * 4 * params * 3 / 4, qPrintable(QString("zero 3, rank %1").arg(r)));
     }
   }
 
@@ -532,6 +734,10 @@ class TestTrainer : public QObject {
     QTest::newRow("pp 2") << QStringList{"parallel.pp=2"} << "pp";
     QTest::newRow("tp 2, full recompute") << QStringList{"parallel.tp=2", "train.recompute=full"} << "tp recompute";
     QTest::newRow("dp 2, zero 1") << QStringList{"parallel.dp=2", "parallel.zero=1"} << "dp";
+    // Zero 2 and 3 reduce-scatter (and gather) inside the forward and backward: dp_ms counts that
+    // time, forward_ms and backward_ms leave it out, the ops' spans keep it.
+    QTest::newRow("dp 2, zero 2") << QStringList{"parallel.dp=2", "parallel.zero=2"} << "dp";
+    QTest::newRow("dp 2, zero 3") << QStringList{"parallel.dp=2", "parallel.zero=3"} << "dp";
   }
   void stepTimingAccountsForTheStep() {
     QFETCH(QStringList, overrides);
@@ -553,7 +759,12 @@ class TestTrainer : public QObject {
         prev_end = op.end_ms;
         (op.backward ? bwd : fwd) += op.end_ms - op.start_ms;
       }
-      QVERIFY(std::fabs(fwd - t.forward_ms) < 1e-6 && std::fabs(bwd - t.backward_ms) < 1e-6);
+      if (overrides.contains("parallel.zero=2") || overrides.contains("parallel.zero=3")) {
+        const double inside = fwd + bwd - (t.forward_ms + t.backward_ms);  // the collectives inside the ops
+        QVERIFY2(inside > 0 && inside <= t.dp_ms + 1e-6, qPrintable(QString("%1 ms inside the ops, dp %2 ms").arg(inside).arg(t.dp_ms)));
+      } else {
+        QVERIFY(std::fabs(fwd - t.forward_ms) < 1e-6 && std::fabs(bwd - t.backward_ms) < 1e-6);
+      }
       const double parts = t.forward_ms + t.backward_ms + t.pp_wait_ms + t.pp_send_ms + t.dp_ms + t.optimizer_ms + t.sync_ms;
       QVERIFY2(parts <= st.step_ms * (1 + 1e-9), qPrintable(QString("parts %1 ms > step %2 ms").arg(parts).arg(st.step_ms)));
       QVERIFY(t.forward_ms > 0 && t.backward_ms > 0 && t.optimizer_ms > 0);
@@ -961,6 +1172,8 @@ class TestTrainer : public QObject {
     QTest::newRow("one rank") << QStringList{"cluster.gpus_per_node=1"};
     QTest::newRow("dp=2 tp=2 pp=2 zero 1") << QStringList{"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2",
                                                           "parallel.zero=1"};
+    QTest::newRow("dp=2 tp=2 pp=2 zero 3") << QStringList{"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2",
+                                                          "parallel.zero=3"};
   }
   void fp16ScalingIsExactOnTheCpu() {
     QFETCH(QStringList, layout);

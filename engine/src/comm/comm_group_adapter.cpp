@@ -26,6 +26,14 @@ Status CommGroupAdapter::all_gather(const float* in, float* out, size_t count) {
   return c_->all_gather(std::span<const float>(in, count), std::span<float>(out, count * static_cast<size_t>(size())));
 }
 
+Status CommGroupAdapter::reduce_scatter_sum_start(const float* in, float* out, size_t count) {
+  return c_->reduce_scatter_async(std::span<const float>(in, count * static_cast<size_t>(size())), std::span<float>(out, count));
+}
+
+Status CommGroupAdapter::all_gather_start(const float* in, float* out, size_t count) {
+  return c_->all_gather_async(std::span<const float>(in, count), std::span<float>(out, count * static_cast<size_t>(size())));
+}
+
 Status CommGroupAdapter::send(const float* data, size_t count, int peer, uint32_t tag) {
   return c_->isend(std::span<const float>(data, count), peer, tag);
 }

@@ -181,6 +181,21 @@ Status Communicator::all_reduce_async(Buffer data, ReduceOp op) {
   return do_all_reduce_async(data, op);
 }
 
+// Refusals and the trivial cases (nothing to send, a group of one) as the blocking calls have them.
+Status Communicator::reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op) {
+  if (in.dtype != out.dtype || in.count != out.count * static_cast<size_t>(size()) || out.count == 0 || size() == 1) {
+    return reduce_scatter(in, out, op);
+  }
+  return do_reduce_scatter_async(in, out, op);
+}
+
+Status Communicator::all_gather_async(ConstBuffer in, Buffer out) {
+  if (in.dtype != out.dtype || out.count != in.count * static_cast<size_t>(size()) || in.count == 0 || size() == 1) {
+    return all_gather(in, out);
+  }
+  return do_all_gather_async(in, out);
+}
+
 Status Communicator::wait_async() {
   if (size() == 1) return Status::OK();
   return do_wait_async();

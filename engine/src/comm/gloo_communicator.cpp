@@ -237,6 +237,13 @@ class GlooCommunicator final : public Communicator {
   Status do_all_reduce_async(Buffer data, ReduceOp op) override {
     return lane_.post([this, data, op] { return do_all_reduce(data, op); }).with_context(describe("all_reduce", data.count, data.dtype));
   }
+  Status do_reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op) override {
+    return lane_.post([this, in, out, op] { return do_reduce_scatter(in, out, op); })
+        .with_context(describe("reduce_scatter", out.count, out.dtype));
+  }
+  Status do_all_gather_async(ConstBuffer in, Buffer out) override {
+    return lane_.post([this, in, out] { return do_all_gather(in, out); }).with_context(describe("all_gather", in.count, in.dtype));
+  }
   Status do_wait_async() override { return lane_.wait(); }
 
   // Ring reduce-scatter. Step s (0..N-2): send chunk (r-s-1) mod N as reduced so far to the

@@ -210,6 +210,24 @@ class NcclCommunicator final : public Communicator {
   // them while the device's stream goes on with the next layer.
   Status do_all_reduce_async(Buffer data, ReduceOp op) override {
     const std::string what = describe("all_reduce_async", data.count, data.dtype);
+    return on_side_stream(what, [&] {
+      return ncclAllReduce(data.data, data.data, data.count, nccl_type(data.dtype), nccl_op(op), comm_, side_stream_);
+    });
+  }
+  Status do_reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op) override {
+    const std::string what = describe("reduce_scatter_async", out.count, out.dtype);
+    return on_side_stream(what, [&] {
+      return ncclReduceScatter(in.data, out.data, out.count, nccl_type(out.dtype), nccl_op(op), comm_, side_stream_);
+    });
+  }
+  Status do_all_gather_async(ConstBuffer in, Buffer out) override {
+    const std::string what = describe("all_gather_async", in.count, in.dtype);
+    return on_side_stream(what, [&] { return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_, side_stream_); });
+  }
+  // Enqueues `call` (an NCCL collective on side_stream_) after everything issued on the device's
+  // stream so far.
+  template <typename Call>
+  Status on_side_stream(const std::string& what, Call&& call) {
     if (Status s = usable(what); !s) return s;
     if (!side_stream_) {
       CUDA_CALL(what, cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
@@ -219,14 +237,14 @@ class NcclCommunicator final : public Communicator {
     const Clock::time_point start = Clock::now();
     CUDA_CALL(what, cudaEventRecord(issued_, stream_));
     CUDA_CALL(what, cudaStreamWaitEvent(side_stream_, issued_, 0));
-    NCCL_CALL(what, ncclAllReduce(data.data, data.data, data.count, nccl_type(data.dtype), nccl_op(op), comm_, side_stream_));
+    NCCL_CALL(what, call());
     if (Status s = wait_ready(comm_, start + timeout_, what, timeout_); !s) return fail(s);
     ++side_pending_;
     return Status::OK();
   }
 
   Status do_wait_async() override {
-    const std::string what = "waiting for " + std::to_string(side_pending_) + " background all_reduce(s) on " + name();
+    const std::string what = "waiting for " + std::to_string(side_pending_) + " background collective(s) on " + name();
     if (Status s = usable(what); !s) return s;
     if (side_pending_ == 0) return Status::OK();
     CUDA_CALL(what, cudaEventRecord(side_done_, side_stream_));

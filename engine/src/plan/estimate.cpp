@@ -280,22 +280,129 @@ PerParam per_param(const config::RunConfig& c, int dp, int zero) {  // dp: the d
 //   schedule: token ids and targets 2 b s (int32), the received activation and gradient 2 b s h,
 //             and every send of the step, b s h each, kept until the step ends: m per chunk of the
 //             rank that has a next chunk (forward) and m per chunk that has a previous (backward);
+//             zero 2 and 3 add the units in flight at their most (runtime/zero_shards.h);
 //   zero 1:   the padded gradient with its reduced shard, then the rank's parameter shard with
-//             every shard gathered: per (d + 1), per = ceil(P / d), P the rank's parameters.
+//             every shard gathered: per (d + 1), per = ceil(P / d), P the rank's parameters;
+//   zero 2:   the rank's parameter shard S (the sum of its groups' per) and the largest group
+//             gathered, d per_max.
+// Units and groups as the engine makes them: a layer's tensors, or one tensor outside the layers;
+// a group (n floats) gives each rank per = ceil(n / d). In flight at once (the engine overlaps one
+// reduce-scatter and, zero 3, one gather with the unit in use): zero 3, a group per unit: the
+// unit's gathered parameters and its gradient (2 d per), the next unit gathered ahead (d per) and
+// the previous one's gradient reducing with its block ((d + 1) per); the head's tensors are held
+// together in the last chunk's forward and reduce during the top layer's backward, the
+// embeddings likewise in chunk 0's backward. Zero 2: a chunk's layers in runs of at least
+// parallel.grad_bucket_mb from its last layer down, every other tensor alone; the group filling
+// (d per) and the previous one reducing ((d + 1) per). Without parallel.overlap_grad_reduce one
+// unit (or the ends' units held together) and one block at a time: zero 3 (2 d + 1) per, zero 2
+// (d + 1) per.
+// estimate() has already counted, for zero 2 and 3, two gradient buckets (min(2 bucket, 4 P)) and
+// for zero 3 two gathered layers in the ranks' gradients and weights; those terms are taken out
+// here again, so that the total is the engine's.
 // Worked example, configs/tiny-gpt.yaml (b 4, s 64, h 128, pp 2, m 2): pp rank 0 holds one chunk
 // with a next one: 2 sends; 4 x (2 x 4 x 64 + 32768 x (2 + 2)) = 514 KiB. The process itself
 // (code, libraries, OpenBLAS and Gloo threads) is not counted, as the worker does not count it.
-double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m, int d, double params) {
+double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m, int d, double params,
+                          const std::vector<int>& chunk_layers) {
   const double bs = static_cast<double>(c.train.micro_batch) * c.model.seq_len / std::max(1, c.parallel.cp);
   const int chunks = p * v;
   double sends = 0;
   for (int ch = r; ch < chunks; ch += p) sends += (ch + 1 < chunks ? m : 0) + (ch > 0 ? m : 0);
-  const double schedule = 4.0 * (2 * bs + bs * c.model.hidden * (2 + sends));
+  double schedule = 4.0 * (2 * bs + bs * c.model.hidden * (2 + sends));
   double update = 0;
   d *= std::max(1, c.parallel.cp);  // the gradient group
-  if (c.parallel.zero >= 1 && d > 1) {
+  if (c.parallel.zero == 1 && d > 1) {
     const double per = std::ceil(params / d);
     update = 4.0 * per * (d + 1);
+  }
+  if (c.parallel.zero >= 2 && d > 1) {
+    const int zero = c.parallel.zero;
+    const bool overlap = c.parallel.overlap_grad_reduce;
+    const int tp = std::max(1, c.parallel.tp);
+    const auto desc = model::ModelDesc::from(c.model);
+    auto per_of = [&](double n) { return std::ceil(n / d); };
+    // The rank's units, floats each: the end tensors by place, the layers by chunk.
+    double layer = 0, first_sum = 0, last_sum = 0, first_max = 0, last_max = 0, head_copy = 0;
+    std::vector<double> first_units, last_units;
+    for (const auto& t : desc.params()) {
+      const double n = static_cast<double>(model::shard_numel(t, tp));
+      if (t.place == model::Place::kLayer && t.layer == 0) layer += n;
+      if (t.place == model::Place::kFirstStage) first_units.push_back(n);
+      if (t.place == model::Place::kLastStage) last_units.push_back(n);
+    }
+    const bool first = r == 0, last = r == (chunks - 1) % p;
+    if (last && desc.tied && !first) head_copy = first_units.front();
+    if (last && head_copy > 0) last_units.push_back(head_copy);
+    if (last && desc.tied && first) last_units.push_back(first_units.front());  // the head reads the embedding
+    for (double n : first_units) first_sum += per_of(n), first_max = std::max(first_max, per_of(n));
+    for (double n : last_units) last_sum += per_of(n), last_max = std::max(last_max, per_of(n));
+    // Shard groups: per and the groups' sum S.
+    double S = 0, per_max = 0, in_flight = 0, top_group = 0, bottom_group = 0;  // zero 2: a chunk's top and bottom group
+    auto add_group = [&](double n) {
+      S += per_of(n);
+      per_max = std::max(per_max, per_of(n));
+    };
+    if (first) {
+      for (double n : first_units) add_group(n);
+    }
+    if (last) {
+      for (size_t i = 0; i < last_units.size(); ++i) {
+        if (!(desc.tied && first && i + 1 == last_units.size())) add_group(last_units[i]);
+      }
+    }
+    const double bucket = c.parallel.grad_bucket_bytes() / 4.0;
+    for (int ch = r; ch < chunks && ch < static_cast<int>(chunk_layers.size()); ch += p) {
+      const int n = chunk_layers[static_cast<size_t>(ch)];
+      if (zero >= 3) {
+        for (int i = 0; i < n; ++i) add_group(layer);
+        // The next unit gathered ahead is a layer but where chunk 0's bottom layers come last (then
+        // the embeddings, counted below).
+        const double layers_held = !overlap ? 2.0 * d + 1 : ch == 0 && n <= 2 ? 3.0 * d + 1 : 4.0 * d + 1;  // in per
+        if (n > 0) in_flight = std::max(in_flight, layers_held * per_of(layer));
+        continue;
+      }
+      // Zero 2: from the chunk's last layer down, runs of whole layers of at least `bucket`; a
+      // group fills while the one above it reduces.
+      int left = n;
+      double above = 0;
+      while (left > 0) {
+        int k = 1;
+        while (k < left && k * layer < bucket) ++k;
+        const double per = per_of(k * layer);
+        add_group(k * layer);
+        in_flight = std::max(in_flight, (d + 1.0) * std::max(per, above) + (above > 0 && overlap ? d * per : 0.0));
+        top_group = top_group > 0 ? top_group : per;
+        bottom_group = per;
+        above = per;
+        left -= k;
+      }
+    }
+    // The ends beside a layer: its gradient reducing (zero 2 a bucket, taken as one layer here) and
+    // for zero 3 its parameters and gradient, or the next unit gathered ahead.
+    const double held = zero >= 3 ? 2.0 * d : 1.0 * d;  // a unit's parameters and gradient, or its gradient
+    const double below = zero >= 3 ? per_of(layer) : bottom_group, above = zero >= 3 ? per_of(layer) : top_group;
+    if (!overlap) {  // one unit (or the ends' units together) and one block at a time
+      if (first) in_flight = std::max(in_flight, held * first_sum + first_max);
+      if (last) in_flight = std::max(in_flight, held * last_sum + last_max);
+    } else {
+      const double ahead = zero >= 3 ? d * std::max(first_max, below) : 0.0;  // zero 3: the next unit gathered
+      if (first) in_flight = std::max(in_flight, held * first_sum + (d + 1.0) * below + ahead);
+      // The head in the last chunk's forward, then reducing beside the top layer's backward.
+      const double in_forward = held * last_sum + (zero >= 3 ? d * above : 0.0);
+      const double reducing = (d + 1.0) * last_sum + (zero >= 3 ? 3.0 : 1.0) * d * above;
+      if (last) in_flight = std::max({in_flight, in_forward, reducing});
+    }
+    schedule += 4.0 * in_flight;
+    if (zero == 2) update = 4.0 * (S + d * per_max);
+    // What estimate() counted already for these buffers (its weights and gradients).
+    const int rank_layers = [&] {
+      int k = 0;
+      for (int ch = r; ch < chunks && ch < static_cast<int>(chunk_layers.size()); ch += p) k += chunk_layers[static_cast<size_t>(ch)];
+      return k;
+    }();
+    double counted = std::min(2.0 * c.parallel.grad_bucket_bytes(), 4.0 * params);
+    if (zero >= 3 && rank_layers > 0) counted += 2.0 * layer * 4.0;
+    return std::max(schedule, update) - counted;
   }
   return std::max(schedule, update);
 }
@@ -503,7 +610,7 @@ Estimate estimate(const EstimateInput& in) {
     }
     if (D > 1 && c.parallel.zero >= 3) rm.weights += 2.0 * layer_params * full.weights;
     rm.activations += rank_layers[static_cast<size_t>(r)] > 0 ? recompute_working : 0.0;
-    rm.workspace = in.device.is_cpu ? cpu_engine_buffers(c, r, p, v, m, d, rm.params) : gpu_workspace;
+    rm.workspace = in.device.is_cpu ? cpu_engine_buffers(c, r, p, v, m, d, rm.params, in.chunk_layers) : gpu_workspace;
     if (rm.total() > e.peak_memory_bytes) {
       e.peak_memory_bytes = rm.total();
       e.peak_pp_rank = r;

@@ -131,6 +131,18 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     if (held) add(p, false);
   }
   if (last && m.tied_embeddings && !first) add(params.front(), true);  // the token embedding for the head
+  s->num_params_ = offset;
+  // The units: a layer's slots together, every other slot alone.
+  s->layer_unit_.assign(static_cast<size_t>(std::max(0, m.layers)), -1);
+  for (const auto& slot : s->slots_) {
+    const int layer = slot.spec.place == model::Place::kLayer ? slot.spec.layer : -1;
+    if (layer >= 0 && !s->units_.empty() && s->units_.back().layer == layer) {
+      s->units_.back().end = slot.offset + slot.count;
+      continue;
+    }
+    if (layer >= 0) s->layer_unit_[static_cast<size_t>(layer)] = static_cast<int>(s->units_.size());
+    s->units_.push_back({slot.offset, slot.offset + slot.count, layer});
+  }
   if (Status st = s->resolve_handles(); !st) return st;
   const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, Cl = d.q_width() / spec.tp, QKVl = d.qkv_width() / spec.tp,
                   Fl = m.ffn() / spec.tp, UPl = d.up_width() / spec.tp;
@@ -145,6 +157,8 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
                     allocate_buffer(s->targets_, dev, sz(B * T))}) {
     if (!st) return st.with_context("model stage of " + std::to_string(offset) + " parameters");
   }
+  s->bound_.resize(s->units_.size());
+  for (size_t u = 0; u < s->units_.size(); ++u) s->bind_own(u);
   s->dtmp_f_ = std::make_unique<ActBuffer>();
   s->dtmp_up_ = std::make_unique<ActBuffer>();
   s->dtmp_3c_ = std::make_unique<ActBuffer>();
@@ -223,14 +237,102 @@ Status GptStage::resolve_handles() {
 
 GptStage::~GptStage() = default;
 
+void GptStage::bind_own(size_t unit) {
+  const size_t at = units_[unit].begin;
+  Bound& b = bound_[unit];
+  b.params = params_.size() ? params_.data() + at : nullptr;
+  b.params_low = weights_low_.size() ? weights_low_.data() + at : nullptr;
+  b.grads = grads_.size() ? grads_.data() + at : nullptr;
+}
+
+void GptStage::set_unit_storage(UnitStorage* storage, bool params_too) {
+  storage_ = storage;
+  grads_ = Buffer<float>();
+  if (params_too) {
+    params_ = Buffer<float>();
+    weights_low_ = Buffer<bf16>();
+  }
+  for (size_t u = 0; u < units_.size(); ++u) bind_own(u);
+}
+
+size_t GptStage::unit_at(size_t offset) const {
+  const auto it = std::upper_bound(units_.begin(), units_.end(), offset, [](size_t o, const ParamUnit& u) { return o < u.begin; });
+  return static_cast<size_t>(it - units_.begin()) - 1;
+}
+
+Status GptStage::use_unit(size_t unit, UnitStorage::Use use) {
+  if (!storage_) return Status::OK();
+  auto v = storage_->acquire(static_cast<int>(unit), use);
+  if (!v.ok()) return v.status();
+  bind_own(unit);
+  Bound& b = bound_[unit];
+  if (v->params) b.params = v->params;
+  if (v->params_low) b.params_low = v->params_low;
+  if (v->grads) b.grads = v->grads;
+  return Status::OK();
+}
+
+Status GptStage::done_unit(size_t unit, UnitStorage::Use use) {
+  if (!storage_) return Status::OK();
+  bind_own(unit);
+  return storage_->release(static_cast<int>(unit), use);
+}
+
+Status GptStage::use_layer(int layer, UnitStorage::Use use) {
+  if (!storage_) return Status::OK();
+  return use_unit(static_cast<size_t>(layer_unit_[static_cast<size_t>(layer)]), use);
+}
+
+Status GptStage::done_layer(int layer, UnitStorage::Use use) {
+  if (!storage_) return Status::OK();
+  return done_unit(static_cast<size_t>(layer_unit_[static_cast<size_t>(layer)]), use);
+}
+
+namespace {
+
+// The units of `offsets` (kAbsent skipped), each once, ascending.
+template <typename UnitAt>
+std::vector<size_t> units_of(const std::vector<size_t>& offsets, size_t absent, UnitAt unit_at) {
+  std::vector<size_t> units;
+  for (size_t o : offsets) {
+    if (o != absent) units.push_back(unit_at(o));
+  }
+  std::sort(units.begin(), units.end());
+  units.erase(std::unique(units.begin(), units.end()), units.end());
+  return units;
+}
+
+}  // namespace
+
+Status GptStage::use_ends(std::vector<size_t> offsets, UnitStorage::Use use) {
+  if (!storage_) return Status::OK();
+  for (size_t u : units_of(offsets, kAbsent, [this](size_t o) { return unit_at(o); })) {
+    if (Status st = use_unit(u, use); !st) return st;
+  }
+  return Status::OK();
+}
+
+Status GptStage::done_ends(std::vector<size_t> offsets, UnitStorage::Use use) {
+  if (!storage_) return Status::OK();
+  for (size_t u : units_of(offsets, kAbsent, [this](size_t o) { return unit_at(o); })) {
+    if (Status st = done_unit(u, use); !st) return st;
+  }
+  return Status::OK();
+}
+
 // A draw costs ~60 ns (Philox plus log and cos in double): 47 s on one thread for 774M parameters,
 // so the values are drawn on every core, in pieces of 64K; each value depends on its index only
 // (rng.h), so the result is the same on any number of threads.
 Status GptStage::init_parameters(uint64_t seed) {
-  std::unique_ptr<float[]> host(new (std::nothrow) float[params_.size()]);  // every element is written below
-  if (!host) return Status::unavailable("initialising parameters: no host memory for " + std::to_string(params_.size() * 4 >> 20) + " MiB of fp32 weights");
+  std::unique_ptr<float[]> host(new (std::nothrow) float[num_params_]);  // every element is written below
+  if (!host) return Status::unavailable("initialising parameters: no host memory for " + std::to_string(num_params_ * 4 >> 20) + " MiB of fp32 weights");
+  if (Status st = initial_parameters(seed, host.get()); !st) return st;
+  return upload_params(host.get());
+}
+
+Status GptStage::initial_parameters(uint64_t seed, float* host) const {
   for (const auto& s : slots_) {
-    float* dst = host.get() + s.offset;
+    float* dst = host + s.offset;
     const auto& p = s.spec;
     const uint64_t stream = tensor_stream(p.name);
     if (p.init_std <= 0) {
@@ -244,21 +346,27 @@ Status GptStage::init_parameters(uint64_t seed) {
       }
     });
   }
-  return upload_params(host.get());
+  return Status::OK();
 }
 
-Status GptStage::zero_grads() { return dev_->fill_zero(grads_.data(), grads_.bytes()); }
+Status GptStage::zero_grads() { return grads_.size() ? dev_->fill_zero(grads_.data(), grads_.bytes()) : Status::OK(); }
 
-Status GptStage::download_params(float* host) const { return dev_->copy_to_host(host, params_.data(), params_.bytes()); }
+Status GptStage::download_params(float* host) const {
+  if (params_.size() != num_params_) return Status::internal("gpt: the parameters are held outside the stage (zero 3)");
+  return dev_->copy_to_host(host, params_.data(), params_.bytes());
+}
 Status GptStage::upload_params(const float* host) {
+  if (params_.size() != num_params_) return Status::internal("gpt: the parameters are held outside the stage (zero 3)");
   weights_low_stale_ = true;
   return dev_->copy_from_host(params_.data(), host, params_.bytes());
 }
 
 ActIn GptStage::w(size_t offset) const {
   if (offset == kAbsent) return ActIn(nullptr);
-  if (weights_low_.size()) return ActIn(weights_low_.data() + offset);
-  return ActIn(params_.data() + offset);
+  const size_t u = unit_at(offset);
+  const Bound& b = bound_[u];
+  if (spec_.bf16_activations) return ActIn(b.params_low + (offset - units_[u].begin));
+  return ActIn(b.params + (offset - units_[u].begin));
 }
 
 void GptStage::norm_forward(ActOut out, float* mean, float* rstd, const float* x, size_t weight, size_t bias, int N) {
@@ -446,7 +554,9 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
       if (Status st = allocate_buffer(acts->tokens, dev, static_cast<size_t>(BT)); !st) return st;
       if (Status st = dev.copy_from_host(acts->tokens.data(), tokens, acts->tokens.bytes()); !st) return st;
       acts->bytes += acts->tokens.bytes();
+      if (Status st = use_ends({end_.embedding, end_.positions}, UnitStorage::Use::kForward); !st) return st;
       k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p(end_.embedding), p(end_.positions), B, T, C);
+      if (Status st = done_ends({end_.embedding, end_.positions}, UnitStorage::Use::kForward); !st) return st;
     } else {
       if (Status st = dev.copy(acts->inputs[0].data(), input, n * sizeof(float)); !st) return st;
     }
@@ -475,7 +585,9 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
       acts->bytes += a->bytes();
     }
     float* dst = i + 1 < layers ? acts->inputs[static_cast<size_t>(i + 1)].data() : out_.data();
+    if (Status st = use_layer(first_layer + i, UnitStorage::Use::kForward); !st) return st;
     if (Status st = layer_forward(first_layer + i, acts->inputs[static_cast<size_t>(i)].data(), dst, *a); !st) return st;
+    if (Status st = done_layer(first_layer + i, UnitStorage::Use::kForward); !st) return st;
     if (own) acts->layers.push_back(std::move(own));
   }
   if (chunk == spec_.num_chunks - 1) {
@@ -485,6 +597,8 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     if (Status st = dev.copy_from_host(targets_.data(), targets, targets_.bytes()); !st) return st;
     const float* x = layers > 0 ? out_.data() : input;
     float* logits = logits_.data();
+    const std::vector<size_t> head_units = {end_.final_norm, end_.final_norm_bias, end_.head};
+    if (Status st = use_ends(head_units, UnitStorage::Use::kBackward); !st) return st;
     norm_forward(lnf_->out(), lnf_mean_.data(), lnf_rstd_.data(), x, end_.final_norm, end_.final_norm_bias, BT);
     k_->matmul_forward(logits, lnf_->in(), w(end_.head), nullptr, BT, C, V, Layout::kOutIn);
     // The loss, and its gradient at the logits: over them in place, or into a bf16 buffer with
@@ -496,6 +610,7 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     if (Status st = allocate_buffer(acts->dhead, dev, n, true); !st) return st;
     norm_backward(acts->dhead.data(), end_.final_norm, end_.final_norm_bias, dlnf_.data(), x, lnf_mean_.data(), lnf_rstd_.data(), BT,
                   nullptr);
+    if (Status st = done_ends(head_units, UnitStorage::Use::kBackward); !st) return st;
     acts->bytes += n * sizeof(float);
   } else if (output) {
     if (Status st = dev.copy(output, layers > 0 ? out_.data() : input, n * sizeof(float)); !st) return st;
@@ -531,6 +646,7 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   if (dres_low_.size()) k_->round_to_bf16(dres_low_.data(), dres, n);  // the layers' layernorms keep it after
   for (int i = layers - 1; i >= 0; --i) {
     const float* x = acts->inputs[static_cast<size_t>(i)].data();
+    if (Status st = use_layer(first_layer + i, UnitStorage::Use::kBackward); !st) return st;
     LayerActs* a;
     if (spec_.full_recompute) {
       a = recompute_acts_.get();
@@ -541,13 +657,18 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
       a = acts->layers[static_cast<size_t>(i)].get();
     }
     if (Status st = layer_backward(first_layer + i, x, *a, dres); !st) return st;
+    if (Status st = done_layer(first_layer + i, UnitStorage::Use::kBackward); !st) return st;
     if (layer_done && *layer_done) {
       if (Status st = (*layer_done)(first_layer + i); !st) return st;
     }
   }
   // dres now holds the gradient at the chunk's input.
   if (chunk == 0) {
-    if (layers > 0) k_->encoder_backward(g(end_.embedding), g(end_.positions), dres, acts->tokens.data(), B, T, C);
+    if (layers > 0) {
+      if (Status st = use_ends({end_.embedding, end_.positions}, UnitStorage::Use::kBackward); !st) return st;
+      k_->encoder_backward(g(end_.embedding), g(end_.positions), dres, acts->tokens.data(), B, T, C);
+      if (Status st = done_ends({end_.embedding, end_.positions}, UnitStorage::Use::kBackward); !st) return st;
+    }
   } else if (dinput) {
     if (Status st = dev.copy(dinput, dres, n * sizeof(float)); !st) return st;
   }

@@ -69,6 +69,12 @@ class Trainer::TimedGroup final : public CommGroup {
   Status all_reduce_sum_start(float* data, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_reduce_sum_start(data, count); });
   }
+  Status reduce_scatter_sum_start(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->reduce_scatter_sum_start(in, out, count); });
+  }
+  Status all_gather_start(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_gather_start(in, out, count); });
+  }
   Status wait_all_reduces() override {
     return timed(collective_ms_, [&] { return inner_->wait_all_reduces(); });
   }
@@ -106,10 +112,6 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
   if (config.parallel.cp > 1) {
     return Status::invalid_input("parallel.cp=" + std::to_string(config.parallel.cp) +
                                  ": the engine does not split sequences yet (context parallelism is planned and exported); set parallel.cp: 1");
-  }
-  if (config.parallel.zero >= 2) {
-    return Status::invalid_input("parallel.zero=" + std::to_string(config.parallel.zero) +
-                                 ": the engine shards optimizer state (zero 1) but not yet gradients or weights; set parallel.zero: 1");
   }
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
@@ -213,7 +215,15 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
   t->shard_per_ = (n + static_cast<size_t>(t->grad_size_) - 1) / static_cast<size_t>(t->grad_size_);
-  if (config.parallel.zero >= 1 && t->grad_size_ > 1) {
+  const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_bytes() / sizeof(float));
+  // zero 2 and 3: the stage's gradients (and parameters) move into shards (zero_shards.h).
+  if (config.parallel.zero >= 2 && t->grad_size_ > 1) {
+    auto z = ZeroShards::create(*t->stage_, *t->groups_.grad, *t->dev_, config.parallel.zero, bucket_floats,
+                                config.parallel.overlap_grad_reduce);
+    if (!z.ok()) return z.status().with_context("rank " + std::to_string(layout.rank));
+    t->shards_ = std::move(z).value();
+  }
+  if (config.parallel.zero == 1 && t->grad_size_ > 1) {
     t->shard_begin_ = std::min(n, t->shard_per_ * static_cast<size_t>(t->grad_rank_));
     t->shard_end_ = std::min(n, t->shard_begin_ + t->shard_per_);
   } else {
@@ -223,11 +233,19 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   // The optimizer's ranges, every slot clipped to the shard, fixed for the trainer's life: the
   // update's (moments indexed from the shard's begin) and the global norm's, each parameter once
   // over the world (counts_in_norm; without zero every rank of the gradient group holds the same
-  // gradients, so only its rank 0 adds, with zero each adds its own shard).
+  // gradients, so only its rank 0 adds, with zero each adds its own shard). Zero 2 and 3 index
+  // the shard buffers (ZeroShards::segments_of).
   const bool zero = config.parallel.zero >= 1 && t->grad_size_ > 1;
   const bool adds_norm = zero || t->grad_rank_ == 0;
   std::vector<Segment> update, norm;
   for (const auto& s : t->stage_->param_slots()) {
+    if (t->shards_) {
+      for (const Segment& seg : t->shards_->segments_of(s)) {
+        update.push_back(seg);
+        if (counts_in_norm(s, t->tp_rank_)) norm.push_back(seg);
+      }
+      continue;
+    }
     const size_t b = std::max(s.offset, t->shard_begin_), e = std::min(s.offset + s.count, t->shard_end_);
     if (b >= e) continue;
     Segment seg;
@@ -243,14 +261,13 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     if (!made.ok()) return made.status().with_context("optimizer of rank " + std::to_string(layout.rank));
     *table = std::move(made).value();
   }
-  const size_t moments = t->shard_end_ - t->shard_begin_;
+  const size_t moments = t->shards_ ? t->shards_->shard_size() : t->shard_end_ - t->shard_begin_;
   for (Buffer<float>* b : {&t->exp_avg_, &t->exp_avg_sq_}) {
     if (Status s = allocate_buffer(*b, *t->dev_, moments, true); !s) return s.with_context("AdamW state of rank " + std::to_string(layout.rank));
   }
   // Overlapped DP buckets: plain data parallelism only (ZeRO's reduce-scatter runs after the
   // backward).
   if (t->grad_size_ > 1 && config.parallel.zero == 0 && config.parallel.overlap_grad_reduce) {
-    const auto bucket_floats = static_cast<size_t>(config.parallel.grad_bucket_bytes() / sizeof(float));
     t->reducer_ = std::make_unique<GradReducer>(*t->groups_.grad, *t->dev_, t->stage_->grads(),
                                                 plan_grad_buckets(t->stage_->param_slots(), bucket_floats));
   }
@@ -266,23 +283,31 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
 Status Trainer::start() {
   if (config_.train.resume.empty()) {
     step_ = 0;
-    if (config_.train.init.empty()) return stage_->init_parameters(config_.train.seed);
+    std::vector<float> full(stage_->num_params());
+    if (config_.train.init.empty()) {
+      if (!params_sharded()) return stage_->init_parameters(config_.train.seed);
+      if (Status s = stage_->initial_parameters(config_.train.seed, full.data()); !s) return s;
+      return put_params(full.data());
+    }
     // A fresh run from a model's weights: the optimizer starts empty, at step 0.
     auto weights = read_model_dir(config_.train.init, config_.model);
     if (!weights.ok()) return weights.status().with_context("train.init=" + config_.train.init);
-    std::vector<float> full(stage_->num_params());
     if (Status s = load_shards(*stage_, weights.value(), "", full.data()); !s) return s.with_context("train.init=" + config_.train.init);
-    return stage_->upload_params(full.data());
+    return put_params(full.data());
   }
   auto ck = read_checkpoint(config_.train.resume, config_.model, true);
   if (!ck.ok()) return ck.status().with_context("train.resume=" + config_.train.resume);
   std::vector<float> full(stage_->num_params());
   if (Status s = load_shards(*stage_, ck->model, "", full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
-  if (Status s = stage_->upload_params(full.data()); !s) return s;
+  if (Status s = put_params(full.data()); !s) return s;
   for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
     if (Status s = load_shards(*stage_, ck->optimizer, prefix, full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
     auto& dst = std::string(prefix) == "exp_avg." ? exp_avg_ : exp_avg_sq_;
-    if (Status s = dev_->copy_from_host(dst.data(), full.data() + shard_begin_, dst.bytes()); !s) return s;
+    if (shards_) {
+      if (Status s = shards_->scatter_full(full.data(), dst.data()); !s) return s;
+    } else if (Status s = dev_->copy_from_host(dst.data(), full.data() + shard_begin_, dst.bytes()); !s) {
+      return s;
+    }
   }
   step_ = ck->state.step;
   tokens_ = ck->state.tokens;
@@ -299,8 +324,17 @@ double Trainer::lr_at(int64_t step) const {
   return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
+bool Trainer::params_sharded() const { return shards_ && shards_->param_shard(); }
+
+Status Trainer::put_params(const float* full) {
+  if (params_sharded()) return shards_->scatter_full(full, shards_->param_shard());
+  return stage_->upload_params(full);
+}
+
 size_t Trainer::state_bytes() const {
-  return sizeof(float) * (2 * stage_->num_params() + exp_avg_.size() + exp_avg_sq_.size()) + stage_->weight_copy_bytes();
+  // The stage's flat buffers (zero 2: the parameters only; zero 3: none), the shards, AdamW's moments.
+  return stage_->flat_bytes() + (shards_ ? shards_->state_bytes() : 0) + exp_avg_.bytes() + exp_avg_sq_.bytes() +
+         stage_->weight_copy_bytes();
 }
 
 Status Trainer::run_schedule(double& local_loss) {
@@ -335,7 +369,9 @@ Status Trainer::run_schedule(double& local_loss) {
   schedule_buffer_peak_ = fixed_bytes;
   local_loss = 0;
   const auto step_start = std::chrono::steady_clock::now();
-  // The op's time, without the receive before it and the send after it.
+  // The op's time, without the receive before it and the send after it; forward_ms and backward_ms
+  // leave out the gradient group's collectives inside it (zero 2 and 3), which dp_ms counts.
+  double dp_before = 0;
   auto record_op = [&](const PipeOp& op, std::chrono::steady_clock::time_point t0) {
     if (!record_timing_) return;
     PipeOpTime t;
@@ -344,7 +380,7 @@ Status Trainer::run_schedule(double& local_loss) {
     t.micro_batch = op.micro_batch;
     t.start_ms = std::chrono::duration<double, std::milli>(t0 - step_start).count();
     t.end_ms = ms_since(step_start);
-    (t.backward ? timing_.backward_ms : timing_.forward_ms) += t.end_ms - t.start_ms;
+    (t.backward ? timing_.backward_ms : timing_.forward_ms) += t.end_ms - t.start_ms - (timing_.dp_ms - dp_before);
     timing_.ops.push_back(t);
   };
   const std::vector<PipeOp> ops = pipeline_schedule(config_.pipeline.schedule, pp_, pp_rank_, v_, m_);
@@ -384,6 +420,7 @@ Status Trainer::run_schedule(double& local_loss) {
       const float loss_scale = scaler_ ? static_cast<float>(scaler_->scale()) : 1.0f;
       const float scale = loss_scale * (1.0f / (static_cast<float>(B) * T * m_));
       const auto t0 = std::chrono::steady_clock::now();
+      dp_before = timing_.dp_ms;
       if (Status s = stage_->forward(op.chunk, op.micro_batch, tokens.data(), in_dev, targets.data(), scale, last ? nullptr : out_dev, &loss); !s) {
         return s;
       }
@@ -417,6 +454,7 @@ Status Trainer::run_schedule(double& local_loss) {
         din_dev = b.value();
       }
       const auto t0 = std::chrono::steady_clock::now();
+      dp_before = timing_.dp_ms;
       const bool final_backward = reducer_ && last_backward[op.chunk] == i;
       if (Status s = stage_->backward(op.chunk, op.micro_batch, dout_dev, first ? nullptr : din_dev, final_backward ? &layer_done : nullptr);
           !s) {
@@ -451,6 +489,7 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
 }
 
 Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats) {
+  if (shards_) return sharded_update(local_loss, stats);
   const Ops& k = dev_->ops();
   float* grads = stage_->grads();
   float* params = stage_->params();
@@ -494,6 +533,60 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
       k.scale(grads, n, inv_dp);
     }
   }
+  if (Status s = norm_and_step(local_loss, stats, params, grads); !s) return s;
+  if (stats.skipped) return Status::OK();
+  if (zero) {
+    const size_t per = shard_per_;
+    Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (d x per)
+    if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s;
+    if (Status s = allocate_buffer(all, *dev_, per * static_cast<size_t>(d)); !s) return s;
+    if (Status s = dev_->copy(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
+    if (Status s = all_gather_on_device(*groups_.grad, *dev_, mine.data(), all.data(), per); !s) return s;
+    if (Status s = dev_->copy(params, all.data(), n * sizeof(float)); !s) return s;
+  }
+  return dev_->synchronize();
+}
+
+// Zero 2 and 3: the gradients are this rank's shard already (reduce-scattered during the
+// backward); the tied embedding's two copies sum shard by shard (both shard it alike,
+// zero_shards.h), then the mean over the gradient group, the norm and AdamW over the shard, and
+// for zero 2 the all-gather of the updated parameters into the stage.
+Status Trainer::sharded_update(double local_loss, StepStats& stats) {
+  const Ops& k = dev_->ops();
+  if (Status s = shards_->flush(); !s) return s;
+  if (Status s = shards_->check_idle(); !s) return s;
+  float* grads = shards_->grad_shard();
+  const size_t S = shards_->shard_size();
+  if (groups_.embedding) {
+    for (const auto& slot : stage_->param_slots()) {
+      if (slot.spec.role != model::Role::kEmbedding) continue;
+      const auto [first, count] = shards_->group_piece(slot.offset);
+      if (Status s = all_reduce_on_device(*groups_.embedding, *dev_, grads + first, count, staging_); !s) return s;
+    }
+  }
+  k.scale(grads, S, 1.0f / static_cast<float>(grad_size_));
+  Buffer<float> mine;  // zero 2: (S), this rank's pieces of the parameters
+  float* params = shards_->param_shard();
+  update_buffer_peak_ = 0;
+  if (!params) {
+    if (Status s = allocate_buffer(mine, *dev_, S, true); !s) return s.with_context("zero 2: the parameter shard");
+    if (Status s = shards_->params_to_shard(stage_->params(), mine.data()); !s) return s;
+    params = mine.data();
+    update_buffer_peak_ = mine.bytes() + shards_->gather_buffer_bytes();
+  }
+  if (Status s = norm_and_step(local_loss, stats, params, grads); !s) return s;
+  if (stats.skipped) return Status::OK();
+  if (mine.size()) {
+    if (Status s = shards_->all_gather_params(mine.data(), stage_->params()); !s) return s;
+  }
+  return dev_->synchronize();
+}
+
+// The world's all-reduce of the loss and the squared gradient norm (norm_segments_ of `grads`),
+// the fp16 scaler's rule, clipping and AdamW over update_segments_ of `params` and `grads`. A
+// skipped step (stats.skipped) updates nothing.
+Status Trainer::norm_and_step(double local_loss, StepStats& stats, float* params, const float* grads) {
+  const Ops& k = dev_->ops();
   // Global norm: each parameter once over the world (norm_segments_ says which ranges this rank adds).
   const double sumsq = k.sum_of_squares_segments(grads, norm_segments_.list());
   double reduce[2] = {sumsq, pp_rank_ == pp_ - 1 ? local_loss : 0.0};
@@ -527,16 +620,7 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
   opt.weight_decay = static_cast<float>(config_.train.weight_decay);
   k.adamw_update_segments(params, exp_avg_.data(), exp_avg_sq_.data(), grads, update_segments_.list(), opt, step_ + 1 - skipped_,
                           grad_scale);
-  if (zero) {
-    const size_t per = shard_per_;
-    Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (d x per)
-    if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s;
-    if (Status s = allocate_buffer(all, *dev_, per * static_cast<size_t>(d)); !s) return s;
-    if (Status s = dev_->copy(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
-    if (Status s = all_gather_on_device(*groups_.grad, *dev_, mine.data(), all.data(), per); !s) return s;
-    if (Status s = dev_->copy(params, all.data(), n * sizeof(float)); !s) return s;
-  }
-  return dev_->synchronize();
+  return Status::OK();
 }
 
 Result<StepStats> Trainer::train_step() {
@@ -547,6 +631,9 @@ Result<StepStats> Trainer::train_step() {
   }
   (void)stage_->take_recompute_seconds();
   if (Status s = stage_->zero_grads(); !s) return s;
+  if (shards_) {
+    if (Status s = shards_->begin_step(); !s) return s;
+  }
   stage_->reset_peak();
   dev_->reset_peak();
   double local_loss = 0;
@@ -560,10 +647,12 @@ Result<StepStats> Trainer::train_step() {
   stats.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stats.tokens_per_s = stats.step_ms > 0 ? tokens / (stats.step_ms / 1000.0) : 0.0;
   // A device that counts its allocations (CUDA) reports its high-water mark; on the CPU it is the
-  // state, the activations' peak and the larger of the step's two sets of buffers.
+  // state, the activations' peak and the larger of the step's two sets of buffers (zero 2 and 3:
+  // the schedule's with the units in flight at their peak).
+  const size_t in_flight = shards_ ? shards_->peak_unit_bytes() : 0;
   stats.mem_bytes = dev_->peak_bytes() > 0 ? dev_->peak_bytes()
                                            : state_bytes() + stage_->peak_activation_bytes() +
-                                                 std::max(schedule_buffer_peak_, update_buffer_peak_);
+                                                 std::max(schedule_buffer_peak_ + in_flight, update_buffer_peak_);
   if (record_timing_) {
     timing_.recompute_ms = stage_->take_recompute_seconds() * 1e3;
     stats.timing = std::move(timing_);
@@ -573,11 +662,19 @@ Result<StepStats> Trainer::train_step() {
 }
 
 Result<std::string> Trainer::save_checkpoint() {
-  // Moments of the whole local parameter set (zero 1: gathered over dp x cp first).
+  // Moments of the whole local parameter set (zero 1, 2 and 3: gathered over dp x cp first; zero
+  // 3 the parameters too).
   const size_t n = stage_->num_params();
   std::vector<float> m_full(n), v_full(n), params(n);
-  if (Status s = stage_->download_params(params.data()); !s) return s;
-  if (config_.parallel.zero >= 1 && grad_size_ > 1) {
+  if (params_sharded()) {
+    if (Status s = shards_->gather_full(shards_->param_shard(), params.data()); !s) return s;
+  } else if (Status s = stage_->download_params(params.data()); !s) {
+    return s;
+  }
+  if (shards_) {
+    if (Status s = shards_->gather_full(exp_avg_.data(), m_full.data()); !s) return s;
+    if (Status s = shards_->gather_full(exp_avg_sq_.data(), v_full.data()); !s) return s;
+  } else if (config_.parallel.zero >= 1 && grad_size_ > 1) {
     const size_t per = shard_per_;
     std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(grad_size_));
     for (int which = 0; which < 2; ++which) {

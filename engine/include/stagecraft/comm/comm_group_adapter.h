@@ -35,6 +35,8 @@ class CommGroupAdapter final : public runtime::CommGroup {
   Status recv(float* data, size_t count, int peer, uint32_t tag) override;
   Status wait_sends() override { return c_->wait_sends(); }
   Status all_reduce_sum_start(float* data, size_t count) override;
+  Status reduce_scatter_sum_start(const float* in, float* out, size_t count) override;
+  Status all_gather_start(const float* in, float* out, size_t count) override;
   Status wait_all_reduces() override { return c_->wait_async(); }
 
  private:

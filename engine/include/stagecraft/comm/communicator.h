@@ -31,6 +31,10 @@
 //                   work already issued on the device's stream); a transport without either
 //                   runs each at once. Data-parallel gradient buckets use it to reduce while
 //                   the backward pass goes on (runtime/grad_reducer.h).
+//   reduce_scatter_async, all_gather_async  the same for those two collectives, in the same
+//                   queue (wait_async waits for all three kinds; `in` stays untouched and `out`
+//                   unread until then): ZeRO's gradient buckets and prefetched layers
+//                   (runtime/zero_shards.h).
 // Gloo matches a recv to the sends of its peer by tag; NCCL has no tags and matches by order, so
 // portable callers post the recvs from one peer in the order that peer sent.
 // kAvg divides the sum by the group size (exactly: sum / size, not sum * (1 / size)).
@@ -114,6 +118,10 @@ class Communicator {
   Status wait_sends();
   Status barrier();
   Status all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::kSum) { return all_reduce_async(view(data), op); }
+  Status reduce_scatter_async(std::span<const float> in, std::span<float> out, ReduceOp op = ReduceOp::kSum) {
+    return reduce_scatter_async(view(in), view(out), op);
+  }
+  Status all_gather_async(std::span<const float> in, std::span<float> out) { return all_gather_async(view(in), view(out)); }
   Status wait_async();
 
   // Untyped views, for backends and for callers that hold a dtype at run time.
@@ -136,6 +144,8 @@ class Communicator {
   Status recv(Buffer data, int peer, uint32_t tag);
   Status send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag);
   Status all_reduce_async(Buffer data, ReduceOp op);
+  Status reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op);
+  Status all_gather_async(ConstBuffer in, Buffer out);
 
  protected:
   // `ranks` non-empty and distinct, `rank` an index into it (the factories check); an empty
@@ -156,6 +166,8 @@ class Communicator {
   virtual Status do_barrier() = 0;
   // The background all-reduce: by default run at once (do_all_reduce), nothing left to wait for.
   virtual Status do_all_reduce_async(Buffer data, ReduceOp op) { return do_all_reduce(data, op); }
+  virtual Status do_reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op) { return do_reduce_scatter(in, out, op); }
+  virtual Status do_all_gather_async(ConstBuffer in, Buffer out) { return do_all_gather(in, out); }
   virtual Status do_wait_async() { return Status::OK(); }
   // A group of one's reduce_scatter and all_gather: `bytes` from src to dst in the
   // communicator's memory (host: memmove).

@@ -42,8 +42,12 @@ class CommGroup : public TpReducer {
   virtual Status wait_sends() = 0;
   // An in-place sum that may go on in the background (Communicator::all_reduce_async): `data`
   // stays untouched, and the group gets no other call, until wait_all_reduces(), which waits for
-  // every one started so far and returns the first failure. By default it runs at once.
+  // every background call started so far and returns the first failure. By default it runs at once.
   virtual Status all_reduce_sum_start(float* data, size_t count) { return all_reduce_sum(data, count); }
+  // reduce_scatter_sum and all_gather in the background likewise (Communicator's *_async): `in`
+  // untouched and `out` unread until wait_all_reduces(). By default they run at once.
+  virtual Status reduce_scatter_sum_start(const float* in, float* out, size_t count) { return reduce_scatter_sum(in, out, count); }
+  virtual Status all_gather_start(const float* in, float* out, size_t count) { return all_gather(in, out, count); }
   virtual Status wait_all_reduces() { return Status::OK(); }
 };
 

@@ -29,6 +29,9 @@
 // Memory: parameters, gradients and activations live on the stage's Device (device.h) and every
 // kernel runs through its Ops table, so the same code trains on the CPU and on a GPU. tokens and
 // targets are host arrays (the data reader's); input, output, dout and dinput are the device's.
+// With a UnitStorage (parallel.zero 2 and 3, zero_shards.h) the gradients, or the parameters and
+// the gradients, lie outside the flat buffers: the stage asks for each ParamUnit just before it
+// runs it and gives it back right after.
 //
 // Not thread-safe; one per rank.
 #pragma once
@@ -89,6 +92,37 @@ struct ParamSlot {
   bool head_copy = false;  // the last stage's copy of the token embedding for the tied head
 };
 
+// The parameters a ZeRO stage gathers, and reduces the gradients of, as one (zero_shards.h): one
+// transformer layer's tensors, or one tensor outside the layers (so the token embedding is a unit
+// alone and its tied copies on the first and last stage shard alike). Contiguous in the flat
+// buffers, ascending, together the whole buffer.
+struct ParamUnit {
+  size_t begin = 0, end = 0;  // floats of the flat layout, [begin, end)
+  int layer = -1;             // its transformer layer; -1 outside the layers
+};
+
+// Where a unit's tensors lie while the stage runs it, when they do not stay in the stage's flat
+// buffers (GptStage::set_unit_storage). The stage calls acquire before it reads a unit's parameters
+// or writes its gradients, and release once done, in an order fixed by the schedule (the same on
+// every rank of one (tp, pp) position), so that both may run collectives over those ranks:
+//   kForward   a forward reads the parameters;
+//   kBackward  a backward (a layer's, with its recomputed forward; the head's, inside the last
+//              chunk's forward; the embeddings') reads them and adds to zeroed gradients, which
+//              release may then reduce.
+// A unit is acquired at most once at a time. A View's nullptr fields mean the stage's own buffers.
+class UnitStorage {
+ public:
+  enum class Use { kForward, kBackward };
+  struct View {
+    float* params = nullptr;           // (end - begin) floats
+    const bf16* params_low = nullptr;  // their bf16 copy, with bf16 activations
+    float* grads = nullptr;            // kBackward: (end - begin) floats, zeroed
+  };
+  virtual ~UnitStorage() = default;
+  virtual Result<View> acquire(int unit, Use use) = 0;
+  virtual Status release(int unit, Use use) = 0;
+};
+
 class GptStage {
  public:
   // `device` (default: the host's CPU device) must outlive the stage. `tp` reduces host memory:
@@ -107,11 +141,22 @@ class GptStage {
     return params_.data();
   }
   float* grads() { return grads_.data(); }
-  size_t num_params() const { return params_.size(); }
+  size_t num_params() const { return num_params_; }
+
+  // The units of the flat layout (ParamUnit), ascending.
+  const std::vector<ParamUnit>& param_units() const { return units_; }
+  // Hands the gradients, and with `params_too` the parameters, to `storage` (which must outlive
+  // the stage) and frees the flat buffers that held them: from now on params() (with params_too),
+  // grads() and zero_grads() have nothing to work on, and download_params/upload_params fail with
+  // params_too. The bytes the stage still holds in flat buffers: flat_bytes().
+  void set_unit_storage(UnitStorage* storage, bool params_too);
+  size_t flat_bytes() const { return params_.bytes() + grads_.bytes(); }
 
   // The description's initialisation from (seed, name, full index) (model.h), identical to the
   // unsharded model's values.
   [[nodiscard]] Status init_parameters(uint64_t seed);
+  // The same values into `host` (num_params() floats), for parameters held outside the stage.
+  [[nodiscard]] Status initial_parameters(uint64_t seed, float* host) const;
   [[nodiscard]] Status zero_grads();
   // Copies of the parameters (or gradients) to and from host memory of num_params() floats.
   [[nodiscard]] Status download_params(float* host) const;
@@ -178,9 +223,20 @@ class GptStage {
   Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres);
   Result<std::unique_ptr<LayerActs>> new_layer_acts();
   Status head_scratch();
-  // The tensor at `offset`, kAbsent giving nullptr (an absent bias).
-  float* p(size_t offset) { return offset == kAbsent ? nullptr : params_.data() + offset; }
-  float* g(size_t offset) { return offset == kAbsent ? nullptr : grads_.data() + offset; }
+  // The tensor at `offset`, kAbsent giving nullptr (an absent bias), where its unit lies now.
+  size_t unit_at(size_t offset) const;
+  float* p(size_t offset) { return offset == kAbsent ? nullptr : bound_[unit_at(offset)].params + (offset - units_[unit_at(offset)].begin); }
+  float* g(size_t offset) { return offset == kAbsent ? nullptr : bound_[unit_at(offset)].grads + (offset - units_[unit_at(offset)].begin); }
+  // The ZeRO hooks around a layer's (or the end tensors') forward and backward: acquire the units
+  // from the UnitStorage and point the handles at them, then give them back. Nothing to do
+  // without a storage. use_ends takes the end handles (kAbsent and repeats skipped).
+  Status use_layer(int layer, UnitStorage::Use use);
+  Status done_layer(int layer, UnitStorage::Use use);
+  Status use_ends(std::vector<size_t> offsets, UnitStorage::Use use);
+  Status done_ends(std::vector<size_t> offsets, UnitStorage::Use use);
+  Status use_unit(size_t unit, UnitStorage::Use use);
+  Status done_unit(size_t unit, UnitStorage::Use use);
+  void bind_own(size_t unit);  // the unit's pointers into the stage's own buffers
   // A GEMM's weight, or the bias of a GEMM whose output is an activation: the bf16 copy with bf16
   // activations, else the fp32 parameter; nullptr for kAbsent. (The row-parallel biases stay fp32:
   // their GEMMs write the residual stream.)
@@ -199,6 +255,16 @@ class GptStage {
   Device* dev_ = nullptr;
   const Ops* k_ = nullptr;
   std::vector<ParamSlot> slots_;
+  size_t num_params_ = 0;
+  std::vector<ParamUnit> units_;
+  std::vector<int> layer_unit_;  // by global layer index: its unit, -1 for layers not held
+  struct Bound {
+    float* params = nullptr;
+    const bf16* params_low = nullptr;
+    float* grads = nullptr;
+  };
+  std::vector<Bound> bound_;  // per unit: where its tensors lie now
+  UnitStorage* storage_ = nullptr;
   std::vector<LayerHandles> layer_handles_;  // by global layer index; filled for this rank's layers
   EndHandles end_;
   Buffer<float> params_, grads_;

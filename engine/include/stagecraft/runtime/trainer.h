@@ -9,7 +9,10 @@
 //      (micro-batch, chunk, direction).
 //   3. The tied embedding's two copies (first and last stage) sum their gradients; gradients are
 //      averaged over DP (all-reduce; with parallel.zero 1 a reduce-scatter, each DP rank then
-//      updates its 1/dp of the parameters and an all-gather brings them back). Without ZeRO and
+//      updates its 1/dp of the parameters and an all-gather brings them back; with zero 2 and 3
+//      each micro-batch's gradients are reduce-scattered during the backward into this rank's
+//      shard, and zero 3 gathers each layer's weights before it runs instead of gathering them
+//      after the update: zero_shards.h). Without ZeRO and
 //      with parallel.overlap_grad_reduce, the all-reduce runs in buckets that start during the
 //      last micro-batch's backward, as each bucket's layers finish (grad_reducer.h).
 //   4. The global gradient norm counts every parameter once (replicated TP tensors from TP rank 0,
@@ -41,6 +44,7 @@
 #include "stagecraft/runtime/rank_layout.h"
 #include "stagecraft/runtime/segment_table.h"
 #include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/zero_shards.h"
 
 namespace stagecraft::runtime {
 
@@ -70,7 +74,8 @@ struct PipeOpTime {
 // operation, measured by tests/bench/bench_train.cpp at well under 1% of a step.
 //   step = forward + backward + pp_wait + pp_send + dp + optimizer + sync + the rest (data
 //   batches, zeroing gradients, copies), where forward and backward include their TP
-//   collectives (tp) and backward includes full recompute's repeated forwards (recompute).
+//   collectives (tp) and backward includes full recompute's repeated forwards (recompute); zero 2
+//   and 3's gathers and reduce-scatters inside them count in dp, not in forward or backward.
 struct StepTiming {
   double start_unix_s = 0;   // the wall clock at the step's start, to align ranks on one timeline
   double forward_ms = 0;
@@ -97,7 +102,11 @@ struct StepStats {
   // mark. On the CPU: weights, grads, optimizer state, the activations at their peak,
   // and the larger of the step's two sets of buffers: the pipeline schedule's (token ids, the
   // received activation and gradient, the sends in flight until the step's end) and the ZeRO
-  // update's (the padded gradient and the gathered shards). Activations and schedule buffers are
+  // update's (the padded gradient and the gathered shards). Zero 2 and 3: the gradient (and
+  // parameter) shards instead of the full buffers, the schedule's buffers with the most that the
+  // units in flight held at once (the bucket filling and the one reducing, the gathered layer in
+  // use with its gradient and the next one gathered ahead: zero_shards.h), and for
+  // zero 2 the update's parameter shard and one group's gather. Activations and schedule buffers are
   // added at their peaks, an upper bound on their sum at any one moment. Not counted: the
   // process itself (code, libraries, thread stacks), the same for every config.
   size_t mem_bytes = 0;
@@ -144,12 +153,18 @@ class Trainer {
   // The DP buckets reduced during the backward; null where there are none (dp 1, ZeRO, or
   // parallel.overlap_grad_reduce false).
   const GradReducer* grad_reducer() const { return reducer_.get(); }
+  // ZeRO 2 and 3's shards (zero_shards.h); null where there are none (zero 0 or 1, or dp x cp 1).
+  const ZeroShards* zero_shards() const { return shards_.get(); }
 
  private:
   class TimedGroup;
   Trainer();
   Status exchange_and_update(double local_loss, StepStats& stats);  // times the one below
   Status exchange_and_update_untimed(double local_loss, StepStats& stats);
+  Status sharded_update(double local_loss, StepStats& stats);  // zero 2 and 3
+  Status norm_and_step(double local_loss, StepStats& stats, float* params, const float* grads);
+  bool params_sharded() const;           // zero 3: the parameters live in shards_
+  Status put_params(const float* full);  // num_params() floats into the stage or the shards
   Status run_schedule(double& local_loss);
   size_t state_bytes() const;
   StageSpec stage_spec(int tp_rank, int pp_rank) const;  // the stage of those coordinates
@@ -167,7 +182,7 @@ class Trainer {
   const TokenData* data_ = nullptr;
   Device* dev_ = nullptr;
   std::unique_ptr<GptStage> stage_;
-  Buffer<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this DP rank's shard (zero 1)
+  Buffer<float> exp_avg_, exp_avg_sq_;  // AdamW moments: all params, or this rank's shard (zero 1; zero 2, 3: shards_'s layout)
   size_t shard_per_ = 0;                     // ceil(params / dp): a ZeRO shard's (padded) size
   size_t shard_begin_ = 0, shard_end_ = 0;   // parameter range this rank updates
   SegmentTable update_segments_;  // every slot clipped to the shard; moments from shard_begin_
@@ -176,6 +191,7 @@ class Trainer {
   std::vector<Buffer<float>> send_pool_;  // each (B, T, C): sends in flight on a device-memory pp group
   std::vector<float> staging_;      // host copy for a collective over device memory
   std::unique_ptr<GradReducer> reducer_;  // overlapped DP buckets (see grad_reducer())
+  std::unique_ptr<ZeroShards> shards_;    // zero 2 and 3 with a gradient group of 2 or more
   int64_t step_ = 0;
   double tokens_ = 0;
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes
