@@ -23,12 +23,9 @@ uint32_t tag(int mb, int chunk, int chunks, bool backward) {
   return static_cast<uint32_t>((mb * chunks + chunk) * 2 + (backward ? 1 : 0));
 }
 
-// Does this slot's gradient count in the global norm on this rank? Each parameter once: a
-// replicated TP tensor on TP rank 0 only, the head's wte copy never (the embedding's counts).
-bool counts_in_norm(const ParamSlot& s, int tp_rank) {
-  if (s.head_copy) return false;
-  return s.spec.split != model::Split::kReplicated || tp_rank == 0;
-}
+// Does this slot's gradient count in the global norm on this rank? The model description says
+// (model::counts_in_norm): each parameter once over the tp ranks, the head's wte copy never.
+bool counts_in_norm(const ParamSlot& s, int tp_rank) { return model::counts_in_norm(s.spec, tp_rank, s.head_copy); }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -163,7 +163,8 @@ struct ParallelConfig {
   bool sequence_parallel = false;      // Megatron sequence parallelism (needs tp > 1, 1d)
   int zero = 0;                        // sharded data parallelism over dp x cp: 1 optimizer state,
                                        // 2 also gradients, 3 also parameters (ZeRO / FSDP)
-  bool overlap_grad_reduce = true;     // DP gradient buckets start during the backward (zero 0)
+  bool overlap_grad_reduce = true;     // DP gradient buckets start during the backward (zero 0); zero 2
+                                       // and 3 reduce-scatter (and gather) in the background
   double grad_bucket_mb = 25;          // MB of gradients per DP bucket
 
   bool dp_auto() const { return dp == 0; }
