@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include <gloo/allgather.h>
+#include <gloo/alltoall.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -302,6 +303,24 @@ class GlooCommunicator final : public Communicator {
     return GLOO_CALL(describe("all_gather", in.count, in.dtype), no_peer, {
       if (in.dtype == DType::kF32) all_gather_t(static_cast<const float*>(in.data), static_cast<float*>(out.data), in.count);
       else all_gather_t(static_cast<const double*>(in.data), static_cast<double*>(out.data), in.count);
+    });
+  }
+
+  template <typename T>
+  void all_to_all_t(const T* in, T* out, size_t n) {
+    gloo::AlltoallOptions o(ctx_);
+    o.setInput<T>(const_cast<T*>(in), n);
+    o.setOutput<T>(out, n);
+    o.setTag(next_tag());
+    o.setTimeout(timeout_);
+    gloo::alltoall(o);
+  }
+
+  Status do_all_to_all(ConstBuffer in, Buffer out) override {
+    const int no_peer = -1;
+    return GLOO_CALL(describe("all_to_all", in.count, in.dtype), no_peer, {
+      if (in.dtype == DType::kF32) all_to_all_t(static_cast<const float*>(in.data), static_cast<float*>(out.data), in.count);
+      else all_to_all_t(static_cast<const double*>(in.data), static_cast<double*>(out.data), in.count);
     });
   }
 

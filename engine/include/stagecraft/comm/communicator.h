@@ -15,6 +15,8 @@
 //   reduce_scatter  in (size * n) -> out (n): out = op over ranks of in[rank * n .. +n]
 //   all_gather      in (n) -> out (size * n): out[r * n .. +n] = in of group rank r
 //   broadcast       data (n), from group rank `root` to all, in place
+//   all_to_all      in (size * n) -> out (size * n): block r of in goes to group rank r, and
+//                   out[s * n .. +n] is block `rank` of group rank s's in (equal counts)
 //   send / recv     data (n) to / from one group rank; sizes must match on both sides.
 //                   Messages between two ranks with the same tag arrive in the order sent.
 //                   send() returns once the bytes are on their way, and with Gloo that is only
@@ -98,6 +100,7 @@ class Communicator {
   Status all_gather(std::span<const float> in, std::span<float> out) { return all_gather(view(in), view(out)); }
   Status all_gather(std::span<const double> in, std::span<double> out) { return all_gather(view(in), view(out)); }
   Status broadcast(std::span<float> data, int root) { return broadcast(view(data), root); }
+  Status all_to_all(std::span<const float> in, std::span<float> out) { return all_to_all(view(in), view(out)); }
   Status broadcast(std::span<double> data, int root) { return broadcast(view(data), root); }
   Status send(std::span<const float> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
   Status send(std::span<const double> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
@@ -131,6 +134,7 @@ class Communicator {
   Status reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op);
   Status all_gather(ConstBuffer in, Buffer out);
   Status broadcast(Buffer data, int root);
+  Status all_to_all(ConstBuffer in, Buffer out);
   Status send(ConstBuffer data, int peer, uint32_t tag);
   Status isend(ConstBuffer data, int peer, uint32_t tag);
   Status recv(Buffer data, int peer, uint32_t tag);
@@ -148,6 +152,7 @@ class Communicator {
   virtual Status do_reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) = 0;
   virtual Status do_all_gather(ConstBuffer in, Buffer out) = 0;
   virtual Status do_broadcast(Buffer data, int root) = 0;
+  virtual Status do_all_to_all(ConstBuffer in, Buffer out) = 0;
   virtual Status do_send(ConstBuffer data, int peer, uint32_t tag) = 0;
   virtual Status do_isend(ConstBuffer data, int peer, uint32_t tag) = 0;
   virtual Status do_wait_sends() = 0;

@@ -70,7 +70,8 @@ struct PipeOpTime {
 // operation, measured by tests/bench/bench_train.cpp at well under 1% of a step.
 //   step = forward + backward + pp_wait + pp_send + dp + optimizer + sync + the rest (data
 //   batches, zeroing gradients, copies), where forward and backward include their TP
-//   collectives (tp) and backward includes full recompute's repeated forwards (recompute).
+//   collectives (tp) and context-parallel exchanges (cp), and backward includes full
+//   recompute's repeated forwards (recompute).
 struct StepTiming {
   double start_unix_s = 0;   // the wall clock at the step's start, to align ranks on one timeline
   double forward_ms = 0;
@@ -80,7 +81,8 @@ struct StepTiming {
   double pp_wait_ms = 0;     // blocked receiving from a neighbour stage: its bubble and transfers
   double pp_send_ms = 0;     // sending to neighbours, and waiting for the sends at the step's end
   double dp_ms = 0;          // DP gradient reduction (ZeRO's all-gather too), the tied embedding's sum
-  double cp_ms = 0;          // context-parallel exchanges (attention's K/V ring or head all-to-all)
+  double cp_ms = 0;          // context-parallel exchanges (attention's K/V ring or head all-to-all): part of
+                             // forward_ms and backward_ms
   double optimizer_ms = 0;   // gradient norm, clipping and AdamW
   double sync_ms = 0;        // the step's closing all-reduce of loss and norm: waiting for the slowest rank
   std::vector<PipeOpTime> ops;  // every forward and backward of the step, in order
@@ -157,6 +159,7 @@ class Trainer {
   config::RunConfig config_;
   int rank_ = 0, dp_ = 1, tp_ = 1, pp_ = 1, v_ = 1, m_ = 1;
   int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
+  int cp_ = 1, cp_rank_ = 0;         // context parallel: each sequence split over cp ranks
   int grad_size_ = 1, grad_rank_ = 0;  // the gradient group (dp x cp): size and this rank's place
   std::vector<LayerRange> chunks_;   // every chunk of the model
   std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp
