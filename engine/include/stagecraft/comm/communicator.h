@@ -101,6 +101,7 @@ class Communicator {
   Status all_gather(std::span<const double> in, std::span<double> out) { return all_gather(view(in), view(out)); }
   Status broadcast(std::span<float> data, int root) { return broadcast(view(data), root); }
   Status all_to_all(std::span<const float> in, std::span<float> out) { return all_to_all(view(in), view(out)); }
+  Status all_to_all(std::span<const double> in, std::span<double> out) { return all_to_all(view(in), view(out)); }
   Status broadcast(std::span<double> data, int root) { return broadcast(view(data), root); }
   Status send(std::span<const float> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
   Status send(std::span<const double> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
