@@ -70,6 +70,11 @@ class TestCliRun : public QObject {
     QTest::newRow("dp=8") << layout(8, 1, 1);
     QTest::newRow("tp=2 pp=2 interleaved") << layout(1, 2, 2, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
     QTest::newRow("dp=2 pp=2 zero 1 gpipe") << layout(2, 1, 2, {"parallel.zero=1", "pipeline.schedule=gpipe"});
+    // Context parallelism: each sequence split over two worker processes, K/V over the ring or
+    // heads exchanged by Gloo's all-to-all.
+    QTest::newRow("cp=2 ring") << QStringList{"run", config_, "cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=ring", "--json"};
+    QTest::newRow("cp=2 all_to_all dp=2") << QStringList{"run", config_, "cluster.gpus_per_node=4", "parallel.dp=2", "parallel.cp=2",
+                                                         "parallel.cp_comm=all_to_all", "--json"};
   }
   void layoutsTrainTheSameModel() {
     QFETCH(QStringList, args);
