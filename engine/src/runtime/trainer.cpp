@@ -641,6 +641,8 @@ Result<std::string> Trainer::save_checkpoint() {
         StageSpec spec = stage_spec(tp_rank, pp_rank);
         spec.flash_attention = false;  // a host stage, for its parameter layout only
         spec.bf16_activations = false;
+        spec.cp = 1;  // the parameters are the same on every cp rank
+        spec.cp_rank = 0;
         auto other = GptStage::create(spec, nullptr);
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();

@@ -4,6 +4,10 @@
 //
 // A step (global batch of step k, a function of (seed, k) — token_data.h):
 //   1. DP rank d takes its contiguous slice of the batch; micro-batch i its next micro_batch samples.
+//      With context parallelism (parallel.cp) every cp rank of the replica reads the same samples
+//      and keeps its 2 of the 2 cp chunks of each sequence (context_attention.h), seq_len / cp
+//      tokens, which every stage of the pipeline works on; attention sees the whole sequence
+//      through the cp group.
 //   2. The pipeline schedule (pipeline_schedule.h) runs forward and backward of this rank's
 //      chunks; activations go to the next chunk's rank and gradients back, tagged by
 //      (micro-batch, chunk, direction).
@@ -18,7 +22,8 @@
 //   The norm and the update are one Ops call each over every parameter tensor of the rank's
 //   shard (ops.h: sum_of_squares_segments, adamw_update_segments), on segment lists built once
 //   when the trainer is created.
-// The loss reported is the mean over the whole global batch, the same on every rank.
+// The loss reported is the mean over the whole global batch, the same on every rank; with cp each
+// rank's loss and gradients are the mean over its own tokens, averaged over dp x cp.
 //
 // Determinism: parameters are a function of the seed (gpt_layout.h) and batches of (seed, step),
 // so every (dp, tp, pp, schedule, micro_batch) trains the same model up to float summation order.
