@@ -2,10 +2,11 @@
 // with each token's position in the whole sequence, the online softmax's merge, and the backward of
 // one pair of blocks. Contracts in kernels.h.
 //
-// Each query row walks the keys it sees (k_pos <= q_pos), so a key block that lies wholly after a
-// query block costs a comparison per pair and no arithmetic. Forward spreads the (b, query head)
-// pairs over the pool; backward the (b, K/V head) pairs, each summing its group's query heads in
-// head order, so a K/V gradient needs no atomics and results do not depend on the thread count.
+// Per (batch, head) GEMMs of the whole block pair (single-threaded BLAS, as attention.cpp's) with
+// the keys a query does not see (k_pos > q_pos) masked out of the softmax between them. Forward
+// spreads the (b, query head) pairs over the pool; backward the (b, K/V head) pairs, each summing
+// its group's query heads in head order, so a K/V gradient needs no atomics and results do not
+// depend on the thread count.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -28,54 +29,49 @@ template <typename Real>
   return s;
 }
 
-template <typename Real>
-[[gnu::always_inline]] inline void axpy(Real* y, Real a, const Real* x, int n) {
-#pragma omp simd
-  for (int d = 0; d < n; ++d) y[d] += a * x[d];
-}
-
 }  // namespace
 
 template <typename Real>
 void attention_block_forward(Real* out, Real* lse, const Real* q, const Real* kv, const int32_t* q_pos, const int32_t* k_pos, int B,
                              int Tq, int Tk, int NH, int HS, int NKV) {
   assert(out && lse && q && kv && q_pos && k_pos && B >= 0 && Tq >= 0 && Tk >= 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && HS > 0);
-  const int group = NH / NKV;
-  const size_t qrow = size_t(NH) * HS, kvrow = size_t(2) * NKV * HS;
+  detail::ensure_blas_single_threaded();
+  const int group = NH / NKV, qrow = NH * HS, kvrow = 2 * NKV * HS;
   const Real scale = Real(1) / std::sqrt(Real(HS));
+  const Real ninf = -std::numeric_limits<Real>::infinity();
   const size_t pairs = size_t(B) * NH;
   detail::parallel_for(pairs, 1, detail::threads_for(pairs * size_t(Tq) * size_t(Tk) * size_t(HS) * 4), [&](size_t first, size_t last) {
-    std::vector<Real> s(static_cast<size_t>(Tk));
+    std::vector<Real> p(size_t(Tq) * size_t(Tk));  // (Tq, Tk): scores, then the unnormalised probabilities
     for (size_t bh = first; bh < last; ++bh) {
       const int b = int(bh / size_t(NH)), h = int(bh % size_t(NH)), g = h / group;
+      const Real* qb = q + size_t(b) * Tq * qrow + size_t(h) * HS;
       const Real* kb = kv + size_t(b) * Tk * kvrow + size_t(g) * HS;
       const Real* vb = kb + size_t(NKV) * HS;
+      Real* ob = out + size_t(b) * Tq * qrow + size_t(h) * HS;
+      Real* lb = lse + (size_t(b) * NH + h) * Tq;
+      detail::gemm(false, true, Tq, Tk, HS, scale, qb, qrow, kb, kvrow, Real(0), p.data(), Tk);  // S = q k^T / sqrt(HS)
       for (int i = 0; i < Tq; ++i) {
-        const Real* qi = q + (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
-        Real* oi = out + (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
-        Real* li = lse + (size_t(b) * NH + h) * Tq + i;
-        Real mx = -std::numeric_limits<Real>::infinity();
+        Real* row = p.data() + size_t(i) * Tk;
+        Real mx = ninf;
         for (int j = 0; j < Tk; ++j) {
-          if (k_pos[j] > q_pos[i]) continue;
-          s[size_t(j)] = dot(qi, kb + size_t(j) * kvrow, HS) * scale;
-          mx = std::max(mx, s[size_t(j)]);
+          if (k_pos[j] > q_pos[i]) row[j] = ninf;
+          mx = std::max(mx, row[j]);
         }
-        std::fill(oi, oi + HS, Real(0));
-        if (mx == -std::numeric_limits<Real>::infinity()) {
-          *li = mx;
+        if (mx == ninf) {  // sees no key: out 0, lse -inf
+          std::fill(row, row + Tk, Real(0));
+          lb[i] = ninf;
           continue;
         }
         Real sum = 0;
         for (int j = 0; j < Tk; ++j) {
-          if (k_pos[j] > q_pos[i]) continue;
-          const Real p = std::exp(s[size_t(j)] - mx);
-          sum += p;
-          axpy(oi, p, vb + size_t(j) * kvrow, HS);
+          row[j] = row[j] == ninf ? Real(0) : std::exp(row[j] - mx);
+          sum += row[j];
         }
         const Real inv = Real(1) / sum;
-        for (int d = 0; d < HS; ++d) oi[d] *= inv;
-        *li = mx + std::log(sum);
+        for (int j = 0; j < Tk; ++j) row[j] *= inv;
+        lb[i] = mx + std::log(sum);
       }
+      detail::gemm(false, false, Tq, HS, Tk, Real(1), p.data(), Tk, vb, kvrow, Real(0), ob, qrow);  // out = P v
     }
   });
 }
@@ -106,15 +102,20 @@ void attention_block_merge(Real* acc, Real* acc_lse, const Real* out, const Real
   });
 }
 
+// Per (b, K/V head g), for each query head h of its group in order, with P = exp(S - lse) over the
+// seen keys: dv += P^T dO; dS = P (dO v^T - delta) / sqrt(HS), delta = rowsum(dO O); dq += dS k;
+// dk += dS^T q.
 template <typename Real>
 void attention_block_backward(Real* dq, Real* dkv, const Real* dout, const Real* q, const Real* kv, const Real* out, const Real* lse,
                               const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS, int NKV) {
   assert(dq && dkv && dout && q && kv && out && lse && q_pos && k_pos && NH > 0 && NKV > 0 && NH % NKV == 0 && HS > 0);
-  const int group = NH / NKV;
-  const size_t qrow = size_t(NH) * HS, kvrow = size_t(2) * NKV * HS;
+  detail::ensure_blas_single_threaded();
+  const int group = NH / NKV, qrow = NH * HS, kvrow = 2 * NKV * HS;
   const Real scale = Real(1) / std::sqrt(Real(HS));
+  const Real ninf = -std::numeric_limits<Real>::infinity();
   const size_t pairs = size_t(B) * NKV;
   detail::parallel_for(pairs, 1, detail::threads_for(pairs * size_t(group) * size_t(Tq) * size_t(Tk) * size_t(HS) * 8), [&](size_t first, size_t last) {
+    std::vector<Real> p(size_t(Tq) * size_t(Tk)), dp(p.size());  // (Tq, Tk): P, then dP and dS
     for (size_t bg = first; bg < last; ++bg) {
       const int b = int(bg / size_t(NKV)), g = int(bg % size_t(NKV));
       const Real* kb = kv + size_t(b) * Tk * kvrow + size_t(g) * HS;
@@ -122,24 +123,23 @@ void attention_block_backward(Real* dq, Real* dkv, const Real* dout, const Real*
       Real* dkb = dkv + size_t(b) * Tk * kvrow + size_t(g) * HS;
       Real* dvb = dkb + size_t(NKV) * HS;
       for (int h = g * group; h < (g + 1) * group; ++h) {
+        const size_t at = size_t(b) * Tq * qrow + size_t(h) * HS;
+        const Real* lb = lse + (size_t(b) * NH + h) * Tq;
+        detail::gemm(false, true, Tq, Tk, HS, scale, q + at, qrow, kb, kvrow, Real(0), p.data(), Tk);
         for (int i = 0; i < Tq; ++i) {
-          const size_t at = (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
-          const Real l = lse[(size_t(b) * NH + h) * Tq + i];
-          if (l == -std::numeric_limits<Real>::infinity()) continue;
-          const Real* qi = q + at;
-          const Real* doi = dout + at;
-          Real* dqi = dq + at;
-          const Real delta = dot(doi, out + at, HS);  // sum_d dO O: the softmax's backward term
-          for (int j = 0; j < Tk; ++j) {
-            if (k_pos[j] > q_pos[i]) continue;
-            const Real* kj = kb + size_t(j) * kvrow;
-            const Real p = std::exp(dot(qi, kj, HS) * scale - l);
-            axpy(dvb + size_t(j) * kvrow, p, doi, HS);
-            const Real ds = p * (dot(doi, vb + size_t(j) * kvrow, HS) - delta) * scale;
-            axpy(dqi, ds, kj, HS);
-            axpy(dkb + size_t(j) * kvrow, ds, qi, HS);
-          }
+          Real* row = p.data() + size_t(i) * Tk;
+          for (int j = 0; j < Tk; ++j) row[j] = (k_pos[j] > q_pos[i] || lb[i] == ninf) ? Real(0) : std::exp(row[j] - lb[i]);
         }
+        detail::gemm(true, false, Tk, HS, Tq, Real(1), p.data(), Tk, dout + at, qrow, Real(1), dvb, kvrow);   // dv += P^T dO
+        detail::gemm(false, true, Tq, Tk, HS, Real(1), dout + at, qrow, vb, kvrow, Real(0), dp.data(), Tk);  // dP = dO v^T
+        for (int i = 0; i < Tq; ++i) {
+          const Real delta = dot(dout + at + size_t(i) * qrow, out + at + size_t(i) * qrow, HS);
+          const Real* prow = p.data() + size_t(i) * Tk;
+          Real* drow = dp.data() + size_t(i) * Tk;
+          for (int j = 0; j < Tk; ++j) drow[j] = prow[j] * (drow[j] - delta) * scale;
+        }
+        detail::gemm(false, false, Tq, HS, Tk, Real(1), dp.data(), Tk, kb, kvrow, Real(1), dq + at, qrow);   // dq += dS k
+        detail::gemm(true, false, Tk, HS, Tq, Real(1), dp.data(), Tk, q + at, qrow, Real(1), dkb, kvrow);   // dk += dS^T q
       }
     }
   });
