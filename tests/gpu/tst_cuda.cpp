@@ -542,7 +542,8 @@ class TestCuda : public QObject {
       const std::string heads = " (NH " + std::to_string(NH) + ", NKV " + std::to_string(NKV) + ")";
       auto named = [&](const char* what) { return std::string(what) + heads; };
       const size_t nq = size_t(BT) * NH * HS, nkv = size_t(BT) * 2 * NKV * HS, nl = size_t(B) * NH * T;
-      std::vector<int32_t> qp(size_t(T)), kp(size_t(T)), later(size_t(T)), earlier(size_t(T));
+      const size_t Tn = static_cast<size_t>(T);
+      std::vector<int32_t> qp(Tn), kp(Tn), later(Tn), earlier(Tn);
       for (int t = 0; t < T; ++t) {
         qp[size_t(t)] = 2 * T + T / 2 + t;
         kp[size_t(t)] = 2 * T + t;

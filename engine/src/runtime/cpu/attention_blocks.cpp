@@ -2,8 +2,10 @@
 // with each token's position in the whole sequence, the online softmax's merge, and the backward of
 // one pair of blocks. Contracts in kernels.h.
 //
-// Per (batch, head) GEMMs of the whole block pair (single-threaded BLAS, as attention.cpp's) with
-// the keys a query does not see (k_pos > q_pos) masked out of the softmax between them. Forward
+// Per (batch, head) GEMMs (single-threaded BLAS, as attention.cpp's) over the pairs of runs of
+// consecutive positions (a context-parallel block is two chunks) in which some query sees some
+// key, the keys a query does not see (k_pos > q_pos) masked out of the softmax between them; a
+// pair of runs whose keys all come after its queries costs nothing. Forward
 // spreads the (b, query head) pairs over the pool; backward the (b, K/V head) pairs, each summing
 // its group's query heads in head order, so a K/V gradient needs no atomics and results do not
 // depend on the thread count.
@@ -29,6 +31,36 @@ template <typename Real>
   return s;
 }
 
+// A run of consecutive positions: tokens [first, first + count) of a block.
+struct Run {
+  int first = 0, count = 0;
+};
+
+std::vector<Run> runs_of(const int32_t* pos, int n) {
+  std::vector<Run> runs;
+  for (int i = 0; i < n; ++i) {
+    if (runs.empty() || pos[i] != pos[i - 1] + 1) runs.push_back({i, 0});
+    ++runs.back().count;
+  }
+  return runs;
+}
+
+// The (query run, key run) pairs in which some query sees some key: the rest of the block pair is
+// masked whole and costs no GEMM (context parallelism's chunks come as such runs).
+struct RunPair {
+  Run q, k;
+};
+
+std::vector<RunPair> seen_pairs(const int32_t* q_pos, int Tq, const int32_t* k_pos, int Tk) {
+  std::vector<RunPair> pairs;
+  for (const Run& qr : runs_of(q_pos, Tq)) {
+    for (const Run& kr : runs_of(k_pos, Tk)) {
+      if (k_pos[kr.first] <= q_pos[qr.first + qr.count - 1]) pairs.push_back({qr, kr});
+    }
+  }
+  return pairs;
+}
+
 }  // namespace
 
 template <typename Real>
@@ -39,9 +71,10 @@ void attention_block_forward(Real* out, Real* lse, const Real* q, const Real* kv
   const int group = NH / NKV, qrow = NH * HS, kvrow = 2 * NKV * HS;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   const Real ninf = -std::numeric_limits<Real>::infinity();
+  const std::vector<RunPair> seen = seen_pairs(q_pos, Tq, k_pos, Tk);
   const size_t pairs = size_t(B) * NH;
   detail::parallel_for(pairs, 1, detail::threads_for(pairs * size_t(Tq) * size_t(Tk) * size_t(HS) * 4), [&](size_t first, size_t last) {
-    std::vector<Real> p(size_t(Tq) * size_t(Tk));  // (Tq, Tk): scores, then the unnormalised probabilities
+    std::vector<Real> p(size_t(Tq) * size_t(Tk));  // (Tq, Tk): scores, then the probabilities
     for (size_t bh = first; bh < last; ++bh) {
       const int b = int(bh / size_t(NH)), h = int(bh % size_t(NH)), g = h / group;
       const Real* qb = q + size_t(b) * Tq * qrow + size_t(h) * HS;
@@ -49,7 +82,10 @@ void attention_block_forward(Real* out, Real* lse, const Real* q, const Real* kv
       const Real* vb = kb + size_t(NKV) * HS;
       Real* ob = out + size_t(b) * Tq * qrow + size_t(h) * HS;
       Real* lb = lse + (size_t(b) * NH + h) * Tq;
-      detail::gemm(false, true, Tq, Tk, HS, scale, qb, qrow, kb, kvrow, Real(0), p.data(), Tk);  // S = q k^T / sqrt(HS)
+      for (const RunPair& r : seen) {  // S = q k^T / sqrt(HS) where some key is seen
+        detail::gemm(false, true, r.q.count, r.k.count, HS, scale, qb + size_t(r.q.first) * qrow, qrow, kb + size_t(r.k.first) * kvrow, kvrow,
+                     Real(0), p.data() + size_t(r.q.first) * Tk + r.k.first, Tk);
+      }
       for (int i = 0; i < Tq; ++i) {
         Real* row = p.data() + size_t(i) * Tk;
         Real mx = ninf;
@@ -71,7 +107,11 @@ void attention_block_forward(Real* out, Real* lse, const Real* q, const Real* kv
         for (int j = 0; j < Tk; ++j) row[j] *= inv;
         lb[i] = mx + std::log(sum);
       }
-      detail::gemm(false, false, Tq, HS, Tk, Real(1), p.data(), Tk, vb, kvrow, Real(0), ob, qrow);  // out = P v
+      for (int i = 0; i < Tq; ++i) std::fill(ob + size_t(i) * qrow, ob + size_t(i) * qrow + HS, Real(0));
+      for (const RunPair& r : seen) {  // out = P v
+        detail::gemm(false, false, r.q.count, HS, r.k.count, Real(1), p.data() + size_t(r.q.first) * Tk + r.k.first, Tk,
+                     vb + size_t(r.k.first) * kvrow, kvrow, Real(1), ob + size_t(r.q.first) * qrow, qrow);
+      }
     }
   });
 }
@@ -113,6 +153,7 @@ void attention_block_backward(Real* dq, Real* dkv, const Real* dout, const Real*
   const int group = NH / NKV, qrow = NH * HS, kvrow = 2 * NKV * HS;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   const Real ninf = -std::numeric_limits<Real>::infinity();
+  const std::vector<RunPair> seen = seen_pairs(q_pos, Tq, k_pos, Tk);
   const size_t pairs = size_t(B) * NKV;
   detail::parallel_for(pairs, 1, detail::threads_for(pairs * size_t(group) * size_t(Tq) * size_t(Tk) * size_t(HS) * 8), [&](size_t first, size_t last) {
     std::vector<Real> p(size_t(Tq) * size_t(Tk)), dp(p.size());  // (Tq, Tk): P, then dP and dS
@@ -125,21 +166,35 @@ void attention_block_backward(Real* dq, Real* dkv, const Real* dout, const Real*
       for (int h = g * group; h < (g + 1) * group; ++h) {
         const size_t at = size_t(b) * Tq * qrow + size_t(h) * HS;
         const Real* lb = lse + (size_t(b) * NH + h) * Tq;
-        detail::gemm(false, true, Tq, Tk, HS, scale, q + at, qrow, kb, kvrow, Real(0), p.data(), Tk);
-        for (int i = 0; i < Tq; ++i) {
-          Real* row = p.data() + size_t(i) * Tk;
-          for (int j = 0; j < Tk; ++j) row[j] = (k_pos[j] > q_pos[i] || lb[i] == ninf) ? Real(0) : std::exp(row[j] - lb[i]);
+        // Each GEMM over the run pairs where some key is seen; the masked entries are 0 in P and dS.
+        const Real* qh = q + at;
+        const Real* doh = dout + at;
+        auto sub = [&](std::vector<Real>& m, const RunPair& r) { return m.data() + size_t(r.q.first) * Tk + r.k.first; };
+        for (const RunPair& r : seen) {
+          detail::gemm(false, true, r.q.count, r.k.count, HS, scale, qh + size_t(r.q.first) * qrow, qrow, kb + size_t(r.k.first) * kvrow, kvrow,
+                       Real(0), sub(p, r), Tk);  // S
+          detail::gemm(false, true, r.q.count, r.k.count, HS, Real(1), doh + size_t(r.q.first) * qrow, qrow, vb + size_t(r.k.first) * kvrow,
+                       kvrow, Real(0), sub(dp, r), Tk);  // dP = dO v^T
         }
-        detail::gemm(true, false, Tk, HS, Tq, Real(1), p.data(), Tk, dout + at, qrow, Real(1), dvb, kvrow);   // dv += P^T dO
-        detail::gemm(false, true, Tq, Tk, HS, Real(1), dout + at, qrow, vb, kvrow, Real(0), dp.data(), Tk);  // dP = dO v^T
         for (int i = 0; i < Tq; ++i) {
-          const Real delta = dot(dout + at + size_t(i) * qrow, out + at + size_t(i) * qrow, HS);
-          const Real* prow = p.data() + size_t(i) * Tk;
+          const Real delta = dot(doh + size_t(i) * qrow, out + at + size_t(i) * qrow, HS);
+          Real* prow = p.data() + size_t(i) * Tk;
           Real* drow = dp.data() + size_t(i) * Tk;
-          for (int j = 0; j < Tk; ++j) drow[j] = prow[j] * (drow[j] - delta) * scale;
+          for (int j = 0; j < Tk; ++j) {
+            if (k_pos[j] > q_pos[i] || lb[i] == ninf) {
+              prow[j] = drow[j] = Real(0);
+              continue;
+            }
+            prow[j] = std::exp(prow[j] - lb[i]);
+            drow[j] = prow[j] * (drow[j] - delta) * scale;  // dS
+          }
         }
-        detail::gemm(false, false, Tq, HS, Tk, Real(1), dp.data(), Tk, kb, kvrow, Real(1), dq + at, qrow);   // dq += dS k
-        detail::gemm(true, false, Tk, HS, Tq, Real(1), dp.data(), Tk, q + at, qrow, Real(1), dkb, kvrow);   // dk += dS^T q
+        for (const RunPair& r : seen) {
+          const size_t qo = size_t(r.q.first) * qrow, ko = size_t(r.k.first) * kvrow;
+          detail::gemm(true, false, r.k.count, HS, r.q.count, Real(1), sub(p, r), Tk, doh + qo, qrow, Real(1), dvb + ko, kvrow);  // dv += P^T dO
+          detail::gemm(false, false, r.q.count, HS, r.k.count, Real(1), sub(dp, r), Tk, kb + ko, kvrow, Real(1), dq + at + qo, qrow);  // dq += dS k
+          detail::gemm(true, false, r.k.count, HS, r.q.count, Real(1), sub(dp, r), Tk, qh + qo, qrow, Real(1), dkb + ko, kvrow);  // dk += dS^T q
+        }
       }
     }
   });
