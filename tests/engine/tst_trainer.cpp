@@ -479,6 +479,38 @@ class TestTrainer : public QObject {
     }
   }
 
+  // bf16 activations on the off-host device (q, k, v, attention's output and the gradients beside
+  // them in bf16, the exchanges in fp32): cp 2 over either exchange tracks one bf16 rank within
+  // 1e-3 at every one of 20 steps, as other layouts do (bf16ActivationsTrackFp32), and differs
+  // from the fp32 run (the rounding took effect).
+  void contextParallelWithBf16Activations_data() {
+    QTest::addColumn<QString>("comm");
+    QTest::newRow("ring") << "ring";
+    QTest::newRow("all_to_all") << "all_to_all";
+  }
+  void contextParallelWithBf16Activations() {
+    QFETCH(QString, comm);
+    const std::vector<std::string> llama = {"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=48", "train.steps=20"};
+    auto one = llama, cp = llama;
+    one.push_back("cluster.gpus_per_node=1");
+    one.push_back("train.precision=bf16");
+    for (const std::string& x : {std::string("cluster.gpus_per_node=2"), std::string("parallel.cp=2"), "parallel.cp_comm=" + comm.toStdString(),
+                                 std::string("train.precision=bf16")}) {
+      cp.push_back(x);
+    }
+    auto cp32 = cp;
+    cp32.back() = "train.precision=fp32";
+    const RunOut a = train(one, 20, false, Memory::kStaged), b = train(cp, 20, false, Memory::kStaged), f = train(cp32, 20, false, Memory::kStaged);
+    QVERIFY2(a.error.empty() && b.error.empty() && f.error.empty(), (a.error + b.error + f.error).c_str());
+    bool differs = false;
+    for (size_t i = 0; i < a.losses.size(); ++i) {
+      QVERIFY2(close(b.losses[i], a.losses[i], 1e-3),
+               qPrintable(QString("step %1: %2 vs one bf16 rank's %3").arg(i + 1).arg(b.losses[i], 0, 'g', 9).arg(a.losses[i], 0, 'g', 9)));
+      differs = differs || b.losses[i] != f.losses[i];
+    }
+    QVERIFY2(differs, "bf16 gave fp32's losses");
+  }
+
   // The positions matter: a cp run whose ranks all took positions from 0 (as if each held a
   // sequence of its own) trains another model. Checked through the sequence's chunk layout of
   // ContextAttention::positions, which both embeddings and the rotary angles use.
