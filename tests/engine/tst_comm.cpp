@@ -328,6 +328,24 @@ int run_p2p(Worker& w) {
              double(from_left[i]), double(from_right[i]));
     }
   }
+  // The context-parallel ring's pattern: every rank posts a send right and a receive from the
+  // left, both in the background, then waits (the receives after a computation), three rounds in
+  // flight at once with their own buffers.
+  if (stages > 1) {
+    const int right = (stage + 1) % stages, left = (stage + stages - 1) % stages;
+    std::vector<std::vector<float>> out(3), in(3);
+    for (int k = 0; k < 3; ++k) {
+      out[k].assign(n, float(1000 * k + stage));
+      in[k].assign(n, -1.0f);
+      EXPECT_OK(pp->isend(std::span<const float>(out[k]), right, 7));
+      EXPECT_OK(pp->irecv(std::span<float>(in[k]), left, 7));
+    }
+    EXPECT_OK(pp->wait_recvs());
+    EXPECT_OK(pp->wait_sends());
+    for (int k = 0; k < 3; ++k) {
+      for (size_t i = 0; i < n; ++i) EXPECT(in[k][i] == float(1000 * k + left), "irecv round %d [%zu] = %g", k, i, double(in[k][i]));
+    }
+  }
   // Ring exchange: everyone sends right and receives from the left at the same time.
   if (stages > 1) {
     const int right = (stage + 1) % stages, left = (stage + stages - 1) % stages;

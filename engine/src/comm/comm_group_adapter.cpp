@@ -35,6 +35,10 @@ Status CommGroupAdapter::send(const float* data, size_t count, int peer, uint32_
   return c_->isend(std::span<const float>(data, count), peer, tag);
 }
 
+Status CommGroupAdapter::recv_start(float* data, size_t count, int peer, uint32_t tag) {
+  return c_->irecv(std::span<float>(data, count), peer, tag);
+}
+
 Status CommGroupAdapter::recv(float* data, size_t count, int peer, uint32_t tag) {
   return c_->recv(std::span<float>(data, count), peer, tag);
 }

@@ -174,6 +174,17 @@ Status Communicator::recv(Buffer data, int peer, uint32_t tag) {
   return do_recv(data, peer, tag);
 }
 
+Status Communicator::irecv(Buffer data, int peer, uint32_t tag) {
+  if (Status s = check_peer("irecv", peer); !s) return s;
+  if (data.count == 0) return Status::OK();
+  return do_irecv(data, peer, tag);
+}
+
+Status Communicator::wait_recvs() {
+  if (size() == 1) return Status::OK();
+  return do_wait_recvs();
+}
+
 Status Communicator::send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) {
   if (Status s = check_peer("send_recv", to); !s) return s;
   if (Status s = check_peer("send_recv", from); !s) return s;

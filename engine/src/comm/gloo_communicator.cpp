@@ -400,6 +400,30 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  Status do_irecv(Buffer data, int peer, uint32_t tag) override {
+    const int named = -1;
+    return GLOO_CALL(describe("irecv", data.count, data.dtype) + " from " + describe_peer(peer) + tag_text(tag), named, {
+      PendingSend p{buffer(data.data, data.count * size_of(data.dtype)), peer,
+                    describe("irecv", data.count, data.dtype) + " from " + describe_peer(peer) + tag_text(tag)};
+      p.buf->recv(peer, p2p_slot(tag));
+      pending_recvs_.push_back(std::move(p));
+    });
+  }
+
+  Status do_wait_recvs() override {
+    std::string what = describe("wait_recvs", 0, DType::kF32);
+    const int named = -1;
+    Status s = GLOO_CALL(what, named, {
+      const Clock::time_point deadline = Clock::now() + timeout_;
+      for (auto& p : pending_recvs_) {
+        what = p.what;
+        if (!p.buf->waitRecv(remaining(deadline))) throw gloo::IoException("recv aborted");
+      }
+    });
+    pending_recvs_.clear();
+    return s;
+  }
+
   Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) override {
     int peer = -1;
     const std::string what = describe("send_recv", out.count, out.dtype) + " to " + describe_peer(to) + ", from " +
@@ -431,6 +455,7 @@ class GlooCommunicator final : public Communicator {
   Millis timeout_;
   uint32_t tag_ = 0;                  // collectives issued so far
   std::vector<PendingSend> pending_;  // isends not yet awaited
+  std::vector<PendingSend> pending_recvs_;  // irecvs not yet awaited
   Status broken_;
   BackgroundLane lane_;               // all_reduce_async
 };

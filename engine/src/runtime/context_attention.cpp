@@ -114,10 +114,18 @@ Status ContextAttention::recv(float* data, size_t count, int peer, uint32_t tag,
   return dev_.copy_from_host(data, h.data(), count * sizeof(float));
 }
 
+Status ContextAttention::recv_start(float* data, size_t count, int peer, uint32_t tag, size_t slot) {
+  if (reaches_) return group_.recv_start(data, count, peer, tag);
+  return recv(data, count, peer, tag, slot);  // into the device after the host copy: at once
+}
+
+Status ContextAttention::wait_recvs() { return group_.wait_recvs(); }
+
 Status ContextAttention::wait_sends() { return group_.wait_sends(); }
 
 // Step s attends to the block of rank (rank - s) mod cp: its own first, then each block as it
-// arrives from the previous rank, which is passed on to the next before it is used.
+// arrives from the previous rank, which is passed on to the next before it is used; the next
+// block's receive is posted before the step's attention and awaited after it.
 Status ContextAttention::ring_forward(ActOut out, float* lse, ActIn qkv) {
   const int B = s_.B, T = s_.T, NH = s_.NH, NKV = s_.NKV, HS = s_.HS, cp = s_.cp, me = s_.cp_rank;
   const int Q = NH * HS, KV = 2 * NKV * HS, QKV = Q + KV, BT = B * T;
@@ -129,6 +137,7 @@ Status ContextAttention::ring_forward(ActOut out, float* lse, ActIn qkv) {
     const int src = (me - s + cp) % cp;
     if (s + 1 < cp) {
       if (Status st = send(kvs_[sz(s)].data(), kv, next, kKvTag, sz(s)); !st) return st;
+      if (Status st = recv_start(kvs_[sz(s + 1)].data(), kv, prev, kKvTag, sz(cp + s)); !st) return st;
     }
     if (s == 0) {
       k_.attention_block_forward(acc_.data(), lse, q_.data(), kvs_[0].data(), pos_[sz(me)].data(), pos_[sz(me)].data(), B, T, T, NH, HS,
@@ -139,7 +148,7 @@ Status ContextAttention::ring_forward(ActOut out, float* lse, ActIn qkv) {
       k_.attention_block_merge(acc_.data(), lse, blk_out_.data(), blk_lse_.data(), B, T, NH, HS);
     }
     if (s + 1 < cp) {
-      if (Status st = recv(kvs_[sz(s + 1)].data(), kv, prev, kKvTag, sz(cp + s)); !st) return st;
+      if (Status st = wait_recvs(); !st) return st;
     }
   }
   if (Status st = wait_sends(); !st) return st;
@@ -165,16 +174,15 @@ Status ContextAttention::ring_backward(ActOut dqkv, ActIn dout, ActIn qkv, ActIn
     const int src = (me - s + cp) % cp;
     if (s + 1 < cp) {
       if (Status st = send(kvs_[sz(s)].data(), kv, next, kKvTag, sz(s)); !st) return st;
+      if (Status st = recv_start(kvs_[sz(s + 1)].data(), kv, prev, kKvTag, sz(s + 1)); !st) return st;
     }
     k_.attention_block_backward(dq_.data(), dkvs_[sz(s)].data(), dout_.data(), q_.data(), kvs_[sz(s)].data(), out_.data(), lse,
                                 pos_[sz(me)].data(), pos_[sz(src)].data(), B, T, T, NH, HS, NKV);
     if (Status st = send(dkvs_[sz(s)].data(), kv, next, kDkvTag, sz(cp + s)); !st) return st;
-    if (s + 1 < cp) {
-      if (Status st = recv(kvs_[sz(s + 1)].data(), kv, prev, kKvTag, sz(s + 1)); !st) return st;
-      if (Status st = recv(dkvs_[sz(s + 1)].data(), kv, prev, kDkvTag, sz(cp + s + 1)); !st) return st;
-    }
+    float* dkv_next = s + 1 < cp ? dkvs_[sz(s + 1)].data() : dkv_home_.data();  // the last comes home
+    if (Status st = recv(dkv_next, kv, prev, kDkvTag, s + 1 < cp ? sz(cp + s + 1) : sz(2 * cp)); !st) return st;
+    if (Status st = wait_recvs(); !st) return st;
   }
-  if (Status st = recv(dkv_home_.data(), kv, prev, kDkvTag, sz(2 * cp)); !st) return st;
   if (Status st = wait_sends(); !st) return st;
   k_.copy_columns(dqkv, QKV, dq_.data(), Q, BT, Q);
   k_.copy_columns(dqkv.at(sz(Q)), QKV, dkv_home_.data(), KV, BT, KV);

@@ -17,9 +17,10 @@
 //               backend's own attention (standard, or fused where the stage uses it) runs on the
 //               whole sequence; another all-to-all brings the output back. It keeps the whole
 //               sequence's q | k | v and output of its heads for backward.
-// Sends go out before the step's attention and receives come after it, so a transport that sends
-// in the background moves the next block while this one is computed; CommGroup has no
-// asynchronous receive, so with Gloo the transfer happens when the receive is posted.
+// The ring posts each step's send and receive (CommGroup::send, recv_start) before the step's
+// attention and waits for the receive after it, so a transport that moves them in the background
+// (Gloo) transfers the next block while this one is computed; one that receives at once (NCCL
+// here) or a group fed through host copies transfers it first.
 //
 // Buffers the exchanges need live here, allocated once, in the stage's device memory; a group
 // that takes host memory on a device the host cannot reach is fed through host copies.
@@ -80,6 +81,9 @@ class ContextAttention {
   // through host slot `slot` (kept until wait_sends).
   Status send(const float* data, size_t count, int peer, uint32_t tag, size_t slot);
   Status recv(float* data, size_t count, int peer, uint32_t tag, size_t slot);
+  // recv, in the background where the group reaches the device's memory (until wait_recvs).
+  Status recv_start(float* data, size_t count, int peer, uint32_t tag, size_t slot);
+  Status wait_recvs();
   Status wait_sends();
   // Rows of the whole sequence (b, chunk) <-> rows of a rank's block: chunk `k` (0, 1) of rank r
   // is the sequence's chunk chunk_of(r, k).

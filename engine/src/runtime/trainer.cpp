@@ -69,6 +69,12 @@ class Trainer::TimedGroup final : public CommGroup {
   Status wait_sends() override {
     return timed(send_ms_, [&] { return inner_->wait_sends(); });
   }
+  Status recv_start(float* data, size_t count, int peer, uint32_t tag) override {
+    return timed(recv_ms_, [&] { return inner_->recv_start(data, count, peer, tag); });
+  }
+  Status wait_recvs() override {
+    return timed(recv_ms_, [&] { return inner_->wait_recvs(); });
+  }
   Status all_reduce_sum_start(float* data, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_reduce_sum_start(data, count); });
   }

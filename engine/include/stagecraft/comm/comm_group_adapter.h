@@ -36,6 +36,8 @@ class CommGroupAdapter final : public runtime::CommGroup {
   Status send(const float* data, size_t count, int peer, uint32_t tag) override;
   Status recv(float* data, size_t count, int peer, uint32_t tag) override;
   Status wait_sends() override { return c_->wait_sends(); }
+  Status recv_start(float* data, size_t count, int peer, uint32_t tag) override;
+  Status wait_recvs() override { return c_->wait_recvs(); }
   Status all_reduce_sum_start(float* data, size_t count) override;
   Status wait_all_reduces() override { return c_->wait_async(); }
 

@@ -25,6 +25,9 @@
 //   isend           starts a send and returns at once; `data` must stay untouched until
 //                   wait_sends(), which waits for every isend of this communicator so far
 //   send_recv       a send and a recv posted together, then both awaited
+//   irecv           posts a recv and may return before it has arrived; `data` must stay
+//                   untouched until wait_recvs(), which waits for every irecv so far. Gloo
+//                   receives in the background; a transport without that (NCCL) receives at once.
 //   all_reduce_async  an all_reduce that may still run after the call returns: `data` stays
 //                   untouched, and the communicator gets no other call, until wait_async(),
 //                   which waits for every all_reduce_async started so far (they run in the order
@@ -115,7 +118,9 @@ class Communicator {
   Status send_recv(std::span<const double> out, int to, std::span<double> in, int from, uint32_t tag = 0) {
     return send_recv(view(out), to, view(in), from, tag);
   }
+  Status irecv(std::span<float> data, int peer, uint32_t tag = 0) { return irecv(view(data), peer, tag); }
   Status wait_sends();
+  Status wait_recvs();
   Status barrier();
   Status all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::kSum) { return all_reduce_async(view(data), op); }
   Status wait_async();
@@ -139,6 +144,7 @@ class Communicator {
   Status send(ConstBuffer data, int peer, uint32_t tag);
   Status isend(ConstBuffer data, int peer, uint32_t tag);
   Status recv(Buffer data, int peer, uint32_t tag);
+  Status irecv(Buffer data, int peer, uint32_t tag);
   Status send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag);
   Status all_reduce_async(Buffer data, ReduceOp op);
 
@@ -159,6 +165,9 @@ class Communicator {
   virtual Status do_wait_sends() = 0;
   virtual Status do_recv(Buffer data, int peer, uint32_t tag) = 0;
   virtual Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) = 0;
+  // The background recv: by default received at once (do_recv), nothing left to wait for.
+  virtual Status do_irecv(Buffer data, int peer, uint32_t tag) { return do_recv(data, peer, tag); }
+  virtual Status do_wait_recvs() { return Status::OK(); }
   virtual Status do_barrier() = 0;
   // The background all-reduce: by default run at once (do_all_reduce), nothing left to wait for.
   virtual Status do_all_reduce_async(Buffer data, ReduceOp op) { return do_all_reduce(data, op); }

@@ -43,6 +43,10 @@ class CommGroup : public TpReducer {
   virtual Status send(const float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status recv(float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status wait_sends() = 0;
+  // A recv that may go on in the background (Communicator::irecv): `data` stays untouched until
+  // wait_recvs(), which waits for every one started so far. By default it receives at once.
+  virtual Status recv_start(float* data, size_t count, int peer, uint32_t tag) { return recv(data, count, peer, tag); }
+  virtual Status wait_recvs() { return Status::OK(); }
   // An in-place sum that may go on in the background (Communicator::all_reduce_async): `data`
   // stays untouched, and the group gets no other call, until wait_all_reduces(), which waits for
   // every one started so far and returns the first failure. By default it runs at once.
