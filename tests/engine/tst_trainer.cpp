@@ -547,6 +547,16 @@ class TestTrainer : public QObject {
     const RunOut ring = train(ring_o, 1, false, Memory::kStaged, nullptr, true, &ring_tiles);
     QVERIFY2(ring.error.find("parallel.cp_comm=ring") != std::string::npos && ring.error.find("set parallel.cp_comm: all_to_all") != std::string::npos,
              ring.error.c_str());
+    // The launcher's check says the same for a CUDA run before any worker starts; a CPU run passes.
+    auto cfg = config::parse_config(kBase, "test.yaml", {"cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=ring", "train.attention=flash"});
+    QVERIFY2(cfg.ok(), cfg.ok() ? "" : cfg.status().message().c_str());
+    QVERIFY(Trainer::check(cfg.value(), nullptr).ok());
+    config::RunConfig on_gpu = cfg.value();
+    on_gpu.backend = config::Backend::kCuda;
+    const Status refused = Trainer::check(on_gpu, nullptr);
+    QVERIFY2(!refused.ok() && refused.message().find("set parallel.cp_comm: all_to_all") != std::string::npos, refused.message().c_str());
+    on_gpu.parallel.cp_comm = config::CpComm::kAllToAll;
+    QVERIFY(Trainer::check(on_gpu, nullptr).ok());
   }
 
   // train.init: a fresh run from a model directory's weights (here a checkpoint's, in Hugging

@@ -127,6 +127,13 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
                                  " (model.hidden / model.heads) is above the CUDA fused kernel's " + std::to_string(flash::kMaxHead) +
                                  "; set train.attention: standard, or use more heads");
   }
+  // The ring's block attention is not the fused kernel (GptStage::create refuses it on a device
+  // that has one; this says so before a launch). The CPU's flash is the standard math.
+  if (config.backend == config::Backend::kCuda && config.parallel.cp > 1 && config.parallel.cp_comm == config::CpComm::kRing &&
+      config.train.attention == config::Attention::kFlash) {
+    return Status::invalid_input("parallel.cp_comm=ring: the ring's block attention is not the fused kernel train.attention=flash asks for; "
+                                 "set parallel.cp_comm: all_to_all, or train.attention: standard");
+  }
   if (!data) return Status::OK();
   if (data->vocab_needed() > config.model.vocab) {
     return Status::invalid_input("model.vocab=" + std::to_string(config.model.vocab) + ": the data holds token ids up to " +
