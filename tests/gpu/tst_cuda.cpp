@@ -1522,6 +1522,30 @@ class TestCuda : public QObject {
     QVERIFY2(diff.isEmpty(), qPrintable(diff));
   }
 
+  // Context parallelism on one GPU (two ranks sharing it, host-staged groups): the ring's block
+  // kernels and Ulysses' all-to-all, standard and fused attention, equal the one-rank CPU engine
+  // (fused: the one-rank GPU run with it) within 1e-4, as the other layouts do.
+  void contextParallelOnOneGpuEqualsOneRank_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<bool>("flash");
+    const QStringList cp2 = {"cluster.gpus_per_node=2", "parallel.cp=2"};
+    QTest::newRow("ring") << cp2 + QStringList{"parallel.cp_comm=ring"} << false;
+    QTest::newRow("all_to_all") << cp2 + QStringList{"parallel.cp_comm=all_to_all"} << false;
+    QTest::newRow("all_to_all, fused attention") << cp2 + QStringList{"parallel.cp_comm=all_to_all", "train.attention=flash"} << true;
+    QTest::newRow("ring, dp 2, pp 2") << QStringList{"cluster.gpus_per_node=8", "parallel.cp=2", "parallel.dp=2", "parallel.pp=2",
+                                                     "parallel.cp_comm=ring"}
+                                      << false;
+  }
+  void contextParallelOnOneGpuEqualsOneRank() {
+    QFETCH(QStringList, overrides);
+    QFETCH(bool, flash);
+    std::vector<std::string> o;
+    for (const auto& x : overrides) o.push_back(x.toStdString());
+    const RunOut ref = flash ? train({"train.attention=flash"}, 10, true) : train({}, 10, false);
+    const QString diff = compare(train(o, 10, true), ref, 1e-4);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+  }
+
   // NCCL on one GPU: a group of one is an NCCL communicator that takes device memory, copies on
   // the device for its reduce_scatter and all_gather, and needs no store traffic.
   void ncclGroupOfOneWorksOnTheGpu() {
@@ -1572,6 +1596,9 @@ class TestCuda : public QObject {
                                                           "pipeline.virtual_stages=2"};
     QTest::newRow("dp=2 pp=2 zero 1") << 4 << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=1"};
     QTest::newRow("dp=2 tp=2 pp=2") << 8 << QStringList{"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2"};
+    // Context parallelism: the ring's send/recv and Ulysses' all-to-all (grouped send/recv) on NCCL.
+    QTest::newRow("cp=2 ring") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=ring"};
+    QTest::newRow("cp=2 all_to_all") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=all_to_all"};
   }
   void workersOverNccl() {
     QFETCH(int, gpus);
