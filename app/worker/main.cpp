@@ -85,6 +85,7 @@ launch::TimingEvent timing_event(const runtime::StepStats& st, int64_t steps) {
                         .dp_ms = t.dp_ms,
                         .optimizer_ms = t.optimizer_ms,
                         .sync_ms = t.sync_ms,
+                        .cp_ms = t.cp_ms,
                         .ops = {}};
   if (launch::has_timeline(st.step, steps)) {
     e.ops.reserve(t.ops.size());

@@ -6,10 +6,21 @@
 // bench_llama_torch.py via Debian's /usr/bin/python3), measured in the same run. Prints a
 // table; asserts nothing about time. With --breakdown, then the kernel time of a step at 2
 // threads, kernel by kernel (kernel_breakdown.h).
+//
+// With --cp: context parallelism instead, ranks as threads of this process over Gloo on
+// 127.0.0.1 (the workers' transport): the same tiny GPT-2 (4 layers, hidden 256, 4 heads, vocab
+// 256), a global batch of 2 sequences, one rank at sequence 512 and at 2048, and two ranks
+// splitting each 2048-token sequence (parallel.cp 2) over the ring and over Ulysses' all-to-all;
+// ms per step (best of 3 after a warm-up step), tokens/s and rank 0's cp group time.
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "stagecraft/comm/gloo_communicator.h"
+#include "stagecraft/comm/rendezvous.h"
 
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/trainer.h"
@@ -17,6 +28,100 @@
 #include "single_rank.h"
 
 using namespace stagecraft;
+
+namespace {
+
+struct CpFigures {
+  double ms = 0, cp_ms = 0;
+  std::string error;
+};
+
+// Every rank of `yaml`'s plan as a thread of this process, over Gloo on 127.0.0.1 with a store of
+// its own; rank 0's best step of `steps` after one warm-up step.
+CpFigures run_ranks(const std::string& yaml, const runtime::TokenData& data, int steps) {
+  CpFigures out;
+  auto config = config::parse_config(yaml, "bench", {});
+  if (!config.ok()) return {0, 0, config.status().message()};
+  auto plan = plan::make_plan(config.value());
+  if (!plan.ok()) return {0, 0, plan.status().message()};
+  comm::RendezvousServerOptions so;
+  so.host = "127.0.0.1";
+  so.token = "bench";
+  auto server = comm::RendezvousServer::start(so);
+  if (!server.ok()) return {0, 0, server.status().message()};
+  const int world = plan->topology.world_size();
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto fail = [&](const Status& s) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (out.error.empty()) out.error = "rank " + std::to_string(r) + ": " + s.message();
+      };
+      comm::RendezvousClientOptions co;
+      co.port = server.value()->port();
+      co.token = "bench";
+      auto client = comm::RendezvousClient::connect(co);
+      if (!client.ok()) return fail(client.status());
+      comm::GlooDeviceOptions go;
+      go.hostname = "127.0.0.1";
+      auto device = comm::GlooDevice::create(go);
+      if (!device.ok()) return fail(device.status());
+      auto groups = comm::build_process_groups(plan->topology, r, config->model.tied_embeddings,
+                                               comm::gloo_communicator_factory(*client.value(), device.value(), r));
+      auto layout = comm::rank_layout_of(plan.value(), r);
+      if (!groups.ok() || !layout.ok()) return fail(groups.ok() ? layout.status() : groups.status());
+      auto t = runtime::Trainer::create(config.value(), layout.value(), groups.value().trainer_groups(), &data);
+      if (!t.ok()) return fail(t.status());
+      if (Status s = t.value()->start(); !s) return fail(s);
+      double best = 1e18, cp_ms = 0;
+      for (int i = 0; i <= steps; ++i) {
+        auto st = t.value()->train_step();
+        if (!st.ok()) return fail(st.status());
+        if (i > 0 && st->step_ms < best) {
+          best = st->step_ms;
+          cp_ms = st->timing.cp_ms;
+        }
+      }
+      if (r == 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        out.ms = best;
+        out.cp_ms = cp_ms;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return out;
+}
+
+int bench_cp() {
+  const auto data = bench::synthetic_tokens(1 << 16, 256);
+  runtime::cpu::set_num_threads(2);  // the pool is the process's: two ranks share the two threads
+  std::printf("Stagecraft context parallelism, GPT-2 4 layers, C 256, NH 4, V 256, global batch 2 sequences, ranks as threads over Gloo\n");
+  std::printf("%-28s %6s %10s %10s %10s\n", "layout", "seq", "ms/step", "tokens/s", "cp ms");
+  struct Row {
+    const char* name;
+    int seq, cp;
+    const char* comm;
+  };
+  for (const Row& row : {Row{"cp 1 (one rank)", 512, 1, "ring"}, Row{"cp 1 (one rank)", 2048, 1, "ring"}, Row{"cp 2, ring", 2048, 2, "ring"},
+                         Row{"cp 2, all_to_all", 2048, 2, "all_to_all"}}) {
+    const std::string yaml = "cluster: {nodes: 1, gpus_per_node: " + std::to_string(row.cp) + ", device: cpu}\n" +
+                             "model: {layers: 4, hidden: 256, heads: 4, seq_len: " + std::to_string(row.seq) + ", vocab: 256}\n" +
+                             "parallel: {cp: " + std::to_string(row.cp) + ", cp_comm: " + row.comm + "}\n" +
+                             "train: {global_batch: 2, micro_batch: 1, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n";
+    const CpFigures f = run_ranks(yaml, data, 3);
+    if (!f.error.empty()) {
+      std::fprintf(stderr, "bench_train --cp: %s\n", f.error.c_str());
+      return 1;
+    }
+    std::printf("%-28s %6d %10.1f %10.0f %10.1f\n", row.name, row.seq, f.ms, 2.0 * row.seq / (f.ms / 1e3), f.cp_ms);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bool breakdown = false, llama = false;
@@ -26,8 +131,10 @@ int main(int argc, char** argv) {
       breakdown = true;
     } else if (a == "--llama") {
       llama = true;
+    } else if (a == "--cp") {
+      return bench_cp();
     } else {
-      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown])\n", a.c_str());
+      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown] | --cp)\n", a.c_str());
       return 2;
     }
   }

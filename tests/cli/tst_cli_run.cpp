@@ -73,6 +73,14 @@ class TestCliRun : public QObject {
     // Zero 2 and 3's reduce-scatters and gathers on Gloo's background thread (zero_shards.h).
     QTest::newRow("dp=2 tp=2 zero 2") << layout(2, 2, 1, {"parallel.zero=2"});
     QTest::newRow("dp=2 pp=2 zero 3 interleaved") << layout(2, 1, 2, {"parallel.zero=3", "pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
+    // Context parallelism: each sequence split over two worker processes, K/V over the ring or
+    // heads exchanged by Gloo's all-to-all.
+    QTest::newRow("cp=2 ring") << QStringList{"run", config_, "cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=ring", "--json"};
+    QTest::newRow("cp=2 all_to_all dp=2") << QStringList{"run", config_, "cluster.gpus_per_node=4", "parallel.dp=2", "parallel.cp=2",
+                                                         "parallel.cp_comm=all_to_all", "--json"};
+    // Both: ZeRO-3 shards over the dp x cp ranks while the ring splits each sequence.
+    QTest::newRow("cp=2 dp=2 zero 3 ring") << QStringList{"run", config_, "cluster.gpus_per_node=4", "parallel.dp=2", "parallel.cp=2",
+                                                          "parallel.cp_comm=ring", "parallel.zero=3", "--json"};
   }
   void layoutsTrainTheSameModel() {
     QFETCH(QStringList, args);

@@ -138,6 +138,20 @@ class ThreadComm final : public comm::Communicator {
     hub_->done();
     return Status::OK();
   }
+  // in (size x n) -> out (size x n): block r of every rank's in to rank r.
+  Status do_all_to_all(ConstBuffer in, Buffer out) override {
+    const size_t bytes = in.count * comm::size_of(in.dtype), block = bytes / static_cast<size_t>(size());
+    if (Status s = check_memory("all_to_all in", in.data, bytes); !s) return s;
+    if (Status s = check_memory("all_to_all out", out.data, bytes); !s) return s;
+    hub_->deposit(rank(), in.data, bytes);
+    for (int r = 0; r < size(); ++r) {
+      for (size_t b = 0; b < block; ++b) {
+        static_cast<char*>(out.data)[static_cast<size_t>(r) * block + b] = hub_->at<char>(r, static_cast<size_t>(rank()) * block + b);
+      }
+    }
+    hub_->done();
+    return Status::OK();
+  }
   Status do_broadcast(Buffer data, int root) override {
     const size_t bytes = data.count * comm::size_of(data.dtype);
     if (Status s = check_memory("broadcast", data.data, bytes); !s) return s;

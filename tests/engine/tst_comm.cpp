@@ -160,6 +160,20 @@ void check_collectives(Communicator& c, size_t n) {
       }
     }
   }
+  // all_to_all: in (size * n), block r = (g size + r) n + k  ->  out block s from group rank s
+  {
+    std::vector<T> in(size * n), out(size * n, T(-1));
+    for (int r = 0; r < size; ++r) {
+      for (size_t k = 0; k < n; ++k) in[r * n + k] = static_cast<T>((size_t(g) * size + r) * n + k);
+    }
+    EXPECT_OK(c.all_to_all(std::span<const T>(in), std::span<T>(out)));
+    for (int s = 0; s < size; ++s) {
+      for (size_t k = 0; k < n; ++k) {
+        const T want = static_cast<T>((size_t(ranks[s]) * size + c.rank()) * n + k);
+        EXPECT(out[s * n + k] == want, "%s all_to_all [%d][%zu] = %g, want %g", what, s, k, double(out[s * n + k]), double(want));
+      }
+    }
+  }
   // broadcast from every root in turn
   for (int root = 0; root < size; ++root) {
     std::vector<T> data(n);
@@ -188,6 +202,12 @@ void check_argument_errors(Communicator& c) {
     const Status s = c.reduce_scatter(std::span<const float>(in), std::span<float>(out));
     EXPECT(s.code() == Status::Code::kInvalidInput && s.message().find(c.name()) != std::string::npos,
            "mis-sized reduce_scatter: %s", s.message().c_str());
+  }
+  if (c.size() != 1) {
+    std::vector<float> a2a(static_cast<size_t>(c.size()) + 1);  // not size equal blocks
+    const Status s = c.all_to_all(std::span<const float>(a2a), std::span<float>(a2a));
+    EXPECT(s.code() == Status::Code::kInvalidInput && s.message().find("all_to_all") != std::string::npos,
+           "mis-sized all_to_all: %s", s.message().c_str());
   }
   const Status b = c.broadcast(std::span<float>(out), c.size());
   EXPECT(b.code() == Status::Code::kInvalidInput, "broadcast from a root outside the group: %s", b.message().c_str());
@@ -352,6 +372,24 @@ int run_p2p(Worker& w) {
     for (size_t i = 0; i < n; ++i) {
       EXPECT(from_left[i] == float(left) && from_right[i] == float(100 + right), "isend exchange [%zu]: %g %g", i,
              double(from_left[i]), double(from_right[i]));
+    }
+  }
+  // The context-parallel ring's pattern: every rank posts a send right and a receive from the
+  // left, both in the background, then waits (the receives after a computation), three rounds in
+  // flight at once with their own buffers.
+  if (stages > 1) {
+    const int right = (stage + 1) % stages, left = (stage + stages - 1) % stages;
+    std::vector<std::vector<float>> out(3), in(3);
+    for (int k = 0; k < 3; ++k) {
+      out[k].assign(n, float(1000 * k + stage));
+      in[k].assign(n, -1.0f);
+      EXPECT_OK(pp->isend(std::span<const float>(out[k]), right, 7));
+      EXPECT_OK(pp->irecv(std::span<float>(in[k]), left, 7));
+    }
+    EXPECT_OK(pp->wait_recvs());
+    EXPECT_OK(pp->wait_sends());
+    for (int k = 0; k < 3; ++k) {
+      for (size_t i = 0; i < n; ++i) EXPECT(in[k][i] == float(1000 * k + left), "irecv round %d [%zu] = %g", k, i, double(in[k][i]));
     }
   }
   // Ring exchange: everyone sends right and receives from the left at the same time.
@@ -654,6 +692,9 @@ class TestComm : public QObject {
     QCOMPARE(out, data);
     QVERIFY(comm.all_gather(std::span<const float>(data), std::span<float>(out)).ok());
     QVERIFY(comm.broadcast(std::span<float>(data), 0).ok());
+    std::fill(out.begin(), out.end(), 0.0f);
+    QVERIFY(comm.all_to_all(std::span<const float>(data), std::span<float>(out)).ok());
+    QCOMPARE(out, data);
     QVERIFY(comm.barrier().ok());
     QCOMPARE(comm.send(std::span<const float>(data), 0).code(), Status::Code::kInvalidInput);
     QCOMPARE(comm.global_rank(), 5);

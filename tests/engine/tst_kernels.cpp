@@ -1461,6 +1461,200 @@ class TestKernels : public QObject {
     QVERIFY(rel_err(outf, out) < 1e-5 && rel_err(attf, att) < 1e-5 && rel_err(dqkvf, want) < 1e-5);
   }
 
+  // Context parallelism's block kernels against attention over the whole sequence: the sequence of
+  // T tokens cut into 2 cp chunks, rank r holding chunks r and 2 cp - 1 - r (context_attention.h);
+  // each rank's queries against every rank's keys, merged by the online softmax, give attention's
+  // output and log-sum-exps at those positions; the pairs' backward, dq summed over the key blocks
+  // and dkv over the query blocks, give attention's gradient; in double to 1e-12 and in float to
+  // 1e-5. Grouped-query attention included; with one block (cp 1) it is attention itself.
+  void blockAttentionMergesToAttention_data() {
+    QTest::addColumn<int>("B");
+    QTest::addColumn<int>("T");
+    QTest::addColumn<int>("NH");
+    QTest::addColumn<int>("NKV");
+    QTest::addColumn<int>("HS");
+    QTest::addColumn<int>("cp");
+    QTest::newRow("one block") << 2 << 12 << 2 << 2 << 8 << 1;
+    QTest::newRow("cp 2, multi-head") << 2 << 16 << 3 << 3 << 8 << 2;
+    QTest::newRow("cp 3, 4 query heads on 2 K/V heads") << 2 << 24 << 4 << 2 << 8 << 3;
+    QTest::newRow("cp 4, one K/V head, chunks of 1") << 1 << 8 << 4 << 1 << 16 << 4;
+  }
+  void blockAttentionMergesToAttention() {
+    QFETCH(int, B);
+    QFETCH(int, T);
+    QFETCH(int, NH);
+    QFETCH(int, NKV);
+    QFETCH(int, HS);
+    QFETCH(int, cp);
+    const size_t Q = size_t(NH) * HS, KV = size_t(2) * NKV * HS, W = Q + KV, BT = size_t(B) * T;
+    const auto qkv = randn(BT * W, 160), dout = randn(BT * Q, 161);
+    // The whole sequence's attention, its log-sum-exps (from the probabilities' diagonal: p_tt =
+    // exp(s_tt - lse_t)) and gradient.
+    std::vector<double> out(BT * Q), att(size_t(B) * NH * T * T), dqkv(qkv.size()), scratch(att.size());
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS, NKV);
+    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, NH, HS, NKV);
+    std::vector<double> lse(size_t(B) * NH * T);
+    for (int b = 0; b < B; ++b) {
+      for (int h = 0; h < NH; ++h) {
+        for (int t = 0; t < T; ++t) {
+          const double* q = qkv.data() + (size_t(b) * T + t) * W + size_t(h) * HS;
+          const double* k = qkv.data() + (size_t(b) * T + t) * W + Q + size_t(h / (NH / NKV)) * HS;
+          double s = 0;
+          for (int d = 0; d < HS; ++d) s += q[d] * k[d];
+          s /= std::sqrt(double(HS));
+          lse[(size_t(b) * NH + h) * T + t] = s - std::log(att[((size_t(b) * NH + h) * T + t) * T + t]);
+        }
+      }
+    }
+    // Each rank's rows: q (B, Tl, Q), kv (B, Tl, KV), positions (Tl); and the answers at those rows.
+    const int Tl = T / cp, c = Tl / 2;
+    auto positions = [&](int r) {
+      std::vector<int32_t> p;
+      for (int chunk : {r, 2 * cp - 1 - r}) {
+        for (int t = 0; t < c; ++t) p.push_back(chunk * c + t);
+      }
+      if (cp == 1) {
+        p.clear();
+        for (int t = 0; t < T; ++t) p.push_back(t);
+      }
+      return p;
+    };
+    auto rows = [&](const std::vector<double>& x, size_t width, size_t col, size_t cols, const std::vector<int32_t>& pos) {
+      std::vector<double> y;
+      for (int b = 0; b < B; ++b) {
+        for (int32_t t : pos) {
+          const double* row = x.data() + (size_t(b) * T + size_t(t)) * width + col;
+          y.insert(y.end(), row, row + cols);
+        }
+      }
+      return y;
+    };
+    std::vector<std::vector<int32_t>> pos;
+    std::vector<std::vector<double>> qs, kvs;
+    for (int r = 0; r < cp; ++r) {
+      pos.push_back(positions(r));
+      qs.push_back(rows(qkv, W, 0, Q, pos.back()));
+      kvs.push_back(rows(qkv, W, Q, KV, pos.back()));
+    }
+    const size_t ranks = static_cast<size_t>(cp);
+    std::vector<std::vector<double>> outs(ranks), lses(ranks), dqs(ranks);
+    std::vector<std::vector<double>> dkvs(ranks, std::vector<double>(size_t(B) * Tl * KV, 0.0));
+    double worst_out = 0, worst_lse = 0, worst_dq = 0, worst_dkv = 0;
+    for (int r = 0; r < cp; ++r) {
+      std::vector<double>& acc = outs[size_t(r)];
+      std::vector<double>& acc_lse = lses[size_t(r)];
+      acc.assign(size_t(B) * Tl * Q, kNaN);
+      acc_lse.assign(size_t(B) * NH * Tl, kNaN);
+      // Ring order: its own block first, then the others; the blocks later than every query are
+      // merged too (they add nothing).
+      for (int s = 0; s < cp; ++s) {
+        const int src = (r - s + cp) % cp;
+        std::vector<double> o(acc.size(), kNaN), l(acc_lse.size(), kNaN);
+        cpu::attention_block_forward(s == 0 ? acc.data() : o.data(), s == 0 ? acc_lse.data() : l.data(), qs[size_t(r)].data(),
+                                     kvs[size_t(src)].data(), pos[size_t(r)].data(), pos[size_t(src)].data(), B, Tl, Tl, NH, HS, NKV);
+        if (s > 0) cpu::attention_block_merge(acc.data(), acc_lse.data(), o.data(), l.data(), B, Tl, NH, HS);
+      }
+      const auto want_out = rows(out, Q, 0, Q, pos[size_t(r)]);
+      std::vector<double> want_lse;
+      for (int b = 0; b < B; ++b) {
+        for (int h = 0; h < NH; ++h) {
+          for (int32_t t : pos[size_t(r)]) want_lse.push_back(lse[(size_t(b) * NH + h) * T + size_t(t)]);
+        }
+      }
+      worst_out = std::max(worst_out, rel_err(acc, want_out));
+      worst_lse = std::max(worst_lse, rel_err(acc_lse, want_lse));
+    }
+    for (int r = 0; r < cp; ++r) {
+      const auto dout_r = rows(dout, Q, 0, Q, pos[size_t(r)]);
+      dqs[size_t(r)].assign(size_t(B) * Tl * Q, 0.0);
+      for (int src = 0; src < cp; ++src) {
+        cpu::attention_block_backward(dqs[size_t(r)].data(), dkvs[size_t(src)].data(), dout_r.data(), qs[size_t(r)].data(),
+                                      kvs[size_t(src)].data(), outs[size_t(r)].data(), lses[size_t(r)].data(), pos[size_t(r)].data(),
+                                      pos[size_t(src)].data(), B, Tl, Tl, NH, HS, NKV);
+      }
+    }
+    for (int r = 0; r < cp; ++r) {
+      worst_dq = std::max(worst_dq, rel_err(dqs[size_t(r)], rows(dqkv, W, 0, Q, pos[size_t(r)])));
+      worst_dkv = std::max(worst_dkv, rel_err(dkvs[size_t(r)], rows(dqkv, W, Q, KV, pos[size_t(r)])));
+    }
+    QVERIFY2(worst_out < 1e-12 && worst_lse < 1e-12 && worst_dq < 1e-12 && worst_dkv < 1e-12,
+             qPrintable(QString("out %1, lse %2, dq %3, dkv %4").arg(worst_out).arg(worst_lse).arg(worst_dq).arg(worst_dkv)));
+    // In float, rank 0's blocks: within float rounding of the double answer.
+    std::vector<float> acc(size_t(B) * Tl * Q), acc_lse(size_t(B) * NH * Tl), o(acc.size()), l(acc_lse.size());
+    const auto q0 = cast<float>(qs[0]);
+    for (int s = 0; s < cp; ++s) {
+      const int src = (cp - s) % cp;
+      const auto kv = cast<float>(kvs[size_t(src)]);
+      cpu::attention_block_forward(s == 0 ? acc.data() : o.data(), s == 0 ? acc_lse.data() : l.data(), q0.data(), kv.data(), pos[0].data(),
+                                   pos[size_t(src)].data(), B, Tl, Tl, NH, HS, NKV);
+      if (s > 0) cpu::attention_block_merge(acc.data(), acc_lse.data(), o.data(), l.data(), B, Tl, NH, HS);
+    }
+    QVERIFY2(rel_err(acc, outs[0]) < 1e-5 && rel_err(acc_lse, lses[0]) < 1e-5,
+             qPrintable(QString("float: out %1, lse %2").arg(rel_err(acc, outs[0])).arg(rel_err(acc_lse, lses[0]))));
+  }
+
+  // A key block wholly after a query block: nothing seen, out 0 and lse -inf, and merging it
+  // changes nothing; the backward of such a pair adds nothing.
+  void blockAttentionOfLaterKeysIsEmpty() {
+    const int B = 1, T = 4, NH = 2, NKV = 1, HS = 4;
+    const auto q = randn(size_t(T) * NH * HS, 170), kv = randn(size_t(T) * 2 * NKV * HS, 171), dout = randn(q.size(), 172);
+    const std::vector<int32_t> qp = {0, 1, 2, 3}, kp = {4, 5, 6, 7};
+    std::vector<double> out(q.size(), kNaN), lse(size_t(NH) * T, kNaN);
+    cpu::attention_block_forward(out.data(), lse.data(), q.data(), kv.data(), qp.data(), kp.data(), B, T, T, NH, HS, NKV);
+    for (double x : out) QCOMPARE(x, 0.0);
+    for (double x : lse) QVERIFY(std::isinf(x) && x < 0);
+    std::vector<double> acc = randn(q.size(), 173), acc_lse = randn(lse.size(), 174);
+    const auto acc0 = acc, lse0 = acc_lse;
+    cpu::attention_block_merge(acc.data(), acc_lse.data(), out.data(), lse.data(), B, T, NH, HS);
+    QCOMPARE(acc, acc0);
+    QCOMPARE(acc_lse, lse0);
+    std::vector<double> dq(q.size(), 0.5), dkv(kv.size(), 0.25);
+    cpu::attention_block_backward(dq.data(), dkv.data(), dout.data(), q.data(), kv.data(), acc.data(), acc_lse.data(), qp.data(), kp.data(), B, T,
+                                  T, NH, HS, NKV);
+    for (double x : dq) QCOMPARE(x, 0.5);
+    for (double x : dkv) QCOMPARE(x, 0.25);
+  }
+
+  // The rotary angle of a block that starts at position `first` is the whole sequence's there.
+  void ropeAtAFirstPositionIsTheSequencesRotation() {
+    const int T = 12, NH = 2, NKV = 1, HS = 8, first = 5, n = 4;
+    const size_t W = size_t(NH + 2 * NKV) * HS;
+    auto whole = randn(size_t(T) * W, 180);
+    std::vector<double> block(whole.begin() + ptrdiff_t(first * W), whole.begin() + ptrdiff_t((first + n) * W));
+    cpu::rope_forward(whole.data(), 1, T, NH, NKV, HS, 10000.0f);
+    cpu::rope_forward(block.data(), 1, n, NH, NKV, HS, 10000.0f, first);
+    const std::vector<double> want(whole.begin() + ptrdiff_t(first * W), whole.begin() + ptrdiff_t((first + n) * W));
+    QVERIFY2(rel_err(block, want) < 1e-15, qPrintable(QString::number(rel_err(block, want))));
+    cpu::rope_backward(block.data(), 1, n, NH, NKV, HS, 10000.0f, first);
+    cpu::rope_backward(whole.data(), 1, T, NH, NKV, HS, 10000.0f);
+    const std::vector<double> back(whole.begin() + ptrdiff_t(first * W), whole.begin() + ptrdiff_t((first + n) * W));
+    QVERIFY2(rel_err(block, back) < 1e-15, qPrintable(QString::number(rel_err(block, back))));
+  }
+
+  // copy_columns moves a column range of every row between fp32 and bf16 buffers of other widths,
+  // rounding as bf16.h does, and leaves the rest of the destination alone.
+  void copyColumnsConvertsAndLeavesTheRest() {
+    const Ops& k = cpu_ops();
+    const int rows = 3, ld_src = 7, ld_dst = 5, width = 4;
+    std::vector<float> src(size_t(rows) * ld_src);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = 1.0f + float(i) / 3.0f;
+    std::vector<float> dst(size_t(rows) * ld_dst, -1.0f);
+    k.copy_columns(dst.data() + 1, ld_dst, src.data() + 2, ld_src, rows, width);
+    std::vector<bf16> low(size_t(rows) * ld_dst, to_bf16(-1.0f));
+    k.copy_columns(low.data(), ld_dst, src.data() + 2, ld_src, rows, width);
+    std::vector<float> back(size_t(rows) * width, 0.0f);
+    k.copy_columns(back.data(), width, low.data(), ld_dst, rows, width);
+    for (int r = 0; r < rows; ++r) {
+      QCOMPARE(dst[size_t(r) * ld_dst], -1.0f);
+      for (int c = 0; c < width; ++c) {
+        const float x = src[size_t(r) * ld_src + 2 + size_t(c)];
+        QCOMPARE(dst[size_t(r) * ld_dst + 1 + size_t(c)], x);
+        QCOMPARE(back[size_t(r) * width + size_t(c)], to_float(to_bf16(x)));
+      }
+      QCOMPARE(to_float(low[size_t(r) * ld_dst + 4]), -1.0f);
+    }
+  }
+
   // RMSNorm against its formula written out, and both gradients against finite differences; both
   // accumulate (dinp is the residual stream), so they start from 0.25 here.
   void rmsnormMatchesItsFormulaAndFiniteDifferences_data() {

@@ -33,6 +33,8 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("timing") << WorkerEvent{TimingEvent{.rank = 2, .step = 4, .start = 1764000000.25, .step_ms = 58.5, .forward_ms = 10.25,
                                                        .backward_ms = 20.5, .recompute_ms = 1, .tp_ms = 2, .pp_wait_ms = 3, .pp_send_ms = 0.5,
                                                        .dp_ms = 4, .optimizer_ms = 0.75, .sync_ms = 0.125, .ops = {}}};
+    QTest::newRow("timing with cp") << WorkerEvent{TimingEvent{.rank = 1, .step = 4, .step_ms = 30, .forward_ms = 10, .backward_ms = 15,
+                                                               .tp_ms = 1, .cp_ms = 6.5, .ops = {}}};
     QTest::newRow("timing with ops") << WorkerEvent{TimingEvent{.rank = 0, .step = 3, .step_ms = 5, .ops = {{false, 0, 1, 0.5, 1.5}, {true, 1, 1, 2, 4.25}}}};
   }
   void roundTrip() {
@@ -76,6 +78,11 @@ class TestWorkerEvents : public QObject {
                             << "{\"event\":\"timing\",\"rank\":1,\"step\":3,\"start\":1764000000.123457,\"step_ms\":12.346,\"forward_ms\":4.0,"
                                "\"backward_ms\":0.0,\"recompute_ms\":0.0,\"tp_ms\":0.0,\"pp_wait_ms\":0.0,\"pp_send_ms\":0.0,\"dp_ms\":0.0,"
                                "\"optimizer_ms\":0.0,\"sync_ms\":0.0,\"ops\":[[\"b\",1,0,0.0,2.001]]}";
+    // A run with context parallelism adds its cp group's time after tp's.
+    QTest::newRow("timing with cp") << WorkerEvent{TimingEvent{.rank = 0, .step = 1, .step_ms = 2, .tp_ms = 0.5, .cp_ms = 0.25}}
+                                    << "{\"event\":\"timing\",\"rank\":0,\"step\":1,\"start\":0.0,\"step_ms\":2.0,\"forward_ms\":0.0,"
+                                       "\"backward_ms\":0.0,\"recompute_ms\":0.0,\"tp_ms\":0.5,\"cp_ms\":0.25,\"pp_wait_ms\":0.0,\"pp_send_ms\":0.0,"
+                                       "\"dp_ms\":0.0,\"optimizer_ms\":0.0,\"sync_ms\":0.0}";
   }
   void wireFormat() {
     QFETCH(WorkerEvent, event);

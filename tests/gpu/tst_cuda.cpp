@@ -525,6 +525,76 @@ class TestCuda : public QObject {
       const double e = rel_err(qkv.back(d), x);  // a rotation and its inverse: x up to rounding
       QVERIFY2(e <= 1e-5, qPrintable(QString("rope_backward after rope_forward: relative error %1 from the input").arg(e)));
     }
+    {  // rotary positions of a block that starts at position 7 (context parallelism)
+      const int NKV = NH;
+      Twin qkv(d, randn(size_t(BT) * 3 * NH * HS, 88));
+      cpu.rope_forward(qkv.h(), B, T, NH, NKV, HS, 10000.0f, 7);
+      gk.rope_forward(qkv.g(), B, T, NH, NKV, HS, 10000.0f, 7);
+      check("rope_forward from position 7", qkv);
+      cpu.rope_backward(qkv.h(), B, T, NH, NKV, HS, 10000.0f, 7);
+      gk.rope_backward(qkv.g(), B, T, NH, NKV, HS, 10000.0f, 7);
+      check("rope_backward from position 7", qkv);
+    }
+    // Context parallelism's block attention (kernels.h): queries at positions T/2 .. against keys
+    // at 0 .. (partly seen), merged with a block of later keys (none seen) and one of earlier keys
+    // (all seen), multi-head and one K/V head; the backward of each pair accumulating.
+    for (int NKV : {NH, 1}) {
+      const std::string heads = " (NH " + std::to_string(NH) + ", NKV " + std::to_string(NKV) + ")";
+      auto named = [&](const char* what) { return std::string(what) + heads; };
+      const size_t nq = size_t(BT) * NH * HS, nkv = size_t(BT) * 2 * NKV * HS, nl = size_t(B) * NH * T;
+      const size_t Tn = static_cast<size_t>(T);
+      std::vector<int32_t> qp(Tn), kp(Tn), later(Tn), earlier(Tn);
+      for (int t = 0; t < T; ++t) {
+        qp[size_t(t)] = 2 * T + T / 2 + t;
+        kp[size_t(t)] = 2 * T + t;
+        later[size_t(t)] = 4 * T + t;
+        earlier[size_t(t)] = t;
+      }
+      Ints q_pos(d, qp), k_pos(d, kp), later_pos(d, later), earlier_pos(d, earlier);
+      Twin q(d, randn(nq, 90)), kv(d, randn(nkv, 91)), kv2(d, randn(nkv, 92)), kv3(d, randn(nkv, 93));
+      Twin out(d, nq), lse(d, nl), out2(d, nq), lse2(d, nl);
+      cpu.attention_block_forward(out.h(), lse.h(), q.h(), kv.h(), q_pos.host.data(), k_pos.host.data(), B, T, T, NH, HS, NKV);
+      gk.attention_block_forward(out.g(), lse.g(), q.g(), kv.g(), q_pos.dev.data(), k_pos.dev.data(), B, T, T, NH, HS, NKV);
+      check(named("attention_block_forward out").c_str(), out);
+      check(named("attention_block_forward lse").c_str(), lse);
+      for (const Ints* kpos : {&later_pos, &earlier_pos}) {
+        const Twin& other = kpos == &later_pos ? kv2 : kv3;
+        cpu.attention_block_forward(out2.h(), lse2.h(), q.h(), const_cast<Twin&>(other).h(), q_pos.host.data(), kpos->host.data(), B, T, T, NH,
+                                    HS, NKV);
+        gk.attention_block_forward(out2.g(), lse2.g(), q.g(), const_cast<Twin&>(other).g(), q_pos.dev.data(), const_cast<Ints*>(kpos)->dev.data(),
+                                   B, T, T, NH, HS, NKV);
+        if (kpos == &earlier_pos) check(named("attention_block_forward, every key seen").c_str(), out2);
+        cpu.attention_block_merge(out.h(), lse.h(), out2.h(), lse2.h(), B, T, NH, HS);
+        gk.attention_block_merge(out.g(), lse.g(), out2.g(), lse2.g(), B, T, NH, HS);
+        check(named("attention_block_merge out").c_str(), out);
+        check(named("attention_block_merge lse").c_str(), lse);
+      }
+      Twin dout(d, randn(nq, 94)), dq(d, randn(nq, 95)), dkv(d, randn(nkv, 96)), dkv3(d, randn(nkv, 97));
+      for (int pair = 0; pair < 2; ++pair) {
+        Twin& keys = pair == 0 ? kv : kv3;
+        Twin& dkeys = pair == 0 ? dkv : dkv3;
+        Ints& kpos = pair == 0 ? k_pos : earlier_pos;
+        cpu.attention_block_backward(dq.h(), dkeys.h(), dout.h(), q.h(), keys.h(), out.h(), lse.h(), q_pos.host.data(), kpos.host.data(), B, T, T,
+                                     NH, HS, NKV);
+        gk.attention_block_backward(dq.g(), dkeys.g(), dout.g(), q.g(), keys.g(), out.g(), lse.g(), q_pos.dev.data(), kpos.dev.data(), B, T, T,
+                                    NH, HS, NKV);
+      }
+      check(named("attention_block_backward dq").c_str(), dq);
+      check(named("attention_block_backward dkv, partly seen").c_str(), dkv);
+      check(named("attention_block_backward dkv, all seen").c_str(), dkv3);
+    }
+    {  // copy_columns: a column range of every row, fp32 to fp32 and through bf16
+      const int ld_src = C, ld_dst = C + 3, width = C / 2;
+      Twin src(d, randn(size_t(BT) * ld_src, 98)), dst(d, randn(size_t(BT) * ld_dst, 99));
+      cpu.copy_columns(dst.h() + 1, ld_dst, src.h() + 2, ld_src, BT, width);
+      gk.copy_columns(dst.g() + 1, ld_dst, src.g() + 2, ld_src, BT, width);
+      check("copy_columns", dst);
+      Low16 low(d, size_t(BT) * width);
+      cpu.copy_columns(low.h(), width, src.h(), ld_src, BT, width);
+      gk.copy_columns(low.g(), width, src.g(), ld_src, BT, width);
+      QVERIFY(d.synchronize().ok());
+      QVERIFY2(low.back(d) == Low16::wide(low.host), "copy_columns to bf16 differs from the CPU's rounding");
+    }
     {  // SwiGLU over (BT, 2 OC) = gate | up
       const size_t nf = size_t(BT) * OC;
       Twin x(d, randn(2 * nf, 86, 3.0)), y(d, nf), dy(d, randn(nf, 87)), dx(d, 2 * nf);
@@ -1452,6 +1522,30 @@ class TestCuda : public QObject {
     QVERIFY2(diff.isEmpty(), qPrintable(diff));
   }
 
+  // Context parallelism on one GPU (two ranks sharing it, host-staged groups): the ring's block
+  // kernels and Ulysses' all-to-all, standard and fused attention, equal the one-rank CPU engine
+  // (fused: the one-rank GPU run with it) within 1e-4, as the other layouts do.
+  void contextParallelOnOneGpuEqualsOneRank_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<bool>("flash");
+    const QStringList cp2 = {"cluster.gpus_per_node=2", "parallel.cp=2"};
+    QTest::newRow("ring") << cp2 + QStringList{"parallel.cp_comm=ring"} << false;
+    QTest::newRow("all_to_all") << cp2 + QStringList{"parallel.cp_comm=all_to_all"} << false;
+    QTest::newRow("all_to_all, fused attention") << cp2 + QStringList{"parallel.cp_comm=all_to_all", "train.attention=flash"} << true;
+    QTest::newRow("ring, dp 2, pp 2") << QStringList{"cluster.gpus_per_node=8", "parallel.cp=2", "parallel.dp=2", "parallel.pp=2",
+                                                     "parallel.cp_comm=ring"}
+                                      << false;
+  }
+  void contextParallelOnOneGpuEqualsOneRank() {
+    QFETCH(QStringList, overrides);
+    QFETCH(bool, flash);
+    std::vector<std::string> o;
+    for (const auto& x : overrides) o.push_back(x.toStdString());
+    const RunOut ref = flash ? train({"train.attention=flash"}, 10, true) : train({}, 10, false);
+    const QString diff = compare(train(o, 10, true), ref, 1e-4);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+  }
+
   // NCCL on one GPU: a group of one is an NCCL communicator that takes device memory, copies on
   // the device for its reduce_scatter and all_gather, and needs no store traffic.
   void ncclGroupOfOneWorksOnTheGpu() {
@@ -1502,6 +1596,9 @@ class TestCuda : public QObject {
                                                           "pipeline.virtual_stages=2"};
     QTest::newRow("dp=2 pp=2 zero 1") << 4 << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=1"};
     QTest::newRow("dp=2 tp=2 pp=2") << 8 << QStringList{"cluster.gpus_per_node=8", "parallel.dp=2", "parallel.tp=2", "parallel.pp=2"};
+    // Context parallelism: the ring's send/recv and Ulysses' all-to-all (grouped send/recv) on NCCL.
+    QTest::newRow("cp=2 ring") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=ring"};
+    QTest::newRow("cp=2 all_to_all") << 2 << QStringList{"cluster.gpus_per_node=2", "parallel.cp=2", "parallel.cp_comm=all_to_all"};
   }
   void workersOverNccl() {
     QFETCH(int, gpus);

@@ -34,8 +34,17 @@ Status CommGroupAdapter::all_gather_start(const float* in, float* out, size_t co
   return c_->all_gather_async(std::span<const float>(in, count), std::span<float>(out, count * static_cast<size_t>(size())));
 }
 
+Status CommGroupAdapter::all_to_all(const float* in, float* out, size_t count) {
+  const size_t n = count * static_cast<size_t>(size());
+  return c_->all_to_all(std::span<const float>(in, n), std::span<float>(out, n));
+}
+
 Status CommGroupAdapter::send(const float* data, size_t count, int peer, uint32_t tag) {
   return c_->isend(std::span<const float>(data, count), peer, tag);
+}
+
+Status CommGroupAdapter::recv_start(float* data, size_t count, int peer, uint32_t tag) {
+  return c_->irecv(std::span<float>(data, count), peer, tag);
 }
 
 Status CommGroupAdapter::recv(float* data, size_t count, int peer, uint32_t tag) {

@@ -131,6 +131,17 @@ Status Communicator::all_gather(ConstBuffer in, Buffer out) {
   return do_all_gather(in, out);
 }
 
+Status Communicator::all_to_all(ConstBuffer in, Buffer out) {
+  if (in.dtype != out.dtype || in.count != out.count || in.count % static_cast<size_t>(size()) != 0) {
+    return Status::invalid_input(describe("all_to_all", in.count, in.dtype) + ": input and output must both hold " +
+                                 std::to_string(size()) + " equal blocks of one dtype, got " + std::to_string(in.count) + " " +
+                                 to_string(in.dtype) + " and " + std::to_string(out.count) + " " + to_string(out.dtype));
+  }
+  if (in.count == 0) return Status::OK();
+  if (size() == 1) return do_copy(out.data, in.data, in.count * size_of(in.dtype));
+  return do_all_to_all(in, out);
+}
+
 Status Communicator::broadcast(Buffer data, int root) {
   if (root < 0 || root >= size()) {
     return Status::invalid_input(describe("broadcast", data.count, data.dtype) + ": root " + std::to_string(root) +
@@ -161,6 +172,17 @@ Status Communicator::recv(Buffer data, int peer, uint32_t tag) {
   if (Status s = check_peer("recv", peer); !s) return s;
   if (data.count == 0) return Status::OK();
   return do_recv(data, peer, tag);
+}
+
+Status Communicator::irecv(Buffer data, int peer, uint32_t tag) {
+  if (Status s = check_peer("irecv", peer); !s) return s;
+  if (data.count == 0) return Status::OK();
+  return do_irecv(data, peer, tag);
+}
+
+Status Communicator::wait_recvs() {
+  if (size() == 1) return Status::OK();
+  return do_wait_recvs();
 }
 
 Status Communicator::send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) {
@@ -220,6 +242,7 @@ class SingleRankCommunicator final : public Communicator {
   Status do_reduce_scatter(ConstBuffer, Buffer, ReduceOp) override { return unreachable(); }
   Status do_all_gather(ConstBuffer, Buffer) override { return unreachable(); }
   Status do_broadcast(Buffer, int) override { return unreachable(); }
+  Status do_all_to_all(ConstBuffer, Buffer) override { return unreachable(); }
   Status do_send(ConstBuffer, int, uint32_t) override { return unreachable(); }
   Status do_isend(ConstBuffer, int, uint32_t) override { return unreachable(); }
   Status do_wait_sends() override { return unreachable(); }

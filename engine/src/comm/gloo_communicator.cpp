@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include <gloo/allgather.h>
+#include <gloo/alltoall.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -313,6 +314,24 @@ class GlooCommunicator final : public Communicator {
   }
 
   template <typename T>
+  void all_to_all_t(const T* in, T* out, size_t n) {
+    gloo::AlltoallOptions o(ctx_);
+    o.setInput<T>(const_cast<T*>(in), n);
+    o.setOutput<T>(out, n);
+    o.setTag(next_tag());
+    o.setTimeout(timeout_);
+    gloo::alltoall(o);
+  }
+
+  Status do_all_to_all(ConstBuffer in, Buffer out) override {
+    const int no_peer = -1;
+    return GLOO_CALL(describe("all_to_all", in.count, in.dtype), no_peer, {
+      if (in.dtype == DType::kF32) all_to_all_t(static_cast<const float*>(in.data), static_cast<float*>(out.data), in.count);
+      else all_to_all_t(static_cast<const double*>(in.data), static_cast<double*>(out.data), in.count);
+    });
+  }
+
+  template <typename T>
   void broadcast_t(T* data, size_t n, int root) {
     gloo::BroadcastOptions o(ctx_);
     o.setOutput<T>(data, n);
@@ -388,6 +407,30 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  Status do_irecv(Buffer data, int peer, uint32_t tag) override {
+    const int named = -1;
+    return GLOO_CALL(describe("irecv", data.count, data.dtype) + " from " + describe_peer(peer) + tag_text(tag), named, {
+      PendingSend p{buffer(data.data, data.count * size_of(data.dtype)), peer,
+                    describe("irecv", data.count, data.dtype) + " from " + describe_peer(peer) + tag_text(tag)};
+      p.buf->recv(peer, p2p_slot(tag));
+      pending_recvs_.push_back(std::move(p));
+    });
+  }
+
+  Status do_wait_recvs() override {
+    std::string what = describe("wait_recvs", 0, DType::kF32);
+    const int named = -1;
+    Status s = GLOO_CALL(what, named, {
+      const Clock::time_point deadline = Clock::now() + timeout_;
+      for (auto& p : pending_recvs_) {
+        what = p.what;
+        if (!p.buf->waitRecv(remaining(deadline))) throw gloo::IoException("recv aborted");
+      }
+    });
+    pending_recvs_.clear();
+    return s;
+  }
+
   Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) override {
     int peer = -1;
     const std::string what = describe("send_recv", out.count, out.dtype) + " to " + describe_peer(to) + ", from " +
@@ -419,6 +462,7 @@ class GlooCommunicator final : public Communicator {
   Millis timeout_;
   uint32_t tag_ = 0;                  // collectives issued so far
   std::vector<PendingSend> pending_;  // isends not yet awaited
+  std::vector<PendingSend> pending_recvs_;  // irecvs not yet awaited
   Status broken_;
   BackgroundLane lane_;               // all_reduce_async
 };

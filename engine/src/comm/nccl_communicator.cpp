@@ -285,6 +285,37 @@ class NcclCommunicator final : public Communicator {
     return finish(what, start);
   }
 
+  // Equal blocks to and from every rank: one NCCL group of a send and a recv per peer (and the
+  // queued sends, which NCCL would otherwise hold until the next recv), and this rank's own block
+  // copied on the stream.
+  Status do_all_to_all(ConstBuffer in, Buffer out) override {
+    const std::string what = describe("all_to_all", in.count, in.dtype);
+    if (Status s = usable(what); !s) return s;
+    const size_t n = in.count / static_cast<size_t>(size()), bytes = n * size_of(in.dtype);
+    const Clock::time_point start = Clock::now();
+    CUDA_CALL(what, cudaMemcpyAsync(static_cast<char*>(out.data) + bytes * static_cast<size_t>(rank()),
+                                    static_cast<const char*>(in.data) + bytes * static_cast<size_t>(rank()), bytes,
+                                    cudaMemcpyDeviceToDevice, stream_));
+    NCCL_CALL(what, ncclGroupStart());
+    ncclResult_t first = ncclSuccess;
+    auto issue = [&](ncclResult_t r) {
+      if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
+    };
+    for (const PendingSend& p : pending_) issue(ncclSend(p.data.data, p.data.count, nccl_type(p.data.dtype), p.peer, comm_, stream_));
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      issue(ncclSend(static_cast<const char*>(in.data) + bytes * static_cast<size_t>(r), n, nccl_type(in.dtype), r, comm_, stream_));
+      issue(ncclRecv(static_cast<char*>(out.data) + bytes * static_cast<size_t>(r), n, nccl_type(in.dtype), r, comm_, stream_));
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    pending_.clear();
+    if (first != ncclSuccess) {
+      return fail(nccl_status(first, what + ": ncclSend/ncclRecv: " + nccl_text(first, comm_) + where(__FILE__, __LINE__)));
+    }
+    NCCL_CALL(what, end);
+    return finish(what, start);
+  }
+
   // NCCL has no barrier: an all-reduce of one float in a scratch buffer of the device.
   Status do_barrier() override {
     const std::string what = describe("barrier", 0, DType::kF32);

@@ -112,7 +112,7 @@ struct TimingField {
 constexpr TimingField kTimingFields[] = {
     {"start", &TimingEvent::start},           {"step_ms", &TimingEvent::step_ms},       {"forward_ms", &TimingEvent::forward_ms},
     {"backward_ms", &TimingEvent::backward_ms}, {"recompute_ms", &TimingEvent::recompute_ms}, {"tp_ms", &TimingEvent::tp_ms},
-    {"pp_wait_ms", &TimingEvent::pp_wait_ms}, {"pp_send_ms", &TimingEvent::pp_send_ms}, {"dp_ms", &TimingEvent::dp_ms},
+    {"cp_ms", &TimingEvent::cp_ms},             {"pp_wait_ms", &TimingEvent::pp_wait_ms}, {"pp_send_ms", &TimingEvent::pp_send_ms}, {"dp_ms", &TimingEvent::dp_ms},
     {"optimizer_ms", &TimingEvent::optimizer_ms}, {"sync_ms", &TimingEvent::sync_ms},
 };
 
@@ -185,6 +185,8 @@ std::string encode_event(const WorkerEvent& event) {
                    o.emplace_back("step", static_cast<long long>(e.step));
                    o.emplace_back("start", std::round(e.start * 1e6) / 1e6);
                    for (const auto& f : kTimingFields) {
+                     // cp_ms only where the run splits sequences, so other runs' lines stay as they were.
+                     if (f.field == &TimingEvent::cp_ms && e.cp_ms == 0) continue;
                      if (f.field != &TimingEvent::start) o.emplace_back(f.key, to_us(e.*(f.field)));
                    }
                    if (!e.ops.empty()) {

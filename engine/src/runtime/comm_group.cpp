@@ -36,6 +36,15 @@ Status all_gather_on_device(CommGroup& group, Device& device, const float* in, f
   return device.copy_from_host(out, out_host.data(), n * sizeof(float));
 }
 
+Status all_to_all_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count) {
+  if (reaches_device(group, device)) return group.all_to_all(in, out, count);
+  const size_t n = count * static_cast<size_t>(group.size());
+  std::vector<float> in_host(n), out_host(n);  // (size x count) each
+  if (Status s = device.copy_to_host(in_host.data(), in, n * sizeof(float)); !s) return s;
+  if (Status s = group.all_to_all(in_host.data(), out_host.data(), count); !s) return s;
+  return device.copy_from_host(out, out_host.data(), n * sizeof(float));
+}
+
 Status all_reduce_host(CommGroup& group, Device& device, double* data, size_t count) {
   if (!group.device_memory()) return group.all_reduce_sum(data, count);
   Buffer<double> buf;  // (count)

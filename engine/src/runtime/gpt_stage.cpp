@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "stagecraft/runtime/rng.h"
+#include "runtime/context_attention.h"
 #include "runtime/cpu/thread_pool.h"
 #include "stagecraft/runtime/kernels.h"
 
@@ -44,10 +45,12 @@ struct GptStage::LayerActs {
   Buffer<float> ln2_mean, ln2_rstd;       // (BT) each; RMSNorm keeps no mean (empty)
   ActBuffer fch;                          // (BT, UPl): GELU's input, or gate | up
   ActBuffer fch_gelu;                     // (BT, Fl): GELU's or SwiGLU's output
+  ActBuffer full_qkv, full_out;           // cp all_to_all: the whole sequence's q | k | v and output of
+                                          // this rank's heads (context_attention.h); empty otherwise
 
   size_t bytes() const {
     return ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() + atty.bytes() + res2.bytes() + ln2.bytes() +
-           ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() + fch_gelu.bytes();
+           ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() + fch_gelu.bytes() + full_qkv.bytes() + full_out.bytes();
   }
 };
 
@@ -67,8 +70,9 @@ size_t sz(long long v) { return static_cast<size_t>(v); }
 }  // namespace
 
 size_t GptStage::attention_state_elems() const {
+  if (cp_attn_) return cp_attn_->state_elems();
   const auto& m = spec_.model;
-  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), NHl = sz(m.heads / spec_.tp);
+  const size_t B = sz(spec_.micro_batch), T = sz(local_seq()), NHl = sz(m.heads / spec_.tp);
   return B * NHl * T * (spec_.flash_attention ? 1 : T);
 }
 
@@ -80,7 +84,7 @@ Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_
   return device.copy_from_host(data, staging.data(), count * sizeof(float));
 }
 
-Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device) {
+Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device, CommGroup* cp) {
   const auto& m = spec.model;
   const model::ModelDesc d = model::ModelDesc::from(m);
   if (spec.tp < 1 || m.heads % spec.tp != 0 || d.kv_heads % spec.tp != 0 || m.ffn() % spec.tp != 0) {
@@ -90,6 +94,17 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   if (d.heads % d.kv_heads != 0) return Status::invalid_input("model: kv_heads must divide heads");
   if (spec.chunks.empty() || spec.chunks.size() != spec.chunk_layers.size() || spec.chunks.size() != spec.chunk_first_layer.size()) {
     return Status::internal("model: stage spec without chunks");
+  }
+  if (spec.cp > 1) {
+    if (m.seq_len % (2 * spec.cp) != 0) {
+      return Status::invalid_input("parallel.cp=" + std::to_string(spec.cp) + ": model.seq_len=" + std::to_string(m.seq_len) +
+                                   " must be a multiple of 2 x cp (each rank holds two chunks of every sequence)");
+    }
+    if (!cp) return Status::internal("parallel.cp=" + std::to_string(spec.cp) + ": the stage has no context-parallel group");
+    if (spec.cp_ring && spec.flash_attention) {
+      return Status::invalid_input("parallel.cp_comm=ring: the ring's block attention is not the fused kernel train.attention=flash asks for; "
+                                   "set parallel.cp_comm: all_to_all, or train.attention: standard");
+    }
   }
   std::unique_ptr<GptStage> s(new GptStage());
   s->spec_ = spec;
@@ -144,7 +159,22 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     s->units_.push_back({slot.offset, slot.offset + slot.count, layer});
   }
   if (Status st = s->resolve_handles(); !st) return st;
-  const long long B = spec.micro_batch, T = m.seq_len, C = m.hidden, Cl = d.q_width() / spec.tp, QKVl = d.qkv_width() / spec.tp,
+  if (spec.cp > 1) {
+    ContextAttention::Shape cs;
+    cs.B = spec.micro_batch;
+    cs.T = m.seq_len / spec.cp;
+    cs.NH = d.heads / spec.tp;
+    cs.NKV = d.kv_heads / spec.tp;
+    cs.HS = d.head_dim;
+    cs.cp = spec.cp;
+    cs.cp_rank = spec.cp_rank;
+    cs.ring = spec.cp_ring;
+    cs.flash = spec.flash_attention;
+    auto made = ContextAttention::create(cs, *cp, dev);
+    if (!made.ok()) return made.status();
+    s->cp_attn_ = std::move(made).value();
+  }
+  const long long B = spec.micro_batch, T = m.seq_len / spec.cp, C = m.hidden, Cl = d.q_width() / spec.tp, QKVl = d.qkv_width() / spec.tp,
                   Fl = m.ffn() / spec.tp, UPl = d.up_width() / spec.tp;
   for (Status st : {allocate_buffer(s->params_, dev, offset, true),
                     allocate_buffer(s->grads_, dev, offset, true),
@@ -400,7 +430,7 @@ void GptStage::account(ptrdiff_t bytes) {
 
 Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
   const auto& m = spec_.model;
-  const size_t B = sz(spec_.micro_batch), T = sz(m.seq_len), C = sz(m.hidden), t = sz(spec_.tp), Cl = sz(desc_.q_width()) / t,
+  const size_t B = sz(spec_.micro_batch), T = sz(local_seq()), C = sz(m.hidden), t = sz(spec_.tp), Cl = sz(desc_.q_width()) / t,
                QKVl = sz(desc_.qkv_width()) / t, Fl = sz(m.ffn()) / t, UPl = sz(desc_.up_width()) / t, BT = B * T;
   const size_t means = desc_.rmsnorm() ? 0 : BT;
   auto a = std::make_unique<LayerActs>();
@@ -417,7 +447,9 @@ Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
                     allocate_buffer(a->ln2_mean, d, means),
                     allocate_buffer(a->ln2_rstd, d, BT),
                     a->fch.allocate(d, BT * UPl, low),
-                    a->fch_gelu.allocate(d, BT * Fl, low)}) {
+                    a->fch_gelu.allocate(d, BT * Fl, low),
+                    a->full_qkv.allocate(d, cp_attn_ ? cp_attn_->full_qkv_elems() : 0, low),
+                    a->full_out.allocate(d, cp_attn_ ? cp_attn_->full_out_elems() : 0, low)}) {
     if (!st) return st.with_context("activations of one layer");
   }
   return a;
@@ -426,7 +458,7 @@ Result<std::unique_ptr<GptStage::LayerActs>> GptStage::new_layer_acts() {
 Status GptStage::head_scratch() {
   if (logits_.size() != 0) return Status::OK();
   const auto& m = spec_.model;
-  const size_t BT = sz(spec_.micro_batch) * sz(m.seq_len), C = sz(m.hidden), V = sz(m.vocab);
+  const size_t BT = sz(spec_.micro_batch) * sz(local_seq()), C = sz(m.hidden), V = sz(m.vocab);
   Device& d = *dev_;
   lnf_ = std::make_unique<ActBuffer>();
   if (spec_.bf16_activations) {
@@ -444,17 +476,41 @@ Status GptStage::head_scratch() {
   return Status::OK();
 }
 
+void GptStage::rope(ActOut qkv, bool backward) {
+  const auto& d = desc_;
+  const int B = spec_.micro_batch, T = local_seq(), t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
+            QKVl = d.qkv_width() / t;
+  const float theta = static_cast<float>(d.rope_theta);
+  auto apply = [&](ActOut x, int rows_b, int rows_t, int first) {
+    if (backward) {
+      k_->rope_backward(x, rows_b, rows_t, NHl, NKVl, HS, theta, first);
+    } else {
+      k_->rope_forward(x, rows_b, rows_t, NHl, NKVl, HS, theta, first);
+    }
+  };
+  if (spec_.cp == 1) return apply(qkv, B, T, 0);
+  // Each chunk of each sequence at its positions: chunks cp_rank and 2 cp - 1 - cp_rank of c.
+  const int c = T / 2;
+  for (int b = 0; b < B; ++b) {
+    for (int k = 0; k < 2; ++k) {
+      const int chunk = k == 0 ? spec_.cp_rank : 2 * spec_.cp - 1 - spec_.cp_rank;
+      apply(qkv.at((sz(b) * sz(T) + sz(k * c)) * sz(QKVl)), 1, c, chunk * c);
+    }
+  }
+}
+
 Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs& a) {
   const auto& d = desc_;
-  const int B = spec_.micro_batch, T = d.seq, C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
+  const int B = spec_.micro_batch, T = local_seq(), C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
             Cl = d.q_width() / t, QKVl = d.qkv_width() / t, Fl = d.ffn / t, UPl = d.up_width() / t, BT = B * T;
   const LayerHandles& h = layer_handles_[static_cast<size_t>(layer)];
   const bool bias_here = spec_.tp_rank == 0;  // row-parallel biases and the residual: added once across the TP sum
-  const float theta = static_cast<float>(d.rope_theta);
   norm_forward(a.ln1.out(), a.ln1_mean.data(), a.ln1_rstd.data(), x, h.norm1, h.norm1_bias, BT);
   k_->matmul_forward(a.qkv.out(), a.ln1.in(), w(h.qkv), w(h.qkv_bias), BT, C, QKVl, layout_);
-  if (d.rope()) k_->rope_forward(a.qkv.out(), B, T, NHl, NKVl, HS, theta);
-  if (spec_.flash_attention) {
+  if (d.rope()) rope(a.qkv.out(), false);
+  if (cp_attn_) {
+    if (Status st = cp_attn_->forward(a.atty.out(), a.att.data(), a.qkv.in(), a.full_qkv.out(), a.full_out.out()); !st) return st;
+  } else if (spec_.flash_attention) {
     k_->flash_attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NKVl);
   } else {
     k_->attention_forward(a.atty.out(), a.att.data(), a.qkv.in(), B, T, NHl, HS, NKVl);
@@ -485,7 +541,7 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
 // (the residual path's gradient passes through unchanged). Parameter gradients accumulate.
 Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, float* dres) {
   const auto& d = desc_;
-  const int B = spec_.micro_batch, T = d.seq, C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
+  const int B = spec_.micro_batch, T = local_seq(), C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
             Cl = d.q_width() / t, QKVl = d.qkv_width() / t, Fl = d.ffn / t, UPl = d.up_width() / t, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   const LayerHandles& h = layer_handles_[static_cast<size_t>(layer)];
@@ -513,13 +569,18 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   norm_backward(dres, h.norm2, h.norm2_bias, dtmp_c_.data(), a.res2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), BT, dres_low);
   // dres is now the gradient at res2. Attention: res2 = x + out_proj(attn(rope(qkv(norm_1(x))))).
   k_->matmul_backward(dtmp_cl_->out(), g(h.out), g(h.out_bias), dres_gemm, a.atty.in(), w(h.out), BT, Cl, C, layout_);
-  if (spec_.flash_attention) {
+  if (cp_attn_) {
+    if (Status st = cp_attn_->backward(dtmp_3c_->out(), dtmp_cl_->in(), a.qkv.in(), a.atty.in(), a.att.data(), a.full_qkv.in(), a.full_out.in());
+        !st) {
+      return st;
+    }
+  } else if (spec_.flash_attention) {
     k_->flash_attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.atty.in(), a.att.data(), B, T,
                                  NHl, HS, NKVl);
   } else {
     k_->attention_backward(dtmp_3c_->out(), scratch_att_.data(), dtmp_cl_->in(), a.qkv.in(), a.att.data(), B, T, NHl, HS, NKVl);
   }
-  if (d.rope()) k_->rope_backward(dtmp_3c_->out(), B, T, NHl, NKVl, HS, static_cast<float>(d.rope_theta));
+  if (d.rope()) rope(dtmp_3c_->out(), true);
   k_->matmul_backward(dtmp_c_.data(), g(h.qkv), g(h.qkv_bias), dtmp_3c_->in(), a.ln1.in(), w(h.qkv), BT, C, QKVl, layout_);
   if (spec_.tp > 1) {
     if (Status st = all_reduce_on_device(*tp_, *dev_, dtmp_c_.data(), n, tp_host_); !st) return st;
@@ -533,7 +594,7 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
   const int ci = chunk_index(chunk);
   if (ci < 0) return Status::internal("gpt: chunk " + std::to_string(chunk) + " is not on this rank");
   const auto& m = spec_.model;
-  const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden, V = m.vocab, BT = B * T;
+  const int B = spec_.micro_batch, T = local_seq(), C = m.hidden, V = m.vocab, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Device& dev = *dev_;
   if (weights_low_stale_ && weights_low_.size()) {  // the weights changed since the last copy
@@ -555,7 +616,18 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
       if (Status st = dev.copy_from_host(acts->tokens.data(), tokens, acts->tokens.bytes()); !st) return st;
       acts->bytes += acts->tokens.bytes();
       if (Status st = use_ends({end_.embedding, end_.positions}, UnitStorage::Use::kForward); !st) return st;
-      k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p(end_.embedding), p(end_.positions), B, T, C);
+      if (spec_.cp == 1 || end_.positions == kAbsent) {
+        k_->encoder_forward(acts->inputs[0].data(), acts->tokens.data(), p(end_.embedding), p(end_.positions), B, T, C);
+      } else {  // each chunk of each sequence with its positions' rows of wpe
+        const std::vector<int32_t> pos = ContextAttention::positions(m.seq_len, spec_.cp, spec_.cp_rank);
+        for (int b = 0; b < B; ++b) {
+          for (int k = 0; k < 2; ++k) {
+            const size_t row = sz(b) * sz(T) + sz(k * T / 2);
+            k_->encoder_forward(acts->inputs[0].data() + row * sz(C), acts->tokens.data() + row, p(end_.embedding),
+                                p(end_.positions) + sz(pos[sz(k * T / 2)]) * sz(C), 1, T / 2, C);
+          }
+        }
+      }
       if (Status st = done_ends({end_.embedding, end_.positions}, UnitStorage::Use::kForward); !st) return st;
     } else {
       if (Status st = dev.copy(acts->inputs[0].data(), input, n * sizeof(float)); !st) return st;
@@ -635,7 +707,7 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   acts_.erase(it);
   const int ci = chunk_index(chunk);
   const auto& m = spec_.model;
-  const int B = spec_.micro_batch, T = m.seq_len, C = m.hidden;
+  const int B = spec_.micro_batch, T = local_seq(), C = m.hidden;
   const size_t n = static_cast<size_t>(B) * T * C;
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
@@ -666,7 +738,18 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   if (chunk == 0) {
     if (layers > 0) {
       if (Status st = use_ends({end_.embedding, end_.positions}, UnitStorage::Use::kBackward); !st) return st;
-      k_->encoder_backward(g(end_.embedding), g(end_.positions), dres, acts->tokens.data(), B, T, C);
+      if (spec_.cp == 1 || end_.positions == kAbsent) {
+        k_->encoder_backward(g(end_.embedding), g(end_.positions), dres, acts->tokens.data(), B, T, C);
+      } else {
+        const std::vector<int32_t> pos = ContextAttention::positions(m.seq_len, spec_.cp, spec_.cp_rank);
+        for (int b = 0; b < B; ++b) {
+          for (int k = 0; k < 2; ++k) {
+            const size_t row = sz(b) * sz(T) + sz(k * T / 2);
+            k_->encoder_backward(g(end_.embedding), g(end_.positions) + sz(pos[sz(k * T / 2)]) * sz(C), dres + row * sz(C),
+                                 acts->tokens.data() + row, 1, T / 2, C);
+          }
+        }
+      }
       if (Status st = done_ends({end_.embedding, end_.positions}, UnitStorage::Use::kBackward); !st) return st;
     }
   } else if (dinput) {

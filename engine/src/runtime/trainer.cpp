@@ -54,6 +54,9 @@ class Trainer::TimedGroup final : public CommGroup {
   Status all_gather(const float* in, float* out, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_gather(in, out, count); });
   }
+  Status all_to_all(const float* in, float* out, size_t count) override {
+    return timed(collective_ms_, [&] { return inner_->all_to_all(in, out, count); });
+  }
   Status send(const float* data, size_t count, int peer, uint32_t tag) override {
     return timed(send_ms_, [&] { return inner_->send(data, count, peer, tag); });
   }
@@ -62,6 +65,12 @@ class Trainer::TimedGroup final : public CommGroup {
   }
   Status wait_sends() override {
     return timed(send_ms_, [&] { return inner_->wait_sends(); });
+  }
+  Status recv_start(float* data, size_t count, int peer, uint32_t tag) override {
+    return timed(recv_ms_, [&] { return inner_->recv_start(data, count, peer, tag); });
+  }
+  Status wait_recvs() override {
+    return timed(recv_ms_, [&] { return inner_->wait_recvs(); });
   }
   Status all_reduce_sum_start(float* data, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_reduce_sum_start(data, count); });
@@ -106,10 +115,6 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     return Status::invalid_input("train.recompute=selective: the engine recomputes none or full (selective is for planning); "
                                  "set train.recompute to none or full");
   }
-  if (config.parallel.cp > 1) {
-    return Status::invalid_input("parallel.cp=" + std::to_string(config.parallel.cp) +
-                                 ": the engine does not split sequences yet (context parallelism is planned and exported); set parallel.cp: 1");
-  }
   if (config.parallel.sequence_parallel && config.parallel.tp > 1) {
     return Status::invalid_input("parallel.sequence_parallel=true: the engine does not run sequence parallelism yet; set it to false");
   }
@@ -120,6 +125,13 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     return Status::invalid_input("train.attention=flash: head size " + std::to_string(config.model.hidden / config.model.heads) +
                                  " (model.hidden / model.heads) is above the CUDA fused kernel's " + std::to_string(flash::kMaxHead) +
                                  "; set train.attention: standard, or use more heads");
+  }
+  // The ring's block attention is not the fused kernel (GptStage::create refuses it on a device
+  // that has one; this says so before a launch). The CPU's flash is the standard math.
+  if (config.backend == config::Backend::kCuda && config.parallel.cp > 1 && config.parallel.cp_comm == config::CpComm::kRing &&
+      config.train.attention == config::Attention::kFlash) {
+    return Status::invalid_input("parallel.cp_comm=ring: the ring's block attention is not the fused kernel train.attention=flash asks for; "
+                                 "set parallel.cp_comm: all_to_all, or train.attention: standard");
   }
   if (!data) return Status::OK();
   if (data->vocab_needed() > config.model.vocab) {
@@ -146,6 +158,9 @@ StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
   spec.bf16_activations = config_.train.precision == config::Precision::kBf16 && dev_ && !dev_->host_accessible();
   spec.tp = tp_;
   spec.tp_rank = tp_rank;
+  spec.cp = cp_;
+  spec.cp_rank = cp_rank_;
+  spec.cp_ring = config_.parallel.cp_comm == config::CpComm::kRing;
   spec.pp = pp_;
   spec.num_chunks = static_cast<int>(chunks_.size());
   for (int c = pp_rank; c < spec.num_chunks; c += pp_) {  // chunk c runs on pp rank c mod pp
@@ -175,6 +190,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->dp_rank_ = layout.dp_rank;
   t->tp_rank_ = layout.tp_rank;
   t->pp_rank_ = layout.pp_rank;
+  t->cp_ = layout.cp;
+  t->cp_rank_ = layout.cp_rank;
+  if (layout.cp > 1 && !groups.cp) {
+    return Status::invalid_input("trainer of rank " + std::to_string(layout.rank) + ": parallel.cp=" + std::to_string(layout.cp) +
+                                 " needs the cp group");
+  }
   // Every group through a timed wrapper, so the step's timing sees where its time went.
   StepTiming& tm = t->timing_;
   const bool* on = &t->record_timing_;
@@ -188,7 +209,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->groups_.dp = wrap(groups.dp, &tm.dp_ms);
   // Gradients reduce (and ZeRO shards) over dp x cp; with cp = 1 that is the dp group itself.
   t->groups_.grad = groups.grad && groups.grad != groups.dp ? wrap(groups.grad, &tm.dp_ms) : t->groups_.dp;
-  t->groups_.cp = wrap(groups.cp, &tm.cp_ms);
+  t->groups_.cp = wrap(groups.cp, &tm.cp_ms, &tm.cp_ms, &tm.cp_ms);
   t->grad_size_ = t->groups_.grad->size();
   t->grad_rank_ = t->groups_.grad->rank();
   t->groups_.pp = wrap(groups.pp, &tm.dp_ms, &tm.pp_wait_ms, &tm.pp_send_ms);
@@ -207,7 +228,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     if (Status s = t->dev_->set_tf32(config.train.tf32 && config.train.precision == config::Precision::kFp32); !s) return s;
   }
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
-  auto stage = GptStage::create(spec, t->groups_.tp, t->dev_);
+  auto stage = GptStage::create(spec, t->groups_.tp, t->dev_, t->groups_.cp);
   if (!stage.ok()) return stage.status();
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
@@ -269,7 +290,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
                                                 plan_grad_buckets(t->stage_->param_slots(), bucket_floats));
   }
   if (!t->dev_->host_accessible()) {
-    const size_t n = static_cast<size_t>(config.train.micro_batch) * config.model.seq_len * config.model.hidden;
+    const size_t n = static_cast<size_t>(config.train.micro_batch) * (config.model.seq_len / t->cp_) * config.model.hidden;
     for (Buffer<float>* b : {&t->io_in_, &t->io_out_}) {
       if (Status s = allocate_buffer(*b, *t->dev_, n); !s) return s.with_context("pipeline buffers of rank " + std::to_string(layout.rank));
     }
@@ -336,11 +357,27 @@ size_t Trainer::state_bytes() const {
 
 Status Trainer::run_schedule(double& local_loss) {
   const auto& m = config_.model;
-  const int B = config_.train.micro_batch, T = m.seq_len, C = m.hidden;
+  // T: this rank's tokens of each sequence (seq_len / cp: chunks cp_rank and 2 cp - 1 - cp_rank of
+  // 2 cp, context_attention.h); every cp rank of a DP replica reads the same samples.
+  const int B = config_.train.micro_batch, Tf = m.seq_len, T = Tf / cp_, C = m.hidden;
   const size_t n = static_cast<size_t>(B) * T * C;
   const int chunks = pp_ * v_;
   const int64_t samples_per_replica = static_cast<int64_t>(m_) * B;
   std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
+  std::vector<int32_t> seq_tokens(cp_ > 1 ? static_cast<size_t>(B) * Tf : 0), seq_targets(seq_tokens.size());
+  auto read_batch = [&](int64_t sample) {
+    if (cp_ == 1) return data_->batch(config_.train.seed, step_, sample, B, T, tokens.data(), targets.data());
+    data_->batch(config_.train.seed, step_, sample, B, Tf, seq_tokens.data(), seq_targets.data());
+    const int c = T / 2;
+    for (int b = 0; b < B; ++b) {
+      for (int k = 0; k < 2; ++k) {
+        const int chunk = k == 0 ? cp_rank_ : 2 * cp_ - 1 - cp_rank_;
+        const size_t from = static_cast<size_t>(b) * Tf + static_cast<size_t>(chunk) * c, to = static_cast<size_t>(b) * T + static_cast<size_t>(k) * c;
+        std::copy_n(seq_tokens.begin() + static_cast<ptrdiff_t>(from), c, tokens.begin() + static_cast<ptrdiff_t>(to));
+        std::copy_n(seq_targets.begin() + static_cast<ptrdiff_t>(from), c, targets.begin() + static_cast<ptrdiff_t>(to));
+      }
+    }
+  };
   std::vector<std::vector<float>> pending_sends;  // kept alive until wait_sends
   // Activations cross ranks in host memory: on the CPU the stage reads and writes these host
   // buffers directly; on another device they pass through io_in_ / io_out_. A pp group that
@@ -362,7 +399,8 @@ Status Trainer::run_schedule(double& local_loss) {
   };
   // Bytes of the host buffers above and of the sends in flight, at their most this step.
   size_t pending_bytes = 0;
-  const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size()) + sizeof(float) * (in.size() + dout.size());
+  const size_t fixed_bytes = sizeof(int32_t) * (tokens.size() + targets.size() + seq_tokens.size() + seq_targets.size()) +
+                             sizeof(float) * (in.size() + dout.size());
   schedule_buffer_peak_ = fixed_bytes;
   local_loss = 0;
   const auto step_start = std::chrono::steady_clock::now();
@@ -396,7 +434,7 @@ Status Trainer::run_schedule(double& local_loss) {
     const bool first = op.chunk == 0, last = op.chunk == chunks - 1;
     const int64_t sample = dp_rank_ * samples_per_replica + static_cast<int64_t>(op.micro_batch) * B;
     if (op.kind == PipeOp::Kind::kForward) {
-      if (first || last) data_->batch(config_.train.seed, step_, sample, B, T, tokens.data(), targets.data());
+      if (first || last) read_batch(sample);
       if (!first) {
         float* dst = direct ? in_dev : in.data();
         if (Status s = groups_.pp->recv(dst, n, (op.chunk - 1) % pp_, tag(op.micro_batch, op.chunk - 1, chunks, false)); !s) return s;
@@ -413,7 +451,8 @@ Status Trainer::run_schedule(double& local_loss) {
       }
       double loss = 0;
       // The loss's gradient: the mean over the micro-batches' tokens, times the fp16 loss scale (a
-      // power of two, so scaling and unscaling are exact).
+      // power of two, so scaling and unscaling are exact). With cp the mean is over this rank's
+      // tokens: averaged over dp x cp (equal shares) it is the mean over the sequences.
       const float loss_scale = scaler_ ? static_cast<float>(scaler_->scale()) : 1.0f;
       const float scale = loss_scale * (1.0f / (static_cast<float>(B) * T * m_));
       const auto t0 = std::chrono::steady_clock::now();
@@ -587,11 +626,11 @@ Status Trainer::norm_and_step(double local_loss, StepStats& stats, float* params
   // Global norm: each parameter once over the world (norm_segments_ says which ranges this rank adds).
   const double sumsq = k.sum_of_squares_segments(grads, norm_segments_.list());
   double reduce[2] = {sumsq, pp_rank_ == pp_ - 1 ? local_loss : 0.0};
-  // TP ranks hold the same loss: only TP rank 0 adds it, so the world sum over (dp, pp) ranks is
-  // dp x the mean loss.
+  // TP ranks hold the same loss: only TP rank 0 adds it, so the world sum over (dp, cp, pp) ranks
+  // is dp x cp x the mean loss (each cp rank's is the mean over its equal share of the tokens).
   if (tp_rank_ != 0) reduce[1] = 0.0;
   if (Status s = all_reduce_host(*groups_.world, *dev_, reduce, 2); !s) return s;
-  stats.loss = reduce[1] / dp_;
+  stats.loss = reduce[1] / (dp_ * cp_);
   stats.lr = lr_at(step_);
   // fp16: the gradients hold the loss scale. A non-finite one anywhere makes the world's sum of
   // squares non-finite, so every rank skips the same step.
@@ -709,6 +748,8 @@ Result<std::string> Trainer::save_checkpoint() {
         StageSpec spec = stage_spec(tp_rank, pp_rank);
         spec.flash_attention = false;  // a host stage, for its parameter layout only
         spec.bf16_activations = false;
+        spec.cp = 1;  // the parameters are the same on every cp rank
+        spec.cp_rank = 0;
         auto other = GptStage::create(spec, nullptr);
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();

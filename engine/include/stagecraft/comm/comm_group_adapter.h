@@ -30,10 +30,14 @@ class CommGroupAdapter final : public runtime::CommGroup {
   Status reduce_scatter_sum(const float* in, float* out, size_t count) override;
   // in (count) -> out (size x count)
   Status all_gather(const float* in, float* out, size_t count) override;
+  // in (size x count) -> out (size x count)
+  Status all_to_all(const float* in, float* out, size_t count) override;
   // `data` stays untouched until wait_sends() (Communicator::isend).
   Status send(const float* data, size_t count, int peer, uint32_t tag) override;
   Status recv(float* data, size_t count, int peer, uint32_t tag) override;
   Status wait_sends() override { return c_->wait_sends(); }
+  Status recv_start(float* data, size_t count, int peer, uint32_t tag) override;
+  Status wait_recvs() override { return c_->wait_recvs(); }
   Status all_reduce_sum_start(float* data, size_t count) override;
   Status reduce_scatter_sum_start(const float* in, float* out, size_t count) override;
   Status all_gather_start(const float* in, float* out, size_t count) override;

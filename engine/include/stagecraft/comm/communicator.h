@@ -15,6 +15,8 @@
 //   reduce_scatter  in (size * n) -> out (n): out = op over ranks of in[rank * n .. +n]
 //   all_gather      in (n) -> out (size * n): out[r * n .. +n] = in of group rank r
 //   broadcast       data (n), from group rank `root` to all, in place
+//   all_to_all      in (size * n) -> out (size * n): block r of in goes to group rank r, and
+//                   out[s * n .. +n] is block `rank` of group rank s's in (equal counts)
 //   send / recv     data (n) to / from one group rank; sizes must match on both sides.
 //                   Messages between two ranks with the same tag arrive in the order sent.
 //                   send() returns once the bytes are on their way, and with Gloo that is only
@@ -23,6 +25,9 @@
 //   isend           starts a send and returns at once; `data` must stay untouched until
 //                   wait_sends(), which waits for every isend of this communicator so far
 //   send_recv       a send and a recv posted together, then both awaited
+//   irecv           posts a recv and may return before it has arrived; `data` must stay
+//                   untouched until wait_recvs(), which waits for every irecv so far. Gloo
+//                   receives in the background; a transport without that (NCCL) receives at once.
 //   all_reduce_async  an all_reduce that may still run after the call returns: `data` stays
 //                   untouched, and the communicator gets no other call, until wait_async(),
 //                   which waits for every all_reduce_async started so far (they run in the order
@@ -102,6 +107,8 @@ class Communicator {
   Status all_gather(std::span<const float> in, std::span<float> out) { return all_gather(view(in), view(out)); }
   Status all_gather(std::span<const double> in, std::span<double> out) { return all_gather(view(in), view(out)); }
   Status broadcast(std::span<float> data, int root) { return broadcast(view(data), root); }
+  Status all_to_all(std::span<const float> in, std::span<float> out) { return all_to_all(view(in), view(out)); }
+  Status all_to_all(std::span<const double> in, std::span<double> out) { return all_to_all(view(in), view(out)); }
   Status broadcast(std::span<double> data, int root) { return broadcast(view(data), root); }
   Status send(std::span<const float> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
   Status send(std::span<const double> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
@@ -115,7 +122,9 @@ class Communicator {
   Status send_recv(std::span<const double> out, int to, std::span<double> in, int from, uint32_t tag = 0) {
     return send_recv(view(out), to, view(in), from, tag);
   }
+  Status irecv(std::span<float> data, int peer, uint32_t tag = 0) { return irecv(view(data), peer, tag); }
   Status wait_sends();
+  Status wait_recvs();
   Status barrier();
   Status all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::kSum) { return all_reduce_async(view(data), op); }
   Status reduce_scatter_async(std::span<const float> in, std::span<float> out, ReduceOp op = ReduceOp::kSum) {
@@ -139,9 +148,11 @@ class Communicator {
   Status reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op);
   Status all_gather(ConstBuffer in, Buffer out);
   Status broadcast(Buffer data, int root);
+  Status all_to_all(ConstBuffer in, Buffer out);
   Status send(ConstBuffer data, int peer, uint32_t tag);
   Status isend(ConstBuffer data, int peer, uint32_t tag);
   Status recv(Buffer data, int peer, uint32_t tag);
+  Status irecv(Buffer data, int peer, uint32_t tag);
   Status send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag);
   Status all_reduce_async(Buffer data, ReduceOp op);
   Status reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op);
@@ -158,11 +169,15 @@ class Communicator {
   virtual Status do_reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) = 0;
   virtual Status do_all_gather(ConstBuffer in, Buffer out) = 0;
   virtual Status do_broadcast(Buffer data, int root) = 0;
+  virtual Status do_all_to_all(ConstBuffer in, Buffer out) = 0;
   virtual Status do_send(ConstBuffer data, int peer, uint32_t tag) = 0;
   virtual Status do_isend(ConstBuffer data, int peer, uint32_t tag) = 0;
   virtual Status do_wait_sends() = 0;
   virtual Status do_recv(Buffer data, int peer, uint32_t tag) = 0;
   virtual Status do_send_recv(ConstBuffer out, int to, Buffer in, int from, uint32_t tag) = 0;
+  // The background recv: by default received at once (do_recv), nothing left to wait for.
+  virtual Status do_irecv(Buffer data, int peer, uint32_t tag) { return do_recv(data, peer, tag); }
+  virtual Status do_wait_recvs() { return Status::OK(); }
   virtual Status do_barrier() = 0;
   // The background all-reduce: by default run at once (do_all_reduce), nothing left to wait for.
   virtual Status do_all_reduce_async(Buffer data, ReduceOp op) { return do_all_reduce(data, op); }

@@ -7,7 +7,7 @@
 //   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..}
 //   {"event":"checkpoint","rank":R,"step":N,"path":"..."}
 //   {"event":"timing","rank":R,"step":N,"start":UNIX_S,"step_ms":..,"forward_ms":..,"backward_ms":..,
-//    "recompute_ms":..,"tp_ms":..,"pp_wait_ms":..,"pp_send_ms":..,"dp_ms":..,"optimizer_ms":..,"sync_ms":..,
+//    "recompute_ms":..,"tp_ms":..,["cp_ms":..,]"pp_wait_ms":..,"pp_send_ms":..,"dp_ms":..,"optimizer_ms":..,"sync_ms":..,
 //    "ops":[["f",CHUNK,MB,START_MS,END_MS],["b",...],...]}   (ops only on timeline steps)
 //   {"event":"done","rank":R,"step":N,"loss":..}
 //   {"event":"error","rank":R,"message":"..."}
@@ -81,6 +81,7 @@ struct TimingEvent {
   double start = 0;  // Unix seconds at the step's start
   double step_ms = 0, forward_ms = 0, backward_ms = 0, recompute_ms = 0, tp_ms = 0, pp_wait_ms = 0, pp_send_ms = 0, dp_ms = 0,
          optimizer_ms = 0, sync_ms = 0;
+  double cp_ms = 0;  // context-parallel exchanges, inside forward and backward; on the wire only when not 0
   std::vector<Op> ops;
   bool operator==(const TimingEvent&) const = default;
 };

@@ -37,9 +37,16 @@ class CommGroup : public TpReducer {
   virtual Status reduce_scatter_sum(const float* in, float* out, size_t count) = 0;
   // in (count) -> out (size x count): every rank's block, in rank order.
   virtual Status all_gather(const float* in, float* out, size_t count) = 0;
+  // in (size x count) -> out (size x count): block r of in goes to rank r; block s of out is
+  // what rank s sent this rank.
+  virtual Status all_to_all(const float* in, float* out, size_t count) = 0;
   virtual Status send(const float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status recv(float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status wait_sends() = 0;
+  // A recv that may go on in the background (Communicator::irecv): `data` stays untouched until
+  // wait_recvs(), which waits for every one started so far. By default it receives at once.
+  virtual Status recv_start(float* data, size_t count, int peer, uint32_t tag) { return recv(data, count, peer, tag); }
+  virtual Status wait_recvs() { return Status::OK(); }
   // An in-place sum that may go on in the background (Communicator::all_reduce_async): `data`
   // stays untouched, and the group gets no other call, until wait_all_reduces(), which waits for
   // every background call started so far and returns the first failure. By default it runs at once.
@@ -57,6 +64,8 @@ class CommGroup : public TpReducer {
 Status reduce_scatter_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
 //   in (count) -> out (size x count)
 Status all_gather_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
+//   in (size x count) -> out (size x count), block r of in to rank r
+Status all_to_all_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
 
 // Group calls on host buffers: in place for a group that takes host memory, else through copies
 // in `device`'s memory.

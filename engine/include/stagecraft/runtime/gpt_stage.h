@@ -50,6 +50,9 @@
 
 namespace stagecraft::runtime {
 
+class CommGroup;
+class ContextAttention;
+
 // In-place sum over the ranks of a tensor-parallel group (identity for tp = 1).
 class TpReducer {
  public:
@@ -77,6 +80,10 @@ struct StageSpec {
                                      // attention's output and at q k v) and give the GEMMs a bf16
                                      // copy of the weights: train.precision bf16 on a GPU
   int tp = 1, tp_rank = 0;
+  int cp = 1, cp_rank = 0;           // context parallel: this rank holds seq_len / cp tokens of each
+                                     // sequence, chunks cp_rank and 2 cp - 1 - cp_rank of 2 cp
+                                     // (context_attention.h), at their positions in the sequence
+  bool cp_ring = true;               // parallel.cp_comm: ring (K/V around the group), else all_to_all
   int pp = 1;                        // pipeline ranks
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)
   std::vector<int> chunks;           // global chunk ids this rank runs, ascending
@@ -127,7 +134,8 @@ class GptStage {
  public:
   // `device` (default: the host's CPU device) must outlive the stage. `tp` reduces host memory:
   // on a device that is not host_accessible the stage stages its TP all-reduces through the host.
-  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp, Device* device = nullptr);
+  // `cp`, the context-parallel group, is needed where spec.cp > 1; it must outlive the stage.
+  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp, Device* device = nullptr, CommGroup* cp = nullptr);
   ~GptStage();
 
   const StageSpec& spec() const { return spec_; }
@@ -165,7 +173,7 @@ class GptStage {
   bool has_embedding() const { return spec_.chunks.front() == 0; }
   bool has_head() const { return spec_.chunks.back() == spec_.num_chunks - 1; }
 
-  // Forward of `chunk` for micro-batch `mb`.
+  // Forward of `chunk` for micro-batch `mb`. T is this rank's tokens of a sequence: seq_len / cp.
   //   first chunk: tokens (B, T); other chunks: input (B, T, C) from the previous chunk.
   //   last chunk: targets (B, T); runs the loss and its gradient scaled by loss_scale (1 / (B T m)
   //   for a mean over m micro-batches) and returns the mean loss over its B T tokens in *loss.
@@ -247,6 +255,9 @@ class GptStage {
                      bf16* dx_low);
   void account(ptrdiff_t bytes);
   size_t attention_state_elems() const;  // what attention keeps per layer: probabilities or lse
+  int local_seq() const { return spec_.model.seq_len / spec_.cp; }  // T: this rank's tokens of a sequence
+  // The rotary positions (forward: sign 1, backward: -1) of this rank's tokens in the sequence.
+  void rope(ActOut qkv, bool backward);
 
   StageSpec spec_;
   model::ModelDesc desc_;
@@ -288,6 +299,7 @@ class GptStage {
   std::vector<float> tp_host_;  // staging for TP all-reduces of a device's memory
   size_t live_bytes_ = 0, peak_bytes_ = 0;
   double recompute_s_ = 0;
+  std::unique_ptr<ContextAttention> cp_attn_;  // cp > 1
 };
 
 }  // namespace stagecraft::runtime

@@ -106,6 +106,36 @@ void flash_attention_tiled_forward(float* out, float* lse, const bf16* qkv, int 
 void flash_attention_tiled_backward(float* dqkv, float* delta, const float* dout, const bf16* qkv, const float* out,
                                     const float* lse, int B, int T, int NH, int HS, int NKV);
 
+// ---- attention over blocks of a sequence (context parallelism) ---------------------------------
+// A sequence cut into blocks of tokens, each token with its position in the whole sequence: the
+// ranks of a context-parallel group each hold some blocks and pass keys and values around
+// (docs/engine.md: Context parallelism). q (B, Tq, NH*HS) is one block's queries, kv
+// (B, Tk, 2*NKV*HS) another's keys and values laid out k | v, q_pos (Tq) and k_pos (Tk) the
+// tokens' positions. Query i sees key j where k_pos[j] <= q_pos[i] (causal by position); query
+// head h reads K/V head h / (NH / NKV) (grouped-query, as attention_forward). Scores are scaled
+// by 1 / sqrt(HS).
+
+// out (B, Tq, NH*HS): attention over the keys of this block alone; lse (B, NH, Tq): the log-sum-exp
+// of each row's scaled scores over the keys it sees; a row that sees none gets out 0, lse -inf.
+template <typename Real>
+void attention_block_forward(Real* out, Real* lse, const Real* q, const Real* kv, const int32_t* q_pos, const int32_t* k_pos, int B,
+                             int Tq, int Tk, int NH, int HS, int NKV);
+
+// The online softmax's merge of one block's (out, lse) (B, T, NH*HS) and (B, NH, T) into the
+// running (acc, acc_lse) of the same queries: acc_lse' = log(exp(acc_lse) + exp(lse)),
+// acc' = acc exp(acc_lse - acc_lse') + out exp(lse - acc_lse'). A -inf lse adds nothing.
+template <typename Real>
+void attention_block_merge(Real* acc, Real* acc_lse, const Real* out, const Real* lse, int B, int T, int NH, int HS);
+
+// Backward of the queries of one block against the keys of another, inside attention over all
+// blocks: out (B, Tq, NH*HS) and lse (B, NH, Tq) are the merged forward's (over every key block),
+// dout (B, Tq, NH*HS) the gradient at out. dq (B, Tq, NH*HS) += and dkv (B, Tk, 2*NKV*HS) +=
+// (laid out dk | dv) this pair's part: summed over the key blocks dq is the queries' gradient,
+// and over the query blocks dkv the keys' and values'.
+template <typename Real>
+void attention_block_backward(Real* dq, Real* dkv, const Real* dout, const Real* q, const Real* kv, const Real* out, const Real* lse,
+                              const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS, int NKV);
+
 // ---- RMSNorm (Llama) ---------------------------------------------------------------------------
 
 // out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean over C of inp^2 + eps), saved.
@@ -122,12 +152,13 @@ void rmsnorm_backward(Real* dinp, Real* dweight, const Real* dout, const Real* i
 // In place on qkv (B, T, (NH + 2*NKV)*HS): each of the NH q heads and NKV k heads of the token at
 // position t: for i < HS/2, with a = t * theta^(-2i/HS), (x_i, x_{i+HS/2}) becomes
 // (x_i cos a - x_{i+HS/2} sin a, x_{i+HS/2} cos a + x_i sin a). v is untouched. HS even.
+// Token t of a row is at position first + t (a block of a longer sequence: context parallelism).
 template <typename Real>
-void rope_forward(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta);
+void rope_forward(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0);
 
 // In place on dqkv (same layout): the q and k gradients rotated back (angle -a).
 template <typename Real>
-void rope_backward(Real* dqkv, int B, int T, int NH, int NKV, int HS, float theta);
+void rope_backward(Real* dqkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0);
 
 // ---- SwiGLU (Llama's MLP) ----------------------------------------------------------------------
 

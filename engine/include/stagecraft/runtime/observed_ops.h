@@ -69,6 +69,26 @@ class ObservedOps : public Ops {
     Scope s(*this, {"flash_attention_backward", heads(B, T, NH, HS, NKV), causal_flops(B, T, NH, HS, 5)});
     base().flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, NKV);
   }
+  void attention_block_forward(float* out, float* lse, const float* q, const float* kv, const int32_t* q_pos, const int32_t* k_pos,
+                               int B, int Tq, int Tk, int NH, int HS, int NKV) const override {
+    Scope s(*this, {"attention_block_forward", blocks(B, Tq, Tk, NH, HS, NKV)});
+    base().attention_block_forward(out, lse, q, kv, q_pos, k_pos, B, Tq, Tk, NH, HS, NKV);
+  }
+  void attention_block_merge(float* acc, float* acc_lse, const float* out, const float* lse, int B, int T, int NH,
+                             int HS) const override {
+    Scope s(*this, {"attention_block_merge", heads(B, T, NH, HS, NH)});
+    base().attention_block_merge(acc, acc_lse, out, lse, B, T, NH, HS);
+  }
+  void attention_block_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv, const float* out,
+                                const float* lse, const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS,
+                                int NKV) const override {
+    Scope s(*this, {"attention_block_backward", blocks(B, Tq, Tk, NH, HS, NKV)});
+    base().attention_block_backward(dq, dkv, dout, q, kv, out, lse, q_pos, k_pos, B, Tq, Tk, NH, HS, NKV);
+  }
+  void copy_columns(ActOut dst, int ld_dst, ActIn src, int ld_src, int rows_, int width) const override {
+    Scope s(*this, {"copy_columns", rows(rows_, width)});
+    base().copy_columns(dst, ld_dst, src, ld_src, rows_, width);
+  }
   void rmsnorm_forward(ActOut out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) const override {
     Scope s(*this, {"rmsnorm_forward", rows(N, C)});
     base().rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
@@ -78,13 +98,13 @@ class ObservedOps : public Ops {
     Scope s(*this, {"rmsnorm_backward", rows(N, C)});
     base().rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, dinp_low);
   }
-  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const override {
     Scope s(*this, {"rope_forward", heads(B, T, NH, HS, NKV)});
-    base().rope_forward(qkv, B, T, NH, NKV, HS, theta);
+    base().rope_forward(qkv, B, T, NH, NKV, HS, theta, first);
   }
-  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const override {
     Scope s(*this, {"rope_backward", heads(B, T, NH, HS, NKV)});
-    base().rope_backward(dqkv, B, T, NH, NKV, HS, theta);
+    base().rope_backward(dqkv, B, T, NH, NKV, HS, theta, first);
   }
   void swiglu_forward(ActOut out, ActIn inp, int N, int F) const override {
     Scope s(*this, {"swiglu_forward", rows(N, F)});
@@ -183,6 +203,10 @@ class ObservedOps : public Ops {
   // dQ needs no atomics).
   static double causal_flops(int B, int T, int NH, int HS, int products) {
     return 2.0 * HS * products * B * NH * (double(T) * (T + 1) / 2);
+  }
+  // "B 2, T 32 x 32 keys, 12 heads of 64": a query block against a key block.
+  static std::string blocks(int B, int Tq, int Tk, int NH, int HS, int NKV) {
+    return heads(B, Tq, NH, HS, NKV) + ", " + std::to_string(Tk) + " keys";
   }
   // "B 2, T 64, 12 heads of 64", and ", 4 K/V heads" where they are fewer (grouped-query attention).
   static std::string heads(int B, int T, int NH, int HS, int NKV) {

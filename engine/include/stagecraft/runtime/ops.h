@@ -55,6 +55,12 @@ struct ActOut {
   ActOut(std::nullptr_t) {}
   ActOut(float* p) : data(p) {}
   ActOut(bf16* p) : data(p), type(ActType::kBf16) {}
+  // The activation n elements further on.
+  ActOut at(size_t n) const {
+    ActOut o = *this;
+    if (data) o.data = static_cast<char*>(data) + n * (type == ActType::kBf16 ? sizeof(bf16) : sizeof(float));
+    return o;
+  }
   float* f32() const { return type == ActType::kF32 ? static_cast<float*>(data) : nullptr; }
   bf16* low() const { return type == ActType::kBf16 ? static_cast<bf16*>(data) : nullptr; }
 };
@@ -67,6 +73,11 @@ struct ActIn {
   ActIn(const float* p) : data(p) {}
   ActIn(const bf16* p) : data(p), type(ActType::kBf16) {}
   ActIn(ActOut o) : data(o.data), type(o.type) {}
+  ActIn at(size_t n) const {
+    ActIn o = *this;
+    if (data) o.data = static_cast<const char*>(data) + n * (type == ActType::kBf16 ? sizeof(bf16) : sizeof(float));
+    return o;
+  }
   const float* f32() const { return type == ActType::kF32 ? static_cast<const float*>(data) : nullptr; }
   const bf16* low() const { return type == ActType::kBf16 ? static_cast<const bf16*>(data) : nullptr; }
 };
@@ -115,6 +126,23 @@ class Ops {
                                         int /*NKV*/) const {}
   // The largest head size flash attention takes (0 without it).
   virtual int max_flash_head() const { return 0; }
+  // Attention over blocks of a sequence (context parallelism; kernels.h has the contracts): a
+  // query block (B, Tq, NH HS) against a key block (B, Tk, 2 NKV HS, k | v), each token at the
+  // position q_pos (Tq) / k_pos (Tk) gives it (int32 on the device), causal by those positions;
+  // out and lse (B, NH, Tq) of that block alone. merge folds a block's (out, lse) into a running
+  // pair by the online softmax; backward adds one block pair's part to dq and dkv (k | v) from the
+  // merged forward's out and lse. fp32.
+  virtual void attention_block_forward(float* out, float* lse, const float* q, const float* kv, const int32_t* q_pos,
+                                       const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS, int NKV) const = 0;
+  virtual void attention_block_merge(float* acc, float* acc_lse, const float* out, const float* lse, int B, int T, int NH,
+                                     int HS) const = 0;
+  virtual void attention_block_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv, const float* out,
+                                        const float* lse, const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH,
+                                        int HS, int NKV) const = 0;
+  // dst (rows, ld_dst) columns [0, width) of every row = src (rows, ld_src)'s, each element
+  // converted between fp32 and bf16 as the two types say (bf16.h's rounding): packs and unpacks
+  // groups of heads of q | k | v, and moves token rows. dst and src must not overlap.
+  virtual void copy_columns(ActOut dst, int ld_dst, ActIn src, int ld_src, int rows, int width) const = 0;
   // RMSNorm (Llama): out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps),
   // saved for backward. Backward: dinp (N, C) += (the residual stream, as layernorm_backward's),
   // dweight (C) +=; dinp_low as layernorm_backward's.
@@ -124,9 +152,9 @@ class Ops {
   // Rotary positions (Hugging Face's rotate-half), in place on qkv (B, T, (NH + 2 NKV) HS): every
   // q head and k head of the token at position t, pairs (i, i + HS/2) for i < HS/2 rotated by the
   // angle t * theta^(-2i/HS); v untouched. Backward rotates dqkv's q and k parts back (by the
-  // negative angle), in place. HS even.
-  virtual void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const = 0;
-  virtual void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const = 0;
+  // negative angle), in place. HS even. Token t of a row is at position first + t.
+  virtual void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const = 0;
+  virtual void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const = 0;
   // SwiGLU: inp (N, 2F) laid out gate | up (the fused gate and up projections' output);
   // out (N, F) = silu(gate) * up. Backward: dinp (N, 2F) overwritten from dout (N, F); dinp must
   // not alias inp or dout.

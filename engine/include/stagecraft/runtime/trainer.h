@@ -4,6 +4,10 @@
 //
 // A step (global batch of step k, a function of (seed, k) — token_data.h):
 //   1. DP rank d takes its contiguous slice of the batch; micro-batch i its next micro_batch samples.
+//      With context parallelism (parallel.cp) every cp rank of the replica reads the same samples
+//      and keeps its 2 of the 2 cp chunks of each sequence (context_attention.h), seq_len / cp
+//      tokens, which every stage of the pipeline works on; attention sees the whole sequence
+//      through the cp group.
 //   2. The pipeline schedule (pipeline_schedule.h) runs forward and backward of this rank's
 //      chunks; activations go to the next chunk's rank and gradients back, tagged by
 //      (micro-batch, chunk, direction).
@@ -21,7 +25,8 @@
 //   The norm and the update are one Ops call each over every parameter tensor of the rank's
 //   shard (ops.h: sum_of_squares_segments, adamw_update_segments), on segment lists built once
 //   when the trainer is created.
-// The loss reported is the mean over the whole global batch, the same on every rank.
+// The loss reported is the mean over the whole global batch, the same on every rank; with cp each
+// rank's loss and gradients are the mean over its own tokens, averaged over dp x cp.
 //
 // Determinism: parameters are a function of the seed (gpt_layout.h) and batches of (seed, step),
 // so every (dp, tp, pp, schedule, micro_batch) trains the same model up to float summation order.
@@ -74,8 +79,9 @@ struct PipeOpTime {
 // operation, measured by tests/bench/bench_train.cpp at well under 1% of a step.
 //   step = forward + backward + pp_wait + pp_send + dp + optimizer + sync + the rest (data
 //   batches, zeroing gradients, copies), where forward and backward include their TP
-//   collectives (tp) and backward includes full recompute's repeated forwards (recompute); zero 2
-//   and 3's gathers and reduce-scatters inside them count in dp, not in forward or backward.
+//   collectives (tp) and context-parallel exchanges (cp), and backward includes full recompute's
+//   repeated forwards (recompute); zero 2 and 3's gathers and reduce-scatters inside them count in
+//   dp, not in forward or backward.
 struct StepTiming {
   double start_unix_s = 0;   // the wall clock at the step's start, to align ranks on one timeline
   double forward_ms = 0;
@@ -85,7 +91,8 @@ struct StepTiming {
   double pp_wait_ms = 0;     // blocked receiving from a neighbour stage: its bubble and transfers
   double pp_send_ms = 0;     // sending to neighbours, and waiting for the sends at the step's end
   double dp_ms = 0;          // DP gradient reduction (ZeRO's all-gather too), the tied embedding's sum
-  double cp_ms = 0;          // context-parallel exchanges (attention's K/V ring or head all-to-all)
+  double cp_ms = 0;          // context-parallel exchanges (attention's K/V ring or head all-to-all): part of
+                             // forward_ms and backward_ms
   double optimizer_ms = 0;   // gradient norm, clipping and AdamW
   double sync_ms = 0;        // the step's closing all-reduce of loss and norm: waiting for the slowest rank
   std::vector<PipeOpTime> ops;  // every forward and backward of the step, in order
@@ -172,6 +179,7 @@ class Trainer {
   config::RunConfig config_;
   int rank_ = 0, dp_ = 1, tp_ = 1, pp_ = 1, v_ = 1, m_ = 1;
   int dp_rank_ = 0, tp_rank_ = 0, pp_rank_ = 0;
+  int cp_ = 1, cp_rank_ = 0;         // context parallel: each sequence split over cp ranks
   int grad_size_ = 1, grad_rank_ = 0;  // the gradient group (dp x cp): size and this rank's place
   std::vector<LayerRange> chunks_;   // every chunk of the model
   std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp

@@ -5,6 +5,7 @@
 // first. That is the math a GPU does (fp32 arithmetic, bf16 storage, bf16.h's rounding) at the
 // cost of a copy, so CPU suites check the bf16 path of the layer code (gpt_stage.cpp). The CPU
 // engine itself trains in fp32 (trainer.cpp), so no run pays for the copies.
+#include <algorithm>
 #include <vector>
 
 #include "stagecraft/runtime/kernels.h"
@@ -105,17 +106,44 @@ class CpuOps final : public Ops {
     if (dinp && dinp_low) cpu::to_bf16(dinp_low, dinp, size_t(N) * C);
   }
   // In place on a bf16 qkv: widened, rotated in fp32, rounded back (v goes back as it was).
-  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const override {
     const size_t n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
     float* x = in_place(qkv, n3);
-    cpu::rope_forward(x, B, T, NH, NKV, HS, theta);
+    cpu::rope_forward(x, B, T, NH, NKV, HS, theta, first);
     settle(qkv, x, n3);
   }
-  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
+  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const override {
     const size_t n3 = size_t(B) * T * (NH + 2 * NKV) * HS;
     float* x = in_place(dqkv, n3);
-    cpu::rope_backward(x, B, T, NH, NKV, HS, theta);
+    cpu::rope_backward(x, B, T, NH, NKV, HS, theta, first);
     settle(dqkv, x, n3);
+  }
+  void attention_block_forward(float* out, float* lse, const float* q, const float* kv, const int32_t* q_pos, const int32_t* k_pos,
+                               int B, int Tq, int Tk, int NH, int HS, int NKV) const override {
+    cpu::attention_block_forward(out, lse, q, kv, q_pos, k_pos, B, Tq, Tk, NH, HS, NKV);
+  }
+  void attention_block_merge(float* acc, float* acc_lse, const float* out, const float* lse, int B, int T, int NH,
+                             int HS) const override {
+    cpu::attention_block_merge(acc, acc_lse, out, lse, B, T, NH, HS);
+  }
+  void attention_block_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv, const float* out,
+                                const float* lse, const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS,
+                                int NKV) const override {
+    cpu::attention_block_backward(dq, dkv, dout, q, kv, out, lse, q_pos, k_pos, B, Tq, Tk, NH, HS, NKV);
+  }
+  void copy_columns(ActOut dst, int ld_dst, ActIn src, int ld_src, int rows, int width) const override {
+    for (int r = 0; r < rows; ++r) {
+      const size_t d = size_t(r) * ld_dst, s = size_t(r) * ld_src;
+      if (dst.low() && src.low()) {
+        std::copy(src.low() + s, src.low() + s + width, dst.low() + d);
+      } else if (dst.low()) {
+        cpu::to_bf16(dst.low() + d, src.f32() + s, size_t(width));
+      } else if (src.low()) {
+        cpu::from_bf16(dst.f32() + d, src.low() + s, size_t(width));
+      } else {
+        std::copy(src.f32() + s, src.f32() + s + width, dst.f32() + d);
+      }
+    }
   }
   // inp (N, 2F) = gate | up, out (N, F).
   void swiglu_forward(ActOut out, ActIn inp, int N, int F) const override {

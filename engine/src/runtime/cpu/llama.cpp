@@ -129,14 +129,14 @@ constexpr int kPairBlock = 64;
 
 // Rotates the q and k heads of every token of qkv (B, T, (NH + 2*NKV)*HS) by sign x its angles.
 template <typename Real>
-void rope_apply(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta, Real sign) {
+void rope_apply(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta, Real sign, int pos0) {
   assert(qkv && B >= 0 && T > 0 && NH > 0 && NKV > 0 && HS > 0 && HS % 2 == 0);
   const int half = HS / 2, heads = NH + NKV;  // q heads then k heads: contiguous at the row's start
   const size_t row = size_t(NH + 2 * NKV) * HS, rows = size_t(B) * T;
   parallel_for(rows, rows_grain(size_t(heads) * HS), threads_for(rows * heads * HS * 4), [&](size_t first, size_t last) {
     Real cs[kPairBlock], sn[kPairBlock];
     for (size_t bt = first; bt < last; ++bt) {
-      const int t = int(bt % size_t(T));
+      const int t = pos0 + int(bt % size_t(T));
       Real* x = qkv + bt * row;
       for (int i0 = 0; i0 < half; i0 += kPairBlock) {
         const int n = std::min(kPairBlock, half - i0);
@@ -159,15 +159,15 @@ void rope_apply(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta, R
 }  // namespace
 
 template <typename Real>
-void rope_forward(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta) {
+void rope_forward(Real* qkv, int B, int T, int NH, int NKV, int HS, float theta, int first) {
   // qkv (B, T, (NH + 2*NKV)*HS), in place
-  rope_apply(qkv, B, T, NH, NKV, HS, theta, Real(1));
+  rope_apply(qkv, B, T, NH, NKV, HS, theta, Real(1), first);
 }
 
 template <typename Real>
-void rope_backward(Real* dqkv, int B, int T, int NH, int NKV, int HS, float theta) {
+void rope_backward(Real* dqkv, int B, int T, int NH, int NKV, int HS, float theta, int first) {
   // dqkv (B, T, (NH + 2*NKV)*HS), in place: the transpose of a rotation is the rotation back
-  rope_apply(dqkv, B, T, NH, NKV, HS, theta, Real(-1));
+  rope_apply(dqkv, B, T, NH, NKV, HS, theta, Real(-1), first);
 }
 
 // ---- SwiGLU --------------------------------------------------------------------------------------
@@ -243,8 +243,8 @@ void swiglu_backward(Real* dinp, const Real* inp, const Real* dout, int N, int F
   template void rmsnorm_forward<Real>(Real*, Real*, const Real*, const Real*, int, int, float);              \
   template void rmsnorm_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, const Real*, int, \
                                        int);                                                                 \
-  template void rope_forward<Real>(Real*, int, int, int, int, int, float);                                   \
-  template void rope_backward<Real>(Real*, int, int, int, int, int, float);                                  \
+  template void rope_forward<Real>(Real*, int, int, int, int, int, float, int);                              \
+  template void rope_backward<Real>(Real*, int, int, int, int, int, float, int);                             \
   template void swiglu_forward<Real>(Real*, const Real*, int, int);                                          \
   template void swiglu_backward<Real>(Real*, const Real*, const Real*, int, int);
 STAGECRAFT_INSTANTIATE(float)

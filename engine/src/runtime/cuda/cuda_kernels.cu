@@ -239,13 +239,13 @@ __global__ void swiglu_backward_kernel(Out* dinp, const In* inp, const Dy* dout,
 // float, as the CPU's (element_math.h's rope_angle). Each thread reads both elements of its pair
 // before it writes them, and no two threads share an element.
 template <typename Real>
-__global__ void rope_kernel(Real* qkv, int T, int NH, int NKV, int HS, float theta, float sign, size_t n) {
+__global__ void rope_kernel(Real* qkv, int T, int NH, int NKV, int HS, float theta, float sign, size_t n, int first) {
   const int half = HS / 2, heads = NH + NKV;
   const size_t row_elements = size_t(NH + 2 * NKV) * HS;
   GRID_STRIDE(p, n) {
     const int i = int(p % half);
     const size_t row_head = p / half, row = row_head / heads;
-    const int head = int(row_head % heads), t = int(row % T);
+    const int head = int(row_head % heads), t = first + int(row % T);
     double sn, cs;
     sincos(element::rope_angle(t, i, HS, theta), &sn, &cs);
     Real* x = qkv + row * row_elements + size_t(head) * HS + i;
@@ -429,6 +429,139 @@ void sum_columns(SumTargets to, const Terms& terms, int rows, int cols, const ch
 // acc (cols) += column sums of x (rows, cols).
 void column_sums(float* acc, ActIn x, int rows, int cols) {
   with_typed(x, [&](const auto* in) { sum_columns(SumTargets{{acc, nullptr}}, column_terms(in, cols), rows, cols, "column_sums"); });
+}
+
+// ---- attention over blocks of a sequence (context parallelism) ---------------------------------
+// Plain kernels, a thread per query row (forward, merge, dq) or per key row (dk, dv), each
+// computing its row's sums in order: the CPU's formulas (kernels.h), no tiling, no atomics.
+
+// A thread per (b, h, i): the online softmax over the keys the query sees, into its out row.
+__global__ void attention_block_forward_kernel(float* out, float* lse, const float* q, const float* kv, const int32_t* q_pos,
+                                               const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS, int NKV, float scale) {
+  const size_t n = size_t(B) * NH * Tq;
+  GRID_STRIDE(r, n) {  // r = (b NH + h) Tq + i
+    const int i = int(r % size_t(Tq)), h = int((r / size_t(Tq)) % size_t(NH)), b = int(r / (size_t(Tq) * NH));
+    const int g = h / (NH / NKV);
+    const size_t qrow = size_t(NH) * HS, kvrow = size_t(2) * NKV * HS;
+    const float* qi = q + (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
+    float* oi = out + (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
+    const float* kb = kv + size_t(b) * Tk * kvrow + size_t(g) * HS;
+    const float* vb = kb + size_t(NKV) * HS;
+    for (int d = 0; d < HS; ++d) oi[d] = 0.0f;
+    float m = -INFINITY, sum = 0.0f;
+    for (int j = 0; j < Tk; ++j) {
+      if (k_pos[j] > q_pos[i]) continue;
+      const float* kj = kb + size_t(j) * kvrow;
+      float sc = 0.0f;
+      for (int d = 0; d < HS; ++d) sc += qi[d] * kj[d];
+      sc *= scale;
+      const float m2 = fmaxf(m, sc), c = expf(m - m2), p = expf(sc - m2);
+      const float* vj = vb + size_t(j) * kvrow;
+      for (int d = 0; d < HS; ++d) oi[d] = oi[d] * c + p * vj[d];
+      sum = sum * c + p;
+      m = m2;
+    }
+    if (sum > 0.0f) {
+      for (int d = 0; d < HS; ++d) oi[d] /= sum;
+      lse[r] = m + logf(sum);
+    } else {
+      lse[r] = -INFINITY;
+    }
+  }
+}
+
+// A thread per (b, h, t): one row's merge.
+__global__ void attention_block_merge_kernel(float* acc, float* acc_lse, const float* out, const float* lse, int B, int T, int NH, int HS) {
+  const size_t n = size_t(B) * NH * T;
+  GRID_STRIDE(r, n) {
+    const size_t t = r % size_t(T), h = (r / size_t(T)) % size_t(NH), b = r / (size_t(T) * NH);
+    const float a = acc_lse[r], l = lse[r];
+    if (l == -INFINITY) continue;
+    float* o = acc + (b * T + t) * size_t(NH) * HS + h * HS;
+    const float* x = out + (b * T + t) * size_t(NH) * HS + h * HS;
+    if (a == -INFINITY) {
+      for (int d = 0; d < HS; ++d) o[d] = x[d];
+      acc_lse[r] = l;
+      continue;
+    }
+    const float m = fmaxf(a, l), merged = m + logf(expf(a - m) + expf(l - m));
+    const float wa = expf(a - merged), wl = expf(l - merged);
+    for (int d = 0; d < HS; ++d) o[d] = o[d] * wa + x[d] * wl;
+    acc_lse[r] = merged;
+  }
+}
+
+// A thread per (b, h, i): dq[i] += scale sum_j P_ij (dO_i . v_j - dO_i . O_i) k_j.
+__global__ void attention_block_dq_kernel(float* dq, const float* dout, const float* q, const float* kv, const float* out, const float* lse,
+                                          const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS, int NKV,
+                                          float scale) {
+  const size_t n = size_t(B) * NH * Tq;
+  GRID_STRIDE(r, n) {
+    const int i = int(r % size_t(Tq)), h = int((r / size_t(Tq)) % size_t(NH)), b = int(r / (size_t(Tq) * NH));
+    const float l = lse[r];
+    if (l == -INFINITY) continue;
+    const int g = h / (NH / NKV);
+    const size_t qrow = size_t(NH) * HS, kvrow = size_t(2) * NKV * HS, at = (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
+    const float* kb = kv + size_t(b) * Tk * kvrow + size_t(g) * HS;
+    const float* vb = kb + size_t(NKV) * HS;
+    float delta = 0.0f;
+    for (int d = 0; d < HS; ++d) delta += dout[at + d] * out[at + d];
+    for (int j = 0; j < Tk; ++j) {
+      if (k_pos[j] > q_pos[i]) continue;
+      const float *kj = kb + size_t(j) * kvrow, *vj = vb + size_t(j) * kvrow;
+      float sc = 0.0f, dp = 0.0f;
+      for (int d = 0; d < HS; ++d) {
+        sc += q[at + d] * kj[d];
+        dp += dout[at + d] * vj[d];
+      }
+      const float p = expf(sc * scale - l), ds = p * (dp - delta) * scale;
+      for (int d = 0; d < HS; ++d) dq[at + d] += ds * kj[d];
+    }
+  }
+}
+
+// A thread per (b, g, j): dk[j] += scale sum_{h of g, i} dS_ij q_i, dv[j] += sum P_ij dO_i.
+__global__ void attention_block_dkv_kernel(float* dkv, const float* dout, const float* q, const float* kv, const float* out, const float* lse,
+                                           const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS, int NKV,
+                                           float scale) {
+  const size_t n = size_t(B) * NKV * Tk;
+  GRID_STRIDE(r, n) {
+    const int j = int(r % size_t(Tk)), g = int((r / size_t(Tk)) % size_t(NKV)), b = int(r / (size_t(Tk) * NKV));
+    const int group = NH / NKV;
+    const size_t qrow = size_t(NH) * HS, kvrow = size_t(2) * NKV * HS;
+    const float* kj = kv + (size_t(b) * Tk + j) * kvrow + size_t(g) * HS;
+    const float* vj = kj + size_t(NKV) * HS;
+    float* dkj = dkv + (size_t(b) * Tk + j) * kvrow + size_t(g) * HS;
+    float* dvj = dkj + size_t(NKV) * HS;
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      for (int i = 0; i < Tq; ++i) {
+        if (k_pos[j] > q_pos[i]) continue;
+        const float l = lse[(size_t(b) * NH + h) * Tq + i];
+        if (l == -INFINITY) continue;
+        const size_t at = (size_t(b) * Tq + i) * qrow + size_t(h) * HS;
+        float sc = 0.0f, dp = 0.0f, delta = 0.0f;
+        for (int d = 0; d < HS; ++d) {
+          sc += q[at + d] * kj[d];
+          dp += dout[at + d] * vj[d];
+          delta += dout[at + d] * out[at + d];
+        }
+        const float p = expf(sc * scale - l), ds = p * (dp - delta) * scale;
+        for (int d = 0; d < HS; ++d) {
+          dvj[d] += p * dout[at + d];
+          dkj[d] += ds * q[at + d];
+        }
+      }
+    }
+  }
+}
+
+// dst (rows, ld_dst)[:, :width] = src (rows, ld_src)[:, :width], converted on the way.
+template <typename Out, typename In>
+__global__ void copy_columns_kernel(Out* dst, int ld_dst, const In* src, int ld_src, int width, size_t n) {
+  GRID_STRIDE(e, n) {
+    const size_t r = e / size_t(width), c = e % size_t(width);
+    element::store(dst + r * ld_dst + c, element::load(src + r * ld_src + c));
+  }
 }
 
 // ---- embeddings --------------------------------------------------------------------------------
@@ -1491,17 +1624,55 @@ class CudaOps final : public Ops {
   }
 
   // Rotary positions in place: a thread per rotated pair (rope_kernel).
-  static void rope(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, float sign) {
+  static void rope(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, float sign, int first) {
     const size_t n = size_t(B) * T * (NH + NKV) * (HS / 2);
     if (n == 0) return;
-    with_typed(qkv, [&](auto* x) { rope_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(x, T, NH, NKV, HS, theta, sign, n); });
+    with_typed(qkv, [&](auto* x) { rope_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(x, T, NH, NKV, HS, theta, sign, n, first); });
     launched("rope");
   }
-  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
-    rope(qkv, B, T, NH, NKV, HS, theta, 1.0f);
+  void rope_forward(ActOut qkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const override {
+    rope(qkv, B, T, NH, NKV, HS, theta, 1.0f, first);
   }
-  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta) const override {
-    rope(dqkv, B, T, NH, NKV, HS, theta, -1.0f);
+  void rope_backward(ActOut dqkv, int B, int T, int NH, int NKV, int HS, float theta, int first = 0) const override {
+    rope(dqkv, B, T, NH, NKV, HS, theta, -1.0f, first);
+  }
+
+  // Context parallelism's block attention (kernels.h): the plain kernels above, fp32.
+  void attention_block_forward(float* out, float* lse, const float* q, const float* kv, const int32_t* q_pos, const int32_t* k_pos,
+                               int B, int Tq, int Tk, int NH, int HS, int NKV) const override {
+    const size_t n = size_t(B) * NH * Tq;
+    if (n == 0) return;
+    attention_block_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out, lse, q, kv, q_pos, k_pos, B, Tq, Tk, NH, HS, NKV,
+                                                                               1.0f / sqrtf(float(HS)));
+    launched("attention_block_forward");
+  }
+  void attention_block_merge(float* acc, float* acc_lse, const float* out, const float* lse, int B, int T, int NH,
+                             int HS) const override {
+    const size_t n = size_t(B) * NH * T;
+    if (n == 0) return;
+    attention_block_merge_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(acc, acc_lse, out, lse, B, T, NH, HS);
+    launched("attention_block_merge");
+  }
+  void attention_block_backward(float* dq, float* dkv, const float* dout, const float* q, const float* kv, const float* out,
+                                const float* lse, const int32_t* q_pos, const int32_t* k_pos, int B, int Tq, int Tk, int NH, int HS,
+                                int NKV) const override {
+    const float scale = 1.0f / sqrtf(float(HS));
+    const size_t nq = size_t(B) * NH * Tq, nk = size_t(B) * NKV * Tk;
+    if (nq == 0 || nk == 0) return;
+    attention_block_dq_kernel<<<blocks_for(nq), kThreads, 0, stream()>>>(dq, dout, q, kv, out, lse, q_pos, k_pos, B, Tq, Tk, NH, HS, NKV,
+                                                                          scale);
+    launched("attention_block_backward (dq)");
+    attention_block_dkv_kernel<<<blocks_for(nk), kThreads, 0, stream()>>>(dkv, dout, q, kv, out, lse, q_pos, k_pos, B, Tq, Tk, NH, HS,
+                                                                           NKV, scale);
+    launched("attention_block_backward (dk, dv)");
+  }
+  void copy_columns(ActOut dst, int ld_dst, ActIn src, int ld_src, int rows, int width) const override {
+    const size_t n = size_t(rows) * width;
+    if (n == 0) return;
+    with_typed(dst, [&](auto* d) {
+      with_typed(src, [&](const auto* x) { copy_columns_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(d, ld_dst, x, ld_src, width, n); });
+    });
+    launched("copy_columns");
   }
 
   void swiglu_forward(ActOut out, ActIn inp, int N, int F) const override {
