@@ -167,6 +167,7 @@ int run() {
                           .dp = plan->dp,
                           .tp = plan->tp,
                           .pp = plan->pp,
+                          .cp = plan->cp,
                           .step = static_cast<int64_t>(trainer.value()->step()),
                           .steps = cfg->train.steps});
   double last_loss = 0;

@@ -20,6 +20,7 @@ class TestWorkerEvents : public QObject {
   void roundTrip_data() {
     QTest::addColumn<WorkerEvent>("event");
     QTest::newRow("start") << WorkerEvent{StartEvent{.rank = 3, .world_size = 8, .dp = 2, .tp = 2, .pp = 2, .step = 10, .steps = 100}};
+    QTest::newRow("start with cp") << WorkerEvent{StartEvent{.rank = 3, .world_size = 16, .dp = 2, .tp = 2, .pp = 2, .cp = 2, .step = 0, .steps = 100}};
     QTest::newRow("step") << WorkerEvent{StepEvent{.rank = 1, .step = 7, .loss = 2.5, .lr = 1e-4, .grad_norm = 0.75,
                                                    .tokens_per_s = 12345.5, .step_ms = 81.25, .mem_bytes = int64_t(3) << 32}};
     QTest::newRow("fp16 step skipped") << WorkerEvent{StepEvent{.rank = 0, .step = 12, .loss = 3.25, .lr = 1e-4, .grad_norm = 0,

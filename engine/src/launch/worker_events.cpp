@@ -163,6 +163,7 @@ std::string encode_event(const WorkerEvent& event) {
                    o.emplace_back("dp", e.dp);
                    o.emplace_back("tp", e.tp);
                    o.emplace_back("pp", e.pp);
+                   if (e.cp > 1) o.emplace_back("cp", e.cp);
                    o.emplace_back("step", static_cast<long long>(e.step));
                    o.emplace_back("steps", static_cast<long long>(e.steps));
                  },
@@ -236,6 +237,7 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     r.integer("dp", e.dp, false);
     r.integer("tp", e.tp, false);
     r.integer("pp", e.pp, false);
+    r.integer("cp", e.cp, false);
     r.integer("step", e.step, false);
     r.integer("steps", e.steps, false);
     return finish(r, e);

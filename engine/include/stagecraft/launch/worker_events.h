@@ -45,6 +45,7 @@ struct StartEvent {
   int rank = kUnknownRank;
   int world_size = 0;
   int dp = 0, tp = 0, pp = 0;
+  int cp = 1;         // context parallel size; written only when above 1
   int64_t step = 0;   // the step training starts from (> 0 when resumed from a checkpoint)
   int64_t steps = 0;  // the run's total (train.steps); 0 when not given
   bool operator==(const StartEvent&) const = default;
