@@ -296,24 +296,13 @@ class NcclCommunicator final : public Communicator {
     CUDA_CALL(what, cudaMemcpyAsync(static_cast<char*>(out.data) + bytes * static_cast<size_t>(rank()),
                                     static_cast<const char*>(in.data) + bytes * static_cast<size_t>(rank()), bytes,
                                     cudaMemcpyDeviceToDevice, stream_));
-    NCCL_CALL(what, ncclGroupStart());
-    ncclResult_t first = ncclSuccess;
-    auto issue = [&](ncclResult_t r) {
-      if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
-    };
-    for (const PendingSend& p : pending_) issue(ncclSend(p.data.data, p.data.count, nccl_type(p.data.dtype), p.peer, comm_, stream_));
-    for (int r = 0; r < size(); ++r) {
-      if (r == rank()) continue;
-      issue(ncclSend(static_cast<const char*>(in.data) + bytes * static_cast<size_t>(r), n, nccl_type(in.dtype), r, comm_, stream_));
-      issue(ncclRecv(static_cast<char*>(out.data) + bytes * static_cast<size_t>(r), n, nccl_type(in.dtype), r, comm_, stream_));
-    }
-    const ncclResult_t end = ncclGroupEnd();
-    pending_.clear();
-    if (first != ncclSuccess) {
-      return fail(nccl_status(first, what + ": ncclSend/ncclRecv: " + nccl_text(first, comm_) + where(__FILE__, __LINE__)));
-    }
-    NCCL_CALL(what, end);
-    return finish(what, start);
+    return nccl_group(what, start, [&](auto& issue) {
+      for (int r = 0; r < size(); ++r) {
+        if (r == rank()) continue;
+        issue(ncclSend(static_cast<const char*>(in.data) + bytes * static_cast<size_t>(r), n, nccl_type(in.dtype), r, comm_, stream_));
+        issue(ncclRecv(static_cast<char*>(out.data) + bytes * static_cast<size_t>(r), n, nccl_type(in.dtype), r, comm_, stream_));
+      }
+    });
   }
 
   // NCCL has no barrier: an all-reduce of one float in a scratch buffer of the device.
@@ -347,19 +336,18 @@ class NcclCommunicator final : public Communicator {
     int peer;
   };
 
-  // One NCCL group of every queued send plus, where given, a send and a recv of this call.
-  Status p2p(const std::string& what, const ConstBuffer* send, int to, const Buffer* recv, int from) {
-    if (Status s = usable(what); !s) return s;
-    const Clock::time_point start = Clock::now();
+  // One NCCL group of every queued send (which NCCL would otherwise hold until the next recv) and
+  // what `add` issues through the `issue` it is given; closed whatever happened inside it, so
+  // NCCL's group state stays balanced, and failing with the first error.
+  template <typename Add>
+  Status nccl_group(const std::string& what, Clock::time_point start, Add add) {
     NCCL_CALL(what, ncclGroupStart());
     ncclResult_t first = ncclSuccess;
     auto issue = [&](ncclResult_t r) {
       if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
     };
     for (const PendingSend& p : pending_) issue(ncclSend(p.data.data, p.data.count, nccl_type(p.data.dtype), p.peer, comm_, stream_));
-    if (send) issue(ncclSend(send->data, send->count, nccl_type(send->dtype), to, comm_, stream_));
-    if (recv) issue(ncclRecv(recv->data, recv->count, nccl_type(recv->dtype), from, comm_, stream_));
-    // The group is closed whatever happened inside it, so NCCL's group state stays balanced.
+    add(issue);
     const ncclResult_t end = ncclGroupEnd();
     pending_.clear();
     if (first != ncclSuccess) {
@@ -367,6 +355,16 @@ class NcclCommunicator final : public Communicator {
     }
     NCCL_CALL(what, end);
     return finish(what, start);
+  }
+
+  // One NCCL group of every queued send plus, where given, a send and a recv of this call.
+  Status p2p(const std::string& what, const ConstBuffer* send, int to, const Buffer* recv, int from) {
+    if (Status s = usable(what); !s) return s;
+    const Clock::time_point start = Clock::now();
+    return nccl_group(what, start, [&](auto& issue) {
+      if (send) issue(ncclSend(send->data, send->count, nccl_type(send->dtype), to, comm_, stream_));
+      if (recv) issue(ncclRecv(recv->data, recv->count, nccl_type(recv->dtype), from, comm_, stream_));
+    });
   }
 
   Status do_isend(ConstBuffer data, int peer, uint32_t tag) override {

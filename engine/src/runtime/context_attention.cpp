@@ -189,31 +189,24 @@ Status ContextAttention::ring_backward(ActOut dqkv, ActIn dout, ActIn qkv, ActIn
   return Status::OK();
 }
 
-void ContextAttention::to_sequence(ActOut seq, ActIn blocks, int width) const {
+// Every rank's two chunks of every sequence between the all-to-all's block order (rank, sample,
+// chunk) and sequence order (sample, position): `to_seq` moves blocks into sequence order.
+void ContextAttention::reorder(ActOut out, ActIn in, int width, bool to_seq) const {
   const int B = s_.B, T = s_.T, c = T / 2, cp = s_.cp, Tf = T * cp;
   for (int r = 0; r < cp; ++r) {
     for (int b = 0; b < B; ++b) {
       for (int k = 0; k < 2; ++k) {
-        const size_t from = (sz(r) * sz(B) * sz(T) + sz(b) * sz(T) + sz(k * c)) * sz(width);
-        const size_t to = (sz(b) * sz(Tf) + sz(chunk_of(r, k) * c)) * sz(width);
-        k_.copy_columns(seq.at(to), width, blocks.at(from), width, c, width);
+        const size_t block = (sz(r) * sz(B) * sz(T) + sz(b) * sz(T) + sz(k * c)) * sz(width);
+        const size_t seq = (sz(b) * sz(Tf) + sz(chunk_of(r, k) * c)) * sz(width);
+        k_.copy_columns(out.at(to_seq ? seq : block), width, in.at(to_seq ? block : seq), width, c, width);
       }
     }
   }
 }
 
-void ContextAttention::from_sequence(ActOut blocks, ActIn seq, int width) const {
-  const int B = s_.B, T = s_.T, c = T / 2, cp = s_.cp, Tf = T * cp;
-  for (int r = 0; r < cp; ++r) {
-    for (int b = 0; b < B; ++b) {
-      for (int k = 0; k < 2; ++k) {
-        const size_t to = (sz(r) * sz(B) * sz(T) + sz(b) * sz(T) + sz(k * c)) * sz(width);
-        const size_t from = (sz(b) * sz(Tf) + sz(chunk_of(r, k) * c)) * sz(width);
-        k_.copy_columns(blocks.at(to), width, seq.at(from), width, c, width);
-      }
-    }
-  }
-}
+void ContextAttention::to_sequence(ActOut seq, ActIn blocks, int width) const { reorder(seq, blocks, width, true); }
+
+void ContextAttention::from_sequence(ActOut blocks, ActIn seq, int width) const { reorder(blocks, seq, width, false); }
 
 // Rank r receives the heads [r NHu, (r + 1) NHu) of q and [r NKVu, (r + 1) NKVu) of k and v from
 // every rank, as that rank's (B, T, QKVu) block laid out q | k | v.

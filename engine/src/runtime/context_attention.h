@@ -91,6 +91,7 @@ class ContextAttention {
   // Every rank's block (cp x (B, T, width)) into sequence order (B, Tf, width), or back.
   void to_sequence(ActOut seq, ActIn blocks, int width) const;
   void from_sequence(ActOut blocks, ActIn seq, int width) const;
+  void reorder(ActOut out, ActIn in, int width, bool to_seq) const;
 
   Shape s_;
   CommGroup& group_;
