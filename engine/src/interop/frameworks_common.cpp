@@ -51,10 +51,15 @@ std::string framework_choices(bool importable_only) {
 
 bool can_import(Framework f) { return f != Framework::kMegatron; }
 
+const std::vector<Axis>& tp_dp_pp_order() {
+  static const std::vector<Axis> order = config::complete_order({Axis::kTp, Axis::kDp, Axis::kPp});
+  return order;
+}
+
 std::vector<Axis> framework_order(Framework f, const RunConfig& c) {
   // Completed with cp after tp: Megatron-Core's tp-cp-ep-dp-pp (or tp-cp-ep-pp-dp with
   // --use-tp-pp-dp-mapping), torchtitan's mesh; the others have no context axis.
-  const std::vector<Axis> tp_dp_pp = config::complete_order({Axis::kTp, Axis::kDp, Axis::kPp});
+  const std::vector<Axis>& tp_dp_pp = tp_dp_pp_order();
   const std::vector<Axis> tp_pp_dp = config::complete_order({Axis::kTp, Axis::kPp, Axis::kDp});
   switch (f) {
     case Framework::kLibai: return tp_dp_pp;

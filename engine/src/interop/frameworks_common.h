@@ -41,6 +41,10 @@ using config::validate;
 //     (colossalai/context/process_group_initializer/initializer_pipeline.py).
 std::vector<Axis> framework_order(Framework f, const RunConfig& c);
 
+// tp-dp-pp completed with cp after tp: how the frameworks without another order number ranks,
+// and Megatron-Core's default (tp-cp-ep-dp-pp without ep).
+const std::vector<Axis>& tp_dp_pp_order();
+
 // An order as a user reads it for a layout: cp left out when it has size 1 (tp-dp-pp).
 std::string layout_order_text(const std::vector<Axis>& order, int cp);
 

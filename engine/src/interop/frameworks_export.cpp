@@ -89,12 +89,6 @@ Status refuse_cp(const Ctx& x, const std::string& framework) {
                 framework + " has no context parallelism; set parallel.cp=1 to export there, or export to megatron, deepspeed or torchtitan");
 }
 
-// The three axes' order completed with cp after tp (config::complete_order): how the frameworks
-// without a context axis number their ranks.
-const std::vector<Axis>& tp_dp_pp() {
-  static const std::vector<Axis> order = config::complete_order({Axis::kTp, Axis::kDp, Axis::kPp});
-  return order;
-}
 
 // ----------------------------------------------------------------------------- LiBai
 
@@ -429,7 +423,7 @@ Result<Exported> export_megatron(Ctx& x) {
     a.push_back("--context-parallel-size " + std::to_string(x.cp));
     a.push_back(std::string("--cp-comm-type ") + (c.parallel.cp_comm == config::CpComm::kRing ? "p2p" : "a2a"));
   }
-  if (order != tp_dp_pp()) a.push_back("--use-tp-pp-dp-mapping");
+  if (order != tp_dp_pp_order()) a.push_back("--use-tp-pp-dp-mapping");
   if (c.parallel.sequence_parallel && x.tp > 1) a.push_back("--sequence-parallel");
   // ZeRO: 1 the distributed optimizer; 2 and 3 Megatron-FSDP, which shards gradients (and
   // parameters) over the same dp x cp ranks (its data-parallel sharding strategies).
@@ -480,7 +474,7 @@ Result<Exported> export_megatron(Ctx& x) {
   o << "#!/usr/bin/env bash\n";
   o << comment("Megatron-LM command line for " + c.name + ", written by stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Megatron derives the data parallel size, world / (tp x cp x pp).");
-  o << comment("Megatron orders ranks tp-cp-ep-dp-pp (ep = 1 here)" + std::string(order == tp_dp_pp() ? "" : ", tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping") +
+  o << comment("Megatron orders ranks tp-cp-ep-dp-pp (ep = 1 here)" + std::string(order == tp_dp_pp_order() ? "" : ", tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping") +
                " (megatron/core/parallel_state.py).");
   if (x.pp > 1) o << comment("Layers per pipeline stage" + std::string(x.v > 1 ? " (chunk order: all pp ranks' first chunks, then the second)" : "") + ": " + int_list(x.counts) + ".");
   o << comment("The vocabulary (" + std::to_string(c.model.vocab) + ") comes from the tokenizer; Megatron pads it to a multiple of 128 x tp.");
