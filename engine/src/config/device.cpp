@@ -50,10 +50,11 @@ DeviceSpec cpu_device() {
   d.network = "10 Gb/s Ethernet";
   d.inter_node_gbps = 10;
   // The cost model's constants for the CPU engine, fitted (plan/calibrate.h) to the tiny GPT's
-  // dp 2 x pp 2 and tp 2 runs on a 2-core machine (tests/engine/data/cpu_calibration_runs.json,
-  // which tests/engine/tst_calibrate.cpp fits again): efficiencies against the nominal peak above,
-  // Gloo's loopback collectives taking most of a millisecond per step. Another machine gets its
-  // own with `stagecraft-cli calibrate`.
+  // dp 2 x pp 2 and tp 2 runs on a 2-core machine (tests/engine/data/cpu_calibration_runs.json;
+  // tests/engine/tst_calibrate.cpp holds every recorded layout within 15% with them), from the
+  // time when TP's collectives shared DP's and PP's link constants: efficiencies against the
+  // nominal peak above, Gloo's loopback collectives taking most of a millisecond per ring step.
+  // Another machine gets its own with `stagecraft-cli calibrate`.
   d.calibration.gemm_efficiency = 2.128;
   d.calibration.gemm_half_dim = 18.31;
   d.calibration.memory_efficiency = 0.7038;
@@ -61,6 +62,13 @@ DeviceSpec cpu_device() {
   d.calibration.collective_step_s = 0.0008706;
   d.calibration.kernel_s = 3.914e-06;
   d.calibration.step_overhead_s = 0.00577;
+  // Tensor parallelism's all-reduces, measured rather than fitted: tests/bench/bench_tp_allreduce
+  // (2026-11-29, 2 cores, AMD EPYC, 2 processes of one thread) timed Gloo's all-reduce of 64 KiB to
+  // 2 MiB between two ranks, each call after a millisecond of work as in a training step:
+  // about 2.1 ms per call whatever the size (the line through the sizes: 2.07 ms + bytes at
+  // 1 GB/s), two ring steps of 1.03 ms each, at a fifth of the 5 GB/s loopback figure above.
+  d.calibration.tp_step_s = 1.03e-3;
+  d.calibration.tp_link_efficiency = 0.2;
   char buf[96];
   std::snprintf(buf, sizeof buf, "this machine: %u cores, CPU engine (fp32, OpenBLAS + Gloo)", cores);
   d.description = buf;

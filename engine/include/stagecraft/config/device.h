@@ -42,6 +42,11 @@ struct CostCalibration {
   double link_efficiency = 0.80;      // collective bus bandwidth over the node-local link's
   double network_efficiency = 0.85;   // collective bus bandwidth over the NICs' line rate
   double collective_step_s = 8e-6;    // latency of one ring step of a collective (launch + handshake)
+  // Tensor parallelism's collectives apart: many small all-reduces per layer, which on some
+  // devices behave unlike DP's and PP's few large transfers (the CPU engine's Gloo on one host).
+  // On a GPU they default to the figures above.
+  double tp_link_efficiency = 0.80;   // TP collective bus bandwidth over the link's
+  double tp_step_s = 8e-6;            // latency of one ring step of a TP collective
   double kernel_s = 4e-6;             // fixed cost of one kernel launch
   double attention_efficiency = 0.6;  // fraction of peak a fused (flash) attention sustains
   double gpu_workspace_gib = 1.0;     // CUDA context, cuBLAS workspace, NCCL buffers
