@@ -16,7 +16,7 @@ const std::vector<Command>& commands() {
       {"plan", "plan CONFIG [key=value ...] [--tokens N] [--json]",
        "Show the groups, the stage of every layer, the predicted memory and step time, and the warnings of a run configuration.",
        cmd_plan},
-      {"search", "search CONFIG [key=value ...] [--top N] [--all] [--tp N] [--pp N] [--cp N] [--tp-in-node] [--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--max-micro-batch N] [--json]",
+      {"search", "search CONFIG [key=value ...] [--top N] [--all] [--tp N] [--pp N] [--cp N] [--tp-in-node] [--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--max-micro-batch N] [--plausible] [--json]",
        "Rank every layout (dp, tp, cp, pp, schedule, micro-batch, recompute, sp, zero 0-3) that fits, by predicted throughput.", cmd_search},
       {"scale", "scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--json|--csv]",
        "The best layout of the same model and global batch at 1, 2, 4, ... nodes: tokens/s, MFU, days to train, ideal linear scaling.",

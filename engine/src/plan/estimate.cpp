@@ -236,6 +236,49 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
   return lt;
 }
 
+// A prediction above the device's best published MFU, and the model's reason: if compute alone
+// would run above it, the GEMM efficiency is what the published runs did not reach; else the
+// other parts take too small a share of the step: a run at the published MFU with this compute
+// spends at least 1 - published / (MFU of the compute alone) of its step outside compute.
+void check_plausibility(Estimate& e, const config::DeviceSpec& device) {
+  e.published_mfu = device.published_mfu;
+  if (device.published_mfu <= 0 || e.mfu <= device.published_mfu || e.step_time_s <= 0) return;
+  e.plausible = false;
+  const auto& b = e.breakdown;
+  const double compute = b.compute_s + b.recompute_s;
+  const double compute_mfu = compute > 0 ? e.mfu * e.step_time_s / compute : 0.0;
+  char head[240];
+  std::snprintf(head, sizeof head, "MFU %.1f%% is above the best published for %s (%.1f%%, %s): ", e.mfu * 100, device.name.c_str(),
+                device.published_mfu * 100, device.published_mfu_source.c_str());
+  char why[400];
+  if (compute_mfu >= device.published_mfu) {
+    std::snprintf(why, sizeof why,
+                  "its compute alone runs at %.1f%% MFU, faster than the published runs' whole steps: the GEMM efficiency "
+                  "(gemm_efficiency %.2g of the peak) is the optimistic part for these shapes",
+                  compute_mfu * 100, device.calibration.gemm_efficiency);
+    e.implausible_because = std::string(head) + why;
+    return;
+  }
+  struct Share {
+    const char* name;
+    double s;
+  };
+  Share parts[] = {{"TP", b.tp_comm_s},  {"CP", b.cp_comm_s},         {"PP", b.pp_comm_s},      {"DP", b.dp_comm_s},
+                   {"bubble", b.bubble_s}, {"optimizer", b.optimizer_s}, {"overhead", b.overhead_s}};
+  std::string list;
+  for (const auto& p : parts) {
+    if (p.s <= 0) continue;
+    char one[48];
+    std::snprintf(one, sizeof one, "%s%s %.1f%%", list.empty() ? "" : ", ", p.name, p.s / e.step_time_s * 100);
+    list += one;
+  }
+  const double other = 1.0 - compute / e.step_time_s;
+  const double needed = 1.0 - device.published_mfu / compute_mfu;
+  std::snprintf(why, sizeof why, "the parts besides compute take %.1f%% of the step (%s), where a run at %.1f%% MFU with this compute spends at least %.1f%%",
+                other * 100, list.empty() ? "none" : list.c_str(), device.published_mfu * 100, needed * 100);
+  e.implausible_because = std::string(head) + why;
+}
+
 // Extra work of the first chunk (embedding) and the last (final norm, LM head, loss), per
 // micro-batch, forward + backward.
 struct EndTimes {
@@ -764,6 +807,7 @@ Estimate estimate(const EstimateInput& in) {
     e.mfu = e.model_tflops_per_gpu * 1e12 / hw.peak;
     e.hfu = e.tflops_per_gpu * 1e12 / hw.peak;
   }
+  check_plausibility(e, in.device);
   return e;
 }
 
@@ -794,6 +838,9 @@ Json estimate_to_json(const Estimate& e) {
   j.set("model_tflops_per_gpu", e.model_tflops_per_gpu);
   j.set("mfu", e.mfu);
   j.set("hfu", e.hfu);
+  j.set("plausible", e.plausible);
+  if (e.published_mfu > 0) j.set("published_mfu", e.published_mfu);
+  if (!e.plausible) j.set("implausible_because", e.implausible_because);
   j.set("tokens_per_s", e.tokens_per_s);
   j.set("bubble_fraction", e.bubble_fraction);
   Json b = Json::object();

@@ -246,10 +246,14 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                                " fit) satisfies the constraints (fixed tp or pp, schedules, recompute, ZeRO, micro-batch, TP "
                                "within a node): loosen them");
   }
-  std::stable_sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.estimate.step_time_s != b.estimate.step_time_s) return a.estimate.step_time_s < b.estimate.step_time_s;
+  const bool cap = options.cap_at_published_mfu;
+  std::stable_sort(kept.begin(), kept.end(), [cap](const Candidate& a, const Candidate& b) {
+    const double sa = cap ? a.estimate.capped_step_time_s() : a.estimate.step_time_s;
+    const double sb = cap ? b.estimate.capped_step_time_s() : b.estimate.step_time_s;
+    if (sa != sb) return sa < sb;
     return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
   });
+  result.capped = cap;
   if (kept.size() > 1) result.why = why_faster(kept[0], kept[1]);
   if (static_cast<int>(kept.size()) > options.top) kept.resize(static_cast<size_t>(std::max(1, options.top)));
   result.ranked = std::move(kept);
@@ -279,11 +283,14 @@ Json search_to_json(const SearchResult& r) {
     p.set("sequence_parallel", c.parallel.sequence_parallel);
     p.set("zero", c.parallel.zero);
     p.set("overrides", Json::array_of(layout_overrides(c)));
+    p.set("plausible", cand.estimate.plausible);
+    if (!cand.estimate.plausible) p.set("implausible_because", cand.estimate.implausible_because);
     p.set("estimate", estimate_to_json(cand.estimate));
     plans.push_back(std::move(p));
   }
   j.set("plans", Json(std::move(plans)));
   j.set("why", r.why);
+  j.set("capped_at_published_mfu", r.capped);
   return j;
 }
 
@@ -293,20 +300,30 @@ std::string search_to_text(const SearchResult& r) {
   std::snprintf(line, sizeof line, "Search: %lld layouts estimated, %lld fit, %lld broke a rule, in %s\n\n", r.evaluated, r.fitting,
                 r.rejected, format_seconds(r.seconds).c_str());
   o << line;
-  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %14s %6s %11s\n", "layout", "peak mem", "step", "per GPU", "MFU", "tokens/s");
+  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %14s %6s  %11s\n", "layout", "peak mem", "step", "per GPU", "MFU", "tokens/s");
   o << line;
   int i = 1;
   bool unfit = false;
+  const Candidate* implausible = nullptr;
   for (const auto& c : r.ranked) {
     const auto& e = c.estimate;
-    // A layout over the device memory (listed with --all) has its peak starred.
+    // A layout over the device memory (listed with --all) has its peak starred; one predicted
+    // above the device's best published MFU has its MFU marked with "!".
     const std::string peak = format_bytes(e.peak_memory_bytes) + (e.fits ? "" : "*");
     unfit = unfit || !e.fits;
-    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
-                  format_seconds(e.step_time_s).c_str(), format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100, e.tokens_per_s);
+    if (!e.plausible && !implausible) implausible = &c;
+    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%%%s %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
+                  format_seconds(e.step_time_s).c_str(), format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100,
+                  e.plausible ? " " : "!", e.tokens_per_s);
     o << line;
   }
   if (unfit) o << "\n* over the device memory: does not fit\n";
+  if (implausible) {
+    o << "\n! above the best MFU published for the device: implausible. First marked (" << layout_string(implausible->config)
+      << "): " << implausible->estimate.implausible_because << "\n";
+    o << (r.capped ? "  Ranked with each prediction capped at that MFU (--plausible).\n"
+                   : "  search --plausible ranks with each prediction capped at that MFU.\n");
+  }
   if (!r.why.empty()) o << "\nWhy #1: " << r.why << "\n";
   return o.str();
 }

@@ -68,6 +68,11 @@ struct DeviceSpec {
   int cores = 0;                // is_cpu: the machine's cores, shared by the ranks of a node;
                                 // the peak and bandwidth above are the whole machine's
   CostCalibration calibration;  // the cost model's constants for this device
+  // The highest MFU published for dense training of large transformers on this device, and whose
+  // run it was (config/device.cpp has the sources); a prediction above it is marked implausible
+  // (plan/estimate.h). 0: none published for it or a comparable device; not checked.
+  double published_mfu = 0;
+  std::string published_mfu_source;
   std::string profile;          // the profile file they came from; empty: the defaults
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
