@@ -18,7 +18,7 @@ const std::vector<Command>& commands() {
        cmd_plan},
       {"search", "search CONFIG [key=value ...] [--top N] [--all] [--tp N] [--pp N] [--cp N] [--tp-in-node] [--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--max-micro-batch N] [--plausible] [--json]",
        "Rank every layout (dp, tp, cp, pp, schedule, micro-batch, recompute, sp, zero 0-3) that fits, by predicted throughput.", cmd_search},
-      {"scale", "scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--json|--csv]",
+      {"scale", "scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--plausible] [--json|--csv]",
        "The best layout of the same model and global batch at 1, 2, 4, ... nodes: tokens/s, MFU, days to train, ideal linear scaling.",
        cmd_scale},
       {"export", "export CONFIG [key=value ...] --to libai|paddle|colossalai|megatron|deepspeed|torchtitan|hf|slurm [-o FILE] [--partition P] [--account A] [--time T] [--qos Q] [--constraint C] [--sbatch-arg ARG ...] [--worker PATH]",

@@ -224,6 +224,11 @@ class TestSearch : public QObject {
     QVERIFY(first <= fastest_plausible);
     QVERIFY(first > best.step_time_s);  // the uncapped winner's optimism no longer counts
     QVERIFY(plan::search_to_text(*c).find("Ranked with each prediction capped at that MFU (--plausible)") != std::string::npos);
+    // Why #1 leads: its own prediction is the faster, or the cap decided, never "-x% faster".
+    QVERIFY2(c->why.find(" is -") == std::string::npos, c->why.c_str());
+    if (c->ranked[0].estimate.step_time_s > c->ranked[1].estimate.step_time_s) {
+      QVERIFY2(c->why.find("above the best published MFU (56.3%)") != std::string::npos, c->why.c_str());
+    }
     // allows() on the capped ranking equals a constrained capped search.
     plan::LayoutConstraints k;
     k.tp = 8;

@@ -118,6 +118,28 @@ std::vector<std::string> layout_overrides(const RunConfig& c) {
           "parallel.zero=" + std::to_string(c.parallel.zero)};
 }
 
+namespace {
+
+// Why #1 leads #2 in a ranking capped at the published MFU: as why_faster() when its prediction
+// is the faster too; else the cap is why (both capped: the smaller peak memory decided).
+std::string why_first_capped(const Candidate& first, const Candidate& second) {
+  if (first.estimate.step_time_s <= second.estimate.step_time_s) return why_faster(first, second);
+  const std::string a = layout_string(first.config), b = layout_string(second.config);
+  char line[400];
+  if (first.estimate.capped_step_time_s() == second.estimate.capped_step_time_s()) {
+    std::snprintf(line, sizeof line, "%s and %s are both predicted above the best published MFU (%.1f%%); capped there they tie, and %s holds less: peak memory %s vs %s",
+                  a.c_str(), b.c_str(), first.estimate.published_mfu * 100, a.c_str(), format_bytes(first.estimate.peak_memory_bytes).c_str(),
+                  format_bytes(second.estimate.peak_memory_bytes).c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%s is predicted %.1f%% faster than %s, but above the best published MFU (%.1f%%); capped there it is %.1f%% slower",
+                  b.c_str(), (first.estimate.step_time_s / second.estimate.step_time_s - 1.0) * 100, a.c_str(), second.estimate.published_mfu * 100,
+                  (second.estimate.capped_step_time_s() / first.estimate.capped_step_time_s() - 1.0) * 100);
+  }
+  return line;
+}
+
+}  // namespace
+
 Result<SearchResult> search(const RunConfig& base, const SearchOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto device = resolve_device(base.cluster);
@@ -254,7 +276,7 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
     return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
   });
   result.capped = cap;
-  if (kept.size() > 1) result.why = why_faster(kept[0], kept[1]);
+  if (kept.size() > 1) result.why = cap ? why_first_capped(kept[0], kept[1]) : why_faster(kept[0], kept[1]);
   if (static_cast<int>(kept.size()) > options.top) kept.resize(static_cast<size_t>(std::max(1, options.top)));
   result.ranked = std::move(kept);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
