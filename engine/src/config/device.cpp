@@ -326,6 +326,10 @@ Json device_to_json(const DeviceSpec& d) {
   j.set("intra_node_gbps", d.intra_node_gbps);
   j.set("network", d.network);
   j.set("inter_node_gbps", d.inter_node_gbps);
+  if (d.published_mfu > 0) {
+    j.set("published_mfu", d.published_mfu);
+    j.set("published_mfu_source", d.published_mfu_source);
+  }
   if (!d.profile.empty()) {
     j.set("profile", d.profile);
     Json c = Json::object();
