@@ -216,6 +216,13 @@ std::vector<ComparisonRow> compare(const Estimate& predicted, const MeasuredStep
   return rows;
 }
 
+// The prior every fitted constant is pulled towards its starting value with, per squared unit of
+// its log (or logit) coordinate: a maximum-a-posteriori fit with measurement noise of about 3% of
+// a step on each compared term and a prior spread of about a factor e, 0.03^2 / 1. Directions the
+// runs cannot tell apart (GEMM efficiency against its fall-off, on runs of one model shape) stay
+// near the start instead of running to a bound.
+constexpr double kPriorWeight = 1e-3;
+
 Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, const config::CostCalibration& start,
                                  const std::vector<std::string>& hold) {
   if (samples.empty()) return Status::invalid_input("calibrate: no runs to fit");
@@ -248,9 +255,9 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
     c.informed = c.sensitivity >= kMinSensitivity && !held;
     if (c.informed) {
       free.push_back(f);
-      // The pull towards the start: negligible for a constant the runs see well (sensitivity 0.3:
-      // 1e-7), as strong as a 1% misfit per unit of log for one at the threshold.
-      pull_weight.push_back(1e-4 * (kMinSensitivity / c.sensitivity) * (kMinSensitivity / c.sensitivity));
+      // The pull towards the start: the prior, and more for a constant the runs barely see (at the
+      // threshold, as strong again as a 1% misfit per unit of log).
+      pull_weight.push_back(kPriorWeight + 1e-4 * (kMinSensitivity / c.sensitivity) * (kMinSensitivity / c.sensitivity));
     } else {
       c.why_kept = held ? c.key + " held at " + format_constant(c.before) + ", as asked" : why_uninformed(c.key, samples);
       if (std::find(fit.kept.begin(), fit.kept.end(), c.why_kept) == fit.kept.end()) fit.kept.push_back(c.why_kept);

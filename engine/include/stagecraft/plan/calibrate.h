@@ -15,8 +15,9 @@
 // information about it: each constant's sensitivity in the runs (how much a part or the step of
 // any run moves, relative to its step, per relative change of the constant) decides whether it
 // is fitted at all (below kMinSensitivity it keeps the starting value: a run without TP leaves
-// TP's constants where they were), and a fitted one is pulled towards its starting value by
-// a weight that grows as its sensitivity falls, so a constant the runs barely see moves little.
+// TP's constants where they were), and a fitted one is pulled towards its starting value (a
+// prior of about a factor e against measurements good to about 3%, stronger as its sensitivity
+// falls), so a constant the runs barely see, or a combination they cannot tell apart, moves little.
 // Pure and deterministic; thread-safe. Microseconds per estimate, so a fit over a few runs takes
 // well under a second.
 #pragma once
