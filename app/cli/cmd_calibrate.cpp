@@ -96,6 +96,7 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
                                " measured; predicted " + percent(fit->step_error_before[i]) + " before, " + percent(fit->step_error_after[i]) +
                                " after");
   }
+  for (const auto& k : fit->kept) profile.comments.push_back("  " + k);
   const std::string path = a.option("-o").value_or(config::user_devices_dir() + "/" + profile.name + ".yaml");
   if (Status s = config::write_device_profile(path, profile); !s) return report(s.with_context("calibrate"));
 
@@ -108,6 +109,18 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
     for (const auto& f : config::calibration_fields()) c.set(f.key, fit->calibration.*(f.field));
     j.set("calibration", std::move(c));
     j.set("fitted", Json::array_of(fit->fitted));
+    Json kept = Json::array();
+    for (const auto& k : fit->constants) {
+      if (k.informed) continue;
+      Json x = Json::object();
+      x.set("constant", k.key);
+      x.set("why", k.why_kept);
+      kept.push_back(std::move(x));
+    }
+    j.set("kept", std::move(kept));
+    Json sens = Json::object();
+    for (const auto& k : fit->constants) sens.set(k.key, k.sensitivity);
+    j.set("sensitivity", std::move(sens));
     Json runs = Json::array();
     for (size_t i = 0; i < samples->size(); ++i) {
       Json r = Json::object();
@@ -128,7 +141,15 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   std::printf(")\n");
   for (const auto& f : config::calibration_fields()) {
     const double before = first.calibration.*(f.field), after = fit->calibration.*(f.field);
-    std::printf("  %-22s %12.4g -> %-12.4g %s\n", f.key, before, after, f.help);
+    const char* how = "";
+    for (const auto& k : fit->constants) {
+      if (k.key == f.key) how = k.informed ? "fitted" : "kept  ";
+    }
+    std::printf("  %-22s %12.4g -> %-12.4g %-6s  %s\n", f.key, before, after, how, f.help);
+  }
+  if (!fit->kept.empty()) {
+    std::printf("what the runs could not tell:\n");
+    for (const auto& k : fit->kept) std::printf("  %s\n", k.c_str());
   }
   std::printf("step time, predicted against measured:\n");
   for (size_t i = 0; i < samples->size(); ++i) {

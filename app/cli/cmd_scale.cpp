@@ -13,14 +13,14 @@ namespace stagecraft::cli {
 
 int cmd_scale(const std::vector<std::string>& argv) {
   ArgSpec spec;
-  spec.flags = {"--json", "--csv"};
+  spec.flags = {"--json", "--csv", "--plausible"};
   spec.options = {"--max-nodes", "--tokens", "--cp", "--max-zero"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "scale");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input(
-        "scale: expected one CONFIG file (usage: stagecraft-cli scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--json|--csv])"));
+        "scale: expected one CONFIG file (usage: stagecraft-cli scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--plausible] [--json|--csv])"));
   }
   if (args->has("--json") && args->has("--csv")) return report(Status::invalid_input("scale: --json and --csv: choose one"));
   plan::ScaleOptions options;
@@ -51,6 +51,7 @@ int cmd_scale(const std::vector<std::string>& argv) {
       *field = v;
     }
   }
+  options.search.cap_at_published_mfu = args->has("--plausible");
   // As for search, the layout keys are what each size chooses; the file's values only need to parse.
   auto cfg = config::load_config_file(args->positionals[0], args->overrides, config::Rules::kExceptLayout);
   if (!cfg.ok()) return report(cfg.status());

@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stagecraft-cli search CONFIG [key=value ...] [--top N] [--all] [--tp N] [--pp N] [--tp-in-node] "
-    "[--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--cp N] [--max-micro-batch N] [--json]";
+    "[--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--cp N] [--max-micro-batch N] [--plausible] [--json]";
 
 // A whole number from `lo` to `hi` given to `option`.
 Result<int> whole(const std::string& option, const std::string& text, int lo, int hi) {
@@ -49,7 +49,7 @@ Result<std::vector<T>> name_list(const std::string& option, const std::string& t
 
 int cmd_search(const std::vector<std::string>& argv) {
   ArgSpec spec;
-  spec.flags = {"--json", "--all", "--tp-in-node", "--no-zero"};
+  spec.flags = {"--json", "--all", "--tp-in-node", "--no-zero", "--plausible"};
   spec.options = {"--top", "--tp", "--pp", "--cp", "--max-zero", "--schedules", "--recompute", "--max-micro-batch"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "search");
@@ -83,6 +83,7 @@ int cmd_search(const std::vector<std::string>& argv) {
     k.recomputes = list.value();
   }
   k.fits_only = !args->has("--all");
+  options.cap_at_published_mfu = args->has("--plausible");
   k.tp_within_node = args->has("--tp-in-node");
   if (args->has("--no-zero")) k.max_zero = 0;
   if (auto v = args->option("--max-zero")) {

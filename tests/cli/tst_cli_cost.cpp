@@ -54,6 +54,10 @@ class TestCliCost : public QObject {
     QCOMPARE(arr[2].toObject()["name"].toString(), QString("A100-80GB"));
     QCOMPARE(arr[2].toObject()["peak_tflops"].toObject()["bf16"].toDouble(), 312.0);
     QCOMPARE(arr[2].toObject()["memory_gib"].toDouble(), 80.0);
+    // The best MFU published on it, and whose run; the cpu device has none.
+    QCOMPARE(arr[2].toObject()["published_mfu"].toDouble(), 0.563);
+    QCOMPARE(arr[2].toObject()["published_mfu_source"].toString(), QString("1T GPT, Korthikanti et al. 2022"));
+    QVERIFY(!arr[8].toObject().contains("published_mfu"));
   }
 
   void devicesRejectsArguments() {

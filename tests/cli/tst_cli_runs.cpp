@@ -284,6 +284,15 @@ class TestCliRuns : public QObject {
     QCOMPARE(fit["base"].toString(), QString("cpu"));
     QCOMPARE(fit["runs"].toArray().size(), 2);
     QVERIFY2(fit["rms_after"].toDouble() < fit["rms_before"].toDouble(), qPrintable(cal.out));
+    // Neither run has TP: its constants were kept, and the output says why.
+    bool tp_kept = false;
+    for (const auto& k : fit["kept"].toArray()) {
+      tp_kept = tp_kept || (k.toObject()["constant"].toString() == "tp_step_s" &&
+                            k.toObject()["why"].toString() == "no tensor-parallel run: TP bandwidth and latency kept");
+    }
+    QVERIFY2(tp_kept, qPrintable(cal.out));
+    QVERIFY(!fit["fitted"].toArray().contains(QJsonValue("tp_step_s")));
+    QVERIFY(fit["sensitivity"].toObject()["gemm_efficiency"].toDouble() > 0.01);
     QVERIFY(QFile::exists(profile));
     const Run planned = cli({"plan", dp2, "cluster.device.profile=" + profile, "--json"});
     QVERIFY2(planned.code == 0, qPrintable(planned.err));
@@ -294,6 +303,10 @@ class TestCliRuns : public QObject {
     env.insert("XDG_CONFIG_HOME", dir_.filePath("xdg"));
     const Run into = stagecraft::testing::run_cli({"calibrate", QString::number(first), "--name", "lab-cpu", "--db", db_}, env);
     QVERIFY2(into.code == 0, qPrintable(into.err));
+    const QString told = into.out.section("what the runs could not tell:\n", 1);
+    QVERIFY2(told.contains("\n  no tensor-parallel run: TP bandwidth and latency kept\n") ||
+                 told.startsWith("  no tensor-parallel run: TP bandwidth and latency kept\n"),
+             qPrintable(into.out));
     QVERIFY(QFile::exists(dir_.filePath("xdg/stagecraft/devices/lab-cpu.yaml")));
     const Run listed = stagecraft::testing::run_cli({"devices"}, env);
     QVERIFY(listed.out.contains("lab-cpu"));

@@ -15,6 +15,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -94,6 +95,42 @@ const char* kTinyRun =
     "model: {layers: 2, hidden: 64, heads: 2, seq_len: 16, vocab: 256}\n"
     "parallel: {dp: 1, tp: 1, pp: 2}\ntrain: {global_batch: 4, micro_batch: 2, steps: 10}\nbackend: cpu\n";
 
+
+// The recorded CPU runs (tests/bench/record_cpu_calibration.sh) as samples on the cpu device of
+// the recording machine (its cores, at the catalog's figure per core), split by their role.
+bool recorded_cpu_runs(std::vector<plan::CalibrationSample>* fit_on, std::vector<plan::CalibrationSample>* predict) {
+  QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/cpu_calibration_runs.json");
+  if (!f.open(QIODevice::ReadOnly)) return false;
+  const QJsonArray runs = QJsonDocument::fromJson(f.readAll()).array();
+  for (const auto& v : runs) {
+    const QJsonObject run = v.toObject();
+    std::vector<std::string> o{"train.steps=80"};
+    for (const QString& x : run["overrides"].toString().split(' ', Qt::SkipEmptyParts)) o.push_back(x.toStdString());
+    auto cfg = config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml", o);
+    if (!cfg.ok()) return false;
+    const auto p = make(cfg.value());
+    plan::CalibrationSample s;
+    s.label = run["label"].toString().toStdString();
+    s.input = plan::estimate_input(p);
+    const int cores = run["cores"].toInt();
+    s.input.device.fp32_tflops = s.input.device.tf32_tflops = s.input.device.fp32_tflops / s.input.device.cores * cores;
+    s.input.device.cores = cores;
+    std::map<QString, double> m;
+    for (const auto& part : run["compare"].toObject()["parts"].toArray()) m[part.toObject()["part"].toString()] = part.toObject()["measured"].toDouble();
+    s.measured.step_s = m["step"];
+    s.measured.compute_s = m["compute"];
+    s.measured.recompute_s = m["recompute"];
+    s.measured.tp_s = m["TP"];
+    s.measured.pp_bubble_s = m["PP + bubble"];
+    s.measured.dp_s = m["DP"];
+    s.measured.optimizer_s = m["optimizer"];
+    s.measured.overhead_s = m["overhead"];
+    if (!(s.measured.step_s > 0)) return false;
+    (run["role"].toString() == "fit" ? fit_on : predict)->push_back(s);
+  }
+  return runs.size() == 5;
+}
+
 }  // namespace
 
 class TestCalibrate : public QObject {
@@ -147,6 +184,8 @@ class TestCalibrate : public QObject {
     truth.memory_efficiency = 0.62;
     truth.link_efficiency = 0.55;
     truth.collective_step_s = 20e-6;
+    truth.tp_link_efficiency = 0.55;  // NVLink: TP's collectives on the same link as DP's
+    truth.tp_step_s = 20e-6;
     truth.kernel_s = 7e-6;
     truth.step_overhead_s = 4e-3;
     const auto samples = gpu_samples(truth);
@@ -160,10 +199,19 @@ class TestCalibrate : public QObject {
     const auto& c = fit->calibration;
     auto near = [](double got, double want, double tol) { return std::fabs(got - want) <= tol * want; };
     QVERIFY2(near(c.gemm_efficiency, truth.gemm_efficiency, 0.05), qPrintable(QString::number(c.gemm_efficiency)));
-    QVERIFY2(near(c.gemm_half_dim, truth.gemm_half_dim, 0.15), qPrintable(QString::number(c.gemm_half_dim)));
     QVERIFY2(near(c.memory_efficiency, truth.memory_efficiency, 0.05), qPrintable(QString::number(c.memory_efficiency)));
-    QVERIFY2(near(c.link_efficiency, truth.link_efficiency, 0.05), qPrintable(QString::number(c.link_efficiency)));
+    QVERIFY2(near(c.tp_link_efficiency, truth.tp_link_efficiency, 0.05), qPrintable(QString::number(c.tp_link_efficiency)));
+    QVERIFY2(near(c.tp_step_s, truth.tp_step_s, 0.05), qPrintable(QString::number(c.tp_step_s)));
     QVERIFY2(near(c.step_overhead_s, truth.step_overhead_s, 0.05), qPrintable(QString::number(c.step_overhead_s)));
+    // The GEMMs' fall-off is barely seen at these widths (a 10% change moves a step by ~0.15%):
+    // pulled towards the start, it moves only part of the way to the truth.
+    const double half_dim_from = config::CostCalibration{}.gemm_half_dim;
+    QVERIFY2(c.gemm_half_dim > half_dim_from && c.gemm_half_dim < truth.gemm_half_dim, qPrintable(QString::number(c.gemm_half_dim)));
+    // DP's all-reduces hide behind the backward here: the samples cannot tell the link's
+    // efficiency, which stays, named among what the fit could not learn.
+    QCOMPARE(c.link_efficiency, config::CostCalibration{}.link_efficiency);
+    QVERIFY(std::find(fit->kept.begin(), fit->kept.end(), "link_efficiency kept: the runs spend too little of their steps on it to tell") !=
+            fit->kept.end());
     // Constants no sample exercises stay as they were.
     QCOMPARE(c.network_efficiency, config::CostCalibration{}.network_efficiency);
     QCOMPARE(c.attention_efficiency, config::CostCalibration{}.attention_efficiency);
@@ -172,70 +220,195 @@ class TestCalibrate : public QObject {
 
   // The acceptance on this project's own machine: the CPU engine trained five layouts of the tiny
   // GPT (tests/bench/record_cpu_calibration.sh recorded them into
-  // tests/engine/data/cpu_calibration_runs.json); calibrating on two must predict the step time of
-  // each of the other three within 15%. Recorded figures, not live timing, so the check is about
-  // the model and the fit, on the cpu device of the machine that recorded them.
-  void calibratedCpuPredictsOtherLayouts() {
-    QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/cpu_calibration_runs.json");
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    const QJsonArray runs = QJsonDocument::fromJson(f.readAll()).array();
-    QCOMPARE(runs.size(), 5);
+  // tests/engine/data/cpu_calibration_runs.json). The cpu catalog entry (config/device.cpp) must
+  // predict the step time of each within 15%: the two "fit" runs its constants were fitted to and
+  // the three others. Recorded figures, not live timing, so the check is about the model and the
+  // constants, on the cpu device of the machine that recorded them.
+  void cpuCatalogPredictsTheRecordedLayouts() {
     std::vector<plan::CalibrationSample> fit_on, predict;
-    for (const auto& v : runs) {
-      const QJsonObject run = v.toObject();
-      std::vector<std::string> o{"train.steps=80"};
-      for (const QString& x : run["overrides"].toString().split(' ', Qt::SkipEmptyParts)) o.push_back(x.toStdString());
-      auto cfg = config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml", o);
-      QVERIFY2(cfg.ok(), cfg.status().message().c_str());
-      const auto p = make(cfg.value());
-      plan::CalibrationSample s;
-      s.label = run["label"].toString().toStdString();
-      s.input = plan::estimate_input(p);
-      // The cpu device of the recording machine: its cores, at the catalog's figure per core.
-      const int cores = run["cores"].toInt();
-      s.input.device.fp32_tflops = s.input.device.tf32_tflops = s.input.device.fp32_tflops / s.input.device.cores * cores;
-      s.input.device.cores = cores;
-      std::map<QString, double> m;
-      for (const auto& part : run["compare"].toObject()["parts"].toArray()) m[part.toObject()["part"].toString()] = part.toObject()["measured"].toDouble();
-      s.measured.step_s = m["step"];
-      s.measured.compute_s = m["compute"];
-      s.measured.recompute_s = m["recompute"];
-      s.measured.tp_s = m["TP"];
-      s.measured.pp_bubble_s = m["PP + bubble"];
-      s.measured.dp_s = m["DP"];
-      s.measured.optimizer_s = m["optimizer"];
-      s.measured.overhead_s = m["overhead"];
-      QVERIFY(s.measured.step_s > 0);
-      (run["role"].toString() == "fit" ? fit_on : predict).push_back(s);
-    }
+    QVERIFY(recorded_cpu_runs(&fit_on, &predict));
     QCOMPARE(fit_on.size(), size_t{2});
-    for (auto& s : fit_on) s.input.device.calibration = config::CostCalibration{};  // "before": the uncalibrated constants
-    auto fit = plan::calibrate(fit_on, config::CostCalibration{});
-    // The cpu catalog entry carries these constants (config/device.cpp).
+    QCOMPARE(predict.size(), size_t{3});
     const auto& shipped = config::find_builtin_device("cpu")->calibration;
-    for (const auto& f : config::calibration_fields()) {
-      QVERIFY2(std::fabs(shipped.*(f.field) - fit->calibration.*(f.field)) <= 1e-3 * std::fabs(fit->calibration.*(f.field)),
-               qPrintable(QString("cpu %1: %2 shipped, %3 fitted").arg(f.key).arg(shipped.*(f.field)).arg(fit->calibration.*(f.field))));
-    }
-    QVERIFY2(fit.ok(), fit.status().message().c_str());
-    for (const auto& f : config::calibration_fields()) qInfo("constant    %-22s %.4g", f.key, fit->calibration.*(f.field));
-    for (size_t i = 0; i < fit_on.size(); ++i) {
-      qInfo("fitted on   %-30s step %7.1f ms, default constants %+6.1f%%, calibrated %+6.1f%%", fit_on[i].label.c_str(),
-            fit_on[i].measured.step_s * 1e3, fit->step_error_before[i] * 100, fit->step_error_after[i] * 100);
-    }
-    for (const auto& s : predict) {
-      plan::EstimateInput before = s.input, after = s.input;
-      before.device.calibration = config::CostCalibration{};
-      after.device.calibration = fit->calibration;
-      const double e0 = plan::estimate(before).step_time_s, e1 = plan::estimate(after).step_time_s;
-      const double err0 = (e0 - s.measured.step_s) / s.measured.step_s, err1 = (e1 - s.measured.step_s) / s.measured.step_s;
-      qInfo("predicted   %-30s step %7.1f ms, default constants %+6.1f%%, calibrated %+6.1f%% (%.1f ms)", s.label.c_str(),
-            s.measured.step_s * 1e3, err0 * 100, err1 * 100, e1 * 1e3);
-      for (const auto& row : plan::compare(plan::estimate(after), s.measured)) {
-        if (row.seconds) qInfo("              %-12s predicted %8.2f ms, measured %8.2f ms", row.part.c_str(), row.predicted * 1e3, row.measured * 1e3);
+    for (const auto* set : {&fit_on, &predict}) {
+      for (const auto& s : *set) {
+        plan::EstimateInput before = s.input, after = s.input;
+        before.device.calibration = config::CostCalibration{};
+        after.device.calibration = shipped;
+        const double e0 = plan::estimate(before).step_time_s, e1 = plan::estimate(after).step_time_s;
+        const double err0 = (e0 - s.measured.step_s) / s.measured.step_s, err1 = (e1 - s.measured.step_s) / s.measured.step_s;
+        qInfo("%-8s %-30s step %7.1f ms, default constants %+6.1f%%, cpu catalog %+6.1f%% (%.1f ms)", set == &fit_on ? "fit" : "predict",
+              s.label.c_str(), s.measured.step_s * 1e3, err0 * 100, err1 * 100, e1 * 1e3);
+        for (const auto& row : plan::compare(plan::estimate(after), s.measured)) {
+          if (row.seconds) qInfo("              %-12s predicted %8.2f ms, measured %8.2f ms", row.part.c_str(), row.predicted * 1e3, row.measured * 1e3);
+        }
+        QVERIFY2(std::fabs(err1) <= 0.15, qPrintable(QString("%1: %2% off").arg(s.label.c_str()).arg(err1 * 100)));
       }
-      QVERIFY2(std::fabs(err1) <= 0.15, qPrintable(QString("%1: %2% off").arg(s.label.c_str()).arg(err1 * 100)));
     }
+  }
+
+  // The cpu device as shipped (no profile) predicts the recorded tensor-parallel run's TP part and
+  // step within 20%: TP's all-reduces cost what bench_tp_allreduce measured per call (held in the
+  // catalog). With the GPU-derived defaults' TP constants instead, the TP part is far off: the
+  // check fails if the cost model stops using the cpu device's own.
+  void uncalibratedCpuPredictsTensorParallelRuns() {
+    std::vector<plan::CalibrationSample> fit_on, predict;
+    QVERIFY(recorded_cpu_runs(&fit_on, &predict));
+    const auto& shipped = config::find_builtin_device("cpu")->calibration;
+    int tp_runs = 0;
+    for (const auto* set : {&fit_on, &predict}) {
+      for (const auto& s : *set) {
+        if (s.input.tp < 2) continue;
+        ++tp_runs;
+        plan::EstimateInput now = s.input, shared = s.input;
+        now.device.calibration = shipped;
+        shared.device.calibration = shipped;
+        shared.device.calibration.tp_step_s = config::CostCalibration{}.tp_step_s;
+        shared.device.calibration.tp_link_efficiency = config::CostCalibration{}.tp_link_efficiency;
+        const plan::Estimate e = plan::estimate(now), e_shared = plan::estimate(shared);
+        const double err = (e.step_time_s - s.measured.step_s) / s.measured.step_s;
+        const double err_shared = (e_shared.step_time_s - s.measured.step_s) / s.measured.step_s;
+        const double tp_err_shared = (e_shared.breakdown.tp_comm_s - s.measured.tp_s) / s.measured.tp_s;
+        const double tp_err = (e.breakdown.tp_comm_s - s.measured.tp_s) / s.measured.tp_s;
+        qInfo("%-30s measured %.1f ms (TP %.1f ms): cpu TP constants %.1f ms (%+.1f%%, TP %+.1f%%), the defaults' %.1f ms (%+.1f%%, TP %+.1f%%)",
+              s.label.c_str(), s.measured.step_s * 1e3, s.measured.tp_s * 1e3, e.step_time_s * 1e3, err * 100, tp_err * 100,
+              e_shared.step_time_s * 1e3, err_shared * 100, tp_err_shared * 100);
+        QVERIFY2(std::fabs(tp_err) <= 0.20, qPrintable(QString("%1: TP %2% off").arg(s.label.c_str()).arg(tp_err * 100)));
+        QVERIFY2(std::fabs(err) <= 0.20, qPrintable(QString("%1: %2% off").arg(s.label.c_str()).arg(err * 100)));
+        QVERIFY2(std::fabs(tp_err_shared) > 0.5, "the check must tell the cpu device's TP constants from the defaults");
+      }
+    }
+    QVERIFY(tp_runs > 0);
+  }
+
+  // A person's own dp and pp runs (the three recorded runs the catalog was not fitted on), calibrated
+  // from the cpu device as shipped: no run has TP, so TP's constants stay, the fit says so, and
+  // the tensor-parallel run's prediction stays within 15% and no worse than before the fit by
+  // more than noise (2% of the step).
+  void fittingDpAndPpRunsKeepsTensorParallelPredictions() {
+    std::vector<plan::CalibrationSample> fit_on, predict;
+    QVERIFY(recorded_cpu_runs(&fit_on, &predict));
+    const auto& shipped = config::find_builtin_device("cpu")->calibration;
+    std::vector<plan::CalibrationSample> own, tp;
+    for (auto s : predict) {
+      s.input.device.calibration = shipped;
+      if (s.input.tp == 1) own.push_back(s);
+    }
+    for (auto s : fit_on) {
+      s.input.device.calibration = shipped;
+      if (s.input.tp > 1) tp.push_back(s);
+    }
+    QCOMPARE(own.size(), size_t{3});
+    QCOMPARE(tp.size(), size_t{1});
+    auto fit = plan::calibrate(own, shipped);
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    QCOMPARE(fit->calibration.tp_step_s, shipped.tp_step_s);
+    QCOMPARE(fit->calibration.tp_link_efficiency, shipped.tp_link_efficiency);
+    QVERIFY(std::find(fit->fitted.begin(), fit->fitted.end(), "tp_step_s") == fit->fitted.end());
+    QVERIFY(std::find(fit->kept.begin(), fit->kept.end(), "no tensor-parallel run: TP bandwidth and latency kept") != fit->kept.end());
+    for (const auto& c : fit->constants) {
+      qInfo("%-22s sensitivity %.4f %s", c.key.c_str(), c.sensitivity, c.informed ? "fitted" : c.why_kept.c_str());
+    }
+    for (const auto& s : tp) {
+      plan::EstimateInput before = s.input, after = s.input;
+      after.device.calibration = fit->calibration;
+      const double err0 = (plan::estimate(before).step_time_s - s.measured.step_s) / s.measured.step_s;
+      const double err1 = (plan::estimate(after).step_time_s - s.measured.step_s) / s.measured.step_s;
+      qInfo("%-30s uncalibrated %+.1f%%, fitted on dp and pp runs %+.1f%%", s.label.c_str(), err0 * 100, err1 * 100);
+      QVERIFY2(std::fabs(err1) <= 0.15, qPrintable(QString("%1: %2% off").arg(s.label.c_str()).arg(err1 * 100)));
+      QVERIFY2(std::fabs(err1) <= std::fabs(err0) + 0.02, qPrintable(QString("%1: %2% after, %3% before").arg(s.label.c_str()).arg(err1 * 100).arg(err0 * 100)));
+    }
+  }
+
+  // Every pair of recorded layouts, calibrated from the cpu device as shipped, then the other
+  // three predicted. Pairs of dp and pp runs (no TP): the tensor-parallel run within 15% and no
+  // more than 5% of its step worse than uncalibrated. Any pair: no other layout more than 20% of
+  // its step worse (the weakest part: DP and pipeline waits with more ranks than cores, whose
+  // errors a fit on two layouts pushes into the shared constants; without the prior the worst was
+  // 29%).
+  void fittingTwoLayoutsKeepsTheOthers() {
+    std::vector<plan::CalibrationSample> fit_on, predict;
+    QVERIFY(recorded_cpu_runs(&fit_on, &predict));
+    std::vector<plan::CalibrationSample> all = fit_on;
+    all.insert(all.end(), predict.begin(), predict.end());
+    const auto& shipped = config::find_builtin_device("cpu")->calibration;
+    for (auto& s : all) s.input.device.calibration = shipped;
+    double worst = -1;
+    int tp_checks = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      for (size_t j = i + 1; j < all.size(); ++j) {
+        auto fit = plan::calibrate({all[i], all[j]}, shipped);
+        QVERIFY2(fit.ok(), fit.status().message().c_str());
+        const bool no_tp = all[i].input.tp == 1 && all[j].input.tp == 1;
+        for (size_t k = 0; k < all.size(); ++k) {
+          if (k == i || k == j) continue;
+          plan::EstimateInput after = all[k].input;
+          after.device.calibration = fit->calibration;
+          const double m = all[k].measured.step_s;
+          const double err0 = std::fabs(plan::estimate(all[k].input).step_time_s - m) / m;
+          const double err1 = std::fabs(plan::estimate(after).step_time_s - m) / m;
+          qInfo("fitted on %-28s + %-28s: %-28s %5.1f%% -> %5.1f%%", all[i].label.c_str(), all[j].label.c_str(), all[k].label.c_str(), err0 * 100,
+                err1 * 100);
+          worst = std::max(worst, err1 - err0);
+          if (no_tp && all[k].input.tp > 1) {
+            ++tp_checks;
+            QVERIFY2(err1 <= 0.15 && err1 <= err0 + 0.05, qPrintable(QString("%1 + %2: tp %3% -> %4%").arg(all[i].label.c_str(), all[j].label.c_str())
+                                                                         .arg(err0 * 100).arg(err1 * 100)));
+          }
+        }
+      }
+    }
+    qInfo("worst change %+.1f%% of a step", worst * 100);
+    QCOMPARE(tp_checks, 6);  // the six pairs of the four dp and pp runs
+    QVERIFY2(worst <= 0.20, qPrintable(QString::number(worst)));
+  }
+
+  // GPU-like figures: samples without TP leave TP's constants exactly where they were, and so do
+  // samples on one node the network's; the fit names what it could not learn. A constant the
+  // samples see only faintly moves less than one they see well (the pull towards the start).
+  void constantsTheRunsDoNotExerciseStayAndAreNamed() {
+    config::CostCalibration truth;
+    truth.gemm_efficiency = 0.55;
+    truth.memory_efficiency = 0.62;
+    truth.tp_step_s = 40e-6;  // what the fit must not invent without a TP run
+    truth.tp_link_efficiency = 0.4;
+    truth.step_overhead_s = 4e-3;
+    auto samples = gpu_samples(truth);
+    std::vector<plan::CalibrationSample> no_tp;
+    for (const auto& s : samples) {
+      if (s.input.tp == 1) no_tp.push_back(s);
+    }
+    QVERIFY(no_tp.size() >= 2);
+    auto fit = plan::calibrate(no_tp, config::CostCalibration{});
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    QCOMPARE(fit->calibration.tp_step_s, config::CostCalibration{}.tp_step_s);
+    QCOMPARE(fit->calibration.tp_link_efficiency, config::CostCalibration{}.tp_link_efficiency);
+    QCOMPARE(fit->calibration.network_efficiency, config::CostCalibration{}.network_efficiency);
+    auto kept = [&](const std::string& line) { return std::find(fit->kept.begin(), fit->kept.end(), line) != fit->kept.end(); };
+    QVERIFY(kept("no tensor-parallel run: TP bandwidth and latency kept"));
+    QVERIFY(kept("no run across nodes: network efficiency kept"));
+    QVERIFY(kept("no run with flash attention: its efficiency kept"));
+    for (const auto& c : fit->constants) {
+      QCOMPARE(c.informed, c.sensitivity >= plan::kMinSensitivity);
+      QCOMPARE(c.informed, std::find(fit->fitted.begin(), fit->fitted.end(), c.key) != fit->fitted.end());
+      if (!c.informed) QCOMPARE(c.after, c.before);
+    }
+    QVERIFY2(std::fabs(fit->calibration.gemm_efficiency - truth.gemm_efficiency) <= 0.05 * truth.gemm_efficiency,
+             qPrintable(QString::number(fit->calibration.gemm_efficiency)));
+    // Held constants stay whatever the samples say, and the fit says so; an unknown one is refused.
+    auto held = plan::calibrate(samples, config::CostCalibration{}, {"tp_step_s"});
+    QVERIFY2(held.ok(), held.status().message().c_str());
+    QCOMPARE(held->calibration.tp_step_s, config::CostCalibration{}.tp_step_s);
+    QVERIFY(std::find(held->kept.begin(), held->kept.end(), "tp_step_s held at 8e-06, as asked") != held->kept.end());
+    auto bogus = plan::calibrate(samples, config::CostCalibration{}, {"tp_latency"});
+    QVERIFY(!bogus.ok());
+    QVERIFY(bogus.status().message().find("cannot hold tp_latency") != std::string::npos);
+    // With the TP samples too, TP's constants are informed and found.
+    auto all = plan::calibrate(samples, config::CostCalibration{});
+    QVERIFY2(all.ok(), all.status().message().c_str());
+    QVERIFY(std::find(all->fitted.begin(), all->fitted.end(), "tp_step_s") != all->fitted.end());
+    QVERIFY2(std::fabs(all->calibration.tp_link_efficiency - truth.tp_link_efficiency) <= 0.1 * truth.tp_link_efficiency,
+             qPrintable(QString::number(all->calibration.tp_link_efficiency)));
   }
 
   void calibrationRefusesRunsWithoutAStepTime() {

@@ -368,6 +368,45 @@ class TestEstimate : public QObject {
     QVERIFY2(e.fits, "the published run fitted its GPUs");
   }
 
+  // Plausibility: every catalog GPU carries the best MFU published on it (with its source); a
+  // plan predicted above it is marked, with a warning that gives the model's reason, and its
+  // capped step runs at exactly that MFU; a slower layout is not marked, nor is the cpu device,
+  // which has no published figure.
+  void predictionsAboveThePublishedMfuAreMarked() {
+    for (const auto& d : config::device_catalog()) {
+      if (d.is_cpu) {
+        QCOMPARE(d.published_mfu, 0.0);
+      } else {
+        QVERIFY2(d.published_mfu >= 0.3 && d.published_mfu <= 0.6 && !d.published_mfu_source.empty(), d.name.c_str());
+      }
+    }
+    const std::string base = "model: {layers: 96, hidden: 12288, heads: 96, seq_len: 2048, vocab: 51200}\n"
+                             "cluster: {nodes: 8, gpus_per_node: 8, device: A100-80GB}\ntrain: {global_batch: 1536, precision: bf16}\n";
+    const auto fast = make(parse(base, {"parallel.dp=1", "parallel.tp=4", "parallel.pp=16", "train.micro_batch=1",
+                                        "train.recompute=selective", "parallel.sequence_parallel=true"}));
+    const auto& e = fast.estimate;
+    qInfo("tp 4 pp 16: MFU %.1f%%: %s", e.mfu * 100, e.implausible_because.c_str());
+    QVERIFY(e.mfu > 0.563);
+    QVERIFY(!e.plausible);
+    QVERIFY(e.implausible_because.rfind("MFU ", 0) == 0);
+    QVERIFY(e.implausible_because.find("(56.3%, 1T GPT, Korthikanti et al. 2022)") != std::string::npos);
+    bool warned = false;
+    for (const auto& w : fast.warnings) warned = warned || w == "implausibly fast: " + e.implausible_because;
+    QVERIFY(warned);
+    QCOMPARE(plan::estimate_to_json(e).dump().find("\"plausible\":false") != std::string::npos, true);
+    QVERIFY(std::fabs(e.mfu * e.step_time_s / e.capped_step_time_s() - 0.563) < 1e-9);
+    const auto slow = make(parse(base, {"parallel.dp=1", "parallel.tp=8", "parallel.pp=8", "train.micro_batch=1", "train.recompute=full"}));
+    QVERIFY2(slow.estimate.mfu < 0.563, qPrintable(QString::number(slow.estimate.mfu)));
+    QVERIFY(slow.estimate.plausible);
+    QVERIFY(slow.estimate.implausible_because.empty());
+    QCOMPARE(slow.estimate.capped_step_time_s(), slow.estimate.step_time_s);
+    for (const auto& w : slow.warnings) QVERIFY(w.find("implausibly fast") == std::string::npos);
+    const auto cpu = make(parse("cluster: {nodes: 1, gpus_per_node: 2, device: cpu}\nmodel: {layers: 2, hidden: 64, heads: 2, seq_len: 16, vocab: 256}\n"
+                                "parallel: {dp: 2}\ntrain: {global_batch: 4, micro_batch: 2}\nbackend: cpu\n"));
+    QVERIFY(cpu.estimate.plausible);
+    QCOMPARE(cpu.estimate.published_mfu, 0.0);
+  }
+
   void tpAcrossNodesCostsMore() {
     const std::string base = "model: {layers: 32, hidden: 8192, heads: 64, seq_len: 2048}\ncluster: {nodes: 4, gpus_per_node: 8}\n"
                              "train: {global_batch: 64, precision: bf16}\n";

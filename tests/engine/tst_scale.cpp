@@ -78,6 +78,42 @@ class TestScale : public QObject {
     QVERIFY(r->points[2].days < r->points[0].days);
   }
 
+  // GPT-3 175B at 8 and 16 nodes: the model's best layouts run above the 56.3% MFU published for
+  // A100s; each such size is marked in the text and the JSON, and with the cap (--plausible) each
+  // size's layout is the one a capped search ranks first.
+  void implausibleSizesAreMarkedAndCapped() {
+    plan::ScaleOptions o;
+    o.max_nodes = 16;
+    const auto base = parse(kGpt3);
+    auto r = plan::scale(base, o);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QVERIFY(!r->capped);
+    int marked = 0;
+    for (const auto& p : r->points) marked += p.found && !p.best.estimate.plausible ? 1 : 0;
+    QVERIFY(marked > 0);
+    const std::string text = plan::scale_to_text(*r);
+    QVERIFY2(text.find("%!") != std::string::npos, text.c_str());
+    QVERIFY(text.find("! above the best MFU published for the device: implausible. At ") != std::string::npos);
+    QVERIFY(plan::scale_to_json(*r).dump().find("\"plausible\":false") != std::string::npos);
+    o.search.cap_at_published_mfu = true;
+    auto c = plan::scale(base, o);
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    QVERIFY(c->capped);
+    int capped_marked = 0;
+    for (const auto& p : c->points) {
+      if (!p.found) continue;
+      capped_marked += p.best.estimate.plausible ? 0 : 1;
+      auto b = base;
+      b.cluster.nodes = p.nodes;
+      plan::SearchOptions so;
+      so.cap_at_published_mfu = true;
+      auto s = plan::search(b, so);
+      QVERIFY(s.ok());
+      QCOMPARE(plan::layout_string(p.best.config), plan::layout_string(s->ranked.front().config));
+    }
+    QCOMPARE(plan::scale_to_text(*c).find("(--plausible)") != std::string::npos, capped_marked > 0);
+  }
+
   // GPT-3 175B fits on no single 8-GPU node: that size carries search's reason, and the ideal
   // line starts from the first size that has a layout.
   void sizesWhereNothingFitsKeepTheirReason() {

@@ -173,6 +173,78 @@ class TestSearch : public QObject {
     QCOMPARE(r->why, plan::why_faster(r->ranked[0], r->ranked[1]));
   }
 
+  // GPT-3 175B on 64 A100s: the model ranks tp 4 layouts at about 60% MFU, above the 56.3%
+  // published for any A100 run of this class. They are marked with the model's reason (in the
+  // text and the JSON too); --plausible ranks with each prediction capped there, so the winner's
+  // capped step is no longer than any other's, and the fastest plausible layout ties the capped
+  // ones. Filtering a full capped ranking with allows() still equals searching constrained.
+  void implausiblyFastLayoutsAreMarkedAndCapped() {
+    auto base = parse("model: {layers: 96, hidden: 12288, heads: 96, seq_len: 2048, vocab: 51200}\n"
+                      "cluster: {nodes: 8, gpus_per_node: 8, device: A100-80GB}\ntrain: {global_batch: 1536, precision: bf16}\n");
+    plan::SearchOptions o;
+    o.top = 1 << 30;
+    auto r = plan::search(base, o);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    const auto& best = r->ranked.front().estimate;
+    qInfo("#1 %s: MFU %.1f%%: %s", plan::layout_string(r->ranked.front().config).c_str(), best.mfu * 100, best.implausible_because.c_str());
+    QVERIFY(best.mfu > 0.563);
+    QVERIFY(!best.plausible);
+    QCOMPARE(best.published_mfu, 0.563);
+    QVERIFY2(best.implausible_because.find("above the best published for A100-80GB (56.3%, 1T GPT, Korthikanti et al. 2022)") != std::string::npos,
+             best.implausible_because.c_str());
+    QVERIFY2(best.implausible_because.find("the parts besides compute take") != std::string::npos ||
+                 best.implausible_because.find("compute alone runs at") != std::string::npos,
+             best.implausible_because.c_str());
+    long long plausible = 0;
+    for (const auto& c : r->ranked) {
+      QCOMPARE(c.estimate.plausible, c.estimate.mfu <= 0.563);
+      QCOMPARE(c.estimate.capped_step_time_s() >= c.estimate.step_time_s, true);
+      plausible += c.estimate.plausible ? 1 : 0;
+    }
+    QVERIFY(plausible > 0);
+    const std::string text = plan::search_to_text(*r);
+    QVERIFY2(text.find("%!") != std::string::npos, text.substr(0, 2000).c_str());
+    QVERIFY(text.find("! above the best MFU published for the device: implausible") != std::string::npos);
+    const std::string json = plan::search_to_json(*r).dump();
+    QVERIFY(json.find("\"plausible\":false") != std::string::npos);
+    QVERIFY(json.find("\"implausible_because\":\"MFU ") != std::string::npos);
+
+    plan::SearchOptions capped = o;
+    capped.cap_at_published_mfu = true;
+    auto c = plan::search(base, capped);
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    QVERIFY(c->capped);
+    const double first = c->ranked.front().estimate.capped_step_time_s();
+    for (const auto& cand : c->ranked) QVERIFY(cand.estimate.capped_step_time_s() >= first);
+    // The capped ranking's head ends at most at the fastest plausible layout.
+    double fastest_plausible = 1e30;
+    for (const auto& cand : r->ranked) {
+      if (cand.estimate.plausible) fastest_plausible = std::min(fastest_plausible, cand.estimate.step_time_s);
+    }
+    QVERIFY(first <= fastest_plausible);
+    QVERIFY(first > best.step_time_s);  // the uncapped winner's optimism no longer counts
+    QVERIFY(plan::search_to_text(*c).find("Ranked with each prediction capped at that MFU (--plausible)") != std::string::npos);
+    // Why #1 leads: its own prediction is the faster, or the cap decided, never "-x% faster".
+    QVERIFY2(c->why.find(" is -") == std::string::npos, c->why.c_str());
+    if (c->ranked[0].estimate.step_time_s > c->ranked[1].estimate.step_time_s) {
+      QVERIFY2(c->why.find("above the best published MFU (56.3%)") != std::string::npos, c->why.c_str());
+    }
+    // allows() on the capped ranking equals a constrained capped search.
+    plan::LayoutConstraints k;
+    k.tp = 8;
+    std::vector<std::string> expected, got;
+    for (const auto& cand : c->ranked) {
+      if (plan::allows(k, cand)) expected.push_back(plan::layout_string(cand.config));
+    }
+    plan::SearchOptions ck = capped;
+    ck.constraints = k;
+    auto rk = plan::search(base, ck);
+    QVERIFY2(rk.ok(), rk.status().message().c_str());
+    for (const auto& cand : rk->ranked) got.push_back(plan::layout_string(cand.config));
+    QVERIFY(!got.empty());
+    QCOMPARE(got, expected);
+  }
+
   void constraintsThatLeaveNothingSaySo() {
     auto base = parse("model: {layers: 8, hidden: 512, heads: 8}\ncluster: {nodes: 1, gpus_per_node: 4}\ntrain: {global_batch: 16}\n");
     plan::SearchOptions o;

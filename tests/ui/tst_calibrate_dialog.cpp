@@ -116,6 +116,14 @@ class TestCalibrateDialog : public QObject {
     }
     QCOMPARE(d.runsTable()->rowCount(), 2);
     QVERIFY(d.summaryText().contains(QStringLiteral("%1, %2").arg(m_a).arg(m_b)));
+    // Neither run has TP: the summary says what the runs could not tell, and TP's rows are kept.
+    const QString told = d.summaryText().section(QStringLiteral("What the runs could not tell: "), 1);
+    QVERIFY2(told.contains(QStringLiteral("no tensor-parallel run: TP bandwidth and latency kept")), qPrintable(d.summaryText()));
+    for (int r = 0; r < int(fields.size()); ++r) {
+      if (QString::fromLatin1(fields[size_t(r)].key) != QStringLiteral("tp_step_s")) continue;
+      QCOMPARE(d.constantsTable()->item(r, 3)->text(), QStringLiteral("kept"));
+      QCOMPARE(d.constantsTable()->item(r, 3)->toolTip(), QStringLiteral("no tensor-parallel run: TP bandwidth and latency kept"));
+    }
 
     // By default into the user catalog, named after the device and the runs.
     const QString name = QStringLiteral("cpu-runs-%1-%2").arg(m_a).arg(m_b);

@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableView>
+#include <QTemporaryDir>
 #include <QToolTip>
 #include <QUndoStack>
 #include <QtTest>
@@ -109,6 +110,49 @@ class TestLayoutsView : public QObject {
     for (int r = 0; r < 5; ++r) {
       QCOMPARE(v.model()->candidate(r).estimate.tokens_per_s, plans[r].toObject()["estimate"].toObject()["tokens_per_s"].toDouble());
     }
+  }
+
+  // GPT-3 175B on 64 A100s: the model's fastest layouts run above the 56.3% MFU published for any
+  // A100 run; the table marks their MFU with "!", in the warning colour, with the model's reason
+  // as its tooltip, exactly for the layouts `search --json` calls implausible.
+  void implausiblyFastLayoutsAreMarked() {
+    QTemporaryDir dir;
+    QFile in(example("gpt3-175b-1024x8.yaml"));
+    QVERIFY(in.open(QIODevice::ReadOnly));
+    QString yaml = QString::fromUtf8(in.readAll());
+    QVERIFY(yaml.contains(QStringLiteral("nodes: 1024")));
+    yaml.replace(QStringLiteral("nodes: 1024"), QStringLiteral("nodes: 8"));
+    const QString path = dir.filePath(QStringLiteral("gpt3-64.yaml"));
+    QFile out(path);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(yaml.toUtf8());
+    out.close();
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(path, &error), qPrintable(error));
+    LayoutsView v(&doc);
+    QVERIFY(searchAndWait(v));
+    const auto cli = stagecraft::testing::run_cli(QStringList{"search", path, "--top", "10", "--json"});
+    QCOMPARE(cli.code, 0);
+    const auto plans = QJsonDocument::fromJson(cli.out.toUtf8()).object()["plans"].toArray();
+    QCOMPARE(plans.size(), 10);
+    auto* m = v.table()->model();
+    int marked = 0;
+    for (int r = 0; r < 10; ++r) {
+      const QJsonObject p = plans[r].toObject();
+      QCOMPARE(m->index(r, LayoutsModel::kLayout).data().toString(), p["layout"].toString());
+      const QModelIndex mfu = m->index(r, LayoutsModel::kMfu);
+      const bool plausible = p["plausible"].toBool();
+      QCOMPARE(mfu.data().toString().endsWith(QStringLiteral(" !")), !plausible);
+      if (!plausible) {
+        ++marked;
+        QCOMPARE(mfu.data(Qt::ToolTipRole).toString(), QStringLiteral("Implausibly fast: ") + p["implausible_because"].toString());
+        QVERIFY(mfu.data(Qt::ForegroundRole).isValid());
+      } else {
+        QVERIFY(!mfu.data(Qt::ToolTipRole).isValid());
+      }
+    }
+    QVERIFY(marked > 0);
   }
 
   // One point per layout that passes the filters, as the filters change; the Pareto front is

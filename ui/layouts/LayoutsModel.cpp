@@ -1,6 +1,8 @@
 // The layouts table: filtered rows over the shared search result. See LayoutsModel.h.
 #include "layouts/LayoutsModel.h"
 
+#include <QColor>
+
 #include "common/Text.h"
 #include "stagecraft/core/units.h"
 
@@ -73,10 +75,16 @@ QVariant LayoutsModel::data(const QModelIndex& index, int role) const {
       case kPeakMemory: return qs(plan::format_bytes(e.peak_memory_bytes)) + (e.fits ? QString() : tr(" (does not fit)"));
       case kStep: return qs(plan::format_seconds(e.step_time_s));
       case kTflops: return qs(stagecraft::format_flop_rate(e.tflops_per_gpu * 1e12));
-      case kMfu: return percentText(e.mfu);
+      case kMfu: return percentText(e.mfu) + (e.plausible ? QString() : QStringLiteral(" !"));
       case kTokens: return QString::number(e.tokens_per_s, 'g', 4);
       default: return {};
     }
+  }
+  // A prediction above the device's best published MFU: marked "!", in the warning colour, with
+  // the model's reason as the tooltip of its MFU.
+  if (!e.plausible && index.column() == kMfu) {
+    if (role == Qt::ToolTipRole) return tr("Implausibly fast: %1").arg(qs(e.implausible_because));
+    if (role == Qt::ForegroundRole) return QColor(0xb3, 0x59, 0x00);
   }
   if (role == Qt::TextAlignmentRole && index.column() != kLayout) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
   return {};

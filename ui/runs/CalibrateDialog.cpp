@@ -196,10 +196,16 @@ void CalibrateDialog::showFit() {
   const plan::CalibrationFit& f = *m_fit;
   QStringList ids;
   for (qint64 id : m_ids) ids << QString::number(id);
-  m_summary->setText(tr("Fitted %1 of the %2 device's constants to run(s) %3. Error over every compared part (rms): %4 before, %5 after.")
-                         .arg(f.fitted.size())
-                         .arg(m_base, ids.join(QStringLiteral(", ")))
-                         .arg(percentText(f.rms_before), percentText(f.rms_after)));
+  QString summary = tr("Fitted %1 of the %2 device's constants to run(s) %3. Error over every compared part (rms): %4 before, %5 after.")
+                        .arg(f.fitted.size())
+                        .arg(m_base, ids.join(QStringLiteral(", ")))
+                        .arg(percentText(f.rms_before), percentText(f.rms_after));
+  if (!f.kept.empty()) {
+    QStringList kept;
+    for (const auto& k : f.kept) kept << qs(k);
+    summary += QLatin1Char(' ') + tr("What the runs could not tell: %1.").arg(kept.join(QStringLiteral("; ")));
+  }
+  m_summary->setText(summary);
   const auto& fields = config::calibration_fields();
   m_constants->setRowCount(static_cast<int>(fields.size()));
   for (int r = 0; r < static_cast<int>(fields.size()); ++r) {
@@ -210,7 +216,11 @@ void CalibrateDialog::showFit() {
     m_constants->setItem(r, ConstantName, name);
     m_constants->setItem(r, ConstantBefore, cell(QString::number(m_start.*(field.field), 'g', 4), true));
     m_constants->setItem(r, ConstantAfter, cell(QString::number(f.calibration.*(field.field), 'g', 4), true));
-    m_constants->setItem(r, ConstantFitted, cell(fitted ? tr("fitted") : tr("kept"), false));
+    auto* how = cell(fitted ? tr("fitted") : tr("kept"), false);
+    for (const auto& k : f.constants) {
+      if (k.key == field.key && !k.informed) how->setToolTip(qs(k.why_kept));
+    }
+    m_constants->setItem(r, ConstantFitted, how);
   }
   m_runs->setRowCount(static_cast<int>(m_labels.size()));
   for (int r = 0; r < static_cast<int>(m_labels.size()); ++r) {

@@ -50,10 +50,11 @@ DeviceSpec cpu_device() {
   d.network = "10 Gb/s Ethernet";
   d.inter_node_gbps = 10;
   // The cost model's constants for the CPU engine, fitted (plan/calibrate.h) to the tiny GPT's
-  // dp 2 x pp 2 and tp 2 runs on a 2-core machine (tests/engine/data/cpu_calibration_runs.json,
-  // which tests/engine/tst_calibrate.cpp fits again): efficiencies against the nominal peak above,
-  // Gloo's loopback collectives taking most of a millisecond per step. Another machine gets its
-  // own with `stagecraft-cli calibrate`.
+  // dp 2 x pp 2 and tp 2 runs on a 2-core machine (tests/engine/data/cpu_calibration_runs.json;
+  // tests/engine/tst_calibrate.cpp holds every recorded layout within 15% with them), from the
+  // time when TP's collectives shared DP's and PP's link constants: efficiencies against the
+  // nominal peak above, Gloo's loopback collectives taking most of a millisecond per ring step.
+  // Another machine gets its own with `stagecraft-cli calibrate`.
   d.calibration.gemm_efficiency = 2.128;
   d.calibration.gemm_half_dim = 18.31;
   d.calibration.memory_efficiency = 0.7038;
@@ -61,6 +62,13 @@ DeviceSpec cpu_device() {
   d.calibration.collective_step_s = 0.0008706;
   d.calibration.kernel_s = 3.914e-06;
   d.calibration.step_overhead_s = 0.00577;
+  // Tensor parallelism's all-reduces, measured rather than fitted: tests/bench/bench_tp_allreduce
+  // (2026-11-29, 2 cores, AMD EPYC, 2 processes of one thread) timed Gloo's all-reduce of 64 KiB to
+  // 2 MiB between two ranks, each call after a millisecond of work as in a training step:
+  // about 2.1 ms per call whatever the size (the line through the sizes: 2.07 ms + bytes at
+  // 1 GB/s), two ring steps of 1.03 ms each, at a fifth of the 5 GB/s loopback figure above.
+  d.calibration.tp_step_s = 1.03e-3;
+  d.calibration.tp_link_efficiency = 0.2;
   char buf[96];
   std::snprintf(buf, sizeof buf, "this machine: %u cores, CPU engine (fp32, OpenBLAS + Gloo)", cores);
   d.description = buf;
@@ -85,6 +93,14 @@ DeviceSpec gpu(const char* name, const char* description, double mem_gib, double
   return d;
 }
 
+// The best published MFU (model FLOPs utilisation, dense training of large transformers) of a
+// device, with where it comes from.
+DeviceSpec with_published_mfu(DeviceSpec d, double mfu, const char* source) {
+  d.published_mfu = mfu;
+  d.published_mfu_source = source;
+  return d;
+}
+
 }  // namespace
 
 double DeviceSpec::peak_tflops(config::Precision p, bool tf32) const {
@@ -99,22 +115,47 @@ double DeviceSpec::peak_tflops(config::Precision p, bool tf32) const {
 const std::vector<DeviceSpec>& device_catalog() {
   // NVLink per direction: V100 6 links x 25 GB/s = 150 GB/s; A100 12 x 25 = 300 GB/s; H100 and
   // H200 18 x 25 = 450 GB/s. PCIe x16 per direction: 4.0 = 32 GB/s, 5.0 = 64 GB/s.
+  // The best MFU published for dense training of large transformers, per device:
+  //  - V100: about 30%: ZeRO trained a 100B-parameter GPT at 38 TFLOP/s per GPU on 400 V100s, of
+  //    125 (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+  //    Parameter Models", SC20).
+  //  - A100: 56.3% for the 1T-parameter GPT with selective recompute and sequence parallelism
+  //    (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+  //    Table 5; 175B reached 51.4%, 530B 56.0%).
+  //  - H100 SXM: 47%, Megatron-Core's GPT weak scaling from 2B to 462B parameters on up to 6,144
+  //    H100s (NVIDIA, Megatron-LM README, 2024); Llama 3 405B reached 38-43% in BF16 on 8,192 to
+  //    16,384 H100s (Meta, "The Llama 3 Herd of Models", 2024, Table 4).
+  //  - H100 PCIe and H200: none published for large dense runs; the H100 SXM's (the same Hopper
+  //    tensor cores; slower links only lower what they reach).
+  //  - L40S and RTX 4090: none published; the A100's, the highest of any device here, as the bound.
+  //  - cpu: none; not checked.
+  constexpr const char* kV100 = "ZeRO-100B on 400 V100s, Rajbhandari et al. 2020";
+  constexpr const char* kA100 = "1T GPT, Korthikanti et al. 2022";
+  constexpr const char* kH100 = "Megatron-Core GPT up to 462B on H100s, NVIDIA 2024";
   static const std::vector<DeviceSpec> kCatalog = {
-      gpu("V100", "NVIDIA V100 SXM2 32GB (Volta)", 32, 15.7, 0, 125, 0, 900, "NVLink 2 (6 links)", 1200,
-          "4 x 100 Gb/s EDR InfiniBand (DGX-1)", 400),
-      gpu("A100-40GB", "NVIDIA A100 SXM4 40GB (Ampere)", 40, 19.5, 156, 312, 312, 1555, "NVLink 3 (12 links)", 2400,
-          "8 x 200 Gb/s HDR InfiniBand (DGX A100)", 1600),
-      gpu("A100-80GB", "NVIDIA A100 SXM4 80GB (Ampere)", 80, 19.5, 156, 312, 312, 2039, "NVLink 3 (12 links)", 2400,
-          "8 x 200 Gb/s HDR InfiniBand (DGX A100)", 1600),
-      gpu("H100-SXM", "NVIDIA H100 SXM5 80GB (Hopper)", 80, 67, 494.7, 989.4, 989.4, 3350, "NVLink 4 (18 links)", 3600,
-          "8 x 400 Gb/s NDR InfiniBand (DGX H100)", 3200),
-      gpu("H100-PCIe", "NVIDIA H100 PCIe 80GB (Hopper)", 80, 51, 378, 756, 756, 2000, "PCIe 5.0 x16", 512,
-          "2 x 200 Gb/s InfiniBand", 400),
-      gpu("H200", "NVIDIA H200 SXM 141GB (Hopper)", 140, 67, 494.7, 989.4, 989.4, 4800, "NVLink 4 (18 links)", 3600,
-          "8 x 400 Gb/s NDR InfiniBand (DGX H200)", 3200),
-      gpu("L40S", "NVIDIA L40S 48GB (Ada)", 48, 91.6, 183, 362, 362, 864, "PCIe 4.0 x16", 256, "2 x 200 Gb/s Ethernet", 400),
-      gpu("RTX-4090", "NVIDIA GeForce RTX 4090 24GB (Ada)", 24, 82.6, 82.6, 165.2, 165.2, 1008, "PCIe 4.0 x16", 256,
-          "100 Gb/s Ethernet", 100),
+      with_published_mfu(gpu("V100", "NVIDIA V100 SXM2 32GB (Volta)", 32, 15.7, 0, 125, 0, 900, "NVLink 2 (6 links)", 1200,
+                              "4 x 100 Gb/s EDR InfiniBand (DGX-1)", 400),
+                          0.30, kV100),
+      with_published_mfu(gpu("A100-40GB", "NVIDIA A100 SXM4 40GB (Ampere)", 40, 19.5, 156, 312, 312, 1555, "NVLink 3 (12 links)", 2400,
+                              "8 x 200 Gb/s HDR InfiniBand (DGX A100)", 1600),
+                          0.563, kA100),
+      with_published_mfu(gpu("A100-80GB", "NVIDIA A100 SXM4 80GB (Ampere)", 80, 19.5, 156, 312, 312, 2039, "NVLink 3 (12 links)", 2400,
+                              "8 x 200 Gb/s HDR InfiniBand (DGX A100)", 1600),
+                          0.563, kA100),
+      with_published_mfu(gpu("H100-SXM", "NVIDIA H100 SXM5 80GB (Hopper)", 80, 67, 494.7, 989.4, 989.4, 3350, "NVLink 4 (18 links)", 3600,
+                              "8 x 400 Gb/s NDR InfiniBand (DGX H100)", 3200),
+                          0.47, kH100),
+      with_published_mfu(gpu("H100-PCIe", "NVIDIA H100 PCIe 80GB (Hopper)", 80, 51, 378, 756, 756, 2000, "PCIe 5.0 x16", 512,
+                              "2 x 200 Gb/s InfiniBand", 400),
+                          0.47, "none published; H100 SXM's: Megatron-Core on H100s, NVIDIA 2024"),
+      with_published_mfu(gpu("H200", "NVIDIA H200 SXM 141GB (Hopper)", 140, 67, 494.7, 989.4, 989.4, 4800, "NVLink 4 (18 links)", 3600,
+                              "8 x 400 Gb/s NDR InfiniBand (DGX H200)", 3200),
+                          0.47, "none published; H100 SXM's: Megatron-Core on H100s, NVIDIA 2024"),
+      with_published_mfu(gpu("L40S", "NVIDIA L40S 48GB (Ada)", 48, 91.6, 183, 362, 362, 864, "PCIe 4.0 x16", 256, "2 x 200 Gb/s Ethernet", 400),
+                          0.563, "none published; A100's: 1T GPT, Korthikanti et al. 2022"),
+      with_published_mfu(gpu("RTX-4090", "NVIDIA GeForce RTX 4090 24GB (Ada)", 24, 82.6, 82.6, 165.2, 165.2, 1008, "PCIe 4.0 x16", 256,
+                              "100 Gb/s Ethernet", 100),
+                          0.563, "none published; A100's: 1T GPT, Korthikanti et al. 2022"),
       cpu_device(),
   };
   return kCatalog;
@@ -285,6 +326,10 @@ Json device_to_json(const DeviceSpec& d) {
   j.set("intra_node_gbps", d.intra_node_gbps);
   j.set("network", d.network);
   j.set("inter_node_gbps", d.inter_node_gbps);
+  if (d.published_mfu > 0) {
+    j.set("published_mfu", d.published_mfu);
+    j.set("published_mfu_source", d.published_mfu_source);
+  }
   if (!d.profile.empty()) {
     j.set("profile", d.profile);
     Json c = Json::object();

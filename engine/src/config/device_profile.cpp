@@ -19,6 +19,8 @@ const std::vector<CalibrationField>& calibration_fields() {
       {"link_efficiency", &CostCalibration::link_efficiency, "fraction of the node-local link collectives get", true},
       {"network_efficiency", &CostCalibration::network_efficiency, "fraction of the network collectives get", true},
       {"collective_step_s", &CostCalibration::collective_step_s, "latency of one ring step of a collective, s"},
+      {"tp_link_efficiency", &CostCalibration::tp_link_efficiency, "fraction of the link tensor-parallel collectives get", true},
+      {"tp_step_s", &CostCalibration::tp_step_s, "latency of one ring step of a tensor-parallel collective, s"},
       {"kernel_s", &CostCalibration::kernel_s, "fixed cost of one kernel, s"},
       {"attention_efficiency", &CostCalibration::attention_efficiency, "fraction of the peak fused attention sustains", true},
       {"gpu_workspace_gib", &CostCalibration::gpu_workspace_gib, "GPU memory of the framework itself, GiB"},

@@ -38,27 +38,40 @@ constexpr Part kParts[] = {
     {"overhead", [](const StepBreakdown& b) { return b.overhead_s; }, &MeasuredStep::overhead_s},
 };
 
-// The constants the samples exercise, in the fit's coordinate order: links only with
-// communication, the network only across nodes, fused attention only when a sample uses it.
-std::vector<const config::CalibrationField*> free_constants(const std::vector<CalibrationSample>& samples) {
-  bool comm = false, network = false, flash = false;
-  for (const auto& s : samples) {
-    const auto& in = s.input;
-    comm = comm || in.tp > 1 || in.dp > 1 || in.pp > 1;
-    network = network || in.tp_nodes > 1 || in.dp_nodes > 1 || in.pp_crosses_nodes;
-    flash = flash || in.config.train.attention == config::Attention::kFlash;
-  }
-  std::vector<std::string_view> keys = {"gemm_efficiency", "gemm_half_dim", "memory_efficiency", "kernel_s", "step_overhead_s"};
-  if (comm) keys.insert(keys.end(), {"link_efficiency", "collective_step_s"});
-  if (network) keys.push_back("network_efficiency");
-  if (flash) keys.push_back("attention_efficiency");
+// The constants a step's time depends on (gpu_workspace_gib is memory only), in the fit's
+// coordinate order; and why the samples could not inform one, in plain words, by what they lack.
+std::vector<const config::CalibrationField*> time_constants() {
   std::vector<const config::CalibrationField*> out;
-  for (std::string_view k : keys) {
-    for (const auto& f : config::calibration_fields()) {
-      if (k == f.key) out.push_back(&f);
-    }
+  for (const auto& f : config::calibration_fields()) {
+    if (std::string_view(f.key) != "gpu_workspace_gib") out.push_back(&f);
   }
   return out;
+}
+
+std::string format_constant(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+std::string why_uninformed(std::string_view key, const std::vector<CalibrationSample>& samples) {
+  bool tp = false, comm = false, network = false, flash = false, overhead = false;
+  for (const auto& s : samples) {
+    const auto& in = s.input;
+    tp = tp || in.tp > 1;
+    comm = comm || in.dp > 1 || in.pp > 1 || in.cp > 1;
+    network = network || in.tp_nodes > 1 || in.dp_nodes > 1 || in.cp_nodes > 1 || in.pp_crosses_nodes;
+    flash = flash || in.config.train.attention == config::Attention::kFlash;
+    overhead = overhead || s.measured.overhead_s > 0;
+  }
+  if ((key == "tp_link_efficiency" || key == "tp_step_s") && !tp) return "no tensor-parallel run: TP bandwidth and latency kept";
+  if ((key == "link_efficiency" || key == "collective_step_s") && !comm) {
+    return "no data-, context- or pipeline-parallel run: link efficiency and collective latency kept";
+  }
+  if (key == "network_efficiency" && !network) return "no run across nodes: network efficiency kept";
+  if (key == "attention_efficiency" && !flash) return "no run with flash attention: its efficiency kept";
+  if (key == "step_overhead_s" && !overhead) return "no run measured time outside the parts: step overhead kept";
+  return std::string(key) + " kept: the runs spend too little of their steps on it to tell";
 }
 
 // Sum of squared errors of every part and (twice weighted) of the step, each relative to the
@@ -85,6 +98,36 @@ double misfit(const std::vector<CalibrationSample>& samples, const config::CostC
   }
   if (rms) *rms = terms > 0 ? std::sqrt(sum / terms) : 0.0;
   return sum;
+}
+
+// Per sample, every compared part and the step as fractions of the measured step.
+std::vector<double> residual_terms(const std::vector<CalibrationSample>& samples, const config::CostCalibration& cal) {
+  std::vector<double> out;
+  for (const auto& s : samples) {
+    EstimateInput in = s.input;
+    in.device.calibration = cal;
+    const Estimate e = estimate(in);
+    const double step = s.measured.step_s;
+    for (const Part& p : kParts) out.push_back(p.predicted(e.breakdown) / step);
+    out.push_back(e.step_time_s / step);
+  }
+  return out;
+}
+
+// How much the samples tell about one constant at `cal`: the largest change of a part or a step
+// (as a fraction of its measured step) per unit change of the constant's logarithm, by central
+// differences over a factor of 1.1 each way.
+double sensitivity(const std::vector<CalibrationSample>& samples, const config::CostCalibration& cal, const config::CalibrationField& f) {
+  const double v = cal.*(f.field);
+  if (!(v > 0)) return 0.0;
+  config::CostCalibration up = cal, down = cal;
+  up.*(f.field) = f.efficiency ? std::min(config::kMaxEfficiency, v * 1.1) : v * 1.1;
+  down.*(f.field) = v / 1.1;
+  const double span = std::log(up.*(f.field) / down.*(f.field));
+  const auto hi = residual_terms(samples, up), lo = residual_terms(samples, down);
+  double most = 0;
+  for (size_t i = 0; i < hi.size(); ++i) most = std::max(most, std::fabs(hi[i] - lo[i]) / span);
+  return most;
 }
 
 // Nelder-Mead (Lagarias et al. 1998's standard coefficients) on f over R^n from x0 with initial
@@ -173,21 +216,57 @@ std::vector<ComparisonRow> compare(const Estimate& predicted, const MeasuredStep
   return rows;
 }
 
-Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, const config::CostCalibration& start) {
+// The prior every fitted constant is pulled towards its starting value with, per squared unit of
+// its log (or logit) coordinate: a maximum-a-posteriori fit with measurement noise of about 3% of
+// a step on each compared term and a prior spread of about a factor e, 0.03^2 / 1. Directions the
+// runs cannot tell apart (GEMM efficiency against its fall-off, on runs of one model shape) stay
+// near the start instead of running to a bound.
+constexpr double kPriorWeight = 1e-3;
+
+Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, const config::CostCalibration& start,
+                                 const std::vector<std::string>& hold) {
   if (samples.empty()) return Status::invalid_input("calibrate: no runs to fit");
+  for (const auto& h : hold) {
+    bool known = false;
+    for (const auto* f : time_constants()) known = known || h == f->key;
+    if (!known) return Status::invalid_input("calibrate: cannot hold " + h + ": not a constant of the step time");
+  }
   for (const auto& s : samples) {
     if (!(s.measured.step_s > 0)) return Status::invalid_input("calibrate: " + s.label + " has no measured step time");
   }
   CalibrationFit fit;
   (void)misfit(samples, start, &fit.step_error_before, &fit.rms_before);
-  const std::vector<const config::CalibrationField*> free = free_constants(samples);
   config::CostCalibration from = start;
-  // The overhead starts at the measured one (the others at the device's constants): it may be 0,
+  // The overhead starts at the measured one (the others at the starting constants): it may be 0,
   // which log space cannot hold.
   std::vector<double> overheads;
   for (const auto& s : samples) overheads.push_back(s.measured.overhead_s);
   std::sort(overheads.begin(), overheads.end());
   from.step_overhead_s = std::max(1e-7, std::max(from.step_overhead_s, overheads[overheads.size() / 2]));
+  // What the runs tell about each constant decides whether it moves.
+  std::vector<const config::CalibrationField*> free;
+  std::vector<double> pull_weight;
+  for (const auto* f : time_constants()) {
+    FittedConstant c;
+    c.key = f->key;
+    c.before = start.*(f->field);
+    c.sensitivity = sensitivity(samples, from, *f);
+    const bool held = std::find(hold.begin(), hold.end(), c.key) != hold.end();
+    c.informed = c.sensitivity >= kMinSensitivity && !held;
+    if (c.informed) {
+      free.push_back(f);
+      // The pull towards the start: the prior, and more for a constant the runs barely see (at the
+      // threshold, as strong again as a 1% misfit per unit of log).
+      pull_weight.push_back(kPriorWeight + 1e-4 * (kMinSensitivity / c.sensitivity) * (kMinSensitivity / c.sensitivity));
+    } else {
+      c.why_kept = held ? c.key + " held at " + format_constant(c.before) + ", as asked" : why_uninformed(c.key, samples);
+      if (std::find(fit.kept.begin(), fit.kept.end(), c.why_kept) == fit.kept.end()) fit.kept.push_back(c.why_kept);
+    }
+    fit.constants.push_back(std::move(c));
+  }
+  bool overhead_free = false;
+  for (const auto* f : free) overhead_free = overhead_free || std::string_view(f->key) == "step_overhead_s";
+  if (!overhead_free) from.step_overhead_s = start.step_overhead_s;  // kept: as it was
   // Coordinates: an efficiency e in (0, kMaxEfficiency) as x = logit(e / kMaxEfficiency), so the
   // bound (config/device_profile.h's) is smooth; every other constant as its logarithm.
   using config::kMaxEfficiency;
@@ -206,40 +285,47 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
     for (size_t i = 0; i < free.size(); ++i) c.*(free[i]->field) = free[i]->efficiency ? kMaxEfficiency / (1 + std::exp(-x[i])) : std::exp(x[i]);
     return c;
   };
-  // A light pull towards the starting constants keeps the ones the runs barely see where they were.
-  auto objective = [&](const std::vector<double>& x) {
-    double pull = 0;
-    for (size_t i = 0; i < x.size(); ++i) pull += (x[i] - x0[i]) * (x[i] - x0[i]);
-    return misfit(samples, at(x), nullptr, nullptr) + 1e-6 * pull;
-  };
-  // Nelder-Mead from the device's constants, then restarts from points spread around the best so
-  // far (a fixed sequence: the fit is deterministic), each polished; the best wins.
-  std::vector<double> best = nelder_mead(objective, x0, 1.0, 6000, 1e-14);
-  double best_f = objective(best);
-  uint64_t state = 0x9E3779B97F4A7C15ull;
-  auto next_unit = [&] {  // splitmix64 -> [-1, 1)
-    state += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) / static_cast<double>(1ull << 52) - 1.0;
-  };
-  for (int restart = 0; restart < 12; ++restart) {
-    std::vector<double> start_x = best;
-    for (double& v : start_x) v += 2.0 * next_unit();
-    std::vector<double> x = nelder_mead(objective, start_x, 1.0, 4000, 1e-14);
-    x = nelder_mead(objective, x, 0.1, 2000, 1e-14);
-    const double fx = objective(x);
-    if (fx < best_f) {
-      best_f = fx;
-      best = x;
+  if (free.empty()) {
+    fit.calibration = from;
+  } else {
+    auto objective = [&](const std::vector<double>& x) {
+      double pull = 0;
+      for (size_t i = 0; i < x.size(); ++i) pull += pull_weight[i] * (x[i] - x0[i]) * (x[i] - x0[i]);
+      return misfit(samples, at(x), nullptr, nullptr) + pull;
+    };
+    // Nelder-Mead from the starting constants, then restarts from points spread around the best
+    // so far (a fixed sequence: the fit is deterministic), each polished; the best wins.
+    std::vector<double> best = nelder_mead(objective, x0, 1.0, 6000, 1e-14);
+    double best_f = objective(best);
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    auto next_unit = [&] {  // splitmix64 -> [-1, 1)
+      state += 0x9E3779B97F4A7C15ull;
+      uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      return static_cast<double>(z >> 11) / static_cast<double>(1ull << 52) - 1.0;
+    };
+    for (int restart = 0; restart < 12; ++restart) {
+      std::vector<double> start_x = best;
+      for (double& v : start_x) v += 2.0 * next_unit();
+      std::vector<double> x = nelder_mead(objective, start_x, 1.0, 4000, 1e-14);
+      x = nelder_mead(objective, x, 0.1, 2000, 1e-14);
+      const double fx = objective(x);
+      if (fx < best_f) {
+        best_f = fx;
+        best = x;
+      }
     }
+    fit.calibration = at(nelder_mead(objective, best, 0.05, 2000, 1e-15));
   }
-  const std::vector<double> x = nelder_mead(objective, best, 0.05, 2000, 1e-15);
-  fit.calibration = at(x);
   (void)misfit(samples, fit.calibration, &fit.step_error_after, &fit.rms_after);
   for (const auto* f : free) fit.fitted.emplace_back(f->key);
+  for (auto& c : fit.constants) {
+    for (const auto& f : config::calibration_fields()) {
+      if (c.key == f.key) c.after = fit.calibration.*(f.field);
+    }
+  }
   return fit;
 }
 

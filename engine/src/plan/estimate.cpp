@@ -37,6 +37,7 @@ struct Hw {
   double mem_bw;    // bytes/s achieved by streaming kernels
   double intra_bw;  // bytes/s per GPU to node peers, achieved
   double net_bw;    // bytes/s per GPU across nodes (its share of the node's NICs), achieved
+  double tp_intra_bw, tp_net_bw;  // the same for tensor parallelism's collectives (tp_link_efficiency)
   double e;         // bytes per activation element
 };
 
@@ -48,6 +49,9 @@ Hw hardware(const EstimateInput& in) {
   hw.mem_bw = in.device.memory_gbps * 1e9 * hw.cal.memory_efficiency;
   hw.intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * hw.cal.link_efficiency;
   hw.net_bw = in.device.inter_node_gbps / 8.0 * 1e9 / std::max(1, in.config.cluster.gpus_per_node) * hw.cal.network_efficiency;
+  // TP's collectives: within a node at their own efficiency; across nodes the network's.
+  hw.tp_intra_bw = in.device.intra_node_gbps / 8.0 * 1e9 * hw.cal.tp_link_efficiency;
+  hw.tp_net_bw = hw.net_bw;
   hw.e = in.config.train.precision == Precision::kFp32 ? 4.0 : 2.0;
   // The CPU engine: the machine's cores are shared by the ranks of a node. Ranks up to the cores
   // each run floor(cores / ranks) threads of their own (launch/worker_env.h threads_per_rank):
@@ -71,7 +75,10 @@ Hw hardware(const EstimateInput& in) {
       const double share = rank_cores;
       hw.intra_bw *= share;
       hw.net_bw *= share;
+      hw.tp_intra_bw *= share;
+      hw.tp_net_bw *= share;
       hw.cal.collective_step_s /= share;
+      hw.cal.tp_step_s /= share;
       hw.cal.kernel_s /= share;
     }
   }
@@ -135,7 +142,7 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
   const double t = tp;
   const bool one_d = c.parallel.tp_mode == TpMode::k1d;
   const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
-  const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  const double tp_bw = tp_nodes > 1 ? hw.tp_net_bw : hw.tp_intra_bw;
   LayerTimes lt;
 
   // GEMMs of one layer's forward on one rank at their real shapes (model.h: layer_gemms;
@@ -214,7 +221,7 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
     double per_layer = 0;
     if (one_d) {
       const int passes = 4 + (c.train.recompute == Recompute::kFull ? 2 : 0);
-      per_layer = passes * all_reduce_time(act, tp, tp_bw, hw.cal.collective_step_s);
+      per_layer = passes * all_reduce_time(act, tp, tp_bw, hw.cal.tp_step_s);
     } else {
       // SUMMA-style broadcasts (Colossal-AI 2D/2.5D/3D): each of the 4 GEMMs gathers its input
       // and weight blocks along a row and a column of the grid, forward and twice in backward.
@@ -222,11 +229,54 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
       double weights = 0;  // the layer's GEMM weights
       for (const auto& gm : g.layer_gemms()) weights += gm.n * gm.k;
       const double blocks = (T * h + T * g.ffn + weights) / (q * q) * hw.e;
-      per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw, hw.cal.collective_step_s);
+      per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw, hw.cal.tp_step_s);
     }
     lt.tp_comm = per_layer;
   }
   return lt;
+}
+
+// A prediction above the device's best published MFU, and the model's reason: if compute alone
+// would run above it, the GEMM efficiency is what the published runs did not reach; else the
+// other parts take too small a share of the step: a run at the published MFU with this compute
+// spends at least 1 - published / (MFU of the compute alone) of its step outside compute.
+void check_plausibility(Estimate& e, const config::DeviceSpec& device) {
+  e.published_mfu = device.published_mfu;
+  if (device.published_mfu <= 0 || e.mfu <= device.published_mfu || e.step_time_s <= 0) return;
+  e.plausible = false;
+  const auto& b = e.breakdown;
+  const double compute = b.compute_s + b.recompute_s;
+  const double compute_mfu = compute > 0 ? e.mfu * e.step_time_s / compute : 0.0;
+  char head[240];
+  std::snprintf(head, sizeof head, "MFU %.1f%% is above the best published for %s (%.1f%%, %s): ", e.mfu * 100, device.name.c_str(),
+                device.published_mfu * 100, device.published_mfu_source.c_str());
+  char why[400];
+  if (compute_mfu >= device.published_mfu) {
+    std::snprintf(why, sizeof why,
+                  "its compute alone runs at %.1f%% MFU, faster than the published runs' whole steps: the GEMM efficiency "
+                  "(gemm_efficiency %.2g of the peak) is the optimistic part for these shapes",
+                  compute_mfu * 100, device.calibration.gemm_efficiency);
+    e.implausible_because = std::string(head) + why;
+    return;
+  }
+  struct Share {
+    const char* name;
+    double s;
+  };
+  Share parts[] = {{"TP", b.tp_comm_s},  {"CP", b.cp_comm_s},         {"PP", b.pp_comm_s},      {"DP", b.dp_comm_s},
+                   {"bubble", b.bubble_s}, {"optimizer", b.optimizer_s}, {"overhead", b.overhead_s}};
+  std::string list;
+  for (const auto& p : parts) {
+    if (p.s <= 0) continue;
+    char one[48];
+    std::snprintf(one, sizeof one, "%s%s %.1f%%", list.empty() ? "" : ", ", p.name, p.s / e.step_time_s * 100);
+    list += one;
+  }
+  const double other = 1.0 - compute / e.step_time_s;
+  const double needed = 1.0 - device.published_mfu / compute_mfu;
+  std::snprintf(why, sizeof why, "the parts besides compute take %.1f%% of the step (%s), where a run at %.1f%% MFU with this compute spends at least %.1f%%",
+                other * 100, list.empty() ? "none" : list.c_str(), device.published_mfu * 100, needed * 100);
+  e.implausible_because = std::string(head) + why;
 }
 
 // Extra work of the first chunk (embedding) and the last (final norm, LM head, loss), per
@@ -239,11 +289,11 @@ EndTimes end_times(const config::RunConfig& c, const Links& links, const Hw& hw)
   const int tp = links.tp, tp_nodes = links.tp_nodes;
   const auto g = model::ModelDesc::from(c.model);
   const double h = g.hidden, s = g.seq, V = g.vocab, b = c.train.micro_batch, T = b * s / std::max(1, links.cp), t = tp;
-  const double tp_bw = tp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  const double tp_bw = tp_nodes > 1 ? hw.tp_net_bw : hw.tp_intra_bw;
   EndTimes et;
   // Embedding: lookup (and the learned positions' add: read 2 Th, write Th), its gradient
   // scatter, and with TP the vocabulary-parallel embedding's all-reduce of (T, h).
-  et.first = T * g.embedding_traffic() * hw.e / hw.mem_bw + 4 * hw.cal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw, hw.cal.collective_step_s) : 0.0);
+  et.first = T * g.embedding_traffic() * hw.e / hw.mem_bw + 4 * hw.cal.kernel_s + (tp > 1 ? all_reduce_time(T * h * hw.e, tp, tp_bw, hw.cal.tp_step_s) : 0.0);
   // Head: logits GEMM (T, h) x (h, V/t) forward, two of its size backward; fp32 cross-entropy
   // over the (T, V/t) logits (about four passes).
   const double logits = gemm_time(T, V / t, h, 1, hw);
@@ -757,6 +807,7 @@ Estimate estimate(const EstimateInput& in) {
     e.mfu = e.model_tflops_per_gpu * 1e12 / hw.peak;
     e.hfu = e.tflops_per_gpu * 1e12 / hw.peak;
   }
+  check_plausibility(e, in.device);
   return e;
 }
 
@@ -787,6 +838,9 @@ Json estimate_to_json(const Estimate& e) {
   j.set("model_tflops_per_gpu", e.model_tflops_per_gpu);
   j.set("mfu", e.mfu);
   j.set("hfu", e.hfu);
+  j.set("plausible", e.plausible);
+  if (e.published_mfu > 0) j.set("published_mfu", e.published_mfu);
+  if (!e.plausible) j.set("implausible_because", e.implausible_because);
   j.set("tokens_per_s", e.tokens_per_s);
   j.set("bubble_fraction", e.bubble_fraction);
   Json b = Json::object();

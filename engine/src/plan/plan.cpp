@@ -128,6 +128,7 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
     p.warnings.push_back("fewer micro-batches (m=" + std::to_string(p.micro_batches) + ") than pipeline stages (pp=" + std::to_string(p.pp) +
                          "): some stages never overlap; aim for m >= 4 x pp");
   }
+  if (!p.estimate.plausible) p.warnings.push_back("implausibly fast: " + p.estimate.implausible_because);
 }
 
 }  // namespace

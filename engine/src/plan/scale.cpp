@@ -33,6 +33,7 @@ Result<ScaleResult> scale(const config::RunConfig& base, const ScaleOptions& opt
                                      : static_cast<double>(base.train.steps) * base.train.global_batch * base.model.seq_len;
   SearchOptions search_options = options.search;
   search_options.top = 1;
+  result.capped = search_options.cap_at_published_mfu;
   double per_gpu = 0;  // tokens/s per GPU of the first size with a layout
   for (int nodes : scale_sizes(max_nodes)) {
     config::RunConfig c = base;
@@ -88,6 +89,8 @@ Json scale_to_json(const ScaleResult& r) {
       o.set("overrides", Json::array_of(layout_overrides(p.best.config)));
       o.set("tokens_per_s", e.tokens_per_s);
       o.set("mfu", e.mfu);
+      o.set("plausible", e.plausible);
+      if (!e.plausible) o.set("implausible_because", e.implausible_because);
       o.set("tflops_per_gpu", e.tflops_per_gpu);
       o.set("step_time_s", e.step_time_s);
       o.set("peak_memory_bytes", e.peak_memory_bytes);
@@ -109,6 +112,7 @@ std::string scale_to_text(const ScaleResult& r) {
                 "ideal", "eff.");
   o << line;
   std::string reasons;
+  const ScalePoint* implausible = nullptr;
   for (const auto& p : r.points) {
     if (!p.found) {
       std::snprintf(line, sizeof line, "%6d %7d  %-66s %11s %6s %9s %11.4g %6s\n", p.nodes, p.gpus, "-", "-", "-", "-",
@@ -116,12 +120,21 @@ std::string scale_to_text(const ScaleResult& r) {
       reasons += "  " + std::to_string(p.nodes) + " node" + (p.nodes == 1 ? "" : "s") + ": " + p.reason + "\n";
     } else {
       const auto& e = p.best.estimate;
-      std::snprintf(line, sizeof line, "%6d %7d  %-66s %11.4g %5.1f%% %9.3g %11.4g %5.0f%%\n", p.nodes, p.gpus,
-                    layout_string(p.best.config).c_str(), e.tokens_per_s, e.mfu * 100, p.days, p.ideal_tokens_per_s, p.efficiency * 100);
+      // Above the device's best published MFU: the MFU marked "!" (plan/estimate.h).
+      if (!e.plausible && !implausible) implausible = &p;
+      std::snprintf(line, sizeof line, "%6d %7d  %-66s %11.4g %5.1f%%%s%9.3g %11.4g %5.0f%%\n", p.nodes, p.gpus,
+                    layout_string(p.best.config).c_str(), e.tokens_per_s, e.mfu * 100, e.plausible ? " " : "!", p.days, p.ideal_tokens_per_s,
+                    p.efficiency * 100);
     }
     o << line;
   }
   if (!reasons.empty()) o << "\nNothing fits at\n" << reasons;
+  if (implausible) {
+    o << "\n! above the best MFU published for the device: implausible. At " << implausible->nodes << " node"
+      << (implausible->nodes == 1 ? "" : "s") << ": " << implausible->best.estimate.implausible_because << "\n";
+    o << (r.capped ? "  Each size ranked with the predictions capped at that MFU (--plausible).\n"
+                   : "  scale --plausible ranks each size with the predictions capped at that MFU.\n");
+  }
   return o.str();
 }
 

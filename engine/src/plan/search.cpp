@@ -118,6 +118,28 @@ std::vector<std::string> layout_overrides(const RunConfig& c) {
           "parallel.zero=" + std::to_string(c.parallel.zero)};
 }
 
+namespace {
+
+// Why #1 leads #2 in a ranking capped at the published MFU: as why_faster() when its prediction
+// is the faster too; else the cap is why (both capped: the smaller peak memory decided).
+std::string why_first_capped(const Candidate& first, const Candidate& second) {
+  if (first.estimate.step_time_s <= second.estimate.step_time_s) return why_faster(first, second);
+  const std::string a = layout_string(first.config), b = layout_string(second.config);
+  char line[400];
+  if (first.estimate.capped_step_time_s() == second.estimate.capped_step_time_s()) {
+    std::snprintf(line, sizeof line, "%s and %s are both predicted above the best published MFU (%.1f%%); capped there they tie, and %s holds less: peak memory %s vs %s",
+                  a.c_str(), b.c_str(), first.estimate.published_mfu * 100, a.c_str(), format_bytes(first.estimate.peak_memory_bytes).c_str(),
+                  format_bytes(second.estimate.peak_memory_bytes).c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%s is predicted %.1f%% faster than %s, but above the best published MFU (%.1f%%); capped there it is %.1f%% slower",
+                  b.c_str(), (first.estimate.step_time_s / second.estimate.step_time_s - 1.0) * 100, a.c_str(), second.estimate.published_mfu * 100,
+                  (second.estimate.capped_step_time_s() / first.estimate.capped_step_time_s() - 1.0) * 100);
+  }
+  return line;
+}
+
+}  // namespace
+
 Result<SearchResult> search(const RunConfig& base, const SearchOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto device = resolve_device(base.cluster);
@@ -246,11 +268,15 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                                " fit) satisfies the constraints (fixed tp or pp, schedules, recompute, ZeRO, micro-batch, TP "
                                "within a node): loosen them");
   }
-  std::stable_sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.estimate.step_time_s != b.estimate.step_time_s) return a.estimate.step_time_s < b.estimate.step_time_s;
+  const bool cap = options.cap_at_published_mfu;
+  std::stable_sort(kept.begin(), kept.end(), [cap](const Candidate& a, const Candidate& b) {
+    const double sa = cap ? a.estimate.capped_step_time_s() : a.estimate.step_time_s;
+    const double sb = cap ? b.estimate.capped_step_time_s() : b.estimate.step_time_s;
+    if (sa != sb) return sa < sb;
     return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
   });
-  if (kept.size() > 1) result.why = why_faster(kept[0], kept[1]);
+  result.capped = cap;
+  if (kept.size() > 1) result.why = cap ? why_first_capped(kept[0], kept[1]) : why_faster(kept[0], kept[1]);
   if (static_cast<int>(kept.size()) > options.top) kept.resize(static_cast<size_t>(std::max(1, options.top)));
   result.ranked = std::move(kept);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -279,11 +305,14 @@ Json search_to_json(const SearchResult& r) {
     p.set("sequence_parallel", c.parallel.sequence_parallel);
     p.set("zero", c.parallel.zero);
     p.set("overrides", Json::array_of(layout_overrides(c)));
+    p.set("plausible", cand.estimate.plausible);
+    if (!cand.estimate.plausible) p.set("implausible_because", cand.estimate.implausible_because);
     p.set("estimate", estimate_to_json(cand.estimate));
     plans.push_back(std::move(p));
   }
   j.set("plans", Json(std::move(plans)));
   j.set("why", r.why);
+  j.set("capped_at_published_mfu", r.capped);
   return j;
 }
 
@@ -293,20 +322,30 @@ std::string search_to_text(const SearchResult& r) {
   std::snprintf(line, sizeof line, "Search: %lld layouts estimated, %lld fit, %lld broke a rule, in %s\n\n", r.evaluated, r.fitting,
                 r.rejected, format_seconds(r.seconds).c_str());
   o << line;
-  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %14s %6s %11s\n", "layout", "peak mem", "step", "per GPU", "MFU", "tokens/s");
+  std::snprintf(line, sizeof line, "  #  %-70s %9s %9s %14s %6s  %11s\n", "layout", "peak mem", "step", "per GPU", "MFU", "tokens/s");
   o << line;
   int i = 1;
   bool unfit = false;
+  const Candidate* implausible = nullptr;
   for (const auto& c : r.ranked) {
     const auto& e = c.estimate;
-    // A layout over the device memory (listed with --all) has its peak starred.
+    // A layout over the device memory (listed with --all) has its peak starred; one predicted
+    // above the device's best published MFU has its MFU marked with "!".
     const std::string peak = format_bytes(e.peak_memory_bytes) + (e.fits ? "" : "*");
     unfit = unfit || !e.fits;
-    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%% %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
-                  format_seconds(e.step_time_s).c_str(), format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100, e.tokens_per_s);
+    if (!e.plausible && !implausible) implausible = &c;
+    std::snprintf(line, sizeof line, "%3d  %-70s %9s %9s %14s %5.1f%%%s %11.4g\n", i++, layout_string(c.config).c_str(), peak.c_str(),
+                  format_seconds(e.step_time_s).c_str(), format_flop_rate(e.tflops_per_gpu * 1e12).c_str(), e.mfu * 100,
+                  e.plausible ? " " : "!", e.tokens_per_s);
     o << line;
   }
   if (unfit) o << "\n* over the device memory: does not fit\n";
+  if (implausible) {
+    o << "\n! above the best MFU published for the device: implausible. First marked (" << layout_string(implausible->config)
+      << "): " << implausible->estimate.implausible_because << "\n";
+    o << (r.capped ? "  Ranked with each prediction capped at that MFU (--plausible).\n"
+                   : "  search --plausible ranks with each prediction capped at that MFU.\n");
+  }
   if (!r.why.empty()) o << "\nWhy #1: " << r.why << "\n";
   return o.str();
 }

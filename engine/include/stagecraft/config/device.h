@@ -42,6 +42,11 @@ struct CostCalibration {
   double link_efficiency = 0.80;      // collective bus bandwidth over the node-local link's
   double network_efficiency = 0.85;   // collective bus bandwidth over the NICs' line rate
   double collective_step_s = 8e-6;    // latency of one ring step of a collective (launch + handshake)
+  // Tensor parallelism's collectives apart: many small all-reduces per layer, which on some
+  // devices behave unlike DP's and PP's few large transfers (the CPU engine's Gloo on one host).
+  // On a GPU they default to the figures above.
+  double tp_link_efficiency = 0.80;   // TP collective bus bandwidth over the link's
+  double tp_step_s = 8e-6;            // latency of one ring step of a TP collective
   double kernel_s = 4e-6;             // fixed cost of one kernel launch
   double attention_efficiency = 0.6;  // fraction of peak a fused (flash) attention sustains
   double gpu_workspace_gib = 1.0;     // CUDA context, cuBLAS workspace, NCCL buffers
@@ -63,6 +68,11 @@ struct DeviceSpec {
   int cores = 0;                // is_cpu: the machine's cores, shared by the ranks of a node;
                                 // the peak and bandwidth above are the whole machine's
   CostCalibration calibration;  // the cost model's constants for this device
+  // The highest MFU published for dense training of large transformers on this device, and whose
+  // run it was (config/device.cpp has the sources); a prediction above it is marked implausible
+  // (plan/estimate.h). 0: none published for it or a comparable device; not checked.
+  double published_mfu = 0;
+  std::string published_mfu_source;
   std::string profile;          // the profile file they came from; empty: the defaults
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }

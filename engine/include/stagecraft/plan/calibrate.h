@@ -8,10 +8,16 @@
 // pp_comm_s and bubble_s.
 //
 // calibrate() fits config::CostCalibration's constants (GEMM efficiency and its small-dimension
-// fall-off, memory-bandwidth efficiency, link efficiency and collective latency, per-step
-// overhead) to one or more runs by least squares on the relative error of every part and of the
-// step time, in log space so every constant stays positive (Nelder-Mead over the constants the
-// runs can tell apart: a run without TP or DP leaves the link constants where they were).
+// fall-off, memory-bandwidth efficiency, link efficiency and collective latency, tensor
+// parallelism's own link efficiency and latency, per-step overhead) to one or more runs by least
+// squares on the relative error of every part and of the step time, in log space so every
+// constant stays positive (Nelder-Mead). It moves a constant only as far as the runs carry
+// information about it: each constant's sensitivity in the runs (how much a part or the step of
+// any run moves, relative to its step, per relative change of the constant) decides whether it
+// is fitted at all (below kMinSensitivity it keeps the starting value: a run without TP leaves
+// TP's constants where they were), and a fitted one is pulled towards its starting value (a
+// prior of about a factor e against measurements good to about 3%, stronger as its sensitivity
+// falls), so a constant the runs barely see, or a combination they cannot tell apart, moves little.
 // Pure and deterministic; thread-safe. Microseconds per estimate, so a fit over a few runs takes
 // well under a second.
 #pragma once
@@ -59,17 +65,35 @@ struct CalibrationSample {
   MeasuredStep measured;
 };
 
+// Below this sensitivity (a 10% change of the constant moves no part of any run by 0.1% of its
+// step) the runs carry no information about a constant: it keeps its starting value.
+inline constexpr double kMinSensitivity = 0.01;
+
+// One constant of a fit: how much the runs told about it, and in plain words why it was kept.
+struct FittedConstant {
+  std::string key;           // config::calibration_fields()'s key
+  double before = 0, after = 0;
+  double sensitivity = 0;    // the largest d(part or step)/step per d(log constant) over the runs
+  bool informed = false;     // sensitivity >= kMinSensitivity: fitted
+  std::string why_kept;      // informed: empty; else e.g. "no tensor-parallel run: TP latency kept"
+};
+
 struct CalibrationFit {
   config::CostCalibration calibration;
-  std::vector<std::string> fitted;      // the constants the runs could tell apart, fitted
+  std::vector<std::string> fitted;      // the constants the runs informed, fitted
+  std::vector<FittedConstant> constants;  // every time constant, informed or kept, in field order
+  std::vector<std::string> kept;        // one plain line per reason a constant was kept, no repeats
   std::vector<double> step_error_before;  // per sample: (predicted - measured) / measured step time
   std::vector<double> step_error_after;
   double rms_before = 0, rms_after = 0;   // over every compared part of every sample
 };
 
-// Fits from `start` (usually the device's current constants). Fails (invalid input) with no
-// samples or a sample without a measured step time.
-Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, const config::CostCalibration& start);
+// Fits from `start` (usually the device's current constants); the constants named in `hold`
+// (calibration_fields() keys) keep their starting values whatever the runs say (a figure measured
+// apart, such as the cpu device's TP latency). Fails (invalid input) with no samples, a sample
+// without a measured step time, or an unknown key in `hold`.
+Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, const config::CostCalibration& start,
+                                 const std::vector<std::string>& hold = {});
 
 // "compute 12.3 ms vs 11.0 ms (+12%)" lines, and the fit's summary, for the CLI.
 std::string comparison_to_text(const std::vector<ComparisonRow>& rows);

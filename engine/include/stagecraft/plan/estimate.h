@@ -91,6 +91,17 @@ struct Estimate {
   double tokens_per_s = 0;
   double bubble_fraction = 0;       // bubble_s / step_time_s
   double peak_tflops = 0;           // the device peak used, for the precision
+  // Plausibility: the device's best published MFU (config::DeviceSpec::published_mfu; 0: none,
+  // not checked). A prediction above it is implausible, and `implausible_because` gives the
+  // model's reason in one line: compute alone faster than the published runs (the GEMM
+  // efficiency), or the parts besides compute (TP, PP, DP, bubble, optimizer, each named with its
+  // share of the step) too small a share for that MFU.
+  double published_mfu = 0;
+  bool plausible = true;
+  std::string implausible_because;
+  // The step time with the MFU capped at the published one (step_time_s when plausible): what
+  // `search --plausible` ranks by.
+  double capped_step_time_s() const { return plausible || published_mfu <= 0 ? step_time_s : step_time_s * mfu / published_mfu; }
 
   // Days to train on `tokens` tokens at this throughput.
   double days_for_tokens(double tokens) const { return tokens_per_s > 0 ? tokens / tokens_per_s / 86400.0 : 0.0; }

@@ -44,6 +44,7 @@ struct ScaleResult {
   double tokens = 0;                // the token count the days are for
   std::vector<ScalePoint> points;   // ascending sizes: 1, 2, 4, ... and max_nodes itself
   double seconds = 0;               // wall time
+  bool capped = false;              // each size ranked with search's cap_at_published_mfu
 };
 
 // Node counts tried: the powers of two below max_nodes, then max_nodes (1 -> {1}; 12 -> {1, 2, 4, 8, 12}).

@@ -57,6 +57,11 @@ struct SearchOptions {
   // once per split; returning false stops the search, which then fails (unavailable) with
   // "search: cancelled". Empty: no reports.
   std::function<bool(double)> progress;
+  // Rank by each layout's step with its MFU capped at the device's best published one
+  // (Estimate::capped_step_time_s), so layouts the model deems faster than any published run tie
+  // there instead of winning on the model's optimism (search --plausible). The estimates stay as
+  // predicted; implausible ones are marked either way.
+  bool cap_at_published_mfu = false;
 };
 
 struct SearchResult {
@@ -66,6 +71,7 @@ struct SearchResult {
   long long rejected = 0;         // layouts that broke a configuration rule
   double seconds = 0;             // wall time of the search
   std::string why;                // why the best beats the next, one line
+  bool capped = false;            // ranked with options.cap_at_published_mfu
 };
 
 // Ranked fastest first, ties by the smaller peak, then in enumeration order (stable).
