@@ -186,7 +186,8 @@ class TestSlurm : public QObject {
     QTest::newRow("pending on priority") << "squeue" << "PENDING|Priority|\n" << "PENDING (Priority)" << true << true << "";
     QTest::newRow("running") << "squeue" << "RUNNING|None|sc7n[0-1]\n" << "RUNNING" << true << false << "sc7n[0-1]";
     QTest::newRow("running, two fields") << "squeue" << "RUNNING|None\n" << "RUNNING" << true << false << "";
-    QTest::newRow("completing") << "squeue" << "COMPLETING|None|gpu01\n" << "COMPLETING" << true << false << "gpu01";
+    // Slurm drops each node from a completing job's list once its epilog ends: not the job's nodes.
+    QTest::newRow("completing") << "squeue" << "COMPLETING|None|gpu01\n" << "COMPLETING" << true << false << "";
     QTest::newRow("forgotten") << "squeue" << "" << "unknown to Slurm" << false << false << "";
     QTest::newRow("timeout, steps below") << "sacct" << "12|TIMEOUT|0:0|TimeLimit|n[1-4]\n12.batch|CANCELLED|0:15||n1\n" << "TIMEOUT (TimeLimit)"
                                           << false << false << "n[1-4]";
