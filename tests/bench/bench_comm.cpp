@@ -18,6 +18,7 @@
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
+#include "bench_world.h"
 
 #include <unistd.h>
 
@@ -118,72 +119,6 @@ int run_worker() {
   return 0;
 }
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) die("cannot read /proc/self/exe");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-// Runs one P-process benchmark and relays rank 0's table; fails on any rank's failure.
-void run_world(int P, size_t min_bytes, size_t max_bytes) {
-  RendezvousServerOptions so;
-  so.host = "127.0.0.1";
-  so.token = launch::random_token();
-  auto server = RendezvousServer::start(so);
-  if (!server.ok()) die(server.status().message());
-  std::vector<std::unique_ptr<launch::LocalProcess>> procs;
-  for (int r = 0; r < P; ++r) {
-    launch::WorkerEnv e;
-    e.rank = r;
-    e.local_rank = r;
-    e.world_size = P;
-    e.local_world_size = P;
-    e.master_addr = "127.0.0.1";
-    e.master_port = server.value()->port();
-    e.token = so.token;
-    e.threads = 1;
-    launch::ProcessSpec spec;
-    spec.argv = {self_exe()};
-    spec.env = launch::to_environment(e);
-    spec.env["BENCH_COMM_WORKER"] = "1";
-    spec.env["BENCH_MIN_BYTES"] = std::to_string(min_bytes);
-    spec.env["BENCH_MAX_BYTES"] = std::to_string(max_bytes);
-    spec.rank = r;
-    auto p = launch::LocalProcess::start(spec);
-    if (!p.ok()) die(p.status().message());
-    procs.push_back(std::move(p).value());
-  }
-  std::vector<std::string> out(P), err(P);
-  std::vector<bool> done(P, false);
-  size_t printed = 0;
-  for (int left = P; left > 0;) {
-    for (int r = 0; r < P; ++r) {
-      if (done[r]) continue;
-      procs[r]->read_available(out[r], err[r]);
-      if (auto e = procs[r]->poll_exit()) {
-        while (procs[r]->read_available(out[r], err[r])) {
-        }
-        done[r] = true;
-        --left;
-        if (!e->ok()) {
-          std::fprintf(stderr, "rank %d %s\n%s", r, e->describe().c_str(), err[r].c_str());
-          for (auto& q : procs) q->terminate();
-          std::exit(1);
-        }
-      }
-    }
-    const size_t nl = out[0].rfind('\n');
-    if (nl != std::string::npos && nl + 1 > printed) {
-      std::fwrite(out[0].data() + printed, 1, nl + 1 - printed, stdout);
-      std::fflush(stdout);
-      printed = nl + 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::fwrite(out[0].data() + printed, 1, out[0].size() - printed, stdout);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,7 +152,7 @@ int main(int argc, char** argv) {
   std::printf("# bench_comm: %u hardware threads on this machine\n", std::thread::hardware_concurrency());
   for (int P : procs) {
     if (P < 2) die("--procs: each count must be at least 2");
-    run_world(P, min_bytes, max_bytes);
+    bench::run_world(P, {{"BENCH_COMM_WORKER", "1"}, {"BENCH_MIN_BYTES", std::to_string(min_bytes)}, {"BENCH_MAX_BYTES", std::to_string(max_bytes)}});
   }
   return 0;
 }
