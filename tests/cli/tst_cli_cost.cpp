@@ -66,12 +66,31 @@ class TestCliCost : public QObject {
     QCOMPARE(r.err.count('\n'), 1);
   }
 
+  // A mixture of experts: both counts in the text and the JSON (Mixtral 8x7B: every expert in
+  // the total, 2 of 8 per token in the active count).
+  void planGivesTotalAndActiveParameters() {
+    const Run text = cli({"plan", config("mixtral-8x7b-8x8.yaml")});
+    QCOMPARE(text.code, 0);
+    QVERIFY2(text.out.contains("46.7 B parameters, 12.9 B active per token"), qPrintable(text.out));
+    const Run r = cli({"plan", config("mixtral-8x7b-8x8.yaml"), "--json"});
+    QCOMPARE(r.code, 0);
+    const auto est = json(r.out).object()["estimate"].toObject();
+    QCOMPARE(est["params_total"].toDouble(), 46702792704.0);
+    QCOMPARE(est["params_active"].toDouble(), 12879925248.0);
+    QVERIFY(est["fits"].toBool());
+    // A dense model's are equal, and its text line keeps one count.
+    const Run dense = cli({"plan", config("llama3-70b-8x8.yaml"), "--json"});
+    const auto d = json(dense.out).object()["estimate"].toObject();
+    QCOMPARE(d["params_active"].toDouble(), d["params_total"].toDouble());
+    QVERIFY(!cli({"plan", config("llama3-70b-8x8.yaml")}).out.contains("active per token"));
+  }
+
   // plan --json carries the estimate with the fields front ends read.
   void planJsonHasTheEstimate() {
     const Run r = cli({"plan", config("gpt3-175b-1024x8.yaml"), "--json"});
     QCOMPARE(r.code, 0);
     const auto est = json(r.out).object()["estimate"].toObject();
-    for (const char* key : {"params_total", "memory", "peak_memory_bytes", "fits", "step_time_s", "tflops_per_gpu", "mfu",
+    for (const char* key : {"params_total", "params_active", "memory", "peak_memory_bytes", "fits", "step_time_s", "tflops_per_gpu", "mfu",
                             "tokens_per_s", "bubble_fraction", "breakdown"}) {
       QVERIFY2(est.contains(key), key);
     }

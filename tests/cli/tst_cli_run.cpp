@@ -172,6 +172,11 @@ class TestCliRun : public QObject {
     QTest::newRow("selective recompute") << QStringList{"train.recompute=selective"} << "train.recompute=selective: the engine recomputes none or full";
     QTest::newRow("vocab too small") << QStringList{"model.vocab=64"} << "raise model.vocab to at least";
     QTest::newRow("two nodes") << QStringList{"cluster.nodes=2"} << "starts every rank on this machine";
+    QTest::newRow("mixture of experts") << QStringList{"model.arch=llama", "model.moe.experts=4"}
+                                        << "model.moe: the engine does not train mixture-of-experts layers yet;";
+    QTest::newRow("q/k norms") << QStringList{"model.arch=llama", "model.qk_norm=true"} << "model.qk_norm: the engine does not train q/k RMSNorm yet";
+    QTest::newRow("decoupled head size") << QStringList{"model.arch=llama", "model.head_dim=16"}
+                                         << "model.head_dim=16: the engine trains heads x head_dim = hidden only";
   }
   void badInput() {
     QFETCH(QStringList, extra);

@@ -63,7 +63,19 @@ const std::map<std::string, Field>& fields() {
       {"model.rope_theta", [](const RunConfig& c) { return number(c.model.rope_theta); }},
       {"model.norm_eps", [](const RunConfig& c) { return number(c.model.norm_eps); }},
       {"model.qkv_bias", [](const RunConfig& c) { return QString(c.model.qkv_bias ? "true" : "false"); }},
+      {"model.head_dim", [](const RunConfig& c) { return QString::number(c.model.head_dim); }},
+      {"model.qk_norm", [](const RunConfig& c) { return QString(c.model.qk_norm ? "true" : "false"); }},
       {"model.dropout", [](const RunConfig& c) { return number(c.model.dropout); }},
+      {"model.moe.experts", [](const RunConfig& c) { return QString::number(c.model.moe.experts); }},
+      {"model.moe.top_k", [](const RunConfig& c) { return QString::number(c.model.moe.top_k); }},
+      {"model.moe.ffn_hidden", [](const RunConfig& c) { return QString::number(c.model.moe.ffn_hidden); }},
+      {"model.moe.shared_experts", [](const RunConfig& c) { return QString::number(c.model.moe.shared_experts); }},
+      {"model.moe.shared_ffn_hidden", [](const RunConfig& c) { return QString::number(c.model.moe.shared_ffn_hidden); }},
+      {"model.moe.dense_layers", [](const RunConfig& c) { return QString::number(c.model.moe.dense_layers); }},
+      {"model.moe.router", [](const RunConfig& c) { return qs(std::string(enum_to_string(kMoeRouterNames, c.model.moe.router))); }},
+      {"model.moe.norm_topk", [](const RunConfig& c) { return QString(c.model.moe.norm_topk ? "true" : "false"); }},
+      {"model.moe.aux_loss", [](const RunConfig& c) { return number(c.model.moe.aux_loss); }},
+      {"model.moe.capacity_factor", [](const RunConfig& c) { return number(c.model.moe.capacity_factor); }},
       {"parallel.dp", [](const RunConfig& c) { return c.parallel.dp_auto() ? QString("auto") : QString::number(c.parallel.dp); }},
       {"parallel.tp", [](const RunConfig& c) { return QString::number(c.parallel.tp); }},
       {"parallel.pp", [](const RunConfig& c) { return QString::number(c.parallel.pp); }},
@@ -153,7 +165,19 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"model.rope_theta", "10000"},
     {"model.norm_eps", "1e-05"},
     {"model.qkv_bias", "false"},
+    {"model.head_dim", "0"},  // 0 = hidden / heads
+    {"model.qk_norm", "false"},
     {"model.dropout", "0"},
+    {"model.moe.experts", "0"},  // no mixture of experts
+    {"model.moe.top_k", "2"},
+    {"model.moe.ffn_hidden", "0"},
+    {"model.moe.shared_experts", "0"},
+    {"model.moe.shared_ffn_hidden", "0"},
+    {"model.moe.dense_layers", "0"},
+    {"model.moe.router", "softmax_topk"},
+    {"model.moe.norm_topk", "true"},
+    {"model.moe.aux_loss", "0.01"},
+    {"model.moe.capacity_factor", "0"},
     {"parallel.dp", "auto"},
     {"parallel.tp", "1"},
     {"parallel.pp", "1"},
@@ -231,6 +255,18 @@ const std::vector<KeyRow> kKeyRows = {
     {"model.vocab", "32000", {}, "32000"},
     {"model.tied_embeddings", "false", {}, "false"},
     {"model.dropout", "0.1", {}, "0.1"},
+    {"model.head_dim", "16", {"model.arch: llama"}, "16"},
+    {"model.qk_norm", "true", {"model.arch: llama"}, "true"},
+    {"model.moe.experts", "8", {"model.arch: llama"}, "8"},
+    {"model.moe.top_k", "1", {"model.arch: llama", "model.moe.experts: 4"}, "1"},
+    {"model.moe.ffn_hidden", "96", {"model.arch: llama", "model.moe.experts: 4"}, "96"},
+    {"model.moe.shared_experts", "1", {"model.arch: llama", "model.moe.experts: 4"}, "1"},
+    {"model.moe.shared_ffn_hidden", "64", {"model.arch: llama", "model.moe.experts: 4", "model.moe.shared_experts: 1"}, "64"},
+    {"model.moe.dense_layers", "2", {"model.arch: llama", "model.moe.experts: 4"}, "2"},
+    {"model.moe.router", "softmax_topk", {"model.arch: llama", "model.moe.experts: 4"}, "softmax_topk"},
+    {"model.moe.norm_topk", "false", {"model.arch: llama", "model.moe.experts: 4"}, "false"},
+    {"model.moe.aux_loss", "0.001", {"model.arch: llama", "model.moe.experts: 4"}, "0.001"},
+    {"model.moe.capacity_factor", "1.25", {"model.arch: llama", "model.moe.experts: 4"}, "1.25"},
     {"parallel.dp", "8", {}, "8"},
     {"parallel.tp", "2", {}, "2"},
     {"parallel.pp", "4", {}, "4"},
@@ -311,7 +347,22 @@ std::string document(const std::vector<std::string>& entries) {
       continue;
     }
     out += name + ":\n";
-    for (const auto& [k, v] : keys) out += "  " + k + ": " + v + "\n";
+    // Plain keys, then each nested mapping ("moe.experts" under "moe:") with its keys.
+    std::vector<std::string> nested;
+    for (const auto& [k, v] : keys) {
+      const size_t dot = k.find('.');
+      if (dot == std::string::npos) {
+        out += "  " + k + ": " + v + "\n";
+      } else if (std::find(nested.begin(), nested.end(), k.substr(0, dot)) == nested.end()) {
+        nested.push_back(k.substr(0, dot));
+      }
+    }
+    for (const std::string& sub : nested) {
+      out += "  " + sub + ":\n";
+      for (const auto& [k, v] : keys) {
+        if (k.rfind(sub + ".", 0) == 0) out += "    " + k.substr(sub.size() + 1) + ": " + v + "\n";
+      }
+    }
   }
   return out;
 }

@@ -34,23 +34,27 @@ std::map<QString, QString> reference_keys() {
   const qsizetype close = page.indexOf(QLatin1String("```"), open + 7);
   std::map<QString, QString> keys;
   if (heading < 0 || open < 0 || close < 0) return keys;
-  QString section;
+  QStringList sections;  // the open sections, one per two spaces of indentation
   for (const QString& line : page.mid(open + 8, close - open - 8).split(QLatin1Char('\n'))) {
     const QString trimmed = line.trimmed();
     if (trimmed.isEmpty() || trimmed.startsWith(QLatin1Char('#'))) continue;  // a comment's next line
     const qsizetype colon = line.indexOf(QLatin1Char(':'));
     if (colon < 0) continue;
-    const bool nested = line.startsWith(QLatin1Char(' '));
+    qsizetype depth = 0;
+    while (depth < line.size() && line[depth] == QLatin1Char(' ')) ++depth;
+    depth /= 2;
     const QString key = line.left(colon).trimmed();
     QString value = line.mid(colon + 1);
     const qsizetype comment = value.indexOf(QLatin1String(" #"));
     if (comment >= 0) value.truncate(comment);
     value = value.trimmed();
-    if (!nested && value.isEmpty()) {
-      section = key;
+    if (depth > sections.size()) continue;  // deeper than any open section: not a key line
+    sections = sections.mid(0, depth);
+    if (value.isEmpty()) {
+      sections.append(key);  // a section line ("model:", "  moe:")
       continue;
     }
-    keys[nested ? section + QLatin1Char('.') + key : key] = value;
+    keys[(sections + QStringList{key}).join(QLatin1Char('.'))] = value;
   }
   return keys;
 }

@@ -5,6 +5,7 @@
 
 #include <QtTest>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -26,6 +27,23 @@ config::ModelConfig llama(int layers, int hidden, int heads, int kv, int ffn, in
   m.seq_len = 8192;
   m.tied_embeddings = tied;
   m.rope_theta = 500000;
+  return m;
+}
+
+// A mixture-of-experts llama: `experts` experts of `expert_ffn`, top_k per token.
+config::ModelConfig moe(config::ModelConfig m, int experts, int top_k, int expert_ffn) {
+  m.moe.experts = experts;
+  m.moe.top_k = top_k;
+  m.moe.ffn_hidden = expert_ffn;
+  return m;
+}
+
+// Qwen3's decoupled head size and q/k norms.
+config::ModelConfig qwen3(config::ModelConfig m) {
+  m.head_dim = 128;
+  m.qk_norm = true;
+  m.rope_theta = 1000000;
+  m.norm_eps = 1e-6;
   return m;
 }
 
@@ -66,6 +84,101 @@ class TestModel : public QObject {
     double listed = 0;
     for (const auto& p : d.params()) listed += static_cast<double>(p.numel());
     QCOMPARE(listed, params);
+  }
+
+  // Mixture-of-experts models: every expert in the total, top_k of them in the active count.
+  // Mixtral 8x7B's config.json (MixtralForCausalLM): 32 layers, hidden 4096, 32 heads, 8 kv
+  // heads, intermediate_size 14336 per expert, 8 local experts, 2 per token, vocabulary 32000,
+  // untied. Qwen3-30B-A3B's (Qwen3MoeForCausalLM, huggingface.co/Qwen/Qwen3-30B-A3B): 48 layers,
+  // hidden 2048, 32 heads, 4 kv heads, head_dim 128, moe_intermediate_size 768, 128 experts, 8
+  // per token, vocabulary 151936, untied, q/k norms; its card: 30.5B in all, 3.3B activated.
+  // Qwen3-235B-A22B's (huggingface.co/Qwen/Qwen3-235B-A22B): 94 layers, hidden 4096, 64 heads, 4
+  // kv heads, head_dim 128, moe_intermediate_size 1536, 128 experts, 8 per token, vocabulary
+  // 151936, untied; its card: 235B in all, 22B activated. Mistral's announcement: 46.7B in all,
+  // 12.9B active. The published figures lie within one unit of their last digit of the exact
+  // counts (Mistral rounds, Qwen cuts: 3.35B is "3.3B").
+  void mixtureOfExpertsCounts_data() {
+    QTest::addColumn<config::ModelConfig>("model");
+    QTest::addColumn<double>("total");
+    QTest::addColumn<double>("active");
+    QTest::addColumn<double>("card_total");   // billions, as the model card writes them
+    QTest::addColumn<double>("card_active");
+    QTest::addColumn<int>("card_decimals");
+    QTest::newRow("Mixtral 8x7B") << moe(llama(32, 4096, 32, 8, 14336, 32000, false), 8, 2, 14336) << 46702792704.0 << 12879925248.0
+                                  << 46.7 << 12.9 << 1;
+    QTest::newRow("Qwen3-30B-A3B") << qwen3(moe(llama(48, 2048, 32, 4, 6144, 151936, false), 128, 8, 768)) << 30532122624.0
+                                   << 3353032704.0 << 30.5 << 3.3 << 1;
+    QTest::newRow("Qwen3-235B-A22B") << qwen3(moe(llama(94, 4096, 64, 4, 12288, 151936, false), 128, 8, 1536)) << 235093634560.0
+                                     << 22190763520.0 << 235.0 << 22.0 << 0;
+  }
+  void mixtureOfExpertsCounts() {
+    QFETCH(config::ModelConfig, model);
+    QFETCH(double, total);
+    QFETCH(double, active);
+    QFETCH(double, card_total);
+    QFETCH(double, card_active);
+    QFETCH(int, card_decimals);
+    const auto d = model::ModelDesc::from(model);
+    QCOMPARE(d.total_params(), total);
+    QCOMPARE(d.active_params(), active);
+    double listed = 0;
+    for (const auto& p : d.params()) listed += static_cast<double>(p.numel());
+    QCOMPARE(listed, total);
+    const double unit = std::pow(10.0, -card_decimals);
+    QVERIFY2(std::abs(total / 1e9 - card_total) < unit, QByteArray::number(total / 1e9));
+    QVERIFY2(std::abs(active / 1e9 - card_active) < unit, QByteArray::number(active / 1e9));
+  }
+
+  void moeTensorsHaveQwen3MoeNamesAndShapes() {
+    auto m = qwen3(moe(llama(3, 64, 8, 2, 96, 300, false), 4, 2, 48));
+    m.head_dim = 16;  // heads x head_dim = 128, not hidden
+    m.moe.dense_layers = 1;
+    m.moe.shared_experts = 2;
+    m.moe.shared_ffn_hidden = 32;
+    const auto d = model::ModelDesc::from(m);
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& p : d.params()) shapes[p.name] = p.shape;
+    const std::map<std::string, std::vector<int64_t>> want = {
+        {"model.layers.0.self_attn.q_proj.weight", {128, 64}},
+        {"model.layers.0.self_attn.k_proj.weight", {32, 64}},
+        {"model.layers.0.self_attn.o_proj.weight", {64, 128}},
+        {"model.layers.0.self_attn.q_norm.weight", {16}},
+        {"model.layers.0.self_attn.k_norm.weight", {16}},
+        {"model.layers.0.mlp.gate_proj.weight", {96, 64}},  // the dense first layer
+        {"model.layers.0.mlp.down_proj.weight", {64, 96}},
+        {"model.layers.1.mlp.gate.weight", {4, 64}},
+        {"model.layers.1.mlp.experts.0.gate_proj.weight", {48, 64}},
+        {"model.layers.2.mlp.experts.3.up_proj.weight", {48, 64}},
+        {"model.layers.2.mlp.experts.3.down_proj.weight", {64, 48}},
+        {"model.layers.2.mlp.shared_experts.gate_proj.weight", {64, 64}},
+        {"model.layers.2.mlp.shared_experts.down_proj.weight", {64, 64}},
+    };
+    for (const auto& [name, shape] : want) {
+      QVERIFY2(shapes.count(name), name.c_str());
+      QCOMPARE(shapes[name], shape);
+    }
+    QVERIFY(!shapes.count("model.layers.1.mlp.gate_proj.weight"));
+    QVERIFY(!shapes.count("model.layers.0.mlp.gate.weight"));
+    QVERIFY(!shapes.count("model.layers.1.mlp.experts.4.gate_proj.weight"));
+    // Per layer: norms 2 C + q/k norms 2 HS, attention (Q + 2K) C + C Q; dense 3 F C; MoE E C
+    // router + 3 E FE C + 3 S FS C.
+    const double attn = 2 * 64 + 2 * 16 + (128 + 2 * 32) * 64 + 64 * 128;
+    QCOMPARE(d.layer_params(0), attn + 3.0 * 96 * 64);
+    QCOMPARE(d.layer_params(1), attn + 4 * 64 + 3.0 * 4 * 48 * 64 + 3.0 * 64 * 64);
+    QCOMPARE(d.active_layer_params(1), attn + 4 * 64 + 3.0 * 2 * 48 * 64 + 3.0 * 64 * 64);
+    QCOMPARE(d.active_layer_params(0), d.layer_params(0));
+    QCOMPARE(d.total_params(), 2 * 300.0 * 64 + 64 + d.layer_params(0) + 2 * d.layer_params(1));
+    QCOMPARE(d.active_params(), 2 * 300.0 * 64 + 64 + d.layer_params(0) + 2 * d.active_layer_params(1));
+    // FLOPs follow the active parameters: the MoE layer's GEMMs are the router's, top_k experts'
+    // and the shared ones', 2 per multiply-add.
+    double flops = 0;
+    for (const auto& g : d.layer_gemms(1)) flops += 2.0 * g.n * g.k;
+    QCOMPARE(flops, 2.0 * (d.active_layer_params(1) - (2 * 64 + 2 * 16)));
+    QCOMPARE(d.layer_gemm_flops_per_token(), flops);  // the typical layer is an MoE one
+    QVERIFY(d.summary().find("4 experts of FFN 48, top 2, 2 shared of FFN 32, first 1 layers dense") != std::string::npos);
+    // Without experts nothing changes: active equals total.
+    const auto dense = model::ModelDesc::from(llama(2, 64, 8, 2, 96, 300, false));
+    QCOMPARE(dense.active_params(), dense.total_params());
   }
 
   void llamaTensorsHaveHuggingFaceNamesAndShapes() {

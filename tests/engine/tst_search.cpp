@@ -97,6 +97,23 @@ class TestSearch : public QObject {
     for (const auto& c : r->ranked) QVERIFY(c.config.parallel.tp == 1 || c.config.parallel.tp == 3);
   }
 
+  // A mixture's expert width is split by tp too: 8 heads and ffn 256 allow tp 8, experts of
+  // width 36 only tp 1, 2 and 4; every proposal is a valid config.
+  void respectsTheExperts() {
+    auto base = parse("model: {arch: llama, layers: 4, hidden: 256, heads: 8, ffn_hidden: 256, seq_len: 256,\n"
+                      "        moe: {experts: 4, top_k: 2, ffn_hidden: 36}}\n"
+                      "cluster: {nodes: 1, gpus_per_node: 8}\ntrain: {global_batch: 16, precision: bf16}\n");
+    plan::SearchOptions o;
+    o.top = 100000;
+    auto r = plan::search(base, o);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QVERIFY(!r->ranked.empty());
+    for (const auto& c : r->ranked) {
+      QVERIFY2(c.config.parallel.tp != 8, "tp 8 does not divide model.moe.ffn_hidden=36");
+      QVERIFY(config::validate(c.config).empty());
+    }
+  }
+
   // The 175B GPT on 1024 x 8 A100s: the winner keeps TP inside a node and uses the pipeline.
   void gpt175bOn8192Gpus() {
     auto base = parse("model: {layers: 96, hidden: 12288, heads: 96, seq_len: 2048, vocab: 51200}\n"

@@ -106,6 +106,29 @@ class TestValidate : public QObject {
                                           << "command line: model.norm_eps=1e-06: gpt2's LayerNorm uses 1e-5; other values need model.arch: llama";
     QTest::newRow("rope needs an even head size") << QStringList{"model.arch=llama", "model.hidden=1040", "model.heads=16", "model.ffn_hidden=4096"}
                                                   << "command line: model.heads=16: gives a head size of 65; rotary positions need an even head size";
+    QTest::newRow("head_dim needs llama") << QStringList{"model.head_dim=128"}
+                                          << "command line: model.head_dim=128: a head size apart from hidden / heads needs model.arch: llama";
+    QTest::newRow("odd head_dim") << QStringList{"model.arch=llama", "model.head_dim=65"}
+                                  << "command line: model.head_dim=65: rotary positions need an even head size";
+    QTest::newRow("qk_norm needs llama") << QStringList{"model.qk_norm=true"} << "command line: model.qk_norm=true: q/k RMSNorm needs model.arch: llama";
+    QTest::newRow("experts need llama") << QStringList{"model.moe.experts=8"}
+                                        << "command line: model.moe.experts=8: mixture-of-experts layers need model.arch: llama (SwiGLU experts)";
+    QTest::newRow("top_k above experts") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.top_k=5"}
+                                         << "command line: model.moe.top_k=5: must be between 1 and model.moe.experts=4";
+    QTest::newRow("top_k zero") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.top_k=0"}
+                                << "command line: model.moe.top_k=0: must be between 1 and 65536";
+    QTest::newRow("every layer dense") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.dense_layers=24"}
+                                       << "command line: model.moe.dense_layers=24: must be below model.layers=24 so that some layers have experts";
+    QTest::newRow("capacity below 1") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.capacity_factor=0.5"}
+                                      << "command line: model.moe.capacity_factor=0.5: must be 0 (dropless) or at least 1 (each expert's even share of the tokens)";
+    QTest::newRow("router") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.router=sinkhorn"}
+                            << "command line: model.moe.router=sinkhorn: expected softmax_topk";
+    QTest::newRow("shared width without shared experts") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.shared_ffn_hidden=512"}
+                                                         << "command line: model.moe.shared_ffn_hidden=512: sizes the shared experts; set model.moe.shared_experts too, or remove it";
+    QTest::newRow("tp divides the expert width") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.ffn_hidden=1023"}
+                                                 << "rules.yaml:13: parallel.tp=2: tp must divide model.moe.ffn_hidden=1023";
+    QTest::newRow("unknown moe key") << QStringList{"model.arch=llama", "model.moe.expert=4"}
+                                     << "command line: model.moe.expert: unknown key; did you mean model.moe.experts?";
     // tp_mode grids
     QTest::newRow("2d needs a square") << QStringList{"parallel.tp_mode=2d"}
                                        << "rules.yaml:13: parallel.tp=2: tp_mode 2d arranges the TP group as an N x N grid, so tp must be a square (4, 9, 16, ...)";

@@ -63,12 +63,7 @@ class Reader {
     }
     for (const std::string& name : root_names()) {
       if (find_key(name)) continue;  // a top-level key, read above
-      const YamlNode* s = section(root, name);
-      if (!s) continue;
-      for (const KeySpec& k : config_schema()) {
-        if (k.section() != name) continue;
-        if (const YamlNode* n = s->find(k.leaf())) read_key(k, n, *s, c);
-      }
+      if (const YamlNode* s = section(root, name, name)) read_section(*s, name, c);
     }
   }
 
@@ -111,17 +106,30 @@ class Reader {
 
   void note(const YamlNode* n, const std::string& key) { where_[key] = location(n); }
 
-  const YamlNode* section(const YamlNode& root, const std::string& name) {
-    const YamlNode* s = root.find(name);
+  // The mapping `name` in `holder`, whose full path is `path`; nullptr when absent or empty.
+  const YamlNode* section(const YamlNode& holder, const std::string& name, const std::string& path) {
+    const YamlNode* s = holder.find(name);
     if (!s) return nullptr;
-    note(s, name);
+    note(s, path);
     if (s->is_null()) return nullptr;  // "model:" with nothing under it
     if (!s->is_mapping()) {
-      problem_plain(s, name + ": expected a mapping of " + name + " keys, got " + describe(*s));
+      problem_plain(s, path + ": expected a mapping of " + path + " keys, got " + describe(*s));
       return nullptr;
     }
-    check_keys(*s, name);
+    check_keys(*s, path);
     return s;
+  }
+
+  // The keys of section `path` in document order, and its nested sections (model.moe) in turn.
+  void read_section(const YamlNode& s, const std::string& path, RunConfig& c) {
+    for (const std::string& name : section_keys(path)) {
+      const std::string full = path + "." + name;
+      if (const KeySpec* k = find_key(full)) {
+        if (const YamlNode* n = s.find(name)) read_key(*k, n, s, c);
+      } else if (const YamlNode* sub = section(s, name, full)) {
+        read_section(*sub, full, c);
+      }
+    }
   }
 
   void check_keys(const YamlNode& map, const std::string& prefix) {
@@ -640,20 +648,29 @@ Result<RunConfig> apply_overrides(const RunConfig& base, const std::vector<std::
 std::string to_yaml(const RunConfig& c) {
   static const RunConfig kDefaults;
   std::ostringstream o;
-  std::string_view section;
-  bool header_due = false;  // a section's line is written with its first key (none: no line)
+  // A section's line is written with its first key (none: no line); `open` is the path whose
+  // lines are written, a nested section's (model.moe) under its parent's.
+  std::string open;
   for (const KeySpec& k : config_schema()) {
-    if (k.section() != section) {
-      section = k.section();
-      header_due = !section.empty();
-    }
-    const std::string indent = section.empty() ? "" : "  ";
+    const std::string_view section = k.section();
+    const size_t depth = section.empty() ? 0 : static_cast<size_t>(std::count(section.begin(), section.end(), '.')) + 1;
+    const std::string indent(2 * depth, ' ');
     const KeyValue v = k.access.get ? k.access.get(c) : KeyValue();
     if (k.omit_default && k.access.get && v == k.access.get(kDefaults)) continue;
     if (k.type == KeyType::kHosts && c.cluster.hosts.empty()) continue;
-    if (header_due) {
-      o << section << ":\n";
-      header_due = false;
+    if (open != section) {
+      // Open every level of `section` that `open` does not already hold.
+      size_t start = 0, level = 0;
+      while (start < section.size()) {
+        const size_t dot = section.find('.', start);
+        const std::string_view upto = section.substr(0, dot == std::string_view::npos ? section.size() : dot);
+        const bool held = open == upto || (open.size() > upto.size() && open.compare(0, upto.size(), upto) == 0 && open[upto.size()] == '.');
+        if (!held) o << std::string(2 * level, ' ') << upto.substr(start) << ":\n";
+        if (dot == std::string_view::npos) break;
+        start = dot + 1;
+        ++level;
+      }
+      open = std::string(section);
     }
     if (k.type == KeyType::kDevice) {
       write_device(o, c.cluster);

@@ -20,6 +20,7 @@ constexpr std::span<const EnumName<CpComm>> names_of(CpComm) { return kCpCommNam
 constexpr std::span<const EnumName<MetricsFormat>> names_of(MetricsFormat) { return kMetricsFormatNames; }
 constexpr std::span<const EnumName<LaunchFramework>> names_of(LaunchFramework) { return kLaunchFrameworkNames; }
 constexpr std::span<const EnumName<DataDtype>> names_of(DataDtype) { return kDataDtypeNames; }
+constexpr std::span<const EnumName<MoeRouter>> names_of(MoeRouter) { return kMoeRouterNames; }
 
 template <typename E>
 std::vector<std::string_view> choices_of() {
@@ -183,9 +184,50 @@ std::vector<KeySpec> make_schema() {
        .access = field([](auto& c) -> auto& { return c.model.norm_eps; })},
       {.path = "model.qkv_bias", .type = T::kBool, .default_text = "false", .help = "llama: biases on q, k and v (Qwen2)",
        .omit_default = true, .access = field([](auto& c) -> auto& { return c.model.qkv_bias; })},
+      {.path = "model.head_dim", .type = T::kInt, .default_text = "0",
+       .help = "llama: channels per head; heads x head_dim need not be hidden (Qwen3)", .min = 2, .max = 1 << 16,
+       .zero_label = "hidden / heads", .omit_default = true,
+       .derived = [](const RunConfig& c) -> long long { return c.model.head_size(); },
+       .access = field([](auto& c) -> auto& { return c.model.head_dim; })},
+      {.path = "model.qk_norm", .type = T::kBool, .default_text = "false", .help = "llama: RMSNorm over each head of q and k (Qwen3)",
+       .omit_default = true, .access = field([](auto& c) -> auto& { return c.model.qk_norm; })},
       {.path = "model.dropout", .type = T::kDouble, .default_text = "0.0",
        .help = "attention and hidden dropout (Megatron's 0.1); the engine trains without", .min = 0.0, .max = 0.9,
        .access = field([](auto& c) -> auto& { return c.model.dropout; })},
+      {.path = "model.moe.experts", .type = T::kInt, .default_text = "0",
+       .help = "llama: routed experts per MoE layer; 0 = no mixture of experts", .min = 0, .max = 1 << 16,
+       .omit_default = true, .foreign = {"num_experts", "num_local_experts"},
+       .access = field([](auto& c) -> auto& { return c.model.moe.experts; })},
+      {.path = "model.moe.top_k", .type = T::kInt, .default_text = "2", .help = "experts each token is sent to",
+       .min = 1, .max = 1 << 16, .omit_default = true, .foreign = {"num_experts_per_tok", "moe_router_topk"},
+       .access = field([](auto& c) -> auto& { return c.model.moe.top_k; })},
+      {.path = "model.moe.ffn_hidden", .type = T::kInt, .default_text = "0", .help = "one expert's MLP width; 0 = model.ffn_hidden",
+       .min = 1, .max = kCount, .zero_label = "model.ffn_hidden", .omit_default = true, .foreign = {"moe_intermediate_size"},
+       .derived = [](const RunConfig& c) -> long long { return c.model.moe_ffn(); },
+       .access = field([](auto& c) -> auto& { return c.model.moe.ffn_hidden; })},
+      {.path = "model.moe.shared_experts", .type = T::kInt, .default_text = "0", .help = "always-on experts per MoE layer",
+       .min = 0, .max = 1 << 16, .omit_default = true, .access = field([](auto& c) -> auto& { return c.model.moe.shared_experts; })},
+      {.path = "model.moe.shared_ffn_hidden", .type = T::kInt, .default_text = "0",
+       .help = "one shared expert's MLP width; 0 = moe.ffn_hidden", .min = 1, .max = kCount, .zero_label = "moe.ffn_hidden",
+       .omit_default = true, .derived = [](const RunConfig& c) -> long long { return c.model.moe_shared_ffn(); },
+       .access = field([](auto& c) -> auto& { return c.model.moe.shared_ffn_hidden; })},
+      {.path = "model.moe.dense_layers", .type = T::kInt, .default_text = "0",
+       .help = "the first layers keep the dense MLP of model.ffn_hidden", .min = 0, .max = kCount, .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.model.moe.dense_layers; })},
+      {.path = "model.moe.router", .type = T::kEnum, .default_text = "softmax_topk",
+       .help = "softmax_topk: softmax over every expert, then the top k", .choices = choices_of<MoeRouter>(), .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.model.moe.router; })},
+      {.path = "model.moe.norm_topk", .type = T::kBool, .default_text = "true",
+       .help = "renormalise the top-k routing weights to sum to 1 (Mixtral, Qwen3-MoE)", .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.model.moe.norm_topk; })},
+      {.path = "model.moe.aux_loss", .type = T::kDouble, .default_text = "0.01",
+       .help = "load-balancing loss weight (Switch / Mixtral form)", .min = 0, .max = 10, .omit_default = true,
+       .foreign = {"router_aux_loss_coef", "moe_aux_loss_coeff"},
+       .access = field([](auto& c) -> auto& { return c.model.moe.aux_loss; })},
+      {.path = "model.moe.capacity_factor", .type = T::kDouble, .default_text = "0",
+       .help = "0: dropless; >= 1: tokens per expert capped at capacity_factor x its even share, the overflow dropped",
+       .min = 0, .max = 1e6, .omit_default = true, .foreign = {"moe_expert_capacity_factor"},
+       .access = field([](auto& c) -> auto& { return c.model.moe.capacity_factor; })},
 
       {.path = "parallel.dp", .type = T::kInt, .default_text = "auto", .help = "data parallel size; auto = world / (tp x cp x pp)",
        .min = 1, .max = 1 << 20, .label = "Data parallel (dp)", .zero_label = "auto", .zero_label_is_yaml = true,
@@ -328,12 +370,12 @@ std::vector<KeySpec> make_schema() {
 }  // namespace
 
 std::string_view KeySpec::section() const {
-  const size_t dot = path.find('.');
+  const size_t dot = path.rfind('.');
   return dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
 }
 
 std::string_view KeySpec::leaf() const {
-  const size_t dot = path.find('.');
+  const size_t dot = path.rfind('.');
   return dot == std::string_view::npos ? path : path.substr(dot + 1);
 }
 
@@ -353,7 +395,8 @@ const std::vector<std::string>& root_names() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;
     for (const auto& k : config_schema()) {
-      const std::string name(k.section().empty() ? k.path : k.section());
+      const std::string_view section = k.section();
+      const std::string name(section.empty() ? k.path : section.substr(0, section.find('.')));
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     return names;
@@ -364,8 +407,17 @@ const std::vector<std::string>& root_names() {
 std::vector<std::string> section_keys(std::string_view section) {
   if (section.empty()) return root_names();
   std::vector<std::string> keys;
+  const std::string prefix = std::string(section) + ".";
   for (const auto& k : config_schema()) {
-    if (k.section() == section) keys.emplace_back(k.leaf());
+    const std::string_view s = k.section();
+    if (s == section) {
+      keys.emplace_back(k.leaf());
+    } else if (s.size() > prefix.size() && s.substr(0, prefix.size()) == prefix) {
+      // A nested section (model.moe under model): its name once, where its first key is.
+      const std::string_view rest = s.substr(prefix.size());
+      const std::string name(rest.substr(0, rest.find('.')));
+      if (std::find(keys.begin(), keys.end(), name) == keys.end()) keys.push_back(name);
+    }
   }
   return keys;
 }

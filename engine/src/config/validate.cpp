@@ -87,7 +87,7 @@ class Checker {
     if (m.hidden <= 0) fail("model.hidden", str(m.hidden), "required; the model width");
     if (m.hidden > kMaxHidden) fail("model.hidden", str(m.hidden), "must be at most " + str(kMaxHidden));
     if (m.heads <= 0) fail("model.heads", str(m.heads), "required; the number of attention heads");
-    if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0) {
+    if (m.hidden > 0 && m.heads > 0 && m.head_dim == 0 && m.hidden % m.heads != 0) {
       fail("model.heads", str(m.heads), "must divide model.hidden=" + str(m.hidden) + " (each head gets hidden / heads channels)");
     }
     if (m.kv_heads < 0) fail("model.kv_heads", str(m.kv_heads), "must be at least 1, or 0 for as many as model.heads");
@@ -100,8 +100,34 @@ class Checker {
       }
       if (m.qkv_bias) fail("model.qkv_bias", "true", "applies to model.arch: llama (gpt2 has biases on every projection already)");
       if (m.norm_eps != 1e-5) fail("model.norm_eps", str(m.norm_eps), "gpt2's LayerNorm uses 1e-5; other values need model.arch: llama");
-    } else if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads == 0 && (m.hidden / m.heads) % 2 != 0) {
+      if (m.head_dim != 0) fail("model.head_dim", str(m.head_dim), "a head size apart from hidden / heads needs model.arch: llama");
+      if (m.qk_norm) fail("model.qk_norm", "true", "q/k RMSNorm needs model.arch: llama");
+      if (m.moe.enabled()) fail("model.moe.experts", str(m.moe.experts), "mixture-of-experts layers need model.arch: llama (SwiGLU experts)");
+    } else if (m.head_dim != 0 && m.head_dim % 2 != 0) {
+      fail("model.head_dim", str(m.head_dim), "rotary positions need an even head size");
+    } else if (m.head_dim == 0 && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads == 0 && (m.hidden / m.heads) % 2 != 0) {
       fail("model.heads", str(m.heads), "gives a head size of " + str(m.hidden / m.heads) + "; rotary positions need an even head size");
+    }
+    check_moe();
+  }
+
+  // model.moe: the keys only mean something with experts; with them, top_k picks among them,
+  // some layers stay MoE, and the capacity is either dropless or at least an even share.
+  void check_moe() {
+    const auto& m = c_.model;
+    const auto& e = m.moe;
+    if (!e.enabled()) return;
+    if (e.top_k > e.experts) {
+      fail("model.moe.top_k", str(e.top_k), "must be between 1 and model.moe.experts=" + str(e.experts));
+    }
+    if (m.layers > 0 && e.dense_layers >= m.layers) {
+      fail("model.moe.dense_layers", str(e.dense_layers), "must be below model.layers=" + str(m.layers) + " so that some layers have experts");
+    }
+    if (e.capacity_factor != 0 && e.capacity_factor < 1) {
+      fail("model.moe.capacity_factor", str(e.capacity_factor), "must be 0 (dropless) or at least 1 (each expert's even share of the tokens)");
+    }
+    if (e.shared_ffn_hidden != 0 && e.shared_experts == 0) {
+      fail("model.moe.shared_ffn_hidden", str(e.shared_ffn_hidden), "sizes the shared experts; set model.moe.shared_experts too, or remove it");
     }
   }
 
@@ -191,6 +217,11 @@ class Checker {
     }
     if (m.ffn() % n != 0) {
       fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.ffn_hidden=" + str(m.ffn()));
+    }
+    if (m.moe.enabled() && m.moe_ffn() % n != 0) {
+      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.moe.ffn_hidden=" + str(m.moe_ffn()));
+    } else if (m.moe.enabled() && m.moe.shared_experts > 0 && m.moe_shared_ffn() % n != 0) {
+      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.moe.shared_ffn_hidden=" + str(m.moe_shared_ffn()));
     }
     if (p.tp_mode != TpMode::k1d && m.hidden % n != 0) {
       fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.hidden=" + str(m.hidden));

@@ -746,6 +746,20 @@ Result<Exported> export_hf(Ctx& x) {
 Result<Exported> export_files(const RunConfig& config, Framework to, const ExportOptions& options) {
   auto plan = plan::make_plan(config);
   if (!plan.ok()) return plan.status();
+  // What no export writes yet: the mixture-of-experts layer (experts, top-k, expert parallelism)
+  // and Qwen3's attention (its head size and q/k norms).
+  const config::ModelConfig& m = config.model;
+  if (m.moe.enabled()) {
+    return refuse("model.moe.experts", std::to_string(m.moe.experts),
+                  "the " + framework_title(to) + " export does not write mixture-of-experts models yet; Stagecraft plans them only");
+  }
+  if (m.qk_norm) {
+    return refuse("model.qk_norm", "true", "the " + framework_title(to) + " export does not write q/k norms yet; Stagecraft plans them only");
+  }
+  if (m.head_dim != 0 && m.head_dim * m.heads != m.hidden) {
+    return refuse("model.head_dim", std::to_string(m.head_dim),
+                  "the " + framework_title(to) + " export writes heads x head_dim = hidden only; Stagecraft plans other head sizes only");
+  }
   Ctx x(config, plan.value());
   if (to == Framework::kHf) return export_hf(x);
   if (config.model.llama() && to != Framework::kMegatron && to != Framework::kTorchtitan) {

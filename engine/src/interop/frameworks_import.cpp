@@ -871,12 +871,22 @@ void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report&
     arch = (*a)[0].as_string();
   } else if (const Json* t = hf.find("model_type"); t && t->is_string()) {
     const std::string& mt = t->as_string();
-    arch = mt == "llama" ? "LlamaForCausalLM" : mt == "mistral" ? "MistralForCausalLM" : mt == "qwen2" ? "Qwen2ForCausalLM" : mt == "gpt2" ? "GPT2LMHeadModel" : mt;
+    static const std::pair<const char*, const char*> kTypes[] = {
+        {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
+        {"mixtral", "MixtralForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"gpt2", "GPT2LMHeadModel"}};
+    arch = mt;
+    for (const auto& [type, name] : kTypes) {
+      if (mt == type) arch = name;
+    }
   }
-  static const char* kKnown = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel";
+  static const char* kKnown =
+      "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM or GPT2LMHeadModel";
   const bool gpt2 = arch == "GPT2LMHeadModel";
   const bool qwen2 = arch == "Qwen2ForCausalLM";
-  if (!gpt2 && !qwen2 && arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
+  const bool mixtral = arch == "MixtralForCausalLM";
+  const bool qwen3_moe = arch == "Qwen3MoeForCausalLM";
+  const bool qwen3 = arch == "Qwen3ForCausalLM" || qwen3_moe;
+  if (!gpt2 && !qwen2 && !qwen3 && !mixtral && arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
     r.problem(json_line(text, arch.empty() ? "model_type" : "architectures"),
               "architectures=" + (arch.empty() ? std::string("(none)") : arch) + ": Stagecraft reads " + kKnown);
     return;
@@ -958,9 +968,49 @@ void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report&
   if (const Json* act = hf.find("hidden_act"); act && act->is_string() && act->as_string() != "silu") {
     refuse("hidden_act", "hidden_act=" + act->as_string() + ": Stagecraft's llama MLP is SwiGLU (silu)");
   }
+  m.head_dim = 0;
+  m.qk_norm = qwen3;  // Qwen3's attention norms each head of q and k
+  m.moe = config::MoeConfig{};
   if (auto hd = integer("head_dim", 1, 1 << 20); hd && m.heads > 0 && *hd * m.heads != m.hidden) {
-    refuse("head_dim", "head_dim=" + std::to_string(*hd) + ": Stagecraft's llama has head_dim = hidden_size / num_attention_heads = " +
-                           std::to_string(m.hidden / m.heads));
+    if (qwen3) {
+      m.head_dim = *hd;  // Qwen3 decouples the head size from hidden_size
+    } else {
+      refuse("head_dim", "head_dim=" + std::to_string(*hd) + ": Stagecraft's " + arch +
+                             " has head_dim = hidden_size / num_attention_heads = " + std::to_string(m.hidden / m.heads) +
+                             " (Qwen3ForCausalLM decouples them)");
+    }
+  }
+  if (mixtral) {
+    // Every layer sparse; intermediate_size is each expert's width; the top-k weights renormalised.
+    m.moe.experts = required("num_local_experts", 1, 1 << 16);
+    m.moe.top_k = integer("num_experts_per_tok", 1, 1 << 16).value_or(2);
+    m.moe.norm_topk = true;
+    m.moe.aux_loss = number("router_aux_loss_coef", 0.0, 10.0).value_or(0.001);
+  } else if (qwen3_moe) {
+    m.moe.experts = required("num_experts", 1, 1 << 16);
+    m.moe.top_k = integer("num_experts_per_tok", 1, 1 << 16).value_or(8);
+    m.moe.ffn_hidden = required("moe_intermediate_size", 1, 1 << 30);
+    m.moe.norm_topk = boolean("norm_topk_prob").value_or(false);
+    m.moe.aux_loss = number("router_aux_loss_coef", 0.0, 10.0).value_or(0.001);
+    // transformers: layer i is sparse when i is not in mlp_only_layers and (i + 1) % step == 0.
+    // Stagecraft's dense layers are the first ones: mlp_only_layers must be 0 ... k-1, step 1.
+    if (auto step = integer("decoder_sparse_step", 1, 1 << 20); step && *step != 1) {
+      refuse("decoder_sparse_step", "decoder_sparse_step=" + std::to_string(*step) +
+                                        ": Stagecraft's MoE layers are every layer after the first model.moe.dense_layers; 1 only");
+    }
+    if (const Json* dense = hf.find("mlp_only_layers"); dense && !dense->is_null()) {
+      bool prefix = dense->is_array();
+      for (size_t i = 0; prefix && i < dense->size(); ++i) prefix = (*dense)[i].is_int() && (*dense)[i].as_int() == static_cast<int64_t>(i);
+      if (prefix) {
+        m.moe.dense_layers = static_cast<int>(dense->size());
+      } else {
+        refuse("mlp_only_layers", "mlp_only_layers=" + dense->dump() +
+                                      ": Stagecraft's dense layers are the first ones (model.moe.dense_layers); give 0, 1, ..., k-1");
+      }
+    }
+    if (m.moe.experts > 0 && m.moe.top_k > m.moe.experts) {
+      refuse("num_experts_per_tok", "num_experts_per_tok=" + std::to_string(m.moe.top_k) + ": more than num_experts=" + std::to_string(m.moe.experts));
+    }
   }
 }
 

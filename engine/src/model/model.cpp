@@ -43,7 +43,7 @@ ModelDesc ModelDesc::from(const config::ModelConfig& m) {
   d.hidden = m.hidden;
   d.heads = m.heads;
   d.kv_heads = m.kv();
-  d.head_dim = m.heads > 0 ? m.hidden / m.heads : 0;
+  d.head_dim = m.head_size();
   d.ffn = m.ffn();
   d.seq = m.seq_len;
   d.vocab = m.vocab;
@@ -51,6 +51,15 @@ ModelDesc ModelDesc::from(const config::ModelConfig& m) {
   d.qkv_bias = d.llama() && m.qkv_bias;
   d.rope_theta = m.rope_theta;
   d.norm_eps = m.norm_eps;
+  d.qk_norm = d.llama() && m.qk_norm;
+  if (d.llama() && m.moe.enabled()) {
+    d.experts = m.moe.experts;
+    d.top_k = m.moe.top_k;
+    d.expert_ffn = m.moe_ffn();
+    d.shared_experts = m.moe.shared_experts;
+    d.shared_ffn = m.moe.shared_experts > 0 ? m.moe_shared_ffn() : 0;
+    d.dense_layers = m.moe.dense_layers;
+  }
   return d;
 }
 
@@ -87,10 +96,32 @@ class Lister {
         add(h + "self_attn.v_proj.bias", {K}, Split::kRow, Place::kLayer, Role::kQkvBias, 2, i, 0, 0);
       }
       add(h + "self_attn.o_proj.weight", {C, Q}, Split::kColumn, Place::kLayer, Role::kOut, 0, i, kStd, 0);
+      if (d_.qk_norm) {
+        const int64_t HS = d_.head_dim;
+        add(h + "self_attn.q_norm.weight", {HS}, Split::kReplicated, Place::kLayer, Role::kQNorm, 0, i, 0, 1);
+        add(h + "self_attn.k_norm.weight", {HS}, Split::kReplicated, Place::kLayer, Role::kKNorm, 0, i, 0, 1);
+      }
       add(h + "post_attention_layernorm.weight", {C}, Split::kReplicated, Place::kLayer, Role::kNorm2, 0, i, 0, 1);
-      add(h + "mlp.gate_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kUp, 0, i, kStd, 0);
-      add(h + "mlp.up_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kUp, 1, i, kStd, 0);
-      add(h + "mlp.down_proj.weight", {C, F}, Split::kColumn, Place::kLayer, Role::kDown, 0, i, kStd, 0);
+      if (!d_.moe_layer(i)) {
+        add(h + "mlp.gate_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kUp, 0, i, kStd, 0);
+        add(h + "mlp.up_proj.weight", {F, C}, Split::kRow, Place::kLayer, Role::kUp, 1, i, kStd, 0);
+        add(h + "mlp.down_proj.weight", {C, F}, Split::kColumn, Place::kLayer, Role::kDown, 0, i, kStd, 0);
+        return;
+      }
+      const int64_t E = d_.experts, FE = d_.expert_ffn;
+      add(h + "mlp.gate.weight", {E, C}, Split::kReplicated, Place::kLayer, Role::kRouter, 0, i, kStd, 0);
+      for (int j = 0; j < d_.experts; ++j) {
+        const std::string e = h + "mlp.experts." + std::to_string(j) + ".";
+        add(e + "gate_proj.weight", {FE, C}, Split::kRow, Place::kLayer, Role::kExpertUp, 2 * j, i, kStd, 0);
+        add(e + "up_proj.weight", {FE, C}, Split::kRow, Place::kLayer, Role::kExpertUp, 2 * j + 1, i, kStd, 0);
+        add(e + "down_proj.weight", {C, FE}, Split::kColumn, Place::kLayer, Role::kExpertDown, j, i, kStd, 0);
+      }
+      if (d_.shared_experts > 0) {
+        const int64_t FS = static_cast<int64_t>(d_.shared_experts) * d_.shared_ffn;
+        add(h + "mlp.shared_experts.gate_proj.weight", {FS, C}, Split::kRow, Place::kLayer, Role::kSharedUp, 0, i, kStd, 0);
+        add(h + "mlp.shared_experts.up_proj.weight", {FS, C}, Split::kRow, Place::kLayer, Role::kSharedUp, 1, i, kStd, 0);
+        add(h + "mlp.shared_experts.down_proj.weight", {C, FS}, Split::kColumn, Place::kLayer, Role::kSharedDown, 0, i, kStd, 0);
+      }
       return;
     }
     const double std_proj = kStd / std::sqrt(2.0 * d_.layers);
@@ -161,15 +192,42 @@ std::vector<ParamSpec> ModelDesc::params() const {
   return out;
 }
 
-double ModelDesc::layer_params() const {
+double ModelDesc::layer_params(int i) const {
   std::vector<ParamSpec> ps;
-  Lister(*this, ps).layer(0);
+  Lister(*this, ps).layer(i);
   return sum_numel(ps);
 }
 
-double ModelDesc::layer_params_1d(double t) const {
+// Only the MoE layers differ from one another by what they hold, and all of them alike: the
+// counts of one dense and one MoE layer stand for every layer.
+double ModelDesc::total_params() const {
+  double n = embedding_params() + head_params();
+  if (layers <= 0) return n;
+  const int moe_layers = moe() ? std::max(0, layers - std::min(dense_layers, layers)) : 0;
+  if (moe_layers > 0) n += moe_layers * layer_params(layers - 1);
+  if (layers - moe_layers > 0) n += (layers - moe_layers) * layer_params(0);
+  return n;
+}
+
+double ModelDesc::active_layer_params(int i) const {
+  const double n = layer_params(i);
+  if (!moe_layer(i)) return n;
+  // One expert's gate, up and down: 3 FE C.
+  return n - static_cast<double>(experts - top_k) * 3.0 * expert_ffn * hidden;
+}
+
+double ModelDesc::active_params() const {
+  double n = embedding_params() + head_params();
+  if (layers <= 0) return n;
+  const int moe_layers = moe() ? std::max(0, layers - std::min(dense_layers, layers)) : 0;
+  if (moe_layers > 0) n += moe_layers * active_layer_params(layers - 1);
+  if (layers - moe_layers > 0) n += (layers - moe_layers) * active_layer_params(0);
+  return n;
+}
+
+double ModelDesc::layer_params_1d(double t, int i) const {
   std::vector<ParamSpec> ps;
-  Lister(*this, ps).layer(0);
+  Lister(*this, ps).layer(i);
   double n = 0;
   for (const auto& p : ps) n += static_cast<double>(p.numel()) / (p.split == Split::kReplicated ? 1.0 : t);
   return n;
@@ -187,14 +245,27 @@ double ModelDesc::head_params() const {
   return sum_numel(ps);
 }
 
-double ModelDesc::total_params() const { return layers * layer_params() + embedding_params() + head_params(); }
-
-std::vector<LayerGemm> ModelDesc::layer_gemms() const {
+std::vector<LayerGemm> ModelDesc::layer_gemms(int i) const {
   const double C = hidden, F = ffn;
-  return {{"qkv", static_cast<double>(qkv_width()), C, false},
-          {"attention out", C, static_cast<double>(q_width()), true},
-          {swiglu() ? "gate and up" : "fc1", static_cast<double>(up_width()), C, false},
-          {swiglu() ? "down" : "fc2", C, F, true}};
+  std::vector<LayerGemm> g = {{"qkv", static_cast<double>(qkv_width()), C, false},
+                              {"attention out", C, static_cast<double>(q_width()), true}};
+  if (!moe_layer(i)) {
+    g.push_back({swiglu() ? "gate and up" : "fc1", static_cast<double>(up_width()), C, false});
+    g.push_back({swiglu() ? "down" : "fc2", C, F, true});
+    return g;
+  }
+  // The router's weight is replicated, so every TP rank computes all E logits; at E C per token
+  // it is small beside the experts, and the estimate splits it t ways like the GEMMs beside it.
+  const double FE = static_cast<double>(top_k) * expert_ffn;
+  g.push_back({"router", static_cast<double>(experts), C, false});
+  g.push_back({"experts gate and up", 2.0 * FE, C, false});
+  g.push_back({"experts down", C, FE, true});
+  if (shared_experts > 0) {
+    const double FS = static_cast<double>(shared_experts) * shared_ffn;
+    g.push_back({"shared gate and up", 2.0 * FS, C, false});
+    g.push_back({"shared down", C, FS, true});
+  }
+  return g;
 }
 
 double ModelDesc::layer_gemm_flops_per_token() const {
@@ -210,7 +281,7 @@ double ModelDesc::layer_forward_flops() const { return seq * layer_gemm_flops_pe
 // adds, the same 10 C; the heads' split and merge 2 (Q + 2K), RoPE over q and k 2 (Q + K), SwiGLU
 // reading gate | up and writing its product 3 F.
 LayerTraffic ModelDesc::layer_traffic() const {
-  const double C = hidden, F = ffn;
+  const double C = hidden, F = active_mlp_width(typical_layer());
   if (llama()) return {10 * C, 2.0 * qkv_width() + 2.0 * (q_width() + kv_width()) + 3 * F, 12};
   return {10 * C, 6 * C + 2 * F, 11};
 }
@@ -219,7 +290,7 @@ LayerTraffic ModelDesc::layer_traffic() const {
 // attention-out's input C, GELU's input and output 2 F sharded. Llama: the same four replicated;
 // q k v (Q + 2K), attention-out's input Q, gate | up 2 F and SwiGLU's output F sharded.
 LayerActivations ModelDesc::layer_activations() const {
-  const double C = hidden, F = ffn;
+  const double C = hidden, F = active_mlp_width(typical_layer());
   if (llama()) return {4 * C, static_cast<double>(qkv_width()) + q_width() + 3 * F};
   return {4 * C, 4 * C + 2 * F};
 }
@@ -229,7 +300,14 @@ std::string ModelDesc::summary() const {
                   std::to_string(heads) + " heads";
   if (kv_heads != heads) s += " (" + std::to_string(kv_heads) + " key/value)";
   s += ", FFN " + std::to_string(ffn) + (swiglu() ? " (SwiGLU)" : " (GELU)");
+  if (head_dim * heads != hidden) s += ", head size " + std::to_string(head_dim);
   if (qkv_bias) s += ", q/k/v biases";
+  if (qk_norm) s += ", q/k norm";
+  if (moe()) {
+    s += ", " + std::to_string(experts) + " experts of FFN " + std::to_string(expert_ffn) + ", top " + std::to_string(top_k);
+    if (shared_experts > 0) s += ", " + std::to_string(shared_experts) + " shared of FFN " + std::to_string(shared_ffn);
+    if (dense_layers > 0) s += ", first " + std::to_string(dense_layers) + " layers dense";
+  }
   s += ", vocabulary " + std::to_string(vocab) + (tied ? ", tied head" : ", untied head");
   return s;
 }

@@ -576,10 +576,16 @@ StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, i
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
   const double shard = weight_shard(config, tp);
   const bool one_d = config.parallel.tp_mode == TpMode::k1d;
-  const double layer_params = one_d ? g.layer_params_1d(tp) : g.layer_params() / shard;
   StageMemoryModel m;
   const int chunks = pp * virtual_stages;
-  m.layer_static.assign(static_cast<size_t>(std::max(0, config.model.layers)), per * layer_params);
+  // Layer by layer: a mixture-of-experts layer holds every expert (expert parallelism, which would
+  // split them, is not modelled yet), its first dense_layers the dense MLP.
+  m.layer_static.resize(static_cast<size_t>(std::max(0, config.model.layers)));
+  for (int i = 0; i < config.model.layers; ++i) {
+    const bool same = i > 0 && g.moe_layer(i) == g.moe_layer(i - 1);
+    m.layer_static[static_cast<size_t>(i)] =
+        same ? m.layer_static[static_cast<size_t>(i - 1)] : per * (one_d ? g.layer_params_1d(tp, i) : g.layer_params(i) / shard);
+  }
   m.layer_activation.assign(static_cast<size_t>(std::max(0, config.model.layers)), layer_activation_bytes(config, tp));
   // The embedding's vocabulary matrix is sharded (vocabulary-parallel), learned positions not; the
   // last stage holds the final norm and the head's matrix (its own, or the tied one's copy).
@@ -610,6 +616,7 @@ Estimate estimate(const EstimateInput& in) {
   e.device = in.device.name;
   e.device_memory_bytes = in.device.memory_bytes();
   e.params_total = g.total_params();
+  e.params_active = g.active_params();
   e.peak_tflops = hw.peak / 1e12;
 
   // Memory, rank by rank.
@@ -654,7 +661,7 @@ Estimate estimate(const EstimateInput& in) {
     // ZeRO-2 and 3 hold a gradient bucket unsharded until its reduce-scatter, and a second
     // filling behind it; ZeRO-3 gathers a layer's weights before its forward and backward, the
     // next one prefetched, and holds a layer's whole gradient until it is reduce-scattered.
-    const double layer_params = rank_layers[static_cast<size_t>(r)] > 0 && c.model.layers > 0 ? mem.layer_static[0] / per : 0.0;
+    const double layer_params = rank_layers[static_cast<size_t>(r)] > 0 && c.model.layers > 0 ? mem.layer_static.back() / per : 0.0;
     if (D > 1 && c.parallel.zero >= 2) {
       rm.grads += std::min(2.0 * c.parallel.grad_bucket_bytes(), rm.params * full.grads);
     }
@@ -739,7 +746,7 @@ Estimate estimate(const EstimateInput& in) {
   const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   const double step_s = hw.cal.collective_step_s;
   const int zero = D > 1 ? c.parallel.zero : 0;
-  const double one_layer_params = c.model.layers > 0 ? mem.layer_static[0] / per : 0.0;
+  const double one_layer_params = c.model.layers > 0 ? mem.layer_static.back() / per : 0.0;  // the largest: an MoE layer's
   for (int r = 0; r < p; ++r) {
     const double params = e.memory[static_cast<size_t>(r)].params;
     const double grad_bytes = params * full.grads;
@@ -816,6 +823,7 @@ Json estimate_to_json(const Estimate& e) {
   j.set("device", e.device);
   j.set("device_memory_bytes", e.device_memory_bytes);
   j.set("params_total", e.params_total);
+  j.set("params_active", e.params_active);
   Json::Array mem;
   for (const auto& r : e.memory) {
     Json x = Json::object();
@@ -887,7 +895,12 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
   char line[200];
   std::snprintf(line, sizeof line, "Estimate (%s, %s)\n", e.device.c_str(), std::string(config::to_string(config.train.precision)).c_str());
   o << line;
-  std::snprintf(line, sizeof line, "  parameters %.3g (%.2f B)\n", e.params_total, e.params_total / 1e9);
+  if (e.params_active < e.params_total) {
+    std::snprintf(line, sizeof line, "  parameters %.3g (%.1f B parameters, %.1f B active per token)\n", e.params_total,
+                  e.params_total / 1e9, e.params_active / 1e9);
+  } else {
+    std::snprintf(line, sizeof line, "  parameters %.3g (%.2f B)\n", e.params_total, e.params_total / 1e9);
+  }
   o << line;
   o << "  memory per GPU      weights    grads  optimizer  activations  workspace     total\n";
   for (const auto& r : e.memory) {

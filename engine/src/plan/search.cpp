@@ -168,6 +168,7 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
   std::vector<Split> splits;
   for (int tp : divisors(world, 1 << 12)) {
     if (m.heads % tp != 0 || m.kv() % tp != 0 || m.ffn() % tp != 0) continue;
+    if (m.moe.enabled() && (m.moe_ffn() % tp != 0 || (m.moe.shared_experts > 0 && m.moe_shared_ffn() % tp != 0))) continue;
     for (int cp : divisors(world / tp, m.seq_len / 2)) {
       if (m.seq_len % (2 * cp) != 0) continue;
       if (cp > 1 && m.seq_len / cp < options.min_cp_tokens) continue;

@@ -107,6 +107,17 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     return Status::invalid_input("model.dropout: " + std::to_string(config.model.dropout).substr(0, 4) +
                                  ": Stagecraft's engine trains without dropout; set model.dropout: 0");
   }
+  if (config.model.moe.enabled()) {
+    return Status::invalid_input("model.moe: the engine does not train mixture-of-experts layers yet; they are planned "
+                                 "(parameters, memory of every expert, time of the active ones), not run; set model.moe.experts: 0 to train");
+  }
+  if (config.model.qk_norm) {
+    return Status::invalid_input("model.qk_norm: the engine does not train q/k RMSNorm yet (it is planned, not run); set model.qk_norm: false to train");
+  }
+  if (config.model.head_dim != 0 && config.model.head_dim * config.model.heads != config.model.hidden) {
+    return Status::invalid_input("model.head_dim=" + std::to_string(config.model.head_dim) +
+                                 ": the engine trains heads x head_dim = hidden only (it is planned, not run); set model.head_dim: 0 to train");
+  }
   if (config.parallel.tp_mode != config::TpMode::k1d) {
     return Status::invalid_input("parallel.tp_mode=" + std::string(config::to_string(config.parallel.tp_mode)) +
                                  ": the engine trains Megatron 1D tensor parallelism; 2d/2.5d/3d are planned, not run");

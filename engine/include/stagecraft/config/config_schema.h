@@ -69,8 +69,9 @@ struct KeySpec {
   long long (*derived)(const RunConfig&) = nullptr;
   KeyAccess access;               // empty for kHosts
 
-  std::string_view section() const;  // "parallel" for "parallel.tp"; "" for a top-level key
-  std::string_view leaf() const;     // "tp" for "parallel.tp"
+  // Keys nest one mapping per dot: "model.moe.experts" is experts in the mapping moe in model.
+  std::string_view section() const;  // "parallel" for "parallel.tp", "model.moe" for "model.moe.experts"; "" at the top
+  std::string_view leaf() const;     // "tp" for "parallel.tp", "experts" for "model.moe.experts"
 };
 
 // Every key, in document order (name, cluster.*, model.*, parallel.*, pipeline.*, train.*,
@@ -80,7 +81,8 @@ const std::vector<KeySpec>& config_schema();
 const KeySpec* find_key(std::string_view path);
 // The names under the document's root in document order: top-level keys and sections.
 const std::vector<std::string>& root_names();
-// The keys of one section (or of the root for ""), leaf names in document order.
+// The keys of one section (or of the root for ""), leaf names in document order; a nested
+// section's name ("moe" in "model") stands where its first key is.
 std::vector<std::string> section_keys(std::string_view section);
 // The Stagecraft key another framework's name stands for ("tensor_parallel_size" ->
 // "parallel.tp"), or "".

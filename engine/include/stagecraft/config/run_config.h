@@ -34,6 +34,7 @@ enum class CpComm { kRing, kAllToAll };  // parallel.cp_comm: K/V ring (Megatron
 enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kTorchtitan, kNone };  // launch.metrics
 enum class LaunchFramework { kNone, kMegatron, kDeepspeed, kTorchtitan };
 enum class DataDtype { kAuto, kUint16, kUint32 };  // train.data_dtype: a .bin file's token width                       // launch.framework
+enum class MoeRouter { kSoftmaxTopk };  // model.moe.router: softmax over every expert, then the top k
 
 // Every enum's YAML spelling, in the order choices are listed ("gpipe, 1f1b or interleaved").
 inline constexpr EnumName<TpMode> kTpModeNames[] = {
@@ -59,6 +60,7 @@ inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
     {MetricsFormat::kNone, "none"}};
 inline constexpr EnumName<DataDtype> kDataDtypeNames[] = {
     {DataDtype::kAuto, "auto"}, {DataDtype::kUint16, "uint16"}, {DataDtype::kUint32, "uint32"}};
+inline constexpr EnumName<MoeRouter> kMoeRouterNames[] = {{MoeRouter::kSoftmaxTopk, "softmax_topk"}};
 inline constexpr EnumName<LaunchFramework> kLaunchFrameworkNames[] = {
     {LaunchFramework::kNone, "none"}, {LaunchFramework::kMegatron, "megatron"}, {LaunchFramework::kDeepspeed, "deepspeed"},
     {LaunchFramework::kTorchtitan, "torchtitan"}};
@@ -127,6 +129,25 @@ struct ClusterConfig {
   bool operator==(const ClusterConfig&) const = default;
 };
 
+// A mixture-of-experts MLP (model.moe; llama only): every layer after the first `dense_layers` has
+// `experts` SwiGLU experts of ffn_hidden, of which the router picks top_k per token, and
+// `shared_experts` always-on ones. experts 0: no MoE, every layer dense.
+struct MoeConfig {
+  int experts = 0;                  // routed experts per MoE layer; 0 = no MoE
+  int top_k = 2;                    // experts each token is sent to
+  int ffn_hidden = 0;               // one expert's MLP width; 0 means model.ffn_hidden
+  int shared_experts = 0;           // always-on experts per MoE layer
+  int shared_ffn_hidden = 0;        // one shared expert's width; 0 means moe.ffn_hidden
+  int dense_layers = 0;             // the first layers keep the dense MLP of model.ffn_hidden
+  MoeRouter router = MoeRouter::kSoftmaxTopk;
+  bool norm_topk = true;            // renormalise the top-k routing weights to sum to 1 (Mixtral)
+  double aux_loss = 0.01;           // load-balancing loss weight (Switch / Mixtral form)
+  double capacity_factor = 0.0;     // 0: dropless; >= 1: a capacity per expert, the overflow dropped
+
+  bool enabled() const { return experts > 0; }
+  bool operator==(const MoeConfig&) const = default;
+};
+
 struct ModelConfig {
   std::string arch = "gpt2";    // gpt2 (GPT-2 family; "gpt" is its older name) or llama (Llama,
                                 // Mistral, Qwen2: RMSNorm, SwiGLU, RoPE, GQA); model/model.h
@@ -141,12 +162,19 @@ struct ModelConfig {
   double rope_theta = 10000.0;  // llama: the rotary positions' base
   double norm_eps = 1e-5;       // the norms' epsilon (GPT-2's LayerNorm: 1e-5 only)
   bool qkv_bias = false;        // llama: biases on q, k and v (Qwen2)
+  int head_dim = 0;             // llama: channels per head; 0 means hidden / heads (Qwen3 decouples
+                                // them: heads x head_dim need not be hidden)
+  bool qk_norm = false;         // llama: RMSNorm over each head of q and k before RoPE (Qwen3)
+  MoeConfig moe;                // llama: mixture-of-experts MLP; experts 0 = dense
   double dropout = 0.0;         // attention and hidden dropout probability (Megatron's default
                                 // is 0.1); the cost model counts its masks and passes.
                                 // Stagecraft's engine trains without dropout.
 
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int head_size() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
+  int moe_ffn() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn(); }
+  int moe_shared_ffn() const { return moe.shared_ffn_hidden > 0 ? moe.shared_ffn_hidden : moe_ffn(); }
   bool llama() const { return arch == "llama"; }
   bool operator==(const ModelConfig&) const = default;
 };

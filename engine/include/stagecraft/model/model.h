@@ -41,6 +41,18 @@
 //           model.layers.{i}.mlp.down_proj.weight [C, F]      row-parallel
 //           model.norm.weight [C]                                                 replicated
 //           lm_head.weight [V, C]   untied only                                   replicated
+//         With model.qk_norm (Qwen3), after o_proj:
+//           model.layers.{i}.self_attn.q_norm.weight [HS]  .k_norm.weight [HS]   replicated
+//         model.head_dim sets HS apart from C / NH (Qwen3: Q = NH HS need not be C).
+//         Mixture of experts (model.moe, Qwen3-MoE's names): layer i >= dense_layers has, in place
+//         of the dense MLP, with E experts of width FE and S shared ones of width FS each:
+//           model.layers.{i}.mlp.gate.weight [E, C]                               replicated (router)
+//           model.layers.{i}.mlp.experts.{j}.gate_proj.weight [FE, C]  .up_proj [FE, C]
+//                .down_proj [C, FE]       j < E; split as the dense MLP's
+//           model.layers.{i}.mlp.shared_experts.gate_proj.weight [S FS, C]  .up_proj [S FS, C]
+//                .down_proj [C, S FS]     S > 0 only, the shared experts as one MLP (DeepSeek's)
+//         A token passes the router, top_k of the E experts and every shared one: a layer's
+//         active parameters count top_k experts, its total all E.
 //         Initialisation (transformers' LlamaPreTrainedModel): every matrix N(0, 0.02), biases 0,
 //         norm weights 1.
 //
@@ -52,6 +64,7 @@
 // shard or a stage initialises exactly as the whole model would.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -95,6 +108,13 @@ enum class Role : uint8_t {
   kUpBias,
   kDown,          // the MLP's output projection
   kDownBias,
+  kQNorm,         // Qwen3's RMSNorm over each head of q: weight (HS)
+  kKNorm,         // and of k
+  kRouter,        // a mixture-of-experts layer's router (E, C)
+  kExpertUp,      // expert `part / 2`'s gate (part even) or up (part odd) (FE, C)
+  kExpertDown,    // expert `part`'s down (C, FE)
+  kSharedUp,      // the shared experts' gate (part 0) and up (part 1) (S FS, C)
+  kSharedDown,    // the shared experts' down (C, S FS)
 };
 
 struct ParamSpec {
@@ -144,8 +164,21 @@ struct ModelDesc {
   bool qkv_bias = false;        // llama: biases on q, k and v (Qwen2)
   double rope_theta = 10000.0;  // llama
   double norm_eps = 1e-5;
+  bool qk_norm = false;         // llama: RMSNorm over each head of q and k (Qwen3)
+  // Mixture of experts (llama): experts 0 = every layer dense.
+  int experts = 0, top_k = 0, expert_ffn = 0, shared_experts = 0, shared_ffn = 0, dense_layers = 0;
 
   static ModelDesc from(const config::ModelConfig& m);
+
+  bool moe() const { return experts > 0; }
+  // Whether layer i's MLP is a mixture of experts (else the dense MLP of ffn).
+  bool moe_layer(int i) const { return moe() && i >= dense_layers; }
+  // The layer the per-layer figures below describe: an MoE layer when the model has experts.
+  int typical_layer() const { return moe() ? std::max(0, layers - 1) : 0; }
+  // The MLP width a token passes through in layer i: ffn, or top_k experts' plus the shared ones'.
+  double active_mlp_width(int i) const {
+    return moe_layer(i) ? static_cast<double>(top_k) * expert_ffn + static_cast<double>(shared_experts) * shared_ffn : ffn;
+  }
 
   bool llama() const { return arch == Arch::kLlama; }
   bool learned_positions() const { return arch == Arch::kGpt2; }
@@ -167,22 +200,33 @@ struct ModelDesc {
   // the untied head).
   std::vector<ParamSpec> params() const;
 
-  // Parameter counts, unsharded: one layer, the first stage's embeddings, the last stage's final
-  // norm and untied head, the whole model (a tied embedding counted once).
-  double layer_params() const;
+  // Parameter counts, unsharded: a layer (layer i, or the typical layer: an MoE layer's with
+  // every expert), the first stage's embeddings, the last stage's final norm and untied head, the
+  // whole model (a tied embedding counted once).
+  double layer_params() const { return layer_params(typical_layer()); }
+  double layer_params(int i) const;
   double embedding_params() const;
   double head_params() const;
   double total_params() const;
+  // The parameters one token passes through: layer i's without the experts the router does not
+  // pick (E - top_k of them), and the whole model's so (the embedding as its row, counted whole as
+  // Mixtral's and Qwen3's "active parameters" count it). Equal to the totals without experts.
+  double active_layer_params(int i) const;
+  double active_params() const;
   // One layer's parameters on one rank of Megatron 1D TP of size t: split tensors / t, the
-  // replicated (norms, row-parallel biases) whole.
-  double layer_params_1d(double t) const;
+  // replicated (norms, row-parallel biases, the router) whole.
+  double layer_params_1d(double t) const { return layer_params_1d(t, typical_layer()); }
+  double layer_params_1d(double t, int i) const;
   // The token embedding (or the untied head's matrix): V C.
   double vocab_matrix() const { return static_cast<double>(vocab) * hidden; }
 
   // A layer's forward GEMMs at their real shapes, and the FLOPs (2 per multiply-add) of one
   // sample of `seq` tokens: GEMMs plus attention's QK^T and AV over all query heads (s^2 per
-  // head, the causal half not subtracted, as Narayanan et al. 2021 count).
-  std::vector<LayerGemm> layer_gemms() const;
+  // head, the causal half not subtracted, as Narayanan et al. 2021 count). An MoE layer's are
+  // the active ones a token passes: the router, top_k experts' GEMMs side by side as one of
+  // top_k times the width, and the shared experts'. The typical layer's (an MoE one) unless i.
+  std::vector<LayerGemm> layer_gemms() const { return layer_gemms(typical_layer()); }
+  std::vector<LayerGemm> layer_gemms(int i) const;
   double layer_gemm_flops_per_token() const;
   double attention_flops(double seq_len) const { return 4.0 * seq_len * seq_len * q_width(); }
   double layer_forward_flops() const;
@@ -194,7 +238,7 @@ struct ModelDesc {
   LayerActivations layer_activations() const;
 
   // One line for people: "llama: 32 layers, hidden 4096, 32 heads (8 key/value), FFN 14336
-  // (SwiGLU), vocabulary 128256, untied head".
+  // (SwiGLU), vocabulary 128256, untied head"; an MoE model's adds "8 experts of FFN 14336, top 2".
   std::string summary() const;
 };
 

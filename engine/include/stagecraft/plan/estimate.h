@@ -76,6 +76,7 @@ struct Estimate {
   std::string device;
   double device_memory_bytes = 0;
   double params_total = 0;          // the whole model (tied embedding counted once)
+  double params_active = 0;         // those one token passes: top_k of a mixture's experts; else params_total
   std::vector<RankMemory> memory;   // one entry per pp rank
   double peak_memory_bytes = 0;
   int peak_pp_rank = 0;
