@@ -187,9 +187,14 @@ LayoutsView::~LayoutsView() = default;
 void LayoutsView::buildFields(QFormLayout* form) {
   m_fitsOnly = check(tr("fits only"), QStringLiteral("fitsOnly"), true);
   m_tpWithinNode = check(tr("TP within a node"), QStringLiteral("tpWithinNode"), false);
+  // Rank as search --plausible does: each MFU capped at the device's best published one.
+  m_plausible = check(tr("cap at published MFU"), QStringLiteral("plausible"), false);
+  m_plausible->setToolTip(tr("Rank with each layout's MFU capped at the best published for the device, so the "
+                             "model's optimism does not pick the winner; the estimates are unchanged"));
   auto* flags = new QHBoxLayout;
   flags->addWidget(m_fitsOnly);
   flags->addWidget(m_tpWithinNode);
+  flags->addWidget(m_plausible);
   flags->addStretch(1);
   form->addRow(tr("Keep"), flags);
 
@@ -261,6 +266,12 @@ void LayoutsView::buildFields(QFormLayout* form) {
   });
 
   for (QCheckBox* c : {m_fitsOnly, m_tpWithinNode}) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
+  connect(m_plausible, &QCheckBox::toggled, this, [this](bool on) {
+    selectRows({});
+    m_model->setCapped(on);
+    m_table->sortByColumn(LayoutsModel::kRank, Qt::AscendingOrder);
+    setStatus(statusText());
+  });
   // A group with every box cleared would allow nothing (the engine reads an empty list as
   // "any"): the last box of a group cannot be cleared.
   for (const QList<QCheckBox*>* group : {&m_schedules, &m_recomputes}) {
@@ -329,11 +340,12 @@ void LayoutsView::constraintsEdited() {
 
 QString LayoutsView::statusText() const {
   if (m_model->allLayouts().empty() || !m_searched) return m_status->text();
-  return tr("%1 layouts estimated, %2 fit, %3 shown, in %4")
+  return tr("%1 layouts estimated, %2 fit, %3 shown, in %4%5")
       .arg(m_search->evaluated())
       .arg(m_search->fitting())
       .arg(m_model->rowCount())
-      .arg(qs(plan::format_seconds(m_search->seconds())));
+      .arg(qs(plan::format_seconds(m_search->seconds())))
+      .arg(m_model->capped() ? tr("; ranked with MFU capped at the device's best published") : QString());
 }
 
 void LayoutsView::setStatus(const QString& text) { m_status->setText(text); }

@@ -51,7 +51,7 @@ class LayoutsView : public QWidget {
   LayoutsModel* model() const { return m_model; }
   LayoutsChart* chart() const { return m_chart; }
   QTableView* table() const { return m_table; }
-  // A constraint field by name: "fitsOnly", "tpWithinNode" (QCheckBox); "tp", "pp", "cp",
+  // A constraint field by name: "fitsOnly", "tpWithinNode", "plausible" (rank capped at the published MFU) (QCheckBox); "tp", "pp", "cp",
   // "maxMicroBatch" (QSpinBox, 0 = any); "maxZero" (QSpinBox, 0-3); "gpipe", "1f1b", "interleaved", "none", "selective",
   // "full" (QCheckBox, allowed when checked); "colourBy", "yAxis" (QComboBox).
   QWidget* field(const QString& name) const;
@@ -103,6 +103,7 @@ class LayoutsView : public QWidget {
   QComboBox* m_colourBy = nullptr;
   QCheckBox* m_fitsOnly = nullptr;
   QCheckBox* m_tpWithinNode = nullptr;
+  QCheckBox* m_plausible = nullptr;
   QSpinBox* m_maxZero = nullptr;
   QSpinBox* m_tp = nullptr;
   QSpinBox* m_pp = nullptr;

@@ -814,6 +814,7 @@ Estimate estimate(const EstimateInput& in) {
     e.mfu = e.model_tflops_per_gpu * 1e12 / hw.peak;
     e.hfu = e.tflops_per_gpu * 1e12 / hw.peak;
   }
+  if (hw.peak > 0 && in.device.published_mfu > 0) e.published_step_s = e.model_flops / (world * hw.peak * in.device.published_mfu);
   check_plausibility(e, in.device);
   return e;
 }

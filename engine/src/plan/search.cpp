@@ -270,18 +270,22 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                                "within a node): loosen them");
   }
   const bool cap = options.cap_at_published_mfu;
-  std::stable_sort(kept.begin(), kept.end(), [cap](const Candidate& a, const Candidate& b) {
-    const double sa = cap ? a.estimate.capped_step_time_s() : a.estimate.step_time_s;
-    const double sb = cap ? b.estimate.capped_step_time_s() : b.estimate.step_time_s;
-    if (sa != sb) return sa < sb;
-    return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
-  });
+  std::stable_sort(kept.begin(), kept.end(), [cap](const Candidate& a, const Candidate& b) { return ranks_before(a, b, cap); });
   result.capped = cap;
   if (kept.size() > 1) result.why = cap ? why_first_capped(kept[0], kept[1]) : why_faster(kept[0], kept[1]);
   if (static_cast<int>(kept.size()) > options.top) kept.resize(static_cast<size_t>(std::max(1, options.top)));
   result.ranked = std::move(kept);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+bool ranks_before(const Candidate& a, const Candidate& b, bool capped) {
+  const double sa = capped ? a.estimate.capped_step_time_s() : a.estimate.step_time_s;
+  const double sb = capped ? b.estimate.capped_step_time_s() : b.estimate.step_time_s;
+  if (sa != sb) return sa < sb;
+  if (a.estimate.peak_memory_bytes != b.estimate.peak_memory_bytes) return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
+  // Capped, layouts above the published MFU tie at its step: the faster prediction first.
+  return capped && a.estimate.step_time_s < b.estimate.step_time_s;
 }
 
 Json search_to_json(const SearchResult& r) {

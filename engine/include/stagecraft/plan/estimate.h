@@ -100,9 +100,13 @@ struct Estimate {
   double published_mfu = 0;
   bool plausible = true;
   std::string implausible_because;
+  // The step time at the published MFU: model FLOPs / (GPUs x peak x published MFU), the same for
+  // every layout of one model, batch and cluster (0: no published MFU).
+  double published_step_s = 0;
   // The step time with the MFU capped at the published one (step_time_s when plausible): what
-  // `search --plausible` ranks by.
-  double capped_step_time_s() const { return plausible || published_mfu <= 0 ? step_time_s : step_time_s * mfu / published_mfu; }
+  // `search --plausible` ranks by. Every implausible layout of one model, batch and cluster has
+  // the same, published_step_s, so their order is decided by ranks_before's tie-breaks.
+  double capped_step_time_s() const { return plausible || published_mfu <= 0 ? step_time_s : published_step_s; }
 
   // Days to train on `tokens` tokens at this throughput.
   double days_for_tokens(double tokens) const { return tokens_per_s > 0 ? tokens / tokens_per_s / 86400.0 : 0.0; }

@@ -74,6 +74,11 @@ struct SearchResult {
   bool capped = false;            // ranked with options.cap_at_published_mfu
 };
 
+// The ranking's order: a before b when faster (capped: by Estimate::capped_step_time_s), ties by
+// the smaller peak (capped, then by the faster prediction); a stable sort with it keeps the
+// enumeration order among equals.
+bool ranks_before(const Candidate& a, const Candidate& b, bool capped);
+
 // Ranked fastest first, ties by the smaller peak, then in enumeration order (stable).
 // Fails (invalid input) when the base config is unusable (no model shape, unknown device),
 // (unavailable) when no layout fits, naming the smallest peak memory found, when the
