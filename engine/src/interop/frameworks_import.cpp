@@ -1013,7 +1013,7 @@ void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report&
     // Qwen2-MoE's one shared expert (Qwen2MoeSparseMoeBlock.shared_expert). Its output is scaled
     // by sigmoid(shared_expert_gate(x)), a hidden x 1 linear per layer that Stagecraft's model does
     // not have: the import keeps the shared expert and drops the gate (hidden parameters a layer,
-    // and a scalar per token, left out of the counts and the cost model; docs/configuration.md).
+    // and a scalar per token, left out of the counts and the cost model; docs/cli.md).
     if (qwen2_moe) {
       if (auto shared = integer("shared_expert_intermediate_size", 0, 1 << 30); shared.value_or(0) > 0) {
         m.moe.shared_experts = 1;
