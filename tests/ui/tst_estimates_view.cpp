@@ -141,7 +141,15 @@ void TestEstimatesView::figuresAndWarnings() {
   QVERIFY2(llamaView.figuresText().startsWith("llama: 32 layers, hidden 4096, 32 heads (8 key/value), FFN 14336 (SwiGLU), vocabulary 128256, "
                                               "untied head · "),
            qPrintable(llamaView.figuresText()));
-  QVERIFY2(llamaView.figuresText().contains("8.03 B parameters"), qPrintable(llamaView.figuresText()));
+  QVERIFY2(llamaView.figuresText().contains("8.03 B parameters ·"), qPrintable(llamaView.figuresText()));
+  QVERIFY2(!llamaView.figuresText().contains("active"), qPrintable(llamaView.figuresText()));
+  // A mixture of experts: every parameter and those one token passes (Mixtral 8x7B: 46.7 B, 12.9 B).
+  const auto mixtral = views_test::examplePlan("mixtral-8x7b-8x8", {}, &ok);
+  QVERIFY(ok);
+  EstimatesView mixtralView;
+  mixtralView.setPlan(mixtral);
+  QVERIFY2(mixtralView.figuresText().contains("46.7 B parameters, 12.88 B active per token ·"), qPrintable(mixtralView.figuresText()));
+  QVERIFY2(mixtralView.figuresText().contains("8 experts of FFN 14336, top 2"), qPrintable(mixtralView.figuresText()));
   const QString warn = view.warningsText();
   for (const auto& w : plan.warnings) QVERIFY2(warn.contains(QString::fromStdString(w)), qPrintable(warn));
   QCOMPARE(warn.count('\n'), static_cast<int>(plan.warnings.size()) - 1);
