@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -90,7 +91,8 @@ void TestEstimatesView::chartsHoldTheEstimate() {
   QCOMPARE(s[0], e.breakdown.compute_s);
   QCOMPARE(s[2], e.breakdown.tp_comm_s);
   QCOMPARE(s[3], e.breakdown.cp_comm_s);
-  QCOMPARE(s[6], e.breakdown.bubble_s);
+  QCOMPARE(s[4], e.breakdown.moe_a2a_s);
+  QCOMPARE(s[7], e.breakdown.bubble_s);
   // The parts add up to the step time the estimate reports.
   QVERIFY(qAbs(view.stepTimeChart()->total() - e.step_time_s) <= 1e-9 * e.step_time_s);
   // Both paint.
@@ -150,6 +152,17 @@ void TestEstimatesView::figuresAndWarnings() {
   mixtralView.setPlan(mixtral);
   QVERIFY2(mixtralView.figuresText().contains("46.7 B parameters, 12.88 B active per token ·"), qPrintable(mixtralView.figuresText()));
   QVERIFY2(mixtralView.figuresText().contains("8 experts of FFN 14336, top 2"), qPrintable(mixtralView.figuresText()));
+  // ep 8: the dispatch and combine all-to-alls are a part of their own, in the legend, and the
+  // parts still add up to the step.
+  const auto* steps = mixtralView.stepTimeChart();
+  QVERIFY(mixtral.estimate.breakdown.moe_a2a_s > 0);
+  QCOMPARE(steps->seconds()[4], mixtral.estimate.breakdown.moe_a2a_s);
+  QCOMPARE(StepTimeChart::partName(4), QStringLiteral("EP all-to-all"));
+  const auto legend = steps->legendIndices();
+  QVERIFY(std::find(legend.begin(), legend.end(), 4) != legend.end());
+  QVERIFY(qAbs(steps->total() - mixtral.estimate.step_time_s) <= 1e-9 * mixtral.estimate.step_time_s);
+  const auto dense = view.stepTimeChart()->legendIndices();
+  QVERIFY(std::find(dense.begin(), dense.end(), 4) == dense.end());
   const QString warn = view.warningsText();
   for (const auto& w : plan.warnings) QVERIFY2(warn.contains(QString::fromStdString(w)), qPrintable(warn));
   QCOMPARE(warn.count('\n'), static_cast<int>(plan.warnings.size()) - 1);

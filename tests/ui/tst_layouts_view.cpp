@@ -189,6 +189,38 @@ class TestLayoutsView : public QObject {
     QCOMPARE(tableLayouts(v, 5), cliTop({"--tp", "8"}));
   }
 
+  // A mixture of experts: the ep filter shows (a dense model's dock hides it), and fixing ep gives
+  // `search --ep`'s layouts; applying an ep layout keeps the layouts (ep is the search's to choose).
+  void expertParallelFilterEqualsSearchEp() {
+    PlanDocument dense;
+    QString error;
+    QVERIFY2(dense.open(example("gpt3-175b-1024x8.yaml"), &error), qPrintable(error));
+    LayoutsView denseView(&dense);
+    QVERIFY(denseView.field("ep")->isHidden());
+    QCOMPARE(denseView.constraints().ep, 0);
+
+    PlanDocument doc;
+    QVERIFY2(doc.open(example("mixtral-8x7b-8x8.yaml"), &error), qPrintable(error));
+    LayoutsView v(&doc);
+    QVERIFY(!v.field("ep")->isHidden());
+    QVERIFY(searchAndWait(v));
+    for (int ep : {4, 8}) {
+      setSpin(v, "ep", ep);
+      QCOMPARE(v.constraints().ep, ep);
+      const auto cli = stagecraft::testing::run_cli({"search", example("mixtral-8x7b-8x8.yaml"), "--top", "5", "--json", "--ep", QString::number(ep)});
+      QCOMPARE(cli.code, 0);
+      QStringList expected;
+      for (const auto& p : QJsonDocument::fromJson(cli.out.toUtf8()).object()["plans"].toArray()) expected << p.toObject()["layout"].toString();
+      QCOMPARE(expected.size(), 5);
+      QCOMPARE(tableLayouts(v, 5), expected);
+      for (const QString& layout : expected) QVERIFY2(layout.contains(QStringLiteral("ep=%1").arg(ep)), qPrintable(layout));
+    }
+    v.selectRows({0});
+    QVERIFY(v.applySelected());
+    QCOMPARE(doc.config().parallel.ep, 8);
+    QVERIFY(v.model()->rowCount() > 0);  // applying a layout keeps the search's layouts
+  }
+
   // One point per layout that passes the filters, as the filters change; the Pareto front is
   // the fitting layouts that no other beats on both memory and speed.
   void onePointPerLayoutShown() {

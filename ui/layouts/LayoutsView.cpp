@@ -153,6 +153,7 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
     applySelected();
   });
   connect(m_document, &PlanDocument::configChanged, this, &LayoutsView::documentChanged);
+  showExpertFields();
   setStatus(tr("Find layouts searches every layout of this cluster and model (Ctrl+F)."));
 }
 
@@ -160,7 +161,7 @@ namespace {
 
 // The config without the keys search chooses (and the stage split that follows them).
 cfg::RunConfig withoutLayout(cfg::RunConfig c) {
-  c.parallel.dp = c.parallel.tp = c.parallel.pp = 0;
+  c.parallel.dp = c.parallel.tp = c.parallel.pp = c.parallel.cp = c.parallel.ep = 0;
   c.parallel.sequence_parallel = false;
   c.parallel.zero = 0;
   c.pipeline.schedule = cfg::Schedule::k1f1b;
@@ -175,6 +176,7 @@ cfg::RunConfig withoutLayout(cfg::RunConfig c) {
 }  // namespace
 
 void LayoutsView::documentChanged() {
+  showExpertFields();
   if (!m_searched || withoutLayout(*m_searched) == withoutLayout(m_document->config())) return;
   m_searched.reset();
   selectRows({});
@@ -183,6 +185,12 @@ void LayoutsView::documentChanged() {
 }
 
 LayoutsView::~LayoutsView() = default;
+
+void LayoutsView::showExpertFields() {
+  const bool moe = m_document->config().model.moe.enabled();
+  m_ep->setVisible(moe);
+  m_epLabel->setVisible(moe);
+}
 
 void LayoutsView::buildFields(QFormLayout* form) {
   m_fitsOnly = check(tr("fits only"), QStringLiteral("fitsOnly"), true);
@@ -201,6 +209,8 @@ void LayoutsView::buildFields(QFormLayout* form) {
   m_tp = anySpin(QStringLiteral("tp"));
   m_pp = anySpin(QStringLiteral("pp"));
   m_cp = anySpin(QStringLiteral("cp"));
+  m_ep = anySpin(QStringLiteral("ep"));
+  m_ep->setToolTip(tr("expert parallel size: the experts of each mixture-of-experts layer split over ep ranks"));
   m_maxMicroBatch = anySpin(QStringLiteral("maxMicroBatch"));
   auto* sizes = new QHBoxLayout;
   sizes->addWidget(new QLabel(tr("tp")));
@@ -209,6 +219,10 @@ void LayoutsView::buildFields(QFormLayout* form) {
   sizes->addWidget(m_pp);
   sizes->addWidget(new QLabel(tr("cp")));
   sizes->addWidget(m_cp);
+  // ep only means something for a mixture of experts (searchFinished shows it then).
+  m_epLabel = new QLabel(tr("ep"));
+  sizes->addWidget(m_epLabel);
+  sizes->addWidget(m_ep);
   sizes->addStretch(1);
   form->addRow(tr("Fixed"), sizes);
   // ZeRO stages up to this one: 0 none, 1 optimizer state, 2 and gradients, 3 and weights.
@@ -285,7 +299,7 @@ void LayoutsView::buildFields(QFormLayout* form) {
       });
     }
   }
-  for (QSpinBox* s : {m_tp, m_pp, m_cp, m_maxMicroBatch, m_maxZero}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
+  for (QSpinBox* s : {m_tp, m_pp, m_cp, m_ep, m_maxMicroBatch, m_maxZero}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
 }
 
 QWidget* LayoutsView::field(const QString& name) const { return findChild<QWidget*>(name); }
@@ -298,6 +312,7 @@ plan::LayoutConstraints LayoutsView::constraints() const {
   k.tp = m_tp->value();
   k.pp = m_pp->value();
   k.cp = m_cp->value();
+  k.ep = m_document->config().model.moe.enabled() ? m_ep->value() : 0;  // a dense model's layouts have no ep
   k.max_micro_batch = m_maxMicroBatch->value();
   const cfg::Schedule schedules[] = {cfg::Schedule::kGpipe, cfg::Schedule::k1f1b, cfg::Schedule::kInterleaved};
   const cfg::Recompute recomputes[] = {cfg::Recompute::kNone, cfg::Recompute::kSelective, cfg::Recompute::kFull};
