@@ -1,6 +1,8 @@
 // Checkpoint directories. See checkpoint.h.
 #include "stagecraft/runtime/checkpoint.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +37,28 @@ Status load_shards(const GptStage& stage, const TensorFile& file, const std::str
     model::extract_shard(slot.spec, tp, tp_rank, t->data.data(), dst + slot.offset);
   }
   return Status::OK();
+}
+
+Status load_expert_shards(const GptStage& stage, const TensorFile& file, const std::string& prefix, float* dst) {
+  for (const auto& slot : stage.expert_slots()) {
+    const std::string name = prefix + slot.spec.name;
+    const NamedTensor* t = file.find(name);
+    if (!t) return Status::invalid_input("checkpoint: tensor " + name + " is missing (a checkpoint of another model shape?)");
+    if (t->shape != slot.spec.shape || t->data.size() != slot.count) {
+      return Status::invalid_input("checkpoint: tensor " + name + " has another shape than the configured model's expert");
+    }
+    std::copy(t->data.begin(), t->data.end(), dst + slot.offset);
+  }
+  return Status::OK();
+}
+
+void add_expert_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full) {
+  for (const auto& slot : stage.expert_slots()) {
+    NamedTensor& t = full[prefix + slot.spec.name];
+    t.name = prefix + slot.spec.name;
+    t.shape = slot.spec.shape;
+    t.data.assign(src + slot.offset, src + slot.offset + slot.count);
+  }
 }
 
 void add_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full) {
