@@ -81,6 +81,8 @@ const std::map<std::string, Field>& fields() {
       {"parallel.pp", [](const RunConfig& c) { return QString::number(c.parallel.pp); }},
       {"parallel.cp", [](const RunConfig& c) { return QString::number(c.parallel.cp); }},
       {"parallel.cp_comm", [](const RunConfig& c) { return qs(std::string(to_string(c.parallel.cp_comm))); }},
+      {"parallel.ep", [](const RunConfig& c) { return QString::number(c.parallel.ep); }},
+      {"parallel.expert_tp", [](const RunConfig& c) { return QString::number(c.parallel.expert_tp); }},
       {"parallel.tp_mode", [](const RunConfig& c) { return qs(std::string(to_string(c.parallel.tp_mode))); }},
       {"parallel.tp_depth", [](const RunConfig& c) { return QString::number(c.parallel.tp_depth); }},
       {"parallel.order",
@@ -183,6 +185,8 @@ const std::vector<std::pair<const char*, const char*>> kDefaults = {
     {"parallel.pp", "1"},
     {"parallel.cp", "1"},
     {"parallel.cp_comm", "ring"},
+    {"parallel.ep", "1"},
+    {"parallel.expert_tp", "1"},
     {"parallel.tp_mode", "1d"},
     {"parallel.tp_depth", "1"},
     {"parallel.order", "tp-cp-dp-pp"},
@@ -272,6 +276,8 @@ const std::vector<KeyRow> kKeyRows = {
     {"parallel.pp", "4", {}, "4"},
     {"parallel.cp", "2", {}, "2"},
     {"parallel.cp_comm", "all_to_all", {"parallel.cp: 2"}, "all_to_all"},
+    {"parallel.ep", "4", {"model.arch: llama", "model.moe.experts: 8", "parallel.dp: 8"}, "4"},
+    {"parallel.expert_tp", "2", {"model.arch: llama", "model.moe.experts: 8", "parallel.dp: 8"}, "2"},
     {"parallel.tp_mode", "2d", {"parallel.tp: 4"}, "2d"},
     {"parallel.tp_depth", "2", {"parallel.tp: 8", "parallel.tp_mode: 2.5d"}, "2"},
     {"parallel.order", "tp-pp-dp", {}, "tp-cp-pp-dp"},
@@ -500,11 +506,11 @@ class TestConfig : public QObject {
     QTest::newRow("tp_mode") << "parallel: {tp_mode: 4d}" << "types.yaml:2: parallel.tp_mode=4d: expected 1d, 2d, 2.5d or 3d";
     QTest::newRow("precision") << "train: {precision: fp8}" << "types.yaml:2: train.precision=fp8: expected fp32, fp16 or bf16";
     QTest::newRow("order misses an axis") << "parallel: {order: tp-dp}"
-                                          << "types.yaml:2: parallel.order=tp-dp: must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)";
+                                          << "types.yaml:2: parallel.order=tp-dp: must name tp, dp and pp once each, cp at most once and ep, if at all, right after cp (or tp), innermost first (e.g. tp-cp-dp-pp, tp-cp-ep-dp-pp, tp-pp-dp)";
     QTest::newRow("order repeats an axis") << "parallel: {order: tp-tp-pp}"
-                                           << "types.yaml:2: parallel.order=tp-tp-pp: must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)";
+                                           << "types.yaml:2: parallel.order=tp-tp-pp: must name tp, dp and pp once each, cp at most once and ep, if at all, right after cp (or tp), innermost first (e.g. tp-cp-dp-pp, tp-cp-ep-dp-pp, tp-pp-dp)";
     QTest::newRow("order repeats cp") << "parallel: {order: tp-cp-dp-cp-pp}"
-                                      << "types.yaml:2: parallel.order=tp-cp-dp-cp-pp: must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)";
+                                      << "types.yaml:2: parallel.order=tp-cp-dp-cp-pp: must name tp, dp and pp once each, cp at most once and ep, if at all, right after cp (or tp), innermost first (e.g. tp-cp-dp-pp, tp-cp-ep-dp-pp, tp-pp-dp)";
     QTest::newRow("zero stage 4") << "parallel: {zero: 4}"
                                   << "types.yaml:2: parallel.zero=4: must be 0 (no sharding), 1 (optimizer state), 2 (and gradients) or 3 (and parameters), sharded over dp x cp";
     QTest::newRow("cp_comm") << "parallel: {cp_comm: p2p}" << "types.yaml:2: parallel.cp_comm=p2p: expected ring or all_to_all";
@@ -713,7 +719,7 @@ class TestConfig : public QObject {
     QTest::newRow("misspelt section") << "trian.steps: 3" << "trian: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("key in the wrong section") << "train.tp: 2" << "train.tp: unknown key; did you mean parallel.tp?";
     QTest::newRow("nothing close in a section") << "parallel.banana: 1"
-                                                << "parallel.banana: unknown key; parallel keys are dp, tp, pp, cp, cp_comm, tp_mode, tp_depth, order, sequence_parallel, zero, overlap_grad_reduce, grad_bucket_mb";
+                                                << "parallel.banana: unknown key; parallel keys are dp, tp, pp, cp, cp_comm, ep, expert_tp, tp_mode, tp_depth, order, sequence_parallel, zero, overlap_grad_reduce, grad_bucket_mb";
     QTest::newRow("nothing close at the top") << "zzzzzzzzzz: 1"
                                               << "zzzzzzzzzz: unknown key; the sections are name, cluster, model, parallel, pipeline, train, backend, comm, launch";
     QTest::newRow("device key") << "cluster.device: {base: A100-80GB, memory_gb: 40}" << "cluster.device.memory_gb: unknown key; did you mean cluster.device.memory_gib?";

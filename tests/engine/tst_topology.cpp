@@ -11,6 +11,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 
 using stagecraft::config::Axis;
 using stagecraft::config::TpMode;
+using stagecraft::plan::ExpertAxis;
 using stagecraft::plan::Topology;
 using stagecraft::plan::TopologySpec;
 using Groups = std::vector<std::vector<int>>;
@@ -623,6 +625,155 @@ class TestTopology : public QObject {
       QCOMPARE(c.pp, d[Axis::kPp]);
       QCOMPARE(t.rank_of(c.dp, c.tp, c.pp, c.cp), r);
     }
+  }
+
+  // ---- expert layers: Megatron-Core's MoE parallel folding ----
+
+  void expertWorkedExample() {
+    // The header's example: 16 GPUs, tp = 2, dp = 4, pp = 2, ep = 4, expert_tp = 1.
+    TopologySpec s;
+    s.nodes = 2;
+    s.gpus_per_node = 8;
+    s.tp = 2;
+    s.dp = 4;
+    s.pp = 2;
+    s.ep = 4;
+    auto t = Topology::create(s);
+    QVERIFY2(t.ok(), t.status().message().c_str());
+    QCOMPARE(t->expert_size(ExpertAxis::kDp), 2);
+    QCOMPARE(fmt(t->expert_groups(ExpertAxis::kEp)), QString("[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15]"));
+    QCOMPARE(fmt(t->expert_groups(ExpertAxis::kDp)), QString("[0,4] [1,5] [2,6] [3,7] [8,12] [9,13] [10,14] [11,15]"));
+    QCOMPARE(fmt(t->expert_groups(ExpertAxis::kTp)).left(11), QString("[0] [1] [2]"));
+    QCOMPARE(fmt(t->groups(Axis::kDp)).left(23), QString("[0,2,4,6] [1,3,5,7] [8,"));
+    const auto c = t->coord(5);
+    QCOMPARE(c.ep, 1);
+    QCOMPARE(c.edp, 1);
+    QCOMPARE(c.etp, 0);
+    QCOMPARE(t->experts_of(5, 8).first, 2);
+    QCOMPARE(t->experts_of(5, 8).count, 2);
+    QCOMPARE(t->expert_group_of(13, ExpertAxis::kEp), (std::vector<int>{12, 13, 14, 15}));
+    QCOMPARE(t->expert_group_of(13, ExpertAxis::kDp), (std::vector<int>{9, 13}));
+  }
+
+  void expertGroupsAgainstEnumeration_data() {
+    QTest::addColumn<QString>("order");
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<int>("cp");
+    QTest::addColumn<int>("dp");
+    QTest::addColumn<int>("pp");
+    QTest::addColumn<int>("ep");
+    QTest::addColumn<int>("etp");
+    QTest::newRow("ep spans tp and dp") << "tp-cp-dp-pp" << 2 << 1 << 4 << 2 << 8 << 1;
+    QTest::newRow("ep within dp, expert_tp = tp") << "tp-cp-dp-pp" << 2 << 1 << 4 << 2 << 2 << 2;
+    QTest::newRow("ep over cp and dp") << "tp-cp-dp-pp" << 2 << 2 << 2 << 2 << 4 << 2;
+    QTest::newRow("ep 1: expert-dp is every rank of a stage") << "tp-cp-dp-pp" << 4 << 1 << 2 << 2 << 1 << 1;
+    QTest::newRow("tp-cp-pp-dp, ep x etp = tp x cp") << "tp-cp-pp-dp" << 2 << 2 << 2 << 2 << 2 << 2;
+    QTest::newRow("dp innermost") << "dp-tp-cp-pp" << 2 << 1 << 4 << 2 << 4 << 1;
+  }
+  void expertGroupsAgainstEnumeration() {
+    // Independent of the generator: the expert coordinates as digits of the rank in the expert
+    // order's mixed radix (tp -> etp, cp -> ep, dp -> edp), a group as every rank that agrees
+    // on the other digits; every group inside one pipeline stage of the dense mapping.
+    QFETCH(QString, order);
+    QFETCH(int, tp);
+    QFETCH(int, cp);
+    QFETCH(int, dp);
+    QFETCH(int, pp);
+    QFETCH(int, ep);
+    QFETCH(int, etp);
+    const int world = tp * cp * dp * pp;
+    const int edp = tp * cp * dp / (ep * etp);
+    TopologySpec s;
+    s.nodes = world / 8;
+    s.gpus_per_node = 8;
+    s.tp = tp;
+    s.cp = cp;
+    s.dp = dp;
+    s.pp = pp;
+    s.experts = true;
+    s.ep = ep;
+    s.expert_tp = etp;
+    s.order = axes(order);
+    auto made = Topology::create(s);
+    QVERIFY2(made.ok(), made.status().message().c_str());
+    const Topology& t = made.value();
+    // digit 0 etp, 1 ep, 2 edp, 3 pp
+    std::map<Axis, int> slot{{Axis::kTp, 0}, {Axis::kCp, 1}, {Axis::kDp, 2}, {Axis::kPp, 3}};
+    const int size[4] = {etp, ep, edp, pp};
+    auto digits = [&](int r) {
+      std::array<int, 4> d{};
+      for (Axis a : axes(order)) {
+        d[static_cast<size_t>(slot[a])] = r % size[slot[a]];
+        r /= size[slot[a]];
+      }
+      return d;
+    };
+    const ExpertAxis eaxes[3] = {ExpertAxis::kTp, ExpertAxis::kEp, ExpertAxis::kDp};
+    for (int k = 0; k < 3; ++k) {
+      Groups expected;
+      std::vector<bool> placed(static_cast<size_t>(world), false);
+      for (int r = 0; r < world; ++r) {
+        if (placed[static_cast<size_t>(r)]) continue;
+        std::vector<int> g;
+        for (int q = 0; q < world; ++q) {
+          bool same = true;
+          for (int j = 0; j < 4; ++j) same = same && (j == k || digits(q)[static_cast<size_t>(j)] == digits(r)[static_cast<size_t>(j)]);
+          if (same) {
+            g.push_back(q);
+            placed[static_cast<size_t>(q)] = true;
+          }
+        }
+        expected.push_back(g);
+      }
+      QCOMPARE(t.expert_groups(eaxes[k]), expected);
+      for (const auto& g : expected) {
+        for (int r : g) {
+          QCOMPARE(t.coord(r).pp, t.coord(g.front()).pp);
+          QCOMPARE(t.expert_group_of(r, eaxes[k]), g);
+        }
+      }
+    }
+    for (int r = 0; r < world; ++r) {
+      const auto d = digits(r);
+      const auto c = t.coord(r);
+      QCOMPARE(c.etp, d[0]);
+      QCOMPARE(c.ep, d[1]);
+      QCOMPARE(c.edp, d[2]);
+      QCOMPARE(c.pp, d[3]);  // both mappings agree on the stage
+      QCOMPARE(t.experts_of(r, 16).first, d[1] * (16 / ep));
+    }
+  }
+
+  void expertFoldingRefusals() {
+    TopologySpec s;
+    s.nodes = 1;
+    s.gpus_per_node = 8;
+    s.tp = 2;
+    s.dp = 2;
+    s.pp = 2;
+    s.experts = true;
+    s.ep = 8;
+    auto t = Topology::create(s);
+    QVERIFY(!t.ok());
+    QCOMPARE(QString::fromStdString(t.status().message()), QString("ep x expert_tp = 8 does not divide the 4 ranks of a pipeline stage (tp x cp x dp)"));
+    s.ep = 4;
+    s.order = axes("tp-pp-dp");
+    t = Topology::create(s);
+    QVERIFY(!t.ok());
+    QCOMPARE(QString::fromStdString(t.status().message()),
+             QString("with ep = 4 and expert_tp = 1 the expert layers' pipeline stages differ from the attention layers' under order tp-cp-pp-dp; put pp last"));
+    s.ep = 2;  // ep x expert_tp = tp x cp: the same stages
+    QVERIFY(Topology::create(s).ok());
+    s.ep = 4;  // a dense model has no expert layers to place
+    s.experts = false;
+    QVERIFY(Topology::create(s).ok());
+    // ep in the order text sits right after cp (or tp)
+    using stagecraft::config::parse_order;
+    QCOMPARE(stagecraft::config::order_text(*parse_order("tp-cp-ep-dp-pp")), std::string("tp-cp-dp-pp"));
+    QCOMPARE(stagecraft::config::order_text(*parse_order("tp-ep-pp-dp")), std::string("tp-cp-pp-dp"));
+    QVERIFY(!parse_order("tp-dp-ep-pp"));
+    QVERIFY(!parse_order("ep-tp-dp-pp"));
+    QVERIFY(!parse_order("tp-cp-ep-ep-dp-pp"));
   }
 
   // ---- large clusters: the closed formula and the structure ----

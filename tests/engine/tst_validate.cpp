@@ -125,8 +125,25 @@ class TestValidate : public QObject {
                             << "command line: model.moe.router=sinkhorn: expected softmax_topk";
     QTest::newRow("shared width without shared experts") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.shared_ffn_hidden=512"}
                                                          << "command line: model.moe.shared_ffn_hidden=512: sizes the shared experts; set model.moe.shared_experts too, or remove it";
-    QTest::newRow("tp divides the expert width") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.ffn_hidden=1023"}
-                                                 << "rules.yaml:13: parallel.tp=2: tp must divide model.moe.ffn_hidden=1023";
+    QTest::newRow("tp divides the shared experts' width") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.shared_experts=1", "model.moe.shared_ffn_hidden=1023"}
+                                                          << "rules.yaml:13: parallel.tp=2: tp must divide model.moe.shared_ffn_hidden=1023";
+    // expert parallelism folds over the tp x cp x dp ranks of a stage (2 x 1 x 2 here)
+    QTest::newRow("ep needs experts") << QStringList{"parallel.ep=2"}
+                                      << "command line: parallel.ep=2: splits the experts of mixture-of-experts layers and model.moe.experts is 0; set ep: 1";
+    QTest::newRow("expert_tp needs experts") << QStringList{"parallel.expert_tp=2"}
+                                             << "command line: parallel.expert_tp=2: splits the experts of mixture-of-experts layers and model.moe.experts is 0; set expert_tp: 1";
+    QTest::newRow("ep divides experts") << QStringList{"model.arch=llama", "model.moe.experts=6", "parallel.ep=4"}
+                                        << "command line: parallel.ep=4: must divide model.moe.experts=6 so that every ep rank holds as many experts";
+    QTest::newRow("ep folds over a stage") << QStringList{"model.arch=llama", "model.moe.experts=8", "parallel.ep=8"}
+                                           << "command line: parallel.ep=8: ep x expert_tp = 8 must divide the 4 ranks of a pipeline stage (tp x cp x dp = 2 x 1 x 2)";
+    QTest::newRow("ep x expert_tp folds over a stage") << QStringList{"model.arch=llama", "model.moe.experts=8", "parallel.ep=2", "parallel.expert_tp=4"}
+                                                       << "command line: parallel.ep=2: ep x expert_tp = 8 must divide the 4 ranks of a pipeline stage (tp x cp x dp = 2 x 1 x 2)";
+    QTest::newRow("expert_tp divides the expert width") << QStringList{"model.arch=llama", "model.moe.experts=4", "model.moe.ffn_hidden=1023", "parallel.expert_tp=2"}
+                                                        << "command line: parallel.expert_tp=2: must divide model.moe.ffn_hidden=1023";
+    QTest::newRow("ep with pp inside dp") << QStringList{"model.arch=llama", "model.moe.experts=4", "parallel.ep=4", "parallel.order=tp-pp-dp"}
+                                          << "command line: parallel.order=tp-cp-pp-dp: the expert layers' pipeline neighbours (ep x expert_tp inside) would be 4 ranks apart and the attention layers' 2; put pp last (tp-cp-dp-pp) or make ep x expert_tp equal tp x cp";
+    QTest::newRow("ep's place in the order") << QStringList{"parallel.order=tp-dp-ep-pp"}
+                                             << "command line: parallel.order=tp-dp-ep-pp: must name tp, dp and pp once each, cp at most once and ep, if at all, right after cp (or tp), innermost first (e.g. tp-cp-dp-pp, tp-cp-ep-dp-pp, tp-pp-dp)";
     QTest::newRow("unknown moe key") << QStringList{"model.arch=llama", "model.moe.expert=4"}
                                      << "command line: model.moe.expert: unknown key; did you mean model.moe.experts?";
     // tp_mode grids

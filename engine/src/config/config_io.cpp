@@ -429,7 +429,7 @@ class Reader {
     if (!scalar_or_problem(n, "parallel.order", "axes innermost first, e.g. tp-cp-dp-pp")) return;
     auto order = parse_order(n->scalar);
     if (!order) {
-      problem(n, "parallel.order", "must name tp, dp and pp once each and cp at most once, innermost first (e.g. tp-cp-dp-pp, tp-pp-dp)");
+      problem(n, "parallel.order", "must name tp, dp and pp once each, cp at most once and ep, if at all, right after cp (or tp), innermost first (e.g. tp-cp-dp-pp, tp-cp-ep-dp-pp, tp-pp-dp)");
       return;
     }
     p.order = std::move(*order);

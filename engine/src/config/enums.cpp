@@ -51,10 +51,14 @@ std::optional<std::vector<Axis>> parse_order(std::string_view text) {
   std::vector<Axis> order;
   std::string_view rest = text;
   if (rest.empty()) return std::nullopt;
+  int ep_after = -1;  // where "ep" was: after this many axes; -1 when not named
   while (true) {
     const size_t dash = rest.find('-');
     const std::string_view word = rest.substr(0, dash);
-    if (word != "ep") {
+    if (word == "ep") {
+      if (ep_after >= 0) return std::nullopt;
+      ep_after = static_cast<int>(order.size());
+    } else {
       const auto a = enum_parse(kAxisNames, word);
       if (!a) return std::nullopt;
       order.push_back(*a);
@@ -64,6 +68,11 @@ std::optional<std::vector<Axis>> parse_order(std::string_view text) {
   }
   for (Axis a : {Axis::kTp, Axis::kDp, Axis::kPp}) {
     if (std::count(order.begin(), order.end(), a) != 1) return std::nullopt;
+  }
+  // ep takes cp's place in the expert layers' order: right after cp, or after tp where cp is not named.
+  if (ep_after >= 0) {
+    const bool has_cp = std::count(order.begin(), order.end(), Axis::kCp) == 1;
+    if (ep_after == 0 || order[static_cast<size_t>(ep_after - 1)] != (has_cp ? Axis::kCp : Axis::kTp)) return std::nullopt;
   }
   auto full = complete_order(order);
   if (full.empty()) return std::nullopt;

@@ -34,6 +34,7 @@ class Checker {
       check_world();
       check_context();
       check_tensor();
+      check_experts();
       check_pipeline();
       check_batch();
     } else {
@@ -218,9 +219,8 @@ class Checker {
     if (m.ffn() % n != 0) {
       fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.ffn_hidden=" + str(m.ffn()));
     }
-    if (m.moe.enabled() && m.moe_ffn() % n != 0) {
-      fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.moe.ffn_hidden=" + str(m.moe_ffn()));
-    } else if (m.moe.enabled() && m.moe.shared_experts > 0 && m.moe_shared_ffn() % n != 0) {
+    // Routed experts split by parallel.expert_tp (check_experts); shared experts like the dense MLP.
+    if (m.moe.enabled() && m.moe.shared_experts > 0 && m.moe_shared_ffn() % n != 0) {
       fail("parallel.tp", str(p.tp), std::string(what) + nstr + " must divide model.moe.shared_ffn_hidden=" + str(m.moe_shared_ffn()));
     }
     if (p.tp_mode != TpMode::k1d && m.hidden % n != 0) {
@@ -232,6 +232,52 @@ class Checker {
     }
     if (p.sequence_parallel && p.tp_mode != TpMode::k1d) {
       fail("parallel.sequence_parallel", "true", "Megatron sequence parallelism goes with tp_mode 1d");
+    }
+  }
+
+  // Expert parallelism with Megatron-Core's folding: the expert layers map the tp x cp x dp ranks
+  // of a pipeline stage as expert_tp x ep x expert-dp, in the order with ep in cp's place; both
+  // mappings must give the same pipeline stages.
+  void check_experts() {
+    const auto& p = c_.parallel;
+    const auto& m = c_.model;
+    if (!m.moe.enabled()) {
+      if (p.ep != 1) fail("parallel.ep", str(p.ep), "splits the experts of mixture-of-experts layers and model.moe.experts is 0; set ep: 1");
+      if (p.expert_tp != 1) {
+        fail("parallel.expert_tp", str(p.expert_tp), "splits the experts of mixture-of-experts layers and model.moe.experts is 0; set expert_tp: 1");
+      }
+      return;
+    }
+    if (m.moe.experts % p.ep != 0) {
+      fail("parallel.ep", str(p.ep), "must divide model.moe.experts=" + str(m.moe.experts) + " so that every ep rank holds as many experts");
+    }
+    if (m.moe_ffn() % p.expert_tp != 0) {
+      fail("parallel.expert_tp", str(p.expert_tp), "must divide model.moe.ffn_hidden=" + str(m.moe_ffn()));
+    }
+    if ((p.ep > 1 || p.expert_tp > 1) && p.tp_mode != TpMode::k1d) {
+      fail("parallel.ep", str(p.ep), "expert layers fold over Megatron 1d ranks; set tp_mode: 1d");
+    }
+    const int dp = resolved_dp(c_);
+    if (dp <= 0) return;  // the world rule failed
+    const long long stage = static_cast<long long>(p.tp) * p.cp * dp;
+    const long long expert = static_cast<long long>(p.ep) * p.expert_tp;
+    if (stage % expert != 0) {
+      fail("parallel.ep", str(p.ep), "ep x expert_tp = " + std::to_string(expert) + " must divide the " + std::to_string(stage) +
+                                        " ranks of a pipeline stage (tp x cp x dp = " + str(p.tp) + " x " + str(p.cp) + " x " + str(dp) + ")");
+      return;
+    }
+    // The pipeline axis's stride in both mappings: the product of the sizes of the axes inside it.
+    const int edp = static_cast<int>(stage / expert);
+    long long dense = 1, folded = 1;
+    for (Axis a : complete_order(p.order)) {
+      if (a == Axis::kPp) break;
+      dense *= a == Axis::kTp ? p.tp : a == Axis::kCp ? p.cp : dp;
+      folded *= a == Axis::kTp ? p.expert_tp : a == Axis::kCp ? p.ep : edp;
+    }
+    if (dense != folded && p.pp > 1) {
+      fail("parallel.order", order_text(p.order), "the expert layers' pipeline neighbours (ep x expert_tp inside) would be " + std::to_string(folded) +
+                                                      " ranks apart and the attention layers' " + std::to_string(dense) +
+                                                      "; put pp last (tp-cp-dp-pp) or make ep x expert_tp equal tp x cp");
     }
   }
 

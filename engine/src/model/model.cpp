@@ -315,7 +315,8 @@ std::string ModelDesc::summary() const {
 ParamSharding sharding_of(const ParamSpec& p) {
   ParamSharding s;
   s.tp_split = p.split != Split::kReplicated;
-  s.replicated_over.assign(std::begin(kReplicaAxes), std::end(kReplicaAxes));
+  s.expert = p.role == Role::kExpertUp || p.role == Role::kExpertDown;
+  if (!s.expert) s.replicated_over.assign(std::begin(kReplicaAxes), std::end(kReplicaAxes));
   return s;
 }
 

@@ -233,6 +233,13 @@ Json plan_to_json(const Plan& p) {
   j.set("cp", p.cp);
   if (p.cp > 1) j.set("cp_comm", std::string(config::to_string(c.parallel.cp_comm)));
   j.set("zero", c.parallel.zero);
+  const bool moe = c.model.moe.enabled();
+  if (moe) {
+    j.set("ep", c.parallel.ep);
+    j.set("expert_tp", c.parallel.expert_tp);
+    j.set("expert_dp", topo.expert_size(ExpertAxis::kDp));
+    j.set("experts_per_rank", c.model.moe.experts / c.parallel.ep);
+  }
   j.set("order", config::order_text(topo.order()));
   j.set("tp_mode", std::string(config::to_string(c.parallel.tp_mode)));
   if (c.parallel.tp_mode == config::TpMode::k2p5d) j.set("tp_depth", c.parallel.tp_depth);
@@ -252,6 +259,11 @@ Json plan_to_json(const Plan& p) {
     e.emplace_back("node", rc.node);
     e.emplace_back("local_rank", rc.local_rank);
     for (const auto& axis : config::kAxisNames) e.emplace_back(std::string(axis.name), rc.at(axis.value));
+    if (moe) {
+      for (const auto& axis : kExpertAxisNames) e.emplace_back(std::string(axis.name), rc.at(axis.value));
+      const auto held = topo.experts_of(r, c.model.moe.experts);
+      e.emplace_back("experts", Json::array_of(std::vector<int>{held.first, held.first + held.count - 1}));
+    }
     ranks.push_back(Json::object(std::move(e)));
   }
   j.set("ranks", Json(std::move(ranks)));
@@ -266,6 +278,10 @@ Json plan_to_json(const Plan& p) {
   for (const auto& axis : config::kAxisNames) groups.set(std::string(axis.name), groups_json(topo.groups(axis.value)));
   // Gradients reduce (and ZeRO shards) over the data-parallel ranks of every context rank.
   if (p.cp > 1) groups.set("dp_cp", groups_json(topo.groups(gradient_axes())));
+  // The expert layers' groups (topology.h): etp, ep and edp, which reduces the experts' gradients.
+  if (moe) {
+    for (const auto& axis : kExpertAxisNames) groups.set(std::string(axis.name), groups_json(topo.expert_groups(axis.value)));
+  }
   j.set("groups", std::move(groups));
   const auto subgroups = topo.tensor_subgroups();
   if (!subgroups.empty()) {
@@ -358,6 +374,12 @@ std::string plan_to_text(const Plan& p, double tokens) {
     << "  pp=" << p.pp;
   if (p.cp > 1) o << "  cp=" << p.cp << " (" << config::to_string(c.parallel.cp_comm) << ")";
   if (c.parallel.zero > 0) o << "  zero=" << c.parallel.zero;
+  if (c.model.moe.enabled()) {
+    o << "  ep=" << c.parallel.ep;
+    if (c.parallel.expert_tp > 1) o << "  expert_tp=" << c.parallel.expert_tp;
+    const int held = c.model.moe.experts / c.parallel.ep;
+    o << " (" << held << (held == 1 ? " expert" : " experts") << " per rank, expert-dp " << topo.expert_size(ExpertAxis::kDp) << ")";
+  }
   o << "  order=" << config::order_text(topo.order()) << "\n";
   o << "  schedule=" << config::to_string(c.pipeline.schedule);
   if (p.virtual_stages > 1) o << " (" << p.virtual_stages << " chunks per pp rank)";
@@ -371,6 +393,11 @@ std::string plan_to_text(const Plan& p, double tokens) {
     print_groups(o, name.c_str(), topo.groups(axis.value));
   }
   if (p.cp > 1) print_groups(o, "DP x CP", topo.groups(gradient_axes()));
+  if (c.model.moe.enabled()) {
+    if (c.parallel.expert_tp > 1) print_groups(o, "Expert TP", topo.expert_groups(ExpertAxis::kTp));
+    print_groups(o, "EP", topo.expert_groups(ExpertAxis::kEp));
+    print_groups(o, "Expert DP", topo.expert_groups(ExpertAxis::kDp));
+  }
   for (const auto& fam : topo.tensor_subgroups()) {
     const std::string name = "TP " + fam.name;
     print_groups(o, name.c_str(), fam.groups);

@@ -17,6 +17,17 @@ int RankCoord::at(Axis a) const {
   return 0;
 }
 
+int RankCoord::at(ExpertAxis a) const {
+  switch (a) {
+    case ExpertAxis::kTp: return etp;
+    case ExpertAxis::kEp: return ep;
+    case ExpertAxis::kDp: return edp;
+  }
+  return 0;
+}
+
+std::string_view to_string(ExpertAxis a) { return enum_to_string(kExpertAxisNames, a); }
+
 TopologySpec topology_spec(const config::RunConfig& config) {
   TopologySpec spec;
   spec.nodes = config.cluster.nodes;
@@ -25,6 +36,9 @@ TopologySpec topology_spec(const config::RunConfig& config) {
   spec.tp = config.parallel.tp;
   spec.pp = config.parallel.pp;
   spec.cp = config.parallel.cp;
+  spec.experts = config.model.moe.enabled();
+  spec.ep = config.parallel.ep;
+  spec.expert_tp = config.parallel.expert_tp;
   spec.order = config.parallel.order;
   spec.tp_mode = config.parallel.tp_mode;
   spec.tp_depth = config.parallel.tp_depth;
@@ -56,6 +70,32 @@ Result<Topology> Topology::create(const TopologySpec& spec) {
     t.stride_[index(a)] = stride;
     stride *= t.size_[index(a)];
   }
+  // The expert layers' mapping: the same order with ep in cp's place.
+  if (spec.ep < 1 || spec.expert_tp < 1) return Status::invalid_input("ep and expert_tp must be at least 1");
+  const long long stage = static_cast<long long>(spec.tp) * spec.cp * spec.dp;
+  const long long folded = static_cast<long long>(spec.ep) * spec.expert_tp;
+  if (stage % folded != 0) {
+    return Status::invalid_input("ep x expert_tp = " + std::to_string(folded) + " does not divide the " + std::to_string(stage) +
+                                 " ranks of a pipeline stage (tp x cp x dp)");
+  }
+  t.expert_size_[eindex(ExpertAxis::kTp)] = spec.expert_tp;
+  t.expert_size_[eindex(ExpertAxis::kEp)] = spec.ep;
+  t.expert_size_[eindex(ExpertAxis::kDp)] = static_cast<int>(stage / folded);
+  int estride = 1;
+  for (Axis a : t.order_) {
+    if (a == Axis::kPp) {
+      if (estride != t.stride_[index(Axis::kPp)] && spec.pp > 1 && spec.experts) {
+        return Status::invalid_input("with ep = " + std::to_string(spec.ep) + " and expert_tp = " + std::to_string(spec.expert_tp) +
+                                     " the expert layers' pipeline stages differ from the attention layers' under order " +
+                                     config::order_text(t.order_) + "; put pp last");
+      }
+      estride *= spec.pp;
+      continue;
+    }
+    const ExpertAxis e = a == Axis::kTp ? ExpertAxis::kTp : a == Axis::kCp ? ExpertAxis::kEp : ExpertAxis::kDp;
+    t.expert_stride_[eindex(e)] = estride;
+    estride *= t.expert_size_[eindex(e)];
+  }
   switch (spec.tp_mode) {
     case TpMode::k1d: t.grid_side_ = 0; break;
     case TpMode::k2d: t.grid_side_ = config::integer_root(spec.tp, 2); break;
@@ -81,7 +121,37 @@ RankCoord Topology::coord(int rank) const {
   c.dp = at(Axis::kDp);
   c.pp = at(Axis::kPp);
   c.cp = at(Axis::kCp);
+  auto eat = [&](ExpertAxis a) { return (rank / expert_stride_[eindex(a)]) % expert_size_[eindex(a)]; };
+  c.etp = eat(ExpertAxis::kTp);
+  c.ep = eat(ExpertAxis::kEp);
+  c.edp = eat(ExpertAxis::kDp);
   return c;
+}
+
+std::vector<int> Topology::expert_group_of(int rank, ExpertAxis a) const {
+  const int stride = expert_stride_[eindex(a)];
+  const int size = expert_size_[eindex(a)];
+  const int base = rank - ((rank / stride) % size) * stride;
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) g.push_back(base + i * stride);
+  return g;
+}
+
+std::vector<std::vector<int>> Topology::expert_groups(ExpertAxis a) const {
+  std::vector<std::vector<int>> out;
+  const int stride = expert_stride_[eindex(a)];
+  const int size = expert_size_[eindex(a)];
+  for (int r = 0; r < world_; ++r) {
+    if ((r / stride) % size == 0) out.push_back(expert_group_of(r, a));
+  }
+  return out;
+}
+
+Topology::ExpertRange Topology::experts_of(int rank, int experts) const {
+  const int ep = expert_size_[eindex(ExpertAxis::kEp)];
+  const int per = experts / ep;
+  return {coord(rank).ep * per, per};
 }
 
 int Topology::rank_of(int dp, int tp, int pp, int cp) const {

@@ -89,8 +89,9 @@ std::optional<Backend> parse_backend(std::string_view s);
 
 // `parallel.order` from its text, axes innermost first joined by '-': tp, dp and pp named once
 // each; cp once or not at all (then it sits right after tp, where Megatron-Core puts it); "ep"
-// names Megatron-Core's expert axis, which has no size here and is passed over. nullopt for any
-// other text. order_text() writes every axis.
+// names Megatron-Core's expert axis, which the expert layers place right after cp (plan/topology.h),
+// so it is accepted there and passed over. nullopt for any other text. order_text() writes every
+// axis.
 std::optional<std::vector<Axis>> parse_order(std::string_view text);
 std::string order_text(const std::vector<Axis>& order);
 // An order with every axis once: the axes it lacks are placed as parse_order places them.
@@ -187,6 +188,11 @@ struct ParallelConfig {
   int tp_depth = 1;                    // 2.5d only: depth d in tp = N^2 x d
   int cp = 1;                          // context parallel size: each sequence split over cp ranks
   CpComm cp_comm = CpComm::kRing;      // how attention sees the whole sequence under cp
+  int ep = 1;                          // expert parallel size: each MoE layer's experts split over ep
+                                       // ranks (Megatron-Core's parallel folding: the expert layers map
+                                       // the tp x cp x dp ranks of a stage as expert_tp x ep x expert-dp)
+  int expert_tp = 1;                   // expert tensor parallel size: each expert's MLP split over this
+                                       // many ranks (Megatron-Core's expert_tensor_parallel_size)
   std::vector<Axis> order = {std::begin(kDefaultOrder), std::end(kDefaultOrder)};  // innermost first
   bool sequence_parallel = false;      // Megatron sequence parallelism (needs tp > 1, 1d)
   int zero = 0;                        // sharded data parallelism over dp x cp: 1 optimizer state,

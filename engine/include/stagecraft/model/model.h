@@ -250,9 +250,15 @@ struct ModelDesc {
 // ranks hold the same values, sum its gradient, and are the group parallel.zero shards it over
 // (plan::gradient_axes). A new axis is a name in config::Axis plus its line here.
 inline constexpr config::Axis kReplicaAxes[] = {config::Axis::kDp, config::Axis::kCp};
+//
+// A routed expert's tensors (kExpertUp, kExpertDown) follow the expert layers' mapping instead
+// (plan/topology.h): each ep rank holds experts / ep whole experts, tp_split means split over
+// parallel.expert_tp, and the ranks that hold the same shard are one expert-dp group
+// (replicated_over empty: no dense axis). The router and the shared experts are dense tensors.
 struct ParamSharding {
-  bool tp_split = false;                      // split over the tp ranks, else a whole copy on each
+  bool tp_split = false;                      // split over the tp (experts: expert_tp) ranks, else a whole copy on each
   std::vector<config::Axis> replicated_over;  // the axes whose ranks hold the same shard
+  bool expert = false;                        // a routed expert's: split over ep, replicated over expert-dp
 };
 ParamSharding sharding_of(const ParamSpec& p);
 // Whether TP rank `tp_rank` adds p's gradient to the global norm, so that every element counts

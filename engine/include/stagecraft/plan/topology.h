@@ -26,6 +26,17 @@
 //     3d:   t = i + N*(j + N*k)   input vary j, weight vary i, output vary k
 // which is exactly how Colossal-AI's process-group initialisers number them.
 //
+// Expert layers (parallel.ep, parallel.expert_tp; Megatron-Core's MoE parallel folding) map the same
+// ranks a second way: within each pipeline stage, the tp x cp x dp ranks are expert_tp x ep x
+// expert-dp, numbered by the same order with ep in cp's place (tp-cp-dp-pp becomes
+// etp-ep-edp-pp), so expert-dp = tp x cp x dp / (ep x expert_tp) and both mappings give the same
+// pipeline stages (validated). ep rank e holds experts [e E/ep, (e+1) E/ep) of every MoE layer;
+// an expert-dp group holds the same experts for other tokens and reduces their gradients. Worked
+// example, 16 GPUs, tp = 2, dp = 4, pp = 2, ep = 4, expert_tp = 1:
+//     TP [0,1] [2,3] ...   DP [0,2,4,6] [1,3,5,7] ...   PP [0,8] ...
+//     EP [0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15]   expert-DP [0,4] [1,5] [2,6] [3,7] [8,12] ...
+// so an EP group spans the TP pairs, and rank 5 (ep rank 1) holds experts 2 and 3 of 8.
+//
 // Groups are listed by their lowest rank; members in increasing coordinate of the group's axis.
 // A Topology is an immutable value, cheap to query from any thread.
 #pragma once
@@ -44,6 +55,13 @@ namespace stagecraft::plan {
 using config::Axis;
 using config::TpMode;
 
+// The axes of the expert layers' mapping: expert tensor parallel, expert parallel, expert data
+// parallel (with pp, which both mappings share).
+enum class ExpertAxis { kTp, kEp, kDp };
+inline constexpr int kExpertAxisCount = 3;
+inline constexpr EnumName<ExpertAxis> kExpertAxisNames[] = {{ExpertAxis::kTp, "etp"}, {ExpertAxis::kEp, "ep"}, {ExpertAxis::kDp, "edp"}};
+std::string_view to_string(ExpertAxis a);
+
 struct RankCoord {
   int rank = 0;
   int node = 0;
@@ -52,7 +70,11 @@ struct RankCoord {
   int tp = 0;
   int pp = 0;
   int cp = 0;
+  int etp = 0;  // the expert layers' coordinates (all 0 without experts)
+  int ep = 0;
+  int edp = 0;
   int at(Axis a) const;  // the coordinate on axis a
+  int at(ExpertAxis a) const;
   bool operator==(const RankCoord&) const = default;
 };
 
@@ -69,6 +91,9 @@ struct TopologySpec {
   int tp = 1;
   int pp = 1;
   int cp = 1;
+  bool experts = false;  // the model has expert layers: their mapping must keep the pipeline stages
+  int ep = 1;            // expert layers: ep x expert_tp divides tp x cp x dp
+  int expert_tp = 1;
   std::vector<Axis> order = {std::begin(config::kDefaultOrder), std::end(config::kDefaultOrder)};  // missing axes: complete_order
   TpMode tp_mode = TpMode::k1d;
   int tp_depth = 1;
@@ -85,8 +110,9 @@ TopologySpec topology_spec(const config::RunConfig& config);
 class Topology {
  public:
   // Fails (kInvalidInput) when the product of the axes' sizes != nodes x gpus_per_node, the order
-  // names an axis twice (axes it leaves out are placed by config::complete_order), or the tp size
-  // does not fit its mode's grid.
+  // names an axis twice (axes it leaves out are placed by config::complete_order), the tp size
+  // does not fit its mode's grid, or ep x expert_tp does not fold over a stage's ranks with the
+  // same pipeline stages.
   static Result<Topology> create(const TopologySpec& spec);
 
   const TopologySpec& spec() const { return spec_; }
@@ -107,6 +133,17 @@ class Topology {
   // Groups of several axes together: the ranks that differ only in `axes`, in increasing rank.
   std::vector<std::vector<int>> groups(const std::vector<Axis>& axes) const;
   std::vector<int> group_of(int rank, const std::vector<Axis>& axes) const;
+  // The expert layers' mapping (header): sizes, every group of one expert axis, a rank's group,
+  // and the experts an ep rank holds of `experts` per layer ([first, first + count)).
+  int expert_size(ExpertAxis a) const { return expert_size_[eindex(a)]; }
+  int expert_stride(ExpertAxis a) const { return expert_stride_[eindex(a)]; }
+  std::vector<std::vector<int>> expert_groups(ExpertAxis a) const;
+  std::vector<int> expert_group_of(int rank, ExpertAxis a) const;
+  struct ExpertRange {
+    int first = 0, count = 0;
+  };
+  ExpertRange experts_of(int rank, int experts) const;
+
   // Ranks with pp coordinate p (one pipeline stage of every replica).
   std::vector<int> stage_ranks(int pp_rank) const;
 
@@ -121,6 +158,7 @@ class Topology {
 
  private:
   static int index(Axis a) { return static_cast<int>(a); }
+  static int eindex(ExpertAxis a) { return static_cast<int>(a); }
 
   TopologySpec spec_;
   std::vector<Axis> order_;
@@ -128,6 +166,8 @@ class Topology {
   std::array<int, config::kAxisCount> size_{};    // indexed by Axis
   std::array<int, config::kAxisCount> stride_{};  // indexed by Axis
   int grid_side_ = 0;            // N for 2d/2.5d/3d, 0 for 1d
+  std::array<int, kExpertAxisCount> expert_size_{};    // indexed by ExpertAxis
+  std::array<int, kExpertAxisCount> expert_stride_{};
 };
 
 }  // namespace stagecraft::plan
