@@ -325,25 +325,50 @@ class TestTrainer : public QObject {
   // recompute (the routing repeated, its statistics counted once).
   void moeTrainsAsOneRank_data() {
     QTest::addColumn<QStringList>("overrides");
-    auto layout = [](int dp, int pp, int cp, QStringList extra = {}) {
-      QStringList o = {QString("cluster.gpus_per_node=%1").arg(dp * pp * cp), "cluster.device=cpu", QString("parallel.dp=%1").arg(dp),
-                       QString("parallel.pp=%1").arg(pp), QString("parallel.cp=%1").arg(cp)};
+    QTest::addColumn<int>("memory");
+    auto layout = [](int dp, int pp, int cp, QStringList extra = {}, int tp = 1, int ep = 1) {
+      QStringList o = {QString("cluster.gpus_per_node=%1").arg(dp * pp * cp * tp), "cluster.device=cpu", QString("parallel.dp=%1").arg(dp),
+                       QString("parallel.pp=%1").arg(pp), QString("parallel.cp=%1").arg(cp), QString("parallel.tp=%1").arg(tp),
+                       QString("parallel.ep=%1").arg(ep)};
       return o + extra;
     };
-    QTest::newRow("dp=2") << layout(2, 1, 1);
-    QTest::newRow("dp=4 micro_batch=2") << layout(4, 1, 1, {"train.micro_batch=2"});
-    QTest::newRow("pp=2 1f1b") << layout(1, 2, 1);
-    QTest::newRow("dp=2 pp=2 gpipe") << layout(2, 2, 1, {"pipeline.schedule=gpipe"});
-    QTest::newRow("pp=2 interleaved") << layout(1, 2, 1, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"});
-    QTest::newRow("cp=2 ring") << layout(1, 1, 2);
-    QTest::newRow("cp=2 all_to_all dp=2") << layout(2, 1, 2, {"parallel.cp_comm=all_to_all"});
-    QTest::newRow("dp=2 zero 1") << layout(2, 1, 1, {"parallel.zero=1"});
-    QTest::newRow("dp=2 pp=2 zero 2") << layout(2, 2, 1, {"parallel.zero=2"});
-    QTest::newRow("dp=2 cp=2 zero 3") << layout(2, 1, 2, {"parallel.zero=3"});
-    QTest::newRow("dp=2 full recompute") << layout(2, 1, 1, {"train.recompute=full"});
+    QTest::newRow("dp=2") << layout(2, 1, 1) << int(Memory::kHost);
+    QTest::newRow("dp=4 micro_batch=2") << layout(4, 1, 1, {"train.micro_batch=2"}) << int(Memory::kHost);
+    QTest::newRow("pp=2 1f1b") << layout(1, 2, 1) << int(Memory::kHost);
+    QTest::newRow("dp=2 pp=2 gpipe") << layout(2, 2, 1, {"pipeline.schedule=gpipe"}) << int(Memory::kHost);
+    QTest::newRow("pp=2 interleaved") << layout(1, 2, 1, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}) << int(Memory::kHost);
+    QTest::newRow("cp=2 ring") << layout(1, 1, 2) << int(Memory::kHost);
+    QTest::newRow("cp=2 all_to_all dp=2") << layout(2, 1, 2, {"parallel.cp_comm=all_to_all"}) << int(Memory::kHost);
+    QTest::newRow("dp=2 zero 1") << layout(2, 1, 1, {"parallel.zero=1"}) << int(Memory::kHost);
+    QTest::newRow("dp=2 pp=2 zero 2") << layout(2, 2, 1, {"parallel.zero=2"}) << int(Memory::kHost);
+    QTest::newRow("dp=2 cp=2 zero 3") << layout(2, 1, 2, {"parallel.zero=3"}) << int(Memory::kHost);
+    QTest::newRow("dp=2 full recompute") << layout(2, 1, 1, {"train.recompute=full"}) << int(Memory::kHost);
+    // Tensor parallelism: the router on every token of every tp rank, each tp rank's share of the
+    // tokens into the experts; expert parallelism: the tokens to the ranks of their experts
+    // (all_to_all_v), over dp, over the tp pair (Megatron-Core's folding) and both.
+    QTest::newRow("tp=2") << layout(1, 1, 1, {}, 2) << int(Memory::kHost);
+    QTest::newRow("tp=2 dp=2 pp=2") << layout(2, 2, 1, {}, 2) << int(Memory::kHost);
+    QTest::newRow("ep=2 dp=2") << layout(2, 1, 1, {}, 1, 2) << int(Memory::kHost);
+    QTest::newRow("ep=4 dp=4") << layout(4, 1, 1, {}, 1, 4) << int(Memory::kHost);
+    QTest::newRow("ep=2 over the tp pair") << layout(1, 1, 1, {}, 2, 2) << int(Memory::kHost);
+    QTest::newRow("ep=4 tp=2 dp=2") << layout(2, 1, 1, {}, 2, 4) << int(Memory::kHost);
+    QTest::newRow("ep=2 dp=2 pp=2 interleaved") << layout(2, 2, 1, {"pipeline.schedule=interleaved", "pipeline.virtual_stages=2"}, 1, 2) << int(Memory::kHost);
+    QTest::newRow("ep=2 cp=2 ring") << layout(1, 1, 2, {}, 1, 2) << int(Memory::kHost);
+    QTest::newRow("ep=4 dp=2 cp=2 all_to_all") << layout(2, 1, 2, {"parallel.cp_comm=all_to_all"}, 1, 4) << int(Memory::kHost);
+    QTest::newRow("ep=2 dp=2 zero 1") << layout(2, 1, 1, {"parallel.zero=1"}, 1, 2) << int(Memory::kHost);
+    QTest::newRow("ep=2 tp=2 dp=2 zero 2") << layout(2, 1, 1, {"parallel.zero=2"}, 2, 2) << int(Memory::kHost);
+    QTest::newRow("ep=4 dp=4 zero 3 recompute") << layout(4, 1, 1, {"parallel.zero=3", "train.recompute=full"}, 1, 4) << int(Memory::kHost);
+    QTest::newRow("ep=4 tp=2 dp=2 pp=2 zero 3") << layout(2, 2, 1, {"parallel.zero=3"}, 2, 4) << int(Memory::kHost);
+    QTest::newRow("ep=2 micro_batch=2 gpipe pp=2") << layout(2, 2, 1, {"train.micro_batch=2", "pipeline.schedule=gpipe"}, 1, 2) << int(Memory::kHost);
+    // On the off-host device: groups of host memory (staged, as Gloo on a GPU) and of the device's
+    // (as NCCL, matched by order).
+    QTest::newRow("off-host staged ep=2 tp=2 dp=2") << layout(2, 1, 1, {}, 2, 2) << int(Memory::kStaged);
+    QTest::newRow("off-host direct ep=4 dp=2 cp=2 zero 3") << layout(2, 1, 2, {"parallel.zero=3"}, 1, 4) << int(Memory::kDirect);
+    QTest::newRow("off-host direct ep=2 tp=2 pp=2 recompute") << layout(1, 2, 1, {"train.recompute=full"}, 2, 2) << int(Memory::kDirect);
   }
   void moeTrainsAsOneRank() {
     QFETCH(QStringList, overrides);
+    QFETCH(int, memory);
     const int steps = 20;
     std::vector<std::string> one = moe_model(), o = moe_model();
     one.insert(one.end(), {"cluster.gpus_per_node=1", "cluster.device=cpu", "train.steps=20"});
@@ -356,7 +381,7 @@ class TestTrainer : public QObject {
     static std::map<std::vector<std::string>, RunOut> refs;  // one single-rank run per model and micro-batch
     if (!refs.count(one)) refs[one] = train(one, steps);
     const RunOut& ref = refs[one];
-    const RunOut r = train(o, steps);
+    const RunOut r = train(o, steps, false, static_cast<Memory>(memory));
     QVERIFY2(ref.error.empty() && r.error.empty(), (ref.error + r.error).c_str());
     QCOMPARE(r.losses.size(), size_t(steps));
     QVERIFY2(ref.losses.back() < ref.losses.front() - 0.5, "the model learns");

@@ -114,6 +114,10 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
     if (!config.model.llama()) {
       return Status::invalid_input("model.moe: mixture-of-experts layers are the llama architecture's; set model.arch: llama, or model.moe.experts: 0");
     }
+    if (config.parallel.expert_tp > 1) {
+      return Status::invalid_input("parallel.expert_tp=" + std::to_string(config.parallel.expert_tp) +
+                                   ": the engine trains whole experts (expert_tp 1; planning and exports take more); set parallel.expert_tp: 1");
+    }
     if (config.backend == config::Backend::kCuda && config.train.precision == config::Precision::kBf16) {
       return Status::invalid_input("train.precision=bf16: the engine trains mixture-of-experts layers with fp32 activations; "
                                    "set train.precision: fp32 (train.tf32 for the tensor cores)");
@@ -238,14 +242,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->groups_.pp = wrap(groups.pp, &tm.dp_ms, &tm.pp_wait_ms, &tm.pp_send_ms);
   t->groups_.embedding = wrap(groups.embedding, &tm.dp_ms);
   // Mixture of experts: the dispatch's group (its time inside forward and backward) and the
-  // experts' gradient group, which is the gradient group where every rank of a stage's dp x cp
-  // holds every expert and tp = 1.
+  // experts' gradient group; none given is the gradient group itself (comm/process_groups.h makes
+  // none where they are the same ranks).
   const bool moe = config.model.moe.enabled();
   if (moe && layout.ep > 1 && !groups.ep) {
     return Status::invalid_input("trainer of rank " + std::to_string(layout.rank) + ": parallel.ep=" + std::to_string(layout.ep) + " needs the ep group");
-  }
-  if (moe && !groups.expert_dp && (layout.ep > 1 || layout.tp > 1)) {
-    return Status::invalid_input("trainer of rank " + std::to_string(layout.rank) + ": a mixture of experts over tp or ep needs the expert-data-parallel group");
   }
   t->groups_.ep = wrap(groups.ep, &tm.ep_ms);
   t->groups_.expert_dp = groups.expert_dp ? wrap(groups.expert_dp, &tm.dp_ms) : nullptr;

@@ -65,7 +65,7 @@ struct TrainerGroups {
   CommGroup* grad = nullptr;       // dp x cp, which reduces gradients; null means dp (cp = 1)
   // Mixture of experts: the ranks that hold the other experts of this rank's MoE layers (null with
   // ep = 1), and those that hold the same experts and reduce their gradients (expert data
-  // parallelism; null means the gradient group, right where tp = ep = 1).
+  // parallelism; null means the gradient group, where that is the same ranks).
   CommGroup* ep = nullptr;
   CommGroup* expert_dp = nullptr;
 };
