@@ -400,6 +400,62 @@ class TestTrainer : public QObject {
     }
   }
 
+  // Checkpoints of a mixture of experts in its Hugging Face class's layout: Mixtral's form (every
+  // layer sparse, experts of model.ffn_hidden, no shared ones) under Mixtral's names with a
+  // MixtralForCausalLM config.json; the test's model (a dense layer, a shared expert) under
+  // Qwen3-MoE's with Qwen3MoeForCausalLM. Saved by ep 2 at step 3, resumed by ep 1 and ep 4 (and a
+  // dp 2 x tp 2 layout), each with the losses of a run that never stopped.
+  void moeCheckpointsResumeAcrossEp_data() {
+    QTest::addColumn<bool>("mixtral");
+    QTest::newRow("Mixtral's form") << true;
+    QTest::newRow("dense layer and shared expert: Qwen3-MoE's names") << false;
+  }
+  void moeCheckpointsResumeAcrossEp() {
+    QFETCH(bool, mixtral);
+    QTemporaryDir dir;
+    std::vector<std::string> model = mixtral ? std::vector<std::string>{"model.arch=llama", "model.kv_heads=2", "model.ffn_hidden=16",
+                                                                        "model.tied_embeddings=false", "model.moe.experts=4",
+                                                                        "model.moe.top_k=2", "train.seed=3"}
+                                             : moe_model();
+    model.push_back("train.steps=6");
+    auto with = [&](std::vector<std::string> o) {
+      o.insert(o.begin(), model.begin(), model.end());
+      return o;
+    };
+    const std::string saved = dir.filePath("ep2").toStdString();
+    const RunOut straight = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu"}), 6);
+    const RunOut first = train(with({"cluster.gpus_per_node=2", "cluster.device=cpu", "parallel.dp=2", "parallel.ep=2",
+                                     "train.checkpoint_dir=" + saved}), 3, true);
+    QVERIFY2(straight.error.empty() && first.error.empty(), (straight.error + first.error).c_str());
+    // The files: the class's names and config.json.
+    auto weights = read_safetensors(saved + "/step-3/model.safetensors");
+    QVERIFY(weights.ok());
+    const bool block_sparse = weights->find("model.layers.1.block_sparse_moe.experts.3.w2.weight") != nullptr;
+    const bool qwen_names = weights->find("model.layers.1.mlp.experts.3.down_proj.weight") != nullptr;
+    QCOMPARE(block_sparse, mixtral);
+    QCOMPARE(qwen_names, !mixtral);
+    QFile cfg(QString::fromStdString(saved + "/step-3/config.json"));
+    QVERIFY(cfg.open(QIODevice::ReadOnly));
+    const auto j = QJsonDocument::fromJson(cfg.readAll()).object();
+    QCOMPARE(j["architectures"].toArray().at(0).toString(), mixtral ? QString("MixtralForCausalLM") : QString("Qwen3MoeForCausalLM"));
+    QCOMPARE(j[mixtral ? "num_local_experts" : "num_experts"].toInt(), 4);
+    auto resumed = [&](std::vector<std::string> o) {
+      o.push_back("train.resume=" + saved + "/step-3");
+      return train(with(o), 3);
+    };
+    const RunOut to_ep1 = resumed({"cluster.gpus_per_node=1", "cluster.device=cpu"});
+    const RunOut to_ep4 = resumed({"cluster.gpus_per_node=4", "cluster.device=cpu", "parallel.dp=4", "parallel.ep=4"});
+    const RunOut to_tp = resumed({"cluster.gpus_per_node=4", "cluster.device=cpu", "parallel.dp=2", "parallel.tp=2", "parallel.ep=2"});
+    QVERIFY2(to_ep1.error.empty() && to_ep4.error.empty() && to_tp.error.empty(), (to_ep1.error + to_ep4.error + to_tp.error).c_str());
+    for (size_t i = 0; i < 3; ++i) {
+      QVERIFY2(close(first.losses[i], straight.losses[i], 1e-5), qPrintable(QString("ep 2, step %1").arg(i + 1)));
+      for (const RunOut* r : {&to_ep1, &to_ep4, &to_tp}) {
+        QVERIFY2(close(r->losses[i], straight.losses[i + 3], 1e-5),
+                 qPrintable(QString("resumed, step %1: %2 vs %3").arg(i + 4).arg(r->losses[i], 0, 'g', 10).arg(straight.losses[i + 3], 0, 'g', 10)));
+      }
+    }
+  }
+
   // The layouts and schedules: loss at every one of 5 steps within 1e-5 (relative) of
   // the single rank's, and the gradient norm too.
   // The cost model's memory for a CPU run against what the engine holds: weights, gradients,
