@@ -86,6 +86,7 @@ launch::TimingEvent timing_event(const runtime::StepStats& st, int64_t steps) {
                         .optimizer_ms = t.optimizer_ms,
                         .sync_ms = t.sync_ms,
                         .cp_ms = t.cp_ms,
+                        .ep_ms = t.ep_ms,
                         .ops = {}};
   if (launch::has_timeline(st.step, steps)) {
     e.ops.reserve(t.ops.size());
@@ -176,7 +177,7 @@ int run() {
     auto st = trainer.value()->train_step();
     if (!st.ok()) return fail(with_memory_estimate(st.status(), plan.value(), layout->pp_rank, r));
     last_loss = st->loss;
-    emit(launch::StepEvent{.step = static_cast<int64_t>(st->step),
+    launch::StepEvent step{.step = static_cast<int64_t>(st->step),
                            .loss = st->loss,
                            .lr = st->lr,
                            .grad_norm = st->grad_norm,
@@ -184,7 +185,15 @@ int run() {
                            .step_ms = st->step_ms,
                            .mem_bytes = static_cast<int64_t>(st->mem_bytes),
                            .loss_scale = st->loss_scale > 0 ? st->loss_scale : NAN,
-                           .skipped = st->skipped});
+                           .skipped = st->skipped};
+    if (!st->moe_layers.empty()) {  // a mixture of experts: both losses, and the experts' load
+      step.lm_loss = st->lm_loss;
+      step.aux_loss = st->aux_loss;
+      step.moe_layers = st->moe_layers;
+      step.moe_load = st->moe_load;
+      step.moe_dropped = st->moe_dropped;
+    }
+    emit(step);
     emit(timing_event(st.value(), cfg->train.steps));
     const bool last = trainer.value()->step() == cfg->train.steps;
     if (last || (every > 0 && st->step % every == 0)) {

@@ -152,6 +152,34 @@ class ThreadComm final : public comm::Communicator {
     hub_->done();
     return Status::OK();
   }
+  // Block r of every rank's in (its send_counts[r] elements) to rank r; the counts ride along.
+  Status do_all_to_all_v(ConstBuffer in, std::span<const size_t> send_counts, Buffer out, std::span<const size_t> recv_counts) override {
+    const size_t el = comm::size_of(in.dtype), n = static_cast<size_t>(size());
+    if (Status s = check_memory("all_to_all_v in", in.data, in.count * el); !s) return s;
+    if (Status s = check_memory("all_to_all_v out", out.data, out.count * el); !s) return s;
+    // Deposit: n counts (as size_t), then the elements.
+    std::vector<char> msg(n * sizeof(size_t) + in.count * el);
+    std::memcpy(msg.data(), send_counts.data(), n * sizeof(size_t));
+    if (in.count) std::memcpy(msg.data() + n * sizeof(size_t), in.data, in.count * el);
+    hub_->deposit(rank(), msg.data(), msg.size());
+    size_t at = 0;
+    for (int r = 0; r < size(); ++r) {
+      size_t offset = 0;  // where rank r's block for this rank starts in its elements
+      for (int q = 0; q < rank(); ++q) offset += hub_->at<size_t>(r, static_cast<size_t>(q));
+      const size_t count = hub_->at<size_t>(r, static_cast<size_t>(rank()));
+      if (count != recv_counts[static_cast<size_t>(r)]) {
+        hub_->done();
+        return Status::internal(name() + ": all_to_all_v: rank " + std::to_string(r) + " sends " + std::to_string(count) +
+                                " elements, this rank expects " + std::to_string(recv_counts[static_cast<size_t>(r)]));
+      }
+      for (size_t b = 0; b < count * el; ++b) {
+        static_cast<char*>(out.data)[at * el + b] = hub_->at<char>(r, n * sizeof(size_t) + offset * el + b);
+      }
+      at += count;
+    }
+    hub_->done();
+    return Status::OK();
+  }
   Status do_broadcast(Buffer data, int root) override {
     const size_t bytes = data.count * comm::size_of(data.dtype);
     if (Status s = check_memory("broadcast", data.data, bytes); !s) return s;

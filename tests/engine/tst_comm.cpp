@@ -174,6 +174,30 @@ void check_collectives(Communicator& c, size_t n) {
       }
     }
   }
+  // all_to_all_v: group rank a sends cnt(a, b) = (3 a + b + n) mod 4 elements to b (some none),
+  // element k of that block (100 global(a) + b) 16 + k; b receives them block by block in rank order.
+  {
+    auto cnt = [&](int a, int b) { return static_cast<size_t>((3 * a + b + static_cast<int>(n)) % 4); };
+    std::vector<size_t> send(static_cast<size_t>(size)), recv(static_cast<size_t>(size));
+    std::vector<T> in, out;
+    for (int b = 0; b < size; ++b) {
+      send[size_t(b)] = cnt(c.rank(), b);
+      recv[size_t(b)] = cnt(b, c.rank());
+      for (size_t k = 0; k < send[size_t(b)]; ++k) in.push_back(static_cast<T>((100 * g + b) * 16 + int(k)));
+    }
+    size_t total = 0;
+    for (size_t x : recv) total += x;
+    out.assign(total, T(-1));
+    const DType dt = sizeof(T) == 4 ? DType::kF32 : DType::kF64;
+    EXPECT_OK(c.all_to_all_v(Communicator::ConstBuffer{in.data(), in.size(), dt}, send, Communicator::Buffer{out.data(), out.size(), dt}, recv));
+    size_t at = 0;
+    for (int a = 0; a < size; ++a) {
+      for (size_t k = 0; k < recv[size_t(a)]; ++k, ++at) {
+        const T want = static_cast<T>((100 * ranks[a] + c.rank()) * 16 + int(k));
+        EXPECT(out[at] == want, "%s all_to_all_v from %d [%zu] = %g, want %g", what, a, k, double(out[at]), double(want));
+      }
+    }
+  }
   // broadcast from every root in turn
   for (int root = 0; root < size; ++root) {
     std::vector<T> data(n);
@@ -208,6 +232,12 @@ void check_argument_errors(Communicator& c) {
     const Status s = c.all_to_all(std::span<const float>(a2a), std::span<float>(a2a));
     EXPECT(s.code() == Status::Code::kInvalidInput && s.message().find("all_to_all") != std::string::npos,
            "mis-sized all_to_all: %s", s.message().c_str());
+  }
+  {
+    std::vector<size_t> short_counts(static_cast<size_t>(c.size()) + 1, 0);  // one count too many
+    const Status s = c.all_to_all_v(std::span<const float>(in), short_counts, std::span<float>(out), short_counts);
+    EXPECT(s.code() == Status::Code::kInvalidInput && s.message().find("all_to_all_v") != std::string::npos,
+           "mis-counted all_to_all_v: %s", s.message().c_str());
   }
   const Status b = c.broadcast(std::span<float>(out), c.size());
   EXPECT(b.code() == Status::Code::kInvalidInput, "broadcast from a root outside the group: %s", b.message().c_str());
@@ -694,6 +724,10 @@ class TestComm : public QObject {
     QVERIFY(comm.broadcast(std::span<float>(data), 0).ok());
     std::fill(out.begin(), out.end(), 0.0f);
     QVERIFY(comm.all_to_all(std::span<const float>(data), std::span<float>(out)).ok());
+    QCOMPARE(out, data);
+    const std::vector<size_t> three = {3};
+    std::fill(out.begin(), out.end(), 0.0f);
+    QVERIFY(comm.all_to_all_v(std::span<const float>(data), three, std::span<float>(out), three).ok());
     QCOMPARE(out, data);
     QVERIFY(comm.barrier().ok());
     QCOMPARE(comm.send(std::span<const float>(data), 0).code(), Status::Code::kInvalidInput);

@@ -324,6 +324,52 @@ class TestModel : public QObject {
     g.heads = 4;
     QVERIFY(model::hf_config_json(g).find("\"GPT2LMHeadModel\"") != std::string::npos);
   }
+
+  // A mixture of experts is written as Mixtral where it has Mixtral's form, else as Qwen3-MoE;
+  // Mixtral's checkpoint names map the description's both ways, every other name stays.
+  void mixtureOfExpertsClassAndNames() {
+    auto m = llama(2, 64, 8, 2, 96, 300, false);
+    m.moe.experts = 8;
+    m.moe.top_k = 2;
+    QCOMPARE(model::hf_architecture(m), std::string("MixtralForCausalLM"));
+    std::string j = model::hf_config_json(m);
+    QVERIFY(j.find("\"model_type\": \"mixtral\"") != std::string::npos);
+    QVERIFY(j.find("\"num_local_experts\": 8") != std::string::npos);
+    QVERIFY(j.find("\"num_experts_per_tok\": 2") != std::string::npos);
+    QVERIFY(j.find("\"intermediate_size\": 96") != std::string::npos);
+    const std::pair<const char*, const char*> names[] = {
+        {"model.layers.1.mlp.gate.weight", "model.layers.1.block_sparse_moe.gate.weight"},
+        {"model.layers.0.mlp.experts.7.gate_proj.weight", "model.layers.0.block_sparse_moe.experts.7.w1.weight"},
+        {"exp_avg.model.layers.0.mlp.experts.3.up_proj.weight", "exp_avg.model.layers.0.block_sparse_moe.experts.3.w3.weight"},
+        {"model.layers.1.mlp.experts.0.down_proj.weight", "model.layers.1.block_sparse_moe.experts.0.w2.weight"},
+        {"model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.q_proj.weight"}};
+    for (const auto& [ours, theirs] : names) {
+      QCOMPARE(model::hf_file_name(m, ours), std::string(theirs));
+      QCOMPARE(model::description_name(theirs), std::string(ours));
+    }
+    // Every tensor of the description maps to a distinct name and back.
+    std::set<std::string> seen;
+    for (const auto& p : model::ModelDesc::from(m).params()) {
+      const std::string f = model::hf_file_name(m, p.name);
+      QVERIFY(seen.insert(f).second);
+      QCOMPARE(model::description_name(f), p.name);
+    }
+    // Not Mixtral's form: Qwen3-MoE's class and the description's names.
+    for (auto change : {+[](config::ModelConfig& x) { x.moe.dense_layers = 1; }, +[](config::ModelConfig& x) { x.moe.shared_experts = 1; },
+                        +[](config::ModelConfig& x) { x.moe.ffn_hidden = 32; }, +[](config::ModelConfig& x) { x.moe.norm_topk = false; }}) {
+      auto q = m;
+      change(q);
+      QCOMPARE(model::hf_architecture(q), std::string("Qwen3MoeForCausalLM"));
+      QCOMPARE(model::hf_file_name(q, "model.layers.1.mlp.gate.weight"), std::string("model.layers.1.mlp.gate.weight"));
+    }
+    auto q = m;
+    q.moe.dense_layers = 1;
+    q.moe.ffn_hidden = 32;
+    j = model::hf_config_json(q);
+    QVERIFY(j.find("\"model_type\": \"qwen3_moe\"") != std::string::npos);
+    QVERIFY(j.find("\"moe_intermediate_size\": 32") != std::string::npos);
+    QVERIFY(j.find("\"mlp_only_layers\": [\n    0\n  ]") != std::string::npos || j.find("\"mlp_only_layers\": [0]") != std::string::npos);
+  }
 };
 
 

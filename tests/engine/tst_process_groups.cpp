@@ -327,6 +327,73 @@ class TestProcessGroups : public QObject {
     QVERIFY(!comm::rank_layout_of(p.value(), 8).ok());
   }
 
+  // A mixture of experts: the ep and expert-dp groups (plan/topology.h's folding), made after
+  // grad and before embedding, the expert-dp one only where it is not the dp (or dp x cp) group;
+  // the layout's ep coordinates and the ranks of expert-dp replica 0 (index pp x ep + ep rank).
+  // Rows written out by hand: the topology's worked example (16 GPUs, tp 2, dp 4, pp 2, ep 4:
+  // EP [4..7], expert-DP [1,5] for rank 5), ep over the tp pair (expert-DP [1,3], which is the dp
+  // group), ep over dp, and ep 1 with tp 1 (the expert-dp group is the dp group: none made).
+  void expertGroupsOfARank_data() {
+    QTest::addColumn<QStringList>("overrides");
+    QTest::addColumn<int>("rank");
+    QTest::addColumn<QList<int>>("ep_group");
+    QTest::addColumn<QList<int>>("expert_dp_group");
+    QTest::addColumn<QList<int>>("coords");  // ep rank, expert-dp rank
+    QTest::addColumn<QList<int>>("replica0");
+    using L = QList<int>;
+    QTest::newRow("16 ranks tp2 dp4 pp2 ep4, rank 5") << QStringList{"cluster.gpus_per_node=16", "parallel.tp=2", "parallel.dp=4", "parallel.pp=2", "parallel.ep=4"}
+                                                      << 5 << L{4, 5, 6, 7} << L{1, 5} << L{1, 1} << L{0, 1, 2, 3, 8, 9, 10, 11};
+    // Its expert-dp group [1,3] is rank 3's dp group: none made.
+    QTest::newRow("4 ranks tp2 dp2 ep2, rank 3: ep over the tp pair") << QStringList{"cluster.gpus_per_node=4", "parallel.tp=2", "parallel.dp=2", "parallel.ep=2"}
+                                                                      << 3 << L{2, 3} << L{} << L{1, 1} << L{0, 1};
+    QTest::newRow("4 ranks dp4 ep2, rank 2: ep over dp") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.ep=2"} << 2 << L{2, 3}
+                                                         << L{0, 2} << L{0, 1} << L{0, 1};
+    QTest::newRow("2 ranks dp2 ep1: the dp group") << QStringList{"cluster.gpus_per_node=2", "parallel.dp=2"} << 1 << L{} << L{} << L{0, 1} << L{0};
+  }
+  void expertGroupsOfARank() {
+    QFETCH(QStringList, overrides);
+    QFETCH(int, rank);
+    QFETCH(QList<int>, ep_group);
+    QFETCH(QList<int>, expert_dp_group);
+    QFETCH(QList<int>, coords);
+    QFETCH(QList<int>, replica0);
+    std::vector<std::string> o = {"cluster.device=cpu"};
+    for (const auto& x : overrides) o.push_back(x.toStdString());
+    auto cfg = config::parse_config(
+        "model: {arch: llama, layers: 4, hidden: 32, heads: 4, seq_len: 16, vocab: 64, moe: {experts: 8, top_k: 2}}\n"
+        "train: {global_batch: 8, micro_batch: 1, steps: 5}\n",
+        "test.yaml", o);
+    QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+    auto p = plan::make_plan(cfg.value());
+    QVERIFY2(p.ok(), p.status().message().c_str());
+    auto g = comm::group_ranks(p->topology, rank, false);
+    QVERIFY2(g.ok(), g.status().message().c_str());
+    QCOMPARE(text(g->ep), text(to_vector(ep_group)));
+    QCOMPARE(text(g->expert_dp), text(to_vector(expert_dp_group)));
+    testing::ThreadHubs hubs;
+    std::vector<Call> calls;
+    auto thread_factory = testing::thread_communicator_factory(hubs, rank);
+    auto built = comm::build_process_groups(p->topology, rank, false, [&](const std::string& name, const std::vector<int>& ranks) {
+      calls.emplace_back(name, ranks);
+      return thread_factory(name, ranks);
+    });
+    QVERIFY2(built.ok(), built.status().message().c_str());
+    QStringList names;
+    for (const auto& c : calls) names << QString::fromStdString(c.first);
+    QStringList want = {"world", "tp", "dp", "pp"};
+    if (!ep_group.isEmpty()) want << "ep";
+    if (!expert_dp_group.isEmpty()) want << "expert_dp";
+    QCOMPARE(names, want);
+    const runtime::TrainerGroups tg = built->trainer_groups();
+    QCOMPARE(tg.ep != nullptr, !ep_group.isEmpty());
+    QCOMPARE(tg.expert_dp != nullptr, !expert_dp_group.isEmpty());
+    auto l = comm::rank_layout_of(p.value(), rank);
+    QVERIFY2(l.ok(), l.status().message().c_str());
+    QCOMPARE((QList<int>{l->ep_rank, l->expert_dp_rank}), coords);
+    QCOMPARE(QList<int>(l->expert_replica0_ranks.begin(), l->expert_replica0_ranks.end()), replica0);
+    QVERIFY(runtime::check_rank_layout(l.value()).ok());
+  }
+
   // check_rank_layout refuses what the trainer could not run, naming the field.
   void inconsistentLayoutRefused_data() {
     QTest::addColumn<QString>("field");

@@ -27,6 +27,8 @@ class TestWorkerEvents : public QObject {
                                                                 .loss_scale = 32768, .skipped = true}};
     QTest::newRow("step with a diverged loss") << WorkerEvent{StepEvent{.rank = 0, .step = 9, .loss = NAN, .lr = 1e-3}};
     QTest::newRow("another program's TFLOP/s and MFU") << WorkerEvent{StepEvent{.rank = 0, .step = 10, .loss = 7.25, .tflops = 567.75, .mfu = 0.5742}};
+    QTest::newRow("mixture of experts") << WorkerEvent{StepEvent{.rank = 3, .step = 5, .loss = 2.75, .lr = 1e-3, .lm_loss = 2.5, .aux_loss = 0.25,
+                                                                 .moe_layers = {1, 2}, .moe_load = {{3, 0, 5, 8}, {4, 4, 4, 4}}, .moe_dropped = 2}};
     QTest::newRow("checkpoint") << WorkerEvent{CheckpointEvent{.rank = 0, .step = 50, .path = "/tmp/ck \"a\"/step-50"}};
     QTest::newRow("done") << WorkerEvent{DoneEvent{.rank = 2, .step = 100, .loss = 1.125}};
     QTest::newRow("error with rank") << WorkerEvent{ErrorEvent{.rank = 5, .message = "train.data=x.bin: cannot open"}};
@@ -67,6 +69,17 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("TFLOP/s and MFU only when known")
         << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .tflops = 1.5, .mfu = 0.25}}
         << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":null,\"grad_norm\":null,\"tokens_per_s\":null,\"step_ms\":null,\"tflops\":1.5,\"mfu\":0.25}";
+    // A mixture of experts: both losses, each MoE layer's index with its tokens per expert, the
+    // dropped assignments (docs/runs.md).
+    QTest::newRow("mixture of experts")
+        << WorkerEvent{StepEvent{.rank = 0, .step = 3, .loss = 2.5, .lm_loss = 2.25, .aux_loss = 0.25, .moe_layers = {1, 3},
+                                 .moe_load = {{2, 0, 6}, {1, 1, 6}}, .moe_dropped = 0}}
+        << "{\"event\":\"step\",\"rank\":0,\"step\":3,\"loss\":2.5,\"lr\":null,\"grad_norm\":null,\"tokens_per_s\":null,\"step_ms\":null,"
+           "\"lm_loss\":2.25,\"aux_loss\":0.25,\"moe_layers\":[1,3],\"moe_load\":[[2,0,6],[1,1,6]],\"moe_dropped\":0}";
+    QTest::newRow("timing with ep") << WorkerEvent{TimingEvent{.rank = 0, .step = 1, .step_ms = 2, .ep_ms = 0.75}}
+                                    << "{\"event\":\"timing\",\"rank\":0,\"step\":1,\"start\":0.0,\"step_ms\":2.0,\"forward_ms\":0.0,"
+                                       "\"backward_ms\":0.0,\"recompute_ms\":0.0,\"tp_ms\":0.0,\"ep_ms\":0.75,\"pp_wait_ms\":0.0,\"pp_send_ms\":0.0,"
+                                       "\"dp_ms\":0.0,\"optimizer_ms\":0.0,\"sync_ms\":0.0}";
     QTest::newRow("diverged loss is null") << WorkerEvent{DoneEvent{.rank = 1, .step = 4, .loss = NAN}}
                                            << "{\"event\":\"done\",\"rank\":1,\"step\":4,\"loss\":null}";
     QTest::newRow("error without rank") << WorkerEvent{ErrorEvent{.message = "no RANK"}}
@@ -136,6 +149,12 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("error message null") << "{\"event\":\"error\",\"message\":null}" << "no \"message\" field";
     QTest::newRow("skipped as a number") << "{\"event\":\"step\",\"step\":1,\"skipped\":1}" << "\"skipped\" must be true or false, got 1";
     QTest::newRow("start dp as bool") << "{\"event\":\"start\",\"dp\":true}" << "\"dp\" must be an integer, got true";
+    QTest::newRow("moe_load without moe_layers") << "{\"event\":\"step\",\"step\":1,\"moe_load\":[[1]]}"
+                                                 << "\"moe_layers\" and \"moe_load\" must be arrays of the same length";
+    QTest::newRow("moe_load with a fraction") << "{\"event\":\"step\",\"step\":1,\"moe_layers\":[1],\"moe_load\":[[1.5]]}"
+                                              << "\"moe_load\" holds a count that is not a whole number";
+    QTest::newRow("moe_layers not indices") << "{\"event\":\"step\",\"step\":1,\"moe_layers\":[\"a\"],\"moe_load\":[[1]]}"
+                                            << "\"moe_layers\" holds an entry that is not a layer index";
     QTest::newRow("timing without step") << "{\"event\":\"timing\",\"forward_ms\":1}" << "worker event \"timing\": no \"step\" field";
     QTest::newRow("timing part as a string") << "{\"event\":\"timing\",\"step\":1,\"dp_ms\":\"x\"}" << "\"dp_ms\" must be a number";
     QTest::newRow("timing ops not an array") << "{\"event\":\"timing\",\"step\":1,\"ops\":{}}" << "\"ops\" must be an array";

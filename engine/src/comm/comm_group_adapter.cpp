@@ -51,4 +51,15 @@ Status CommGroupAdapter::recv(float* data, size_t count, int peer, uint32_t tag)
   return c_->recv(std::span<float>(data, count), peer, tag);
 }
 
+Status CommGroupAdapter::all_to_all_v(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) {
+  const size_t n = static_cast<size_t>(size());
+  size_t sent = 0, received = 0;
+  for (size_t r = 0; r < n; ++r) {
+    sent += send_counts[r];
+    received += recv_counts[r];
+  }
+  return c_->all_to_all_v(std::span<const float>(in, sent), std::span<const size_t>(send_counts, n), std::span<float>(out, received),
+                          std::span<const size_t>(recv_counts, n));
+}
+
 }  // namespace stagecraft::comm

@@ -142,6 +142,20 @@ Status Communicator::all_to_all(ConstBuffer in, Buffer out) {
   return do_all_to_all(in, out);
 }
 
+Status Communicator::all_to_all_v(ConstBuffer in, std::span<const size_t> send_counts, Buffer out, std::span<const size_t> recv_counts) {
+  const auto n = static_cast<size_t>(size());
+  size_t sent = 0, received = 0;
+  for (size_t r = 0; r < send_counts.size(); ++r) sent += send_counts[r];
+  for (size_t r = 0; r < recv_counts.size(); ++r) received += recv_counts[r];
+  if (in.dtype != out.dtype || send_counts.size() != n || recv_counts.size() != n || sent != in.count || received != out.count) {
+    return Status::invalid_input(describe("all_to_all_v", in.count, in.dtype) + ": expected " + std::to_string(n) +
+                                 " send and receive counts summing to the input's " + std::to_string(in.count) + " and the output's " +
+                                 std::to_string(out.count) + " elements of one dtype");
+  }
+  if (size() == 1) return in.count ? do_copy(out.data, in.data, in.count * size_of(in.dtype)) : Status::OK();
+  return do_all_to_all_v(in, send_counts, out, recv_counts);
+}
+
 Status Communicator::broadcast(Buffer data, int root) {
   if (root < 0 || root >= size()) {
     return Status::invalid_input(describe("broadcast", data.count, data.dtype) + ": root " + std::to_string(root) +
@@ -243,6 +257,7 @@ class SingleRankCommunicator final : public Communicator {
   Status do_all_gather(ConstBuffer, Buffer) override { return unreachable(); }
   Status do_broadcast(Buffer, int) override { return unreachable(); }
   Status do_all_to_all(ConstBuffer, Buffer) override { return unreachable(); }
+  Status do_all_to_all_v(ConstBuffer, std::span<const size_t>, Buffer, std::span<const size_t>) override { return unreachable(); }
   Status do_send(ConstBuffer, int, uint32_t) override { return unreachable(); }
   Status do_isend(ConstBuffer, int, uint32_t) override { return unreachable(); }
   Status do_wait_sends() override { return unreachable(); }

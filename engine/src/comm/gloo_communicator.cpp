@@ -24,6 +24,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -328,6 +329,27 @@ class GlooCommunicator final : public Communicator {
     return GLOO_CALL(describe("all_to_all", in.count, in.dtype), no_peer, {
       if (in.dtype == DType::kF32) all_to_all_t(static_cast<const float*>(in.data), static_cast<float*>(out.data), in.count);
       else all_to_all_t(static_cast<const double*>(in.data), static_cast<double*>(out.data), in.count);
+    });
+  }
+
+  template <typename T>
+  void all_to_all_v_t(const T* in, std::span<const size_t> send_counts, T* out, std::span<const size_t> recv_counts) {
+    gloo::AlltoallvOptions o(ctx_);
+    o.setInput<T>(const_cast<T*>(in), std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+    o.setOutput<T>(out, std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+    o.setTag(next_tag());
+    o.setTimeout(timeout_);
+    gloo::alltoallv(o);
+  }
+
+  Status do_all_to_all_v(ConstBuffer in, std::span<const size_t> send_counts, Buffer out, std::span<const size_t> recv_counts) override {
+    const int no_peer = -1;
+    return GLOO_CALL(describe("all_to_all_v", in.count, in.dtype), no_peer, {
+      if (in.dtype == DType::kF32) {
+        all_to_all_v_t(static_cast<const float*>(in.data), send_counts, static_cast<float*>(out.data), recv_counts);
+      } else {
+        all_to_all_v_t(static_cast<const double*>(in.data), send_counts, static_cast<double*>(out.data), recv_counts);
+      }
     });
   }
 

@@ -305,6 +305,35 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
+  // A count per rank: as do_all_to_all, each peer's block at the offset of the counts before it.
+  Status do_all_to_all_v(ConstBuffer in, std::span<const size_t> send_counts, Buffer out, std::span<const size_t> recv_counts) override {
+    const std::string what = describe("all_to_all_v", in.count, in.dtype);
+    if (Status s = usable(what); !s) return s;
+    const size_t el = size_of(in.dtype);
+    std::vector<size_t> in_at(static_cast<size_t>(size()), 0), out_at(static_cast<size_t>(size()), 0);
+    for (int r = 1; r < size(); ++r) {
+      in_at[r] = in_at[r - 1] + send_counts[r - 1];
+      out_at[r] = out_at[r - 1] + recv_counts[r - 1];
+    }
+    const Clock::time_point start = Clock::now();
+    const size_t me = static_cast<size_t>(rank());
+    if (send_counts[me] > 0) {
+      CUDA_CALL(what, cudaMemcpyAsync(static_cast<char*>(out.data) + out_at[me] * el, static_cast<const char*>(in.data) + in_at[me] * el,
+                                      send_counts[me] * el, cudaMemcpyDeviceToDevice, stream_));
+    }
+    return nccl_group(what, start, [&](auto& issue) {
+      for (int r = 0; r < size(); ++r) {
+        if (r == rank()) continue;
+        if (send_counts[r] > 0) {
+          issue(ncclSend(static_cast<const char*>(in.data) + in_at[r] * el, send_counts[r], nccl_type(in.dtype), r, comm_, stream_));
+        }
+        if (recv_counts[r] > 0) {
+          issue(ncclRecv(static_cast<char*>(out.data) + out_at[r] * el, recv_counts[r], nccl_type(in.dtype), r, comm_, stream_));
+        }
+      }
+    });
+  }
+
   // NCCL has no barrier: an all-reduce of one float in a scratch buffer of the device.
   Status do_barrier() override {
     const std::string what = describe("barrier", 0, DType::kF32);

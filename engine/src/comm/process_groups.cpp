@@ -29,6 +29,11 @@ Result<GroupRanks> group_ranks(const plan::Topology& topology, int rank, bool ti
     g.cp = topology.group_of(rank, config::Axis::kCp);
     g.grad = topology.group_of(rank, plan::gradient_axes());
   }
+  if (topology.spec().experts) {
+    if (topology.expert_size(plan::ExpertAxis::kEp) > 1) g.ep = topology.expert_group_of(rank, plan::ExpertAxis::kEp);
+    const std::vector<int> edp = topology.expert_group_of(rank, plan::ExpertAxis::kDp);
+    if (edp != (g.grad.empty() ? g.dp : g.grad)) g.expert_dp = edp;
+  }
   if (tied_embeddings && g.pp.size() > 1 && (rank == g.pp.front() || rank == g.pp.back())) {
     g.embedding = {g.pp.front(), g.pp.back()};
   }
@@ -39,6 +44,8 @@ runtime::TrainerGroups ProcessGroups::trainer_groups() {
   runtime::TrainerGroups g{world_.get(), tp_.get(), dp_.get(), pp_.get(), embedding_.get()};
   g.cp = cp_.get();
   g.grad = grad_ ? grad_.get() : dp_.get();
+  g.ep = ep_.get();
+  g.expert_dp = expert_dp_.get();
   return g;
 }
 
@@ -71,6 +78,12 @@ Result<ProcessGroups> build_process_groups(const plan::Topology& topology, int r
     if (Status s = make("cp", g.cp, groups.cp_); !s) return s;
     if (Status s = make("dp_cp", g.grad, groups.grad_); !s) return s;
   }
+  if (!g.ep.empty()) {
+    if (Status s = make("ep", g.ep, groups.ep_); !s) return s;
+  }
+  if (!g.expert_dp.empty()) {
+    if (Status s = make("expert_dp", g.expert_dp, groups.expert_dp_); !s) return s;
+  }
   if (!g.embedding.empty()) {
     if (Status s = make("embedding", g.embedding, groups.embedding_); !s) return s;
   }
@@ -96,6 +109,16 @@ Result<runtime::RankLayout> rank_layout_of(const plan::Plan& plan, int rank) {
   for (const auto& s : plan.stages) l.chunks.push_back({s.first_layer, s.num_layers});
   for (int p = 0; p < plan.pp; ++p) {
     for (int t = 0; t < plan.tp; ++t) l.replica0_ranks.push_back(topo.rank_of(0, t, p));
+  }
+  if (topo.spec().experts) {
+    l.ep = topo.expert_size(plan::ExpertAxis::kEp);
+    l.ep_rank = c.ep;
+    l.expert_dp_rank = c.edp;
+    l.expert_replica0_ranks.assign(static_cast<size_t>(plan.pp) * static_cast<size_t>(l.ep), -1);
+    for (int r = 0; r < topo.world_size(); ++r) {
+      const plan::RankCoord rc = topo.coord(r);
+      if (rc.edp == 0 && rc.etp == 0) l.expert_replica0_ranks[static_cast<size_t>(rc.pp * l.ep + rc.ep)] = r;
+    }
   }
   return l;
 }

@@ -112,7 +112,7 @@ struct TimingField {
 constexpr TimingField kTimingFields[] = {
     {"start", &TimingEvent::start},           {"step_ms", &TimingEvent::step_ms},       {"forward_ms", &TimingEvent::forward_ms},
     {"backward_ms", &TimingEvent::backward_ms}, {"recompute_ms", &TimingEvent::recompute_ms}, {"tp_ms", &TimingEvent::tp_ms},
-    {"cp_ms", &TimingEvent::cp_ms},             {"pp_wait_ms", &TimingEvent::pp_wait_ms}, {"pp_send_ms", &TimingEvent::pp_send_ms}, {"dp_ms", &TimingEvent::dp_ms},
+    {"cp_ms", &TimingEvent::cp_ms},             {"ep_ms", &TimingEvent::ep_ms},           {"pp_wait_ms", &TimingEvent::pp_wait_ms}, {"pp_send_ms", &TimingEvent::pp_send_ms}, {"dp_ms", &TimingEvent::dp_ms},
     {"optimizer_ms", &TimingEvent::optimizer_ms}, {"sync_ms", &TimingEvent::sync_ms},
 };
 
@@ -149,6 +149,35 @@ Status read_ops(const Json& j, std::vector<TimingEvent::Op>& out) {
   return Status::OK();
 }
 
+// "moe_layers": [L, ...] and "moe_load": [[count, ...] per layer]: whole numbers >= 0, a row per layer.
+Status read_moe_load(const Json& j, StepEvent& e) {
+  const Json* layers = j.find("moe_layers");
+  const Json* load = j.find("moe_load");
+  const bool has_layers = layers && !layers->is_null(), has_load = load && !load->is_null();
+  if (!has_layers && !has_load) return Status::OK();
+  const auto bad = [](const std::string& what) {
+    return Status::invalid_input("worker event \"step\": " + what + "; \"moe_layers\" is [layer, ...] and \"moe_load\" one array of "
+                                 "token counts per layer");
+  };
+  if (!has_layers || !has_load || !layers->is_array() || !load->is_array() || layers->size() != load->size()) {
+    return bad("\"moe_layers\" and \"moe_load\" must be arrays of the same length");
+  }
+  for (const Json& l : layers->as_array()) {
+    if (!l.is_int() || l.as_int() < 0 || l.as_int() > (1 << 30)) return bad("\"moe_layers\" holds an entry that is not a layer index");
+    e.moe_layers.push_back(static_cast<int>(l.as_int()));
+  }
+  for (const Json& row : load->as_array()) {
+    if (!row.is_array()) return bad("\"moe_load\" holds an entry that is not an array");
+    std::vector<int64_t> counts;
+    for (const Json& c : row.as_array()) {
+      if (!c.is_int() || c.as_int() < 0) return bad("\"moe_load\" holds a count that is not a whole number >= 0");
+      counts.push_back(c.as_int());
+    }
+    e.moe_load.push_back(std::move(counts));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool has_timeline(int64_t step, int64_t steps) { return step <= 3 || step % 10 == 0 || step == steps; }
@@ -180,6 +209,20 @@ std::string encode_event(const WorkerEvent& event) {
                    if (e.skipped) o.emplace_back("skipped", true);
                    if (!std::isnan(e.tflops)) o.emplace_back("tflops", e.tflops);
                    if (!std::isnan(e.mfu)) o.emplace_back("mfu", e.mfu);
+                   if (!std::isnan(e.lm_loss)) o.emplace_back("lm_loss", e.lm_loss);
+                   if (!std::isnan(e.aux_loss)) o.emplace_back("aux_loss", e.aux_loss);
+                   if (!e.moe_layers.empty()) {
+                     Json::Array layers, load;
+                     for (int l : e.moe_layers) layers.push_back(Json(l));
+                     for (const auto& row : e.moe_load) {
+                       Json::Array counts;
+                       for (int64_t c : row) counts.push_back(Json(static_cast<long long>(c)));
+                       load.push_back(Json(std::move(counts)));
+                     }
+                     o.emplace_back("moe_layers", Json(std::move(layers)));
+                     o.emplace_back("moe_load", Json(std::move(load)));
+                   }
+                   if (e.moe_dropped >= 0) o.emplace_back("moe_dropped", static_cast<long long>(e.moe_dropped));
                  },
                  [&](const TimingEvent& e) {
                    set_rank(o, e.rank);
@@ -188,6 +231,7 @@ std::string encode_event(const WorkerEvent& event) {
                    for (const auto& f : kTimingFields) {
                      // cp_ms only where the run splits sequences, so other runs' lines stay as they were.
                      if (f.field == &TimingEvent::cp_ms && e.cp_ms == 0) continue;
+                     if (f.field == &TimingEvent::ep_ms && e.ep_ms == 0) continue;
                      if (f.field != &TimingEvent::start) o.emplace_back(f.key, to_us(e.*(f.field)));
                    }
                    if (!e.ops.empty()) {
@@ -256,7 +300,12 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     r.boolean("skipped", e.skipped);
     r.number("tflops", e.tflops);
     r.number("mfu", e.mfu);
-    return finish(r, e);
+    r.number("lm_loss", e.lm_loss);
+    r.number("aux_loss", e.aux_loss);
+    r.integer("moe_dropped", e.moe_dropped, false);
+    if (!r.status().ok()) return r.status();
+    if (Status s = read_moe_load(j, e); !s) return s;
+    return WorkerEvent{std::move(e)};
   }
   if (k == "timing") {
     TimingEvent e;
@@ -316,7 +365,9 @@ bool same_event(const WorkerEvent& a, const WorkerEvent& b) {
                                  same_number(x.lr, y.lr) && same_number(x.grad_norm, y.grad_norm) &&
                                  same_number(x.tokens_per_s, y.tokens_per_s) && same_number(x.step_ms, y.step_ms) &&
                                  x.mem_bytes == y.mem_bytes && same_number(x.loss_scale, y.loss_scale) && x.skipped == y.skipped &&
-                                 same_number(x.tflops, y.tflops) && same_number(x.mfu, y.mfu);
+                                 same_number(x.tflops, y.tflops) && same_number(x.mfu, y.mfu) && same_number(x.lm_loss, y.lm_loss) &&
+                                 same_number(x.aux_loss, y.aux_loss) && x.moe_layers == y.moe_layers && x.moe_load == y.moe_load &&
+                                 x.moe_dropped == y.moe_dropped;
                         },
                         [&](const DoneEvent& x) {
                           const auto& y = std::get<DoneEvent>(b);

@@ -417,15 +417,83 @@ void insert_shard(const ParamSpec& p, int tp, int tp_rank, const float* shard, f
   for (int64_t i = 0; i < n; ++i) full[full_index(p, tp, tp_rank, i)] = shard[i];
 }
 
+namespace {
+
+bool mixtral_form(const config::ModelConfig& m, const ModelDesc& d) {
+  return d.moe() && d.shared_experts == 0 && d.dense_layers == 0 && d.expert_ffn == d.ffn && m.moe.norm_topk && !d.qkv_bias && !d.qk_norm &&
+         d.head_dim * d.heads == d.hidden;
+}
+
+// Replaces the first `from` in s by `to`; whether there was one.
+bool swap_part(std::string& s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  if (at == std::string::npos) return false;
+  s.replace(at, from.size(), to);
+  return true;
+}
+
+}  // namespace
+
+std::string hf_architecture(const config::ModelConfig& m) {
+  const ModelDesc d = ModelDesc::from(m);
+  if (!d.llama()) return "GPT2LMHeadModel";
+  if (d.moe()) return mixtral_form(m, d) ? "MixtralForCausalLM" : "Qwen3MoeForCausalLM";
+  return d.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+}
+
+std::string hf_file_name(const config::ModelConfig& m, const std::string& name) {
+  if (hf_architecture(m) != "MixtralForCausalLM") return name;
+  std::string s = name;
+  if (swap_part(s, ".mlp.gate.weight", ".block_sparse_moe.gate.weight")) return s;
+  if (s.find(".mlp.experts.") == std::string::npos) return s;
+  swap_part(s, ".mlp.experts.", ".block_sparse_moe.experts.");
+  swap_part(s, ".gate_proj.", ".w1.") || swap_part(s, ".up_proj.", ".w3.") || swap_part(s, ".down_proj.", ".w2.");
+  return s;
+}
+
+std::string description_name(const std::string& file_name) {
+  std::string s = file_name;
+  if (swap_part(s, ".block_sparse_moe.gate.weight", ".mlp.gate.weight")) return s;
+  if (!swap_part(s, ".block_sparse_moe.experts.", ".mlp.experts.")) return s;
+  swap_part(s, ".w1.", ".gate_proj.") || swap_part(s, ".w3.", ".up_proj.") || swap_part(s, ".w2.", ".down_proj.");
+  return s;
+}
+
 std::string hf_config_json(const config::ModelConfig& m) {
   const ModelDesc d = ModelDesc::from(m);
   Json j = Json::object();
   if (d.llama()) {
-    // transformers' LlamaConfig (Qwen2Config for q/k/v biases, which Qwen2's attention always has).
-    j.set("architectures", Json(Json::Array{Json(d.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM")}));
-    j.set("model_type", d.qkv_bias ? "qwen2" : "llama");
+    // transformers' LlamaConfig (Qwen2Config for q/k/v biases, which Qwen2's attention always has;
+    // MixtralConfig or Qwen3MoeConfig for a mixture of experts).
+    const std::string arch = hf_architecture(m);
+    const bool mixtral = arch == "MixtralForCausalLM", qwen3_moe = arch == "Qwen3MoeForCausalLM";
+    j.set("architectures", Json(Json::Array{Json(arch)}));
+    j.set("model_type", mixtral ? "mixtral" : qwen3_moe ? "qwen3_moe" : d.qkv_bias ? "qwen2" : "llama");
     j.set("hidden_size", d.hidden);
     j.set("intermediate_size", d.ffn);
+    if (mixtral) {
+      j.set("num_local_experts", d.experts);
+      j.set("num_experts_per_tok", d.top_k);
+      j.set("router_aux_loss_coef", m.moe.aux_loss);
+      j.set("output_router_logits", false);
+      j.set("sliding_window", nullptr);
+    } else if (qwen3_moe) {
+      j.set("num_experts", d.experts);
+      j.set("num_experts_per_tok", d.top_k);
+      j.set("moe_intermediate_size", d.expert_ffn);
+      j.set("norm_topk_prob", m.moe.norm_topk);
+      j.set("router_aux_loss_coef", m.moe.aux_loss);
+      j.set("output_router_logits", false);
+      j.set("decoder_sparse_step", 1);
+      Json::Array dense;
+      for (int i = 0; i < d.dense_layers; ++i) dense.push_back(Json(i));
+      j.set("mlp_only_layers", Json(dense));
+      j.set("use_sliding_window", false);
+      if (d.shared_experts > 0) {
+        j.set("num_shared_experts", d.shared_experts);
+        j.set("shared_expert_intermediate_size", d.shared_ffn);
+      }
+    }
     j.set("num_hidden_layers", d.layers);
     j.set("num_attention_heads", d.heads);
     j.set("num_key_value_heads", d.kv_heads);
@@ -444,7 +512,7 @@ std::string hf_config_json(const config::ModelConfig& m) {
     j.set("tie_word_embeddings", d.tied);
     if (d.qkv_bias) {
       j.set("use_sliding_window", false);
-    } else {
+    } else if (!mixtral) {
       j.set("attention_bias", false);
       j.set("mlp_bias", false);
     }

@@ -1,6 +1,8 @@
 // Checkpoint directories. See checkpoint.h.
 #include "stagecraft/runtime/checkpoint.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +37,28 @@ Status load_shards(const GptStage& stage, const TensorFile& file, const std::str
     model::extract_shard(slot.spec, tp, tp_rank, t->data.data(), dst + slot.offset);
   }
   return Status::OK();
+}
+
+Status load_expert_shards(const GptStage& stage, const TensorFile& file, const std::string& prefix, float* dst) {
+  for (const auto& slot : stage.expert_slots()) {
+    const std::string name = prefix + slot.spec.name;
+    const NamedTensor* t = file.find(name);
+    if (!t) return Status::invalid_input("checkpoint: tensor " + name + " is missing (a checkpoint of another model shape?)");
+    if (t->shape != slot.spec.shape || t->data.size() != slot.count) {
+      return Status::invalid_input("checkpoint: tensor " + name + " has another shape than the configured model's expert");
+    }
+    std::copy(t->data.begin(), t->data.end(), dst + slot.offset);
+  }
+  return Status::OK();
+}
+
+void add_expert_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full) {
+  for (const auto& slot : stage.expert_slots()) {
+    NamedTensor& t = full[prefix + slot.spec.name];
+    t.name = prefix + slot.spec.name;
+    t.shape = slot.spec.shape;
+    t.data.assign(src + slot.offset, src + slot.offset + slot.count);
+  }
 }
 
 void add_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full) {
@@ -92,9 +116,22 @@ Status install(const std::string& ready, const std::string& path) {
 Status write_files(const std::string& dir, const config::ModelConfig& model, const std::string& run_yaml,
                    const std::vector<NamedTensor>& model_tensors, const std::vector<NamedTensor>& optimizer_tensors,
                    const TrainerState& state) {
-  if (Status s = write_safetensors(dir + "/model.safetensors", model_tensors, {{"format", "pt"}}); !s) return s;
+  // The file names of the architecture's class (model::hf_file_name: a Mixtral's MoE tensors).
+  std::vector<NamedTensor> renamed;  // a renamed copy, where names differ, used before the next call
+  auto named = [&](const std::vector<NamedTensor>& tensors) -> const std::vector<NamedTensor>& {
+    renamed.clear();
+    bool differ = false;
+    for (const auto& t : tensors) differ = differ || model::hf_file_name(model, t.name) != t.name;
+    if (!differ) return tensors;
+    for (const auto& t : tensors) {
+      renamed.push_back(t);
+      renamed.back().name = model::hf_file_name(model, t.name);
+    }
+    return renamed;
+  };
+  if (Status s = write_safetensors(dir + "/model.safetensors", named(model_tensors), {{"format", "pt"}}); !s) return s;
   if (!optimizer_tensors.empty()) {
-    if (Status s = write_safetensors(dir + "/optimizer.safetensors", optimizer_tensors); !s) return s;
+    if (Status s = write_safetensors(dir + "/optimizer.safetensors", named(optimizer_tensors)); !s) return s;
   }
   if (Status s = config::write_text_file_atomic(dir + "/config.json", model::hf_config_json(model)); !s) return s;
   if (Status s = config::write_text_file_atomic(dir + "/run.yaml", run_yaml); !s) return s;
@@ -176,9 +213,15 @@ Status check_model(const std::string& path, const config::ModelConfig& m) {
   // The architecture: model_type names it (gpt2; llama, mistral, qwen2).
   const std::string type = text_of("model_type");
   if (!type.empty()) {
-    const bool llama_type = type == "llama" || type == "mistral" || type == "qwen2";
+    const bool moe_type = type == "mixtral" || type == "qwen3_moe";
+    const bool llama_type = type == "llama" || type == "mistral" || type == "qwen2" || moe_type;
     if (type != "gpt2" && !llama_type) {
-      return Status::invalid_input(other + "model_type " + type + ", which Stagecraft does not train (gpt2, llama, mistral or qwen2)");
+      return Status::invalid_input(other + "model_type " + type +
+                                   ", which Stagecraft does not train (gpt2, llama, mistral, qwen2, mixtral or qwen3_moe)");
+    }
+    if (llama_type && moe_type != d.moe()) {
+      return Status::invalid_input(other + "model_type " + type + (moe_type ? " (a mixture of experts); set model.moe.experts to use it"
+                                                                          : " (no experts); set model.moe.experts: 0 to use it"));
     }
     if (llama_type != d.llama()) {
       const std::string want = llama_type ? "llama" : "gpt2";
@@ -206,6 +249,12 @@ Status check_model(const std::string& path, const config::ModelConfig& m) {
               {"num_key_value_heads", "model.kv_heads", m.kv(), int_of("num_key_value_heads") ? int_of("num_key_value_heads") : int_of("num_attention_heads")},
               {"vocab_size", "model.vocab", m.vocab, int_of("vocab_size")},
               {"intermediate_size", "model.ffn_hidden", m.ffn(), int_of("intermediate_size")}};
+    if (d.moe()) {  // Mixtral's or Qwen3-MoE's keys, where present
+      fields.push_back({"num_local_experts", "model.moe.experts", d.experts, int_of("num_local_experts")});
+      fields.push_back({"num_experts", "model.moe.experts", d.experts, int_of("num_experts")});
+      fields.push_back({"num_experts_per_tok", "model.moe.top_k", d.top_k, int_of("num_experts_per_tok")});
+      fields.push_back({"moe_intermediate_size", "model.moe.ffn_hidden", d.expert_ffn, int_of("moe_intermediate_size")});
+    }
     if (auto hd = int_of("head_dim"); hd && m.heads > 0 && *hd * m.heads != m.hidden) {
       return Status::invalid_input(other + "head_dim " + std::to_string(*hd) + "; Stagecraft's llama has head_dim = hidden / heads = " +
                                    std::to_string(m.hidden / m.heads));
@@ -261,6 +310,11 @@ Status check_model(const std::string& path, const config::ModelConfig& m) {
                                  (tied ? "true" : "false") + " to use it");
   }
   return Status::OK();
+}
+
+// The description's names of a file's tensors (model::description_name: Mixtral's MoE names).
+void to_description_names(TensorFile& file) {
+  for (auto& t : file.tensors) t.name = model::description_name(t.name);
 }
 
 // Older Hugging Face Llama checkpoints also hold each layer's rotary inverse frequencies, a
@@ -330,11 +384,13 @@ Result<Checkpoint> read_checkpoint(const std::string& path, const config::ModelC
   if (Status s = check_model(path, model); !s) return s;
   auto tensors = read_safetensors(path + "/model.safetensors");
   if (!tensors.ok()) return tensors.status();
+  to_description_names(tensors.value());
   if (Status s = check_names(tensors.value(), path + "/model.safetensors", model, {""}); !s) return s;
   c.model = std::move(tensors).value();
   if (with_optimizer) {
     auto opt = read_safetensors(path + "/optimizer.safetensors");
     if (!opt.ok()) return opt.status().with_context("checkpoint " + path + ": resume needs the optimizer state");
+    to_description_names(opt.value());
     if (Status s = check_names(opt.value(), path + "/optimizer.safetensors", model, {"exp_avg.", "exp_avg_sq."}); !s) return s;
     c.optimizer = std::move(opt).value();
   }
@@ -378,6 +434,7 @@ Result<TensorFile> read_model_dir(const std::string& path, const config::ModelCo
   } else {
     return Status::invalid_input(path + " holds neither model.safetensors nor model.safetensors.index.json");
   }
+  to_description_names(out);
   if (Status s = check_names(out, path, model, {""}); !s) return s;
   return out;
 }

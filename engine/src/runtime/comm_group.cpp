@@ -45,6 +45,20 @@ Status all_to_all_on_device(CommGroup& group, Device& device, const float* in, f
   return device.copy_from_host(out, out_host.data(), n * sizeof(float));
 }
 
+Status all_to_all_v_on_device(CommGroup& group, Device& device, const float* in, const size_t* send_counts, float* out,
+                              const size_t* recv_counts) {
+  if (reaches_device(group, device)) return group.all_to_all_v(in, send_counts, out, recv_counts);
+  size_t n_in = 0, n_out = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    n_in += send_counts[r];
+    n_out += recv_counts[r];
+  }
+  std::vector<float> in_host(n_in), out_host(n_out);
+  if (Status s = device.copy_to_host(in_host.data(), in, n_in * sizeof(float)); !s) return s;
+  if (Status s = group.all_to_all_v(in_host.data(), send_counts, out_host.data(), recv_counts); !s) return s;
+  return device.copy_from_host(out, out_host.data(), n_out * sizeof(float));
+}
+
 Status all_reduce_host(CommGroup& group, Device& device, double* data, size_t count) {
   if (!group.device_memory()) return group.all_reduce_sum(data, count);
   Buffer<double> buf;  // (count)

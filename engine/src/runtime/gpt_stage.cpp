@@ -13,6 +13,7 @@
 #include "stagecraft/runtime/rng.h"
 #include "runtime/context_attention.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/moe_layer.h"
 #include "stagecraft/runtime/kernels.h"
 
 namespace stagecraft::runtime {
@@ -47,10 +48,12 @@ struct GptStage::LayerActs {
   ActBuffer fch_gelu;                     // (BT, Fl): GELU's or SwiGLU's output
   ActBuffer full_qkv, full_out;           // cp all_to_all: the whole sequence's q | k | v and output of
                                           // this rank's heads (context_attention.h); empty otherwise
+  std::unique_ptr<MoeLayer::Acts> moe;    // an MoE layer's routing and experts' activations (moe_layer.h)
 
   size_t bytes() const {
     return ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() + atty.bytes() + res2.bytes() + ln2.bytes() +
-           ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() + fch_gelu.bytes() + full_qkv.bytes() + full_out.bytes();
+           ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() + fch_gelu.bytes() + full_qkv.bytes() + full_out.bytes() +
+           (moe ? moe->bytes() : 0);
   }
 };
 
@@ -60,6 +63,7 @@ struct GptStage::ChunkActs {
   std::vector<std::unique_ptr<LayerActs>> layers;  // per layer, unless recomputing
   Buffer<int32_t> tokens;                          // (BT) for the embedding's backward
   Buffer<float> dhead;                             // (BT, C): gradient at the head's input
+  float loss_scale = 0;                            // forward's: the MoE layers' aux gradient scales by it
   size_t bytes = 0;
 };
 
@@ -84,7 +88,7 @@ Status all_reduce_on_device(TpReducer& group, Device& device, float* data, size_
   return device.copy_from_host(data, staging.data(), count * sizeof(float));
 }
 
-Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device, CommGroup* cp) {
+Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpReducer* tp, Device* device, CommGroup* cp, CommGroup* ep) {
   const auto& m = spec.model;
   const model::ModelDesc d = model::ModelDesc::from(m);
   if (spec.tp < 1 || m.heads % spec.tp != 0 || d.kv_heads % spec.tp != 0 || m.ffn() % spec.tp != 0) {
@@ -94,6 +98,21 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   if (d.heads % d.kv_heads != 0) return Status::invalid_input("model: kv_heads must divide heads");
   if (spec.chunks.empty() || spec.chunks.size() != spec.chunk_layers.size() || spec.chunks.size() != spec.chunk_first_layer.size()) {
     return Status::internal("model: stage spec without chunks");
+  }
+  if (d.moe()) {
+    if (spec.ep < 1 || d.experts % spec.ep != 0) {
+      return Status::invalid_input("parallel.ep=" + std::to_string(spec.ep) + ": must divide model.moe.experts=" + std::to_string(d.experts));
+    }
+    if (d.shared_experts > 0 && (static_cast<int64_t>(d.shared_experts) * d.shared_ffn) % spec.tp != 0) {
+      return Status::invalid_input("model.moe: tp=" + std::to_string(spec.tp) + " must divide the shared experts' width " +
+                                   std::to_string(d.shared_experts * d.shared_ffn));
+    }
+    if (spec.bf16_activations) {
+      return Status::invalid_input("train.precision=bf16: the engine trains mixture-of-experts layers with fp32 activations; "
+                                   "set train.precision: fp32 (train.tf32 for the tensor cores)");
+    }
+  } else if (spec.ep != 1) {
+    return Status::invalid_input("parallel.ep=" + std::to_string(spec.ep) + ": the model has no experts (model.moe.experts: 0)");
   }
   if (spec.cp > 1) {
     if (m.seq_len % (2 * spec.cp) != 0) {
@@ -129,8 +148,21 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   for (size_t i = 0; i < spec.chunks.size(); ++i) {
     for (int l = spec.chunk_first_layer[i]; l < spec.chunk_first_layer[i] + spec.chunk_layers[i]; ++l) mine[static_cast<size_t>(l)] = true;
   }
-  size_t offset = 0;
+  size_t offset = 0, expert_offset = 0;
+  const int held_experts = d.moe() ? d.experts / spec.ep : 0, first_expert = spec.ep_rank * held_experts;
+  auto expert_of = [](const model::ParamSpec& p) { return p.role == model::Role::kExpertUp ? p.part / 2 : p.part; };
   auto add = [&](const model::ParamSpec& p, bool head_copy) {
+    if (p.role == model::Role::kExpertUp || p.role == model::Role::kExpertDown) {  // whole, in the expert buffer
+      const int j = expert_of(p);
+      if (j < first_expert || j >= first_expert + held_experts) return;
+      ParamSlot slot;
+      slot.spec = p;
+      slot.offset = expert_offset;
+      slot.count = static_cast<size_t>(p.numel());
+      expert_offset += slot.count;
+      s->expert_slots_.push_back(std::move(slot));
+      return;
+    }
     ParamSlot slot;
     slot.spec = p;
     slot.offset = offset;
@@ -147,6 +179,7 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
   }
   if (last && m.tied_embeddings && !first) add(params.front(), true);  // the token embedding for the head
   s->num_params_ = offset;
+  s->num_expert_params_ = expert_offset;
   // The units: a layer's slots together, every other slot alone.
   s->layer_unit_.assign(static_cast<size_t>(std::max(0, m.layers)), -1);
   for (const auto& slot : s->slots_) {
@@ -159,6 +192,31 @@ Result<std::unique_ptr<GptStage>> GptStage::create(const StageSpec& spec, TpRedu
     s->units_.push_back({slot.offset, slot.offset + slot.count, layer});
   }
   if (Status st = s->resolve_handles(); !st) return st;
+  if (d.moe()) {
+    MoeLayer::Shape ms;
+    ms.N = spec.micro_batch * (m.seq_len / spec.cp);
+    ms.C = m.hidden;
+    ms.E = d.experts;
+    ms.K = d.top_k;
+    ms.FE = d.expert_ffn;
+    ms.FSl = static_cast<int>(static_cast<int64_t>(d.shared_experts) * d.shared_ffn / spec.tp);
+    ms.tp = spec.tp;
+    ms.tp_rank = spec.tp_rank;
+    ms.ep = spec.ep;
+    ms.ep_rank = spec.ep_rank;
+    ms.cp = spec.cp;
+    ms.route.experts = d.experts;
+    ms.route.top_k = d.top_k;
+    ms.route.norm_topk = m.moe.norm_topk;
+    ms.route.capacity_factor = m.moe.capacity_factor;
+    ms.aux_coef = m.moe.aux_loss;
+    auto made = MoeLayer::create(ms, *s->dev_, tp, ep, cp);
+    if (!made.ok()) return made.status();
+    s->moe_ = std::move(made).value();
+    for (Status st : {allocate_buffer(s->expert_params_, *s->dev_, expert_offset, true), allocate_buffer(s->expert_grads_, *s->dev_, expert_offset, true)}) {
+      if (!st) return st.with_context("the experts' " + std::to_string(expert_offset) + " parameters");
+    }
+  }
   if (spec.cp > 1) {
     ContextAttention::Shape cs;
     cs.B = spec.micro_batch;
@@ -242,7 +300,29 @@ Status GptStage::resolve_handles() {
       case Role::kUpBias: h.up_bias = s.offset; break;
       case Role::kDown: h.down = s.offset; break;
       case Role::kDownBias: h.down_bias = s.offset; break;
-      default: return Status::internal("model: " + p.name + " has an end stage's role inside a layer");
+      case Role::kRouter: h.router = s.offset; break;
+      case Role::kSharedUp: h.shared_up = s.offset; break;
+      case Role::kSharedDown: h.shared_down = s.offset; break;
+      default: return Status::internal("model: " + p.name + " has a role the " + desc_.name() + " layer code does not run");
+    }
+  }
+  // The held experts' gate | up (adjacent, as the description lists them) and down.
+  const int held = desc_.moe() ? desc_.experts / spec_.ep : 0, first_expert = spec_.ep_rank * held;
+  for (size_t i = 0; i < expert_slots_.size(); ++i) {
+    const ParamSlot& s = expert_slots_[i];
+    LayerHandles& h = layer_handles_[static_cast<size_t>(s.spec.layer)];
+    if (h.expert_up.empty()) {
+      h.expert_up.assign(static_cast<size_t>(held), kAbsent);
+      h.expert_down.assign(static_cast<size_t>(held), kAbsent);
+    }
+    if (s.spec.role == Role::kExpertDown) {
+      h.expert_down[static_cast<size_t>(s.spec.part - first_expert)] = s.offset;
+    } else if (s.spec.part % 2 == 0) {
+      const ParamSlot* up = i + 1 < expert_slots_.size() ? &expert_slots_[i + 1] : nullptr;
+      if (!up || up->spec.role != Role::kExpertUp || up->spec.part != s.spec.part + 1 || up->offset != s.offset + s.count) {
+        return Status::internal("model: " + s.spec.name + " is not followed by its expert's up projection in the expert buffer");
+      }
+      h.expert_up[static_cast<size_t>(s.spec.part / 2 - first_expert)] = s.offset;
     }
   }
   // The head's matrix: lm_head, or the tied embedding (this stage's copy when the embedding lives
@@ -255,8 +335,14 @@ Status GptStage::resolve_handles() {
   for (size_t i = 0; i < spec_.chunks.size(); ++i) {
     for (int l = spec_.chunk_first_layer[i]; l < spec_.chunk_first_layer[i] + spec_.chunk_layers[i]; ++l) {
       const LayerHandles& h = layer_handles_[static_cast<size_t>(l)];
-      for (size_t off : {h.norm1, h.qkv, h.out, h.norm2, h.up, h.down}) {
+      const bool moe = desc_.moe_layer(l);
+      for (size_t off : {h.norm1, h.qkv, h.out, h.norm2, moe ? h.router : h.up, moe ? h.router : h.down}) {
         if (off == kAbsent) return Status::internal("model: layer " + std::to_string(l) + " lacks a tensor the " + desc_.name() + " layer needs");
+      }
+      if (moe && (h.expert_up.size() != static_cast<size_t>(held) ||
+                  std::count(h.expert_up.begin(), h.expert_up.end(), kAbsent) + std::count(h.expert_down.begin(), h.expert_down.end(), kAbsent) > 0 ||
+                  (desc_.shared_experts > 0 && (h.shared_up == kAbsent || h.shared_down == kAbsent)))) {
+        return Status::internal("model: MoE layer " + std::to_string(l) + " lacks an expert's tensors");
       }
     }
   }
@@ -357,6 +443,7 @@ Status GptStage::init_parameters(uint64_t seed) {
   std::unique_ptr<float[]> host(new (std::nothrow) float[num_params_]);  // every element is written below
   if (!host) return Status::unavailable("initialising parameters: no host memory for " + std::to_string(num_params_ * 4 >> 20) + " MiB of fp32 weights");
   if (Status st = initial_parameters(seed, host.get()); !st) return st;
+  if (Status st = init_expert_parameters(seed); !st) return st;
   return upload_params(host.get());
 }
 
@@ -379,7 +466,45 @@ Status GptStage::initial_parameters(uint64_t seed, float* host) const {
   return Status::OK();
 }
 
-Status GptStage::zero_grads() { return grads_.size() ? dev_->fill_zero(grads_.data(), grads_.bytes()) : Status::OK(); }
+Status GptStage::init_expert_parameters(uint64_t seed) {
+  if (num_expert_params_ == 0) return Status::OK();
+  std::vector<float> host(num_expert_params_);
+  for (const auto& s : expert_slots_) {  // whole tensors: the element index is the full one
+    const uint64_t stream = tensor_stream(s.spec.name);
+    float* dst = host.data() + s.offset;
+    cpu::detail::parallel_for(s.count, size_t(1) << 16, cpu::num_threads(), [&](size_t first, size_t last) {
+      for (size_t i = first; i < last; ++i) dst[i] = static_cast<float>(s.spec.init_std * rng_normal(seed, stream, static_cast<uint64_t>(i)));
+    });
+  }
+  return upload_expert_params(host.data());
+}
+
+Status GptStage::download_expert_params(float* host) const {
+  return num_expert_params_ ? dev_->copy_to_host(host, expert_params_.data(), expert_params_.bytes()) : Status::OK();
+}
+
+Status GptStage::upload_expert_params(const float* host) {
+  return num_expert_params_ ? dev_->copy_from_host(expert_params_.data(), host, expert_params_.bytes()) : Status::OK();
+}
+
+GptStage::MoeStats GptStage::take_moe_stats() {
+  MoeStats st;
+  for (auto& [layer, load] : moe_load_) {
+    st.layers.push_back(layer);
+    st.load.push_back(load);
+    std::fill(load.begin(), load.end(), 0);
+  }
+  st.dropped = moe_dropped_;
+  moe_dropped_ = 0;
+  return st;
+}
+
+Status GptStage::zero_grads() {
+  if (expert_grads_.size()) {
+    if (Status st = dev_->fill_zero(expert_grads_.data(), expert_grads_.bytes()); !st) return st;
+  }
+  return grads_.size() ? dev_->fill_zero(grads_.data(), grads_.bytes()) : Status::OK();
+}
 
 Status GptStage::download_params(float* host) const {
   if (params_.size() != num_params_) return Status::internal("gpt: the parameters are held outside the stage (zero 3)");
@@ -499,6 +624,49 @@ void GptStage::rope(ActOut qkv, bool backward) {
   }
 }
 
+template <typename Weights>
+void GptStage::fill_moe_weights(int layer, Weights& w) {
+  const LayerHandles& h = layer_handles_[static_cast<size_t>(layer)];
+  w.router = p(h.router);
+  w.drouter = g(h.router);
+  w.shared_up = p(h.shared_up);
+  w.dshared_up = g(h.shared_up);
+  w.shared_down = p(h.shared_down);
+  w.dshared_down = g(h.shared_down);
+  w.up.clear();
+  w.dup.clear();
+  w.down.clear();
+  w.ddown.clear();
+  for (size_t j = 0; j < h.expert_up.size(); ++j) {
+    w.up.push_back(expert_params_.data() + h.expert_up[j]);
+    w.dup.push_back(expert_grads_.data() + h.expert_up[j]);
+    w.down.push_back(expert_params_.data() + h.expert_down[j]);
+    w.ddown.push_back(expert_grads_.data() + h.expert_down[j]);
+  }
+}
+
+// out (BT, C) = res2 + the MoE MLP of ln2: this tp rank's part of the sum (moe_layer.h).
+Status GptStage::moe_forward(int layer, float* out, LayerActs& a) {
+  if (!a.moe) a.moe = std::make_unique<MoeLayer::Acts>();
+  MoeLayer::Weights wt;
+  fill_moe_weights(layer, wt);
+  if (Status st = moe_->forward(out, a.ln2.in().f32(), a.res2.data(), wt, *a.moe); !st) return st;
+  if (recomputing_) return Status::OK();
+  const MoeRouting& r = a.moe->routing;
+  aux_loss_ += a.moe->aux;
+  auto& load = moe_load_[layer];
+  if (load.empty()) load.assign(static_cast<size_t>(desc_.experts), 0);
+  for (size_t e = 0; e < load.size(); ++e) load[e] += r.routed[e];
+  moe_dropped_ += r.dropped;
+  return Status::OK();
+}
+
+Status GptStage::moe_backward(int layer, const LayerActs& a, const float* dres, double aux_scale) {
+  MoeLayer::Weights wt;
+  fill_moe_weights(layer, wt);
+  return moe_->backward(dtmp_c_.data(), dres, a.ln2.in().f32(), wt, *a.moe, aux_scale);
+}
+
 Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs& a) {
   const auto& d = desc_;
   const int B = spec_.micro_batch, T = local_seq(), C = d.hidden, t = spec_.tp, NHl = d.heads / t, NKVl = d.kv_heads / t, HS = d.head_dim,
@@ -522,6 +690,11 @@ Status GptStage::layer_forward(int layer, const float* x, float* out, LayerActs&
     if (Status st = all_reduce_on_device(*tp_, *dev_, a.res2.data(), a.res2.size(), tp_host_); !st) return st;
   }
   norm_forward(a.ln2.out(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), h.norm2, h.norm2_bias, BT);
+  if (moe_layer(layer)) {
+    if (Status st = moe_forward(layer, out, a); !st) return st;
+    if (spec_.tp > 1) return all_reduce_on_device(*tp_, *dev_, out, static_cast<size_t>(BT) * C, tp_host_);
+    return Status::OK();
+  }
   if (d.swiglu()) {
     k_->matmul_forward(a.fch.out(), a.ln2.in(), w(h.up), w(h.up_bias), BT, C, UPl, layout_);  // gate | up
     k_->swiglu_forward(a.fch_gelu.out(), a.fch.in(), BT, Fl);
@@ -554,12 +727,16 @@ Status GptStage::layer_backward(int layer, const float* x, const LayerActs& a, f
   // input, at attention's output and at q, k, v) are ActBuffers: bf16 with bf16 activations,
   // written so by the kernel that makes them and read as they are by the next, with no cast
   // between.
+  // An MoE layer's MLP instead: dtmp_c_ = this tp rank's part of the gradient at ln2.
   ActBuffer& dfch = *dtmp_f_;  // at the activation's output (GELU: then in place at its input)
-  k_->matmul_backward(dfch.out(), g(h.down), g(h.down_bias), dres_gemm, a.fch_gelu.in(), w(h.down), BT, Fl, C, layout_);
-  if (d.swiglu()) {
+  if (moe_layer(layer)) {
+    if (Status st = moe_backward(layer, a, dres, aux_scale_); !st) return st;
+  } else if (d.swiglu()) {
+    k_->matmul_backward(dfch.out(), g(h.down), g(h.down_bias), dres_gemm, a.fch_gelu.in(), w(h.down), BT, Fl, C, layout_);
     k_->swiglu_backward(dtmp_up_->out(), a.fch.in(), dfch.in(), BT, Fl);
     k_->matmul_backward(dtmp_c_.data(), g(h.up), g(h.up_bias), dtmp_up_->in(), a.ln2.in(), w(h.up), BT, C, UPl, layout_);
   } else {
+    k_->matmul_backward(dfch.out(), g(h.down), g(h.down_bias), dres_gemm, a.fch_gelu.in(), w(h.down), BT, Fl, C, layout_);
     k_->gelu_backward(dfch.out(), a.fch.in(), dfch.in(), static_cast<size_t>(BT) * Fl);
     k_->matmul_backward(dtmp_c_.data(), g(h.up), g(h.up_bias), dfch.in(), a.ln2.in(), w(h.up), BT, C, Fl, layout_);
   }
@@ -602,6 +779,7 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
     weights_low_stale_ = false;
   }
   auto acts = std::make_unique<ChunkActs>();
+  acts->loss_scale = loss_scale;
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
   acts->inputs.resize(static_cast<size_t>(layers));
@@ -654,12 +832,17 @@ Status GptStage::forward(int chunk, int mb, const int32_t* tokens, const float* 
         own = std::move(fresh).value();
       }
       a = own.get();
-      acts->bytes += a->bytes();
     }
     float* dst = i + 1 < layers ? acts->inputs[static_cast<size_t>(i + 1)].data() : out_.data();
+    const size_t held_before = a->bytes();  // an MoE layer's activations grow with its routing
     if (Status st = use_layer(first_layer + i, UnitStorage::Use::kForward); !st) return st;
     if (Status st = layer_forward(first_layer + i, acts->inputs[static_cast<size_t>(i)].data(), dst, *a); !st) return st;
     if (Status st = done_layer(first_layer + i, UnitStorage::Use::kForward); !st) return st;
+    if (own) {
+      acts->bytes += a->bytes();
+    } else if (a->bytes() > held_before) {
+      account(static_cast<ptrdiff_t>(a->bytes() - held_before));
+    }
     if (own) acts->layers.push_back(std::move(own));
   }
   if (chunk == spec_.num_chunks - 1) {
@@ -712,6 +895,10 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
   const int first_layer = spec_.chunk_first_layer[static_cast<size_t>(ci)];
   const int layers = spec_.chunk_layers[static_cast<size_t>(ci)];
   Device& dev = *dev_;
+  // The MoE layers' load-balancing gradient: per micro-batch's aux, as the LM loss's per token
+  // times the micro-batch's tokens over its whole sequences (B seq_len: with cp the sum over the
+  // cp ranks' gradients is the micro-batch's, which the dp x cp average then divides like the rest).
+  aux_scale_ = static_cast<double>(acts->loss_scale) * B * m.seq_len;
   // One buffer carries the gradient down the layers, each layer's backward updating it in place.
   float* dres = dres_.data();
   if (Status st = dev.copy(dres, chunk == spec_.num_chunks - 1 ? acts->dhead.data() : dout, n * sizeof(float)); !st) return st;
@@ -723,7 +910,10 @@ Status GptStage::backward(int chunk, int mb, const float* dout, float* dinput, c
     if (spec_.full_recompute) {
       a = recompute_acts_.get();
       const auto t0 = std::chrono::steady_clock::now();
-      if (Status st = layer_forward(first_layer + i, x, out_.data(), *a); !st) return st;
+      recomputing_ = true;
+      const Status st = layer_forward(first_layer + i, x, out_.data(), *a);
+      recomputing_ = false;
+      if (!st) return st;
       recompute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       a = acts->layers[static_cast<size_t>(i)].get();

@@ -19,6 +19,11 @@ Status check_rank_layout(const RankLayout& l) {
     return bad("coordinates (dp " + std::to_string(l.dp_rank) + ", tp " + std::to_string(l.tp_rank) + ", pp " +
                std::to_string(l.pp_rank) + ", cp " + std::to_string(l.cp_rank) + ") outside the sizes");
   }
+  if (l.ep < 1 || l.ep_rank < 0 || l.ep_rank >= l.ep || l.expert_dp_rank < 0 || (l.dp * l.tp * l.cp) % l.ep != 0 ||
+      l.expert_dp_rank >= l.dp * l.tp * l.cp / l.ep) {
+    return bad("ep=" + std::to_string(l.ep) + " with ep_rank " + std::to_string(l.ep_rank) + " and expert_dp_rank " +
+               std::to_string(l.expert_dp_rank) + ": ep must divide dp x tp x cp and the coordinates lie within");
+  }
   if (l.chunks.size() != static_cast<size_t>(l.pp) * static_cast<size_t>(l.virtual_stages)) {
     return bad(std::to_string(l.chunks.size()) + " chunks for pp x virtual_stages = " + std::to_string(l.pp * l.virtual_stages));
   }

@@ -57,6 +57,9 @@ class Trainer::TimedGroup final : public CommGroup {
   Status all_to_all(const float* in, float* out, size_t count) override {
     return timed(collective_ms_, [&] { return inner_->all_to_all(in, out, count); });
   }
+  Status all_to_all_v(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override {
+    return timed(collective_ms_, [&] { return inner_->all_to_all_v(in, send_counts, out, recv_counts); });
+  }
   Status send(const float* data, size_t count, int peer, uint32_t tag) override {
     return timed(send_ms_, [&] { return inner_->send(data, count, peer, tag); });
   }
@@ -108,8 +111,17 @@ Status Trainer::check(const config::RunConfig& config, const TokenData* data) {
                                  ": Stagecraft's engine trains without dropout; set model.dropout: 0");
   }
   if (config.model.moe.enabled()) {
-    return Status::invalid_input("model.moe: the engine does not train mixture-of-experts layers yet; they are planned "
-                                 "(parameters, memory of every expert, time of the active ones), not run; set model.moe.experts: 0 to train");
+    if (!config.model.llama()) {
+      return Status::invalid_input("model.moe: mixture-of-experts layers are the llama architecture's; set model.arch: llama, or model.moe.experts: 0");
+    }
+    if (config.parallel.expert_tp > 1) {
+      return Status::invalid_input("parallel.expert_tp=" + std::to_string(config.parallel.expert_tp) +
+                                   ": the engine trains whole experts (expert_tp 1; planning and exports take more); set parallel.expert_tp: 1");
+    }
+    if (config.backend == config::Backend::kCuda && config.train.precision == config::Precision::kBf16) {
+      return Status::invalid_input("train.precision=bf16: the engine trains mixture-of-experts layers with fp32 activations; "
+                                   "set train.precision: fp32 (train.tf32 for the tensor cores)");
+    }
   }
   if (config.model.qk_norm) {
     return Status::invalid_input("model.qk_norm: the engine does not train q/k RMSNorm yet (it is planned, not run); set model.qk_norm: false to train");
@@ -173,6 +185,8 @@ StageSpec Trainer::stage_spec(int tp_rank, int pp_rank) const {
   spec.cp_rank = cp_rank_;
   spec.cp_ring = config_.parallel.cp_comm == config::CpComm::kRing;
   spec.pp = pp_;
+  spec.ep = ep_;
+  spec.ep_rank = ep_rank_;
   spec.num_chunks = static_cast<int>(chunks_.size());
   for (int c = pp_rank; c < spec.num_chunks; c += pp_) {  // chunk c runs on pp rank c mod pp
     spec.chunks.push_back(c);
@@ -203,6 +217,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->pp_rank_ = layout.pp_rank;
   t->cp_ = layout.cp;
   t->cp_rank_ = layout.cp_rank;
+  t->ep_ = layout.ep;
+  t->ep_rank_ = layout.ep_rank;
   if (layout.cp > 1 && !groups.cp) {
     return Status::invalid_input("trainer of rank " + std::to_string(layout.rank) + ": parallel.cp=" + std::to_string(layout.cp) +
                                  " needs the cp group");
@@ -225,9 +241,20 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   t->grad_rank_ = t->groups_.grad->rank();
   t->groups_.pp = wrap(groups.pp, &tm.dp_ms, &tm.pp_wait_ms, &tm.pp_send_ms);
   t->groups_.embedding = wrap(groups.embedding, &tm.dp_ms);
+  // Mixture of experts: the dispatch's group (its time inside forward and backward) and the
+  // experts' gradient group; none given is the gradient group itself (comm/process_groups.h makes
+  // none where they are the same ranks).
+  const bool moe = config.model.moe.enabled();
+  if (moe && layout.ep > 1 && !groups.ep) {
+    return Status::invalid_input("trainer of rank " + std::to_string(layout.rank) + ": parallel.ep=" + std::to_string(layout.ep) + " needs the ep group");
+  }
+  t->groups_.ep = wrap(groups.ep, &tm.ep_ms);
+  t->groups_.expert_dp = groups.expert_dp ? wrap(groups.expert_dp, &tm.dp_ms) : nullptr;
+  t->expert_dp_ = t->groups_.expert_dp ? t->groups_.expert_dp : t->groups_.grad;
   t->data_ = data;
   t->chunks_ = layout.chunks;
   t->replica0_ranks_ = layout.replica0_ranks;
+  t->expert_replica0_ = layout.expert_replica0_ranks;
   t->dev_ = device ? device : &host_device();
   // fp16: the loss is scaled dynamically (loss_scaler.h) on every device; the CPU computes the
   // scaled gradients in fp32, which is how its suites check the scaler.
@@ -239,7 +266,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     if (Status s = t->dev_->set_tf32(config.train.tf32 && config.train.precision == config::Precision::kFp32); !s) return s;
   }
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
-  auto stage = GptStage::create(spec, t->groups_.tp, t->dev_, t->groups_.cp);
+  auto stage = GptStage::create(spec, t->groups_.tp, t->dev_, t->groups_.cp, t->groups_.ep);
   if (!stage.ok()) return stage.status();
   t->stage_ = std::move(stage).value();
   const size_t n = t->stage_->num_params();
@@ -290,6 +317,33 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     if (!made.ok()) return made.status().with_context("optimizer of rank " + std::to_string(layout.rank));
     *table = std::move(made).value();
   }
+  // The experts' ranges: all of the expert buffer, updated by every rank (each its experts); the
+  // norm counts them once over the expert-data-parallel group, which holds the same gradients.
+  if (moe) {
+    std::vector<Segment> eu, en;
+    for (const auto& s : t->stage_->expert_slots()) {
+      Segment seg;
+      seg.begin = seg.moment = s.offset;
+      seg.count = s.count;
+      seg.decay = s.spec.weight_decay;
+      eu.push_back(seg);
+      if (t->expert_dp_->rank() == 0) en.push_back(seg);
+    }
+    for (auto [table, segments] : {std::pair{&t->expert_update_segments_, &eu}, std::pair{&t->expert_norm_segments_, &en}}) {
+      auto made = SegmentTable::make(*t->dev_, std::move(*segments));
+      if (!made.ok()) return made.status().with_context("optimizer of rank " + std::to_string(layout.rank));
+      *table = std::move(made).value();
+    }
+    for (Buffer<float>* b : {&t->expert_avg_, &t->expert_avg_sq_}) {
+      if (Status s = allocate_buffer(*b, *t->dev_, t->stage_->num_expert_params(), true); !s) {
+        return s.with_context("the experts' AdamW state of rank " + std::to_string(layout.rank));
+      }
+    }
+    const model::ModelDesc d = model::ModelDesc::from(config.model);
+    for (int l = 0; l < d.layers; ++l) {
+      if (d.moe_layer(l)) t->moe_layers_.push_back(l);
+    }
+  }
   const size_t moments = t->shards_ ? t->shards_->shard_size() : t->shard_end_ - t->shard_begin_;
   for (Buffer<float>* b : {&t->exp_avg_, &t->exp_avg_sq_}) {
     if (Status s = allocate_buffer(*b, *t->dev_, moments, true); !s) return s.with_context("AdamW state of rank " + std::to_string(layout.rank));
@@ -316,12 +370,16 @@ Status Trainer::start() {
     if (config_.train.init.empty()) {
       if (!params_sharded()) return stage_->init_parameters(config_.train.seed);
       if (Status s = stage_->initial_parameters(config_.train.seed, full.data()); !s) return s;
+      if (Status s = stage_->init_expert_parameters(config_.train.seed); !s) return s;
       return put_params(full.data());
     }
     // A fresh run from a model's weights: the optimizer starts empty, at step 0.
     auto weights = read_model_dir(config_.train.init, config_.model);
     if (!weights.ok()) return weights.status().with_context("train.init=" + config_.train.init);
     if (Status s = load_shards(*stage_, weights.value(), "", full.data()); !s) return s.with_context("train.init=" + config_.train.init);
+    std::vector<float> experts(stage_->num_expert_params());
+    if (Status s = load_expert_shards(*stage_, weights.value(), "", experts.data()); !s) return s.with_context("train.init=" + config_.train.init);
+    if (Status s = stage_->upload_expert_params(experts.data()); !s) return s;
     return put_params(full.data());
   }
   auto ck = read_checkpoint(config_.train.resume, config_.model, true);
@@ -329,6 +387,16 @@ Status Trainer::start() {
   std::vector<float> full(stage_->num_params());
   if (Status s = load_shards(*stage_, ck->model, "", full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
   if (Status s = put_params(full.data()); !s) return s;
+  std::vector<float> experts(stage_->num_expert_params());
+  if (Status s = load_expert_shards(*stage_, ck->model, "", experts.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
+  if (Status s = stage_->upload_expert_params(experts.data()); !s) return s;
+  for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
+    if (Status s = load_expert_shards(*stage_, ck->optimizer, prefix, experts.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
+    auto& moments = std::string(prefix) == "exp_avg." ? expert_avg_ : expert_avg_sq_;
+    if (!experts.empty()) {
+      if (Status s = dev_->copy_from_host(moments.data(), experts.data(), moments.bytes()); !s) return s;
+    }
+  }
   for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
     if (Status s = load_shards(*stage_, ck->optimizer, prefix, full.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
     auto& dst = std::string(prefix) == "exp_avg." ? exp_avg_ : exp_avg_sq_;
@@ -363,7 +431,7 @@ Status Trainer::put_params(const float* full) {
 size_t Trainer::state_bytes() const {
   // The stage's flat buffers (zero 2: the parameters only; zero 3: none), the shards, AdamW's moments.
   return stage_->flat_bytes() + (shards_ ? shards_->state_bytes() : 0) + exp_avg_.bytes() + exp_avg_sq_.bytes() +
-         stage_->weight_copy_bytes();
+         stage_->weight_copy_bytes() + 2 * stage_->num_expert_params() * sizeof(float) + expert_avg_.bytes() + expert_avg_sq_.bytes();
 }
 
 Status Trainer::run_schedule(double& local_loss) {
@@ -535,7 +603,22 @@ Status Trainer::exchange_and_update(double local_loss, StepStats& stats) {
   return s;
 }
 
+// The experts' gradients: summed over the ranks that hold the same experts, then divided as the
+// dense ones are (by dp x cp: every token of the global batch reached its experts once, scaled by
+// its own replica's 1 / (B T m)).
+Status Trainer::reduce_expert_grads() {
+  const size_t n = stage_->num_expert_params();
+  if (n == 0) return Status::OK();
+  float* g = stage_->expert_grads();
+  if (expert_dp_ && expert_dp_->size() > 1) {
+    if (Status s = all_reduce_on_device(*expert_dp_, *dev_, g, n, staging_); !s) return s;
+  }
+  if (dp_ * cp_ > 1) dev_->ops().scale(g, n, 1.0f / static_cast<float>(dp_ * cp_));
+  return Status::OK();
+}
+
 Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats) {
+  if (Status s = reduce_expert_grads(); !s) return s;
   if (shards_) return sharded_update(local_loss, stats);
   const Ops& k = dev_->ops();
   float* grads = stage_->grads();
@@ -635,13 +718,36 @@ Status Trainer::sharded_update(double local_loss, StepStats& stats) {
 Status Trainer::norm_and_step(double local_loss, StepStats& stats, float* params, const float* grads) {
   const Ops& k = dev_->ops();
   // Global norm: each parameter once over the world (norm_segments_ says which ranges this rank adds).
-  const double sumsq = k.sum_of_squares_segments(grads, norm_segments_.list());
-  double reduce[2] = {sumsq, pp_rank_ == pp_ - 1 ? local_loss : 0.0};
+  double sumsq = k.sum_of_squares_segments(grads, norm_segments_.list());
+  if (stage_->num_expert_params()) sumsq += k.sum_of_squares_segments(stage_->expert_grads(), expert_norm_segments_.list());
+  // One world all-reduce: the squared norm, the LM loss, the aux loss, the dropped assignments and
+  // every MoE layer's load (E per layer).
+  const size_t E = static_cast<size_t>(config_.model.moe.experts);
+  std::vector<double> reduce(4 + moe_layers_.size() * E, 0.0);
+  reduce[0] = sumsq;
   // TP ranks hold the same loss: only TP rank 0 adds it, so the world sum over (dp, cp, pp) ranks
   // is dp x cp x the mean loss (each cp rank's is the mean over its equal share of the tokens).
-  if (tp_rank_ != 0) reduce[1] = 0.0;
-  if (Status s = all_reduce_host(*groups_.world, *dev_, reduce, 2); !s) return s;
-  stats.loss = reduce[1] / (dp_ * cp_);
+  // The aux loss is the same on the cp ranks of a replica (its sums are the cp group's): cp rank 0
+  // adds it. The load counts are each rank's own routing: every tp rank 0 adds them.
+  if (tp_rank_ == 0) {
+    reduce[1] = pp_rank_ == pp_ - 1 ? local_loss : 0.0;
+    reduce[2] = cp_rank_ == 0 ? local_aux_ : 0.0;
+    reduce[3] = static_cast<double>(step_moe_.dropped);
+    for (size_t i = 0; i < step_moe_.layers.size(); ++i) {
+      const size_t at = static_cast<size_t>(std::lower_bound(moe_layers_.begin(), moe_layers_.end(), step_moe_.layers[i]) - moe_layers_.begin());
+      for (size_t e = 0; e < E; ++e) reduce[4 + at * E + e] = static_cast<double>(step_moe_.load[i][e]);
+    }
+  }
+  if (Status s = all_reduce_host(*groups_.world, *dev_, reduce.data(), reduce.size()); !s) return s;
+  stats.lm_loss = reduce[1] / (dp_ * cp_);
+  stats.aux_loss = reduce[2] / dp_;
+  stats.loss = stats.lm_loss + stats.aux_loss;
+  stats.moe_dropped = static_cast<int64_t>(reduce[3]);
+  stats.moe_layers = moe_layers_;
+  stats.moe_load.assign(moe_layers_.size(), std::vector<int64_t>(E, 0));
+  for (size_t l = 0; l < moe_layers_.size(); ++l) {
+    for (size_t e = 0; e < E; ++e) stats.moe_load[l][e] = static_cast<int64_t>(reduce[4 + l * E + e]);
+  }
   stats.lr = lr_at(step_);
   // fp16: the gradients hold the loss scale. A non-finite one anywhere makes the world's sum of
   // squares non-finite, so every rank skips the same step.
@@ -667,6 +773,10 @@ Status Trainer::norm_and_step(double local_loss, StepStats& stats, float* params
   opt.weight_decay = static_cast<float>(config_.train.weight_decay);
   k.adamw_update_segments(params, exp_avg_.data(), exp_avg_sq_.data(), grads, update_segments_.list(), opt, step_ + 1 - skipped_,
                           grad_scale);
+  if (stage_->num_expert_params()) {
+    k.adamw_update_segments(stage_->expert_params(), expert_avg_.data(), expert_avg_sq_.data(), stage_->expert_grads(),
+                            expert_update_segments_.list(), opt, step_ + 1 - skipped_, grad_scale);
+  }
   return Status::OK();
 }
 
@@ -677,6 +787,8 @@ Result<StepStats> Trainer::train_step() {
     timing_.start_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
   (void)stage_->take_recompute_seconds();
+  (void)stage_->take_aux_loss();  // what an evaluation's forwards left
+  (void)stage_->take_moe_stats();
   if (Status s = stage_->zero_grads(); !s) return s;
   if (shards_) {
     if (Status s = shards_->begin_step(); !s) return s;
@@ -685,6 +797,8 @@ Result<StepStats> Trainer::train_step() {
   dev_->reset_peak();
   double local_loss = 0;
   if (Status s = run_schedule(local_loss); !s) return s;
+  local_aux_ = stage_->take_aux_loss() / m_;
+  step_moe_ = stage_->take_moe_stats();
   StepStats stats;
   if (Status s = exchange_and_update(local_loss, stats); !s) return s;
   ++step_;
@@ -761,6 +875,8 @@ Result<std::string> Trainer::save_checkpoint() {
         spec.bf16_activations = false;
         spec.cp = 1;  // the parameters are the same on every cp rank
         spec.cp_rank = 0;
+        spec.ep = 1;  // the dense parameters are the same on every ep rank
+        spec.ep_rank = 0;
         auto other = GptStage::create(spec, nullptr);
         if (!other.ok()) return other.status();
         const size_t on = other.value()->num_params();
@@ -771,6 +887,50 @@ Result<std::string> Trainer::save_checkpoint() {
         add_shards(*other.value(), p.data(), "", model_full);
         add_shards(*other.value(), mm.data(), "exp_avg.", opt_full);
         add_shards(*other.value(), vv.data(), "exp_avg_sq.", opt_full);
+      }
+    }
+  }
+  // The experts: every (pp, ep) rank of expert-data-parallel replica 0 sends its experts and their
+  // moments to world rank 0 (rank 0 holds replica 0's first ones itself).
+  if (!moe_layers_.empty()) {
+    const size_t ne = stage_->num_expert_params();
+    std::vector<float> ex(ne), em(ne), ev(ne);
+    if (Status s = stage_->download_expert_params(ex.data()); !s) return s;
+    for (auto [dst, src] : {std::pair{&em, &expert_avg_}, std::pair{&ev, &expert_avg_sq_}}) {
+      if (Status s = dev_->copy_to_host(dst->data(), src->data(), src->bytes()); !s) return s;
+    }
+    if (rank_ == 0) {
+      add_expert_shards(*stage_, ex.data(), "", model_full);
+      add_expert_shards(*stage_, em.data(), "exp_avg.", opt_full);
+      add_expert_shards(*stage_, ev.data(), "exp_avg_sq.", opt_full);
+    }
+    for (int pp_rank = 0; pp_rank < pp_; ++pp_rank) {
+      for (int e = 0; e < ep_; ++e) {
+        const int src = expert_replica0_.empty() ? replica0_ranks_[static_cast<size_t>(pp_rank * tp_)]
+                                                 : expert_replica0_[static_cast<size_t>(pp_rank * ep_ + e)];
+        if (src <= 0) continue;
+        if (rank_ == src) {
+          if (Status s = send_host(*world, *dev_, ex.data(), ne, 0, kTag + 3); !s) return s;
+          if (Status s = send_host(*world, *dev_, em.data(), ne, 0, kTag + 4); !s) return s;
+          if (Status s = send_host(*world, *dev_, ev.data(), ne, 0, kTag + 5); !s) return s;
+        } else if (rank_ == 0) {
+          StageSpec spec = stage_spec(0, pp_rank);
+          spec.flash_attention = false;
+          spec.bf16_activations = false;
+          spec.cp = 1;
+          spec.cp_rank = 0;
+          spec.ep_rank = e;
+          auto other = GptStage::create(spec, nullptr, nullptr, nullptr, nullptr);
+          if (!other.ok()) return other.status();
+          const size_t on = other.value()->num_expert_params();
+          std::vector<float> p(on), mm(on), vv(on);
+          if (Status s = recv_host(*world, *dev_, p.data(), on, src, kTag + 3); !s) return s;
+          if (Status s = recv_host(*world, *dev_, mm.data(), on, src, kTag + 4); !s) return s;
+          if (Status s = recv_host(*world, *dev_, vv.data(), on, src, kTag + 5); !s) return s;
+          add_expert_shards(*other.value(), p.data(), "", model_full);
+          add_expert_shards(*other.value(), mm.data(), "exp_avg.", opt_full);
+          add_expert_shards(*other.value(), vv.data(), "exp_avg_sq.", opt_full);
+        }
       }
     }
   }

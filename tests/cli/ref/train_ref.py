@@ -8,6 +8,15 @@ steps k+1 .. LAST of the same run with nothing of Stagecraft's but its documente
     tied head), or Llama / Qwen2 (RMSNorm, rotary positions in the rotate-half form, grouped-query
     attention with each key/value head repeated for its query heads as transformers' repeat_kv
     does, SwiGLU, optional q/k/v biases, tied or untied head);
+  - a mixture of experts (Mixtral's or Qwen3-MoE's names, config.json says which) as
+    docs/engine.md defines it: softmax router over every expert, the top k (torch.topk), their
+    probabilities renormalised to sum to 1 (Mixtral always; Qwen3-MoE where norm_topk_prob), each
+    token's output the weighted sum of its k SwiGLU experts plus the shared experts; with a
+    capacity factor (run.yaml model.moe.capacity_factor) each expert keeps its first
+    ceil(cf N k / E) assignments in token order; the load-balancing loss coef E sum_e f_e P_e of
+    each micro-batch (f_e the share of its N k assignments that went to e, held constant, P_e the
+    mean probability of e), summed over the layers, averaged over the micro-batches
+    (train.micro_batch samples each, in batch order) and added to the LM loss;
   - the batch of optimizer step s (0-based) is sample j = 0 .. global_batch-1 at token
     splitmix64-hash(seed, s, j) mod (tokens - seq_len), a window of seq_len + 1 tokens
     (runtime/token_data.h); the loss is the mean cross-entropy over every token of the batch;
@@ -63,10 +72,52 @@ def batch(tokens, seed, step, samples, T):
     return torch.tensor(idx), torch.tensor(tgt)
 
 
-def forward(w, idx, tgt, cfg):
+def forward(w, idx, tgt, cfg, moe):
+    if cfg["model_type"] in ("mixtral", "qwen3_moe"):
+        # The aux loss is each micro-batch's: the batch in micro-batches, each's LM + aux, averaged.
+        mb = moe["micro_batch"]
+        parts = [forward_llama(w, idx[i:i + mb], tgt[i:i + mb], cfg, moe) for i in range(0, idx.shape[0], mb)]
+        return sum(parts) / len(parts)
     if cfg["model_type"] in ("llama", "mistral", "qwen2"):
         return forward_llama(w, idx, tgt, cfg)
     return forward_gpt2(w, idx, tgt, cfg["n_layer"], cfg["n_embd"], cfg["n_head"])
+
+
+def moe_mlp(w, i, h, cfg, moe):
+    """The mixture-of-experts MLP of layer i on h (B, T, C): its output and load-balancing loss."""
+    B, T, C = h.shape
+    x = h.reshape(B * T, C)
+    N = x.shape[0]
+    mixtral = cfg["model_type"] == "mixtral"
+    E = cfg["num_local_experts"] if mixtral else cfg["num_experts"]
+    k = cfg["num_experts_per_tok"]
+    pre = "model.layers.%d.%s." % (i, "block_sparse_moe" if mixtral else "mlp")
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    probs = (x @ w[pre + "gate.weight"].T).softmax(dim=-1)
+    top_p, top_e = torch.topk(probs, k, dim=-1)
+    if mixtral or cfg.get("norm_topk_prob", False):
+        top_p = top_p / top_p.sum(dim=-1, keepdim=True)
+    keep = torch.ones(N, k, dtype=torch.bool)
+    if moe["capacity_factor"] > 0:
+        cap = math.ceil(moe["capacity_factor"] * N * k / E)
+        used = [0] * E
+        for t in range(N):
+            for j in range(k):
+                e = int(top_e[t, j])
+                keep[t, j] = used[e] < cap
+                used[e] += int(keep[t, j])
+    out = torch.zeros_like(x)
+    for e in range(E):
+        weight = (top_p * ((top_e == e) & keep)).sum(dim=-1)  # (N): the combine weight of e per token
+        p = lambda n: w[pre + "experts.%d.%s.weight" % (e, n)]
+        out = out + weight[:, None] * ((F.silu(x @ p(names[0]).T) * (x @ p(names[1]).T)) @ p(names[2]).T)
+    shared = "model.layers.%d.mlp.shared_experts." % i
+    if shared + "gate_proj.weight" in w:
+        s = lambda n: w[shared + n + ".weight"]
+        out = out + (F.silu(x @ s("gate_proj").T) * (x @ s("up_proj").T)) @ s("down_proj").T
+    f = torch.stack([(top_e == e).sum() for e in range(E)]).double() / (N * k)  # before capacity
+    aux = moe["aux_loss"] * E * (f * probs.mean(dim=0)).sum()
+    return out.reshape(B, T, C), aux
 
 
 def rms_norm(x, weight, eps):
@@ -89,8 +140,9 @@ def rotary(x, theta):
     return x * emb.cos() + rotate_half(x) * emb.sin()
 
 
-def forward_llama(w, idx, tgt, cfg):
+def forward_llama(w, idx, tgt, cfg, moe=None):
     B, T = idx.shape
+    aux = 0.0
     L, C, nh = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads", nh)
     hs, eps, theta = C // nh, cfg["rms_norm_eps"], cfg["rope_theta"]
@@ -115,11 +167,15 @@ def forward_llama(w, idx, tgt, cfg):
         y = (att @ v).transpose(1, 2).reshape(B, T, nh * hs)
         x = x + y @ p("self_attn.o_proj.weight").T
         h = rms_norm(x, p("post_attention_layernorm.weight"), eps)
+        if moe is not None and i not in cfg.get("mlp_only_layers", []):
+            y, a = moe_mlp(w, i, h, cfg, moe)
+            x, aux = x + y, aux + a
+            continue
         x = x + (F.silu(h @ p("mlp.gate_proj.weight").T) * (h @ p("mlp.up_proj.weight").T)) @ p("mlp.down_proj.weight").T
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["lm_head.weight"] if "lm_head.weight" in w else w["model.embed_tokens.weight"]
     logits = x @ head.T
-    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T))
+    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T)) + aux
 
 
 def forward_gpt2(w, idx, tgt, L, C, nh):
@@ -162,6 +218,9 @@ def main():
     for k in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip"):
         t[k] = float(t[k])
     T = run["model"]["seq_len"]
+    m = run["model"].get("moe") or {}
+    moe = {"aux_loss": float(m.get("aux_loss", 0.01)), "capacity_factor": float(m.get("capacity_factor", 0.0)),
+           "micro_batch": int(t.get("micro_batch", 1))}
     first = json.load(open(start_dir + "/trainer.json"))["step"]
     raw = open(data_path, "rb").read()
     tokens = list(raw) if data_path.endswith(".txt") else list(struct.unpack("<%dH" % (len(raw) // 2), raw))
@@ -184,7 +243,7 @@ def main():
     for s in range(first, last):
         idx, tgt = batch(tokens, t["seed"], s, t["global_batch"], T)
         opt.zero_grad(set_to_none=True)
-        loss = forward(w, idx, tgt, cfg)
+        loss = forward(w, idx, tgt, cfg, moe)
         loss.backward()
         max_norm = t["grad_clip"] if t["grad_clip"] > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_([w[n] for n in names], max_norm)

@@ -32,6 +32,7 @@ class CommGroupAdapter final : public runtime::CommGroup {
   Status all_gather(const float* in, float* out, size_t count) override;
   // in (size x count) -> out (size x count)
   Status all_to_all(const float* in, float* out, size_t count) override;
+  Status all_to_all_v(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override;
   // `data` stays untouched until wait_sends() (Communicator::isend).
   Status send(const float* data, size_t count, int peer, uint32_t tag) override;
   Status recv(float* data, size_t count, int peer, uint32_t tag) override;

@@ -17,6 +17,9 @@
 //   broadcast       data (n), from group rank `root` to all, in place
 //   all_to_all      in (size * n) -> out (size * n): block r of in goes to group rank r, and
 //                   out[s * n .. +n] is block `rank` of group rank s's in (equal counts)
+//   all_to_all_v    the same with a count per rank: in holds send_counts[r] elements for each
+//                   group rank r, in rank order, out recv_counts[s] from each s; rank r's
+//                   send_counts[s] must equal rank s's recv_counts[r] (exchange the counts first)
 //   send / recv     data (n) to / from one group rank; sizes must match on both sides.
 //                   Messages between two ranks with the same tag arrive in the order sent.
 //                   send() returns once the bytes are on their way, and with Gloo that is only
@@ -109,6 +112,10 @@ class Communicator {
   Status broadcast(std::span<float> data, int root) { return broadcast(view(data), root); }
   Status all_to_all(std::span<const float> in, std::span<float> out) { return all_to_all(view(in), view(out)); }
   Status all_to_all(std::span<const double> in, std::span<double> out) { return all_to_all(view(in), view(out)); }
+  Status all_to_all_v(std::span<const float> in, std::span<const size_t> send_counts, std::span<float> out,
+                      std::span<const size_t> recv_counts) {
+    return all_to_all_v(view(in), send_counts, view(out), recv_counts);
+  }
   Status broadcast(std::span<double> data, int root) { return broadcast(view(data), root); }
   Status send(std::span<const float> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
   Status send(std::span<const double> data, int peer, uint32_t tag = 0) { return send(view(data), peer, tag); }
@@ -149,6 +156,7 @@ class Communicator {
   Status all_gather(ConstBuffer in, Buffer out);
   Status broadcast(Buffer data, int root);
   Status all_to_all(ConstBuffer in, Buffer out);
+  Status all_to_all_v(ConstBuffer in, std::span<const size_t> send_counts, Buffer out, std::span<const size_t> recv_counts);
   Status send(ConstBuffer data, int peer, uint32_t tag);
   Status isend(ConstBuffer data, int peer, uint32_t tag);
   Status recv(Buffer data, int peer, uint32_t tag);
@@ -170,6 +178,9 @@ class Communicator {
   virtual Status do_all_gather(ConstBuffer in, Buffer out) = 0;
   virtual Status do_broadcast(Buffer data, int root) = 0;
   virtual Status do_all_to_all(ConstBuffer in, Buffer out) = 0;
+  // Counts: size() each, summing to in.count and out.count.
+  virtual Status do_all_to_all_v(ConstBuffer in, std::span<const size_t> send_counts, Buffer out,
+                                 std::span<const size_t> recv_counts) = 0;
   virtual Status do_send(ConstBuffer data, int peer, uint32_t tag) = 0;
   virtual Status do_isend(ConstBuffer data, int peer, uint32_t tag) = 0;
   virtual Status do_wait_sends() = 0;

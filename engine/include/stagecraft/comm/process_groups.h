@@ -14,6 +14,10 @@
 //   cp         with cp > 1 only: the ranks that differ from r only in cp (r's sequence's other parts)
 //   grad       with cp > 1 only: dp x cp, the ranks holding r's weights, which reduce its gradients
 //              (plan::gradient_axes); with cp = 1 that is the dp group, and no other is made
+//   ep         with a mixture of experts and ep > 1: the ranks that hold the other experts of r's
+//              MoE layers (Topology::expert_group_of, ExpertAxis::kEp), which exchange tokens
+//   expert_dp  with a mixture of experts: the ranks that hold r's experts (ExpertAxis::kDp), which
+//              reduce their gradients; not made where it is the grad (or dp) group itself
 //   embedding  [first, last] of r's PP group, when the model ties its embeddings, pp > 1 and r
 //              is the first or the last pipeline rank (the two copies of wte sum their
 //              gradients); empty otherwise, and no communicator is made for it
@@ -29,8 +33,8 @@
 // 8 ranks tp = 2, pp = 4 (order tp-dp-pp): rank 3 (tp 1, pp 1) has pp [1,3,5,7] and, as a middle
 // stage, no embedding group; rank 7 (pp 3) has embedding [1,7].
 //
-// Construction order: the factory is called for world, tp, dp, pp, cp and grad (cp > 1), then
-// embedding (members only), on every rank in that order. Creating a communicator waits for all its members (Gloo
+// Construction order: the factory is called for world, tp, dp, pp, cp and grad (cp > 1), ep and
+// expert_dp (a mixture of experts, as above), then embedding (members only), on every rank in that order. Creating a communicator waits for all its members (Gloo
 // rendezvouses through the store), so every pair of ranks must create the groups they share in
 // the same order, which this fixed order guarantees: two ranks share a tp/dp/pp group only
 // when it is the same group of that axis, and an embedding pair only when both are its members.
@@ -55,6 +59,7 @@ namespace stagecraft::comm {
 struct GroupRanks {
   std::vector<int> world, tp, dp, pp;
   std::vector<int> cp, grad;   // empty with cp = 1
+  std::vector<int> ep, expert_dp;  // empty where not made (above)
   std::vector<int> embedding;  // empty when the rank holds no copy of a tied embedding across stages
   bool operator==(const GroupRanks&) const = default;
 };
@@ -77,6 +82,8 @@ class ProcessGroups {
   Communicator* embedding() { return embedding_ ? &embedding_->communicator() : nullptr; }
   Communicator* cp() { return cp_ ? &cp_->communicator() : nullptr; }  // null with cp = 1
   Communicator& grad() { return grad_ ? grad_->communicator() : dp(); }  // dp x cp
+  Communicator* ep() { return ep_ ? &ep_->communicator() : nullptr; }
+  Communicator* expert_dp() { return expert_dp_ ? &expert_dp_->communicator() : nullptr; }
 
   // The trainer's view; the pointers live as long as this object.
   runtime::TrainerGroups trainer_groups();
@@ -87,7 +94,7 @@ class ProcessGroups {
 
   int rank_ = 0;
   GroupRanks ranks_;
-  std::unique_ptr<CommGroupAdapter> world_, tp_, dp_, pp_, cp_, grad_, embedding_;
+  std::unique_ptr<CommGroupAdapter> world_, tp_, dp_, pp_, cp_, grad_, ep_, expert_dp_, embedding_;
 };
 
 // Builds every group of `rank` with `factory`, in the order above. Fails with the factory's
@@ -96,8 +103,9 @@ class ProcessGroups {
 Result<ProcessGroups> build_process_groups(const plan::Topology& topology, int rank, bool tied_embeddings,
                                            const CommunicatorFactory& factory);
 
-// The trainer's layout of `rank` in `plan`: sizes, coordinates (plan.topology), every stage's
-// layers (plan.stages, in chunk order) and the ranks of DP replica 0. kInvalidInput when rank is
+// The trainer's layout of `rank` in `plan`: sizes, coordinates (plan.topology; the expert layers'
+// ep and expert-dp ones too), every stage's layers (plan.stages, in chunk order), the ranks of DP
+// replica 0 and, with experts, those of expert-dp replica 0. kInvalidInput when rank is
 // outside the plan's world. rank_layout.h has a worked example.
 Result<runtime::RankLayout> rank_layout_of(const plan::Plan& plan, int rank);
 

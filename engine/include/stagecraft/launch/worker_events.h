@@ -4,10 +4,11 @@
 //
 // The wire format (keys in this order; "rank" is left out when it is not known yet):
 //   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S,"steps":N}
-//   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..}
+//   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..
+//    [,"lm_loss":..,"aux_loss":..,"moe_layers":[L,...],"moe_load":[[C,...],...],"moe_dropped":D]}   (a mixture of experts)
 //   {"event":"checkpoint","rank":R,"step":N,"path":"..."}
 //   {"event":"timing","rank":R,"step":N,"start":UNIX_S,"step_ms":..,"forward_ms":..,"backward_ms":..,
-//    "recompute_ms":..,"tp_ms":..,["cp_ms":..,]"pp_wait_ms":..,"pp_send_ms":..,"dp_ms":..,"optimizer_ms":..,"sync_ms":..,
+//    "recompute_ms":..,"tp_ms":..,["cp_ms":..,]["ep_ms":..,]"pp_wait_ms":..,"pp_send_ms":..,"dp_ms":..,"optimizer_ms":..,"sync_ms":..,
 //    "ops":[["f",CHUNK,MB,START_MS,END_MS],["b",...],...]}   (ops only on timeline steps)
 //   {"event":"done","rank":R,"step":N,"loss":..}
 //   {"event":"error","rank":R,"message":"..."}
@@ -65,6 +66,16 @@ struct StepEvent {
   // and model FLOPs utilisation as a fraction of the GPU's peak; NaN when absent (and absent on
   // the wire).
   double tflops = NAN, mfu = NAN;
+  // A mixture of experts (runtime/trainer.h StepStats): the LM loss and the load-balancing loss,
+  // whose sum is `loss`; every MoE layer of the model (moe_layers, ascending) with its tokens per
+  // expert over the step (moe_load: one row of E counts per entry of moe_layers, each layer's
+  // (token, expert) assignments before capacity, summed over the ranks that route different
+  // tokens, so every rank reports the whole model's); and the assignments dropped for capacity
+  // (moe_dropped). On the wire only with experts: NaN, empty and -1 when absent.
+  double lm_loss = NAN, aux_loss = NAN;
+  std::vector<int> moe_layers = {};
+  std::vector<std::vector<int64_t>> moe_load = {};
+  int64_t moe_dropped = -1;
 };
 
 // Where a rank's step went (runtime/trainer.h StepTiming says what each part holds). Every step
@@ -83,6 +94,7 @@ struct TimingEvent {
   double step_ms = 0, forward_ms = 0, backward_ms = 0, recompute_ms = 0, tp_ms = 0, pp_wait_ms = 0, pp_send_ms = 0, dp_ms = 0,
          optimizer_ms = 0, sync_ms = 0;
   double cp_ms = 0;  // context-parallel exchanges, inside forward and backward; on the wire only when not 0
+  double ep_ms = 0;  // expert-parallel dispatch and combine, inside forward and backward; on the wire only when not 0
   std::vector<Op> ops;
   bool operator==(const TimingEvent&) const = default;
 };

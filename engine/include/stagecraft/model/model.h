@@ -302,8 +302,24 @@ int64_t full_index(const ParamSpec& p, int tp, int tp_rank, int64_t i);
 void extract_shard(const ParamSpec& p, int tp, int tp_rank, const float* full, float* shard);
 void insert_shard(const ParamSpec& p, int tp, int tp_rank, const float* shard, float* full);
 
-// The Hugging Face config.json of the model: GPT2LMHeadModel, LlamaForCausalLM, or
-// Qwen2ForCausalLM for a llama with q/k/v biases.
+// The Hugging Face class a model is written as (checkpoints, config.json): GPT2LMHeadModel;
+// LlamaForCausalLM, or Qwen2ForCausalLM for a llama with q/k/v biases; a mixture of experts as
+// MixtralForCausalLM where it has Mixtral's form (every layer sparse, no shared experts, experts as
+// wide as model.ffn_hidden, the top k renormalised, no q/k/v biases or norms), else
+// Qwen3MoeForCausalLM (Qwen3-MoE's names, which the description uses).
+std::string hf_architecture(const config::ModelConfig& model);
+// A tensor's name in the checkpoint files of `model` (any prefix, such as "exp_avg.", kept): the
+// description's, or for a Mixtral the MoE layers' under Mixtral's names:
+//   model.layers.{i}.mlp.gate.weight                -> model.layers.{i}.block_sparse_moe.gate.weight
+//   model.layers.{i}.mlp.experts.{j}.gate_proj.weight -> ...block_sparse_moe.experts.{j}.w1.weight
+//   up_proj -> w3, down_proj -> w2
+std::string hf_file_name(const config::ModelConfig& model, const std::string& name);
+// The description's name of a tensor named either way: Mixtral's mapped back, others as they are.
+std::string description_name(const std::string& file_name);
+
+// The Hugging Face config.json of the model (hf_architecture's class). A Qwen3MoeForCausalLM adds
+// the shared experts as num_shared_experts and shared_expert_intermediate_size, which
+// transformers' Qwen3-MoE does not have.
 std::string hf_config_json(const config::ModelConfig& model);
 
 }  // namespace stagecraft::model

@@ -49,6 +49,11 @@ Status load_shards(const GptStage& stage, const TensorFile& file, const std::str
 // Replicated tensors are taken from TP rank 0 only; the tied head copy is skipped.
 void add_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full);
 
+// The same for the stage's routed experts (GptStage::expert_slots): whole tensors, copied as they are,
+// into or out of a buffer laid out like the stage's expert buffer.
+Status load_expert_shards(const GptStage& stage, const TensorFile& file, const std::string& prefix, float* dst);
+void add_expert_shards(const GptStage& stage, const float* src, const std::string& prefix, std::map<std::string, NamedTensor>& full);
+
 // Writes a complete checkpoint directory from full tensors.
 Status write_checkpoint(const std::string& path, const config::ModelConfig& model, const std::string& run_yaml,
                         const std::vector<NamedTensor>& model_tensors, const std::vector<NamedTensor>& optimizer_tensors,

@@ -40,6 +40,11 @@ class CommGroup : public TpReducer {
   // in (size x count) -> out (size x count): block r of in goes to rank r; block s of out is
   // what rank s sent this rank.
   virtual Status all_to_all(const float* in, float* out, size_t count) = 0;
+  // The all-to-all with a count per rank (expert parallelism's dispatch): send_counts[r]
+  // elements of in, at the offset of the counts before r, go to rank r; out holds recv_counts[s]
+  // elements from each rank s, in rank order. Rank r's send_counts[s] must equal rank s's
+  // recv_counts[r] (counts are exchanged first); either may be 0. Arrays of size() counts.
+  virtual Status all_to_all_v(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) = 0;
   virtual Status send(const float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status recv(float* data, size_t count, int peer, uint32_t tag) = 0;
   virtual Status wait_sends() = 0;
@@ -66,6 +71,10 @@ Status reduce_scatter_on_device(CommGroup& group, Device& device, const float* i
 Status all_gather_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
 //   in (size x count) -> out (size x count), block r of in to rank r
 Status all_to_all_on_device(CommGroup& group, Device& device, const float* in, float* out, size_t count);
+
+//   in (sum of send_counts) -> out (sum of recv_counts), CommGroup::all_to_all_v
+Status all_to_all_v_on_device(CommGroup& group, Device& device, const float* in, const size_t* send_counts, float* out,
+                              const size_t* recv_counts);
 
 // Group calls on host buffers: in place for a group that takes host memory, else through copies
 // in `device`'s memory.

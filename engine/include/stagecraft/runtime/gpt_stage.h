@@ -21,6 +21,15 @@
 // them once); the column-parallel layers' input gradients are all-reduced in backward. Everything
 // else (norms, embeddings, head) is replicated and computed identically on every TP rank.
 //
+// Mixture of experts (model.moe, Llama only; src/runtime/moe_layer.h): an MoE layer's MLP is a
+// router, top-k routed experts and the shared experts. The router and the shared experts are dense
+// tensors like the others (replicated, and split over tp like the dense MLP); the routed experts'
+// weights live apart, in an expert buffer of their own (expert_params(), expert_slots()): this
+// rank's E / ep experts of every MoE layer it holds, whole (expert_tp 1), in the description's
+// order, because their gradients reduce over the expert-data-parallel group rather than dp x cp
+// and ZeRO does not shard them. The layer adds its load-balancing loss to the objective
+// (take_aux_loss) and counts the tokens the router sent to each expert (take_moe_stats).
+//
 // Activations: forward(chunk, mb) keeps what backward(chunk, mb) needs, until that backward
 // frees it; with train.recompute full only each layer's input is kept and the layer is run
 // again in backward. The last chunk runs the head, the loss and the head's backward inside
@@ -52,6 +61,7 @@ namespace stagecraft::runtime {
 
 class CommGroup;
 class ContextAttention;
+class MoeLayer;
 
 // In-place sum over the ranks of a tensor-parallel group (identity for tp = 1).
 class TpReducer {
@@ -85,6 +95,8 @@ struct StageSpec {
                                      // (context_attention.h), at their positions in the sequence
   bool cp_ring = true;               // parallel.cp_comm: ring (K/V around the group), else all_to_all
   int pp = 1;                        // pipeline ranks
+  int ep = 1, ep_rank = 0;           // expert parallel (model.moe): this rank holds experts
+                                     // [ep_rank E / ep, (ep_rank + 1) E / ep) of every MoE layer
   int num_chunks = 1;                // model chunks in all (pp x virtual stages)
   std::vector<int> chunks;           // global chunk ids this rank runs, ascending
   std::vector<int> chunk_first_layer;  // per entry of `chunks`
@@ -134,8 +146,10 @@ class GptStage {
  public:
   // `device` (default: the host's CPU device) must outlive the stage. `tp` reduces host memory:
   // on a device that is not host_accessible the stage stages its TP all-reduces through the host.
-  // `cp`, the context-parallel group, is needed where spec.cp > 1; it must outlive the stage.
-  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp, Device* device = nullptr, CommGroup* cp = nullptr);
+  // `cp`, the context-parallel group, is needed where spec.cp > 1, and `ep`, the expert-parallel
+  // group, where spec.ep > 1; they must outlive the stage.
+  static Result<std::unique_ptr<GptStage>> create(const StageSpec& spec, TpReducer* tp, Device* device = nullptr, CommGroup* cp = nullptr,
+                                                  CommGroup* ep = nullptr);
   ~GptStage();
 
   const StageSpec& spec() const { return spec_; }
@@ -150,6 +164,34 @@ class GptStage {
   }
   float* grads() { return grads_.data(); }
   size_t num_params() const { return num_params_; }
+
+  // The routed experts' parameters and gradients (an MoE model; empty otherwise): this rank's
+  // experts of its MoE layers, whole, in a flat buffer apart from the dense ones, offsets of
+  // expert_slots() into it. zero_grads() zeroes them too; init_parameters() initialises them.
+  const std::vector<ParamSlot>& expert_slots() const { return expert_slots_; }
+  float* expert_params() { return expert_params_.data(); }
+  float* expert_grads() { return expert_grads_.data(); }
+  size_t num_expert_params() const { return num_expert_params_; }
+  [[nodiscard]] Status init_expert_parameters(uint64_t seed);
+  [[nodiscard]] Status download_expert_params(float* host) const;  // num_expert_params() floats
+  [[nodiscard]] Status upload_expert_params(const float* host);
+
+  // The load-balancing loss of the MoE layers this stage ran forward since the last call, summed
+  // over layers and micro-batches (each micro-batch's over its whole sequences: with cp the sums
+  // of the cp group), and reset. Repeated forwards (full recompute) are not counted again.
+  double take_aux_loss() {
+    const double a = aux_loss_;
+    aux_loss_ = 0;
+    return a;
+  }
+  // Tokens the router sent to each expert (before capacity) per MoE layer this stage holds, summed
+  // over the forwards since the last call, and the assignments dropped for capacity; reset.
+  struct MoeStats {
+    std::vector<int> layers;                 // the MoE layers held, ascending
+    std::vector<std::vector<int64_t>> load;  // per entry of layers: (E) assignments per expert
+    int64_t dropped = 0;
+  };
+  MoeStats take_moe_stats();
 
   // The units of the flat layout (ParamUnit), ascending.
   const std::vector<ParamUnit>& param_units() const { return units_; }
@@ -219,6 +261,10 @@ class GptStage {
   struct LayerHandles {
     size_t norm1 = kAbsent, norm1_bias = kAbsent, qkv = kAbsent, qkv_bias = kAbsent, out = kAbsent, out_bias = kAbsent,
            norm2 = kAbsent, norm2_bias = kAbsent, up = kAbsent, up_bias = kAbsent, down = kAbsent, down_bias = kAbsent;
+    // An MoE layer's dense tensors (router; shared experts' gate | up and down, kAbsent without),
+    // and its held experts' offsets in the expert buffer (gate | up, down), by local index.
+    size_t router = kAbsent, shared_up = kAbsent, shared_down = kAbsent;
+    std::vector<size_t> expert_up, expert_down;
   };
   struct EndHandles {
     size_t embedding = kAbsent, positions = kAbsent, final_norm = kAbsent, final_norm_bias = kAbsent,
@@ -228,6 +274,12 @@ class GptStage {
   Status resolve_handles();
   int chunk_index(int chunk) const;
   Status layer_forward(int layer, const float* x, float* out, LayerActs& a);
+  bool moe_layer(int layer) const { return desc_.moe_layer(layer); }
+  Status moe_forward(int layer, float* out, LayerActs& a);
+  // dtmp_c_ = this tp rank's part of the gradient at the layer's ln2; aux_scale as MoeLayer's.
+  Status moe_backward(int layer, const LayerActs& a, const float* dres, double aux_scale);
+  template <typename Weights>
+  void fill_moe_weights(int layer, Weights& w);  // a MoeLayer::Weights of the layer's tensors
   Status layer_backward(int layer, const float* x, const LayerActs& a, float* dres);
   Result<std::unique_ptr<LayerActs>> new_layer_acts();
   Status head_scratch();
@@ -300,6 +352,16 @@ class GptStage {
   size_t live_bytes_ = 0, peak_bytes_ = 0;
   double recompute_s_ = 0;
   std::unique_ptr<ContextAttention> cp_attn_;  // cp > 1
+  // Mixture of experts: the layer code, the expert buffers and what the step recorded.
+  std::unique_ptr<MoeLayer> moe_;
+  std::vector<ParamSlot> expert_slots_;
+  size_t num_expert_params_ = 0;
+  Buffer<float> expert_params_, expert_grads_;
+  double aux_loss_ = 0;
+  double aux_scale_ = 0;  // the backward under way: its forward's loss scale x B x seq_len (moe_layer.h)
+  std::map<int, std::vector<int64_t>> moe_load_;
+  int64_t moe_dropped_ = 0;
+  bool recomputing_ = false;  // inside backward's repeated forward: statistics are not counted again
 };
 
 }  // namespace stagecraft::runtime

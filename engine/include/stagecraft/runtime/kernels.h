@@ -190,6 +190,27 @@ void residual_forward(Real* out, const Real* inp1, const Real* inp2, size_t N);
 template <typename Real>
 void residual_backward(Real* dinp1, Real* dinp2, const Real* dout, size_t N);
 
+// ---- mixture of experts: moving token rows -----------------------------------------------------
+// The dispatch and combine of a mixture-of-experts layer (runtime/moe_routing.h has the routing).
+// A negative index is no row: gather_rows writes zeros for it, scatter_add_rows skips it.
+
+// out (R, C) row r = weight[r] * inp[index[r]] (weight nullptr: 1), overwritten. inp (?, C).
+// Dispatch (the tokens' rows in expert order), and the combine weights' part of its backward.
+template <typename Real>
+void gather_rows(Real* out, const Real* inp, const int32_t* index, const Real* weight, int R, int C);
+
+// out (N, C) row t += the sum over j = 0 .. K-1, in that order, of weight[t K + j] *
+// inp[index[t K + j]] (weight nullptr: 1). The scatter-add of rows into their tokens, written by
+// destination (each token lists its K source rows), so each output row is one sum in a fixed
+// order: deterministic without atomics. inp (?, C) may not alias out.
+template <typename Real>
+void scatter_add_rows(Real* out, const Real* inp, const int32_t* index, const Real* weight, int N, int K, int C);
+
+// out (R) = the dot product of row r of a (R, C) and of b (R, C), summed in double: the gradient
+// of a combine weight (the expert's output against the gradient at its token).
+template <typename Real>
+void row_dot(Real* out, const Real* a, const Real* b, int R, int C);
+
 // ---- bf16 storage ------------------------------------------------------------------------------
 
 // out (N) = in rounded to bf16 (bf16.h's to_bf16), and back: exact.

@@ -114,6 +114,18 @@ class ObservedOps : public Ops {
     Scope s(*this, {"swiglu_backward", rows(N, F)});
     base().swiglu_backward(dinp, inp, dout, N, F);
   }
+  void gather_rows(float* out, const float* inp, const int32_t* index, const float* weight, int R, int C) const override {
+    Scope s(*this, {"gather_rows", rows(R, C)});
+    base().gather_rows(out, inp, index, weight, R, C);
+  }
+  void scatter_add_rows(float* out, const float* inp, const int32_t* index, const float* weight, int N, int K, int C) const override {
+    Scope s(*this, {"scatter_add_rows", rows(N, C) + " from " + std::to_string(K) + " rows each"});
+    base().scatter_add_rows(out, inp, index, weight, N, K, C);
+  }
+  void row_dot(float* out, const float* a, const float* b, int R, int C) const override {
+    Scope s(*this, {"row_dot", rows(R, C)});
+    base().row_dot(out, a, b, R, C);
+  }
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     Scope s(*this, {"gelu_forward", elements(N)});
     base().gelu_forward(out, inp, N);

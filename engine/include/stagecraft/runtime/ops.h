@@ -160,6 +160,11 @@ class Ops {
   // not alias inp or dout.
   virtual void swiglu_forward(ActOut out, ActIn inp, int N, int F) const = 0;
   virtual void swiglu_backward(ActOut dinp, ActIn inp, ActIn dout, int N, int F) const = 0;
+  // Mixture of experts (kernels.h: gather_rows, scatter_add_rows, row_dot), fp32; index (int32)
+  // and the weights on the device.
+  virtual void gather_rows(float* out, const float* inp, const int32_t* index, const float* weight, int R, int C) const = 0;
+  virtual void scatter_add_rows(float* out, const float* inp, const int32_t* index, const float* weight, int N, int K, int C) const = 0;
+  virtual void row_dot(float* out, const float* a, const float* b, int R, int C) const = 0;
   virtual void gelu_forward(ActOut out, ActIn inp, size_t N) const = 0;
   virtual void gelu_backward(ActOut dinp, ActIn inp, ActIn dout, size_t N) const = 0;
   virtual void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const = 0;

@@ -32,8 +32,14 @@ struct RankLayout {
   int virtual_stages = 1;       // chunks per pipeline rank (interleaved schedules)
   int micro_batches = 1;        // per step and DP replica
   int dp_rank = 0, tp_rank = 0, pp_rank = 0, cp_rank = 0;
+  int ep = 1, ep_rank = 0;      // expert parallel (model.moe): ep_rank holds experts [ep_rank E / ep, ...)
+  int expert_dp_rank = 0;       // its place among the ranks that hold the same experts
   std::vector<LayerRange> chunks;   // every chunk of the model, pp x virtual_stages of them
   std::vector<int> replica0_ranks;  // global rank of (dp 0, cp 0, tp t, pp p) at index p * tp + t
+  // Mixture of experts: the global rank that holds ep rank e's experts of pipeline rank p with
+  // expert_dp_rank 0, at index p * ep + e (checkpoints gather the experts from them). Empty means
+  // ep 1: replica0_ranks' tp rank 0 of each stage.
+  std::vector<int> expert_replica0_ranks;
 
   bool operator==(const RankLayout&) const = default;
 };

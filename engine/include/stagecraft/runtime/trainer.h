@@ -63,6 +63,11 @@ struct TrainerGroups {
   CommGroup* embedding = nullptr;  // first and last pipeline rank of this (dp, tp); null if not tied across stages
   CommGroup* cp = nullptr;         // the other parts of this rank's sequences; null with cp = 1
   CommGroup* grad = nullptr;       // dp x cp, which reduces gradients; null means dp (cp = 1)
+  // Mixture of experts: the ranks that hold the other experts of this rank's MoE layers (null with
+  // ep = 1), and those that hold the same experts and reduce their gradients (expert data
+  // parallelism; null means the gradient group, where that is the same ranks).
+  CommGroup* ep = nullptr;
+  CommGroup* expert_dp = nullptr;
 };
 
 // One forward or backward of the pipeline schedule on this rank, in milliseconds from the
@@ -93,6 +98,8 @@ struct StepTiming {
   double dp_ms = 0;          // DP gradient reduction (ZeRO's all-gather too), the tied embedding's sum
   double cp_ms = 0;          // context-parallel exchanges (attention's K/V ring or head all-to-all): part of
                              // forward_ms and backward_ms
+  double ep_ms = 0;          // expert-parallel dispatch and combine (the counts and the rows' all_to_all_v):
+                             // part of forward_ms and backward_ms
   double optimizer_ms = 0;   // gradient norm, clipping and AdamW
   double sync_ms = 0;        // the step's closing all-reduce of loss and norm: waiting for the slowest rank
   std::vector<PipeOpTime> ops;  // every forward and backward of the step, in order
@@ -100,7 +107,10 @@ struct StepTiming {
 
 struct StepStats {
   int64_t step = 0;         // 1-based: the step just taken (an fp16 step skipped for overflow counts)
-  double loss = 0;          // mean over the global batch
+  double loss = 0;          // mean over the global batch: lm_loss + aux_loss, the objective
+  double lm_loss = 0;       // the language model's cross-entropy, mean over the global batch
+  double aux_loss = 0;      // mixture of experts: the load-balancing loss, summed over the MoE layers,
+                            // mean over the micro-batches (docs/engine.md); 0 without experts
   double lr = 0;
   double grad_norm = 0;     // before clipping
   double step_ms = 0;
@@ -122,6 +132,14 @@ struct StepStats {
   // was skipped (a non-finite gradient: no update, grad_norm reported as 0). 0 and false otherwise.
   double loss_scale = 0;
   bool skipped = false;
+  // Mixture of experts, over the whole step and every rank (each MoE layer's counts summed over
+  // the ranks that route different tokens, dp x cp): per MoE layer of the model (moe_layers, the
+  // layer indices, ascending), the (token, expert) assignments the router made to each of its E
+  // experts, before capacity; and the assignments dropped for capacity over all of them. Empty
+  // and 0 without experts.
+  std::vector<int> moe_layers;
+  std::vector<std::vector<int64_t>> moe_load;
+  int64_t moe_dropped = 0;
 };
 
 class Trainer {
@@ -170,6 +188,7 @@ class Trainer {
   Status exchange_and_update_untimed(double local_loss, StepStats& stats);
   Status sharded_update(double local_loss, StepStats& stats);  // zero 2 and 3
   Status norm_and_step(double local_loss, StepStats& stats, float* params, const float* grads);
+  Status reduce_expert_grads();  // over the expert-data-parallel group, averaged as the dense ones
   bool params_sharded() const;           // zero 3: the parameters live in shards_
   Status put_params(const float* full);  // num_params() floats into the stage or the shards
   Status run_schedule(double& local_loss);
@@ -183,6 +202,7 @@ class Trainer {
   int grad_size_ = 1, grad_rank_ = 0;  // the gradient group (dp x cp): size and this rank's place
   std::vector<LayerRange> chunks_;   // every chunk of the model
   std::vector<int> replica0_ranks_;  // rank of (dp 0, tp, pp) at pp * tp_size + tp
+  std::vector<int> expert_replica0_;  // RankLayout::expert_replica0_ranks
   TrainerGroups groups_;  // the timed wrappers below where timing is recorded
   std::vector<std::unique_ptr<TimedGroup>> timed_;  // tp, pp, dp, embedding, world
   bool record_timing_ = true;
@@ -200,6 +220,16 @@ class Trainer {
   std::vector<float> staging_;      // host copy for a collective over device memory
   std::unique_ptr<GradReducer> reducer_;  // overlapped DP buckets (see grad_reducer())
   std::unique_ptr<ZeroShards> shards_;    // zero 2 and 3 with a gradient group of 2 or more
+  // Mixture of experts: the expert buffer's AdamW moments (whole, every rank its experts: ZeRO does
+  // not shard them), its update and norm segments, and the step's aux loss and load counts.
+  Buffer<float> expert_avg_, expert_avg_sq_;
+  SegmentTable expert_update_segments_, expert_norm_segments_;
+  CommGroup* expert_dp_ = nullptr;  // expert gradients' group; null: none (a group of one)
+  int ep_ = 1, ep_rank_ = 0;
+  double local_aux_ = 0;
+  std::vector<int> moe_layers_;  // every MoE layer of the model
+  GptStage::MoeStats step_moe_;  // this rank's, of the step under way
+
   int64_t step_ = 0;
   double tokens_ = 0;
   size_t schedule_buffer_peak_ = 0;  // bytes, this step: see StepStats::mem_bytes

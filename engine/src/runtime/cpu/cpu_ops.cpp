@@ -159,6 +159,13 @@ class CpuOps final : public Ops {
     cpu::swiglu_backward(d, widened(inp, 2 * n), dy, N, F);
     settle(dinp, d, 2 * n);
   }
+  void gather_rows(float* out, const float* inp, const int32_t* index, const float* weight, int R, int C) const override {
+    cpu::gather_rows(out, inp, index, weight, R, C);
+  }
+  void scatter_add_rows(float* out, const float* inp, const int32_t* index, const float* weight, int N, int K, int C) const override {
+    cpu::scatter_add_rows(out, inp, index, weight, N, K, C);
+  }
+  void row_dot(float* out, const float* a, const float* b, int R, int C) const override { cpu::row_dot(out, a, b, R, C); }
   void gelu_forward(ActOut out, ActIn inp, size_t N) const override {
     float* o = staged(out, N);
     cpu::gelu_forward(o, widened(inp, N), N);
