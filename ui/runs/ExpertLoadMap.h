@@ -12,7 +12,8 @@
 //                                             row k is MoE layer k of the model)
 //   "moe_dropped": n                          tokens over capacity this step (optional)
 // Every rank's counts are summed: the ranks of a stage route different tokens (data, context,
-// sequence parallel) to the same experts. A row whose width differs from the layer's first one,
+// sequence parallel) to the same experts. (Stagecraft's workers sum them themselves and report
+// the whole model's from rank 0 alone.) A row whose width differs from the layer's first one,
 // or a value that is not a count, is skipped (written by another version). It is not a view of
 // the plan: a dense run, or a worker that does not count, leaves it empty with a line saying so.
 #pragma once
