@@ -1010,6 +1010,10 @@ class TestFrameworks : public QObject {
     QTest::newRow("torchtitan: ep over replicated dp") << "qwen3-30b-a3b-2x8.yaml" << QStringList{"parallel.ep=8", "parallel.zero=0"} << "torchtitan"
         << "parallel.ep=8: torchtitan folds the experts over dp_shard x cp x tp, and with parallel.zero=0 its data parallelism is replicated "
            "(dp_shard 1): ep must divide tp x cp = 4";
+    QTest::newRow("Megatron-LM: ep with tp needs sequence parallelism") << "qwen3-30b-a3b-2x8.yaml"
+        << QStringList{"parallel.sequence_parallel=false"} << "megatron"
+        << "parallel.sequence_parallel=false: Megatron-Core requires sequence parallelism with expert and tensor parallelism (ep=4, tp=4); "
+           "set parallel.sequence_parallel=true to export to Megatron-LM";
     QTest::newRow("Paddle: no expert axis") << "qwen3-30b-a3b-2x8.yaml" << QStringList{} << "paddle"
         << "model.moe.experts=128: PaddlePaddle's hybrid strategy as this export writes it (dp, mp, pp, sharding) has no expert parallel axis; "
            "export to megatron, deepspeed or torchtitan";

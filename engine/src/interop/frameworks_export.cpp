@@ -486,6 +486,13 @@ Result<Exported> export_megatron(Ctx& x) {
     return refuse("parallel.tp_mode", std::string(to_string(c.parallel.tp_mode)),
                   "Megatron-LM has only 1D tensor parallelism; set parallel.tp_mode=1d to export to Megatron-LM");
   }
+  // Megatron-Core's TransformerConfig raises "When using expert parallelism and tensor
+  // parallelism, sequence parallelism must be used".
+  if (c.model.moe.enabled() && c.parallel.ep > 1 && x.tp > 1 && !c.parallel.sequence_parallel) {
+    return refuse("parallel.sequence_parallel", "false",
+                  "Megatron-Core requires sequence parallelism with expert and tensor parallelism (ep=" + std::to_string(c.parallel.ep) +
+                      ", tp=" + std::to_string(x.tp) + "); set parallel.sequence_parallel=true to export to Megatron-LM");
+  }
   const auto order = framework_order(Framework::kMegatron, c);
   if (auto n = order_note(c, Framework::kMegatron, order); !n.empty()) x.notes.push_back(n);
   if (c.parallel.sequence_parallel && x.tp == 1) x.notes.push_back("sequence parallelism needs tp > 1; --sequence-parallel is left out");
