@@ -14,13 +14,14 @@ namespace stagecraft::cli {
 int cmd_scale(const std::vector<std::string>& argv) {
   ArgSpec spec;
   spec.flags = {"--json", "--csv", "--plausible"};
-  spec.options = {"--max-nodes", "--tokens", "--cp", "--max-zero"};
+  spec.options = {"--max-nodes", "--tokens", "--cp", "--ep", "--expert-tp", "--max-zero"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "scale");
   if (!args.ok()) return report(args.status());
   if (args->positionals.size() != 1) {
     return report(Status::invalid_input(
-        "scale: expected one CONFIG file (usage: stagecraft-cli scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--max-zero N] [--plausible] [--json|--csv])"));
+        "scale: expected one CONFIG file (usage: stagecraft-cli scale CONFIG [key=value ...] [--max-nodes N] [--tokens N] [--cp N] [--ep N] "
+        "[--expert-tp N] [--max-zero N] [--plausible] [--json|--csv])"));
   }
   if (args->has("--json") && args->has("--csv")) return report(Status::invalid_input("scale: --json and --csv: choose one"));
   plan::ScaleOptions options;
@@ -38,8 +39,11 @@ int cmd_scale(const std::vector<std::string>& argv) {
       return report(Status::invalid_input("scale: --tokens " + *t + ": expected a positive number of tokens, e.g. 300e9"));
     }
   }
-  // Every size's layouts with a fixed context-parallel size, or ZeRO stages up to one.
+  // Every size's layouts with a fixed context- or expert-parallel size, the experts' tensor
+  // parallelism, or ZeRO stages up to one.
   for (auto [name, lo, hi, field] : {std::tuple{"--cp", 1, 1 << 20, &options.search.constraints.cp},
+                                     std::tuple{"--ep", 1, 1 << 20, &options.search.constraints.ep},
+                                     std::tuple{"--expert-tp", 1, 1 << 20, &options.search.expert_tp},
                                      std::tuple{"--max-zero", 0, 3, &options.search.constraints.max_zero}}) {
     if (auto n = args->option(name)) {
       int v = 0;

@@ -15,7 +15,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stagecraft-cli search CONFIG [key=value ...] [--top N] [--all] [--tp N] [--pp N] [--tp-in-node] "
-    "[--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--cp N] [--max-micro-batch N] [--plausible] [--json]";
+    "[--schedules LIST] [--recompute LIST] [--no-zero] [--max-zero N] [--cp N] [--ep N] [--expert-tp N] [--max-micro-batch N] "
+    "[--plausible] [--json]";
 
 // A whole number from `lo` to `hi` given to `option`.
 Result<int> whole(const std::string& option, const std::string& text, int lo, int hi) {
@@ -50,7 +51,7 @@ Result<std::vector<T>> name_list(const std::string& option, const std::string& t
 int cmd_search(const std::vector<std::string>& argv) {
   ArgSpec spec;
   spec.flags = {"--json", "--all", "--tp-in-node", "--no-zero", "--plausible"};
-  spec.options = {"--top", "--tp", "--pp", "--cp", "--max-zero", "--schedules", "--recompute", "--max-micro-batch"};
+  spec.options = {"--top", "--tp", "--pp", "--cp", "--ep", "--expert-tp", "--max-zero", "--schedules", "--recompute", "--max-micro-batch"};
   spec.overrides = true;
   auto args = parse_args(argv, spec, "search");
   if (!args.ok()) return report(args.status());
@@ -64,8 +65,10 @@ int cmd_search(const std::vector<std::string>& argv) {
     if (!n.ok()) return report(n.status());
     options.top = n.value();
   }
-  for (auto [name, field] : {std::pair{"--tp", &k.tp}, std::pair{"--pp", &k.pp}, std::pair{"--cp", &k.cp},
-                            std::pair{"--max-micro-batch", &k.max_micro_batch}}) {
+  // --ep fixes the expert-parallel size (a constraint); --expert-tp sets the experts' own tensor
+  // parallelism for every layout (plan::SearchOptions::expert_tp).
+  for (auto [name, field] : {std::pair{"--tp", &k.tp}, std::pair{"--pp", &k.pp}, std::pair{"--cp", &k.cp}, std::pair{"--ep", &k.ep},
+                            std::pair{"--expert-tp", &options.expert_tp}, std::pair{"--max-micro-batch", &k.max_micro_batch}}) {
     if (auto v = args->option(name)) {
       auto n = whole(name, *v, 1, 1 << 20);
       if (!n.ok()) return report(n.status());

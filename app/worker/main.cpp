@@ -189,9 +189,13 @@ int run() {
     if (!st->moe_layers.empty()) {  // a mixture of experts: both losses, and the experts' load
       step.lm_loss = st->lm_loss;
       step.aux_loss = st->aux_loss;
-      step.moe_layers = st->moe_layers;
-      step.moe_load = st->moe_load;
-      step.moe_dropped = st->moe_dropped;
+      // The load is the world's (summed over the ranks that route) on every rank: rank 0 reports
+      // it, so that a reader summing the ranks' counts (the Runs view's Experts tab) counts each once.
+      if (r == 0) {
+        step.moe_layers = st->moe_layers;
+        step.moe_load = st->moe_load;
+        step.moe_dropped = st->moe_dropped;
+      }
     }
     emit(step);
     emit(timing_event(st.value(), cfg->train.steps));

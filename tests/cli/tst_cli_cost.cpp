@@ -224,6 +224,88 @@ class TestCliCost : public QObject {
     QVERIFY2(badScale.err.contains("scale: --cp 0: expected a whole number from 1"), qPrintable(badScale.err));
   }
 
+  // Expert parallelism: --ep fixes it in search and in every size of scale, --expert-tp splits
+  // the experts, each layout names its ep (text, JSON, overrides); a bad size is one line.
+  void searchAndScaleOverExperts() {
+    const Run j = cli({"search", config("mixtral-8x7b-8x8.yaml"), "--top", "10", "--ep", "8", "--json"});
+    QCOMPARE(j.code, 0);
+    const auto plans = json(j.out).object()["plans"].toArray();
+    QCOMPARE(plans.size(), 10);
+    for (const auto& v : plans) {
+      const auto p = v.toObject();
+      QCOMPARE(p["ep"].toInt(), 8);
+      QCOMPARE(p["expert_tp"].toInt(), 1);
+      QVERIFY(p["layout"].toString().contains(" ep=8 "));
+      QVERIFY(p["overrides"].toArray().contains(QJsonValue("parallel.ep=8")));
+      QVERIFY(p["estimate"].toObject()["breakdown"].toObject()["moe_a2a_s"].toDouble() > 0);
+    }
+    const Run text = cli({"search", config("mixtral-8x7b-8x8.yaml"), "--top", "3", "--ep", "4", "--expert-tp", "2"});
+    QCOMPARE(text.code, 0);
+    QVERIFY2(text.out.contains(" ep=4 etp=2 "), qPrintable(text.out));
+    // Unconstrained, several expert-parallel sizes are ranked.
+    const Run any = cli({"search", config("mixtral-8x7b-8x8.yaml"), "--top", "100000", "--json"});
+    QCOMPARE(any.code, 0);
+    QSet<int> eps;
+    for (const auto& v : json(any.out).object()["plans"].toArray()) eps.insert(v.toObject()["ep"].toInt());
+    QVERIFY2(eps.contains(1) && eps.contains(8) && eps.size() >= 3, qPrintable(QString::number(eps.size())));
+    const Run s = cli({"scale", config("mixtral-8x7b-8x8.yaml"), "--ep", "8", "--json"});
+    QCOMPARE(s.code, 0);
+    int found = 0;
+    for (const auto& v : json(s.out).object()["points"].toArray()) {
+      const auto p = v.toObject();
+      if (!p["found"].toBool()) continue;
+      ++found;
+      QVERIFY2(p["layout"].toString().contains(" ep=8 "), qPrintable(p["layout"].toString()));
+      QVERIFY(p["overrides"].toArray().contains(QJsonValue("parallel.ep=8")));
+    }
+    QVERIFY(found >= 2);
+    const Run bad = cli({"search", config("mixtral-8x7b-8x8.yaml"), "--ep", "3"});
+    QCOMPARE(bad.code, 2);
+    QCOMPARE(bad.err.count('\n'), 1);
+    QVERIFY2(bad.err.contains("--ep 3 does not divide model.moe.experts=8"), qPrintable(bad.err));
+    const Run badScale = cli({"scale", config("mixtral-8x7b-8x8.yaml"), "--ep", "3"});
+    QCOMPARE(badScale.code, 2);
+    QVERIFY2(badScale.err.contains("--ep 3 does not divide model.moe.experts=8"), qPrintable(badScale.err));
+    const Run badEtp = cli({"search", config("qwen3-30b-a3b-2x8.yaml"), "--expert-tp", "5"});
+    QCOMPARE(badEtp.code, 2);
+    QVERIFY2(badEtp.err.contains("--expert-tp 5 does not divide model.moe.ffn_hidden=768"), qPrintable(badEtp.err));
+    const Run dense = cli({"search", config("bert-large-3d.yaml"), "--ep", "2"});
+    QCOMPARE(dense.code, 2);
+    QVERIFY2(dense.err.contains("model.moe.experts is 0"), qPrintable(dense.err));
+    const Run zero = cli({"search", config("mixtral-8x7b-8x8.yaml"), "--ep", "0"});
+    QCOMPARE(zero.code, 2);
+    QVERIFY2(zero.err.contains("--ep 0: expected a whole number from 1"), qPrintable(zero.err));
+  }
+
+  // plan reports expert parallelism's parts: the all-to-all in the step (text and JSON), the
+  // experts' share of DP, and the memory of the experts a rank holds.
+  void planReportsExpertParallelism() {
+    const Run text = cli({"plan", config("mixtral-8x7b-8x8.yaml")});
+    QCOMPARE(text.code, 0);
+    QVERIFY2(text.out.contains(" + EP all-to-all "), qPrintable(text.out));
+    QVERIFY2(text.out.contains("1 of 8 per MoE layer (ep=8)"), qPrintable(text.out));
+    const Run r = cli({"plan", config("mixtral-8x7b-8x8.yaml"), "--json"});
+    QCOMPARE(r.code, 0);
+    const auto est = json(r.out).object()["estimate"].toObject();
+    const auto b = est["breakdown"].toObject();
+    QVERIFY(b["moe_a2a_s"].toDouble() > 0);
+    QVERIFY(b["expert_dp_comm_s"].toDouble() > 0 && b["expert_dp_comm_s"].toDouble() <= b["dp_comm_s"].toDouble());
+    QCOMPARE(est["moe_imbalance"].toDouble(), 1.0);
+    for (const auto& m : est["memory"].toArray()) {
+      const auto o = m.toObject();
+      for (const char* key : {"expert_params", "expert_weights", "expert_grads", "expert_optimizer", "moe_activations", "moe_dispatch"}) {
+        QVERIFY2(o.contains(key), key);
+      }
+      QVERIFY(o["expert_weights"].toDouble() > 0 && o["expert_weights"].toDouble() < o["weights"].toDouble());
+      QVERIFY(o["moe_dispatch"].toDouble() < o["activations"].toDouble());
+    }
+    // A dense model's estimate has the part at 0 and no expert fields.
+    const auto dense = json(cli({"plan", config("bert-large-3d.yaml"), "--json"}).out).object()["estimate"].toObject();
+    QCOMPARE(dense["breakdown"].toObject()["moe_a2a_s"].toDouble(), 0.0);
+    QVERIFY(!dense["memory"].toArray()[0].toObject().contains("expert_params"));
+    QVERIFY(!cli({"plan", config("bert-large-3d.yaml")}).out.contains("EP all-to-all"));
+  }
+
   // A base whose own layout is invalid is fine: search chooses the layout.
   void searchAcceptsAnyBaseLayout() {
     const Run r = cli({"search", config("bert-large-3d.yaml"), "parallel.tp=3", "--top", "1"});

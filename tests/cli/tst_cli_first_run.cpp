@@ -33,6 +33,7 @@ struct Step {
 struct Events {
   std::map<int, Step> steps;
   std::map<int, double> mem_bytes;  // rank -> largest reported
+  int load_elsewhere = 0;           // step events of other ranks carrying moe_load (none: rank 0 reports the world's)
 };
 
 Events events(const QString& jsonl) {
@@ -43,6 +44,7 @@ Events events(const QString& jsonl) {
     const int rank = o["rank"].toInt();
     double& mem = e.mem_bytes[rank];
     mem = std::max(mem, o["mem_bytes"].toDouble());
+    if (rank != 0 && o.contains("moe_load")) ++e.load_elsewhere;
     if (rank == 0) {
       e.steps[o["step"].toInt()] = {o["loss"].toDouble(), o["grad_norm"].toDouble(), o["lr"].toDouble(), o["lm_loss"].toDouble(),
                                     o["aux_loss"].toDouble(), o["moe_layers"].toArray(), o["moe_load"].toArray()};
@@ -98,7 +100,9 @@ class TestCliFirstRun : public QObject {
     QVERIFY2(last10 < 2.6, qPrintable(QString::number(last10)));
     if (example != kMoe) return;
     // The mixture's step events: loss = LM + aux, the aux of 4 layers near its balanced 4 x 0.01,
-    // and every layer's load: 16 samples x 64 tokens x top 2 assignments, over all 8 experts.
+    // and every layer's load: 16 samples x 64 tokens x top 2 assignments, over all 8 experts, on
+    // rank 0's events only.
+    QCOMPARE(e.load_elsewhere, 0);
     for (const auto& [step, s] : e.steps) {
       QVERIFY2(std::abs(s.lm_loss + s.aux_loss - s.loss) < 1e-9, qPrintable(QString("step %1").arg(step)));
       QVERIFY2(s.aux_loss > 0.035 && s.aux_loss < 0.06, qPrintable(QString("step %1: aux %2").arg(step).arg(s.aux_loss)));

@@ -42,8 +42,29 @@ plan::MeasuredStep measured_by(const plan::EstimateInput& in, const config::Cost
   m.dp_s = b.dp_comm_s;
   m.optimizer_s = b.optimizer_s;
   m.overhead_s = b.overhead_s;
+  m.moe_a2a_s = b.moe_a2a_s;  // timed apart
   m.tokens_per_s = e.tokens_per_s;
   return m;
+}
+
+// Mixtures of experts on one node of 8 H100s with expert parallelism, as gpu_samples(): one layout
+// with every EP group at 8, one at 4.
+std::vector<plan::CalibrationSample> moe_samples(const config::CostCalibration& truth) {
+  const char* layouts[] = {"parallel: {dp: 8, tp: 1, pp: 1, ep: 8}\n", "parallel: {dp: 4, tp: 2, pp: 1, ep: 4, sequence_parallel: true}\n"};
+  std::vector<plan::CalibrationSample> out;
+  for (const char* layout : layouts) {
+    const auto p = make(parse(std::string("cluster: {nodes: 1, gpus_per_node: 8, device: H100-SXM}\n"
+                                          "model: {arch: llama, layers: 8, hidden: 2048, heads: 16, kv_heads: 4, ffn_hidden: 5632, seq_len: 4096,\n"
+                                          "        vocab: 32000, tied_embeddings: false, moe: {experts: 8, top_k: 2}}\n"
+                                          "train: {global_batch: 32, micro_batch: 1, precision: bf16, attention: flash}\n") +
+                              layout));
+    plan::CalibrationSample s;
+    s.label = layout;
+    s.input = plan::estimate_input(p);
+    s.measured = measured_by(s.input, truth);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 // GPT layouts on H100s that between them exercise every constant the fit moves: wide and narrow
@@ -411,6 +432,68 @@ class TestCalibrate : public QObject {
              qPrintable(QString::number(all->calibration.tp_link_efficiency)));
   }
 
+  // The experts' load imbalance is a constant like the others: runs without expert parallelism
+  // say nothing about it, so it keeps its value (the previous profile's), named among what the
+  // runs could not tell; runs with it fit it.
+  void moeImbalanceKeptWithoutExpertRuns() {
+    config::CostCalibration start;
+    start.moe_imbalance = 1.3;
+    config::CostCalibration truth;
+    truth.gemm_efficiency = 0.6;
+    auto fit = plan::calibrate(gpu_samples(truth), start);
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    QCOMPARE(fit->calibration.moe_imbalance, 1.3);
+    const std::string why = "no run with expert parallelism: the experts' load imbalance kept";
+    QVERIFY(std::find(fit->kept.begin(), fit->kept.end(), why) != fit->kept.end());
+    bool listed = false;
+    for (const auto& c : fit->constants) {
+      if (c.key != "moe_imbalance") continue;
+      listed = true;
+      QVERIFY(!c.informed);
+      QCOMPARE(c.sensitivity, 0.0);
+      QCOMPARE(c.why_kept, why);
+    }
+    QVERIFY(listed);
+  }
+  void moeImbalanceFittedFromExpertRuns() {
+    config::CostCalibration truth;
+    truth.gemm_efficiency = 0.6;
+    truth.moe_imbalance = 1.4;
+    auto samples = gpu_samples(truth);
+    for (auto& s : moe_samples(truth)) samples.push_back(std::move(s));
+    auto fit = plan::calibrate(samples, config::CostCalibration{});
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    QVERIFY(std::find(fit->fitted.begin(), fit->fitted.end(), "moe_imbalance") != fit->fitted.end());
+    QVERIFY2(std::fabs(fit->calibration.moe_imbalance - 1.4) <= 0.05 * 1.4, qPrintable(QString::number(fit->calibration.moe_imbalance)));
+    // A run whose worker did not time the all-to-alls apart has them in its forwards and
+    // backwards: compared with the predicted compute plus all-to-all, and no all-to-all row.
+    auto moe = moe_samples(truth).front();
+    const plan::Estimate e = [&] {
+      plan::EstimateInput in = moe.input;
+      in.device.calibration = truth;
+      return plan::estimate(in);
+    }();
+    QVERIFY(e.breakdown.moe_a2a_s > 0);
+    auto row = [](const std::vector<plan::ComparisonRow>& rows, const std::string& part) {
+      for (const auto& r : rows) {
+        if (r.part == part) return r;
+      }
+      return plan::ComparisonRow{"none", -1, -1, 0, true};
+    };
+    const auto apart = plan::compare(e, moe.measured);
+    QCOMPARE(row(apart, "EP all-to-all").predicted, e.breakdown.moe_a2a_s);
+    QCOMPARE(row(apart, "compute").predicted, e.breakdown.compute_s);
+    moe.measured.compute_s += moe.measured.moe_a2a_s;
+    moe.measured.moe_a2a_s = 0;
+    const auto inside = plan::compare(e, moe.measured);
+    QCOMPARE(row(inside, "EP all-to-all").part, std::string("none"));
+    QCOMPARE(row(inside, "compute").predicted, e.breakdown.compute_s + e.breakdown.moe_a2a_s);
+    QVERIFY(std::fabs(row(inside, "compute").error) < 1e-12);
+    // A dense run's comparison has no all-to-all row either.
+    const auto dense = gpu_samples(truth).front();
+    QCOMPARE(row(plan::compare(plan::estimate(dense.input), dense.measured), "EP all-to-all").part, std::string("none"));
+  }
+
   void calibrationRefusesRunsWithoutAStepTime() {
     plan::CalibrationSample s;
     s.label = "run 9";
@@ -456,6 +539,7 @@ class TestCalibrate : public QObject {
     QTest::newRow("not a number") << "base: cpu\ncalibration: {kernel_s: fast}\n" << "calibration.kernel_s: expected a number, got fast";
     QTest::newRow("efficiency out of range") << "base: cpu\ncalibration: {memory_efficiency: 9}\n" << "out of range (an efficiency in (0, 4])";
     QTest::newRow("negative time") << "base: cpu\ncalibration: {step_overhead_s: -1}\n" << "out of range (at least 0)";
+    QTest::newRow("imbalance below 1") << "base: cpu\ncalibration: {moe_imbalance: 0.8}\n" << "out of range (at least 1)";
     QTest::newRow("no base") << "calibration: {kernel_s: 1e-6}\n" << "base is missing";
     QTest::newRow("unknown base") << "base: Z80\n" << "base=Z80: not a built-in device";
     QTest::newRow("unknown key") << "base: cpu\nfitted: yes\n" << "fitted: unknown key";

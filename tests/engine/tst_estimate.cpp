@@ -2,6 +2,7 @@
 // predictions against published training runs.
 #include "plan_test_support.h"
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/config/device.h"
 #include "stagecraft/model/model.h"
 #include "stagecraft/plan/estimate.h"
 #include "stagecraft/plan/plan.h"
@@ -20,6 +21,21 @@ using testing::parse;
 // GPT-3 175B shape (Brown et al. 2020): 96 layers, h 12288, 96 heads, s 2048.
 const char* kGpt175 =
     "model: {layers: 96, hidden: 12288, heads: 96, seq_len: 2048, vocab: 51200}\n";
+
+// A small mixture of experts on one node of 8 H100s: 4 MoE layers of 8 experts (FFN 2816), top 2;
+// one micro-batch of 2048 tokens per rank (dp 8, m 1).
+const char* kSmallMoe =
+    "model: {arch: llama, layers: 4, hidden: 1024, heads: 16, kv_heads: 4, ffn_hidden: 2816, seq_len: 2048, vocab: 32000,\n"
+    "        tied_embeddings: false, moe: {experts: 8, top_k: 2}}\n"
+    "cluster: {nodes: 1, gpus_per_node: 8, device: H100-SXM}\n"
+    "train: {global_batch: 8, micro_batch: 1, precision: bf16, attention: flash}\n";
+
+// The estimate of a plan with the device's experts' load imbalance set to `u`.
+plan::Estimate with_imbalance(const plan::Plan& p, double u) {
+  plan::EstimateInput in = plan::estimate_input(p);
+  in.device.calibration.moe_imbalance = u;
+  return plan::estimate(in);
+}
 
 }  // namespace
 
@@ -471,6 +487,173 @@ class TestEstimate : public QObject {
     cpu_off.push_back("parallel.overlap_grad_reduce=false");
     QVERIFY(dp(cpu) > 0);
     QCOMPARE(dp(cpu), dp(cpu_off));
+  }
+
+  // ---- Mixture of experts ----
+
+  // Each ep rank holds E / ep experts: a rank's routed-expert parameters are the layers' experts
+  // over ep, exactly, whatever tp (routed experts are not split by tp); its dense part stays.
+  void expertMemoryFallsAsOneOverEp_data() {
+    QTest::addColumn<int>("tp");
+    QTest::newRow("tp 1") << 1;
+    QTest::newRow("tp 2") << 2;
+  }
+  void expertMemoryFallsAsOneOverEp() {
+    QFETCH(int, tp);
+    const double experts_per_layer = 8 * 3.0 * 2816 * 1024;  // E x (gate, up, down) x FE x C
+    double dense = -1;
+    for (int ep : {1, 2, 4, 8}) {
+      if (ep * tp > 8) continue;
+      const auto p = make(parse(kSmallMoe, {"parallel.tp=" + std::to_string(tp), "parallel.ep=" + std::to_string(ep)}));
+      const auto& r = p.estimate.memory.at(0);
+      QCOMPARE(r.expert_params, 4 * experts_per_layer / ep);
+      QCOMPARE(r.expert_weights, r.expert_params * 2);  // bf16, no ZeRO
+      QCOMPARE(r.expert_optimizer, r.expert_params * 12);
+      if (dense < 0) dense = r.params - r.expert_params;
+      QCOMPARE(r.params - r.expert_params, dense);
+      QVERIFY(p.estimate.experts);
+    }
+  }
+
+  // The dispatch and combine all-to-alls by hand: ep 4 within one node, each rank's 2048 tokens x
+  // top 2 x 1024 x 2 bytes, 3/4 of them leaving over NVLink (450 GB/s x 0.8), plus 3 steps of
+  // latency; two in the forward and two in the backward, 4 MoE layers, one micro-batch.
+  void allToAllBytesByHand() {
+    const auto p = make(parse(kSmallMoe, {"parallel.ep=4"}));
+    const double bytes = 2048.0 * 2 * 1024 * 2;
+    const double one = 0.75 * bytes / (3600 / 8.0 * 1e9 * 0.80) + 3 * 8e-6;
+    const double want = 4 /*layers*/ * 4 /*all-to-alls*/ * one;
+    QVERIFY2(std::abs(p.estimate.breakdown.moe_a2a_s - want) < 1e-9 * want,
+             qPrintable(QString("%1 vs %2").arg(p.estimate.breakdown.moe_a2a_s).arg(want)));
+    // ep 1: no exchange; a dense model: none either.
+    QCOMPARE(make(parse(kSmallMoe, {"parallel.ep=1"})).estimate.breakdown.moe_a2a_s, 0.0);
+    // Full recompute repeats the forward's two.
+    const auto full = make(parse(kSmallMoe, {"parallel.ep=4", "train.recompute=full"}));
+    QVERIFY(std::abs(full.estimate.breakdown.moe_a2a_s - 1.5 * want) < 1e-9 * want);
+    // The step adds it.
+    const auto& b = p.estimate.breakdown;
+    QVERIFY(std::abs(p.estimate.step_time_s - (b.compute_s + b.recompute_s + b.tp_comm_s + b.cp_comm_s + b.moe_a2a_s + b.pp_comm_s +
+                                               b.dp_comm_s + b.bubble_s + b.optimizer_s + b.overhead_s)) < 1e-12);
+  }
+
+  // An EP group across nodes sends its all-to-alls over the network: slower than the same group
+  // size within a node, and the plan says so. 16 GPUs, ep 2: the default order keeps EP pairs on a
+  // node; tp-dp-cp-pp puts ep (in cp's place) outside expert-dp, 8 ranks apart.
+  void allToAllAcrossNodesIsSlower() {
+    const std::vector<std::string> two_nodes = {"cluster.nodes=2", "train.global_batch=16", "parallel.ep=2"};
+    const auto within = make(parse(kSmallMoe, two_nodes));
+    auto across_overrides = two_nodes;
+    across_overrides.push_back("parallel.order=tp-dp-cp-pp");
+    const auto across = make(parse(kSmallMoe, across_overrides));
+    QCOMPARE(plan::estimate_input(within).ep_nodes, 1);
+    QCOMPARE(plan::estimate_input(across).ep_nodes, 2);
+    QVERIFY2(across.estimate.breakdown.moe_a2a_s > 3 * within.estimate.breakdown.moe_a2a_s,
+             qPrintable(QString("%1 vs %2").arg(across.estimate.breakdown.moe_a2a_s).arg(within.estimate.breakdown.moe_a2a_s)));
+    QCOMPARE(across.estimate.breakdown.compute_s, within.estimate.breakdown.compute_s);
+    auto warned = [](const plan::Plan& p) {
+      for (const auto& w : p.warnings) {
+        if (w.find("EP groups span 2 nodes") != std::string::npos) return true;
+      }
+      return false;
+    };
+    QVERIFY(warned(across));
+    QVERIFY(!warned(within));
+  }
+
+  // The busiest ep rank's load u (CostCalibration::moe_imbalance) scales its experts' GEMMs and
+  // its all-to-all's transfer, linearly at these sizes; the model FLOPs stay; ep 1 ignores it (each
+  // rank computes its own tokens' copies) and a capacity factor caps it.
+  void imbalanceScalesTheExpertGemms() {
+    const auto p = make(parse(kSmallMoe, {"parallel.ep=8"}));
+    const auto e1 = with_imbalance(p, 1.0), e2 = with_imbalance(p, 2.0), e3 = with_imbalance(p, 3.0);
+    QCOMPARE(e1.breakdown.compute_s, p.estimate.breakdown.compute_s);  // the default is balanced
+    QCOMPARE(e2.moe_imbalance, 2.0);
+    const double step1 = e2.breakdown.compute_s - e1.breakdown.compute_s, step2 = e3.breakdown.compute_s - e2.breakdown.compute_s;
+    QVERIFY(step1 > 0.1 * e1.breakdown.compute_s);
+    QVERIFY2(std::abs(step2 / step1 - 1) < 0.03, qPrintable(QString("%1 then %2").arg(step1).arg(step2)));
+    QCOMPARE(e2.model_flops, e1.model_flops);
+    // The all-to-all's transfer (its latency apart: 7 steps of 8 us each, 16 all-to-alls) doubles.
+    const double latency = 16 * 7 * 8e-6;
+    QVERIFY(std::abs((e2.breakdown.moe_a2a_s - latency) / (e1.breakdown.moe_a2a_s - latency) - 2) < 1e-9);
+    QVERIFY(e2.memory[0].moe_activations > e1.memory[0].moe_activations);
+    const auto one = make(parse(kSmallMoe, {"parallel.ep=1"}));
+    QCOMPARE(with_imbalance(one, 2.0).breakdown.compute_s, one.estimate.breakdown.compute_s);
+    const auto capped = make(parse(kSmallMoe, {"parallel.ep=8", "model.moe.capacity_factor=1.25"}));
+    QCOMPARE(with_imbalance(capped, 2.0).moe_imbalance, 1.25);
+  }
+
+  // ZeRO shards a routed expert's state over its expert-dp group (Megatron's distributed
+  // optimizer), a dense parameter's over dp x cp; the experts' gradients reduce over expert-dp,
+  // which ep 8 on 8 GPUs leaves at 1 (nothing to reduce).
+  void zeroShardsExpertsOverExpertDp_data() {
+    QTest::addColumn<int>("zero");
+    QTest::addColumn<double>("weights");  // bytes per expert parameter at expert-dp 4 (bf16: 2 + 4 + 12)
+    QTest::addColumn<double>("grads");
+    QTest::addColumn<double>("optimizer");
+    QTest::newRow("zero 0") << 0 << 2.0 << 4.0 << 12.0;
+    QTest::newRow("zero 1") << 1 << 2.0 << 4.0 << 12.0 / 4;
+    QTest::newRow("zero 2") << 2 << 2.0 << 4.0 / 4 << 12.0 / 4;
+    QTest::newRow("zero 3") << 3 << 2.0 / 4 << 4.0 / 4 << 12.0 / 4;
+  }
+  void zeroShardsExpertsOverExpertDp() {
+    QFETCH(int, zero);
+    QFETCH(double, weights);
+    QFETCH(double, grads);
+    QFETCH(double, optimizer);
+    const auto p = make(parse(kSmallMoe, {"parallel.ep=2", "parallel.zero=" + std::to_string(zero)}));  // dp 8, expert-dp 4
+    QCOMPARE(p.topology.expert_size(plan::ExpertAxis::kDp), 4);
+    const auto& r = p.estimate.memory.at(0);
+    QCOMPARE(r.expert_weights, r.expert_params * weights);
+    QCOMPARE(r.expert_grads, r.expert_params * grads);
+    QCOMPARE(r.expert_optimizer, r.expert_params * optimizer);
+    // The dense part over dp 8.
+    const double dense = r.params - r.expert_params;
+    QVERIFY(std::abs(r.optimizer - r.expert_optimizer - dense * 12.0 / (zero >= 1 ? 8 : 1)) < 1.0);
+    QVERIFY(p.estimate.breakdown.expert_dp_comm_s > 0);
+    QVERIFY(p.estimate.breakdown.expert_dp_comm_s <= p.estimate.breakdown.dp_comm_s);
+    const auto ep8 = make(parse(kSmallMoe, {"parallel.ep=8", "parallel.zero=" + std::to_string(zero)}));
+    QCOMPARE(ep8.estimate.breakdown.expert_dp_comm_s, 0.0);
+  }
+
+  // The first dense_layers of a mixture cost what a dense model's layers cost.
+  void denseLayersCostAsDense() {
+    const auto moe = parse(kSmallMoe, {"model.moe.dense_layers=1", "parallel.ep=4"});
+    auto dense = parse(kSmallMoe, {"model.moe.experts=0", "parallel.ep=1"});
+    const auto device = *config::find_builtin_device("H100-SXM");
+    const auto a = plan::time_cost_model(moe, device, 1, 1), b = plan::time_cost_model(dense, device, 1, 1);
+    QCOMPARE(a.layer[0], b.layer[0]);
+    QVERIFY(a.layer[1] != b.layer[1]);
+    QCOMPARE(plan::layer_activation_bytes(moe, 1, 0), plan::layer_activation_bytes(dense, 1, 0));
+  }
+
+  // The shipped mixtures plan as their headers say: exact parameter counts, fits an H100 without a
+  // memory warning, expert parallelism on, each EP group within a node.
+  void moeConfigsPlan_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<double>("total");
+    QTest::addColumn<double>("active");
+    QTest::addColumn<int>("ep");
+    QTest::newRow("Mixtral 8x7B") << "mixtral-8x7b-8x8.yaml" << 46702792704.0 << 12879925248.0 << 8;
+    QTest::newRow("Qwen3-30B-A3B") << "qwen3-30b-a3b-2x8.yaml" << 30532122624.0 << 3353032704.0 << 4;
+    QTest::newRow("Qwen3-235B-A22B") << "qwen3-235b-a22b-64x8.yaml" << 235093634560.0 << 22190763520.0 << 8;
+  }
+  void moeConfigsPlan() {
+    QFETCH(QString, file);
+    QFETCH(double, total);
+    QFETCH(double, active);
+    QFETCH(int, ep);
+    auto c = config::load_config_file(std::string(STAGECRAFT_SOURCE_DIR) + "/configs/" + file.toStdString());
+    QVERIFY2(c.ok(), c.status().message().c_str());
+    const auto p = make(c.value());
+    QCOMPARE(p.estimate.params_total, total);
+    QCOMPARE(p.estimate.params_active, active);
+    QCOMPARE(p.config.parallel.ep, ep);
+    QVERIFY(p.estimate.fits);
+    QVERIFY(p.estimate.breakdown.moe_a2a_s > 0);
+    QCOMPARE(plan::estimate_input(p).ep_nodes, 1);
+    for (const auto& w : p.warnings) {
+      QVERIFY2(w.find("exceeds the") == std::string::npos && w.find("EP groups span") == std::string::npos, w.c_str());
+    }
   }
 };
 

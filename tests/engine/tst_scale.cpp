@@ -145,6 +145,31 @@ class TestScale : public QObject {
     QVERIFY2(text.contains("Nothing fits at\n  1 node: search: none of"), qPrintable(text));
   }
 
+  // A mixture of experts: every size ranks expert-parallel sizes too, and --ep fixes them in
+  // each; one that does not divide the experts fails the table in one line.
+  void expertParallelismPerSize() {
+    const std::string moe =
+        "cluster: {nodes: 2, gpus_per_node: 8, device: H100-SXM}\n"
+        "model: {arch: llama, layers: 8, hidden: 2048, heads: 16, kv_heads: 4, ffn_hidden: 5632, seq_len: 4096, vocab: 32000,\n"
+        "        tied_embeddings: false, moe: {experts: 8, top_k: 2}}\n"
+        "train: {global_batch: 64, precision: bf16, attention: flash, steps: 1000}\n";
+    plan::ScaleOptions o;
+    o.search.constraints.ep = 4;
+    auto r = plan::scale(parse(moe), o);
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    QCOMPARE(r->points.size(), size_t{2});
+    for (const auto& p : r->points) {
+      QVERIFY(p.found);
+      QCOMPARE(p.best.config.parallel.ep, 4);
+    }
+    QVERIFY(QString::fromStdString(plan::scale_to_text(r.value())).contains(" ep=4 "));
+    o.search.constraints.ep = 3;
+    auto bad = plan::scale(parse(moe), o);
+    QVERIFY(!bad.ok());
+    QCOMPARE(bad.status().code(), Status::Code::kInvalidInput);
+    QVERIFY2(QString::fromStdString(bad.status().message()).contains("--ep 3 does not divide model.moe.experts=8"), bad.status().message().c_str());
+  }
+
   void failures_data() {
     QTest::addColumn<QString>("yaml");
     QTest::addColumn<int>("max_nodes");

@@ -97,8 +97,9 @@ class TestSearch : public QObject {
     for (const auto& c : r->ranked) QVERIFY(c.config.parallel.tp == 1 || c.config.parallel.tp == 3);
   }
 
-  // A mixture's expert width is split by tp too: 8 heads and ffn 256 allow tp 8, experts of
-  // width 36 only tp 1, 2 and 4; every proposal is a valid config.
+  // A mixture's routed experts are split by expert_tp, not tp: 8 heads and ffn 256 allow tp 8
+  // whatever the experts' width 36; every proposal is a valid config. Expert-parallel sizes range
+  // over the divisors of the 4 experts that fold over a stage's ranks; each layout names its ep.
   void respectsTheExperts() {
     auto base = parse("model: {arch: llama, layers: 4, hidden: 256, heads: 8, ffn_hidden: 256, seq_len: 256,\n"
                       "        moe: {experts: 4, top_k: 2, ffn_hidden: 36}}\n"
@@ -108,10 +109,90 @@ class TestSearch : public QObject {
     auto r = plan::search(base, o);
     QVERIFY2(r.ok(), r.status().message().c_str());
     QVERIFY(!r->ranked.empty());
+    std::set<int> tps, eps;
     for (const auto& c : r->ranked) {
-      QVERIFY2(c.config.parallel.tp != 8, "tp 8 does not divide model.moe.ffn_hidden=36");
+      QVERIFY(config::validate(c.config).empty());
+      tps.insert(c.config.parallel.tp);
+      eps.insert(c.config.parallel.ep);
+      QCOMPARE(c.config.parallel.expert_tp, 1);
+      const int stage = c.config.parallel.tp * c.config.parallel.cp * c.config.parallel.dp;
+      QCOMPARE(stage % c.config.parallel.ep, 0);
+      QVERIFY(plan::layout_string(c.config).find(" ep=" + std::to_string(c.config.parallel.ep) + " ") != std::string::npos);
+    }
+    QVERIFY(tps.count(8));
+    QCOMPARE(eps, (std::set<int>{1, 2, 4}));
+    // expert_tp 2 splits every layout's experts in two; ep x 2 folds.
+    o.expert_tp = 2;
+    auto split = plan::search(base, o);
+    QVERIFY2(split.ok(), split.status().message().c_str());
+    for (const auto& c : split->ranked) {
+      QCOMPARE(c.config.parallel.expert_tp, 2);
+      QVERIFY(plan::layout_string(c.config).find(" etp=2") != std::string::npos);
+      QCOMPARE((c.config.parallel.tp * c.config.parallel.cp * c.config.parallel.dp) % (2 * c.config.parallel.ep), 0);
       QVERIFY(config::validate(c.config).empty());
     }
+  }
+
+  // --ep fixes the expert-parallel size (a constraint: the same as filtering the full ranking);
+  // one that does not divide the experts, an expert_tp that does not divide their width, or
+  // either on a dense model is one line naming the fix.
+  void fixesExpertParallelism() {
+    auto base = parse("model: {arch: llama, layers: 4, hidden: 256, heads: 8, ffn_hidden: 256, seq_len: 256,\n"
+                      "        moe: {experts: 8, top_k: 2, ffn_hidden: 64}}\n"
+                      "cluster: {nodes: 1, gpus_per_node: 8}\ntrain: {global_batch: 16, precision: bf16}\n");
+    plan::SearchOptions all;
+    all.top = 100000;
+    all.constraints.fits_only = false;
+    auto full = plan::search(base, all);
+    QVERIFY2(full.ok(), full.status().message().c_str());
+    plan::SearchOptions four = all;
+    four.constraints.ep = 4;
+    auto fixed = plan::search(base, four);
+    QVERIFY2(fixed.ok(), fixed.status().message().c_str());
+    std::vector<std::string> filtered;
+    for (const auto& c : full->ranked) {
+      if (plan::allows(four.constraints, c)) filtered.push_back(plan::layout_string(c.config));
+    }
+    QCOMPARE(static_cast<int>(filtered.size()), static_cast<int>(fixed->ranked.size()));
+    for (size_t i = 0; i < filtered.size(); ++i) {
+      QCOMPARE(fixed->ranked[i].config.parallel.ep, 4);
+      QCOMPARE(plan::layout_string(fixed->ranked[i].config), filtered[i]);
+    }
+    auto one_line = [](const stagecraft::Status& st, const char* starts) {
+      return st.code() == stagecraft::Status::Code::kInvalidInput && st.message().rfind(starts, 0) == 0 && st.message().find('\n') == std::string::npos;
+    };
+    plan::SearchOptions three = all;
+    three.constraints.ep = 3;
+    auto bad = plan::search(base, three);
+    QVERIFY(!bad.ok());
+    QVERIFY2(one_line(bad.status(), "search: --ep 3 does not divide model.moe.experts=8"), bad.status().message().c_str());
+    plan::SearchOptions etp = all;
+    etp.expert_tp = 3;
+    auto bad_etp = plan::search(base, etp);
+    QVERIFY2(one_line(bad_etp.status(), "search: --expert-tp 3 does not divide model.moe.ffn_hidden=64"), bad_etp.status().message().c_str());
+    auto dense = parse("model: {layers: 4, hidden: 256, heads: 8, seq_len: 256}\ncluster: {nodes: 1, gpus_per_node: 8}\ntrain: {global_batch: 16}\n");
+    plan::SearchOptions two = all;
+    two.constraints.ep = 2;
+    auto bad_dense = plan::search(dense, two);
+    QVERIFY2(one_line(bad_dense.status(), "search: --ep 2 splits the experts"), bad_dense.status().message().c_str());
+    // A dense model's layouts name no ep; its overrides set none.
+    auto dense_r = plan::search(dense, all);
+    QVERIFY2(dense_r.ok(), dense_r.status().message().c_str());
+    QVERIFY(plan::layout_string(dense_r->ranked.front().config).find("ep=") == std::string::npos);
+    for (const auto& o : plan::layout_overrides(dense_r->ranked.front().config)) QVERIFY(o.find("parallel.ep") == std::string::npos);
+    // A mixture's overrides reproduce its ep through the normal loader.
+    const auto& best = fixed->ranked.front().config;
+    auto again = config::parse_config("model: {arch: llama, layers: 4, hidden: 256, heads: 8, ffn_hidden: 256, seq_len: 256,\n"
+                                      "        moe: {experts: 8, top_k: 2, ffn_hidden: 64}}\n"
+                                      "cluster: {nodes: 1, gpus_per_node: 8}\ntrain: {global_batch: 16, precision: bf16}\n",
+                                      "test.yaml", plan::layout_overrides(best));
+    QVERIFY2(again.ok(), again.status().message().c_str());
+    QCOMPARE(again->parallel.ep, 4);
+    // JSON rows carry ep and expert_tp.
+    const Json j = plan::search_to_json(fixed.value());
+    const Json& row = j.find("plans")->as_array().front();
+    QCOMPARE(static_cast<int>(row.find("ep")->as_int()), 4);
+    QCOMPARE(static_cast<int>(row.find("expert_tp")->as_int()), 1);
   }
 
   // The 175B GPT on 1024 x 8 A100s: the winner keeps TP inside a node and uses the pipeline.

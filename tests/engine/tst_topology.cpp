@@ -55,6 +55,42 @@ Topology make(int nodes, int gpus, int dp, int tp, int pp, const QString& order 
   return t.value();
 }
 
+// A spec of the expert tests: 8 GPUs per node, sizes tp, cp, dp, pp and the expert layers' ep, expert_tp.
+TopologySpec expert_spec(int tp, int cp, int dp, int pp, int ep, int etp, const QString& order = "tp-cp-dp-pp") {
+  TopologySpec s;
+  s.gpus_per_node = 8;
+  s.nodes = tp * cp * dp * pp / 8;
+  s.tp = tp;
+  s.cp = cp;
+  s.dp = dp;
+  s.pp = pp;
+  s.experts = true;
+  s.ep = ep;
+  s.expert_tp = etp;
+  s.order = axes(order);
+  return s;
+}
+
+// Groups by brute force: every rank with the ranks `same` pairs it with, each group once, by its
+// lowest rank.
+template <class Same>
+Groups enumerate_groups(int world, Same same) {
+  Groups out;
+  std::vector<bool> placed(static_cast<size_t>(world), false);
+  for (int r = 0; r < world; ++r) {
+    if (placed[static_cast<size_t>(r)]) continue;
+    std::vector<int> g;
+    for (int q = 0; q < world; ++q) {
+      if (same(r, q)) {
+        g.push_back(q);
+        placed[static_cast<size_t>(q)] = true;
+      }
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
 // "[0,1] [2,3]": the groups as the seed documents write them.
 QString fmt(const Groups& gs) {
   QStringList parts;
@@ -590,23 +626,13 @@ class TestTopology : public QObject {
     };
     const std::vector<std::vector<Axis>> families = {{Axis::kTp}, {Axis::kCp}, {Axis::kDp}, {Axis::kPp}, {Axis::kDp, Axis::kCp}, {Axis::kTp, Axis::kCp}};
     for (const auto& fam : families) {
-      Groups expected;
-      std::vector<bool> placed(static_cast<size_t>(world), false);
-      for (int r = 0; r < world; ++r) {
-        if (placed[static_cast<size_t>(r)]) continue;
-        std::vector<int> g;
-        for (int q = 0; q < world; ++q) {
-          bool same = true;
-          for (auto [a, v] : digits(r)) {
-            if (std::find(fam.begin(), fam.end(), a) == fam.end()) same = same && digits(q)[a] == v;
-          }
-          if (same) {
-            g.push_back(q);
-            placed[static_cast<size_t>(q)] = true;
-          }
+      const Groups expected = enumerate_groups(world, [&](int r, int q) {
+        bool same = true;
+        for (auto [a, v] : digits(r)) {
+          if (std::find(fam.begin(), fam.end(), a) == fam.end()) same = same && digits(q)[a] == v;
         }
-        expected.push_back(g);
-      }
+        return same;
+      });
       QCOMPARE(t.groups(fam), expected);
       for (int r = 0; r < world; ++r) {
         const auto g = t.group_of(r, fam);
@@ -631,14 +657,7 @@ class TestTopology : public QObject {
 
   void expertWorkedExample() {
     // The header's example: 16 GPUs, tp = 2, dp = 4, pp = 2, ep = 4, expert_tp = 1.
-    TopologySpec s;
-    s.nodes = 2;
-    s.gpus_per_node = 8;
-    s.tp = 2;
-    s.dp = 4;
-    s.pp = 2;
-    s.ep = 4;
-    auto t = Topology::create(s);
+    auto t = Topology::create(expert_spec(2, 1, 4, 2, 4, 1));
     QVERIFY2(t.ok(), t.status().message().c_str());
     QCOMPARE(t->expert_size(ExpertAxis::kDp), 2);
     QCOMPARE(fmt(t->expert_groups(ExpertAxis::kEp)), QString("[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15]"));
@@ -683,18 +702,7 @@ class TestTopology : public QObject {
     QFETCH(int, etp);
     const int world = tp * cp * dp * pp;
     const int edp = tp * cp * dp / (ep * etp);
-    TopologySpec s;
-    s.nodes = world / 8;
-    s.gpus_per_node = 8;
-    s.tp = tp;
-    s.cp = cp;
-    s.dp = dp;
-    s.pp = pp;
-    s.experts = true;
-    s.ep = ep;
-    s.expert_tp = etp;
-    s.order = axes(order);
-    auto made = Topology::create(s);
+    auto made = Topology::create(expert_spec(tp, cp, dp, pp, ep, etp, order));
     QVERIFY2(made.ok(), made.status().message().c_str());
     const Topology& t = made.value();
     // digit 0 etp, 1 ep, 2 edp, 3 pp
@@ -710,21 +718,11 @@ class TestTopology : public QObject {
     };
     const ExpertAxis eaxes[3] = {ExpertAxis::kTp, ExpertAxis::kEp, ExpertAxis::kDp};
     for (int k = 0; k < 3; ++k) {
-      Groups expected;
-      std::vector<bool> placed(static_cast<size_t>(world), false);
-      for (int r = 0; r < world; ++r) {
-        if (placed[static_cast<size_t>(r)]) continue;
-        std::vector<int> g;
-        for (int q = 0; q < world; ++q) {
-          bool same = true;
-          for (int j = 0; j < 4; ++j) same = same && (j == k || digits(q)[static_cast<size_t>(j)] == digits(r)[static_cast<size_t>(j)]);
-          if (same) {
-            g.push_back(q);
-            placed[static_cast<size_t>(q)] = true;
-          }
-        }
-        expected.push_back(g);
-      }
+      const Groups expected = enumerate_groups(world, [&](int r, int q) {
+        bool same = true;
+        for (int j = 0; j < 4; ++j) same = same && (j == k || digits(q)[static_cast<size_t>(j)] == digits(r)[static_cast<size_t>(j)]);
+        return same;
+      });
       QCOMPARE(t.expert_groups(eaxes[k]), expected);
       for (const auto& g : expected) {
         for (int r : g) {
@@ -745,14 +743,7 @@ class TestTopology : public QObject {
   }
 
   void expertFoldingRefusals() {
-    TopologySpec s;
-    s.nodes = 1;
-    s.gpus_per_node = 8;
-    s.tp = 2;
-    s.dp = 2;
-    s.pp = 2;
-    s.experts = true;
-    s.ep = 8;
+    TopologySpec s = expert_spec(2, 1, 2, 2, 8, 1);
     auto t = Topology::create(s);
     QVERIFY(!t.ok());
     QCOMPARE(QString::fromStdString(t.status().message()), QString("ep x expert_tp = 8 does not divide the 4 ranks of a pipeline stage (tp x cp x dp)"));

@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -90,7 +91,8 @@ void TestEstimatesView::chartsHoldTheEstimate() {
   QCOMPARE(s[0], e.breakdown.compute_s);
   QCOMPARE(s[2], e.breakdown.tp_comm_s);
   QCOMPARE(s[3], e.breakdown.cp_comm_s);
-  QCOMPARE(s[6], e.breakdown.bubble_s);
+  QCOMPARE(s[4], e.breakdown.moe_a2a_s);
+  QCOMPARE(s[7], e.breakdown.bubble_s);
   // The parts add up to the step time the estimate reports.
   QVERIFY(qAbs(view.stepTimeChart()->total() - e.step_time_s) <= 1e-9 * e.step_time_s);
   // Both paint.
@@ -141,7 +143,26 @@ void TestEstimatesView::figuresAndWarnings() {
   QVERIFY2(llamaView.figuresText().startsWith("llama: 32 layers, hidden 4096, 32 heads (8 key/value), FFN 14336 (SwiGLU), vocabulary 128256, "
                                               "untied head · "),
            qPrintable(llamaView.figuresText()));
-  QVERIFY2(llamaView.figuresText().contains("8.03 B parameters"), qPrintable(llamaView.figuresText()));
+  QVERIFY2(llamaView.figuresText().contains("8.03 B parameters ·"), qPrintable(llamaView.figuresText()));
+  QVERIFY2(!llamaView.figuresText().contains("active"), qPrintable(llamaView.figuresText()));
+  // A mixture of experts: every parameter and those one token passes (Mixtral 8x7B: 46.7 B, 12.9 B).
+  const auto mixtral = views_test::examplePlan("mixtral-8x7b-8x8", {}, &ok);
+  QVERIFY(ok);
+  EstimatesView mixtralView;
+  mixtralView.setPlan(mixtral);
+  QVERIFY2(mixtralView.figuresText().contains("46.7 B parameters, 12.88 B active per token ·"), qPrintable(mixtralView.figuresText()));
+  QVERIFY2(mixtralView.figuresText().contains("8 experts of FFN 14336, top 2"), qPrintable(mixtralView.figuresText()));
+  // ep 8: the dispatch and combine all-to-alls are a part of their own, in the legend, and the
+  // parts still add up to the step.
+  const auto* steps = mixtralView.stepTimeChart();
+  QVERIFY(mixtral.estimate.breakdown.moe_a2a_s > 0);
+  QCOMPARE(steps->seconds()[4], mixtral.estimate.breakdown.moe_a2a_s);
+  QCOMPARE(StepTimeChart::partName(4), QStringLiteral("EP all-to-all"));
+  const auto legend = steps->legendIndices();
+  QVERIFY(std::find(legend.begin(), legend.end(), 4) != legend.end());
+  QVERIFY(qAbs(steps->total() - mixtral.estimate.step_time_s) <= 1e-9 * mixtral.estimate.step_time_s);
+  const auto dense = view.stepTimeChart()->legendIndices();
+  QVERIFY(std::find(dense.begin(), dense.end(), 4) == dense.end());
   const QString warn = view.warningsText();
   for (const auto& w : plan.warnings) QVERIFY2(warn.contains(QString::fromStdString(w)), qPrintable(warn));
   QCOMPARE(warn.count('\n'), static_cast<int>(plan.warnings.size()) - 1);

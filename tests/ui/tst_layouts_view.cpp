@@ -49,6 +49,19 @@ bool searchAndWait(LayoutsView& v) {
 }
 
 // A constraint field changed as a person would, then the chart followed.
+// GPT-3 175B on 8 nodes of 8 A100s (the example's 1024 nodes cut), written into `dir`; empty on failure.
+QString gpt3On64(const QTemporaryDir& dir) {
+  QFile in(example("gpt3-175b-1024x8.yaml"));
+  if (!in.open(QIODevice::ReadOnly)) return {};
+  QString yaml = QString::fromUtf8(in.readAll());
+  if (!yaml.contains(QStringLiteral("nodes: 1024"))) return {};
+  yaml.replace(QStringLiteral("nodes: 1024"), QStringLiteral("nodes: 8"));
+  const QString path = dir.filePath(QStringLiteral("gpt3-64.yaml"));
+  QFile out(path);
+  if (!out.open(QIODevice::WriteOnly) || out.write(yaml.toUtf8()) < 0) return {};
+  return path;
+}
+
 void setCheck(LayoutsView& v, const char* name, bool on) {
   qobject_cast<QCheckBox*>(v.field(QLatin1String(name)))->setChecked(on);
   QVERIFY(settled(v));
@@ -117,16 +130,8 @@ class TestLayoutsView : public QObject {
   // as its tooltip, exactly for the layouts `search --json` calls implausible.
   void implausiblyFastLayoutsAreMarked() {
     QTemporaryDir dir;
-    QFile in(example("gpt3-175b-1024x8.yaml"));
-    QVERIFY(in.open(QIODevice::ReadOnly));
-    QString yaml = QString::fromUtf8(in.readAll());
-    QVERIFY(yaml.contains(QStringLiteral("nodes: 1024")));
-    yaml.replace(QStringLiteral("nodes: 1024"), QStringLiteral("nodes: 8"));
-    const QString path = dir.filePath(QStringLiteral("gpt3-64.yaml"));
-    QFile out(path);
-    QVERIFY(out.open(QIODevice::WriteOnly));
-    out.write(yaml.toUtf8());
-    out.close();
+    const QString path = gpt3On64(dir);
+    QVERIFY(!path.isEmpty());
     PlanDocument doc;
     QString error;
     QVERIFY2(doc.open(path, &error), qPrintable(error));
@@ -153,6 +158,67 @@ class TestLayoutsView : public QObject {
       }
     }
     QVERIFY(marked > 0);
+  }
+
+  // Capped at the published MFU, the table's order is `search --plausible`'s, with or without
+  // other filters, and differs from the uncapped one (the model's winners on 64 A100s are above it).
+  void cappedRankingEqualsSearchPlausible() {
+    QTemporaryDir dir;
+    const QString path = gpt3On64(dir);
+    QVERIFY(!path.isEmpty());
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(path, &error), qPrintable(error));
+    LayoutsView v(&doc);
+    QVERIFY(searchAndWait(v));
+    const QStringList uncapped = tableLayouts(v, 5);
+    auto cliTop = [&](const QStringList& args) {
+      const auto cli = stagecraft::testing::run_cli(QStringList{"search", path, "--top", "5", "--json"} + args);
+      QStringList out;
+      for (const auto& p : QJsonDocument::fromJson(cli.out.toUtf8()).object()["plans"].toArray()) out << p.toObject()["layout"].toString();
+      return out;
+    };
+    setCheck(v, "plausible", true);
+    QVERIFY(v.statusText().contains(QStringLiteral("capped")));
+    const QStringList capped = tableLayouts(v, 5);
+    QCOMPARE(capped, cliTop({"--plausible"}));
+    QVERIFY(capped != uncapped);
+    setSpin(v, "tp", 8);
+    QCOMPARE(tableLayouts(v, 5), cliTop({"--plausible", "--tp", "8"}));
+    setCheck(v, "plausible", false);
+    QCOMPARE(tableLayouts(v, 5), cliTop({"--tp", "8"}));
+  }
+
+  // A mixture of experts: the ep filter shows (a dense model's dock hides it), and fixing ep gives
+  // `search --ep`'s layouts; applying an ep layout keeps the layouts (ep is the search's to choose).
+  void expertParallelFilterEqualsSearchEp() {
+    PlanDocument dense;
+    QString error;
+    QVERIFY2(dense.open(example("gpt3-175b-1024x8.yaml"), &error), qPrintable(error));
+    LayoutsView denseView(&dense);
+    QVERIFY(denseView.field("ep")->isHidden());
+    QCOMPARE(denseView.constraints().ep, 0);
+
+    PlanDocument doc;
+    QVERIFY2(doc.open(example("mixtral-8x7b-8x8.yaml"), &error), qPrintable(error));
+    LayoutsView v(&doc);
+    QVERIFY(!v.field("ep")->isHidden());
+    QVERIFY(searchAndWait(v));
+    for (int ep : {4, 8}) {
+      setSpin(v, "ep", ep);
+      QCOMPARE(v.constraints().ep, ep);
+      const auto cli = stagecraft::testing::run_cli({"search", example("mixtral-8x7b-8x8.yaml"), "--top", "5", "--json", "--ep", QString::number(ep)});
+      QCOMPARE(cli.code, 0);
+      QStringList expected;
+      for (const auto& p : QJsonDocument::fromJson(cli.out.toUtf8()).object()["plans"].toArray()) expected << p.toObject()["layout"].toString();
+      QCOMPARE(expected.size(), 5);
+      QCOMPARE(tableLayouts(v, 5), expected);
+      for (const QString& layout : expected) QVERIFY2(layout.contains(QStringLiteral("ep=%1").arg(ep)), qPrintable(layout));
+    }
+    v.selectRows({0});
+    QVERIFY(v.applySelected());
+    QCOMPARE(doc.config().parallel.ep, 8);
+    QVERIFY(v.model()->rowCount() > 0);  // applying a layout keeps the search's layouts
   }
 
   // One point per layout that passes the filters, as the filters change; the Pareto front is

@@ -32,6 +32,7 @@
 #include "hosts/HostsEditor.h"
 #include "mainwindow/MainWindow.h"
 #include "run_timing_support.h"
+#include "runs/ExpertLoadMap.h"
 #include "runs/LaunchDialog.h"
 #include "runs/RankStateGrid.h"
 #include "runs/RunManager.h"
@@ -538,6 +539,29 @@ class TestRunsView : public QObject {
       }
       QVERIFY2(found, qPrintable(QStringLiteral("rank %1 has no tile").arg(r)));
     }
+  }
+
+  // The Experts tab reads the step events' expert counts from the history, whole on selection
+  // and then only those written since.
+  void expertLoadComesFromStepEvents() {
+    store::Batch b;
+    b.events.push_back({0, 0.0, "step", R"({"event":"step","rank":0,"step":1,"moe_layers":[0],"moe_load":[[3,1]],"moe_dropped":1})"});
+    b.events.push_back({1, 0.0, "step", R"({"event":"step","rank":1,"step":1,"moe_layers":[0],"moe_load":[[1,3]]})"});
+    QVERIFY(m_store->append(2, b));
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    ExpertLoadMap* map = v->expertLoad();
+    QCOMPARE(map->layers(), (QList<int>{0}));
+    QCOMPARE(map->tokens(0, 0), 4);
+    QCOMPARE(map->share(0, 1), 0.5);
+    store::Batch more;
+    more.events.push_back({0, 0.0, "step", R"({"event":"step","rank":0,"step":2,"moe_layers":[0],"moe_load":[[4,0]]})"});
+    QVERIFY(m_store->append(2, more));
+    QTRY_COMPARE_WITH_TIMEOUT(map->tokens(0, 0), 8, 5000);
+    QCOMPARE(map->dropped(), 1);
+    // Another run clears it.
+    QVERIFY(v->selectRun(1));
+    QVERIFY(map->isEmpty());
   }
 
   void logSearchFindsALine() {

@@ -3,6 +3,7 @@
 // with a layout and the ideal line through every size, a bad token count is refused in one line.
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -85,6 +86,40 @@ class TestScalingView : public QObject {
     QVERIFY2(v.exportImage(dir.filePath("scale.svg"), &error), qPrintable(error));
     QVERIFY(QFileInfo(dir.filePath("scale.png")).size() > 1000);
     QVERIFY(QFileInfo(dir.filePath("scale.svg")).size() > 1000);
+  }
+
+  void plausibleRankingEqualsScalePlausible() {
+    // Capped at the device's best published MFU, the winners are `scale --plausible`'s, and every
+    // MFU above it is marked "!" with the model's reason.
+    PlanDocument doc;
+    QString error;
+    QVERIFY2(doc.open(example("gpt3-175b-1024x8.yaml"), &error), qPrintable(error));
+    ScalingView v(&doc);
+    v.maxNodesField()->setValue(64);
+    v.tokensField()->setText(QStringLiteral("300e9"));
+    v.plausibleField()->setChecked(true);
+    QSignalSpy done(&v, &ScalingView::computed);
+    v.compute();
+    QVERIFY(done.wait(kTimeoutMs));
+    QVERIFY(v.result()->capped);
+    QVERIFY(v.statusText().contains(QStringLiteral("capped")));
+    const auto cli = stagecraft::testing::run_cli({"scale", example("gpt3-175b-1024x8.yaml"), "--max-nodes", "64", "--tokens", "300e9", "--json", "--plausible"});
+    QCOMPARE(cli.code, 0);
+    const auto points = QJsonDocument::fromJson(cli.out.toUtf8()).object()["points"].toArray();
+    QCOMPARE(v.table()->rowCount(), points.size());
+    int marked = 0;
+    for (int r = 0; r < points.size(); ++r) {
+      const auto p = points[r].toObject();
+      if (!p["found"].toBool()) continue;
+      QCOMPARE(v.table()->item(r, 2)->text(), p["layout"].toString());
+      const bool plausible = p["plausible"].toBool();
+      QCOMPARE(v.table()->item(r, 4)->text().endsWith(QStringLiteral(" !")), !plausible);
+      if (!plausible) {
+        ++marked;
+        QCOMPARE(v.table()->item(r, 4)->toolTip(), QStringLiteral("Implausibly fast: ") + p["implausible_because"].toString());
+      }
+    }
+    QVERIFY(marked > 0);  // GPT-3 175B on A100s: the model's winners beat the published 56.3%
   }
 
   void badTokensAreRefused() {

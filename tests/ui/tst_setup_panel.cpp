@@ -12,6 +12,7 @@
 #include "document/PlanDocument.h"
 #include "setup/SetupPanel.h"
 #include "stagecraft/config/config_schema.h"
+#include "stagecraft/plan/plan.h"
 
 using stagecraft::config::Axis;
 
@@ -242,7 +243,7 @@ class TestSetupPanel : public QObject {
     const QStringList expected = {
         "cluster.nodes", "cluster.gpus_per_node", "cluster.device",
         "model.arch", "model.layers", "model.hidden", "model.heads", "model.kv_heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
-        "parallel.dp", "parallel.tp", "parallel.pp", "parallel.cp", "parallel.cp_comm", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
+        "parallel.dp", "parallel.tp", "parallel.pp", "parallel.cp", "parallel.cp_comm", "parallel.ep", "parallel.expert_tp", "parallel.tp_mode", "parallel.tp_depth", "parallel.order",
         "parallel.sequence_parallel", "parallel.zero", "parallel.overlap_grad_reduce",
         "pipeline.schedule", "pipeline.virtual_stages", "pipeline.partition", "pipeline.costs",
         "train.global_batch", "train.micro_batch", "train.steps", "train.precision", "train.recompute", "train.tf32", "train.attention",
@@ -308,6 +309,45 @@ class TestSetupPanel : public QObject {
       for (std::string_view c : k->choices) choices << QString::fromUtf8(c.data(), c.size());
       QCOMPARE(values, choices);
     }
+  }
+
+  // The expert layout's fields are shown for a mixture of experts only (or when set away from 1
+  // on a dense model, so the problem stays in view); they edit parallel.ep and expert_tp, the plan
+  // folds the experts accordingly, and they follow the document (undo).
+  void expertFieldsForMixtures() {
+    PlanDocument doc;
+    SetupPanel panel(&doc);
+    QString error;
+    QVERIFY2(doc.open(example("bert-large-3d.yaml"), &error), qPrintable(error));
+    QVERIFY(!panel.isFieldShown("parallel.ep"));
+    QVERIFY(!panel.isFieldShown("parallel.expert_tp"));
+    QVERIFY(panel.isFieldShown("parallel.cp"));
+    QVERIFY2(doc.open(example("mixtral-8x7b-8x8.yaml"), &error), qPrintable(error));
+    QVERIFY(panel.isFieldShown("parallel.ep"));
+    QVERIFY(panel.isFieldShown("parallel.expert_tp"));
+    QCOMPARE(spin(panel, "parallel.ep")->value(), 1);
+    spin(panel, "parallel.ep")->setValue(8);
+    QCOMPARE(doc.config().parallel.ep, 8);
+    QVERIFY2(doc.isValid(), qPrintable(panel.otherErrors()));
+    using stagecraft::plan::ExpertAxis;
+    QCOMPARE(doc.plan().topology.expert_size(ExpertAxis::kEp), 8);
+    QCOMPARE(doc.plan().topology.expert_group_of(5, ExpertAxis::kEp), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+    spin(panel, "parallel.expert_tp")->setValue(2);
+    QCOMPARE(doc.config().parallel.expert_tp, 2);
+    // ep 8 x expert tp 2 fold over a stage's 16 ranks (tp 8 x dp 2): valid.
+    QVERIFY2(doc.isValid(), qPrintable(panel.fieldError("parallel.expert_tp")));
+    spin(panel, "parallel.expert_tp")->setValue(4);  // 8 x 4 = 32 ranks: more than a stage's 16
+    QVERIFY(!doc.isValid());
+    QVERIFY(!panel.fieldError("parallel.expert_tp").isEmpty() || !panel.fieldError("parallel.ep").isEmpty());
+    doc.undoStack()->undo();  // the two expert_tp edits merged into one step
+    QCOMPARE(spin(panel, "parallel.expert_tp")->value(), 1);
+    QCOMPARE(spin(panel, "parallel.ep")->value(), 8);
+    // A dense model with ep set: the row stays shown with its problem.
+    stagecraft::config::RunConfig dense = doc.config();
+    dense.model.moe = {};
+    doc.setConfig(dense, "dense");
+    QVERIFY(panel.isFieldShown("parallel.ep"));
+    QVERIFY(!panel.isFieldShown("parallel.expert_tp"));
   }
 };
 

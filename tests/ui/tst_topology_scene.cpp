@@ -48,6 +48,7 @@ class TestTopologyScene : public QObject {
   void outlinedTpGroups();
   void selectRankHighlightsItsGroups();
   void contextParallelGroupsLitInTheirColour();
+  void expertParallelGroupLitAndExpertsListed();
   void selectionClearsAndSurvivesReplan();
   void tileColourIsStageColour_data();
   void tileColourIsStageColour();
@@ -132,6 +133,75 @@ void TestTopologyScene::contextParallelGroupsLitInTheirColour() {
   const auto flat = views_test::makePlan(1, 8, 2, 2, 2, "tp-dp-pp", {}, &ok);
   scene.setPlan(flat);
   QCOMPARE(static_cast<int>(scene.axisMarks().size()), 3);
+}
+
+void TestTopologyScene::expertParallelGroupLitAndExpertsListed() {
+  // docs/ARCHITECTURE.md §4's example: 16 GPUs, tp 2 x dp 4 x pp 2, ep 4 over 8 experts. EP
+  // [0,1,2,3] [4,5,6,7] ..., expert-DP [0,4] [1,5] ...; rank 5 (ep rank 1) holds experts 2 and 3.
+  bool ok = false;
+  const auto plan = views_test::makePlan(2, 8, 4, 2, 2, "tp-cp-dp-pp", {"model.arch=llama", "model.moe.experts=8", "parallel.ep=4"}, &ok);
+  QVERIFY(ok);
+  TopologyScene scene;
+  scene.setPlan(plan);
+  const auto marks = scene.axisMarks();
+  QCOMPARE(static_cast<int>(marks.size()), 4);
+  QCOMPARE(QString::fromLatin1(marks.back().name), QStringLiteral("EP"));
+  QVERIFY(marks.back().expert);
+  scene.selectRank(5);
+  QCOMPARE(scene.highlightedGroups(), (Groups{{4, 5}, {1, 3, 5, 7}, {5, 13}, {4, 5, 6, 7}}));  // TP, DP, PP, EP
+  QCOMPARE(scene.highlight(6), uint8_t(TopologyScene::kInEp));
+  QCOMPARE(scene.highlight(4), uint8_t(TopologyScene::kInTp | TopologyScene::kInEp));
+  QCOMPARE(scene.highlight(3), uint8_t(TopologyScene::kInDp));
+  QCOMPARE(scene.highlight(0), uint8_t{0});
+  QVERIFY2(scene.infoText().contains(QStringLiteral("\nEP [4,5,6,7]\n")), qPrintable(scene.infoText()));
+  QVERIFY2(scene.infoText().contains(QStringLiteral("experts 2-3 of 8 (ep rank 1), expert-DP group [1,5]")), qPrintable(scene.infoText()));
+  QVERIFY2(scene.rankToolTip(13).contains(QStringLiteral("experts 2-3 of 8 (ep rank 1)")), qPrintable(scene.rankToolTip(13)));
+  QCOMPARE(scene.expertsText(0), QStringLiteral("experts 0-1 of 8 (ep rank 0)"));
+  QCOMPARE(scene.expertsText(15), QStringLiteral("experts 6-7 of 8 (ep rank 3)"));
+
+  // Rendered: the EP mark, in its own colour, along the bottom of every tile of the group and of
+  // no other; the legend explains it.
+  const QColor ep = marks.back().color;
+  QSet<QRgb> colours;
+  for (const auto& m : marks) colours.insert(m.color.rgb());
+  QCOMPARE(colours.size(), 4);
+  const QRectF source = scene.sceneRect();
+  const QImage image = renderScene(&scene, source, 1.0);
+  auto epMarkPixel = [&](int r) {
+    const QRectF t = scene.tileRect(r);
+    const double w = t.width() / static_cast<double>(marks.size() + 1);
+    const double height = std::max(2.0, t.height() * 0.08);
+    const QPointF centre(t.left() + w * 3.5 + w * 0.45, t.bottom() - 1.5 * height);
+    return QColor(image.pixel((centre - source.topLeft()).toPoint()));
+  };
+  for (int r = 0; r < 16; ++r) QCOMPARE(epMarkPixel(r) == ep, r >= 4 && r <= 7);
+  auto legendPixels = [&](const QColor& c) {
+    for (QGraphicsItem* item : scene.items()) {
+      if (item->type() != TopologyLegendItem::Type) continue;
+      const QRectF r = item->sceneBoundingRect();
+      const QImage legend = renderScene(&scene, r, 1.0);
+      int n = 0;
+      for (int y = 0; y < legend.height(); ++y)
+        for (int x = 0; x < legend.width(); ++x) n += QColor(legend.pixel(x, y)) == c;
+      return n;
+    }
+    return -1;
+  };
+  QVERIFY(legendPixels(ep) > 0);
+
+  // Experts on every rank (ep 1): no EP mark, the experts still listed.
+  const auto whole = views_test::makePlan(2, 8, 4, 2, 2, "tp-cp-dp-pp", {"model.arch=llama", "model.moe.experts=8"}, &ok);
+  QVERIFY(ok);
+  scene.setPlan(whole);
+  QCOMPARE(static_cast<int>(scene.axisMarks().size()), 3);
+  QCOMPARE(scene.selectedRank(), 5);
+  QVERIFY2(scene.infoText().contains(QStringLiteral("experts 0-7 of 8 (no expert parallelism), expert-DP group [0,1,2,3,4,5,6,7]")),
+           qPrintable(scene.infoText()));
+  QCOMPARE(legendPixels(ep), 0);
+  // A dense model lists no experts.
+  scene.setPlan(views_test::makePlan(1, 8, 2, 2, 2, "tp-dp-pp", {}, &ok));
+  QVERIFY(!scene.infoText().contains(QStringLiteral("expert")));
+  QVERIFY(scene.expertsText(5).isEmpty());
 }
 
 void TestTopologyScene::selectRankHighlightsItsGroups() {

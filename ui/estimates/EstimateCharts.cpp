@@ -29,9 +29,10 @@ constexpr double kGiB = 1024.0 * kMiB;
 const std::array<QColor, MemoryChart::kParts> kMemoryColors = {
     QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0x22, 0x88, 0x33), QColor(0xCC, 0xBB, 0x44), QColor(0xBB, 0xBB, 0xBB)};
 const std::array<QColor, StepTimeChart::kParts> kStepColors = {
-    QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0xAA, 0x33, 0x77), QColor(0x99, 0x44, 0x55), QColor(0xCC, 0xBB, 0x44),
-    QColor(0x22, 0x88, 0x33), QColor(0xBB, 0xBB, 0xBB), QColor(0xEE, 0x66, 0x77), QColor(0x77, 0x77, 0x77)};
+    QColor(0x44, 0x77, 0xAA), QColor(0x66, 0xCC, 0xEE), QColor(0xAA, 0x33, 0x77), QColor(0x99, 0x44, 0x55), QColor(0x33, 0x22, 0x88),
+    QColor(0xCC, 0xBB, 0x44), QColor(0x22, 0x88, 0x33), QColor(0xBB, 0xBB, 0xBB), QColor(0xEE, 0x66, 0x77), QColor(0x77, 0x77, 0x77)};
 constexpr int kCpPart = 3;
+constexpr int kEpPart = 4;
 
 QFont smallFont(const QFont& base) {
   QFont f = base;
@@ -272,7 +273,7 @@ StepTimeChart::StepTimeChart(QWidget* parent) : QWidget(parent) {
 }
 
 QString StepTimeChart::partName(int part) {
-  static const char* names[kParts] = {"compute", "recompute", "TP comm", "CP comm", "PP comm", "DP comm", "bubble", "optimizer", "overhead"};
+  static const char* names[kParts] = {"compute", "recompute", "TP comm", "CP comm", "EP all-to-all", "PP comm", "DP comm", "bubble", "optimizer", "overhead"};
   return QString::fromLatin1(names[part]);
 }
 
@@ -281,7 +282,7 @@ QColor StepTimeChart::partColor(int part) { return kStepColors[static_cast<size_
 std::vector<int> StepTimeChart::legendIndices() const {
   std::vector<int> out;
   for (int i = 0; i < kParts; ++i) {
-    const bool optional = i == kCpPart || i == kParts - 1;
+    const bool optional = i == kCpPart || i == kEpPart || i == kParts - 1;
     if (!optional || m_seconds[static_cast<size_t>(i)] > 0) out.push_back(i);
   }
   return out;
@@ -291,7 +292,7 @@ double StepTimeChart::total() const { return std::accumulate(m_seconds.begin(), 
 
 void StepTimeChart::setEstimate(const stagecraft::plan::Estimate& e) {
   const auto& b = e.breakdown;
-  m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.cp_comm_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, b.overhead_s};
+  m_seconds = {b.compute_s, b.recompute_s, b.tp_comm_s, b.cp_comm_s, b.moe_a2a_s, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s, b.overhead_s};
   updateGeometry();
   setMinimumHeight(heightForWidth(width()));
   update();

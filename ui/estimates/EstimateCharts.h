@@ -96,13 +96,13 @@ class StepTimeChart : public QWidget {
   explicit StepTimeChart(QWidget* parent = nullptr);
   void setEstimate(const stagecraft::plan::Estimate& estimate);
 
-  static constexpr int kParts = 9;  // compute, recompute, TP, CP, PP, DP comm, bubble, optimizer, overhead
+  static constexpr int kParts = 10;  // compute, recompute, TP, CP, EP all-to-all, PP, DP comm, bubble, optimizer, overhead
   static QString partName(int part);
   static QColor partColor(int part);
   const std::array<double, kParts>& seconds() const { return m_seconds; }
   double total() const;
-  // Parts in the legend, in chart order: CP only with context parallelism, the overhead only when
-  // the device's profile has one.
+  // Parts in the legend, in chart order: CP only with context parallelism, the EP all-to-all only
+  // with expert parallelism, the overhead only when the device's profile has one.
   std::vector<int> legendIndices() const;
   int legendParts() const { return static_cast<int>(legendIndices().size()); }
 

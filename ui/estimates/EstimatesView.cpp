@@ -33,11 +33,15 @@ QString siNumber(double v) {
 
 QString figuresOf(const stagecraft::plan::Plan& plan) {
   const auto& e = plan.estimate;
+  // A mixture of experts: every parameter, and those one token passes (top_k of the experts).
+  const QString params = e.params_active < e.params_total
+                             ? QObject::tr("%1 parameters, %2 active per token").arg(siNumber(e.params_total), siNumber(e.params_active))
+                             : QObject::tr("%1 parameters").arg(siNumber(e.params_total));
   return QString::fromStdString(stagecraft::model::ModelDesc::from(plan.config.model).summary()) + QStringLiteral(" · ") +
-         QObject::tr("%1 per GPU (model %2) · MFU %3 · %4 tokens/s · %5 parameters · step %6 · "
+         QObject::tr("%1 per GPU (model %2) · MFU %3 · %4 tokens/s · %5 · step %6 · "
                      "bubble %7 of the step (schedule formula %8) · m = %9 micro-batches")
       .arg(flopRate(e.tflops_per_gpu * 1e12), flopRate(e.model_tflops_per_gpu * 1e12))
-      .arg(percentText(e.mfu), siNumber(e.tokens_per_s), siNumber(e.params_total),
+      .arg(percentText(e.mfu), siNumber(e.tokens_per_s), params,
            QString::fromStdString(stagecraft::plan::format_seconds(e.step_time_s)), percentText(e.bubble_fraction),
            percentText(plan.bubble_fraction()))
       .arg(plan.micro_batches);

@@ -50,6 +50,7 @@ void LayoutSearch::start(const stagecraft::config::RunConfig& base) {
     plan::SearchOptions options;
     options.top = std::numeric_limits<int>::max();
     options.constraints.fits_only = false;
+    options.expert_tp = base.parallel.expert_tp;  // the experts' own split is the document's, not searched
     options.progress = [job, self](double fraction) {
       if (job->cancel) return false;
       // Queued to the GUI thread; dropped there if the job was replaced meanwhile.

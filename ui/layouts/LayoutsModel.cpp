@@ -3,6 +3,8 @@
 
 #include <QColor>
 
+#include <algorithm>
+
 #include "common/Text.h"
 #include "stagecraft/core/units.h"
 
@@ -26,16 +28,27 @@ void LayoutsModel::setConstraints(const plan::LayoutConstraints& constraints) {
   refilter();
 }
 
+void LayoutsModel::setCapped(bool capped) {
+  m_capped = capped;
+  refilter();
+}
+
 void LayoutsModel::refilter() {
   beginResetModel();
   m_rows.clear();
   const auto& all = allLayouts();
   m_rowOf.assign(all.size(), -1);
   for (size_t i = 0; i < all.size(); ++i) {
-    if (!plan::allows(m_constraints, all[i])) continue;
-    m_rowOf[i] = static_cast<int>(m_rows.size());
-    m_rows.push_back(static_cast<int>(i));
+    if (plan::allows(m_constraints, all[i])) m_rows.push_back(static_cast<int>(i));
   }
+  // The search ranked uncapped; capped, the rows take search --plausible's order (stable: equals
+  // keep the search's).
+  if (m_capped) {
+    std::stable_sort(m_rows.begin(), m_rows.end(), [&all](int a, int b) {
+      return plan::ranks_before(all[static_cast<size_t>(a)], all[static_cast<size_t>(b)], true);
+    });
+  }
+  for (size_t r = 0; r < m_rows.size(); ++r) m_rowOf[static_cast<size_t>(m_rows[r])] = static_cast<int>(r);
   endResetModel();
   Q_EMIT filtered();
 }

@@ -1,5 +1,5 @@
 // LayoutsModel: the table adapter over a search's layouts — those that pass the constraints, in
-// the search's order (fastest first), with the CLI's columns: rank, layout, peak memory, step
+// the search's order (fastest first; or capped at the published MFU, as search --plausible ranks), with the CLI's columns: rank, layout, peak memory, step
 // time, FLOP/s per GPU, MFU, tokens/s. Qt::DisplayRole is the text; kSortRole the number a column sorts
 // by, so a QSortFilterProxyModel sorts it numerically.
 //
@@ -26,6 +26,10 @@ class LayoutsModel : public QAbstractTableModel {
   void setLayouts(std::shared_ptr<const std::vector<stagecraft::plan::Candidate>> layouts);
   void setConstraints(const stagecraft::plan::LayoutConstraints& constraints);
   const stagecraft::plan::LayoutConstraints& constraints() const { return m_constraints; }
+  // Rank with each layout's MFU capped at the device's best published one (search --plausible):
+  // the rows re-ordered by plan::ranks_before, the estimates unchanged.
+  void setCapped(bool capped);
+  bool capped() const { return m_capped; }
 
   // The layout of a row (rank row + 1 among those passing); row must be valid.
   const stagecraft::plan::Candidate& candidate(int row) const;
@@ -48,6 +52,7 @@ class LayoutsModel : public QAbstractTableModel {
 
   std::shared_ptr<const std::vector<stagecraft::plan::Candidate>> m_layouts;
   stagecraft::plan::LayoutConstraints m_constraints;
+  bool m_capped = false;
   std::vector<int> m_rows;     // full-list index of each row
   std::vector<int> m_rowOf;    // row of each full-list index, -1 when hidden
 };

@@ -153,6 +153,7 @@ LayoutsView::LayoutsView(PlanDocument* document, QWidget* parent)
     applySelected();
   });
   connect(m_document, &PlanDocument::configChanged, this, &LayoutsView::documentChanged);
+  showExpertFields();
   setStatus(tr("Find layouts searches every layout of this cluster and model (Ctrl+F)."));
 }
 
@@ -160,7 +161,7 @@ namespace {
 
 // The config without the keys search chooses (and the stage split that follows them).
 cfg::RunConfig withoutLayout(cfg::RunConfig c) {
-  c.parallel.dp = c.parallel.tp = c.parallel.pp = 0;
+  c.parallel.dp = c.parallel.tp = c.parallel.pp = c.parallel.cp = c.parallel.ep = 0;
   c.parallel.sequence_parallel = false;
   c.parallel.zero = 0;
   c.pipeline.schedule = cfg::Schedule::k1f1b;
@@ -175,6 +176,7 @@ cfg::RunConfig withoutLayout(cfg::RunConfig c) {
 }  // namespace
 
 void LayoutsView::documentChanged() {
+  showExpertFields();
   if (!m_searched || withoutLayout(*m_searched) == withoutLayout(m_document->config())) return;
   m_searched.reset();
   selectRows({});
@@ -184,18 +186,31 @@ void LayoutsView::documentChanged() {
 
 LayoutsView::~LayoutsView() = default;
 
+void LayoutsView::showExpertFields() {
+  const bool moe = m_document->config().model.moe.enabled();
+  m_ep->setVisible(moe);
+  m_epLabel->setVisible(moe);
+}
+
 void LayoutsView::buildFields(QFormLayout* form) {
   m_fitsOnly = check(tr("fits only"), QStringLiteral("fitsOnly"), true);
   m_tpWithinNode = check(tr("TP within a node"), QStringLiteral("tpWithinNode"), false);
+  // Rank as search --plausible does: each MFU capped at the device's best published one.
+  m_plausible = check(tr("cap at published MFU"), QStringLiteral("plausible"), false);
+  m_plausible->setToolTip(tr("Rank with each layout's MFU capped at the best published for the device, so the "
+                             "model's optimism does not pick the winner; the estimates are unchanged"));
   auto* flags = new QHBoxLayout;
   flags->addWidget(m_fitsOnly);
   flags->addWidget(m_tpWithinNode);
+  flags->addWidget(m_plausible);
   flags->addStretch(1);
   form->addRow(tr("Keep"), flags);
 
   m_tp = anySpin(QStringLiteral("tp"));
   m_pp = anySpin(QStringLiteral("pp"));
   m_cp = anySpin(QStringLiteral("cp"));
+  m_ep = anySpin(QStringLiteral("ep"));
+  m_ep->setToolTip(tr("expert parallel size: the experts of each mixture-of-experts layer split over ep ranks"));
   m_maxMicroBatch = anySpin(QStringLiteral("maxMicroBatch"));
   auto* sizes = new QHBoxLayout;
   sizes->addWidget(new QLabel(tr("tp")));
@@ -204,6 +219,10 @@ void LayoutsView::buildFields(QFormLayout* form) {
   sizes->addWidget(m_pp);
   sizes->addWidget(new QLabel(tr("cp")));
   sizes->addWidget(m_cp);
+  // ep only means something for a mixture of experts (searchFinished shows it then).
+  m_epLabel = new QLabel(tr("ep"));
+  sizes->addWidget(m_epLabel);
+  sizes->addWidget(m_ep);
   sizes->addStretch(1);
   form->addRow(tr("Fixed"), sizes);
   // ZeRO stages up to this one: 0 none, 1 optimizer state, 2 and gradients, 3 and weights.
@@ -261,6 +280,12 @@ void LayoutsView::buildFields(QFormLayout* form) {
   });
 
   for (QCheckBox* c : {m_fitsOnly, m_tpWithinNode}) connect(c, &QCheckBox::toggled, this, &LayoutsView::constraintsEdited);
+  connect(m_plausible, &QCheckBox::toggled, this, [this](bool on) {
+    selectRows({});
+    m_model->setCapped(on);
+    m_table->sortByColumn(LayoutsModel::kRank, Qt::AscendingOrder);
+    setStatus(statusText());
+  });
   // A group with every box cleared would allow nothing (the engine reads an empty list as
   // "any"): the last box of a group cannot be cleared.
   for (const QList<QCheckBox*>* group : {&m_schedules, &m_recomputes}) {
@@ -274,7 +299,7 @@ void LayoutsView::buildFields(QFormLayout* form) {
       });
     }
   }
-  for (QSpinBox* s : {m_tp, m_pp, m_cp, m_maxMicroBatch, m_maxZero}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
+  for (QSpinBox* s : {m_tp, m_pp, m_cp, m_ep, m_maxMicroBatch, m_maxZero}) connect(s, &QSpinBox::valueChanged, this, &LayoutsView::constraintsEdited);
 }
 
 QWidget* LayoutsView::field(const QString& name) const { return findChild<QWidget*>(name); }
@@ -287,6 +312,7 @@ plan::LayoutConstraints LayoutsView::constraints() const {
   k.tp = m_tp->value();
   k.pp = m_pp->value();
   k.cp = m_cp->value();
+  k.ep = m_document->config().model.moe.enabled() ? m_ep->value() : 0;  // a dense model's layouts have no ep
   k.max_micro_batch = m_maxMicroBatch->value();
   const cfg::Schedule schedules[] = {cfg::Schedule::kGpipe, cfg::Schedule::k1f1b, cfg::Schedule::kInterleaved};
   const cfg::Recompute recomputes[] = {cfg::Recompute::kNone, cfg::Recompute::kSelective, cfg::Recompute::kFull};
@@ -329,11 +355,12 @@ void LayoutsView::constraintsEdited() {
 
 QString LayoutsView::statusText() const {
   if (m_model->allLayouts().empty() || !m_searched) return m_status->text();
-  return tr("%1 layouts estimated, %2 fit, %3 shown, in %4")
+  return tr("%1 layouts estimated, %2 fit, %3 shown, in %4%5")
       .arg(m_search->evaluated())
       .arg(m_search->fitting())
       .arg(m_model->rowCount())
-      .arg(qs(plan::format_seconds(m_search->seconds())));
+      .arg(qs(plan::format_seconds(m_search->seconds())))
+      .arg(m_model->capped() ? tr("; ranked with MFU capped at the device's best published") : QString());
 }
 
 void LayoutsView::setStatus(const QString& text) { m_status->setText(text); }

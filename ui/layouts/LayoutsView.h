@@ -51,7 +51,7 @@ class LayoutsView : public QWidget {
   LayoutsModel* model() const { return m_model; }
   LayoutsChart* chart() const { return m_chart; }
   QTableView* table() const { return m_table; }
-  // A constraint field by name: "fitsOnly", "tpWithinNode" (QCheckBox); "tp", "pp", "cp",
+  // A constraint field by name: "fitsOnly", "tpWithinNode", "plausible" (rank capped at the published MFU) (QCheckBox); "tp", "pp", "cp", "ep",
   // "maxMicroBatch" (QSpinBox, 0 = any); "maxZero" (QSpinBox, 0-3); "gpipe", "1f1b", "interleaved", "none", "selective",
   // "full" (QCheckBox, allowed when checked); "colourBy", "yAxis" (QComboBox).
   QWidget* field(const QString& name) const;
@@ -85,6 +85,7 @@ class LayoutsView : public QWidget {
   void setStatus(const QString& text);
   // The document's config changed: layouts of another model, cluster or batch are dropped.
   void documentChanged();
+  void showExpertFields();  // the ep filter, for a mixture of experts
   // The document's config with the layout of `candidate` applied; nullopt with the reason.
   std::optional<stagecraft::config::RunConfig> configWithLayout(const stagecraft::plan::Candidate& candidate, QString* error) const;
 
@@ -103,10 +104,13 @@ class LayoutsView : public QWidget {
   QComboBox* m_colourBy = nullptr;
   QCheckBox* m_fitsOnly = nullptr;
   QCheckBox* m_tpWithinNode = nullptr;
+  QCheckBox* m_plausible = nullptr;
   QSpinBox* m_maxZero = nullptr;
   QSpinBox* m_tp = nullptr;
   QSpinBox* m_pp = nullptr;
   QSpinBox* m_cp = nullptr;
+  QSpinBox* m_ep = nullptr;     // shown for a mixture of experts only
+  QLabel* m_epLabel = nullptr;
   QSpinBox* m_maxMicroBatch = nullptr;
   QList<QCheckBox*> m_schedules;   // gpipe, 1f1b, interleaved
   QList<QCheckBox*> m_recomputes;  // none, selective, full

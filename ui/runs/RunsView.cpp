@@ -21,6 +21,7 @@
 
 #include "common/Text.h"
 #include "runs/CalibrateDialog.h"
+#include "runs/ExpertLoadMap.h"
 #include "runs/RankStateGrid.h"
 #include "runs/RecordedRunPlan.h"
 #include "runs/RunCharts.h"
@@ -130,6 +131,11 @@ void RunsView::buildUi() {
   m_tabs->addTab(m_logs, tr("Logs"));
   m_timeline = new RunTimelineView(m_tabs);
   m_tabs->addTab(m_timeline, tr("Timeline"));
+  m_expertLoad = new ExpertLoadMap;
+  auto* expertScroll = new QScrollArea(m_tabs);
+  expertScroll->setWidget(m_expertLoad);
+  expertScroll->setWidgetResizable(true);
+  m_tabs->addTab(expertScroll, tr("Experts"));
   dl->addWidget(m_tabs, 1);
   split->addWidget(m_table);
   split->addWidget(details);
@@ -249,6 +255,7 @@ void RunsView::loadRun(bool full) {
     m_lastMetricRow = m_lastEventRow = m_lastLogRow = 0;
     m_charts->setRun(m_selected, {});  // keeps the comparison curve
     m_rankGrid->clear();
+    m_expertLoad->clear();
     m_timeline->clear();
     m_logs->setLogs(m_selected, r ? r->world_size : 0, {});
   }
@@ -288,6 +295,7 @@ void RunsView::loadRun(bool full) {
     if (!full) m_timeline->runUpdated();
   }
   m_rankGrid->applyEvents(events.value());
+  m_expertLoad->applyEvents(events.value());
   if (r->state != m_gridState) {
     m_rankGrid->setRunState(r->state);
     m_gridState = r->state;

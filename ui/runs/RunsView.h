@@ -1,8 +1,9 @@
 // RunsView: the run manager's view of the run history — the table of runs (sort by any column,
 // filter by state and name) and, for the selected run, its live loss / throughput / memory
 // charts with another run's loss overlaid to compare and its plan's prediction dashed beside
-// them, its ranks as tiles coloured by state, its logs with search, and its measured pipeline
-// timeline beside the predicted one (RunTimelineView). A Cancel button stops a queued or running
+// them, its ranks as tiles coloured by state, its logs with search, its measured pipeline
+// timeline beside the predicted one (RunTimelineView), and for a mixture of experts the load of
+// every expert of every MoE layer over the run (ExpertLoadMap). A Cancel button stops a queued or running
 // run. Several runs can be selected (the current row is the one shown); Calibrate fits the
 // device's constants to the selected runs (CalibrateDialog).
 //
@@ -41,6 +42,7 @@ class QTabWidget;
 class QTableView;
 class QTimer;
 class RankStateGrid;
+class ExpertLoadMap;
 class RunCharts;
 class RunLogView;
 class RunTimelineView;
@@ -69,6 +71,7 @@ class RunsView : public QWidget {
   QTableView* table() const { return m_table; }
   RunCharts* charts() const { return m_charts; }
   RankStateGrid* rankGrid() const { return m_rankGrid; }
+  ExpertLoadMap* expertLoad() const { return m_expertLoad; }
   RunLogView* logView() const { return m_logs; }
   RunTimelineView* timelineView() const { return m_timeline; }
   CalibrateDialog* calibrateDialog() const { return m_calibrate; }
@@ -132,6 +135,7 @@ class RunsView : public QWidget {
   QTabWidget* m_tabs = nullptr;
   RunCharts* m_charts = nullptr;
   RankStateGrid* m_rankGrid = nullptr;
+  ExpertLoadMap* m_expertLoad = nullptr;
   RunLogView* m_logs = nullptr;
   qint64 m_selected = 0;
   // The selected run as read so far: rows up to the last row id of each table, its plan.

@@ -6,6 +6,8 @@ target_sources(stagecraft_ui PRIVATE
   runs/RunCharts.cpp
   runs/RankStateGrid.h
   runs/RankStateGrid.cpp
+  runs/ExpertLoadMap.h
+  runs/ExpertLoadMap.cpp
   runs/RunLogView.h
   runs/RunLogView.cpp
   runs/RunsView.h

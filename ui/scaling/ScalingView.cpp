@@ -4,6 +4,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
@@ -63,6 +64,10 @@ ScalingView::ScalingView(PlanDocument* document, QWidget* parent) : QWidget(pare
   m_metric->addItem(tr("tokens/s"), static_cast<int>(Metric::kTokensPerS));
   m_metric->addItem(tr("MFU"), static_cast<int>(Metric::kMfu));
   m_metric->addItem(tr("days to train"), static_cast<int>(Metric::kDays));
+  m_plausible = new QCheckBox(tr("cap at published MFU"));
+  m_plausible->setObjectName(QStringLiteral("plausible"));
+  m_plausible->setToolTip(tr("Rank each size's layouts with their MFU capped at the best published for the device "
+                             "(scale --plausible), so the model's optimism does not pick the winner"));
   m_compute = new QPushButton(tr("Scale"));
   m_compute->setObjectName(QStringLiteral("computeScaling"));
   auto* png = new QPushButton(tr("PNG/SVG..."));
@@ -73,6 +78,7 @@ ScalingView::ScalingView(PlanDocument* document, QWidget* parent) : QWidget(pare
   fields->addWidget(m_tokens, 1);
   fields->addWidget(new QLabel(tr("plot")));
   fields->addWidget(m_metric);
+  fields->addWidget(m_plausible);
   fields->addWidget(m_compute);
   fields->addWidget(png);
   fields->addWidget(csv);
@@ -125,6 +131,7 @@ void ScalingView::stopWorker() {
 void ScalingView::compute() {
   plan::ScaleOptions options;
   options.max_nodes = m_maxNodes->value();
+  options.search.cap_at_published_mfu = m_plausible->isChecked();
   const QString tokens = m_tokens->text().trimmed();
   if (!tokens.isEmpty()) {
     bool ok = false;
@@ -187,15 +194,21 @@ void ScalingView::showResult() {
     const auto& e = p.best.estimate;
     cell(i, kLayout, qs(plan::layout_string(p.best.config)));
     cell(i, kTokens, QString::number(e.tokens_per_s, 'g', 4));
-    cell(i, kMfu, percentText(e.mfu));
+    // Predicted above the device's best published MFU: marked, the model's reason as the tooltip.
+    cell(i, kMfu, percentText(e.mfu) + (e.plausible ? QString() : QStringLiteral(" !")));
+    if (!e.plausible) {
+      m_table->item(i, kMfu)->setToolTip(tr("Implausibly fast: %1").arg(qs(e.implausible_because)));
+      m_table->item(i, kMfu)->setForeground(QColor(0xb3, 0x59, 0x00));
+    }
     cell(i, kDays, QString::number(p.days, 'g', 3));
     cell(i, kEfficiency, QString::number(p.efficiency * 100.0, 'f', 0) + QLatin1Char('%'));
   }
-  m_status->setText(tr("%1 sizes up to %2 GPUs, %3 tokens, in %4")
+  m_status->setText(tr("%1 sizes up to %2 GPUs, %3 tokens, in %4%5")
                         .arg(r.points.size())
                         .arg(r.points.back().gpus)
                         .arg(r.tokens, 0, 'g', 3)
-                        .arg(qs(plan::format_seconds(r.seconds))));
+                        .arg(qs(plan::format_seconds(r.seconds)))
+                        .arg(r.capped ? tr("; ranked with MFU capped at the device's best published") : QString()));
   plot();
 }
 

@@ -1,6 +1,7 @@
 // ScalingView: how the document's model trains as the cluster grows — plan::scale (the best
 // layout of the same model and global batch at 1, 2, 4, ... nodes, up to the cluster's nodes or
-// a size the person types) computed on a worker thread, plotted against GPUs (tokens/s, MFU or
+// a size the person types; optionally ranked with the MFU capped at the device's best published,
+// an MFU above it marked "!" with the model's reason) computed on a worker thread, plotted against GPUs (tokens/s, MFU or
 // days to train, with ideal linear scaling as a dashed reference) and listed in a table with
 // `stagecraft-cli scale`'s columns. Export as PNG or SVG (the chart) and CSV (the table, as
 // `scale --csv` writes it).
@@ -19,6 +20,7 @@
 
 class PlanDocument;
 class QChartView;
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -43,6 +45,8 @@ class ScalingView : public QWidget {
 
   QSpinBox* maxNodesField() const { return m_maxNodes; }
   QLineEdit* tokensField() const { return m_tokens; }
+  // Rank each size with the MFU capped at the device's best published one (scale --plausible).
+  QCheckBox* plausibleField() const { return m_plausible; }
   QTableWidget* table() const { return m_table; }
   QChartView* chartView() const { return m_chartView; }
   void setMetric(Metric metric);
@@ -69,6 +73,7 @@ class ScalingView : public QWidget {
   QSpinBox* m_maxNodes = nullptr;
   QLineEdit* m_tokens = nullptr;
   QComboBox* m_metric = nullptr;
+  QCheckBox* m_plausible = nullptr;
   QPushButton* m_compute = nullptr;
   QLabel* m_status = nullptr;
   QChartView* m_chartView = nullptr;

@@ -190,7 +190,7 @@ void SetupPanel::addRow(QFormLayout* form, const QString& key, const QString& la
   error->setVisible(false);
   v->addWidget(error);
   form->addRow(label, holder);
-  m_fields.insert(key, Field{editor, error, std::move(refresh)});
+  m_fields.insert(key, Field{editor, error, std::move(refresh), form, holder});
   m_order << key;
 }
 
@@ -269,6 +269,22 @@ void SetupPanel::refreshValues() {
     f.refresh();
   }
   m_refreshing = false;
+  showApplicableRows();
+}
+
+void SetupPanel::showApplicableRows() {
+  const cfg::RunConfig& c = m_document->config();
+  const bool experts = c.model.moe.enabled();
+  const std::pair<const char*, int> expertRows[] = {{"parallel.ep", c.parallel.ep}, {"parallel.expert_tp", c.parallel.expert_tp}};
+  for (const auto& [key, value] : expertRows) {
+    auto it = m_fields.find(QLatin1String(key));
+    if (it != m_fields.end()) it->form->setRowVisible(it->row, experts || value != 1);
+  }
+}
+
+bool SetupPanel::isFieldShown(const QString& key) const {
+  auto it = m_fields.find(key);
+  return it != m_fields.end() && !it->row->isHidden();
 }
 
 void SetupPanel::showProblems(const QList<ConfigProblem>& problems) {

@@ -34,6 +34,8 @@ class SetupPanel : public QWidget {
   QWidget* field(const QString& key) const;
   // The keys the form has fields for, in form order.
   QStringList keys() const { return m_order; }
+  // Whether a key's row is shown: the expert layout's only for a model with experts.
+  bool isFieldShown(const QString& key) const;
   // The error shown at a key's field; empty when the field is fine.
   QString fieldError(const QString& key) const;
   // Problems about keys without a field, one per line.
@@ -44,6 +46,8 @@ class SetupPanel : public QWidget {
     QWidget* editor = nullptr;
     QLabel* error = nullptr;
     std::function<void()> refresh;  // shows the document's value without emitting an edit
+    QFormLayout* form = nullptr;    // the section and the row's widget, to show or hide the row
+    QWidget* row = nullptr;
   };
   using Setter = std::function<void(stagecraft::config::RunConfig&)>;
 
@@ -67,6 +71,9 @@ class SetupPanel : public QWidget {
 
   void edit(const QString& key, const Setter& change);
   void refreshValues();
+  // Rows that only matter for some models (the expert layout for a mixture of experts) are shown
+  // when they apply, or when their value is not the default (so a problem with it stays in view).
+  void showApplicableRows();
   void showProblems(const QList<ConfigProblem>& problems);
 
   PlanDocument* m_document;

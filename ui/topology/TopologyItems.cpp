@@ -220,8 +220,8 @@ QColor TopologyNodeItem::subgroupColor(int family) {
   return kColors[((family % n) + n) % n];
 }
 
-TopologyLegendItem::TopologyLegendItem(int stages, const QStringList& tensorFamilies, bool cp)
-    : m_stages(std::max(1, stages)), m_families(tensorFamilies), m_swatches(std::min(std::max(1, stages), kMaxSwatches)), m_cp(cp) {}
+TopologyLegendItem::TopologyLegendItem(int stages, const QStringList& tensorFamilies, bool cp, bool ep)
+    : m_stages(std::max(1, stages)), m_families(tensorFamilies), m_swatches(std::min(std::max(1, stages), kMaxSwatches)), m_cp(cp), m_ep(ep) {}
 
 QRectF TopologyLegendItem::boundingRect() const {
   const int entries = m_swatches + (m_swatches < m_stages ? 1 : 0);
@@ -270,13 +270,13 @@ void TopologyLegendItem::paint(QPainter* painter, const QStyleOptionGraphicsItem
   painter->drawRect(QRectF(0, y + (kLegendRow - kSwatch) / 2, kSwatch, kSwatch));
   painter->setPen(Qt::black);
   painter->drawText(QRectF(kSwatch + kTextMargin, y, 3 * kLegendColumn, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
-                    m_cp ? QStringLiteral("selected rank; its TP, CP, DP, PP groups bright, marked:")
-                         : QStringLiteral("selected rank; its TP, DP, PP groups bright, marked:"));
+                    QStringLiteral("selected rank; its TP, %1DP, PP%2 groups bright, marked:")
+                        .arg(m_cp ? QStringLiteral("CP, ") : QString(), m_ep ? QStringLiteral(", EP (experts)") : QString()));
   // One swatch per axis in its mark's colour.
   y += kLegendRow;
   double x = 0;
   for (const auto& mark : TopologyScene::allAxisMarks()) {
-    if (mark.bit == TopologyScene::kInCp && !m_cp) continue;
+    if ((mark.bit == TopologyScene::kInCp && !m_cp) || (mark.bit == TopologyScene::kInEp && !m_ep)) continue;
     painter->setPen(Qt::NoPen);
     painter->setBrush(mark.color);
     painter->drawRect(QRectF(x, y + (kLegendRow - kSwatch / 2) / 2, kSwatch, kSwatch / 2));

@@ -43,8 +43,9 @@ class TopologyLegendItem : public QGraphicsItem {
   // `tensorGrid`: the plan uses a Colossal-AI 2d / 2.5d / 3d mode; explain the sub-group marks.
   // `tensorFamilies`: the Colossal-AI 2d / 2.5d / 3d sub-group families of the plan ("row",
   // "column", ...), empty for 1d; each gets its frame colour explained.
-  // `cp`: the plan splits sequences, so the CP group has its mark too.
-  TopologyLegendItem(int stages, const QStringList& tensorFamilies, bool cp);
+  // `cp`: the plan splits sequences, so the CP group has its mark too; `ep`: the plan splits its
+  // expert layers over ranks, so the EP group has its mark.
+  TopologyLegendItem(int stages, const QStringList& tensorFamilies, bool cp, bool ep = false);
   int type() const override { return Type; }
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
@@ -57,4 +58,5 @@ class TopologyLegendItem : public QGraphicsItem {
   QStringList m_families;
   int m_swatches;
   bool m_cp = false;
+  bool m_ep = false;
 };

@@ -16,6 +16,7 @@
 
 using stagecraft::config::Axis;
 using stagecraft::config::TpMode;
+using stagecraft::plan::ExpertAxis;
 
 namespace {
 
@@ -37,6 +38,11 @@ QString rankList(const std::vector<int>& ranks) {
 }
 
 QList<int> toQList(const std::vector<int>& v) { return QList<int>(v.begin(), v.end()); }
+
+// The plan splits its expert layers over ranks: EP groups worth lighting.
+bool hasExpertParallelism(const stagecraft::plan::Plan& plan) {
+  return plan.config.model.moe.enabled() && plan.topology.expert_size(ExpertAxis::kEp) > 1;
+}
 
 QString layerRange(const stagecraft::plan::StagePlan& s) {
   if (s.num_layers <= 0) return QStringLiteral("no layers");
@@ -91,7 +97,7 @@ void TopologyScene::setPlan(const stagecraft::plan::Plan& plan) {
     rebuildItems();
   } else {
     delete m_legend;
-    m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies(), m_plan.cp > 1);
+    m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies(), m_plan.cp > 1, hasExpertParallelism(m_plan));
     addItem(m_legend);
     placeAnnotations();
     for (auto* item : m_nodeItems) item->update();
@@ -126,6 +132,7 @@ void TopologyScene::updateChanged() {
     return;
   }
   for (const AxisMark& mark : allAxisMarks()) {
+    if (mark.expert) continue;  // the comparison is of the dense layers' groups
     // The group of every rank under the pinned plan, as its index in groups(); a rank changed
     // when its group now is not exactly one of those (the same members).
     std::vector<int> groupOf(static_cast<size_t>(m_worldSize), -1);
@@ -148,12 +155,14 @@ std::vector<TopologyScene::AxisMark> TopologyScene::allAxisMarks() {
   return {{Axis::kTp, kInTp, "TP", QColor(0xD5, 0x5E, 0x00)},
           {Axis::kDp, kInDp, "DP", QColor(0x56, 0xB4, 0xE9)},
           {Axis::kPp, kInPp, "PP", QColor(0x7A, 0x3E, 0x9D)},
-          {Axis::kCp, kInCp, "CP", QColor(0x00, 0x9E, 0x73)}};
+          {Axis::kCp, kInCp, "CP", QColor(0x00, 0x9E, 0x73)},
+          {Axis::kTp, kInEp, "EP", QColor(0xCC, 0x79, 0xA7), true}};
 }
 
 std::vector<TopologyScene::AxisMark> TopologyScene::axisMarks() const {
   auto marks = allAxisMarks();
-  if (m_plan.cp <= 1) marks.pop_back();
+  const bool ep = hasExpertParallelism(m_plan);
+  std::erase_if(marks, [&](const AxisMark& m) { return (m.bit == kInCp && m_plan.cp <= 1) || (m.bit == kInEp && !ep); });
   return marks;
 }
 
@@ -190,7 +199,7 @@ void TopologyScene::rebuildItems() {
   m_gridRect = QRectF(0, 0, m_nodesPerRow * (m_nodeSize.width() + kNodeGap) - kNodeGap,
                       gridRows * (m_nodeSize.height() + kNodeGap) - kNodeGap);
 
-  m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies(), m_plan.cp > 1);
+  m_legend = new TopologyLegendItem(m_plan.pp, tensorFamilies(), m_plan.cp > 1, hasExpertParallelism(m_plan));
   addItem(m_legend);
   placeAnnotations();
 }
@@ -206,9 +215,9 @@ void TopologyScene::placeAnnotations() {
   m_legend->setPos(0, -(m_legend->boundingRect().height() + kLegendGap) * m_annotationScale);
   m_info->setScale(m_annotationScale);
   m_info->setPos(0, m_gridRect.bottom() + kInfoGap * m_annotationScale);
-  // The scene keeps room for the longest info text (a selected rank: its rank, TP, DP and PP
-  // lines and the sub-groups), so that selecting a rank never moves the drawing under the mouse.
-  const double infoLines = 5.0;
+  // The scene keeps room for the longest info text (a selected rank: its rank, a line per group,
+  // the sub-groups or its experts), so that selecting a rank never moves the drawing under the mouse.
+  const double infoLines = 2.0 + static_cast<double>(axisMarks().size()) + (m_plan.config.model.moe.enabled() ? 1.0 : 0.0);
   const QRectF drawing = m_gridRect.united(m_legend->sceneBoundingRect());
   const double bottom = m_info->pos().y() + infoLines * QFontMetricsF(m_info->font()).lineSpacing() * m_annotationScale;
   setSceneRect(QRectF(drawing.topLeft(), QPointF(drawing.right(), bottom))
@@ -307,7 +316,7 @@ void TopologyScene::updateHighlight() {
   if (m_selectedRank >= 0) {
     const auto& topo = m_plan.topology;
     for (const AxisMark& mark : axisMarks()) {
-      const auto group = topo.group_of(m_selectedRank, mark.axis);
+      const auto group = mark.expert ? topo.expert_group_of(m_selectedRank, ExpertAxis::kEp) : topo.group_of(m_selectedRank, mark.axis);
       for (int r : group) m_highlight[static_cast<size_t>(r)] |= mark.bit;
       m_selectedGroups.append(toQList(group));
     }
@@ -384,6 +393,7 @@ void TopologyScene::updateInfoText() {
     for (size_t a = 0; a < marks.size() && a < static_cast<size_t>(g.size()); ++a) {
       text += QStringLiteral("\n%1 %2").arg(QLatin1String(marks[a].name), rankList(vec(g[static_cast<qsizetype>(a)])));
     }
+    if (const QString experts = selectedExpertsText(); !experts.isEmpty()) text += QLatin1Char('\n') + experts;
     const QStringList sub = selectedSubgroups();
     if (!sub.isEmpty()) {
       text += QStringLiteral("\n%1 sub-groups (side %2):   ")
@@ -397,6 +407,25 @@ void TopologyScene::updateInfoText() {
 
 QString TopologyScene::infoText() const { return m_info ? m_info->text() : QString(); }
 
+QString TopologyScene::expertsText(int rank) const {
+  const int experts = m_plan.config.model.moe.experts;
+  if (experts <= 0 || rank < 0 || rank >= m_worldSize) return {};
+  const auto range = m_plan.topology.experts_of(rank, experts);
+  const int ep = m_plan.topology.expert_size(ExpertAxis::kEp);
+  const QString which = range.count == 1 ? QStringLiteral("expert %1").arg(range.first)
+                                         : QStringLiteral("experts %1-%2").arg(range.first).arg(range.first + range.count - 1);
+  return ep > 1 ? QStringLiteral("%1 of %2 (ep rank %3)").arg(which).arg(experts).arg(m_plan.topology.coord(rank).ep)
+                : QStringLiteral("%1 of %2 (no expert parallelism)").arg(which).arg(experts);
+}
+
+QString TopologyScene::selectedExpertsText() const {
+  if (m_selectedRank < 0 || !m_plan.config.model.moe.enabled()) return {};
+  const auto& topo = m_plan.topology;
+  QString s = expertsText(m_selectedRank) + QStringLiteral(", expert-DP group ") + rankList(topo.expert_group_of(m_selectedRank, ExpertAxis::kDp));
+  if (topo.expert_size(ExpertAxis::kTp) > 1) s += QStringLiteral(", expert TP group ") + rankList(topo.expert_group_of(m_selectedRank, ExpertAxis::kTp));
+  return s;
+}
+
 QString TopologyScene::rankToolTip(int rank) const {
   if (rank < 0 || rank >= m_worldSize) return {};
   const auto c = m_plan.topology.coord(rank);
@@ -408,6 +437,7 @@ QString TopologyScene::rankToolTip(int rank) const {
                   .arg(c.tp)
                   .arg(c.pp);
   if (m_plan.cp > 1) s += QStringLiteral(" · cp %1").arg(c.cp);
+  if (m_plan.config.model.moe.enabled()) s += QLatin1Char('\n') + expertsText(rank);
   const int side = m_plan.topology.tensor_grid_side();
   if (side > 0) {
     const int i = c.tp % side;

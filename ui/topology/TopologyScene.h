@@ -7,8 +7,10 @@
 // detail, so 1024 x 8 GPUs rebuild in a few milliseconds and pan smoothly.
 //
 // The scene owns the drawing's state: the plan, the selected and hovered rank. Selecting a rank
-// highlights its TP, DP and PP groups (everything else is dimmed) and lists its Colossal-AI
-// 2d / 2.5d / 3d tensor sub-groups (row, column, depth, ...) in the info panel. Rank geometry is
+// highlights its TP, DP and PP groups (CP with context parallelism, EP with expert parallelism:
+// the ranks that split its MoE layers' experts; everything else is dimmed), lists the experts it
+// holds and its expert-DP group, and its Colossal-AI 2d / 2.5d / 3d tensor sub-groups (row,
+// column, depth, ...) in the info panel. Rank geometry is
 // pure arithmetic (rankAt, tileRect), so hit-testing needs no item index.
 #pragma once
 
@@ -43,7 +45,8 @@ class TopologyScene : public QGraphicsScene {
   // Highlights the rank's TP, DP and PP groups; -1 (or a rank out of range) clears. Emits
   // rankSelected when the selection changes.
   void selectRank(int rank);
-  // [TP, DP, PP] groups of the selected rank, empty when none is selected.
+  // [TP, DP, PP] groups of the selected rank (then CP and EP when the plan has them, as
+  // axisMarks()), empty when none is selected.
   QList<QList<int>> highlightedGroups() const;
   // The TP groups drawn outlined, reconstructed from the tiles' outline ids (each group's ranks
   // in increasing order, groups by their lowest rank). Empty when tp = 1 (nothing is outlined).
@@ -70,7 +73,13 @@ class TopologyScene : public QGraphicsScene {
   // The colour the tile is drawn with now: dimmed when a selection exists and the rank is in none
   // of the selected rank's groups.
   QColor tileFill(int rank) const;
-  // Tooltip text: rank, node, local rank, dp/tp/pp coordinates, stage and its layers.
+  // The experts the rank holds of each MoE layer: "experts 2-3 of 8 (ep rank 1)"; empty without
+  // experts.
+  QString expertsText(int rank) const;
+  // The selected rank's expert lines of the info panel: its experts, expert-DP group (and expert
+  // TP group when experts are split); empty without a selection or experts.
+  QString selectedExpertsText() const;
+  // Tooltip text: rank, node, local rank, dp/tp/pp coordinates, stage and its layers, its experts.
   QString rankToolTip(int rank) const;
   // The line under the grid: the layout, or the selected rank's groups one a line.
   QString infoText() const;
@@ -86,15 +95,18 @@ class TopologyScene : public QGraphicsScene {
   // How many ranks changed a group on any axis.
   int changedRankCount() const;
 
-  // Bit flags of how a rank relates to the selection (kInTp | kInDp | kInPp | kInCp | kIsSelected).
-  enum Highlight : uint8_t { kInTp = 1, kInDp = 2, kInPp = 4, kIsSelected = 8, kInCp = 16 };
+  // Bit flags of how a rank relates to the selection (kInTp | kInDp | kInPp | kInCp | kInEp | kIsSelected).
+  enum Highlight : uint8_t { kInTp = 1, kInDp = 2, kInPp = 4, kIsSelected = 8, kInCp = 16, kInEp = 32 };
   // The axes a selection lights, in the order highlightedGroups() lists them (TP, DP, PP, then CP
-  // when the plan has context parallelism), each with its bit, name and colour.
+  // when the plan has context parallelism, EP when its expert layers are split over ep > 1
+  // ranks), each with its bit, name and colour. EP is an axis of the expert layers' mapping
+  // (plan/topology.h ExpertAxis::kEp), not a config::Axis: `expert` says so and `axis` is unused.
   struct AxisMark {
     stagecraft::config::Axis axis;
     uint8_t bit;
     const char* name;
     QColor color;
+    bool expert = false;
   };
   std::vector<AxisMark> axisMarks() const;
   static std::vector<AxisMark> allAxisMarks();

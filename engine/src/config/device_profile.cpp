@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -25,6 +26,7 @@ const std::vector<CalibrationField>& calibration_fields() {
       {"attention_efficiency", &CostCalibration::attention_efficiency, "fraction of the peak fused attention sustains", true},
       {"gpu_workspace_gib", &CostCalibration::gpu_workspace_gib, "GPU memory of the framework itself, GiB"},
       {"step_overhead_s", &CostCalibration::step_overhead_s, "fixed time per step outside the parts, s"},
+      {"moe_imbalance", &CostCalibration::moe_imbalance, "busiest expert-parallel rank's tokens over the mean (1 balanced)", false, 1.0},
   };
   return kFields;
 }
@@ -61,9 +63,11 @@ Result<DeviceProfile> parse_device_profile(std::string_view yaml, const std::str
         if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x)) {
           return Status::invalid_input(at + ": expected a number, got " + one_line(text));
         }
-        if (x < 0 || (f->efficiency && (x <= 0 || x > kMaxEfficiency))) {
+        if (x < f->at_least || (f->efficiency && (x <= 0 || x > kMaxEfficiency))) {
+          char least[32];
+          std::snprintf(least, sizeof least, "at least %g", f->at_least);
           return Status::invalid_input(at + "=" + one_line(text) + ": out of range (" +
-                                       (f->efficiency ? "an efficiency in (0, 4]" : "at least 0") + ")");
+                                       (f->efficiency ? std::string("an efficiency in (0, 4]") : std::string(least)) + ")");
         }
         p.calibration.*(f->field) = x;
       }

@@ -89,6 +89,42 @@ Status refuse_cp(const Ctx& x, const std::string& framework) {
                 framework + " has no context parallelism; set parallel.cp=1 to export there, or export to megatron, deepspeed or torchtitan");
 }
 
+// What a target cannot write of the model, refused in one line naming the key: a mixture of
+// experts where the framework (or the config this export writes for it) has no expert layer,
+// Qwen3's attention (q/k norms, a head size of its own) where the written config describes the
+// model and has no key for it. Megatron-LM, DeepSpeed and torchtitan write all three (DeepSpeed's
+// model and torchtitan's come from the training code or configuration; the notes say what to build).
+Status refuse_model(const RunConfig& c, Framework to) {
+  const config::ModelConfig& m = c.model;
+  const std::string fw = framework_title(to);
+  const bool head_dim = m.head_dim != 0 && m.head_dim * m.heads != m.hidden;
+  const std::string others = "; export to megatron, deepspeed or torchtitan";
+  if (m.moe.enabled()) {
+    const std::string key = "model.moe.experts", value = std::to_string(m.moe.experts);
+    switch (to) {
+      case Framework::kLibai:
+        return refuse(key, value, "LiBai's GPT has no mixture-of-experts layer and LiBai no expert parallelism" + others);
+      case Framework::kPaddle:
+        return refuse(key, value, "PaddlePaddle's hybrid strategy as this export writes it (dp, mp, pp, sharding) has no expert parallel axis" + others);
+      case Framework::kColossalai:
+        return refuse(key, value, "Colossal-AI's legacy parallel config has no experts (its MoE runs under the booster's MoeHybridParallelPlugin, "
+                                  "set in code, which this export does not write)" + others);
+      case Framework::kHf:
+        return refuse(key, value, "the Hugging Face export writes Llama, Qwen2 and GPT-2 config.json files only, no mixture-of-experts models yet");
+      default:
+        break;
+    }
+  }
+  if (to == Framework::kLibai || to == Framework::kHf) {
+    const std::string what = to == Framework::kLibai ? "LiBai's model config (model.cfg, its GPT)" : "the Hugging Face export (Llama, Qwen2 and GPT-2 config.json files)";
+    if (m.qk_norm) return refuse("model.qk_norm", "true", what + " has no q/k norms; export to megatron, deepspeed or torchtitan");
+    if (head_dim) {
+      return refuse("model.head_dim", std::to_string(m.head_dim),
+                    what + " has heads x head size = hidden only; export to megatron, deepspeed or torchtitan");
+    }
+  }
+  return Status::OK();
+}
 
 // ----------------------------------------------------------------------------- LiBai
 
@@ -397,6 +433,50 @@ std::vector<std::string> megatron_arch_args(const config::ModelConfig& m) {
   }
   a.push_back("--disable-bias-linear");
   if (d.qkv_bias) a.push_back("--add-qkv-bias");
+  // Qwen3's attention: RMSNorm over each head of q and k (the model's --normalization), and a head
+  // size of its own (Megatron's kv_channels, hidden / heads when not given).
+  if (d.qk_norm) a.push_back("--qk-layernorm");
+  if (d.head_dim * d.heads != d.hidden) a.push_back("--kv-channels " + std::to_string(d.head_dim));
+  return a;
+}
+
+// A mixture of experts as Megatron-Core's MoE flags (megatron/training/arguments.py, the moe group
+// and those its ArgumentGroupFactory derives from TransformerConfig and ModelParallelConfig):
+//   - the router: Megatron's default takes the top k logits and softmaxes them, which is
+//     softmax over every expert then top k renormalised (norm_topk); --moe-router-pre-softmax
+//     softmaxes first and keeps the k probabilities as they are (norm_topk false);
+//   - expert parallelism folds over the stage's ranks as Stagecraft plans it (parallel folding);
+//     --expert-tensor-parallel-size is always written, Megatron's default being tp, not 1;
+//   - the shared experts are one MLP of their summed width (its help: num_shared_experts x
+//     ffn_size_of_each_shared_expert); the first dense layers a --moe-layer-freq pattern.
+std::vector<std::string> megatron_moe_args(const RunConfig& c) {
+  const config::MoeConfig& e = c.model.moe;
+  std::vector<std::string> a;
+  if (!e.enabled()) return a;
+  a.push_back("--num-experts " + std::to_string(e.experts));
+  a.push_back("--moe-router-topk " + std::to_string(e.top_k));
+  a.push_back("--moe-ffn-hidden-size " + std::to_string(c.model.moe_ffn()));
+  if (e.shared_experts > 0) {
+    a.push_back("--moe-shared-expert-intermediate-size " + std::to_string(static_cast<long long>(e.shared_experts) * c.model.moe_shared_ffn()));
+  }
+  if (e.dense_layers > 0) {
+    a.push_back("--moe-layer-freq \"([0]*" + std::to_string(e.dense_layers) + "+[1]*" + std::to_string(c.model.layers - e.dense_layers) + ")\"");
+  }
+  if (!e.norm_topk) a.push_back("--moe-router-pre-softmax");
+  if (e.aux_loss > 0) {
+    a.push_back("--moe-router-load-balancing-type aux_loss");
+    a.push_back("--moe-aux-loss-coeff " + py_float(e.aux_loss));
+  } else {
+    a.push_back("--moe-router-load-balancing-type none");
+  }
+  if (e.capacity_factor > 0) {
+    a.push_back("--moe-expert-capacity-factor " + py_float(e.capacity_factor));
+    a.push_back("--moe-token-drop-policy probs");
+  }
+  a.push_back("--expert-model-parallel-size " + std::to_string(c.parallel.ep));
+  a.push_back("--expert-tensor-parallel-size " + std::to_string(c.parallel.expert_tp));
+  a.push_back("--moe-token-dispatcher-type alltoall");
+  a.push_back("--moe-grouped-gemm");
   return a;
 }
 
@@ -441,6 +521,7 @@ Result<Exported> export_megatron(Ctx& x) {
   a.push_back("--seq-length " + std::to_string(c.model.seq_len));
   a.push_back("--max-position-embeddings " + std::to_string(c.model.seq_len));
   for (auto& s : megatron_arch_args(c.model)) a.push_back(s);
+  for (auto& s : megatron_moe_args(c)) a.push_back(s);
   if (!c.model.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
   a.push_back("--micro-batch-size " + std::to_string(c.train.micro_batch));
   a.push_back("--global-batch-size " + std::to_string(c.train.global_batch));
@@ -474,8 +555,15 @@ Result<Exported> export_megatron(Ctx& x) {
   o << "#!/usr/bin/env bash\n";
   o << comment("Megatron-LM command line for " + c.name + ", written by stagecraft-cli export.");
   o << comment(x.cluster_line() + "; " + x.sizes_line() + ". Megatron derives the data parallel size, world / (tp x cp x pp).");
-  o << comment("Megatron orders ranks tp-cp-ep-dp-pp (ep = 1 here)" + std::string(order == tp_dp_pp_order() ? "" : ", tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping") +
-               " (megatron/core/parallel_state.py).");
+  if (c.model.moe.enabled()) {
+    o << comment("Megatron orders ranks tp-cp-ep-dp-pp" + std::string(order == tp_dp_pp_order() ? "" : " (tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping)") +
+                 "; its expert layers fold the same ranks as expert tp " + std::to_string(c.parallel.expert_tp) + " x ep " +
+                 std::to_string(c.parallel.ep) + " x expert dp " + std::to_string(x.tp * x.cp * x.dp / (c.parallel.ep * c.parallel.expert_tp)) +
+                 ", expert tp innermost (megatron/core/parallel_state.py), as the plan does.");
+  } else {
+    o << comment("Megatron orders ranks tp-cp-ep-dp-pp (ep = 1 here)" + std::string(order == tp_dp_pp_order() ? "" : ", tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping") +
+                 " (megatron/core/parallel_state.py).");
+  }
   if (x.pp > 1) o << comment("Layers per pipeline stage" + std::string(x.v > 1 ? " (chunk order: all pp ranks' first chunks, then the second)" : "") + ": " + int_list(x.counts) + ".");
   o << comment("The vocabulary (" + std::to_string(c.model.vocab) + ") comes from the tokenizer; Megatron pads it to a multiple of 128 x tp.");
   o << notes_block(x.notes);
@@ -505,6 +593,48 @@ Result<Exported> export_megatron(Ctx& x) {
 
 // ----------------------------------------------------------------------------- DeepSpeed
 
+// ds_config.json has no MoE section: the model code builds each MoE layer as a
+// deepspeed.moe.layer.MoE (deepspeed/moe/layer.py: hidden_size, expert, num_experts, ep_size, k,
+// capacity_factor, drop_tokens, enable_expert_tensor_parallelism, ...), which forms its groups.
+std::string deepspeed_moe_snippet(const Ctx& x) {
+  const RunConfig& c = x.c;
+  const config::MoeConfig& moe = c.model.moe;
+  const int first = moe.dense_layers, last = c.model.layers - 1;
+  std::ostringstream py;
+  py << comment("DeepSpeed mixture-of-experts layers for " + c.name + ", written by stagecraft-cli export: ds_config.json has no MoE "
+                "section; each MoE layer of the model code is a deepspeed.moe.layer.MoE, which forms the expert-parallel groups "
+                "(ep_size ranks of each data-parallel group, deepspeed/utils/groups.py).");
+  py << notes_block(x.notes);
+  py << "from deepspeed.moe.layer import MoE\n\n";
+  if (first > 0) {
+    py << (first == 1 ? "# Layer 0 keeps" : "# Layers 0-" + std::to_string(first - 1) + " keep") << " the dense MLP (FFN " << c.model.ffn()
+       << "); layers " << first << "-" << last << " put this in its place:\n";
+  } else {
+    py << "# Every layer (0-" << last << ") puts this in place of its MLP:\n";
+  }
+  py << "moe = MoE(\n";
+  py << "    hidden_size=" << c.model.hidden << ",\n";
+  py << "    expert=expert,  # one SwiGLU MLP of FFN " << c.model.moe_ffn() << ", from the model code\n";
+  py << "    num_experts=" << moe.experts << ",\n";
+  py << "    ep_size=" << c.parallel.ep << ",  # " << moe.experts / c.parallel.ep << " experts on each rank\n";
+  py << "    k=" << moe.top_k << ",\n";
+  if (moe.capacity_factor > 0) {
+    py << "    capacity_factor=" << py_float(moe.capacity_factor) << ",\n";
+    py << "    eval_capacity_factor=" << py_float(moe.capacity_factor) << ",\n";
+    py << "    drop_tokens=True,\n";
+  } else {
+    py << "    drop_tokens=False,  # dropless, as the plan (model.moe.capacity_factor 0)\n";
+  }
+  if (x.tp > 1) py << "    enable_expert_tensor_parallelism=" << (c.parallel.expert_tp == x.tp ? "True" : "False") << ",\n";
+  py << ")\n";
+  py << "# moe(hidden_states) returns (output, l_aux, expert_counts): add " << py_float(moe.aux_loss) << " * l_aux to the loss.\n";
+  if (c.parallel.zero >= 1) {
+    py << "# With ZeRO the optimizer takes the expert parameters as their own groups:\n";
+    py << "#   deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer(param_groups)\n";
+  }
+  return py.str();
+}
+
 Result<Exported> export_deepspeed(Ctx& x) {
   const RunConfig& c = x.c;
   if (c.parallel.tp_mode != TpMode::k1d) {
@@ -519,7 +649,36 @@ Result<Exported> export_deepspeed(Ctx& x) {
     return refuse("parallel.zero", std::to_string(c.parallel.zero),
                   "DeepSpeed's PipelineEngine takes ZeRO stage 0 or 1 only; set parallel.zero=1 or parallel.pp=1 to export to DeepSpeed");
   }
+  const config::MoeConfig& moe = c.model.moe;
+  if (moe.enabled()) {
+    // deepspeed/utils/groups.py forms the expert-parallel groups inside each data-parallel group
+    // (ep_size must divide its size); MoE(enable_expert_tensor_parallelism=True) splits every
+    // expert over the whole tensor-parallel group, False keeps it whole on each tp rank.
+    if (x.dp % c.parallel.ep != 0) {
+      return refuse("parallel.ep", std::to_string(c.parallel.ep),
+                    "DeepSpeed forms its expert-parallel groups inside the data-parallel group (deepspeed/utils/groups.py): ep must divide dp = " +
+                        std::to_string(x.dp) + "; export to megatron or torchtitan for experts folded over tensor-parallel ranks");
+    }
+    if (c.parallel.expert_tp != 1 && c.parallel.expert_tp != x.tp) {
+      return refuse("parallel.expert_tp", std::to_string(c.parallel.expert_tp),
+                    "DeepSpeed keeps each expert whole or splits it over the whole tensor-parallel group "
+                    "(MoE's enable_expert_tensor_parallelism); set parallel.expert_tp=1 or " + std::to_string(x.tp));
+    }
+  }
   if (auto n = order_note(c, Framework::kDeepspeed, framework_order(Framework::kDeepspeed, c)); !n.empty()) x.notes.push_back(n);
+  if (moe.enabled()) {
+    if (x.tp * x.cp > c.parallel.expert_tp && c.parallel.ep > 1) {
+      x.notes.push_back("DeepSpeed's expert-parallel groups are " + std::to_string(c.parallel.ep) +
+                        " data-parallel ranks of one tp rank; the plan folds its tp" + std::string(x.cp > 1 ? " and cp" : "") +
+                        " ranks into ep first: the same experts on every GPU, other EP and expert-DP groups");
+    }
+    if (moe.shared_experts > 0) {
+      x.notes.push_back("DeepSpeed's MoE layer holds the routed experts only: build the " + std::to_string(moe.shared_experts) + " shared expert" +
+                        (moe.shared_experts == 1 ? "" : "s") + " (FFN " + std::to_string(c.model.moe_shared_ffn()) +
+                        ") as an MLP beside it in the model code");
+    }
+    if (!moe.norm_topk) x.notes.push_back("DeepSpeed's gate renormalises the top-k weights; the plan's model.moe.norm_topk=false is not expressible");
+  }
   if (x.cp > 1 && c.parallel.cp_comm == config::CpComm::kRing) {
     x.notes.push_back("DeepSpeed splits sequences with Ulysses' all-to-all (sequence_parallel_size), not a K/V ring: the plan's "
                       "cp_comm=ring runs as all_to_all there, which needs cp to divide the heads of each tp rank");
@@ -631,6 +790,7 @@ Result<Exported> export_deepspeed(Ctx& x) {
     py << "# Layers per stage: " << int_list(x.counts) << "; stage 0 also holds the embedding, the last the head and loss.\n";
     e.files.push_back({"pipeline.py", py.str()});
   }
+  if (moe.enabled()) e.files.push_back({"moe.py", deepspeed_moe_snippet(x)});
   e.notes = x.notes;
   return e;
 }
@@ -653,8 +813,28 @@ Result<Exported> export_torchtitan(Ctx& x) {
   if (c.train.precision == Precision::kFp16) {
     return refuse("train.precision", "fp16", "torchtitan trains in bf16 or fp32 (training.mixed_precision_param); set train.precision=bf16");
   }
+  // Experts (torchtitan/distributed/parallel_dims.py): with expert_parallel_degree above 1 the
+  // experts fold over dp_shard x cp x tp as efsdp x ep, ep innermost, whole on each rank (ep
+  // "borrows ranks from FSDP and TP"); with it 1, every expert is split over the tp ranks
+  // (torchtitan/models/common/moe_sharding.py). dp_replicate stays outside.
+  const config::MoeConfig& moe = c.model.moe;
+  const int ep = moe.enabled() ? c.parallel.ep : 1;
+  if (ep > 1 && c.parallel.expert_tp != 1) {
+    return refuse("parallel.expert_tp", std::to_string(c.parallel.expert_tp),
+                  "torchtitan's expert parallelism keeps every expert whole on its rank (its sparse mesh is efsdp x ep, no tensor "
+                  "parallelism inside an expert); set parallel.expert_tp=1 to export to torchtitan");
+  }
+  if (ep > 1 && c.parallel.zero == 0 && (x.tp * x.cp) % ep != 0) {
+    return refuse("parallel.ep", std::to_string(ep),
+                  "torchtitan folds the experts over dp_shard x cp x tp, and with parallel.zero=0 its data parallelism is replicated "
+                  "(dp_shard 1): ep must divide tp x cp = " + std::to_string(x.tp * x.cp) + "; set parallel.zero=1 (FSDP) or such an ep");
+  }
   const auto order = framework_order(Framework::kTorchtitan, c);
   if (auto n = order_note(c, Framework::kTorchtitan, order); !n.empty()) x.notes.push_back(n);
+  if (moe.enabled() && ep == 1 && x.tp > 1 && c.parallel.expert_tp != x.tp) {
+    x.notes.push_back("torchtitan splits every expert over the tp ranks when expert_parallel_degree is 1 (expert tp " + std::to_string(x.tp) +
+                      "), not the plan's parallel.expert_tp=" + std::to_string(c.parallel.expert_tp) + ": less expert memory per GPU, more TP traffic");
+  }
   const int seq = c.model.seq_len;
   std::vector<std::string> a;
   // Data parallelism: replicated (DDP) without ZeRO; sharded by FSDP2 with it, which shards
@@ -680,6 +860,7 @@ Result<Exported> export_torchtitan(Ctx& x) {
                       "activation memory than the plan's");
   }
   a.push_back("--parallelism.pipeline_parallel_degree " + std::to_string(x.pp));
+  if (moe.enabled()) a.push_back("--parallelism.expert_parallel_degree " + std::to_string(ep));
   if (x.pp > 1) {
     const char* schedule = c.pipeline.schedule == Schedule::kGpipe ? "GPipe" : x.v > 1 ? "Interleaved1F1B" : "1F1B";
     a.push_back(std::string("--parallelism.pipeline_parallel_schedule ") + schedule);
@@ -708,7 +889,11 @@ Result<Exported> export_torchtitan(Ctx& x) {
                       ": choose that activation checkpointing in the configuration (activation_checkpoint)");
   }
   const auto d = model::ModelDesc::from(c.model);
-  x.notes.push_back("the model comes from the configuration (--module, --config): " + d.summary());
+  x.notes.push_back("the model comes from the configuration (--module, --config): " + d.summary() +
+                    (moe.enabled() ? std::string("; so do its router (") + (moe.norm_topk ? "top-k weights renormalised" : "softmax weights kept") +
+                                         ", load-balancing loss " + py_float(moe.aux_loss) + ") and its " +
+                                         (moe.capacity_factor > 0 ? "capacity factor " + py_float(moe.capacity_factor) : std::string("dropless dispatch"))
+                                   : std::string()));
 
   std::ostringstream o;
   o << "#!/usr/bin/env bash\n";
@@ -726,7 +911,10 @@ Result<Exported> export_torchtitan(Ctx& x) {
   o << "# Run on every node (node 0 is the master), from torchtitan's repository:\n";
   o << "#   torchrun --nnodes " << c.cluster.nodes << " --nproc_per_node " << c.cluster.gpus_per_node
     << " --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500 \\\n";
-  o << "#       -m torchtitan.train --module torchtitan_recipes." << (c.model.llama() ? "llama3" : "MODULE") << " --config CONFIG "
+  // torchtitan's model modules (torchtitan/models): qwen3 has Qwen3's q/k norms, head size and
+  // mixture of experts; llama3 the dense Llama; other models name their own.
+  const char* module = c.model.qk_norm ? "qwen3" : c.model.llama() && !moe.enabled() ? "llama3" : "MODULE";
+  o << "#       -m torchtitan.train --module torchtitan_recipes." << module << " --config CONFIG "
     << "\"${TORCHTITAN_ARGS[@]}\"\n";
   Exported e;
   e.files.push_back({c.name + "_torchtitan.sh", o.str()});
@@ -746,27 +934,17 @@ Result<Exported> export_hf(Ctx& x) {
 Result<Exported> export_files(const RunConfig& config, Framework to, const ExportOptions& options) {
   auto plan = plan::make_plan(config);
   if (!plan.ok()) return plan.status();
-  // What no export writes yet: the mixture-of-experts layer (experts, top-k, expert parallelism)
-  // and Qwen3's attention (its head size and q/k norms).
-  const config::ModelConfig& m = config.model;
-  if (m.moe.enabled()) {
-    return refuse("model.moe.experts", std::to_string(m.moe.experts),
-                  "the " + framework_title(to) + " export does not write mixture-of-experts models yet; Stagecraft plans them only");
-  }
-  if (m.qk_norm) {
-    return refuse("model.qk_norm", "true", "the " + framework_title(to) + " export does not write q/k norms yet; Stagecraft plans them only");
-  }
-  if (m.head_dim != 0 && m.head_dim * m.heads != m.hidden) {
-    return refuse("model.head_dim", std::to_string(m.head_dim),
-                  "the " + framework_title(to) + " export writes heads x head_dim = hidden only; Stagecraft plans other head sizes only");
-  }
+  if (Status s = refuse_model(config, to); !s) return s;
   Ctx x(config, plan.value());
   if (to == Framework::kHf) return export_hf(x);
   if (config.model.llama() && to != Framework::kMegatron && to != Framework::kTorchtitan) {
     // The layout frameworks take the model from the training code, not from this config.
     const auto d = model::ModelDesc::from(config.model);
     x.notes.push_back(framework_title(to) + " builds the model in the training code: make it a Llama (RMSNorm, SwiGLU, rotary positions, " +
-                      std::to_string(d.kv_heads) + " key/value heads" + (d.qkv_bias ? ", q/k/v biases" : "") + "); this config carries the layout");
+                      std::to_string(d.kv_heads) + " key/value heads" + (d.qkv_bias ? ", q/k/v biases" : "") +
+                      (d.qk_norm ? ", RMSNorm over each head of q and k" : "") +
+                      (d.head_dim * d.heads != d.hidden ? ", heads of " + std::to_string(d.head_dim) + " channels" : "") +
+                      "); this config carries the layout");
   }
   switch (to) {
     case Framework::kLibai: return export_libai(x, options);

@@ -771,6 +771,21 @@ void read_torchtitan(std::string_view text, RunConfig& c, Report& r) {
   c.parallel.pp = static_cast<int>(pp);
   c.parallel.cp = static_cast<int>(cp);
   c.parallel.cp_comm = config::CpComm::kRing;
+  // Experts (torchtitan/distributed/parallel_dims.py): expert_parallel_degree folds them over
+  // dp_shard x cp x tp, each whole on its rank; at 1 every expert is split over the tp ranks.
+  const long long ep = integer("parallelism.expert_parallel_degree", 1, 1 << 20).value_or(1);
+  if (ep > 1 && !c.model.moe.enabled()) {
+    r.problem(line("parallelism.expert_parallel_degree"), "parallelism.expert_parallel_degree=" + std::to_string(ep) +
+                                                              ": the model has no experts (model.moe.experts" +
+                                                              std::string(r.line_of("model.moe.experts") ? "" : " from the base") + " is 0)");
+  } else if (ep > 1 && (shard * cp * tp) % ep != 0) {
+    r.problem(line("parallelism.expert_parallel_degree"), "parallelism.expert_parallel_degree=" + std::to_string(ep) +
+                                                              ": torchtitan needs it to divide data_parallel_shard_degree x context x tensor parallel degree = " +
+                                                              std::to_string(shard * cp * tp));
+  }
+  c.parallel.ep = static_cast<int>(ep);
+  c.parallel.expert_tp = c.model.moe.enabled() && ep == 1 ? static_cast<int>(tp) : 1;
+  r.set_line("parallel.ep", line("parallelism.expert_parallel_degree"));
   c.parallel.dp = static_cast<int>(replicate * shard);
   r.set_line("parallel.tp", line("parallelism.tensor_parallel_degree"));
   r.set_line("parallel.pp", line("parallelism.pipeline_parallel_degree"));
@@ -873,20 +888,23 @@ void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report&
     const std::string& mt = t->as_string();
     static const std::pair<const char*, const char*> kTypes[] = {
         {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
-        {"mixtral", "MixtralForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"gpt2", "GPT2LMHeadModel"}};
+        {"mixtral", "MixtralForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"qwen2_moe", "Qwen2MoeForCausalLM"},
+        {"gpt2", "GPT2LMHeadModel"}};
     arch = mt;
     for (const auto& [type, name] : kTypes) {
       if (mt == type) arch = name;
     }
   }
   static const char* kKnown =
-      "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM or GPT2LMHeadModel";
+      "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM "
+      "or GPT2LMHeadModel";
   const bool gpt2 = arch == "GPT2LMHeadModel";
   const bool qwen2 = arch == "Qwen2ForCausalLM";
   const bool mixtral = arch == "MixtralForCausalLM";
   const bool qwen3_moe = arch == "Qwen3MoeForCausalLM";
+  const bool qwen2_moe = arch == "Qwen2MoeForCausalLM";  // Qwen2's attention (q/k/v biases), Qwen3-MoE's router, a shared expert
   const bool qwen3 = arch == "Qwen3ForCausalLM" || qwen3_moe;
-  if (!gpt2 && !qwen2 && !qwen3 && !mixtral && arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
+  if (!gpt2 && !qwen2 && !qwen2_moe && !qwen3 && !mixtral && arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
     r.problem(json_line(text, arch.empty() ? "model_type" : "architectures"),
               "architectures=" + (arch.empty() ? std::string("(none)") : arch) + ": Stagecraft reads " + kKnown);
     return;
@@ -960,8 +978,8 @@ void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report&
   m.tied_embeddings = boolean("tie_word_embeddings").value_or(false);
   m.rope_theta = number("rope_theta", 1.0, 1e12).value_or(10000.0);
   m.norm_eps = number("rms_norm_eps", 1e-12, 0.1).value_or(1e-6);
-  m.qkv_bias = qwen2;
-  if (!qwen2 && boolean("attention_bias").value_or(false)) {
+  m.qkv_bias = qwen2 || qwen2_moe;
+  if (!m.qkv_bias && boolean("attention_bias").value_or(false)) {
     refuse("attention_bias", "attention_bias=true: its biases include o_proj's; Stagecraft's llama has biases on q, k and v only (Qwen2)");
   }
   if (boolean("mlp_bias").value_or(false)) refuse("mlp_bias", "mlp_bias=true: Stagecraft's llama MLP has no biases");
@@ -986,12 +1004,22 @@ void read_hf(std::string_view text, RunConfig& c, const RunConfig* base, Report&
     m.moe.top_k = integer("num_experts_per_tok", 1, 1 << 16).value_or(2);
     m.moe.norm_topk = true;
     m.moe.aux_loss = number("router_aux_loss_coef", 0.0, 10.0).value_or(0.001);
-  } else if (qwen3_moe) {
+  } else if (qwen3_moe || qwen2_moe) {
     m.moe.experts = required("num_experts", 1, 1 << 16);
-    m.moe.top_k = integer("num_experts_per_tok", 1, 1 << 16).value_or(8);
+    m.moe.top_k = integer("num_experts_per_tok", 1, 1 << 16).value_or(qwen2_moe ? 4 : 8);
     m.moe.ffn_hidden = required("moe_intermediate_size", 1, 1 << 30);
     m.moe.norm_topk = boolean("norm_topk_prob").value_or(false);
     m.moe.aux_loss = number("router_aux_loss_coef", 0.0, 10.0).value_or(0.001);
+    // Qwen2-MoE's one shared expert (Qwen2MoeSparseMoeBlock.shared_expert). Its output is scaled
+    // by sigmoid(shared_expert_gate(x)), a hidden x 1 linear per layer that Stagecraft's model does
+    // not have: the import keeps the shared expert and drops the gate (hidden parameters a layer,
+    // and a scalar per token, left out of the counts and the cost model; docs/cli.md).
+    if (qwen2_moe) {
+      if (auto shared = integer("shared_expert_intermediate_size", 0, 1 << 30); shared.value_or(0) > 0) {
+        m.moe.shared_experts = 1;
+        m.moe.shared_ffn_hidden = *shared;
+      }
+    }
     // transformers: layer i is sparse when i is not in mlp_only_layers and (i + 1) % step == 0.
     // Stagecraft's dense layers are the first ones: mlp_only_layers must be 0 ... k-1, step 1.
     if (auto step = integer("decoder_sparse_step", 1, 1 << 20); step && *step != 1) {

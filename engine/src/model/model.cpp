@@ -233,6 +233,18 @@ double ModelDesc::layer_params_1d(double t, int i) const {
   return n;
 }
 
+LayerParamSplit ModelDesc::layer_param_split(int i) const {
+  std::vector<ParamSpec> ps;
+  Lister(*this, ps).layer(i);
+  LayerParamSplit out;
+  for (const auto& p : ps) {
+    const auto n = static_cast<double>(p.numel());
+    const ParamSharding sh = sharding_of(p);
+    (sh.expert ? out.expert : sh.tp_split ? out.tp_split : out.replicated) += n;
+  }
+  return out;
+}
+
 double ModelDesc::embedding_params() const {
   std::vector<ParamSpec> ps;
   Lister(*this, ps).embeddings();
@@ -258,8 +270,8 @@ std::vector<LayerGemm> ModelDesc::layer_gemms(int i) const {
   // it is small beside the experts, and the estimate splits it t ways like the GEMMs beside it.
   const double FE = static_cast<double>(top_k) * expert_ffn;
   g.push_back({"router", static_cast<double>(experts), C, false});
-  g.push_back({"experts gate and up", 2.0 * FE, C, false});
-  g.push_back({"experts down", C, FE, true});
+  g.push_back({"experts gate and up", 2.0 * FE, C, false, true});
+  g.push_back({"experts down", C, FE, true, true});
   if (shared_experts > 0) {
     const double FS = static_cast<double>(shared_experts) * shared_ffn;
     g.push_back({"shared gate and up", 2.0 * FS, C, false});
@@ -268,20 +280,38 @@ std::vector<LayerGemm> ModelDesc::layer_gemms(int i) const {
   return g;
 }
 
-double ModelDesc::layer_gemm_flops_per_token() const {
+double ModelDesc::layer_gemm_flops_per_token(int i) const {
   double f = 0;
-  for (const auto& g : layer_gemms()) f += 2.0 * g.n * g.k;
+  for (const auto& g : layer_gemms(i)) f += 2.0 * g.n * g.k;
   return f;
 }
 
-double ModelDesc::layer_forward_flops() const { return seq * layer_gemm_flops_per_token() + attention_flops(seq); }
+double ModelDesc::layer_forward_flops(int i) const { return seq * layer_gemm_flops_per_token(i) + attention_flops(seq); }
+
+double ModelDesc::model_layers_forward_flops() const {
+  if (layers <= 0) return 0.0;
+  const int moe_layers = moe() ? std::max(0, layers - std::min(dense_layers, layers)) : 0;
+  double f = 0;
+  if (moe_layers > 0) f += moe_layers * layer_forward_flops(layers - 1);
+  if (layers - moe_layers > 0) f += (layers - moe_layers) * layer_forward_flops(0);
+  return f;
+}
 
 // GPT-2: two LayerNorms 4 C and two bias + residual adds 6 C (replicated); the QKV bias and the
 // heads' split and merge 6 C, bias + GELU 2 F (sharded). Llama: two RMSNorms and two residual
 // adds, the same 10 C; the heads' split and merge 2 (Q + 2K), RoPE over q and k 2 (Q + K), SwiGLU
 // reading gate | up and writing its product 3 F.
-LayerTraffic ModelDesc::layer_traffic() const {
-  const double C = hidden, F = active_mlp_width(typical_layer());
+// An MoE layer: the shared experts' SwiGLU in `sharded` (3 S FS), the routed experts' apart, per
+// token: SwiGLU over top_k widths (3 k FE) and the permutation of its k copies to the experts and
+// back (read and write k C each way: 4 k C).
+LayerTraffic ModelDesc::layer_traffic(int i) const {
+  const double C = hidden;
+  if (llama() && moe_layer(i)) {
+    const double FS = static_cast<double>(shared_experts) * shared_ffn, k = top_k;
+    return {10 * C, 2.0 * qkv_width() + 2.0 * (q_width() + kv_width()) + 3 * FS, 12 + (shared_experts > 0 ? 1 : 0) + 3,
+            k * (3.0 * expert_ffn + 4.0 * C)};
+  }
+  const double F = active_mlp_width(i);
   if (llama()) return {10 * C, 2.0 * qkv_width() + 2.0 * (q_width() + kv_width()) + 3 * F, 12};
   return {10 * C, 6 * C + 2 * F, 11};
 }
@@ -289,8 +319,15 @@ LayerTraffic ModelDesc::layer_traffic() const {
 // GPT-2: the two LayerNorms' inputs, QKV's input and fc1's input (4 C) replicated; q k v 3 C,
 // attention-out's input C, GELU's input and output 2 F sharded. Llama: the same four replicated;
 // q k v (Q + 2K), attention-out's input Q, gate | up 2 F and SwiGLU's output F sharded.
-LayerActivations ModelDesc::layer_activations() const {
-  const double C = hidden, F = active_mlp_width(typical_layer());
+// An MoE layer: the shared experts' 3 S FS in `sharded`, the routed experts' top_k copies of the
+// token (k C) and their 3 k FE, and the router's logits and probabilities (2 E) apart.
+LayerActivations ModelDesc::layer_activations(int i) const {
+  const double C = hidden;
+  if (llama() && moe_layer(i)) {
+    const double FS = static_cast<double>(shared_experts) * shared_ffn, k = top_k;
+    return {4 * C, static_cast<double>(qkv_width()) + q_width() + 3 * FS, k * C, 3.0 * k * expert_ffn, 2.0 * experts};
+  }
+  const double F = active_mlp_width(i);
   if (llama()) return {4 * C, static_cast<double>(qkv_width()) + q_width() + 3 * F};
   return {4 * C, 4 * C + 2 * F};
 }

@@ -32,11 +32,21 @@ constexpr Part kParts[] = {
     {"compute", [](const StepBreakdown& b) { return b.compute_s; }, &MeasuredStep::compute_s},
     {"recompute", [](const StepBreakdown& b) { return b.recompute_s; }, &MeasuredStep::recompute_s},
     {"TP", [](const StepBreakdown& b) { return b.tp_comm_s; }, &MeasuredStep::tp_s},
+    {"EP all-to-all", [](const StepBreakdown& b) { return b.moe_a2a_s; }, &MeasuredStep::moe_a2a_s},
     {"PP + bubble", [](const StepBreakdown& b) { return b.pp_comm_s + b.bubble_s; }, &MeasuredStep::pp_bubble_s},
     {"DP", [](const StepBreakdown& b) { return b.dp_comm_s; }, &MeasuredStep::dp_s},
     {"optimizer", [](const StepBreakdown& b) { return b.optimizer_s; }, &MeasuredStep::optimizer_s},
     {"overhead", [](const StepBreakdown& b) { return b.overhead_s; }, &MeasuredStep::overhead_s},
 };
+
+// Expert parallelism's all-to-alls are a part of their own only where the run timed them apart;
+// otherwise they ran inside its forwards and backwards, and the compute part carries them.
+bool compared(const Part& p, const MeasuredStep& m) { return p.measured != &MeasuredStep::moe_a2a_s || m.moe_a2a_s > 0; }
+double predicted_part(const Part& p, const StepBreakdown& b, const MeasuredStep& m) {
+  const double v = p.predicted(b);
+  if (p.measured == &MeasuredStep::compute_s && !(m.moe_a2a_s > 0)) return v + b.moe_a2a_s;
+  return v;
+}
 
 // The constants a step's time depends on (gpu_workspace_gib is memory only), in the fit's
 // coordinate order; and why the samples could not inform one, in plain words, by what they lack.
@@ -55,10 +65,11 @@ std::string format_constant(double v) {
 }
 
 std::string why_uninformed(std::string_view key, const std::vector<CalibrationSample>& samples) {
-  bool tp = false, comm = false, network = false, flash = false, overhead = false;
+  bool tp = false, comm = false, network = false, flash = false, overhead = false, ep = false;
   for (const auto& s : samples) {
     const auto& in = s.input;
     tp = tp || in.tp > 1;
+    ep = ep || (in.config.model.moe.enabled() && in.ep > 1);
     comm = comm || in.dp > 1 || in.pp > 1 || in.cp > 1;
     network = network || in.tp_nodes > 1 || in.dp_nodes > 1 || in.cp_nodes > 1 || in.pp_crosses_nodes;
     flash = flash || in.config.train.attention == config::Attention::kFlash;
@@ -71,6 +82,7 @@ std::string why_uninformed(std::string_view key, const std::vector<CalibrationSa
   if (key == "network_efficiency" && !network) return "no run across nodes: network efficiency kept";
   if (key == "attention_efficiency" && !flash) return "no run with flash attention: its efficiency kept";
   if (key == "step_overhead_s" && !overhead) return "no run measured time outside the parts: step overhead kept";
+  if (key == "moe_imbalance" && !ep) return "no run with expert parallelism: the experts' load imbalance kept";
   return std::string(key) + " kept: the runs spend too little of their steps on it to tell";
 }
 
@@ -87,7 +99,8 @@ double misfit(const std::vector<CalibrationSample>& samples, const config::CostC
     const Estimate e = estimate(in);
     const double step = s.measured.step_s;
     for (const Part& p : kParts) {
-      const double d = (p.predicted(e.breakdown) - s.measured.*(p.measured)) / step;
+      if (!compared(p, s.measured)) continue;
+      const double d = (predicted_part(p, e.breakdown, s.measured) - s.measured.*(p.measured)) / step;
       sum += d * d;
       ++terms;
     }
@@ -108,7 +121,9 @@ std::vector<double> residual_terms(const std::vector<CalibrationSample>& samples
     in.device.calibration = cal;
     const Estimate e = estimate(in);
     const double step = s.measured.step_s;
-    for (const Part& p : kParts) out.push_back(p.predicted(e.breakdown) / step);
+    for (const Part& p : kParts) {
+      if (compared(p, s.measured)) out.push_back(predicted_part(p, e.breakdown, s.measured) / step);
+    }
     out.push_back(e.step_time_s / step);
   }
   return out;
@@ -203,7 +218,8 @@ std::vector<double> nelder_mead(F&& f, std::vector<double> x0, double step, int 
 std::vector<ComparisonRow> compare(const Estimate& predicted, const MeasuredStep& measured) {
   std::vector<ComparisonRow> rows;
   for (const Part& p : kParts) {
-    const double pr = p.predicted(predicted.breakdown), me = measured.*(p.measured);
+    if (!compared(p, measured)) continue;
+    const double pr = predicted_part(p, predicted.breakdown, measured), me = measured.*(p.measured);
     rows.push_back({p.name, pr, me, rel_error(pr, me), true});
   }
   rows.push_back({"step", predicted.step_time_s, measured.step_s, rel_error(predicted.step_time_s, measured.step_s), true});
@@ -282,7 +298,9 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
   }
   auto at = [&](const std::vector<double>& x) {
     config::CostCalibration c = from;
-    for (size_t i = 0; i < free.size(); ++i) c.*(free[i]->field) = free[i]->efficiency ? kMaxEfficiency / (1 + std::exp(-x[i])) : std::exp(x[i]);
+    for (size_t i = 0; i < free.size(); ++i) {
+      c.*(free[i]->field) = free[i]->efficiency ? kMaxEfficiency / (1 + std::exp(-x[i])) : std::max(free[i]->at_least, std::exp(x[i]));
+    }
     return c;
   };
   if (free.empty()) {

@@ -3,7 +3,10 @@
 // Legend: L layers, h hidden, a heads, f ffn_hidden, s sequence length, V vocabulary,
 // b micro-batch, T = b s tokens of a micro-batch, t tensor-parallel size, p pipeline size,
 // v virtual stages, d data-parallel size, m micro-batches per step, e bytes per activation
-// element (2 for fp16/bf16, 4 for fp32).
+// element (2 for fp16/bf16, 4 for fp32). Mixture of experts: E routed experts of width FE, k
+// of them per token (top_k), ep the expert-parallel size, et the expert tensor-parallel size,
+// ed = t cp d / (ep et) the expert-dp size, u the busiest ep rank's load over the mean
+// (CostCalibration::moe_imbalance).
 #include "stagecraft/plan/estimate.h"
 
 #include <algorithm>
@@ -109,6 +112,20 @@ double gather_time(double bytes, int n, double bw, double step_s) {
   return static_cast<double>(n - 1) / n * bytes / bw + (n - 1) * step_s;
 }
 
+// All-to-all over n ranks spread evenly over `nodes` nodes (n / nodes on each): every rank sends
+// `bytes` in n equal parts and keeps its own, so (n - 1)/n of them travel, those for the n/nodes -
+// 1 peers of its node over the node's link and the rest over the network, both at once; n - 1
+// exchanges of latency. Worked example: ep 8 within a node of H100-SXM (NVLink 450 GB/s x 0.8),
+// 32 MiB per rank: 7/8 x 32 MiB / 360 GB/s = 82 us plus 7 x 8 us; over 2 nodes (4 per node)
+// the 4/8 for the other node cross the network at 50 GB/s x 0.85 per GPU: 395 us.
+double all_to_all_time(double bytes, int n, int nodes, double intra_bw, double net_bw, double step_s) {
+  if (n <= 1 || bytes <= 0) return 0.0;
+  const double per_node = std::max(1.0, static_cast<double>(n) / std::max(1, nodes));
+  const double intra = bytes * (per_node - 1) / n / intra_bw;
+  const double inter = bytes * (n - per_node) / n / net_bw;
+  return std::max(intra, inter) + (n - 1) * step_s;
+}
+
 // How the TP group shards a layer: 1d splits the big matrices t ways and replicates biases of
 // row-parallel layers and the LayerNorms; 2d (q x q), 2.5d (q x q x depth, weights replicated
 // over depth) and 3d (q x q x q) shard every tensor.
@@ -122,15 +139,44 @@ struct LayerTimes {
   double recompute = 0;            // repeated forward work
   double tp_comm = 0;              // TP collectives of forward + backward (+ recompute)
   double cp_comm = 0;              // CP exchanges not hidden behind attention (+ recompute)
+  double moe_a2a = 0;              // EP dispatch and combine all-to-alls (+ recompute)
   double fwd_flops = 0, recompute_flops = 0;  // per micro-batch on this rank
+  double total() const { return fwd + bwd + recompute + tp_comm + cp_comm + moe_a2a; }
 };
 
-// Where a layout's groups sit, for the collectives' bandwidths.
+// Where a layout's groups sit, for the collectives' bandwidths; the expert layers' sizes.
 struct Links {
   int tp = 1, tp_nodes = 1, cp = 1, cp_nodes = 1;
+  int ep = 1, ep_nodes = 1, etp = 1, etp_nodes = 1;
+  double imbalance = 1;  // u: the busiest ep rank's tokens over the mean (1 with ep 1)
 };
 
-LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw& hw_in) {
+// The load factor u the expert layers run at: the calibration's, capped by a capacity factor
+// (tokens beyond capacity_factor x the mean are dropped), and 1 with ep 1 (every rank then holds
+// every expert and computes its own tokens' copies, however they spread over the experts).
+double effective_imbalance(const config::RunConfig& c, int ep, const config::CostCalibration& cal) {
+  if (ep <= 1 || !c.model.moe.enabled()) return 1.0;
+  double u = std::max(1.0, cal.moe_imbalance);
+  if (c.model.moe.capacity_factor >= 1.0) u = std::min(u, c.model.moe.capacity_factor);
+  return u;
+}
+
+Links links_of(const EstimateInput& in, const config::CostCalibration& cal) {
+  Links l;
+  l.tp = std::max(1, in.tp);
+  l.tp_nodes = in.tp_nodes;
+  l.cp = std::max(1, in.cp);
+  l.cp_nodes = in.cp_nodes;
+  l.ep = std::max(1, in.ep);
+  l.ep_nodes = in.ep_nodes;
+  l.etp = std::max(1, in.expert_tp);
+  l.etp_nodes = in.expert_tp_nodes;
+  l.imbalance = effective_imbalance(in.config, l.ep, cal);
+  return l;
+}
+
+// Layer `layer` of the model (a dense one, or an MoE one), one micro-batch on one rank.
+LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw& hw_in, int layer) {
   Hw hw = hw_in;
   const int tp = links.tp, tp_nodes = links.tp_nodes;
   const auto g = model::ModelDesc::from(c.model);
@@ -150,14 +196,37 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
   // last row-parallel). Other modes shard M and K as well; counted as the same math on a 1/t
   // slice, with their own collectives below. Attention: QK^T and AV per query head,
   // (s, hs) x (hs, s).
+  const auto gemms = g.layer_gemms(layer);
   double gemm = 0, attn_gemm = 0;
   if (one_d) {
-    for (const auto& gm : g.layer_gemms()) gemm += gm.row_parallel ? gemm_time(T, gm.n, gm.k / t, 1, hw) : gemm_time(T, gm.n / t, gm.k, 1, hw);
+    for (const auto& gm : gemms) {
+      if (gm.routed) continue;  // below, at the tokens each expert receives
+      gemm += gm.row_parallel ? gemm_time(T, gm.n, gm.k / t, 1, hw) : gemm_time(T, gm.n / t, gm.k, 1, hw);
+    }
   } else {
     const double q = std::sqrt(weight_shard(c, tp));
     const double rows = T / (c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) * std::cbrt(t) : q);
     const double w = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : q;
-    for (const auto& gm : g.layer_gemms()) gemm += gemm_time(rows, gm.n / w, gm.k / w, 1, hw);
+    for (const auto& gm : gemms) {
+      if (!gm.routed) gemm += gemm_time(rows, gm.n / w, gm.k / w, 1, hw);
+    }
+  }
+  // Routed experts (an MoE layer), as Megatron-Core's grouped GEMM runs them: each tp rank routes
+  // its own T / t tokens (sequence parallelism's slice) to k experts each. Over an EP group of ep
+  // such ranks, each holding E / ep experts, a rank's experts receive T / t x k token copies on
+  // average and u times that on the busiest rank, which the step waits for; expert_tp gathers
+  // them over its et ranks, each running every copy through its FE / et slice. Per expert:
+  //     M = et u k (T / t) / (E / ep) tokens;  gate | up (M, 2 FE / et) x (C), down (M, C) x (FE / et),
+  // E / ep of each in one grouped launch. Worked example, Mixtral 8x7B (E 8, k 2, FE 14336), T 4096,
+  // t 1, ep 8, u 1: one expert per rank at M = 8192 tokens, (8192, 28672) x 4096 and
+  // (8192, 4096) x 14336: the FLOPs of the dense top-2 MLP over the rank's own tokens.
+  const bool moe = g.moe_layer(layer);
+  const double Tr = T / t;  // tokens this rank routes
+  const double u = links.imbalance, et = std::max(1, links.etp), ep = std::max(1, links.ep);
+  if (moe) {
+    const double local = std::max(1.0, g.experts / ep);
+    const double M = et * u * g.top_k * Tr / local;
+    gemm += gemm_time(M, 2.0 * g.expert_ffn / et, g.hidden, local, hw) + gemm_time(M, g.hidden, g.expert_ffn / et, local, hw);
   }
   attn_gemm += 2 * gemm_time(s / cp, s, hs, b * a / t, hw);
   // Element-wise traffic of a forward, in elements, each read once and written once (model.h:
@@ -171,8 +240,10 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
   const bool dropout = c.model.dropout > 0;
   const bool flash = c.train.attention == config::Attention::kFlash;
   const double replicated = one_d && !sp ? 1.0 : 1.0 / t;
-  const model::LayerTraffic traffic = g.layer_traffic();
-  const double elem = (T * traffic.replicated * replicated + T * traffic.sharded / t) * hw.e + (dropout ? 2 * T * h * replicated : 0.0);
+  const model::LayerTraffic traffic = g.layer_traffic(layer);
+  // The routed experts' SwiGLU and permutations over the busiest rank's token copies.
+  const double elem = (T * traffic.replicated * replicated + T * traffic.sharded / t + Tr * u * traffic.routed) * hw.e +
+                      (dropout ? 2 * T * h * replicated : 0.0);
   const double softmax = flash ? 0.0 : a * s * s / cp * b / t * (2 * hw.e + (dropout ? 2 * hw.e + 1 : 0.0));
   const double softmax_time = softmax / hw.mem_bw + hw.cal.kernel_s;
   double attn_fwd = attn_gemm + softmax_time, attn_bwd = 2 * attn_gemm + 2 * softmax_time;
@@ -188,7 +259,7 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
     case Recompute::kSelective: lt.recompute = flash ? 0.0 : attn_fwd; break;  // the attention core
     case Recompute::kFull: lt.recompute = lt.fwd; break;
   }
-  lt.fwd_flops = b * g.layer_forward_flops() / t / cp;
+  lt.fwd_flops = b * g.layer_forward_flops(layer) / t / cp;
   lt.recompute_flops = c.train.recompute == Recompute::kFull                ? lt.fwd_flops
                        : c.train.recompute == Recompute::kSelective && !flash ? b * g.attention_flops(s) / t / cp
                                                                             : 0.0;
@@ -227,11 +298,28 @@ LayerTimes layer_times(const config::RunConfig& c, const Links& links, const Hw&
       // and weight blocks along a row and a column of the grid, forward and twice in backward.
       const double q = c.parallel.tp_mode == TpMode::k3d ? std::cbrt(t) : std::sqrt(weight_shard(c, tp));
       double weights = 0;  // the layer's GEMM weights
-      for (const auto& gm : g.layer_gemms()) weights += gm.n * gm.k;
+      for (const auto& gm : gemms) weights += gm.routed ? 0.0 : gm.n * gm.k;
       const double blocks = (T * h + T * g.ffn + weights) / (q * q) * hw.e;
       per_layer = 3 * 2 * gather_time(blocks, static_cast<int>(std::lround(q)), tp_bw, hw.cal.tp_step_s);
     }
     lt.tp_comm = per_layer;
+  }
+  // Expert parallelism: the dispatch all-to-all sends each of the rank's T / t tokens to its k
+  // experts' ranks and the combine brings the outputs back, the mirror two in the backward (and
+  // the forward's again under full recompute); nothing hides them. Bytes per rank and
+  // all-to-all: k (T / t) C e, u times that on the busiest rank, (ep - 1)/ep of it leaving the
+  // rank (all_to_all_time), over the link or the network by where the EP group sits. An MoE layer
+  // keeps the dense layer's TP collectives (the shared experts', and the token stream's).
+  // expert_tp > 1 adds an all-gather of the received copies over the et ranks before the experts
+  // and a reduce-scatter after, mirrored in the backward: TP collectives of the experts.
+  if (moe) {
+    const int passes = 4 + (c.train.recompute == Recompute::kFull ? 2 : 0);
+    const double copies = u * g.top_k * Tr * h * hw.e;
+    if (ep > 1) lt.moe_a2a = passes * all_to_all_time(copies, links.ep, links.ep_nodes, hw.intra_bw, hw.net_bw, hw.cal.collective_step_s);
+    if (et > 1) {
+      const double etp_bw = links.etp_nodes > 1 ? hw.tp_net_bw : hw.tp_intra_bw;
+      lt.tp_comm += passes * gather_time(et * copies, links.etp, etp_bw, hw.cal.tp_step_s);
+    }
   }
   return lt;
 }
@@ -263,8 +351,8 @@ void check_plausibility(Estimate& e, const config::DeviceSpec& device) {
     const char* name;
     double s;
   };
-  Share parts[] = {{"TP", b.tp_comm_s},  {"CP", b.cp_comm_s},         {"PP", b.pp_comm_s},      {"DP", b.dp_comm_s},
-                   {"bubble", b.bubble_s}, {"optimizer", b.optimizer_s}, {"overhead", b.overhead_s}};
+  Share parts[] = {{"TP", b.tp_comm_s},        {"CP", b.cp_comm_s},    {"EP all-to-all", b.moe_a2a_s}, {"PP", b.pp_comm_s},
+                   {"DP", b.dp_comm_s},        {"bubble", b.bubble_s}, {"optimizer", b.optimizer_s},   {"overhead", b.overhead_s}};
   std::string list;
   for (const auto& p : parts) {
     if (p.s <= 0) continue;
@@ -311,18 +399,73 @@ struct PerParam {
 // accumulate in fp32 (4; Megatron forces it for bf16), so 2 + 4 + 12, and with the distributed
 // optimizer (zero: 1) Megatron's 6 + 12/d. ZeRO shards over the d ranks of the gradient group
 // (dp x cp): 1 the optimizer state, 2 the gradients too, 3 the weights too (Rajbhandari et al. 2020).
-PerParam per_param(const config::RunConfig& c, int dp, int zero) {  // dp: the data-parallel size
+// `group`: the ranks that hold the same values and shard them, dp x cp for a dense parameter,
+// expert-dp for a routed expert's (Megatron's distributed optimizer shards those over expert-dp).
+PerParam per_param_over(const config::RunConfig& c, double group, int zero) {
   PerParam pp{};
   switch (c.train.precision) {
     case Precision::kFp32: pp = {4, 4, 8}; break;
     case Precision::kFp16: pp = {2, 2, 12}; break;
     case Precision::kBf16: pp = {2, 4, 12}; break;
   }
-  const double d = static_cast<double>(std::max(1, dp)) * std::max(1, c.parallel.cp);
+  const double d = std::max(1.0, group);
   if (zero >= 1) pp.optimizer /= d;
   if (zero >= 2) pp.grads /= d;
   if (zero >= 3) pp.weights /= d;
   return pp;
+}
+PerParam per_param(const config::RunConfig& c, int dp, int zero) {  // dp: the data-parallel size
+  return per_param_over(c, static_cast<double>(std::max(1, dp)) * std::max(1, c.parallel.cp), zero);
+}
+
+// The expert-dp size of a layout: t cp d / (ep et), at least 1.
+int expert_dp_of(const config::RunConfig& c, int dp, int tp) {
+  const long long stage = static_cast<long long>(std::max(1, tp)) * std::max(1, c.parallel.cp) * std::max(1, dp);
+  const long long folded = static_cast<long long>(std::max(1, c.parallel.ep)) * std::max(1, c.parallel.expert_tp);
+  return static_cast<int>(std::max(1LL, stage / folded));
+}
+
+// What estimate() reads of the model's description, counted once per model and thread: search
+// estimates tens of thousands of layouts of one model, and listing an MoE layer's tensors (every
+// expert's) would otherwise be most of each estimate's time.
+struct ModelFigures {
+  config::ModelConfig key;
+  model::ModelDesc g;
+  double total = 0, active = 0;
+  model::LayerParamSplit dense, moe;  // a dense layer's and an MoE layer's parameters by how they shard
+  const model::LayerParamSplit& layer(int i) const { return g.moe_layer(i) ? moe : dense; }
+};
+
+const ModelFigures& model_figures(const config::ModelConfig& m) {
+  thread_local ModelFigures cache;
+  thread_local bool filled = false;
+  if (!filled || !(cache.key == m)) {
+    ModelFigures f;
+    f.key = m;
+    f.g = model::ModelDesc::from(m);
+    f.total = f.g.total_params();
+    f.active = f.g.active_params();
+    if (f.g.layers > 0) {
+      f.dense = f.g.layer_param_split(0);
+      f.moe = f.g.moe() ? f.g.layer_param_split(f.g.layers - 1) : f.dense;
+    }
+    cache = std::move(f);
+    filled = true;
+  }
+  return cache;
+}
+
+// One layer's parameters on one rank: the dense part (1d: split tensors / t; other modes shard
+// every tensor) and the routed experts' (E / ep experts, each / et).
+struct RankLayerParams {
+  double dense = 0, expert = 0;
+};
+RankLayerParams rank_layer_params(const config::RunConfig& c, const model::LayerParamSplit& split, int tp) {
+  RankLayerParams r;
+  r.dense = c.parallel.tp_mode == TpMode::k1d ? split.replicated + split.tp_split / std::max(1, tp)
+                                              : (split.replicated + split.tp_split) / weight_shard(c, tp);
+  r.expert = split.expert / (static_cast<double>(std::max(1, c.parallel.ep)) * std::max(1, c.parallel.expert_tp));
+  return r;
 }
 
 // The CPU engine's buffers beyond weights, gradients, optimizer state and activations on pp rank
@@ -470,6 +613,20 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
 // a s^2 b) and the dropout output a s^2 b, which gives the paper's s b h (34 + 5 a s / h) at
 // 16 bits with f = 4h.
 double layer_activation_bytes(const config::RunConfig& c, int tp) {
+  return layer_activation_bytes(c, tp, model::ModelDesc::from(c.model).typical_layer(), 1.0);
+}
+
+namespace {
+
+// Layer `layer`'s activations on one rank, and of them the routed experts' and the router's.
+// An MoE layer's routed experts keep, per token copy their rank's experts receive (u k T / t on the
+// busiest rank, gathered over et), the copy itself (et x, each et rank reads it whole) and its
+// gate | up and SwiGLU output (3 FE / et each rank, so 3 FE of the T / t tokens' total); the
+// router its logits and probabilities (2 E) per routed token.
+struct ActivationBytes {
+  double total = 0, moe = 0;
+};
+ActivationBytes layer_activations_of(const config::RunConfig& c, int tp, int layer, double u) {
   const auto g = model::ModelDesc::from(c.model);
   // Context parallelism keeps s / cp tokens of each sequence on a rank, their scores against all s keys.
   const double cp = std::max(1, c.parallel.cp);
@@ -479,17 +636,25 @@ double layer_activation_bytes(const config::RunConfig& c, int tp) {
   const bool sp = c.parallel.sequence_parallel && tp > 1 && one_d;
   const bool dropout = c.model.dropout > 0;
   const double rep = one_d && !sp ? 1.0 : 1.0 / t;  // share of a "replicated" tensor a rank holds
-  const model::LayerActivations kept = g.layer_activations();
-  const double rest = (kept.replicated * rep + kept.sharded / t) * T * e + (dropout ? 2 * T * h * rep : 0.0);
+  const model::LayerActivations kept = g.layer_activations(layer);
+  const double et = std::max(1, c.parallel.expert_tp);
+  const double moe = (T / t) * (u * (et * kept.routed_input + kept.routed) + kept.router) * e;
+  const double rest = (kept.replicated * rep + kept.sharded / t) * T * e + (dropout ? 2 * T * h * rep : 0.0) + moe;
   // FlashAttention stores no scores: only the softmax statistics, one fp32 per (head, token).
   const double core = c.train.attention == config::Attention::kFlash ? 4.0 * a * s / cp * b / t
                                                                       : a * s / cp * s * b / t * (dropout ? 2 * e + 1 : e);
   switch (c.train.recompute) {
-    case Recompute::kNone: return rest + core;
-    case Recompute::kSelective: return rest + (c.train.attention == config::Attention::kFlash ? core : 0.0);
-    case Recompute::kFull: return T * h * e * rep;   // the layer input only (2 s b h at 16 bits)
+    case Recompute::kNone: return {rest + core, moe};
+    case Recompute::kSelective: return {rest + (c.train.attention == config::Attention::kFlash ? core : 0.0), moe};
+    case Recompute::kFull: return {T * h * e * rep, 0.0};   // the layer input only (2 s b h at 16 bits)
   }
-  return rest + core;
+  return {rest + core, moe};
+}
+
+}  // namespace
+
+double layer_activation_bytes(const config::RunConfig& c, int tp, int layer, double moe_imbalance) {
+  return layer_activations_of(c, tp, layer, moe_imbalance).total;
 }
 
 int inflight_micro_batches(const config::RunConfig& c, int pp_rank, int pp, int v, int m) {
@@ -550,43 +715,75 @@ void set_layout(EstimateInput& in, const TopologySpec& spec) {
   in.cp_nodes = axis_group_nodes(spec, {config::Axis::kCp});
   in.dp_nodes = axis_group_nodes(spec, gradient_axes());
   in.pp_crosses_nodes = axis_group_nodes(spec, {config::Axis::kPp}) > 1;
+  // The expert layers' mapping numbers the same ranks with expert_tp, ep and expert-dp in tp's,
+  // cp's and dp's places (plan/topology.h), so their groups sit where those axes' would with
+  // those sizes.
+  in.ep = spec.experts ? std::max(1, spec.ep) : 1;
+  in.expert_tp = spec.experts ? std::max(1, spec.expert_tp) : 1;
+  in.ep_nodes = in.expert_tp_nodes = in.expert_dp_nodes = 1;
+  if (spec.experts) {
+    const long long stage = static_cast<long long>(std::max(1, spec.tp)) * std::max(1, spec.cp) * std::max(1, spec.dp);
+    TopologySpec folded = spec;
+    folded.tp = in.expert_tp;
+    folded.cp = in.ep;
+    folded.dp = static_cast<int>(std::max(1LL, stage / (static_cast<long long>(in.ep) * in.expert_tp)));
+    in.ep_nodes = axis_group_nodes(folded, {config::Axis::kCp});
+    in.expert_tp_nodes = axis_group_nodes(folded, {config::Axis::kTp});
+    in.expert_dp_nodes = axis_group_nodes(folded, {config::Axis::kDp});
+  }
 }
 
 StageCostModel time_cost_model(const config::RunConfig& config, const config::DeviceSpec& device, int tp, int tp_nodes) {
   EstimateInput in;
   in.config = config;
   in.device = device;
+  if (config.model.moe.enabled()) set_layout(in, topology_spec(config));  // where the expert groups sit
+  in.tp = tp;
+  in.tp_nodes = tp_nodes;
+  in.cp = config.parallel.cp;
   const Hw hw = hardware(in);
-  Links links;
-  links.tp = tp;
-  links.tp_nodes = tp_nodes;
-  links.cp = config.parallel.cp;
-  const LayerTimes lt = layer_times(config, links, hw);
+  const Links links = links_of(in, hw.cal);
   const EndTimes et = end_times(config, links, hw);
+  const auto g = model::ModelDesc::from(config.model);
   StageCostModel m;
-  m.layer.assign(static_cast<size_t>(std::max(0, config.model.layers)), lt.fwd + lt.bwd + lt.recompute + lt.tp_comm + lt.cp_comm);
+  m.layer.resize(static_cast<size_t>(std::max(0, config.model.layers)));
+  for (int i = 0; i < config.model.layers; ++i) {
+    const bool same = i > 0 && g.moe_layer(i) == g.moe_layer(i - 1);
+    m.layer[static_cast<size_t>(i)] = same ? m.layer[static_cast<size_t>(i - 1)] : layer_times(config, links, hw, i).total();
+  }
   m.first = et.first;
   m.last = et.last;
   return m;
 }
 
 StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, int pp, int virtual_stages, int micro_batches) {
-  const auto g = model::ModelDesc::from(config.model);
+  const ModelFigures& mf = model_figures(config.model);
+  const auto& g = mf.g;
   const PerParam bpp = per_param(config, dp, config.parallel.zero);
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
+  // A routed expert's state is sharded over expert-dp.
+  const PerParam ebpp = per_param_over(config, expert_dp_of(config, dp, tp), config.parallel.zero);
+  const double eper = ebpp.weights + ebpp.grads + ebpp.optimizer;
   const double shard = weight_shard(config, tp);
-  const bool one_d = config.parallel.tp_mode == TpMode::k1d;
   StageMemoryModel m;
   const int chunks = pp * virtual_stages;
-  // Layer by layer: a mixture-of-experts layer holds every expert (expert parallelism, which would
-  // split them, is not modelled yet), its first dense_layers the dense MLP.
-  m.layer_static.resize(static_cast<size_t>(std::max(0, config.model.layers)));
+  // Layer by layer: an MoE layer holds E / ep routed experts (each / expert_tp) beside its dense
+  // part, the first dense_layers the dense MLP. Activations at a balanced load (u = 1).
+  const size_t L = static_cast<size_t>(std::max(0, config.model.layers));
+  m.layer_static.resize(L);
+  m.layer_activation.resize(L);
   for (int i = 0; i < config.model.layers; ++i) {
     const bool same = i > 0 && g.moe_layer(i) == g.moe_layer(i - 1);
-    m.layer_static[static_cast<size_t>(i)] =
-        same ? m.layer_static[static_cast<size_t>(i - 1)] : per * (one_d ? g.layer_params_1d(tp, i) : g.layer_params(i) / shard);
+    const auto k = static_cast<size_t>(i);
+    if (same) {
+      m.layer_static[k] = m.layer_static[k - 1];
+      m.layer_activation[k] = m.layer_activation[k - 1];
+      continue;
+    }
+    const RankLayerParams lp = rank_layer_params(config, mf.layer(i), tp);
+    m.layer_static[k] = per * lp.dense + eper * lp.expert;
+    m.layer_activation[k] = layer_activation_bytes(config, tp, i, 1.0);
   }
-  m.layer_activation.assign(static_cast<size_t>(std::max(0, config.model.layers)), layer_activation_bytes(config, tp));
   // The embedding's vocabulary matrix is sharded (vocabulary-parallel), learned positions not; the
   // last stage holds the final norm and the head's matrix (its own, or the tied one's copy).
   m.first = per * (g.vocab_matrix() / shard + (g.embedding_params() - g.vocab_matrix()));
@@ -604,7 +801,8 @@ StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, i
 
 Estimate estimate(const EstimateInput& in) {
   const auto& c = in.config;
-  const auto g = model::ModelDesc::from(c.model);
+  const ModelFigures& mf = model_figures(c.model);
+  const model::ModelDesc& g = mf.g;
   const Hw hw = hardware(in);
   const int p = std::max(1, in.pp), v = std::max(1, in.virtual_stages), m = std::max(1, in.micro_batches);
   const int t = std::max(1, in.tp), d = std::max(1, in.dp), cp = std::max(1, in.cp);
@@ -612,61 +810,108 @@ Estimate estimate(const EstimateInput& in) {
   const int chunks = p * v;
   const double T = static_cast<double>(c.train.micro_batch) * g.seq / cp;
   const PerParam full = per_param(c, 1, 0);  // bytes per parameter before ZeRO shards them
+  // The expert layers' folding: EP x expert-TP x expert-DP over the stage's t x cp x d ranks.
+  config::RunConfig folded = c;
+  folded.parallel.ep = std::max(1, in.ep);
+  folded.parallel.expert_tp = std::max(1, in.expert_tp);
+  const int ED = expert_dp_of(folded, d, t);  // the routed experts' gradient group
+  const Links links = links_of(in, hw.cal);
   Estimate e;
   e.device = in.device.name;
   e.device_memory_bytes = in.device.memory_bytes();
-  e.params_total = g.total_params();
-  e.params_active = g.active_params();
+  e.params_total = mf.total;
+  e.params_active = mf.active;
+  e.experts = g.moe();
+  e.moe_imbalance = links.imbalance;
   e.peak_tflops = hw.peak / 1e12;
 
   // Memory, rank by rank.
-  const StageMemoryModel mem = memory_model(c, d, t, p, v, m);
+  const StageMemoryModel mem = memory_model(folded, d, t, p, v, m);
   const PerParam bpp = per_param(c, d, c.parallel.zero);
+  const PerParam ebpp = per_param_over(c, ED, c.parallel.zero);  // a routed expert's, ZeRO over expert-dp
   const double per = bpp.weights + bpp.grads + bpp.optimizer;
   const double gpu_workspace = hw.cal.gpu_workspace_gib * 1024.0 * 1024.0 * 1024.0;
-  // Working set of full recompute: one layer's activations rebuilt at a time.
-  config::RunConfig no_recompute = c;
+  // Each kind of layer once: its parameters on a rank and its activations (at the load u).
+  struct Kind {
+    RankLayerParams params;
+    ActivationBytes act;
+    double recompute_working = 0;  // full recompute: one layer's activations rebuilt at a time
+  };
+  config::RunConfig no_recompute = folded;
   no_recompute.train.recompute = Recompute::kNone;
-  const double recompute_working = c.train.recompute == Recompute::kFull ? layer_activation_bytes(no_recompute, t) : 0.0;
+  auto kind_of = [&](int i) {
+    Kind k;
+    k.params = rank_layer_params(folded, mf.layer(i), t);
+    k.act = layer_activations_of(folded, t, i, links.imbalance);
+    if (c.train.recompute == Recompute::kFull) k.recompute_working = layer_activations_of(no_recompute, t, i, links.imbalance).total;
+    return k;
+  };
+  const Kind dense_kind = kind_of(0);
+  const Kind moe_kind = g.moe() && c.model.layers > 0 ? kind_of(c.model.layers - 1) : dense_kind;
+  auto kind = [&](int i) -> const Kind& { return g.moe_layer(i) ? moe_kind : dense_kind; };
+  // Dispatch buffers of an MoE layer, one layer at a time (bytes): the rank's k T / t token copies
+  // permuted to send and their outputs combined back, what the busiest rank's experts receive and
+  // return (u et k T / t copies each), and the gradient of the experts' gate | up output
+  // (u k T / t x 2 FE over the et ranks).
+  const double copies = static_cast<double>(g.top_k) * T / t;
+  const double dispatch = g.moe() ? (2.0 * copies * g.hidden + 2.0 * links.imbalance * links.etp * copies * g.hidden +
+                                     links.imbalance * copies * 2.0 * g.expert_ffn) * hw.e
+                                  : 0.0;
   // Logits of the last stage for one micro-batch: 16-bit (or fp32) logits and the fp32 copy the
   // loss works on.
   const double logits = T * g.vocab / (t > 1 ? weight_shard(c, t) : 1.0) * ((c.train.precision == Precision::kFp32 ? 4.0 : 2.0) + 4.0);
   e.memory.resize(static_cast<size_t>(p));
-  std::vector<int> rank_layers(static_cast<size_t>(p), 0);
+  std::vector<int> rank_layers(static_cast<size_t>(p), 0), rank_moe_layers(static_cast<size_t>(p), 0);
+  std::vector<double> largest_layer(static_cast<size_t>(p), 0.0);  // its params on the rank: ZeRO-3 gathers one at a time
+  std::vector<double> working(static_cast<size_t>(p), 0.0);
+  std::vector<int> chunk_first(static_cast<size_t>(chunks) + 1, 0);
   int layer = 0;
   for (int ch = 0; ch < chunks && ch < static_cast<int>(in.chunk_layers.size()); ++ch) {
     const int r = ch % p;
     const int n = in.chunk_layers[static_cast<size_t>(ch)];
     auto& rm = e.memory[static_cast<size_t>(r)];
-    double stat = 0, act = 0;
+    chunk_first[static_cast<size_t>(ch)] = layer;
+    const double inflight = mem.inflight[static_cast<size_t>(ch)];
     for (int i = 0; i < n && layer < c.model.layers; ++i, ++layer) {
-      stat += mem.layer_static[static_cast<size_t>(layer)];
-      act += mem.layer_activation[static_cast<size_t>(layer)] * mem.inflight[static_cast<size_t>(ch)];
+      const Kind& k = kind(layer);
+      rm.params += k.params.dense + k.params.expert;
+      rm.expert_params += k.params.expert;
+      rm.activations += k.act.total * inflight;
+      rm.moe_activations += k.act.moe * inflight;
+      largest_layer[static_cast<size_t>(r)] = std::max(largest_layer[static_cast<size_t>(r)], k.params.dense + k.params.expert);
+      working[static_cast<size_t>(r)] = std::max(working[static_cast<size_t>(r)], k.recompute_working);
+      if (g.moe_layer(layer)) ++rank_moe_layers[static_cast<size_t>(r)];
     }
-    if (ch == 0) stat += mem.first;
+    if (ch == 0) rm.params += mem.first / per;
     if (ch == chunks - 1) {
-      stat += mem.last;
-      act += logits;
+      rm.params += mem.last / per;
+      rm.activations += logits;
     }
-    rm.params += stat / per;
-    rm.activations += act;
     rank_layers[static_cast<size_t>(r)] += n;
   }
+  for (int ch = std::min(chunks, static_cast<int>(in.chunk_layers.size())); ch <= chunks; ++ch) chunk_first[static_cast<size_t>(ch)] = layer;
   for (int r = 0; r < p; ++r) {
     auto& rm = e.memory[static_cast<size_t>(r)];
     rm.pp_rank = r;
-    rm.weights = rm.params * bpp.weights;
-    rm.grads = rm.params * bpp.grads;
-    rm.optimizer = rm.params * bpp.optimizer;
+    const double dense = rm.params - rm.expert_params;
+    rm.expert_weights = rm.expert_params * ebpp.weights;
+    rm.expert_grads = rm.expert_params * ebpp.grads;
+    rm.expert_optimizer = rm.expert_params * ebpp.optimizer;
+    rm.weights = dense * bpp.weights + rm.expert_weights;
+    rm.grads = dense * bpp.grads + rm.expert_grads;
+    rm.optimizer = dense * bpp.optimizer + rm.expert_optimizer;
     // ZeRO-2 and 3 hold a gradient bucket unsharded until its reduce-scatter, and a second
     // filling behind it; ZeRO-3 gathers a layer's weights before its forward and backward, the
-    // next one prefetched, and holds a layer's whole gradient until it is reduce-scattered.
-    const double layer_params = rank_layers[static_cast<size_t>(r)] > 0 && c.model.layers > 0 ? mem.layer_static.back() / per : 0.0;
-    if (D > 1 && c.parallel.zero >= 2) {
+    // next one prefetched, and holds a layer's whole gradient until it is reduced-scattered.
+    if ((D > 1 || (ED > 1 && rm.expert_params > 0)) && c.parallel.zero >= 2) {
       rm.grads += std::min(2.0 * c.parallel.grad_bucket_bytes(), rm.params * full.grads);
     }
-    if (D > 1 && c.parallel.zero >= 3) rm.weights += 2.0 * layer_params * full.weights;
-    rm.activations += rank_layers[static_cast<size_t>(r)] > 0 ? recompute_working : 0.0;
+    if ((D > 1 || (ED > 1 && rm.expert_params > 0)) && c.parallel.zero >= 3) rm.weights += 2.0 * largest_layer[static_cast<size_t>(r)] * full.weights;
+    rm.activations += rank_layers[static_cast<size_t>(r)] > 0 ? working[static_cast<size_t>(r)] : 0.0;
+    if (rank_moe_layers[static_cast<size_t>(r)] > 0) {
+      rm.moe_dispatch = dispatch;
+      rm.activations += dispatch;
+    }
     rm.workspace = in.device.is_cpu ? cpu_engine_buffers(c, r, p, v, m, d, rm.params, in.chunk_layers) : gpu_workspace;
     if (rm.total() > e.peak_memory_bytes) {
       e.peak_memory_bytes = rm.total();
@@ -675,43 +920,46 @@ Estimate estimate(const EstimateInput& in) {
   }
   e.fits = e.peak_memory_bytes <= e.device_memory_bytes;
 
-  // Time of one micro-batch on each pp rank.
-  Links links;
-  links.tp = t;
-  links.tp_nodes = in.tp_nodes;
-  links.cp = cp;
-  links.cp_nodes = in.cp_nodes;
-  const LayerTimes lt = layer_times(c, links, hw);
+  // Time of one micro-batch on each pp rank: every layer by its kind.
+  const LayerTimes dense_lt = layer_times(folded, links, hw, 0);
+  const LayerTimes moe_lt = g.moe() && c.model.layers > 0 ? layer_times(folded, links, hw, c.model.layers - 1) : dense_lt;
+  auto times = [&](int i) -> const LayerTimes& { return g.moe_layer(i) ? moe_lt : dense_lt; };
+  const LayerTimes& big_lt = g.moe() ? moe_lt : dense_lt;  // the layer ZeRO-3 gathers the most for
   const EndTimes et = end_times(c, links, hw);
   struct RankTime {
-    double compute = 0, recompute = 0, tp = 0, cp = 0, bwd_last_chunk = 0, layers = 0;
+    double compute = 0, recompute = 0, tp = 0, cp = 0, a2a = 0, bwd_last_chunk = 0, layers = 0;
+    double busy() const { return compute + recompute + tp + cp + a2a; }
   };
   std::vector<RankTime> rt(static_cast<size_t>(p));
   for (int ch = 0; ch < chunks && ch < static_cast<int>(in.chunk_layers.size()); ++ch) {
     auto& x = rt[static_cast<size_t>(ch % p)];
-    const double n = in.chunk_layers[static_cast<size_t>(ch)];
-    x.compute += n * (lt.fwd + lt.bwd);
-    x.recompute += n * lt.recompute;
-    x.tp += n * lt.tp_comm;
-    x.cp += n * lt.cp_comm;
-    x.layers += n;
+    double bwd = 0;
+    for (int i = chunk_first[static_cast<size_t>(ch)]; i < chunk_first[static_cast<size_t>(ch) + 1]; ++i) {
+      const LayerTimes& lt = times(i);
+      x.compute += lt.fwd + lt.bwd;
+      x.recompute += lt.recompute;
+      x.tp += lt.tp_comm;
+      x.cp += lt.cp_comm;
+      x.a2a += lt.moe_a2a;
+      bwd += lt.bwd + lt.recompute;
+    }
+    x.layers += in.chunk_layers[static_cast<size_t>(ch)];
     if (ch == 0) x.compute += et.first;
     if (ch == chunks - 1) x.compute += et.last;
-    if (ch % p == ch) x.bwd_last_chunk = n * (lt.bwd + lt.recompute);  // the chunk whose backward ends the step
+    if (ch % p == ch) x.bwd_last_chunk = bwd;  // the chunk whose backward ends the step
   }
   int bottleneck = 0;
   for (int r = 1; r < p; ++r) {
-    const auto& a = rt[static_cast<size_t>(r)];
-    const auto& b = rt[static_cast<size_t>(bottleneck)];
-    if (a.compute + a.recompute + a.tp + a.cp > b.compute + b.recompute + b.tp + b.cp) bottleneck = r;
+    if (rt[static_cast<size_t>(r)].busy() > rt[static_cast<size_t>(bottleneck)].busy()) bottleneck = r;
   }
   const RankTime& bt = rt[static_cast<size_t>(bottleneck)];
-  const double per_micro = bt.compute + bt.recompute + bt.tp + bt.cp;
+  const double per_micro = bt.busy();
   StepBreakdown& br = e.breakdown;
   br.compute_s = m * bt.compute;
   br.recompute_s = m * bt.recompute;
   br.tp_comm_s = m * bt.tp;
   br.cp_comm_s = m * bt.cp;
+  br.moe_a2a_s = m * bt.a2a;
   // Bubble: the pipeline fills and drains once per step, (p - 1) / v micro-batch slots.
   br.bubble_s = p > 1 ? static_cast<double>(p - 1) / v * per_micro : 0.0;
   if (c.pipeline.schedule == Schedule::kGpipe && p > 1) br.bubble_s = static_cast<double>(p - 1) * per_micro;
@@ -738,69 +986,98 @@ Estimate estimate(const EstimateInput& in) {
   //   3: no weights to gather after the step; instead each layer's weights are gathered before its
   //      forward and again before its backward, every micro-batch, and its gradient
   //      reduce-scattered; prefetched one layer ahead, they hide behind the previous layer's work.
+  // The routed experts' gradients reduce over their own group, the ed expert-dp ranks (Megatron's
+  // expert-data-parallel buckets), by the same ZeRO stage; both groups' collectives are counted one
+  // after the other (they share the links) and hide behind the same backward.
   // On the cpu device nothing hides: Gloo's copies and sums need the cores the backward keeps
   // busy (tests/bench/bench_grad_overlap.sh measured no gain with 2 ranks on 2 cores, and a loss
   // with small buckets). Tied embeddings with p > 1 add the first/last stage all-reduce of the
   // word embedding gradient, after the backward.
-  double dp_time = 0;
+  double dp_time = 0, expert_dp_time = 0;
   const double dp_bw = in.dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
+  const double edp_bw = in.expert_dp_nodes > 1 ? hw.net_bw : hw.intra_bw;
   const double step_s = hw.cal.collective_step_s;
-  const int zero = D > 1 ? c.parallel.zero : 0;
-  const double one_layer_params = c.model.layers > 0 ? mem.layer_static.back() / per : 0.0;  // the largest: an MoE layer's
+  const int zero = c.parallel.zero;
+  // The largest layer's parameters on a rank, dense and routed: what ZeRO-3 gathers at a time.
+  const Kind& big = g.moe() ? moe_kind : dense_kind;
   for (int r = 0; r < p; ++r) {
-    const double params = e.memory[static_cast<size_t>(r)].params;
-    const double grad_bytes = params * full.grads;
+    const auto& rm = e.memory[static_cast<size_t>(r)];
+    const double dense_params = rm.params - rm.expert_params, expert_params = rm.expert_params;
     const auto& x = rt[static_cast<size_t>(r)];
+    const double grad_bytes = rm.params * full.grads;
     const double share = grad_bytes > 0 ? std::min(1.0, c.parallel.grad_bucket_bytes() / grad_bytes) : 1.0;
     const bool overlap = c.parallel.overlap_grad_reduce && !in.device.is_cpu;
+    // One group's collectives: (dense over D, experts over ED).
+    auto both = [&](auto&& f) { return std::pair{f(dense_params, D, dp_bw), f(expert_params, ED, edp_bw)}; };
     double exposed = 0;
-    if (zero == 0 && D > 1) {
-      const double all_reduce = all_reduce_time(grad_bytes, D, dp_bw, step_s);
+    std::pair<double, double> raw{0, 0};  // the two groups' un-hidden times, for the experts' share
+    if (zero == 0) {
+      raw = both([&](double n, int group, double bw) { return all_reduce_time(n * full.grads, group, bw, step_s); });
+      const double all_reduce = raw.first + raw.second;
       exposed = all_reduce;
       if (overlap) exposed = std::max(all_reduce * share, all_reduce - (1.0 - share) * x.bwd_last_chunk);
     } else if (zero == 1) {
-      exposed = gather_time(grad_bytes, D, dp_bw, step_s) + gather_time(params * full.weights, D, dp_bw, step_s);
+      raw = both([&](double n, int group, double bw) {
+        return gather_time(n * full.grads, group, bw, step_s) + gather_time(n * full.weights, group, bw, step_s);
+      });
+      exposed = raw.first + raw.second;
     } else if (zero == 2) {
-      const double scatter = gather_time(grad_bytes, D, dp_bw, step_s);
+      const auto scatter = both([&](double n, int group, double bw) { return gather_time(n * full.grads, group, bw, step_s); });
+      const auto gather = both([&](double n, int group, double bw) { return gather_time(n * full.weights, group, bw, step_s); });
+      const double s = scatter.first + scatter.second;
       const double per_micro_bwd = x.bwd_last_chunk;  // one micro-batch's backward of the rank's last chunk
-      const double hidden_each = overlap ? std::max(scatter * share, scatter - (1.0 - share) * per_micro_bwd) : scatter;
-      exposed = m * hidden_each + gather_time(params * full.weights, D, dp_bw, step_s);
+      const double hidden_each = overlap ? std::max(s * share, s - (1.0 - share) * per_micro_bwd) : s;
+      exposed = m * hidden_each + gather.first + gather.second;
+      raw = {m * scatter.first + gather.first, m * scatter.second + gather.second};
     } else if (zero == 3 && x.layers > 0) {
       // Per layer and micro-batch: two gathers of its weights and a reduce-scatter of its
       // gradient, against its forward and backward work.
-      const double gather = gather_time(one_layer_params * full.weights, D, dp_bw, step_s);
-      const double scatter = gather_time(one_layer_params * full.grads, D, dp_bw, step_s);
-      const double per_layer = overlap ? std::max(0.0, gather - lt.fwd) + std::max(0.0, gather + scatter - lt.bwd - lt.recompute)
+      const double gd = gather_time(big.params.dense * full.weights, D, dp_bw, step_s);
+      const double ge = gather_time(big.params.expert * full.weights, ED, edp_bw, step_s);
+      const double sd = gather_time(big.params.dense * full.grads, D, dp_bw, step_s);
+      const double se = gather_time(big.params.expert * full.grads, ED, edp_bw, step_s);
+      const double gather = gd + ge, scatter = sd + se;
+      const double per_layer = overlap ? std::max(0.0, gather - big_lt.fwd) + std::max(0.0, gather + scatter - big_lt.bwd - big_lt.recompute)
                                        : 2 * gather + scatter;
       // The first layer's gathers are not hidden: there is nothing before it to hide behind.
       exposed = m * (x.layers * per_layer + (overlap ? gather : 0.0));
+      raw = {2 * gd + sd, 2 * ge + se};
     }
+    const double expert_part = raw.first + raw.second > 0 ? exposed * raw.second / (raw.first + raw.second) : 0.0;
     if (c.model.tied_embeddings && chunks > 1 && (r == 0 || r == p - 1)) {
       exposed += all_reduce_time(g.vocab_matrix() / weight_shard(c, t) * full.grads, 2, p > 1 && in.pp_crosses_nodes ? hw.net_bw : hw.intra_bw,
                                  step_s);
     }
-    dp_time = std::max(dp_time, exposed);
+    if (exposed > dp_time) {
+      dp_time = exposed;
+      expert_dp_time = expert_part;
+    }
   }
   br.dp_comm_s = dp_time;
+  br.expert_dp_comm_s = expert_dp_time;
   // Optimizer: AdamW reads and writes weights, master weights, moments and gradients, about 32
-  // bytes per (locally updated) parameter, memory-bound; plus the gradient norm.
-  double max_params = 0;
-  for (const auto& rm : e.memory) max_params = std::max(max_params, rm.params);
-  const double updated = c.parallel.zero >= 1 ? max_params / D : max_params;
+  // bytes per (locally updated) parameter, memory-bound; plus the gradient norm. ZeRO updates
+  // 1/D of the dense parameters and 1/ed of the routed experts'.
+  double updated = 0;
+  for (const auto& rm : e.memory) {
+    const double dense = rm.params - rm.expert_params;
+    updated = std::max(updated, c.parallel.zero >= 1 ? dense / D + rm.expert_params / ED : rm.params);
+  }
   br.optimizer_s = updated * 32.0 / hw.mem_bw + 10 * hw.cal.kernel_s;
 
   br.overhead_s = hw.cal.step_overhead_s;
-  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.cp_comm_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s + br.optimizer_s +
-                  br.overhead_s;
+  e.step_time_s = br.compute_s + br.recompute_s + br.tp_comm_s + br.cp_comm_s + br.moe_a2a_s + br.pp_comm_s + br.dp_comm_s + br.bubble_s +
+                  br.optimizer_s + br.overhead_s;
   e.bubble_fraction = e.step_time_s > 0 ? br.bubble_s / e.step_time_s : 0.0;
 
-  // FLOPs per step, whole cluster: every sample's forward (3x with backward), plus recompute.
+  // FLOPs per step, whole cluster: every sample's forward (3x with backward), plus recompute;
+  // dense and MoE layers each by their own GEMMs.
   const double B = c.train.global_batch;
-  const double layer_fwd = g.layer_forward_flops();
+  const double layers_fwd = g.model_layers_forward_flops();
   const double head_fwd = g.head_forward_flops();
-  e.model_flops = B * 3.0 * (g.layers * layer_fwd + head_fwd);
+  e.model_flops = B * 3.0 * (layers_fwd + head_fwd);
   const bool flash = c.train.attention == config::Attention::kFlash;
-  const double recompute_per_sample = c.train.recompute == Recompute::kFull                ? g.layers * layer_fwd
+  const double recompute_per_sample = c.train.recompute == Recompute::kFull                ? layers_fwd
                                       : c.train.recompute == Recompute::kSelective && !flash ? g.layers * g.attention_flops(g.seq)
                                                                                            : 0.0;
   e.hardware_flops = e.model_flops + B * recompute_per_sample;
@@ -814,6 +1091,7 @@ Estimate estimate(const EstimateInput& in) {
     e.mfu = e.model_tflops_per_gpu * 1e12 / hw.peak;
     e.hfu = e.tflops_per_gpu * 1e12 / hw.peak;
   }
+  if (hw.peak > 0 && in.device.published_mfu > 0) e.published_step_s = e.model_flops / (world * hw.peak * in.device.published_mfu);
   check_plausibility(e, in.device);
   return e;
 }
@@ -824,6 +1102,7 @@ Json estimate_to_json(const Estimate& e) {
   j.set("device_memory_bytes", e.device_memory_bytes);
   j.set("params_total", e.params_total);
   j.set("params_active", e.params_active);
+  if (e.experts) j.set("moe_imbalance", e.moe_imbalance);
   Json::Array mem;
   for (const auto& r : e.memory) {
     Json x = Json::object();
@@ -836,6 +1115,14 @@ Json estimate_to_json(const Estimate& e) {
     x.set("activations", r.activations);
     x.set("workspace", r.workspace);
     x.set("total", r.total());
+    if (e.experts) {  // parts of the figures above
+      x.set("expert_params", r.expert_params);
+      x.set("expert_weights", r.expert_weights);
+      x.set("expert_grads", r.expert_grads);
+      x.set("expert_optimizer", r.expert_optimizer);
+      x.set("moe_activations", r.moe_activations);
+      x.set("moe_dispatch", r.moe_dispatch);
+    }
     mem.push_back(std::move(x));
   }
   j.set("memory", Json(std::move(mem)));
@@ -856,8 +1143,10 @@ Json estimate_to_json(const Estimate& e) {
   b.set("recompute_s", e.breakdown.recompute_s);
   b.set("tp_comm_s", e.breakdown.tp_comm_s);
   b.set("cp_comm_s", e.breakdown.cp_comm_s);
+  b.set("moe_a2a_s", e.breakdown.moe_a2a_s);
   b.set("pp_comm_s", e.breakdown.pp_comm_s);
   b.set("dp_comm_s", e.breakdown.dp_comm_s);
+  if (e.experts) b.set("expert_dp_comm_s", e.breakdown.expert_dp_comm_s);
   b.set("bubble_s", e.breakdown.bubble_s);
   b.set("optimizer_s", e.breakdown.optimizer_s);
   b.set("overhead_s", e.breakdown.overhead_s);
@@ -892,7 +1181,7 @@ std::string format_seconds(double s) {
 
 std::string estimate_to_text(const Estimate& e, const config::RunConfig& config, double tokens) {
   std::ostringstream o;
-  char line[200];
+  char line[320];
   std::snprintf(line, sizeof line, "Estimate (%s, %s)\n", e.device.c_str(), std::string(config::to_string(config.train.precision)).c_str());
   o << line;
   if (e.params_active < e.params_total) {
@@ -909,16 +1198,32 @@ std::string estimate_to_text(const Estimate& e, const config::RunConfig& config,
                   format_bytes(r.workspace).c_str(), format_bytes(r.total()).c_str(), r.pp_rank == e.peak_pp_rank ? "  <- peak" : "");
     o << line;
   }
+  if (e.experts && !e.memory.empty()) {
+    // The peak rank's routed experts: what expert parallelism splits.
+    const auto& r = e.memory[static_cast<size_t>(e.peak_pp_rank)];
+    const int ep = std::max(1, config.parallel.ep);
+    std::snprintf(line, sizeof line, "  experts on pp rank %d: %d of %d per MoE layer (ep=%d), weights + grads + optimizer %s, activations %s, dispatch buffers %s\n",
+                  r.pp_rank, config.model.moe.experts / ep, config.model.moe.experts, ep,
+                  format_bytes(r.expert_weights + r.expert_grads + r.expert_optimizer).c_str(), format_bytes(r.moe_activations).c_str(),
+                  format_bytes(r.moe_dispatch).c_str());
+    o << line;
+  }
   std::snprintf(line, sizeof line, "  peak %s of %s: %s\n", format_bytes(e.peak_memory_bytes).c_str(),
                 format_bytes(e.device_memory_bytes).c_str(), e.fits ? "fits" : "DOES NOT FIT");
   o << line;
   const auto& b = e.breakdown;
   const std::string cp_part = b.cp_comm_s > 0 ? " + CP " + format_seconds(b.cp_comm_s) : "";
-  std::snprintf(line, sizeof line, "  step %s = compute %s + recompute %s + TP %s%s + PP %s + DP %s + bubble %s + optimizer %s\n",
+  const std::string ep_part = b.moe_a2a_s > 0 ? " + EP all-to-all " + format_seconds(b.moe_a2a_s) : "";
+  std::snprintf(line, sizeof line, "  step %s = compute %s + recompute %s + TP %s%s%s + PP %s + DP %s + bubble %s + optimizer %s\n",
                 format_seconds(e.step_time_s).c_str(), format_seconds(b.compute_s).c_str(), format_seconds(b.recompute_s).c_str(),
-                format_seconds(b.tp_comm_s).c_str(), cp_part.c_str(), format_seconds(b.pp_comm_s).c_str(),
+                format_seconds(b.tp_comm_s).c_str(), cp_part.c_str(), ep_part.c_str(), format_seconds(b.pp_comm_s).c_str(),
                 format_seconds(b.dp_comm_s).c_str(), format_seconds(b.bubble_s).c_str(), format_seconds(b.optimizer_s).c_str());
   o << line;
+  if (e.experts && e.step_time_s > 0) {
+    std::snprintf(line, sizeof line, "       EP all-to-all %.1f%% of the step, experts' DP %s of DP, load imbalance %.2f\n",
+                  b.moe_a2a_s / e.step_time_s * 100, format_seconds(b.expert_dp_comm_s).c_str(), e.moe_imbalance);
+    o << line;
+  }
   if (b.overhead_s > 0) {
     std::snprintf(line, sizeof line, "       + per-step overhead %s (the device's calibration)\n", format_seconds(b.overhead_s).c_str());
     o << line;

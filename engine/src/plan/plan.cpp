@@ -71,6 +71,38 @@ std::string percent(double f) {
   return buf;
 }
 
+// Expert parallelism: an EP group across nodes sends every MoE layer's all-to-alls over the
+// network; an all-to-all above 30% of the step, or the largest communication part at 20% or
+// more, is what to fix first.
+void add_expert_warnings(Plan& p) {
+  const auto& c = p.config;
+  if (!c.model.moe.enabled() || c.parallel.ep <= 1) return;
+  const auto& topo = p.topology;
+  const int ep_nodes = static_cast<int>(topo.nodes_of(topo.expert_group_of(0, ExpertAxis::kEp)).size());
+  const auto& b = p.estimate.breakdown;
+  const double step = p.estimate.step_time_s;
+  const double share = step > 0 ? b.moe_a2a_s / step : 0.0;
+  const double other = std::max({b.tp_comm_s, b.cp_comm_s, b.pp_comm_s, b.dp_comm_s});
+  const bool dominates = share > 0.30 || (b.moe_a2a_s > other && share >= 0.20);
+  const int gpn = c.cluster.gpus_per_node;
+  const std::string spans = "EP groups span " + std::to_string(ep_nodes) + " nodes (ep=" + std::to_string(c.parallel.ep) +
+                            (c.parallel.expert_tp > 1 ? " x expert_tp=" + std::to_string(c.parallel.expert_tp) : std::string()) + " over " +
+                            std::to_string(gpn) + " GPUs per node, order " + config::order_text(topo.order()) + ")";
+  const std::string fix = ep_nodes > 1 ? "keep each EP group on one node (ep x expert_tp <= " + std::to_string(gpn) +
+                                             ") or lower parallel.ep"
+                                       : "a smaller parallel.ep sends less of every token's top_k copies away ((ep - 1)/ep of them; ep 1 "
+                                         "none), for more experts per GPU";
+  if (dominates) {
+    p.warnings.push_back("all-to-all dominates: the EP dispatch and combine take " + format_seconds(b.moe_a2a_s) + ", " + percent(share) +
+                         " of the step" + (b.moe_a2a_s > other ? ", more than any other communication" : "") +
+                         (ep_nodes > 1 ? "; " + spans + ", so they cross the inter-node network" : "") + ": " + fix +
+                         " (stagecraft-cli search --ep N compares)");
+  } else if (ep_nodes > 1) {
+    p.warnings.push_back(spans + ": every MoE layer's dispatch and combine all-to-alls cross the inter-node network (" +
+                         format_seconds(b.moe_a2a_s) + ", " + percent(share) + " of the step); " + fix);
+  }
+}
+
 void add_warnings(Plan& p, const StageCostModel& cost) {
   const auto& c = p.config;
   const auto& topo = p.topology;
@@ -129,6 +161,7 @@ void add_warnings(Plan& p, const StageCostModel& cost) {
                          "): some stages never overlap; aim for m >= 4 x pp");
   }
   if (!p.estimate.plausible) p.warnings.push_back("implausibly fast: " + p.estimate.implausible_because);
+  add_expert_warnings(p);
 }
 
 }  // namespace

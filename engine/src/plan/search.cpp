@@ -35,7 +35,8 @@ struct Part {
 };
 constexpr Part kParts[] = {
     {"compute", &StepBreakdown::compute_s},     {"recompute", &StepBreakdown::recompute_s},
-    {"TP communication", &StepBreakdown::tp_comm_s}, {"PP send/recv", &StepBreakdown::pp_comm_s},
+    {"TP communication", &StepBreakdown::tp_comm_s}, {"CP exchanges", &StepBreakdown::cp_comm_s},
+    {"EP all-to-all", &StepBreakdown::moe_a2a_s},      {"PP send/recv", &StepBreakdown::pp_comm_s},
     {"DP gradient reduction", &StepBreakdown::dp_comm_s}, {"pipeline bubble", &StepBreakdown::bubble_s},
     {"optimizer", &StepBreakdown::optimizer_s},     {"per-step overhead", &StepBreakdown::overhead_s},
 };
@@ -78,6 +79,7 @@ bool allows(const LayoutConstraints& k, const RunConfig& c, const Estimate& e) {
   if (k.tp > 0 && c.parallel.tp != k.tp) return false;
   if (k.pp > 0 && c.parallel.pp != k.pp) return false;
   if (k.cp > 0 && c.parallel.cp != k.cp) return false;
+  if (k.ep > 0 && c.parallel.ep != k.ep) return false;
   if (c.parallel.zero > k.max_zero) return false;
   if (k.max_micro_batch > 0 && c.train.micro_batch > k.max_micro_batch) return false;
   if (c.parallel.pp > 1 && !k.schedules.empty() &&
@@ -94,6 +96,10 @@ bool allows(const LayoutConstraints& k, const RunConfig& c, const Estimate& e) {
 std::string layout_string(const RunConfig& c) {
   std::string s = "dp=" + std::to_string(c.parallel.dp) + " tp=" + std::to_string(c.parallel.tp) + " pp=" + std::to_string(c.parallel.pp);
   if (c.parallel.cp > 1) s += " cp=" + std::to_string(c.parallel.cp) + (c.parallel.cp_comm == config::CpComm::kAllToAll ? " a2a" : "");
+  if (c.model.moe.enabled()) {
+    s += " ep=" + std::to_string(c.parallel.ep);
+    if (c.parallel.expert_tp > 1) s += " etp=" + std::to_string(c.parallel.expert_tp);
+  }
   if (c.parallel.pp > 1) {
     s += " " + std::string(config::to_string(c.pipeline.schedule));
     if (c.pipeline.schedule == Schedule::kInterleaved) s += " v=" + std::to_string(c.pipeline.virtual_stages);
@@ -106,7 +112,7 @@ std::string layout_string(const RunConfig& c) {
 }
 
 std::vector<std::string> layout_overrides(const RunConfig& c) {
-  return {"parallel.dp=" + std::to_string(c.parallel.dp),
+  std::vector<std::string> o = {"parallel.dp=" + std::to_string(c.parallel.dp),
           "parallel.tp=" + std::to_string(c.parallel.tp),
           "parallel.pp=" + std::to_string(c.parallel.pp),
           "parallel.cp=" + std::to_string(c.parallel.cp),
@@ -116,6 +122,11 @@ std::vector<std::string> layout_overrides(const RunConfig& c) {
           "train.recompute=" + std::string(config::to_string(c.train.recompute)),
           std::string("parallel.sequence_parallel=") + (c.parallel.sequence_parallel ? "true" : "false"),
           "parallel.zero=" + std::to_string(c.parallel.zero)};
+  if (c.model.moe.enabled()) {
+    o.push_back("parallel.ep=" + std::to_string(c.parallel.ep));
+    o.push_back("parallel.expert_tp=" + std::to_string(c.parallel.expert_tp));
+  }
+  return o;
 }
 
 namespace {
@@ -149,6 +160,22 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
     return Status::invalid_input("search: the configuration needs the model shape (model.layers, model.hidden, model.heads)");
   }
   const int world = base.world_size();
+  // Expert parallelism: the sizes a fixed ep or expert_tp may take, checked once, in one line.
+  const bool moe = m.moe.enabled();
+  const int etp = std::max(1, options.expert_tp);
+  if (!moe && (options.constraints.ep > 1 || etp > 1)) {
+    return Status::invalid_input(std::string("search: ") + (etp > 1 ? "--expert-tp " + std::to_string(etp) : "--ep " + std::to_string(options.constraints.ep)) +
+                                 " splits the experts of mixture-of-experts layers and model.moe.experts is 0");
+  }
+  if (moe && options.constraints.ep > 0 && m.moe.experts % options.constraints.ep != 0) {
+    return Status::invalid_input("search: --ep " + std::to_string(options.constraints.ep) + " does not divide model.moe.experts=" +
+                                 std::to_string(m.moe.experts) + "; every ep rank holds as many experts: pick a divisor of " +
+                                 std::to_string(m.moe.experts));
+  }
+  if (moe && m.moe_ffn() % etp != 0) {
+    return Status::invalid_input("search: --expert-tp " + std::to_string(etp) + " does not divide model.moe.ffn_hidden=" + std::to_string(m.moe_ffn()) +
+                                 "; pick a divisor of it");
+  }
   SearchResult result;
   std::vector<Candidate> kept;  // the layouts the constraints allow
   double smallest_peak = -1;
@@ -168,7 +195,8 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
   std::vector<Split> splits;
   for (int tp : divisors(world, 1 << 12)) {
     if (m.heads % tp != 0 || m.kv() % tp != 0 || m.ffn() % tp != 0) continue;
-    if (m.moe.enabled() && (m.moe_ffn() % tp != 0 || (m.moe.shared_experts > 0 && m.moe_shared_ffn() % tp != 0))) continue;
+    // Routed experts split over expert_tp, not tp; the shared experts as the dense MLP.
+    if (moe && m.moe.shared_experts > 0 && m.moe_shared_ffn() % tp != 0) continue;
     for (int cp : divisors(world / tp, m.seq_len / 2)) {
       if (m.seq_len % (2 * cp) != 0) continue;
       if (cp > 1 && m.seq_len / cp < options.min_cp_tokens) continue;
@@ -180,17 +208,29 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
       return Status::unavailable("search: cancelled");
     }
     const auto [tp, cp, pp] = splits[split];
-    {
-      const int dp = world / (tp * cp * pp);
+    const int dp = world / (tp * cp * pp);
+    if (base.train.global_batch % dp != 0) continue;
+    // Expert-parallel sizes: every divisor of the experts that folds with expert_tp over the
+    // stage's tp x cp x dp ranks (1 without experts).
+    std::vector<int> eps = {1};
+    if (moe) {
+      eps.clear();
+      const long long stage = static_cast<long long>(tp) * cp * dp;
+      for (int ep : divisors(m.moe.experts, m.moe.experts)) {
+        if (stage % (static_cast<long long>(ep) * etp) == 0) eps.push_back(ep);
+      }
+    }
+    for (int ep : eps) {
       // Where this split's groups sit: the same for every candidate of it.
       RunConfig sizes = base;
       sizes.parallel.dp = dp;
       sizes.parallel.tp = tp;
       sizes.parallel.cp = cp;
       sizes.parallel.pp = pp;
+      sizes.parallel.ep = ep;
+      sizes.parallel.expert_tp = moe ? etp : 1;
       EstimateInput layout;
       set_layout(layout, topology_spec(sizes));
-      if (base.train.global_batch % dp != 0) continue;
       const int per_replica = base.train.global_batch / dp;
       for (int mb : divisors(per_replica, options.max_micro_batch)) {
         const int micro_batches = per_replica / mb;
@@ -216,6 +256,8 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                 c.parallel.tp = tp;
                 c.parallel.pp = pp;
                 c.parallel.cp = cp;
+                c.parallel.ep = sizes.parallel.ep;
+                c.parallel.expert_tp = sizes.parallel.expert_tp;
                 c.parallel.sequence_parallel = sp != 0;
                 c.parallel.zero = zero;
                 c.pipeline.schedule = sc.s;
@@ -235,6 +277,11 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                 in.cp_nodes = layout.cp_nodes;
                 in.dp_nodes = layout.dp_nodes;
                 in.pp_crosses_nodes = layout.pp_crosses_nodes;
+                in.ep = layout.ep;
+                in.expert_tp = layout.expert_tp;
+                in.ep_nodes = layout.ep_nodes;
+                in.expert_tp_nodes = layout.expert_tp_nodes;
+                in.expert_dp_nodes = layout.expert_dp_nodes;
                 in.virtual_stages = sc.v;
                 in.micro_batches = micro_batches;
                 in.chunk_layers = uniform_counts(m.layers, pp * sc.v);
@@ -266,22 +313,26 @@ Result<SearchResult> search(const RunConfig& base, const SearchOptions& options)
                                  " (" + smallest_layout + "): add GPUs, or pick a device with more memory");
     }
     return Status::unavailable("search: none of " + std::to_string(result.evaluated) + " layouts (" + std::to_string(result.fitting) +
-                               " fit) satisfies the constraints (fixed tp or pp, schedules, recompute, ZeRO, micro-batch, TP "
+                               " fit) satisfies the constraints (fixed tp, pp, cp or ep, schedules, recompute, ZeRO, micro-batch, TP "
                                "within a node): loosen them");
   }
   const bool cap = options.cap_at_published_mfu;
-  std::stable_sort(kept.begin(), kept.end(), [cap](const Candidate& a, const Candidate& b) {
-    const double sa = cap ? a.estimate.capped_step_time_s() : a.estimate.step_time_s;
-    const double sb = cap ? b.estimate.capped_step_time_s() : b.estimate.step_time_s;
-    if (sa != sb) return sa < sb;
-    return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
-  });
+  std::stable_sort(kept.begin(), kept.end(), [cap](const Candidate& a, const Candidate& b) { return ranks_before(a, b, cap); });
   result.capped = cap;
   if (kept.size() > 1) result.why = cap ? why_first_capped(kept[0], kept[1]) : why_faster(kept[0], kept[1]);
   if (static_cast<int>(kept.size()) > options.top) kept.resize(static_cast<size_t>(std::max(1, options.top)));
   result.ranked = std::move(kept);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+bool ranks_before(const Candidate& a, const Candidate& b, bool capped) {
+  const double sa = capped ? a.estimate.capped_step_time_s() : a.estimate.step_time_s;
+  const double sb = capped ? b.estimate.capped_step_time_s() : b.estimate.step_time_s;
+  if (sa != sb) return sa < sb;
+  if (a.estimate.peak_memory_bytes != b.estimate.peak_memory_bytes) return a.estimate.peak_memory_bytes < b.estimate.peak_memory_bytes;
+  // Capped, layouts above the published MFU tie at its step: the faster prediction first.
+  return capped && a.estimate.step_time_s < b.estimate.step_time_s;
 }
 
 Json search_to_json(const SearchResult& r) {
@@ -299,6 +350,10 @@ Json search_to_json(const SearchResult& r) {
     p.set("tp", c.parallel.tp);
     p.set("pp", c.parallel.pp);
     p.set("cp", c.parallel.cp);
+    if (c.model.moe.enabled()) {
+      p.set("ep", c.parallel.ep);
+      p.set("expert_tp", c.parallel.expert_tp);
+    }
     p.set("schedule", std::string(config::to_string(c.pipeline.schedule)));
     p.set("virtual_stages", c.pipeline.virtual_stages);
     p.set("micro_batch", c.train.micro_batch);

@@ -51,6 +51,11 @@ struct CostCalibration {
   double attention_efficiency = 0.6;  // fraction of peak a fused (flash) attention sustains
   double gpu_workspace_gib = 1.0;     // CUDA context, cuBLAS workspace, NCCL buffers
   double step_overhead_s = 0.0;       // per step outside the parts: data, zeroing, host gaps
+  // Mixture of experts: the busiest expert-parallel rank's tokens over the mean, which its
+  // experts' GEMMs and its all-to-all receive wait for (1: perfectly balanced routing). A
+  // property of the router and the data more than of the device; 1 until runs with experts
+  // calibrate it (plan/calibrate.h keeps it without them).
+  double moe_imbalance = 1.0;
   bool operator==(const CostCalibration&) const = default;
 };
 

@@ -12,7 +12,8 @@
 // Unknown keys, a base that is not a built-in device, and constants out of their range are refused
 // with one line naming the file and the key. Efficiencies lie in (0, 4]: above 1 where the
 // device's nominal figures undercount what its ranks get (a CPU whose ranks take turns on the
-// cores: an idle pipeline stage leaves its core to the others); times and sizes are >= 0.
+// cores: an idle pipeline stage leaves its core to the others); times and sizes are >= 0; the
+// experts' load imbalance is >= 1.
 //
 // A config uses a profile as `cluster.device: {base: cpu, profile: FILE}` (the base must match),
 // or by its name when the file lies in config::user_devices_dir(). Pure functions over files;
@@ -39,7 +40,8 @@ struct CalibrationField {
   const char* key;
   double CostCalibration::*field;
   const char* help;
-  bool efficiency = false;  // a fraction of a peak, in (0, kMaxEfficiency]; the others are >= 0
+  bool efficiency = false;  // a fraction of a peak, in (0, kMaxEfficiency]; the others are >= at_least
+  double at_least = 0.0;    // the smallest value that means something (moe_imbalance: 1)
 };
 inline constexpr double kMaxEfficiency = 4.0;
 const std::vector<CalibrationField>& calibration_fields();

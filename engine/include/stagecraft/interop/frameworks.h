@@ -5,7 +5,10 @@
 // the same micro-batches, and the same groups wherever the framework's rank order allows. What a
 // framework cannot express is handled in one of two ways:
 //   - a layout it cannot run at all is refused (kInvalidInput) with the key to change: tensor
-//     modes other than 1d outside Colossal-AI, the interleaved schedule in LiBai and DeepSpeed;
+//     modes other than 1d outside Colossal-AI, the interleaved schedule in LiBai and DeepSpeed,
+//     a mixture of experts outside Megatron-LM, DeepSpeed and torchtitan, expert layouts those
+//     cannot form (DeepSpeed: ep within dp, expert_tp 1 or tp; torchtitan: expert_tp 1 with ep),
+//     Qwen3's q/k norms and head size where the written config describes the model (LiBai, hf);
 //   - what it runs differently, or what lives in the training code rather than in its config (a
 //     fixed rank order that forms other groups than the plan, a layer split it only takes in
 //     code, bf16 where only fp16 is offered, selective recompute, sequence parallelism, ZeRO), is
@@ -17,8 +20,10 @@
 //
 // import: the text of a LiBai, PaddlePaddle or Colossal-AI Python config (read with the safe
 // evaluator of python_literal.h, never executed), of a DeepSpeed ds_config JSON, or of a Hugging
-// Face config.json (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel: the
-// model section) -> a RunConfig.
+// Face config.json (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, GPT2LMHeadModel: the model
+// section; Qwen2-MoE's shared expert is read without its sigmoid gate, which Stagecraft's model
+// does not have) -> a RunConfig.
 // Whatever the format does not carry comes from `base` (the model shape, usually; the cluster;
 // the learning rate), or from RunConfig's defaults without one. The result is validated like a
 // loaded file; every problem is one line "origin:line: key=value: rule", lines pointing into the

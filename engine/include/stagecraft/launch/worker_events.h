@@ -70,8 +70,9 @@ struct StepEvent {
   // whose sum is `loss`; every MoE layer of the model (moe_layers, ascending) with its tokens per
   // expert over the step (moe_load: one row of E counts per entry of moe_layers, each layer's
   // (token, expert) assignments before capacity, summed over the ranks that route different
-  // tokens, so every rank reports the whole model's); and the assignments dropped for capacity
-  // (moe_dropped). On the wire only with experts: NaN, empty and -1 when absent.
+  // tokens: the whole model's, which Stagecraft's worker reports from rank 0 alone, so that a
+  // reader summing every rank's counts counts each token once); and the assignments dropped for
+  // capacity (moe_dropped, with the load). On the wire only with experts: NaN, empty and -1 when absent.
   double lm_loss = NAN, aux_loss = NAN;
   std::vector<int> moe_layers = {};
   std::vector<std::vector<int64_t>> moe_load = {};

@@ -139,22 +139,40 @@ struct LayerGemm {
   const char* name;
   double n = 0, k = 0;
   bool row_parallel = false;
+  bool routed = false;  // a routed experts' GEMM: top_k experts' side by side (the cost model runs
+                        // them per expert at the tokens each receives, over ep and expert_tp)
 };
 
 // Element-wise traffic of one layer's forward, in elements per token (each read and write
 // counted): `replicated` is held whole by every TP rank under 1D TP (sharded with sequence
 // parallelism), `sharded` is split t ways; `kernels` the element-wise launches.
+// An MoE layer's routed experts are apart in `routed` (per token, for its top_k experts: SwiGLU
+// over their widths and the permutation of the token's copies to them and back), since their
+// tokens follow the router rather than the tp split.
 struct LayerTraffic {
   double replicated = 0, sharded = 0;
   int kernels = 0;
+  double routed = 0;
 };
 
 // Activations one layer keeps for its backward, in elements per token, as Korthikanti et al.
 // 2022 count them (Table 2): `replicated` under 1D TP (the norms' inputs, the QKV and MLP inputs),
 // `sharded` split t ways (q k v, attention's output, the MLP's hidden activations), besides
 // attention's core (scores, or flash attention's statistics), which the estimate counts by head.
+// An MoE layer's routed experts keep, per token, `routed_input` (the top_k copies of the token
+// that the experts' first GEMM read: k C) and `routed` (gate | up and SwiGLU's output of each:
+// 3 k FE), and the router `router` (its logits and probabilities, 2 E); neither is in `sharded`.
 struct LayerActivations {
   double replicated = 0, sharded = 0;
+  double routed_input = 0, routed = 0, router = 0;
+};
+
+// A layer's parameters by how they shard: whole on every tp rank (norms, the router, row-parallel
+// biases), split over tp (attention, the dense MLP, the shared experts), and the routed experts'
+// (split over ep and expert_tp; model::sharding_of's `expert`).
+struct LayerParamSplit {
+  double replicated = 0, tp_split = 0, expert = 0;
+  double total() const { return replicated + tp_split + expert; }
 };
 
 struct ModelDesc {
@@ -217,6 +235,8 @@ struct ModelDesc {
   // replicated (norms, row-parallel biases, the router) whole.
   double layer_params_1d(double t) const { return layer_params_1d(t, typical_layer()); }
   double layer_params_1d(double t, int i) const;
+  // Layer i's parameters by how they shard (LayerParamSplit); one listing of the layer.
+  LayerParamSplit layer_param_split(int i) const;
   // The token embedding (or the untied head's matrix): V C.
   double vocab_matrix() const { return static_cast<double>(vocab) * hidden; }
 
@@ -227,15 +247,21 @@ struct ModelDesc {
   // top_k times the width, and the shared experts'. The typical layer's (an MoE one) unless i.
   std::vector<LayerGemm> layer_gemms() const { return layer_gemms(typical_layer()); }
   std::vector<LayerGemm> layer_gemms(int i) const;
-  double layer_gemm_flops_per_token() const;
+  double layer_gemm_flops_per_token() const { return layer_gemm_flops_per_token(typical_layer()); }
+  double layer_gemm_flops_per_token(int i) const;
   double attention_flops(double seq_len) const { return 4.0 * seq_len * seq_len * q_width(); }
-  double layer_forward_flops() const;
+  double layer_forward_flops() const { return layer_forward_flops(typical_layer()); }
+  double layer_forward_flops(int i) const;
+  // The forward FLOPs of one sample through every layer: the dense ones' and the MoE ones'.
+  double model_layers_forward_flops() const;
   double head_forward_flops() const { return 2.0 * seq * hidden * static_cast<double>(vocab); }
   // The embedding lookup's traffic per token, forward and backward, in elements (the position
   // add of learned positions included).
   double embedding_traffic() const { return learned_positions() ? 6.0 * hidden : 4.0 * hidden; }
-  LayerTraffic layer_traffic() const;
-  LayerActivations layer_activations() const;
+  LayerTraffic layer_traffic() const { return layer_traffic(typical_layer()); }
+  LayerTraffic layer_traffic(int i) const;
+  LayerActivations layer_activations() const { return layer_activations(typical_layer()); }
+  LayerActivations layer_activations(int i) const;
 
   // One line for people: "llama: 32 layers, hidden 4096, 32 heads (8 key/value), FFN 14336
   // (SwiGLU), vocabulary 128256, untied head"; an MoE model's adds "8 experts of FFN 14336, top 2".

@@ -9,7 +9,7 @@
 //
 // calibrate() fits config::CostCalibration's constants (GEMM efficiency and its small-dimension
 // fall-off, memory-bandwidth efficiency, link efficiency and collective latency, tensor
-// parallelism's own link efficiency and latency, per-step overhead) to one or more runs by least
+// parallelism's own link efficiency and latency, per-step overhead, the experts' load imbalance) to one or more runs by least
 // squares on the relative error of every part and of the step time, in log space so every
 // constant stays positive (Nelder-Mead). It moves a constant only as far as the runs carry
 // information about it: each constant's sensitivity in the runs (how much a part or the step of
@@ -41,6 +41,9 @@ struct MeasuredStep {
   double dp_s = 0;
   double optimizer_s = 0;
   double overhead_s = 0;   // the rest of the step (data, zeroing, copies)
+  double moe_a2a_s = 0;    // expert parallelism's all-to-alls; 0: not timed apart (a worker that does not
+                           // time them apart has them inside its forwards and backwards: compared with
+                           // the predicted compute plus all-to-all)
   double tokens_per_s = 0;
   std::vector<double> memory_bytes;  // peak per pp rank (the largest of its ranks); 0: not measured
 };
@@ -48,8 +51,8 @@ struct MeasuredStep {
 // One row of a comparison: predicted and measured, and the prediction's relative error
 // (predicted - measured) / measured; NaN when nothing was measured.
 struct ComparisonRow {
-  std::string part;  // "compute", "recompute", "TP", "PP + bubble", "DP", "optimizer", "overhead",
-                     // "step", "tokens/s", "memory pp N"
+  std::string part;  // "compute", "recompute", "TP", "EP all-to-all" (timed apart only), "PP + bubble", "DP",
+                     // "optimizer", "overhead", "step", "tokens/s", "memory pp N"
   double predicted = 0;
   double measured = 0;
   double error = 0;

@@ -16,6 +16,15 @@
 //    DP buckets hide behind the last backward as the engine runs them (parallel.overlap_grad_reduce,
 //    grad_bucket_mb): a stage whose gradients fit one bucket hides nothing. On the cpu device the
 //    ranks of a node share its cores (estimate.cpp, hardware()) and no DP reduction hides.
+//  - mixture of experts (model.moe; parallel.ep, expert_tp): an MoE layer's rank holds E / ep
+//    routed experts split expert_tp ways, their gradients and optimizer state sharded by ZeRO over
+//    the expert-dp ranks (Megatron's distributed optimizer) and reduced over them apart from the
+//    dense parameters' dp x cp; the experts' GEMMs run grouped at the tokens each expert receives
+//    (tokens x top_k / experts, the busiest ep rank's load scaled by the calibration's
+//    moe_imbalance); dispatch and combine all-to-alls over the EP group, two in the forward and two
+//    in the backward, over NVLink or the network by where the group sits; the dispatch buffers
+//    and the experts' activations by the tokens they receive. Dense layers (model.moe.dense_layers)
+//    cost as a dense model's. Formulas in estimate.cpp and docs/planning.md.
 // The calibration constants are few and physical (GEMM and memory efficiency, link efficiency,
 // collective latency, kernel overhead: config::CostCalibration, the device's) and are fitted once,
 // not per configuration; the tests hold the defaults against published runs, and
@@ -48,6 +57,10 @@ struct EstimateInput {
   int cp_nodes = 1;               // nodes one CP group spans
   int dp_nodes = 1;               // nodes one gradient group (dp x cp) spans
   bool pp_crosses_nodes = false;  // neighbouring stages sit on different nodes
+  // The expert layers' mapping (plan/topology.h; 1 without experts): expert parallel and expert
+  // tensor-parallel sizes, and the nodes one EP, expert-TP and expert-DP group spans.
+  int ep = 1, expert_tp = 1;
+  int ep_nodes = 1, expert_tp_nodes = 1, expert_dp_nodes = 1;
 };
 
 // Memory of one rank of a pp coordinate, bytes.
@@ -56,6 +69,11 @@ struct RankMemory {
   int pp_rank = 0;
   double params = 0;  // parameters held by this rank (after TP sharding)
   double weights = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
+  // Mixture of experts, parts of the figures above (0 without experts):
+  double expert_params = 0;     // of params: the routed experts it holds (E / ep per MoE layer, / expert_tp)
+  double expert_weights = 0, expert_grads = 0, expert_optimizer = 0;  // of weights, grads, optimizer: theirs
+  double moe_activations = 0;   // of activations: the routed experts' and the router's, by the tokens its experts receive
+  double moe_dispatch = 0;      // of activations: the all-to-alls' buffers and the experts' intermediate gradient, one layer at a time
   double total() const { return weights + grads + optimizer + activations + workspace; }
 };
 
@@ -67,6 +85,8 @@ struct StepBreakdown {
   double cp_comm_s = 0;    // context-parallel exchanges not hidden behind attention
   double pp_comm_s = 0;    // pipeline send/recv
   double dp_comm_s = 0;    // data-parallel gradient reduction (and ZeRO's gathers) not hidden
+  double expert_dp_comm_s = 0;  // of dp_comm_s: the routed experts' share, reduced over expert-dp
+  double moe_a2a_s = 0;    // expert parallelism's dispatch and combine all-to-alls (not hidden)
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // the optimizer step (memory-bound)
   double overhead_s = 0;   // per step outside the parts (a calibrated device's step_overhead_s)
@@ -77,6 +97,9 @@ struct Estimate {
   double device_memory_bytes = 0;
   double params_total = 0;          // the whole model (tied embedding counted once)
   double params_active = 0;         // those one token passes: top_k of a mixture's experts; else params_total
+  bool experts = false;             // the model has mixture-of-experts layers
+  double moe_imbalance = 1;         // the busiest ep rank's load over the mean used: the calibration's,
+                                    // at most model.moe.capacity_factor; 1 with ep 1
   std::vector<RankMemory> memory;   // one entry per pp rank
   double peak_memory_bytes = 0;
   int peak_pp_rank = 0;
@@ -100,9 +123,13 @@ struct Estimate {
   double published_mfu = 0;
   bool plausible = true;
   std::string implausible_because;
+  // The step time at the published MFU: model FLOPs / (GPUs x peak x published MFU), the same for
+  // every layout of one model, batch and cluster (0: no published MFU).
+  double published_step_s = 0;
   // The step time with the MFU capped at the published one (step_time_s when plausible): what
-  // `search --plausible` ranks by.
-  double capped_step_time_s() const { return plausible || published_mfu <= 0 ? step_time_s : step_time_s * mfu / published_mfu; }
+  // `search --plausible` ranks by. Every implausible layout of one model, batch and cluster has
+  // the same, published_step_s, so their order is decided by ranks_before's tie-breaks.
+  double capped_step_time_s() const { return plausible || published_mfu <= 0 ? step_time_s : published_step_s; }
 
   // Days to train on `tokens` tokens at this throughput.
   double days_for_tokens(double tokens) const { return tokens_per_s > 0 ? tokens / tokens_per_s / 86400.0 : 0.0; }
@@ -123,6 +150,10 @@ StageMemoryModel memory_model(const config::RunConfig& config, int dp, int tp, i
 // (Stagecraft's engine) the masks and the dropout outputs are gone; FlashAttention stores no
 // a s^2 b scores.
 double layer_activation_bytes(const config::RunConfig& config, int tp);
+// The same for layer `layer` (a dense or an MoE layer): an MoE layer's routed experts keep their
+// activations by the tokens the rank's experts receive, tokens x top_k / ep of its EP group's x
+// `moe_imbalance` (the busiest rank's; 1 with ep 1), and the router its logits.
+double layer_activation_bytes(const config::RunConfig& config, int tp, int layer, double moe_imbalance = 1.0);
 // Micro-batches whose activations pp rank `pp_rank` holds at its peak: GPipe m, 1F1B
 // min(m, pp - pp_rank), interleaved (chunk-micro-batches) Megatron's warm-up + 1.
 int inflight_micro_batches(const config::RunConfig& config, int pp_rank, int pp, int virtual_stages, int micro_batches);

@@ -1,5 +1,7 @@
 // Search: the auto-planner. Every valid layout of a cluster and model — (dp, tp, pp), virtual
-// stages, micro-batch, schedule, recompute, sequence parallelism, ZeRO — estimated with the cost
+// stages, micro-batch, schedule, recompute, sequence parallelism, ZeRO, and for a mixture of
+// experts every expert-parallel size that divides the experts and folds over a stage's ranks (at
+// one expert tensor-parallel size, SearchOptions::expert_tp) — estimated with the cost
 // model; those that do not fit the device dropped; the rest ranked by predicted throughput.
 //
 // What stays fixed: the cluster, the device, the model, the global batch, the precision, the
@@ -34,6 +36,7 @@ struct LayoutConstraints {
   int tp = 0;                                 // a fixed tensor-parallel size; 0: any
   int pp = 0;                                 // a fixed pipeline size; 0: any
   int cp = 0;                                 // a fixed context-parallel size; 0: any
+  int ep = 0;                                 // a fixed expert-parallel size (mixtures of experts); 0: any
   std::vector<config::Schedule> schedules;    // allowed schedules; empty: all. pp = 1 has no pipeline and passes
   std::vector<config::Recompute> recomputes;  // allowed recompute modes; empty: all
   int max_zero = 3;                           // the highest parallel.zero allowed; 0: no sharding
@@ -53,6 +56,10 @@ struct SearchOptions {
   // sequence (long contexts split; short ones would only pay the ring). Constraints only filter
   // what is tried (allows()), so a front end's filtered result equals a constrained search.
   int min_cp_tokens = 1024;
+  // The expert tensor-parallel size of every layout of a mixture of experts (search --expert-tp):
+  // routed experts split this many ways; 1 (Megatron-Core's default) keeps experts whole, which
+  // fine-grained experts want. Not a constraint: a search at another size is another search.
+  int expert_tp = 1;
   // Called on the searching thread with the fraction of (tp, cp, pp) splits done, from 0 to 1, about
   // once per split; returning false stops the search, which then fails (unavailable) with
   // "search: cancelled". Empty: no reports.
@@ -74,17 +81,24 @@ struct SearchResult {
   bool capped = false;            // ranked with options.cap_at_published_mfu
 };
 
+// The ranking's order: a before b when faster (capped: by Estimate::capped_step_time_s), ties by
+// the smaller peak (capped, then by the faster prediction); a stable sort with it keeps the
+// enumeration order among equals.
+bool ranks_before(const Candidate& a, const Candidate& b, bool capped);
+
 // Ranked fastest first, ties by the smaller peak, then in enumeration order (stable).
-// Fails (invalid input) when the base config is unusable (no model shape, unknown device),
+// Fails (invalid input) when the base config is unusable (no model shape, unknown device), when a
+// fixed ep (constraints.ep) does not divide the experts or expert_tp their width, in one line,
 // (unavailable) when no layout fits, naming the smallest peak memory found, when the
 // constraints leave none, or when `progress` cancelled it.
 Result<SearchResult> search(const config::RunConfig& base, const SearchOptions& options = {});
 
-// One line per layout: "dp=128 tp=8 pp=8 v=2 mb=1 interleaved recompute=selective sp zero=1".
+// One line per layout: "dp=128 tp=8 pp=8 v=2 mb=1 interleaved recompute=selective sp zero=1";
+// a mixture of experts's adds "ep=8" after the sizes (and "etp=2" with expert_tp).
 std::string layout_string(const config::RunConfig& c);
 // The `key=value` overrides that make a base config this layout, for `plan` (search --json's
 // "overrides"): parallel.dp/tp/pp, pipeline.schedule/virtual_stages, train.micro_batch/recompute,
-// parallel.sequence_parallel/zero.
+// parallel.sequence_parallel/zero; a mixture of experts's also parallel.ep/expert_tp.
 std::vector<std::string> layout_overrides(const config::RunConfig& c);
 
 // Why `faster` beats `slower`, one line: how much faster, the two parts of the step that differ
