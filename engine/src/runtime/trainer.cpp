@@ -569,7 +569,6 @@ Status Trainer::reduce_expert_grads() {
 }
 
 Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats) {
-  if (Status s = reduce_expert_grads(); !s) return s;
   if (shards_) return sharded_update(local_loss, stats);
   const Ops& k = dev_->ops();
   float* grads = stage_->grads();
@@ -614,6 +613,9 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
       k.scale(grads, n, inv_dp);
     }
   }
+  // The experts' gradients once the dense ones' background reductions are done: the expert-dp
+  // group may be the gradient group itself, which takes no other call while they run.
+  if (Status s = reduce_expert_grads(); !s) return s;
   if (Status s = norm_and_step(local_loss, stats, params, grads); !s) return s;
   if (stats.skipped) return Status::OK();
   if (zero) {
@@ -636,6 +638,7 @@ Status Trainer::sharded_update(double local_loss, StepStats& stats) {
   const Ops& k = dev_->ops();
   if (Status s = shards_->flush(); !s) return s;
   if (Status s = shards_->check_idle(); !s) return s;
+  if (Status s = reduce_expert_grads(); !s) return s;  // as exchange_and_update_untimed: after the background work
   float* grads = shards_->grad_shard();
   const size_t S = shards_->shard_size();
   if (groups_.embedding) {
