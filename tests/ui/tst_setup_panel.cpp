@@ -325,23 +325,23 @@ class TestSetupPanel : public QObject {
     QVERIFY2(doc.open(example("mixtral-8x7b-8x8.yaml"), &error), qPrintable(error));
     QVERIFY(panel.isFieldShown("parallel.ep"));
     QVERIFY(panel.isFieldShown("parallel.expert_tp"));
-    QCOMPARE(spin(panel, "parallel.ep")->value(), 1);
-    spin(panel, "parallel.ep")->setValue(8);
-    QCOMPARE(doc.config().parallel.ep, 8);
+    QCOMPARE(spin(panel, "parallel.ep")->value(), 8);  // the example: tp 1, pp 4, ep 8, dp 16
+    spin(panel, "parallel.ep")->setValue(4);
+    QCOMPARE(doc.config().parallel.ep, 4);
     QVERIFY2(doc.isValid(), qPrintable(panel.otherErrors()));
     using stagecraft::plan::ExpertAxis;
-    QCOMPARE(doc.plan().topology.expert_size(ExpertAxis::kEp), 8);
-    QCOMPARE(doc.plan().topology.expert_group_of(5, ExpertAxis::kEp), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+    QCOMPARE(doc.plan().topology.expert_size(ExpertAxis::kEp), 4);
+    QCOMPARE(doc.plan().topology.expert_group_of(5, ExpertAxis::kEp), (std::vector<int>{4, 5, 6, 7}));
     spin(panel, "parallel.expert_tp")->setValue(2);
     QCOMPARE(doc.config().parallel.expert_tp, 2);
-    // ep 8 x expert tp 2 fold over a stage's 16 ranks (tp 8 x dp 2): valid.
+    // ep 4 x expert tp 2 fold over a stage's 16 ranks (dp 16): valid.
     QVERIFY2(doc.isValid(), qPrintable(panel.fieldError("parallel.expert_tp")));
-    spin(panel, "parallel.expert_tp")->setValue(4);  // 8 x 4 = 32 ranks: more than a stage's 16
+    spin(panel, "parallel.expert_tp")->setValue(8);  // 4 x 8 = 32 ranks: more than a stage's 16
     QVERIFY(!doc.isValid());
     QVERIFY(!panel.fieldError("parallel.expert_tp").isEmpty() || !panel.fieldError("parallel.ep").isEmpty());
     doc.undoStack()->undo();  // the two expert_tp edits merged into one step
     QCOMPARE(spin(panel, "parallel.expert_tp")->value(), 1);
-    QCOMPARE(spin(panel, "parallel.ep")->value(), 8);
+    QCOMPARE(spin(panel, "parallel.ep")->value(), 4);
     // A dense model with ep set: the row stays shown with its problem.
     stagecraft::config::RunConfig dense = doc.config();
     dense.model.moe = {};
