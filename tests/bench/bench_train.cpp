@@ -12,6 +12,13 @@
 // 256), a global batch of 2 sequences, one rank at sequence 512 and at 2048, and two ranks
 // splitting each 2048-token sequence (parallel.cp 2) over the ring and over Ulysses' all-to-all;
 // ms per step (best of 3 after a warm-up step), tokens/s and rank 0's cp group time.
+//
+// With --moe: a mixture of experts against the dense Llama of equal active parameters (4 layers,
+// hidden 256, 4 heads on 2 key/value heads, seq 256, global batch 8, vocab 256; the dense MLP
+// 688 wide, the mixture 8 experts of 344, top 2, so a token passes 688 of MLP either way), on one
+// rank and over two ranks as threads over Gloo, dp 2 with every expert on each (ep 1) and with the
+// experts split (ep 2): ms per step, tokens/s, rank 0's ep group time (the dispatch's counts and
+// rows, both ways, forward and backward) and its share of the step.
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -32,7 +39,7 @@ using namespace stagecraft;
 namespace {
 
 struct CpFigures {
-  double ms = 0, cp_ms = 0;
+  double ms = 0, cp_ms = 0, ep_ms = 0;
   std::string error;
 };
 
@@ -41,14 +48,14 @@ struct CpFigures {
 CpFigures run_ranks(const std::string& yaml, const runtime::TokenData& data, int steps) {
   CpFigures out;
   auto config = config::parse_config(yaml, "bench", {});
-  if (!config.ok()) return {0, 0, config.status().message()};
+  if (!config.ok()) return {0, 0, 0, config.status().message()};
   auto plan = plan::make_plan(config.value());
-  if (!plan.ok()) return {0, 0, plan.status().message()};
+  if (!plan.ok()) return {0, 0, 0, plan.status().message()};
   comm::RendezvousServerOptions so;
   so.host = "127.0.0.1";
   so.token = "bench";
   auto server = comm::RendezvousServer::start(so);
-  if (!server.ok()) return {0, 0, server.status().message()};
+  if (!server.ok()) return {0, 0, 0, server.status().message()};
   const int world = plan->topology.world_size();
   std::mutex mu;
   std::vector<std::thread> threads;
@@ -74,19 +81,21 @@ CpFigures run_ranks(const std::string& yaml, const runtime::TokenData& data, int
       auto t = runtime::Trainer::create(config.value(), layout.value(), groups.value().trainer_groups(), &data);
       if (!t.ok()) return fail(t.status());
       if (Status s = t.value()->start(); !s) return fail(s);
-      double best = 1e18, cp_ms = 0;
+      double best = 1e18, cp_ms = 0, ep_ms = 0;
       for (int i = 0; i <= steps; ++i) {
         auto st = t.value()->train_step();
         if (!st.ok()) return fail(st.status());
         if (i > 0 && st->step_ms < best) {
           best = st->step_ms;
           cp_ms = st->timing.cp_ms;
+          ep_ms = st->timing.ep_ms;
         }
       }
       if (r == 0) {
         std::lock_guard<std::mutex> lock(mu);
         out.ms = best;
         out.cp_ms = cp_ms;
+        out.ep_ms = ep_ms;
       }
     });
   }
@@ -121,6 +130,36 @@ int bench_cp() {
   return 0;
 }
 
+int bench_moe() {
+  const auto data = bench::synthetic_tokens(1 << 16, 256);
+  runtime::cpu::set_num_threads(2);  // the pool is the process's: two ranks share the two threads
+  std::printf("Stagecraft mixture of experts against dense, Llama 4 layers, C 256, NH 4, NKV 2, T 256, global batch 8, V 256, AdamW;\n"
+              "ranks as threads of one process over Gloo, 2 threads in all\n");
+  std::printf("%-34s %10s %10s %10s %10s\n", "layout", "ms/step", "tokens/s", "ep ms", "ep share");
+  struct Row {
+    const char* name;
+    bool moe;
+    int dp, ep;
+  };
+  for (const Row& row : {Row{"dense, FFN 688, one rank", false, 1, 1}, Row{"MoE 8 x 344, top 2, one rank", true, 1, 1},
+                         Row{"dense, dp 2", false, 2, 1}, Row{"MoE, dp 2, ep 1", true, 2, 1}, Row{"MoE, dp 2, ep 2", true, 2, 2}}) {
+    const std::string yaml = "cluster: {nodes: 1, gpus_per_node: " + std::to_string(row.dp) + ", device: cpu}\n" +
+                             "model: {arch: llama, layers: 4, hidden: 256, heads: 4, kv_heads: 2, seq_len: 256, vocab: 256, tied_embeddings: false, " +
+                             (row.moe ? "ffn_hidden: 344, moe: {experts: 8, top_k: 2}}\n" : "ffn_hidden: 688}\n") +
+                             "parallel: {dp: " + std::to_string(row.dp) + (row.moe ? ", ep: " + std::to_string(row.ep) : std::string()) + "}\n" +
+                             "train: {global_batch: 8, micro_batch: " + std::to_string(8 / row.dp) +
+                             ", steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n";
+    const CpFigures f = run_ranks(yaml, data, 3);
+    if (!f.error.empty()) {
+      std::fprintf(stderr, "bench_train --moe: %s\n", f.error.c_str());
+      return 1;
+    }
+    std::printf("%-34s %10.1f %10.0f %10.1f %9.1f%%\n", row.name, f.ms, 8.0 * 256 / (f.ms / 1e3), f.ep_ms, 100.0 * f.ep_ms / f.ms);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,8 +172,10 @@ int main(int argc, char** argv) {
       llama = true;
     } else if (a == "--cp") {
       return bench_cp();
+    } else if (a == "--moe") {
+      return bench_moe();
     } else {
-      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown] | --cp)\n", a.c_str());
+      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown] | --cp | --moe)\n", a.c_str());
       return 2;
     }
   }

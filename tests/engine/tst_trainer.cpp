@@ -439,6 +439,29 @@ class TestTrainer : public QObject {
     const auto j = QJsonDocument::fromJson(cfg.readAll()).object();
     QCOMPARE(j["architectures"].toArray().at(0).toString(), mixtral ? QString("MixtralForCausalLM") : QString("Qwen3MoeForCausalLM"));
     QCOMPARE(j[mixtral ? "num_local_experts" : "num_experts"].toInt(), 4);
+    // eval reads the mixture's checkpoint, experts included: the ep 2 run's step-3 model gives one
+    // rank's step-3 model's loss on the training tokens.
+    {
+      const std::string one_dir = dir.filePath("one").toStdString();
+      const RunOut one = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu", "train.checkpoint_dir=" + one_dir}), 3, true);
+      QVERIFY2(one.error.empty(), one.error.c_str());
+      std::vector<uint16_t> tokens;
+      for (int i = 0; i < 4000; ++i) tokens.push_back(static_cast<uint16_t>(((i % 23) * 5 + (i / 97)) % 64));  // make_data's
+      QFile f(dir.filePath("tokens.bin"));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<qint64>(tokens.size() * sizeof(uint16_t)));
+      f.close();
+      std::vector<std::string> o = model;
+      o.push_back("cluster.device=cpu");
+      auto cfg = config::parse_config(kBase, "test.yaml", o);
+      QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+      auto ea = evaluate_checkpoint(cfg->model, one_dir + "/step-3", dir.filePath("tokens.bin").toStdString(), 8, nullptr,
+                                    config::DataDtype::kUint16);
+      auto eb = evaluate_checkpoint(cfg->model, saved + "/step-3", dir.filePath("tokens.bin").toStdString(), 8, nullptr,
+                                    config::DataDtype::kUint16);
+      QVERIFY2(ea.ok() && eb.ok(), (ea.status().message() + eb.status().message()).c_str());
+      QVERIFY2(close(eb->loss, ea->loss, 1e-5), qPrintable(QString("eval: %1 vs %2").arg(eb->loss, 0, 'g', 10).arg(ea->loss, 0, 'g', 10)));
+    }
     auto resumed = [&](std::vector<std::string> o) {
       o.push_back("train.resume=" + saved + "/step-3");
       return train(with(o), 3);

@@ -38,6 +38,9 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
   std::vector<float> host(st.num_params());
   if (Status s = load_shards(st, weights.value(), "", host.data()); !s) return s.with_context("checkpoint " + checkpoint_dir);
   if (Status s = st.upload_params(host.data()); !s) return s;
+  std::vector<float> experts(st.num_expert_params());  // a mixture of experts: every expert, whole
+  if (Status s = load_expert_shards(st, weights.value(), "", experts.data()); !s) return s.with_context("checkpoint " + checkpoint_dir);
+  if (Status s = st.upload_expert_params(experts.data()); !s) return s;
   std::vector<int32_t> inputs(T), targets(T);
   EvalResult r;
   double sum = 0;

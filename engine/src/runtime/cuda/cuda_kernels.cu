@@ -564,6 +564,46 @@ __global__ void copy_columns_kernel(Out* dst, int ld_dst, const In* src, int ld_
   }
 }
 
+// ---- mixture of experts: moving token rows (kernels.h's contracts) -----------------------------
+
+// out (R, C) row r = weight[r] * inp[index[r]] (weight nullptr: 1); a negative index gives zeros.
+__global__ void gather_rows_kernel(float* out, const float* inp, const int32_t* index, const float* weight, int C, size_t n) {
+  GRID_STRIDE(e, n) {
+    const size_t r = e / size_t(C), c = e % size_t(C);
+    const int32_t i = index[r];
+    out[e] = i < 0 ? 0.0f : (weight ? weight[r] : 1.0f) * inp[size_t(i) * C + c];
+  }
+}
+
+// out (N, C) row t += its K source rows in order, each times its weight: every output element one
+// thread's sum, in the CPU's order, so no atomics and the same sum every run.
+__global__ void scatter_add_rows_kernel(float* out, const float* inp, const int32_t* index, const float* weight, int K, int C, size_t n) {
+  GRID_STRIDE(e, n) {
+    const size_t t = e / size_t(C), c = e % size_t(C);
+    float acc = out[e];
+    for (int j = 0; j < K; ++j) {
+      const size_t s = t * K + size_t(j);
+      const int32_t i = index[s];
+      if (i >= 0) acc += (weight ? weight[s] : 1.0f) * inp[size_t(i) * C + c];
+    }
+    out[e] = acc;
+  }
+}
+
+// out (R) = the dot product of rows r of a and b (R, C): one warp per row, summed in double as the
+// CPU sums it (lanes in a fixed order: the same bits every run).
+__global__ void row_dot_kernel(float* out, const float* a, const float* b, int R, int C) {
+  const size_t lane = threadIdx.x % kWarp;
+  for (size_t r = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) / kWarp; r < size_t(R); r += size_t(gridDim.x) * blockDim.x / kWarp) {
+    const float* x = a + r * C;
+    const float* y = b + r * C;
+    double s = 0;
+    for (size_t c = lane; c < size_t(C); c += kWarp) s += double(x[c]) * double(y[c]);
+    for (int off = kWarp / 2; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) out[r] = float(s);
+  }
+}
+
 // ---- embeddings --------------------------------------------------------------------------------
 
 // wpe nullptr: no learned positions (Llama), out = wte[token].
@@ -1716,6 +1756,23 @@ class CudaOps final : public Ops {
       });
     });
     launched("gelu_backward");
+  }
+  void gather_rows(float* out, const float* inp, const int32_t* index, const float* weight, int R, int C) const override {
+    const size_t n = size_t(R) * C;
+    if (n == 0) return;
+    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out, inp, index, weight, C, n);
+    launched("gather_rows");
+  }
+  void scatter_add_rows(float* out, const float* inp, const int32_t* index, const float* weight, int N, int K, int C) const override {
+    const size_t n = size_t(N) * C;
+    if (n == 0) return;
+    scatter_add_rows_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out, inp, index, weight, K, C, n);
+    launched("scatter_add_rows");
+  }
+  void row_dot(float* out, const float* a, const float* b, int R, int C) const override {
+    if (R == 0) return;
+    row_dot_kernel<<<blocks_for(size_t(R) * kWarp), kThreads, 0, stream()>>>(out, a, b, R, C);
+    launched("row_dot");
   }
   void residual_forward(float* out, const float* inp1, const float* inp2, size_t N) const override {
     if (N == 0) return;
