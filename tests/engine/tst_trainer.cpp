@@ -469,10 +469,20 @@ class TestTrainer : public QObject {
     const RunOut to_ep1 = resumed({"cluster.gpus_per_node=1", "cluster.device=cpu"});
     const RunOut to_ep4 = resumed({"cluster.gpus_per_node=4", "cluster.device=cpu", "parallel.dp=4", "parallel.ep=4"});
     const RunOut to_tp = resumed({"cluster.gpus_per_node=4", "cluster.device=cpu", "parallel.dp=2", "parallel.tp=2", "parallel.ep=2"});
-    QVERIFY2(to_ep1.error.empty() && to_ep4.error.empty() && to_tp.error.empty(), (to_ep1.error + to_ep4.error + to_tp.error).c_str());
+    // ZeRO over expert-dp: resumed into the experts' moment shards (ep 1 of dp 2: expert-dp 2), and
+    // saved from them (ep 2 of dp 4) then resumed by one rank.
+    const RunOut to_zero = resumed({"cluster.gpus_per_node=2", "cluster.device=cpu", "parallel.dp=2", "parallel.zero=1"});
+    const std::string sharded = dir.filePath("zero").toStdString();
+    const RunOut first_zero = train(with({"cluster.gpus_per_node=4", "cluster.device=cpu", "parallel.dp=4", "parallel.ep=2", "parallel.zero=1",
+                                          "train.checkpoint_dir=" + sharded}), 3, true);
+    QVERIFY2(first_zero.error.empty(), first_zero.error.c_str());
+    const RunOut from_zero = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu", "train.resume=" + sharded + "/step-3"}), 3);
+    QVERIFY2(to_ep1.error.empty() && to_ep4.error.empty() && to_tp.error.empty() && to_zero.error.empty() && from_zero.error.empty(),
+             (to_ep1.error + to_ep4.error + to_tp.error + to_zero.error + from_zero.error).c_str());
     for (size_t i = 0; i < 3; ++i) {
       QVERIFY2(close(first.losses[i], straight.losses[i], 1e-5), qPrintable(QString("ep 2, step %1").arg(i + 1)));
-      for (const RunOut* r : {&to_ep1, &to_ep4, &to_tp}) {
+      QVERIFY2(close(first_zero.losses[i], straight.losses[i], 1e-5), qPrintable(QString("ep 2 zero 1, step %1").arg(i + 1)));
+      for (const RunOut* r : {&to_ep1, &to_ep4, &to_tp, &to_zero, &from_zero}) {
         QVERIFY2(close(r->losses[i], straight.losses[i + 3], 1e-5),
                  qPrintable(QString("resumed, step %1: %2 vs %3").arg(i + 4).arg(r->losses[i], 0, 'g', 10).arg(straight.losses[i + 3], 0, 'g', 10)));
       }
@@ -500,6 +510,12 @@ class TestTrainer : public QObject {
                                                                               "parallel.overlap_grad_reduce=false", "parallel.grad_bucket_mb=0.1"};
     QTest::newRow("llama dp=2 pp=2 zero 3 recompute") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2", "parallel.zero=3", "model.arch=llama",
                                                                      "model.kv_heads=2", "model.tied_embeddings=false", "train.recompute=full"};
+    // A mixture of experts: every expert on each rank (ep 1), and with ZeRO their AdamW state
+    // sharded over expert-dp (4 here) as the plan counts it. (With ep 2 the engine holds about
+    // 2 MB a rank more than the plan predicts, 13%: a gap not yet accounted for.)
+    const QStringList moe = {"model.arch=llama", "model.kv_heads=2", "model.tied_embeddings=false", "model.moe.experts=4", "model.moe.top_k=2"};
+    QTest::newRow("moe dp=4") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4"} + moe;
+    QTest::newRow("moe dp=4 zero 1") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=1"} + moe;
   }
   void estimateMatchesMeasuredMemory() {
     QFETCH(QStringList, overrides);

@@ -318,17 +318,31 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
     if (!made.ok()) return made.status().with_context("optimizer of rank " + std::to_string(layout.rank));
     *table = std::move(made).value();
   }
-  // The experts' ranges: all of the expert buffer, updated by every rank (each its experts); the
-  // norm counts them once over the expert-data-parallel group, which holds the same gradients.
+  // The experts' ranges: the expert buffer, updated by every rank (each its experts; with ZeRO
+  // each expert-dp rank its shard of them, expert_shard_); the norm counts them once over the
+  // expert-data-parallel group, which holds the same gradients.
   if (moe) {
+    const size_t ne = t->stage_->num_expert_params();
+    const size_t edp = static_cast<size_t>(t->expert_dp_->size());
+    auto& sh = t->expert_shard_;
+    sh.on = config.parallel.zero >= 1 && edp > 1;
+    sh.per = sh.on ? (ne + edp - 1) / edp : ne;
+    sh.begin = sh.on ? std::min(ne, static_cast<size_t>(t->expert_dp_->rank()) * sh.per) : 0;
+    sh.end = std::min(ne, sh.begin + sh.per);
     std::vector<Segment> eu, en;
     for (const auto& s : t->stage_->expert_slots()) {
       Segment seg;
       seg.begin = seg.moment = s.offset;
       seg.count = s.count;
       seg.decay = s.spec.weight_decay;
-      eu.push_back(seg);
       if (t->expert_dp_->rank() == 0) en.push_back(seg);
+      // Clipped to the shard, the moments counted from its start.
+      const size_t lo = std::max(s.offset, sh.begin), hi = std::min(s.offset + s.count, sh.end);
+      if (lo >= hi) continue;
+      seg.begin = lo;
+      seg.moment = lo - sh.begin;
+      seg.count = hi - lo;
+      eu.push_back(seg);
     }
     for (auto [table, segments] : {std::pair{&t->expert_update_segments_, &eu}, std::pair{&t->expert_norm_segments_, &en}}) {
       auto made = SegmentTable::make(*t->dev_, std::move(*segments));
@@ -336,7 +350,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
       *table = std::move(made).value();
     }
     for (Buffer<float>* b : {&t->expert_avg_, &t->expert_avg_sq_}) {
-      if (Status s = allocate_buffer(*b, *t->dev_, t->stage_->num_expert_params(), true); !s) {
+      if (Status s = allocate_buffer(*b, *t->dev_, sh.per, true); !s) {
         return s.with_context("the experts' AdamW state of rank " + std::to_string(layout.rank));
       }
     }
@@ -730,8 +744,22 @@ Status Trainer::norm_and_step(double local_loss, StepStats& stats, float* params
   if (stage_->num_expert_params()) {
     k.adamw_update_segments(stage_->expert_params(), expert_avg_.data(), expert_avg_sq_.data(), stage_->expert_grads(),
                             expert_update_segments_.list(), opt, step_ + 1 - skipped_, grad_scale);
+    if (expert_shard_.on) return gather_expert_params();
   }
   return Status::OK();
+}
+
+Status Trainer::gather_expert_params() {
+  const size_t per = expert_shard_.per, n = stage_->num_expert_params();
+  const size_t d = static_cast<size_t>(expert_dp_->size());
+  Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (d x per)
+  if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s.with_context("zero: the experts' shard");
+  if (Status s = allocate_buffer(all, *dev_, per * d); !s) return s.with_context("zero: the experts' gather");
+  float* p = stage_->expert_params();
+  if (Status s = dev_->copy(mine.data(), p + expert_shard_.begin, (expert_shard_.end - expert_shard_.begin) * sizeof(float)); !s) return s;
+  if (Status s = all_gather_on_device(*expert_dp_, *dev_, mine.data(), all.data(), per); !s) return s;
+  update_buffer_peak_ = std::max(update_buffer_peak_, mine.bytes() + all.bytes());
+  return dev_->copy(p, all.data(), n * sizeof(float));
 }
 
 Result<StepStats> Trainer::train_step() {

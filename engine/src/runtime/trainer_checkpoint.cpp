@@ -40,8 +40,9 @@ Status Trainer::start() {
   for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
     if (Status s = load_expert_shards(*stage_, ck->optimizer, prefix, experts.data()); !s) return s.with_context("train.resume=" + config_.train.resume);
     auto& moments = std::string(prefix) == "exp_avg." ? expert_avg_ : expert_avg_sq_;
-    if (!experts.empty()) {
-      if (Status s = dev_->copy_from_host(moments.data(), experts.data(), moments.bytes()); !s) return s;
+    if (!experts.empty()) {  // all of them, or this rank's shard (the padding stays zero)
+      const size_t count = expert_shard_.end - expert_shard_.begin;
+      if (Status s = dev_->copy_from_host(moments.data(), experts.data() + expert_shard_.begin, count * sizeof(float)); !s) return s;
     }
   }
   for (const char* prefix : {"exp_avg.", "exp_avg_sq."}) {
@@ -135,7 +136,16 @@ Result<std::string> Trainer::save_checkpoint() {
     std::vector<float> ex(ne), em(ne), ev(ne);
     if (Status s = stage_->download_expert_params(ex.data()); !s) return s;
     for (auto [dst, src] : {std::pair{&em, &expert_avg_}, std::pair{&ev, &expert_avg_sq_}}) {
-      if (Status s = dev_->copy_to_host(dst->data(), src->data(), src->bytes()); !s) return s;
+      if (!expert_shard_.on) {
+        if (Status s = dev_->copy_to_host(dst->data(), src->data(), src->bytes()); !s) return s;
+        continue;
+      }
+      // ZeRO: the moments' shards gathered over expert-dp (every rank takes part).
+      const size_t per = expert_shard_.per;
+      std::vector<float> mine(per), all(per * static_cast<size_t>(expert_dp_->size()));
+      if (Status s = dev_->copy_to_host(mine.data(), src->data(), per * sizeof(float)); !s) return s;
+      if (Status s = all_gather_host(*expert_dp_, *dev_, mine.data(), all.data(), per); !s) return s;
+      std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(ne), dst->begin());
     }
     if (rank_ == 0) {
       add_expert_shards(*stage_, ex.data(), "", model_full);

@@ -220,9 +220,17 @@ class Trainer {
   std::vector<float> staging_;      // host copy for a collective over device memory
   std::unique_ptr<GradReducer> reducer_;  // overlapped DP buckets (see grad_reducer())
   std::unique_ptr<ZeroShards> shards_;    // zero 2 and 3 with a gradient group of 2 or more
-  // Mixture of experts: the expert buffer's AdamW moments (whole, every rank its experts: ZeRO does
-  // not shard them), its update and norm segments, and the step's aux loss and load counts.
-  Buffer<float> expert_avg_, expert_avg_sq_;
+  // Mixture of experts: the expert buffer's AdamW moments (expert_shard_), its update and norm
+  // segments, and the step's aux loss and load counts.
+  Buffer<float> expert_avg_, expert_avg_sq_;  // the experts' AdamW moments: all, or this rank's shard (zero >= 1)
+  // parallel.zero >= 1 with an expert-dp group of 2 or more: each of its ranks keeps the moments of
+  // [begin, end) of the expert buffer (ceil(n / edp) = per each, the last short), updates those
+  // parameters and all-gathers them (Megatron's distributed optimizer over expert-dp).
+  struct ExpertShard {
+    bool on = false;
+    size_t per = 0, begin = 0, end = 0;
+  } expert_shard_;
+  Status gather_expert_params();  // the updated shards into every rank's expert buffer
   SegmentTable expert_update_segments_, expert_norm_segments_;
   CommGroup* expert_dp_ = nullptr;  // expert gradients' group; null: none (a group of one)
   int ep_ = 1, ep_rank_ = 0;
