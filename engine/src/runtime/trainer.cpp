@@ -32,6 +32,19 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// ZeRO's all-gather after the update: this rank's [begin, end) of `params` (n floats), padded to
+// `per`, gathered from every rank of `group` (per x size) back into all n. Returns the bytes its two
+// buffers held.
+Result<size_t> gather_updated_shards(CommGroup& group, Device& dev, float* params, size_t n, size_t per, size_t begin, size_t end) {
+  Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (size x per)
+  if (Status s = allocate_buffer(mine, dev, per, true); !s) return s;
+  if (Status s = allocate_buffer(all, dev, per * static_cast<size_t>(group.size())); !s) return s;
+  if (Status s = dev.copy(mine.data(), params + begin, (end - begin) * sizeof(float)); !s) return s;
+  if (Status s = all_gather_on_device(group, dev, mine.data(), all.data(), per); !s) return s;
+  if (Status s = dev.copy(params, all.data(), n * sizeof(float)); !s) return s;
+  return mine.bytes() + all.bytes();
+}
+
 }  // namespace
 
 // A group that adds the time its calls take to the step's timing: collectives to `collective_ms`,
@@ -633,13 +646,8 @@ Status Trainer::exchange_and_update_untimed(double local_loss, StepStats& stats)
   if (Status s = norm_and_step(local_loss, stats, params, grads); !s) return s;
   if (stats.skipped) return Status::OK();
   if (zero) {
-    const size_t per = shard_per_;
-    Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (d x per)
-    if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s;
-    if (Status s = allocate_buffer(all, *dev_, per * static_cast<size_t>(d)); !s) return s;
-    if (Status s = dev_->copy(mine.data(), params + shard_begin_, (shard_end_ - shard_begin_) * sizeof(float)); !s) return s;
-    if (Status s = all_gather_on_device(*groups_.grad, *dev_, mine.data(), all.data(), per); !s) return s;
-    if (Status s = dev_->copy(params, all.data(), n * sizeof(float)); !s) return s;
+    auto gathered = gather_updated_shards(*groups_.grad, *dev_, params, n, shard_per_, shard_begin_, shard_end_);
+    if (!gathered.ok()) return gathered.status();
   }
   return dev_->synchronize();
 }
@@ -750,16 +758,11 @@ Status Trainer::norm_and_step(double local_loss, StepStats& stats, float* params
 }
 
 Status Trainer::gather_expert_params() {
-  const size_t per = expert_shard_.per, n = stage_->num_expert_params();
-  const size_t d = static_cast<size_t>(expert_dp_->size());
-  Buffer<float> mine, all;  // (per): this rank's shard, zero-padded; (d x per)
-  if (Status s = allocate_buffer(mine, *dev_, per, true); !s) return s.with_context("zero: the experts' shard");
-  if (Status s = allocate_buffer(all, *dev_, per * d); !s) return s.with_context("zero: the experts' gather");
-  float* p = stage_->expert_params();
-  if (Status s = dev_->copy(mine.data(), p + expert_shard_.begin, (expert_shard_.end - expert_shard_.begin) * sizeof(float)); !s) return s;
-  if (Status s = all_gather_on_device(*expert_dp_, *dev_, mine.data(), all.data(), per); !s) return s;
-  update_buffer_peak_ = std::max(update_buffer_peak_, mine.bytes() + all.bytes());
-  return dev_->copy(p, all.data(), n * sizeof(float));
+  auto gathered = gather_updated_shards(*expert_dp_, *dev_, stage_->expert_params(), stage_->num_expert_params(), expert_shard_.per,
+                                        expert_shard_.begin, expert_shard_.end);
+  if (!gathered.ok()) return gathered.status().with_context("zero: the experts' all-gather");
+  update_buffer_peak_ = std::max(update_buffer_peak_, gathered.value());
+  return Status::OK();
 }
 
 Result<StepStats> Trainer::train_step() {
