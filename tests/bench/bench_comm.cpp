@@ -53,31 +53,15 @@ int iterations_for(size_t bytes) {
 }
 
 int run_worker() {
-  auto env = launch::read_worker_env();
-  if (!env.ok()) die(env.status().message());
-  RendezvousClientOptions so;
-  so.host = env->master_addr;
-  so.port = env->master_port;
-  so.token = env->token;
-  auto store = RendezvousClient::connect(so);
-  if (!store.ok()) die(store.status().message());
-  auto device = GlooDevice::create(gloo_device_options_from_env(*store.value()));
-  if (!device.ok()) die(device.status().message());
-  std::vector<int> world(env->world_size);
-  for (int r = 0; r < env->world_size; ++r) world[r] = r;
-  GlooOptions go;
-  go.name = "world";
-  go.timeout = std::chrono::seconds(120);
-  auto comm = create_gloo_communicator(*store.value(), device.value(), env->rank, world, go);
-  if (!comm.ok()) die(comm.status().message());
-  Communicator& c = *comm.value();
+  const bench::WorldRank w = bench::join_world("bench_comm");
+  Communicator& c = *w.comm;
   const int P = c.size();
   const size_t min_bytes = env_size("BENCH_MIN_BYTES", 4096), max_bytes = env_size("BENCH_MAX_BYTES", size_t{64} << 20);
 
   std::vector<float> data(max_bytes / sizeof(float));  // (max count)
-  if (env->rank == 0) {
+  if (w.env.rank == 0) {
     std::printf("# all_reduce, sum, f32, in place, Gloo TCP over 127.0.0.1, %d processes (%s)\n", P,
-                device.value()->description().c_str());
+                w.device->description().c_str());
     std::printf("#%11s %13s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
                 "#wrong");
     std::printf("#%11s %13s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
@@ -100,7 +84,7 @@ int run_worker() {
     double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
     if (Status s = c.all_reduce(std::span<double>(&us, 1), ReduceOp::kMax); !s) die(s.message());
 
-    std::fill(buf.begin(), buf.end(), static_cast<float>(env->rank + 1));
+    std::fill(buf.begin(), buf.end(), static_cast<float>(w.env.rank + 1));
     if (Status s = c.all_reduce(buf); !s) die(s.message());
     const float want = static_cast<float>(P * (P + 1) / 2);
     double wrong = static_cast<double>(std::count_if(buf.begin(), buf.end(), [&](float x) { return x != want; }));
@@ -110,12 +94,12 @@ int run_worker() {
     const double busbw = algbw * 2.0 * (P - 1) / P;
     busbw_sum += busbw;
     ++rows;
-    if (env->rank == 0) {
+    if (w.env.rank == 0) {
       std::printf(" %11zu %13zu %6s %6s %10.1f %8.3f %8.3f %7.0f\n", bytes, count, "float", "sum", us, algbw, busbw, wrong);
       std::fflush(stdout);
     }
   }
-  if (env->rank == 0) std::printf("# Avg bus bandwidth    : %.3f GB/s\n\n", busbw_sum / rows);
+  if (w.env.rank == 0) std::printf("# Avg bus bandwidth    : %.3f GB/s\n\n", busbw_sum / rows);
   return 0;
 }
 

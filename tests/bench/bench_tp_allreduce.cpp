@@ -74,24 +74,8 @@ std::pair<double, double> fit_line(const std::vector<double>& bytes, const std::
 }
 
 int run_worker() {
-  auto env = launch::read_worker_env();
-  if (!env.ok()) die(env.status().message());
-  RendezvousClientOptions so;
-  so.host = env->master_addr;
-  so.port = env->master_port;
-  so.token = env->token;
-  auto store = RendezvousClient::connect(so);
-  if (!store.ok()) die(store.status().message());
-  auto device = GlooDevice::create(gloo_device_options_from_env(*store.value()));
-  if (!device.ok()) die(device.status().message());
-  std::vector<int> world(env->world_size);
-  for (int r = 0; r < env->world_size; ++r) world[r] = r;
-  GlooOptions go;
-  go.name = "world";
-  go.timeout = std::chrono::seconds(120);
-  auto comm = create_gloo_communicator(*store.value(), device.value(), env->rank, world, go);
-  if (!comm.ok()) die(comm.status().message());
-  Communicator& c = *comm.value();
+  const bench::WorldRank w = bench::join_world("bench_tp_allreduce");
+  Communicator& c = *w.comm;
   const int P = c.size();
   const char* b = std::getenv("BENCH_BURST_US");
   const double burst_target = (b && *b ? std::atof(b) : 1000.0) * 1e-6;
@@ -117,7 +101,7 @@ int run_worker() {
 
   const std::vector<size_t> sizes = {size_t{64} << 10, size_t{128} << 10, size_t{256} << 10, size_t{512} << 10, size_t{1} << 20, size_t{2} << 20};
   std::vector<float> data(sizes.back() / sizeof(float));
-  if (env->rank == 0) {
+  if (w.env.rank == 0) {
     std::printf("# all_reduce, sum, f32, Gloo TCP over 127.0.0.1, %d processes of one thread; burst alone %.0f us\n", P, burst_s * 1e6);
     std::printf("#%11s %8s %16s %16s\n", "size", "iters", "back-to-back", "between work");
     std::printf("#%11s %8s %16s %16s\n", "(B)", "", "(us per call)", "(us per call)");
@@ -148,12 +132,12 @@ int run_worker() {
     xs.push_back(static_cast<double>(bytes));
     plain.push_back(t_plain);
     between.push_back(t_between);
-    if (env->rank == 0) {
+    if (w.env.rank == 0) {
       std::printf(" %11zu %8d %16.1f %16.1f\n", bytes, iters, t_plain * 1e6, t_between * 1e6);
       std::fflush(stdout);
     }
   }
-  if (env->rank == 0) {
+  if (w.env.rank == 0) {
     const auto [l0, bw0] = fit_line(xs, plain);
     const auto [l1, bw1] = fit_line(xs, between);
     std::printf("# fit back-to-back: latency %.1f us per call (%.1f us per ring step), %.3f GB/s algorithm bandwidth\n", l0 * 1e6,

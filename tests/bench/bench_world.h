@@ -1,6 +1,7 @@
 // Benchmarks whose ranks are processes: this program started P times as the ranks of one world
 // (a rendezvous on 127.0.0.1, launch/worker_env.h's variables), rank 0's output relayed as it
-// comes, and any rank's failure ending the benchmark with that rank's error output.
+// comes, and any rank's failure ending the benchmark with that rank's error output; each copy
+// joins the world's communicator with join_world.
 #pragma once
 
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "stagecraft/comm/communicator.h"
+#include "stagecraft/comm/gloo_communicator.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/launch/process.h"
 #include "stagecraft/launch/worker_env.h"
@@ -30,6 +33,44 @@ inline std::string self_exe() {
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) world_die("cannot read /proc/self/exe");
   return std::string(buf, static_cast<size_t>(n));
+}
+
+// A rank of the world run_world started: its environment, the rendezvous store, the Gloo device
+// and the whole world's communicator (Gloo over TCP, 120 s timeout).
+struct WorldRank {
+  launch::WorkerEnv env;
+  std::unique_ptr<comm::RendezvousClient> store;
+  std::shared_ptr<comm::GlooDevice> device;
+  std::unique_ptr<comm::Communicator> comm;
+};
+
+// Joins the world from a copy run_world started; any failure ends the program with
+// "<program>: <error>".
+inline WorldRank join_world(const std::string& program) {
+  auto die = [&](const std::string& what) { world_die(program + ": " + what); };
+  WorldRank w;
+  auto env = launch::read_worker_env();
+  if (!env.ok()) die(env.status().message());
+  w.env = env.value();
+  comm::RendezvousClientOptions so;
+  so.host = w.env.master_addr;
+  so.port = w.env.master_port;
+  so.token = w.env.token;
+  auto store = comm::RendezvousClient::connect(so);
+  if (!store.ok()) die(store.status().message());
+  w.store = std::move(store).value();
+  auto device = comm::GlooDevice::create(comm::gloo_device_options_from_env(*w.store));
+  if (!device.ok()) die(device.status().message());
+  w.device = device.value();
+  std::vector<int> world(static_cast<size_t>(w.env.world_size));
+  for (int r = 0; r < w.env.world_size; ++r) world[static_cast<size_t>(r)] = r;
+  comm::GlooOptions go;
+  go.name = "world";
+  go.timeout = std::chrono::seconds(120);
+  auto c = comm::create_gloo_communicator(*w.store, w.device, w.env.rank, world, go);
+  if (!c.ok()) die(c.status().message());
+  w.comm = std::move(c).value();
+  return w;
 }
 
 // Runs P copies of this program, each with `env` added to its environment (the worker's flag
