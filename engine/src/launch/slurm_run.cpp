@@ -69,7 +69,9 @@ class Job {
     if (!st->known && !seen_) return;
     if (st->known) seen_ = true;
     SlurmJobState next = st.value();
-    if (next.nodes.empty()) next.nodes = last_.nodes;  // squeue of a pending or ending job lists none
+    // squeue lists no nodes for a pending or ended job, and for a COMPLETING one only those still
+    // finishing: the job's nodes are the ones it ran on.
+    if (next.nodes.empty() || (next.state == "COMPLETING" && !last_.nodes.empty())) next.nodes = last_.nodes;
     const bool changed = !reported_ || next.state != last_.state || next.reason != last_.reason || next.nodes != last_.nodes;
     last_ = std::move(next);
     if (changed && on_job_) {
