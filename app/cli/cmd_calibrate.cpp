@@ -133,6 +133,16 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
     j.set("runs", std::move(runs));
     j.set("rms_before", fit->rms_before);
     j.set("rms_after", fit->rms_after);
+    j.set("pull_scale", fit->pull_scale);
+    Json held = Json::array();
+    for (const auto& h : fit->held_out) {
+      Json x = Json::object();
+      x.set("pull_scale", h.pull_scale);
+      x.set("worst_change", h.worst_change);
+      held.push_back(std::move(x));
+    }
+    j.set("held_out", std::move(held));
+    j.set("notes", Json::array_of(fit->kept));  // every plain line of the text's "what the runs could not tell"
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

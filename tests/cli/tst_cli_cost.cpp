@@ -35,7 +35,7 @@ class TestCliCost : public QObject {
   void devicesListsTheCatalog() {
     const Run r = cli({"devices"});
     QCOMPARE(r.code, 0);
-    for (const char* name : {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX-4090", "cpu"}) {
+    for (const char* name : {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "H200-stagecraft", "L40S", "RTX-4090", "cpu"}) {
       QVERIFY2(r.out.contains(QString(name) + " "), name);
     }
     // Peaks carry their unit by magnitude: a GPU in TFLOP/s, the cpu device (80 GFLOP/s a core)
@@ -50,14 +50,24 @@ class TestCliCost : public QObject {
     const Run j = cli({"devices", "--json"});
     QCOMPARE(j.code, 0);
     const auto arr = json(j.out).array();
-    QCOMPARE(arr.size(), 9);
+    QCOMPARE(arr.size(), 10);
     QCOMPARE(arr[2].toObject()["name"].toString(), QString("A100-80GB"));
     QCOMPARE(arr[2].toObject()["peak_tflops"].toObject()["bf16"].toDouble(), 312.0);
     QCOMPARE(arr[2].toObject()["memory_gib"].toDouble(), 80.0);
     // The best MFU published on it, and whose run; the cpu device has none.
     QCOMPARE(arr[2].toObject()["published_mfu"].toDouble(), 0.563);
     QCOMPARE(arr[2].toObject()["published_mfu_source"].toString(), QString("1T GPT, Korthikanti et al. 2022"));
-    QVERIFY(!arr[8].toObject().contains("published_mfu"));
+    QVERIFY(!arr[9].toObject().contains("published_mfu"));
+    // The H200 as the engine runs on it: the H200's peaks and published MFU, constants of its own.
+    const QJsonObject h200 = arr[5].toObject(), engine = arr[6].toObject();
+    QCOMPARE(engine["name"].toString(), QString("H200-stagecraft"));
+    QCOMPARE(engine["peak_tflops"].toObject()["bf16"].toDouble(), h200["peak_tflops"].toObject()["bf16"].toDouble());
+    QCOMPARE(engine["published_mfu"].toDouble(), h200["published_mfu"].toDouble());
+    QVERIFY(engine["calibration"].toObject()["memory_efficiency"].toDouble() < h200["calibration"].toObject()["memory_efficiency"].toDouble());
+    // The name column fits the longest name.
+    const QString row = lines.filter(QRegularExpression("^H200-stagecraft ")).value(0);
+    QVERIFY2(row.startsWith("H200-stagecraft ") && row.indexOf("140") > 0, qPrintable(row));
+    QCOMPARE(lines.value(0).indexOf("memory"), lines.filter(QRegularExpression("^A100-80GB ")).value(0).indexOf("80.0") + 4 - 6);
   }
 
   void devicesRejectsArguments() {

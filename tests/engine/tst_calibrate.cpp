@@ -118,38 +118,100 @@ const char* kTinyRun =
 
 
 // The recorded CPU runs (tests/bench/record_cpu_calibration.sh) as samples on the cpu device of
-// the recording machine (its cores, at the catalog's figure per core), split by their role.
-bool recorded_cpu_runs(std::vector<plan::CalibrationSample>* fit_on, std::vector<plan::CalibrationSample>* predict) {
+// the recording machine (its cores, at the catalog's figure per core), split by their role. Each
+// layout ran several times: a sample measures every part's median over its repeats (the step's own
+// median for the step), and `noise` is how far its repeats' steps lie from that median at most, as
+// a fraction of it: what the machine alone moves a measurement by.
+struct RecordedRun {
+  plan::CalibrationSample sample;
+  std::vector<plan::MeasuredStep> each;  // every repeat as measured
+  double noise = 0;
+  int repeats = 0;
+};
+
+bool recorded_cpu_runs(std::vector<RecordedRun>* fit_on, std::vector<RecordedRun>* predict) {
   QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/cpu_calibration_runs.json");
   if (!f.open(QIODevice::ReadOnly)) return false;
-  const QJsonArray runs = QJsonDocument::fromJson(f.readAll()).array();
-  for (const auto& v : runs) {
-    const QJsonObject run = v.toObject();
+  const QJsonArray layouts = QJsonDocument::fromJson(f.readAll()).object()["layouts"].toArray();
+  for (const auto& v : layouts) {
+    const QJsonObject layout = v.toObject();
     std::vector<std::string> o{"train.steps=80"};
-    for (const QString& x : run["overrides"].toString().split(' ', Qt::SkipEmptyParts)) o.push_back(x.toStdString());
+    for (const QString& x : layout["overrides"].toString().split(' ', Qt::SkipEmptyParts)) o.push_back(x.toStdString());
     auto cfg = config::load_config_file(STAGECRAFT_SOURCE_DIR "/configs/tiny-gpt.yaml", o);
     if (!cfg.ok()) return false;
     const auto p = make(cfg.value());
-    plan::CalibrationSample s;
-    s.label = run["label"].toString().toStdString();
-    s.input = plan::estimate_input(p);
-    const int cores = run["cores"].toInt();
-    s.input.device.fp32_tflops = s.input.device.tf32_tflops = s.input.device.fp32_tflops / s.input.device.cores * cores;
-    s.input.device.cores = cores;
-    std::map<QString, double> m;
-    for (const auto& part : run["compare"].toObject()["parts"].toArray()) m[part.toObject()["part"].toString()] = part.toObject()["measured"].toDouble();
-    s.measured.step_s = m["step"];
-    s.measured.compute_s = m["compute"];
-    s.measured.recompute_s = m["recompute"];
-    s.measured.tp_s = m["TP"];
-    s.measured.pp_bubble_s = m["PP + bubble"];
-    s.measured.dp_s = m["DP"];
-    s.measured.optimizer_s = m["optimizer"];
-    s.measured.overhead_s = m["overhead"];
-    if (!(s.measured.step_s > 0)) return false;
-    (run["role"].toString() == "fit" ? fit_on : predict)->push_back(s);
+    RecordedRun r;
+    r.sample.label = layout["label"].toString().toStdString();
+    r.sample.input = plan::estimate_input(p);
+    const int cores = layout["cores"].toInt();
+    auto& dev = r.sample.input.device;
+    dev.fp32_tflops = dev.tf32_tflops = dev.fp32_tflops / dev.cores * cores;
+    dev.cores = cores;
+    std::map<QString, std::vector<double>> parts;
+    for (const auto& run : layout["runs"].toArray()) {
+      std::map<QString, double> one;
+      for (const auto& part : run.toObject()["parts"].toArray()) {
+        parts[part.toObject()["part"].toString()].push_back(part.toObject()["measured"].toDouble());
+        one[part.toObject()["part"].toString()] = part.toObject()["measured"].toDouble();
+      }
+      plan::MeasuredStep m;
+      m.step_s = one["step"];
+      m.compute_s = one["compute"];
+      m.recompute_s = one["recompute"];
+      m.tp_s = one["TP"];
+      m.pp_bubble_s = one["PP + bubble"];
+      m.dp_s = one["DP"];
+      m.optimizer_s = one["optimizer"];
+      m.overhead_s = one["overhead"];
+      r.each.push_back(m);
+    }
+    auto median = [&](const char* name) {
+      std::vector<double> x = parts[name];
+      if (x.empty()) return 0.0;
+      std::sort(x.begin(), x.end());
+      return x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+    };
+    auto& m = r.sample.measured;
+    m.step_s = median("step");
+    m.compute_s = median("compute");
+    m.recompute_s = median("recompute");
+    m.tp_s = median("TP");
+    m.pp_bubble_s = median("PP + bubble");
+    m.dp_s = median("DP");
+    m.optimizer_s = median("optimizer");
+    m.overhead_s = median("overhead");
+    r.repeats = static_cast<int>(parts["step"].size());
+    if (!(m.step_s > 0) || r.repeats < 3) return false;
+    for (double s : parts["step"]) r.noise = std::max(r.noise, std::fabs(s - m.step_s) / m.step_s);
+    (layout["role"].toString() == "fit" ? fit_on : predict)->push_back(std::move(r));
   }
-  return runs.size() == 5;
+  return layouts.size() == 5;
+}
+
+// The engine's own steps on an H200 (tests/engine/data/h200_engine_steps.json: the figures
+// bench_gpu_train printed on 2026-11-26, docs/benchmarks.md) as samples on `device`: the plans
+// bench_gpu_train makes, measured by the step time alone.
+bool h200_engine_steps(const std::string& device, std::vector<plan::CalibrationSample>* out) {
+  QFile f(STAGECRAFT_SOURCE_DIR "/tests/engine/data/h200_engine_steps.json");
+  if (!f.open(QIODevice::ReadOnly)) return false;
+  const QJsonArray steps = QJsonDocument::fromJson(f.readAll()).object()["steps"].toArray();
+  for (const auto& v : steps) {
+    const QJsonObject o = v.toObject();
+    const int mb = o["micro_batch"].toInt(), acc = o["accumulate"].toInt();
+    const std::string yaml = "cluster: {nodes: 1, gpus_per_node: 1, device: " + device + "}\n" +
+                             "model: {arch: gpt2, layers: " + std::to_string(o["layers"].toInt()) + ", hidden: " + std::to_string(o["hidden"].toInt()) +
+                             ", heads: " + std::to_string(o["heads"].toInt()) + ", seq_len: 1024, vocab: 50304}\n" +
+                             "train: {global_batch: " + std::to_string(mb * acc) + ", micro_batch: " + std::to_string(mb) +
+                             ", precision: bf16, attention: flash}\nbackend: cuda\n";
+    plan::CalibrationSample s;
+    s.label = o["model"].toString().toStdString() + ", " + std::to_string(acc) + " micro-batches of " + std::to_string(mb);
+    s.input = plan::estimate_input(make(parse(yaml)));
+    s.measured.step_s = o["step_ms"].toDouble() / 1e3;
+    s.measured.parts = false;
+    if (!(s.measured.step_s > 0)) return false;
+    out->push_back(std::move(s));
+  }
+  return steps.size() == 4;
 }
 
 }  // namespace
@@ -240,26 +302,28 @@ class TestCalibrate : public QObject {
   }
 
   // The acceptance on this project's own machine: the CPU engine trained five layouts of the tiny
-  // GPT (tests/bench/record_cpu_calibration.sh recorded them into
+  // GPT, each several times (tests/bench/record_cpu_calibration.sh recorded them into
   // tests/engine/data/cpu_calibration_runs.json). The cpu catalog entry (config/device.cpp) must
   // predict the step time of each within 15%: the two "fit" runs its constants were fitted to and
   // the three others. Recorded figures, not live timing, so the check is about the model and the
   // constants, on the cpu device of the machine that recorded them.
   void cpuCatalogPredictsTheRecordedLayouts() {
-    std::vector<plan::CalibrationSample> fit_on, predict;
+    std::vector<RecordedRun> fit_on, predict;
     QVERIFY(recorded_cpu_runs(&fit_on, &predict));
     QCOMPARE(fit_on.size(), size_t{2});
     QCOMPARE(predict.size(), size_t{3});
     const auto& shipped = config::find_builtin_device("cpu")->calibration;
     for (const auto* set : {&fit_on, &predict}) {
-      for (const auto& s : *set) {
+      for (const auto& r : *set) {
+        const auto& s = r.sample;
         plan::EstimateInput before = s.input, after = s.input;
         before.device.calibration = config::CostCalibration{};
         after.device.calibration = shipped;
         const double e0 = plan::estimate(before).step_time_s, e1 = plan::estimate(after).step_time_s;
         const double err0 = (e0 - s.measured.step_s) / s.measured.step_s, err1 = (e1 - s.measured.step_s) / s.measured.step_s;
-        qInfo("%-8s %-30s step %7.1f ms, default constants %+6.1f%%, cpu catalog %+6.1f%% (%.1f ms)", set == &fit_on ? "fit" : "predict",
-              s.label.c_str(), s.measured.step_s * 1e3, err0 * 100, err1 * 100, e1 * 1e3);
+        qInfo("%-8s %-30s step %7.1f ms (%d runs, within %4.1f%%), default constants %+6.1f%%, cpu catalog %+6.1f%% (%.1f ms)",
+              set == &fit_on ? "fit" : "predict", s.label.c_str(), s.measured.step_s * 1e3, r.repeats, r.noise * 100, err0 * 100, err1 * 100,
+              e1 * 1e3);
         for (const auto& row : plan::compare(plan::estimate(after), s.measured)) {
           if (row.seconds) qInfo("              %-12s predicted %8.2f ms, measured %8.2f ms", row.part.c_str(), row.predicted * 1e3, row.measured * 1e3);
         }
@@ -273,12 +337,13 @@ class TestCalibrate : public QObject {
   // catalog). With the GPU-derived defaults' TP constants instead, the TP part is far off: the
   // check fails if the cost model stops using the cpu device's own.
   void uncalibratedCpuPredictsTensorParallelRuns() {
-    std::vector<plan::CalibrationSample> fit_on, predict;
+    std::vector<RecordedRun> fit_on, predict;
     QVERIFY(recorded_cpu_runs(&fit_on, &predict));
     const auto& shipped = config::find_builtin_device("cpu")->calibration;
     int tp_runs = 0;
     for (const auto* set : {&fit_on, &predict}) {
-      for (const auto& s : *set) {
+      for (const auto& r : *set) {
+        const auto& s = r.sample;
         if (s.input.tp < 2) continue;
         ++tp_runs;
         plan::EstimateInput now = s.input, shared = s.input;
@@ -302,22 +367,23 @@ class TestCalibrate : public QObject {
     QVERIFY(tp_runs > 0);
   }
 
-  // A person's own dp and pp runs (the three recorded runs the catalog was not fitted on), calibrated
-  // from the cpu device as shipped: no run has TP, so TP's constants stay, the fit says so, and
-  // the tensor-parallel run's prediction stays within 15% and no worse than before the fit by
-  // more than noise (2% of the step).
+  // A person's own dp and pp runs (the three recorded layouts the catalog was not fitted on),
+  // calibrated from the cpu device as shipped: no run has TP, so TP's constants stay, the fit says
+  // so, and the tensor-parallel run's prediction stays within 15% and no worse than before the fit
+  // by more than that run's noise.
   void fittingDpAndPpRunsKeepsTensorParallelPredictions() {
-    std::vector<plan::CalibrationSample> fit_on, predict;
+    std::vector<RecordedRun> fit_on, predict;
     QVERIFY(recorded_cpu_runs(&fit_on, &predict));
     const auto& shipped = config::find_builtin_device("cpu")->calibration;
-    std::vector<plan::CalibrationSample> own, tp;
-    for (auto s : predict) {
-      s.input.device.calibration = shipped;
-      if (s.input.tp == 1) own.push_back(s);
+    std::vector<plan::CalibrationSample> own;
+    std::vector<RecordedRun> tp;
+    for (auto r : predict) {
+      r.sample.input.device.calibration = shipped;
+      if (r.sample.input.tp == 1) own.push_back(r.sample);
     }
-    for (auto s : fit_on) {
-      s.input.device.calibration = shipped;
-      if (s.input.tp > 1) tp.push_back(s);
+    for (auto r : fit_on) {
+      r.sample.input.device.calibration = shipped;
+      if (r.sample.input.tp > 1) tp.push_back(r);
     }
     QCOMPARE(own.size(), size_t{3});
     QCOMPARE(tp.size(), size_t{1});
@@ -330,58 +396,159 @@ class TestCalibrate : public QObject {
     for (const auto& c : fit->constants) {
       qInfo("%-22s sensitivity %.4f %s", c.key.c_str(), c.sensitivity, c.informed ? "fitted" : c.why_kept.c_str());
     }
-    for (const auto& s : tp) {
+    for (const auto& r : tp) {
+      const auto& s = r.sample;
       plan::EstimateInput before = s.input, after = s.input;
       after.device.calibration = fit->calibration;
       const double err0 = (plan::estimate(before).step_time_s - s.measured.step_s) / s.measured.step_s;
       const double err1 = (plan::estimate(after).step_time_s - s.measured.step_s) / s.measured.step_s;
-      qInfo("%-30s uncalibrated %+.1f%%, fitted on dp and pp runs %+.1f%%", s.label.c_str(), err0 * 100, err1 * 100);
+      qInfo("%-30s uncalibrated %+.1f%%, fitted on dp and pp runs %+.1f%% (noise %.1f%%)", s.label.c_str(), err0 * 100, err1 * 100, r.noise * 100);
       QVERIFY2(std::fabs(err1) <= 0.15, qPrintable(QString("%1: %2% off").arg(s.label.c_str()).arg(err1 * 100)));
-      QVERIFY2(std::fabs(err1) <= std::fabs(err0) + 0.02, qPrintable(QString("%1: %2% after, %3% before").arg(s.label.c_str()).arg(err1 * 100).arg(err0 * 100)));
+      QVERIFY2(std::fabs(err1) <= std::fabs(err0) + r.noise,
+               qPrintable(QString("%1: %2% after, %3% before").arg(s.label.c_str()).arg(err1 * 100).arg(err0 * 100)));
     }
   }
 
   // Every pair of recorded layouts, calibrated from the cpu device as shipped, then the other
-  // three predicted. Pairs of dp and pp runs (no TP): the tensor-parallel run within 15% and no
-  // more than 5% of its step worse than uncalibrated. Any pair: no other layout more than 20% of
-  // its step worse (the weakest part: DP and pipeline waits with more ranks than cores, whose
-  // errors a fit on two layouts pushes into the shared constants; without the prior the worst was
-  // 29%).
+  // three predicted: none gets worse than uncalibrated by more than noise. Noise here is what the
+  // machine alone moves the comparison by: how far the layout's own repeats lie from their median,
+  // plus how far its prediction moves when the pair is fitted to single repeats instead of their
+  // medians, plus the fit's own slack for a run left out (plan::kHeldOutSlack). The
+  // tensor-parallel run, fitted on pairs of dp and pp runs, stays within 15%.
   void fittingTwoLayoutsKeepsTheOthers() {
-    std::vector<plan::CalibrationSample> fit_on, predict;
+    std::vector<RecordedRun> fit_on, predict;
     QVERIFY(recorded_cpu_runs(&fit_on, &predict));
-    std::vector<plan::CalibrationSample> all = fit_on;
+    std::vector<RecordedRun> all = fit_on;
     all.insert(all.end(), predict.begin(), predict.end());
     const auto& shipped = config::find_builtin_device("cpu")->calibration;
-    for (auto& s : all) s.input.device.calibration = shipped;
+    for (auto& r : all) r.sample.input.device.calibration = shipped;
     double worst = -1;
-    int tp_checks = 0;
+    int tp_checks = 0, pulled = 0;
     for (size_t i = 0; i < all.size(); ++i) {
       for (size_t j = i + 1; j < all.size(); ++j) {
-        auto fit = plan::calibrate({all[i], all[j]}, shipped);
+        auto fit = plan::calibrate({all[i].sample, all[j].sample}, shipped);
         QVERIFY2(fit.ok(), fit.status().message().c_str());
-        const bool no_tp = all[i].input.tp == 1 && all[j].input.tp == 1;
+        if (fit->pull_scale > 1) ++pulled;
+        std::vector<config::CostCalibration> from_repeats;
+        for (size_t rep = 0; rep < std::min(all[i].each.size(), all[j].each.size()); ++rep) {
+          auto a = all[i].sample, b = all[j].sample;
+          a.measured = all[i].each[rep];
+          b.measured = all[j].each[rep];
+          auto one = plan::calibrate({a, b}, shipped);
+          QVERIFY2(one.ok(), one.status().message().c_str());
+          from_repeats.push_back(one->calibration);
+        }
+        const bool no_tp = all[i].sample.input.tp == 1 && all[j].sample.input.tp == 1;
         for (size_t k = 0; k < all.size(); ++k) {
           if (k == i || k == j) continue;
-          plan::EstimateInput after = all[k].input;
-          after.device.calibration = fit->calibration;
-          const double m = all[k].measured.step_s;
-          const double err0 = std::fabs(plan::estimate(all[k].input).step_time_s - m) / m;
-          const double err1 = std::fabs(plan::estimate(after).step_time_s - m) / m;
-          qInfo("fitted on %-28s + %-28s: %-28s %5.1f%% -> %5.1f%%", all[i].label.c_str(), all[j].label.c_str(), all[k].label.c_str(), err0 * 100,
-                err1 * 100);
-          worst = std::max(worst, err1 - err0);
-          if (no_tp && all[k].input.tp > 1) {
+          const auto& s = all[k].sample;
+          const double m = s.measured.step_s;
+          auto error_with = [&](const config::CostCalibration& c) {
+            plan::EstimateInput x = s.input;
+            x.device.calibration = c;
+            return std::fabs(plan::estimate(x).step_time_s - m) / m;
+          };
+          const double err0 = error_with(shipped), err1 = error_with(fit->calibration);
+          double spread = 0;
+          for (const auto& c : from_repeats) spread = std::max(spread, std::fabs(error_with(c) - err1));
+          const double noise = all[k].noise + spread + plan::kHeldOutSlack;
+          qInfo("fitted on %-28s + %-28s (pull x%4.0f): %-28s %5.1f%% -> %5.1f%% (noise %.1f%% + %.1f%% + %.1f%%)", all[i].sample.label.c_str(),
+                all[j].sample.label.c_str(), fit->pull_scale, s.label.c_str(), err0 * 100, err1 * 100, all[k].noise * 100, spread * 100,
+                plan::kHeldOutSlack * 100);
+          worst = std::max(worst, err1 - err0 - noise);
+          QVERIFY2(err1 <= err0 + noise, qPrintable(QString("fitted on %1 + %2: %3 %4% -> %5%, noise %6%")
+                                                        .arg(all[i].sample.label.c_str(), all[j].sample.label.c_str(), s.label.c_str())
+                                                        .arg(err0 * 100).arg(err1 * 100).arg(noise * 100)));
+          if (no_tp && s.input.tp > 1) {
             ++tp_checks;
-            QVERIFY2(err1 <= 0.15 && err1 <= err0 + 0.05, qPrintable(QString("%1 + %2: tp %3% -> %4%").arg(all[i].label.c_str(), all[j].label.c_str())
-                                                                         .arg(err0 * 100).arg(err1 * 100)));
+            QVERIFY2(err1 <= 0.15, qPrintable(QString("%1 + %2: tp %3%").arg(all[i].sample.label.c_str(), all[j].sample.label.c_str()).arg(err1 * 100)));
           }
         }
       }
     }
-    qInfo("worst change %+.1f%% of a step", worst * 100);
+    qInfo("worst change beyond the noise %+.1f%% of a step; %d of 10 pairs disagreed enough to pull harder", worst * 100, pulled);
     QCOMPARE(tp_checks, 6);  // the six pairs of the four dp and pp runs
-    QVERIFY2(worst <= 0.20, qPrintable(QString::number(worst)));
+  }
+
+  // Runs that disagree: GPU-like figures made with the constants the fit starts from (a profile
+  // that already predicts them), but one run's compute measured half as long again as they give
+  // (a part the model gets wrong in that layout). Fitted together, each run left out is predicted
+  // from the others: fitted with the bad run, the others come out slower than the start predicted
+  // them, so the fit pulls harder towards the start until that does no harm, and says so. The
+  // same runs without the bad part, fitted from the defaults, agree: no extra pull.
+  void disagreeingRunsArePulledTowardsTheStart() {
+    config::CostCalibration truth;
+    truth.gemm_efficiency = 0.55;
+    truth.memory_efficiency = 0.62;
+    truth.link_efficiency = 0.55;
+    truth.step_overhead_s = 4e-3;
+    auto samples = gpu_samples(truth);
+    auto agree = plan::calibrate(samples, config::CostCalibration{});
+    QVERIFY2(agree.ok(), agree.status().message().c_str());
+    QCOMPARE(agree->pull_scale, 1.0);
+    QCOMPARE(agree->held_out.size(), size_t{1});
+    QVERIFY(agree->held_out.front().worst_change <= plan::kHeldOutSlack);
+    for (const auto& k : agree->kept) QVERIFY2(k.find("disagree") == std::string::npos, k.c_str());
+    const double extra = 0.5 * samples[0].measured.compute_s;
+    samples[0].measured.compute_s += extra;
+    samples[0].measured.step_s += extra;
+    auto disagree = plan::calibrate(samples, truth);
+    QVERIFY2(disagree.ok(), disagree.status().message().c_str());
+    for (const auto& h : disagree->held_out) qInfo("pull x%.0f: a run left out %+.1f%% of its step", h.pull_scale, h.worst_change * 100);
+    QVERIFY(disagree->pull_scale > 1);
+    QVERIFY(disagree->held_out.size() >= 2);
+    QVERIFY(disagree->held_out.front().worst_change > plan::kHeldOutSlack);
+    bool said = false;
+    for (const auto& k : disagree->kept) said = said || k.find("the runs disagree") != std::string::npos;
+    QVERIFY(said);
+    // Held near the start, the GEMM efficiency stays within 5% of what the good runs were made with.
+    QVERIFY2(std::fabs(disagree->calibration.gemm_efficiency - truth.gemm_efficiency) <= 0.05 * truth.gemm_efficiency,
+             qPrintable(QString::number(disagree->calibration.gemm_efficiency)));
+  }
+
+  // The H200 profile of the engine's own kernels: the catalog's H200-stagecraft entry holds what
+  // calibrate() fits, from the H200's constants, to the four recorded bench_gpu_train steps (their
+  // step times alone), and predicts each within 10%, where the H200's own constants are more than
+  // 10% fast on every one. Held out in turn and predicted from a fit to the other three, the
+  // three steps in micro-batches of 4 and 8 stay within 10%; 774M in micro-batches of 16 within
+  // 15% (its GPU ran at the power cap, its clock down to 1770 MHz: a slowdown no constant of
+  // the others' steps carries).
+  void h200EngineProfilePredictsTheEnginesSteps() {
+    std::vector<plan::CalibrationSample> steps;
+    QVERIFY(h200_engine_steps("H200", &steps));
+    const config::DeviceSpec* h200 = config::find_builtin_device("H200");
+    const config::DeviceSpec* engine = config::find_builtin_device("H200-stagecraft");
+    QVERIFY(h200 && engine);
+    QCOMPARE(engine->bf16_tflops, h200->bf16_tflops);
+    QCOMPARE(engine->memory_gbps, h200->memory_gbps);
+    auto fit = plan::calibrate(steps, h200->calibration);
+    QVERIFY2(fit.ok(), fit.status().message().c_str());
+    for (const auto& f : config::calibration_fields()) {
+      const double shipped = engine->calibration.*(f.field), fitted = fit->calibration.*(f.field);
+      QVERIFY2(std::fabs(shipped - fitted) <= 1e-3 * std::fabs(fitted),
+               qPrintable(QString("%1: the catalog has %2, calibrate() fits %3").arg(f.key).arg(shipped).arg(fitted)));
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const double m = steps[i].measured.step_s;
+      auto error_with = [&](const config::CostCalibration& c) {
+        plan::EstimateInput x = steps[i].input;
+        x.device.calibration = c;
+        return (plan::estimate(x).step_time_s - m) / m;
+      };
+      std::vector<plan::CalibrationSample> rest;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        if (k != i) rest.push_back(steps[k]);
+      }
+      auto without = plan::calibrate(rest, h200->calibration);
+      QVERIFY2(without.ok(), without.status().message().c_str());
+      const double err0 = error_with(h200->calibration), err1 = error_with(engine->calibration), held = error_with(without->calibration);
+      qInfo("%-40s %7.1f ms: H200 %+6.1f%%, H200-stagecraft %+6.1f%%, fitted without it %+6.1f%%", steps[i].label.c_str(), m * 1e3, err0 * 100,
+            err1 * 100, held * 100);
+      QVERIFY2(std::fabs(err1) <= 0.10, qPrintable(QString("%1: %2%").arg(steps[i].label.c_str()).arg(err1 * 100)));
+      QVERIFY2(err0 < -0.10, "the H200's own constants must be fast on these steps for the check to mean anything");
+      const bool power_capped = steps[i].input.config.train.micro_batch == 16;
+      QVERIFY2(std::fabs(held) <= (power_capped ? 0.15 : 0.10), qPrintable(QString("%1 held out: %2%").arg(steps[i].label.c_str()).arg(held * 100)));
+    }
   }
 
   // GPU-like figures: samples without TP leave TP's constants exactly where they were, and so do

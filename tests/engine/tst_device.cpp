@@ -22,7 +22,7 @@ class TestDevice : public QObject {
 
  private Q_SLOTS:
   void catalogHasTheIssuesNamesInOrder() {
-    const QStringList expected = {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX-4090", "cpu"};
+    const QStringList expected = {"V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "H200-stagecraft", "L40S", "RTX-4090", "cpu"};
     QStringList names;
     for (const auto& d : config::device_catalog()) names << QString::fromStdString(d.name);
     QCOMPARE(names, expected);

@@ -59,10 +59,16 @@ Hw hardware(const EstimateInput& in) {
   // The CPU engine: the machine's cores are shared by the ranks of a node. Ranks up to the cores
   // each run floor(cores / ranks) threads of their own (launch/worker_env.h threads_per_rank):
   // that share of the machine's peak and memory bandwidth. Beyond the cores each runs one thread
-  // and the ranks time-share the cores: everything a rank does, its math, its memory traffic,
-  // its collectives' transfers and their handshakes, runs at cores / ranks of one core's speed.
-  // Worked example, configs/tiny-gpt.yaml on 2 cores: 4 ranks of one thread, each at half a
-  // core: a quarter of the machine's peak, collectives at half speed.
+  // and the ranks time-share the cores. Its math and memory traffic get the cores by how busy its
+  // schedule keeps it (a 1F1B rank computes m / (m + p - 1) of its step; a waiting rank leaves
+  // its share to the others). Its collectives, their transfers and handshakes, run at cores /
+  // ranks of one core's speed: a collective advances only while every rank of it is scheduled,
+  // and that is when all of them want a core (recorded on 2 cores, tests/engine/data/
+  // cpu_calibration_runs.json: the dp 2 all-reduce of 3.3 MB took 4.1 ms with 2 ranks, and of
+  // half of it 8.9 ms with 4; bench_tp_allreduce, 13.2 ms a call with 4 processes, several times
+  // the 2 processes' figure). Worked example, configs/tiny-gpt.yaml on 2 cores, m 2 micro-batches
+  // over pp 2: 4 ranks of one thread, each computing at 0.75 of a core (busy 2/3), collectives
+  // at half speed.
   if (in.device.is_cpu && in.device.cores > 0) {
     const double cores = in.device.cores;
     const double ranks = std::max(1, in.config.cluster.gpus_per_node);
@@ -75,14 +81,14 @@ Hw hardware(const EstimateInput& in) {
     hw.peak *= rank_cores / cores;
     hw.mem_bw *= rank_cores / cores;
     if (ranks > cores) {
-      const double share = rank_cores;
+      const double share = cores / ranks;
       hw.intra_bw *= share;
       hw.net_bw *= share;
       hw.tp_intra_bw *= share;
       hw.tp_net_bw *= share;
       hw.cal.collective_step_s /= share;
       hw.cal.tp_step_s /= share;
-      hw.cal.kernel_s /= share;
+      hw.cal.kernel_s /= rank_cores;
     }
   }
   return hw;

@@ -87,8 +87,9 @@ struct DeviceSpec {
   double peak_tflops(config::Precision p, bool tf32) const;
 };
 
-// The catalog in display order: V100, A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200, L40S,
-// RTX-4090, cpu. The cpu entry describes this machine (memory and cores read at first use).
+// The catalog in display order: V100, A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200,
+// H200-stagecraft (the H200 with constants fitted to Stagecraft's own engine), L40S, RTX-4090,
+// cpu. The cpu entry describes this machine (memory and cores read at first use).
 const std::vector<DeviceSpec>& device_catalog();
 
 // The user catalog: one device per readable profile in user_devices_dir(), by file name, read at

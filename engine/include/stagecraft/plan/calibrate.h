@@ -18,8 +18,13 @@
 // TP's constants where they were), and a fitted one is pulled towards its starting value (a
 // prior of about a factor e against measurements good to about 3%, stronger as its sensitivity
 // falls), so a constant the runs barely see, or a combination they cannot tell apart, moves little.
+// With two or more runs the strength of that pull is chosen by leaving each run out in turn: a
+// part the model gets wrong in one layout would otherwise move constants it shares with others,
+// and a fit to the other runs predicting the one left out worse than the start did shows it; the
+// pull grows (x4 a time) until none is worse by more than kHeldOutSlack of its step, and the fit
+// says so in plain words among what the runs could not tell.
 // Pure and deterministic; thread-safe. Microseconds per estimate, so a fit over a few runs takes
-// well under a second.
+// a second or two (the held-out fits included).
 #pragma once
 
 #include <string>
@@ -46,6 +51,8 @@ struct MeasuredStep {
                            // the predicted compute plus all-to-all)
   double tokens_per_s = 0;
   std::vector<double> memory_bytes;  // peak per pp rank (the largest of its ranks); 0: not measured
+  bool parts = true;  // false: only the step time was measured (a benchmark's figure): the parts are
+                      // neither compared nor fitted, the step alone is
 };
 
 // One row of a comparison: predicted and measured, and the prediction's relative error
@@ -72,6 +79,20 @@ struct CalibrationSample {
 // step) the runs carry no information about a constant: it keeps its starting value.
 inline constexpr double kMinSensitivity = 0.01;
 
+// With two or more runs, how far the fit trusts them is chosen by leaving each out: the pull
+// towards the start is scaled by 1, 4, 16, ... until no run, predicted from a fit to the others,
+// is worse than the start predicted it by more than kHeldOutSlack of its step; kMaxPullScale where
+// none is (the constants then stay near the start).
+inline constexpr double kHeldOutSlack = 0.02;
+inline constexpr double kMaxPullScale = 1024;
+
+// One pull tried by leaving runs out: the scale, and the most a held-out run's step error grew
+// (as a fraction of its step; negative: every one improved).
+struct HeldOutTrial {
+  double pull_scale = 1;
+  double worst_change = 0;
+};
+
 // One constant of a fit: how much the runs told about it, and in plain words why it was kept.
 struct FittedConstant {
   std::string key;           // config::calibration_fields()'s key
@@ -89,6 +110,8 @@ struct CalibrationFit {
   std::vector<double> step_error_before;  // per sample: (predicted - measured) / measured step time
   std::vector<double> step_error_after;
   double rms_before = 0, rms_after = 0;   // over every compared part of every sample
+  double pull_scale = 1;                  // the prior's scale the fit used (1: the runs agree)
+  std::vector<HeldOutTrial> held_out;     // the scales tried, weakest first (empty with one run)
 };
 
 // Fits from `start` (usually the device's current constants); the constants named in `hold`
