@@ -28,6 +28,7 @@
 #include "stagecraft/comm/process_groups.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/step_events.h"
 #include "stagecraft/launch/worker_env.h"
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/plan/plan.h"
@@ -67,32 +68,6 @@ Status with_memory_estimate(const Status& s, const plan::Plan& plan, int pp_rank
     return Status::unavailable(s.message() + est);
   }
   return s;
-}
-
-// Where the step went (docs/ARCHITECTURE.md §8): its parts every step, its forwards and
-// backwards on the steps launch::has_timeline picks.
-launch::TimingEvent timing_event(const runtime::StepStats& st, int64_t steps) {
-  const runtime::StepTiming& t = st.timing;
-  launch::TimingEvent e{.step = st.step,
-                        .start = t.start_unix_s,
-                        .step_ms = st.step_ms,
-                        .forward_ms = t.forward_ms,
-                        .backward_ms = t.backward_ms,
-                        .recompute_ms = t.recompute_ms,
-                        .tp_ms = t.tp_ms,
-                        .pp_wait_ms = t.pp_wait_ms,
-                        .pp_send_ms = t.pp_send_ms,
-                        .dp_ms = t.dp_ms,
-                        .optimizer_ms = t.optimizer_ms,
-                        .sync_ms = t.sync_ms,
-                        .cp_ms = t.cp_ms,
-                        .ep_ms = t.ep_ms,
-                        .ops = {}};
-  if (launch::has_timeline(st.step, steps)) {
-    e.ops.reserve(t.ops.size());
-    for (const auto& op : t.ops) e.ops.push_back({op.backward, op.chunk, op.micro_batch, op.start_ms, op.end_ms});
-  }
-  return e;
 }
 
 int run() {
@@ -177,28 +152,9 @@ int run() {
     auto st = trainer.value()->train_step();
     if (!st.ok()) return fail(with_memory_estimate(st.status(), plan.value(), layout->pp_rank, r));
     last_loss = st->loss;
-    launch::StepEvent step{.step = static_cast<int64_t>(st->step),
-                           .loss = st->loss,
-                           .lr = st->lr,
-                           .grad_norm = st->grad_norm,
-                           .tokens_per_s = st->tokens_per_s,
-                           .step_ms = st->step_ms,
-                           .mem_bytes = static_cast<int64_t>(st->mem_bytes),
-                           .loss_scale = st->loss_scale > 0 ? st->loss_scale : NAN,
-                           .skipped = st->skipped};
-    if (!st->moe_layers.empty()) {  // a mixture of experts: both losses, and the experts' load
-      step.lm_loss = st->lm_loss;
-      step.aux_loss = st->aux_loss;
-      // The load is the world's (summed over the ranks that route) on every rank: rank 0 reports
-      // it, so that a reader summing the ranks' counts (the Runs view's Experts tab) counts each once.
-      if (r == 0) {
-        step.moe_layers = st->moe_layers;
-        step.moe_load = st->moe_load;
-        step.moe_dropped = st->moe_dropped;
-      }
-    }
-    emit(step);
-    emit(timing_event(st.value(), cfg->train.steps));
+    // The experts' load is the world's on every rank: rank 0 reports it (step_events.h).
+    emit(launch::step_event(st.value(), r == 0));
+    emit(launch::timing_event(st.value(), cfg->train.steps));
     const bool last = trainer.value()->step() == cfg->train.steps;
     if (last || (every > 0 && st->step % every == 0)) {
       auto path = trainer.value()->save_checkpoint();

@@ -7,7 +7,7 @@
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
 //   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown] [--micro-batch B] [--accumulate N]
-//                   [--model 124M|350M|774M|llama-1b]
+//                   [--model 124M|350M|774M|llama-1b] [--record DB]
 //   (default: flash fp32 H100-SXM, every shape, each shape's own micro-batch, one micro-batch a step)
 //
 // --micro-batch B: B sequences a micro-batch for every shape (default 8, 8, 4 and 4).
@@ -16,6 +16,10 @@
 // and the weights' bf16 copy are then paid once per N micro-batches.
 // --breakdown: after each shape's row, the kernel time of its step, kernel by kernel
 // (kernel_breakdown.h; each kernel timed alone, so the step there is slower than the row's).
+// --record DB: every step of each shape's row, the warm-ups too, kept as a run of the run history
+// at DB (named "bench_gpu_train 774M bf16 flash mb4 x8"; its config the row's, on DEVICE with
+// backend cuda), so that `stagecraft-cli runs compare` and `calibrate` read it as a worker's run;
+// "recorded as run N in DB" follows the row (docs/calibration.md#profiles-from-the-benchmarks).
 //
 // Asserts nothing about time; exits 77 without a GPU.
 #include <algorithm>
@@ -58,7 +62,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   bool breakdown = false;
   int micro_batch = 0, accumulate = 1;
-  std::string only;
+  std::string only, record;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--breakdown") {
@@ -69,6 +73,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_gpu_train: --model takes 124M, 350M, 774M or llama-1b\n");
         return 2;
       }
+    } else if (a == "--record") {
+      auto db = bench::record_argument("bench_gpu_train", argc, argv, i);
+      if (!db) return 2;
+      record = *db;
     } else if (a == "--micro-batch" || a == "--accumulate") {
       char* end = nullptr;
       const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
@@ -95,6 +103,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   runtime::Device& dev = *gpu.value();
+  if (!record.empty() && !bench::history_opens("bench_gpu_train", record)) return 1;
   std::printf("%s, %s, attention %s, seq_len 1024, %d micro-batch%s a step; predictions for %s\n", dev.name().c_str(),
               precision.c_str(), attention.c_str(), accumulate, accumulate == 1 ? "" : "es", device_name.c_str());
 #if defined(STAGECRAFT_WITH_CUDA)
@@ -108,6 +117,7 @@ int main(int argc, char** argv) {
   std::printf("%-8s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
               "pred ms", "pred tok/s", "pred GiB");
   const auto data = bench::synthetic_tokens(1 << 20, 50257);
+  constexpr int kWarmups = 2, kTimed = 5;  // the run's steps: train.steps is their number
   double peak_tflops = 0;
   for (Shape s : kShapes) {
     if (!only.empty() && only != s.name) continue;
@@ -118,12 +128,13 @@ int main(int argc, char** argv) {
                              ", heads: " + std::to_string(s.heads) + ", kv_heads: " + std::to_string(s.kv_heads) +
                              ", ffn_hidden: " + std::to_string(s.ffn) + ", seq_len: 1024, vocab: " + std::to_string(s.vocab) + "}\n" +
                              "train: {global_batch: " + std::to_string(global_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
-                             ", steps: 100, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
+                             ", steps: " + std::to_string(kWarmups + kTimed) + ", lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
                              "}\nbackend: cuda\n";
     auto rank = bench::single_rank(yaml);
     if (!rank) return 1;
     double best = 1e9, ready_s = 0;
     size_t peak = 0;
+    std::vector<runtime::StepStats> steps;  // every step taken, for --record
     {
       const auto created = std::chrono::steady_clock::now();
       auto t = runtime::Trainer::create(rank->config, rank->layout, rank->groups.trainer_groups(), &data, &dev);
@@ -136,8 +147,10 @@ int main(int argc, char** argv) {
         return 1;
       }
       ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - created).count();
-      for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up: the allocator's pool, cuBLAS's heuristics
-      for (int rep = 0; rep < 5; ++rep) {
+      for (int i = 0; i < kWarmups; ++i) {  // warm-up: the allocator's pool, cuBLAS's heuristics
+        if (auto st = t.value()->train_step(); st.ok()) steps.push_back(std::move(st).value());
+      }
+      for (int rep = 0; rep < kTimed; ++rep) {
         const auto t0 = std::chrono::steady_clock::now();
         auto st = t.value()->train_step();  // ends with a synchronize
         if (!st.ok()) {
@@ -146,6 +159,7 @@ int main(int argc, char** argv) {
         }
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         peak = std::max(peak, st->mem_bytes);
+        steps.push_back(std::move(st).value());
       }
     }
     const auto& e = rank->plan.estimate;
@@ -157,6 +171,13 @@ int main(int argc, char** argv) {
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::printf("       trainer created and its weights drawn in %.1f s (%d host threads)\n", ready_s, runtime::cpu::num_threads());
     std::fflush(stdout);
+    if (!record.empty()) {
+      const std::string name = std::string("bench_gpu_train ") + s.name + " " + precision + " " + attention + " mb" +
+                               std::to_string(s.micro_batch) + " x" + std::to_string(accumulate);
+      if (!bench::record_steps("bench_gpu_train", record, *rank, name, steps, "bench_gpu_train: one rank in this process on " + dev.name())) {
+        return 1;
+      }
+    }
     if (breakdown && !bench::print_kernel_breakdown(rank->config, rank->layout, rank->groups.trainer_groups(), data, dev, 3)) return 1;
   }
   std::printf("MFU against the catalog's dense %s peak of %s (%.1f TFLOP/s).\n", precision.c_str(), device_name.c_str(), peak_tflops);

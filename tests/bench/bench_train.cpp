@@ -5,7 +5,11 @@
 // next to PyTorch's for the same model and batch (tests/bench/bench_kernels_torch.py or
 // bench_llama_torch.py via Debian's /usr/bin/python3), measured in the same run. Prints a
 // table; asserts nothing about time. With --breakdown, then the kernel time of a step at 2
-// threads, kernel by kernel (kernel_breakdown.h).
+// threads, kernel by kernel (kernel_breakdown.h). With --record DB, every step of each thread
+// count's row, the warm-ups too, is kept as a run of the run history at DB (named "bench_train
+// gpt2 2 threads"), which `stagecraft-cli runs compare` and `calibrate` read as a worker's run
+// (the cpu device plans a rank with every core of the machine: calibrate on the row that had them);
+// "recorded as run N in DB" follows the row.
 //
 // With --cp: context parallelism instead, ranks as threads of this process over Gloo on
 // 127.0.0.1 (the workers' transport): the same tiny GPT-2 (4 layers, hidden 256, 4 heads, vocab
@@ -164,26 +168,41 @@ int bench_moe() {
 
 int main(int argc, char** argv) {
   bool breakdown = false, llama = false;
+  std::string mode, record;  // mode: --cp or --moe, the first given
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--breakdown") {
       breakdown = true;
     } else if (a == "--llama") {
       llama = true;
-    } else if (a == "--cp") {
-      return bench_cp();
-    } else if (a == "--moe") {
-      return bench_moe();
+    } else if (a == "--cp" || a == "--moe") {
+      if (mode.empty()) mode = a;
+    } else if (a == "--record") {
+      auto db = bench::record_argument("bench_train", argc, argv, i);
+      if (!db) return 2;
+      record = *db;
     } else {
-      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown] | --cp | --moe)\n", a.c_str());
+      std::fprintf(stderr, "bench_train: unknown argument %s (usage: bench_train [--llama] [--breakdown] [--record DB] | --cp | --moe)\n",
+                   a.c_str());
       return 2;
     }
   }
+  if (!mode.empty() && !record.empty()) {
+    // Their ranks are threads of this process sharing its cores, which no plan describes.
+    std::fprintf(stderr, "bench_train: --record keeps the one-rank rows; %s runs its ranks as threads of one process, use it without --record\n",
+                 mode.c_str());
+    return 2;
+  }
+  if (mode == "--cp") return bench_cp();
+  if (mode == "--moe") return bench_moe();
+  if (!record.empty() && !bench::history_opens("bench_train", record)) return 1;
+  constexpr int kWarmups = 2, kTimed = 5;  // the run's steps: train.steps is their number
   auto rank = bench::single_rank(std::string("cluster: {nodes: 1, gpus_per_node: 1, device: cpu}\n") +
                                  (llama ? "model: {arch: llama, layers: 4, hidden: 256, heads: 4, kv_heads: 2, ffn_hidden: 688, seq_len: 256, "
                                           "vocab: 256, tied_embeddings: false}\n"
                                         : "model: {layers: 4, hidden: 256, heads: 4, seq_len: 256, vocab: 256}\n") +
-                                 "train: {global_batch: 8, micro_batch: 8, steps: 1000, lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n");
+                                 "train: {global_batch: 8, micro_batch: 8, steps: " + std::to_string(kWarmups + kTimed) +
+                                 ", lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0}\n");
   if (!rank) return 1;
   const auto data = bench::synthetic_tokens(1 << 16, 256);
   std::printf("Stagecraft engine (GptStage + Trainer), %s, 4 layers, C 256, NH 4%s, T 256, B 8, V 256, AdamW\n", llama ? "Llama" : "GPT-2",
@@ -193,15 +212,26 @@ int main(int argc, char** argv) {
     runtime::cpu::set_num_threads(threads);
     auto t = runtime::Trainer::create(rank->config, rank->layout, rank->groups.trainer_groups(), &data);
     if (!t.ok() || !t.value()->start()) return 1;
-    for (int i = 0; i < 2; ++i) (void)t.value()->train_step();  // warm-up
+    std::vector<runtime::StepStats> steps;  // every step taken, for --record
+    for (int i = 0; i < kWarmups; ++i) {  // warm-up
+      if (auto st = t.value()->train_step(); st.ok()) steps.push_back(std::move(st).value());
+    }
     double best = 1e9;
-    for (int rep = 0; rep < 5; ++rep) {
+    for (int rep = 0; rep < kTimed; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       auto st = t.value()->train_step();
       if (!st.ok()) return 1;
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      steps.push_back(std::move(st).value());
     }
     std::printf("%7d %10.1f %10.0f\n", threads, best * 1e3, 8 * 256 / best);
+    if (!record.empty()) {
+      const std::string how = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+      if (!bench::record_steps("bench_train", record, *rank, std::string("bench_train ") + (llama ? "llama " : "gpt2 ") + how, steps,
+                               "bench_train: one rank in this process, " + how)) {
+        return 1;
+      }
+    }
   }
   std::fflush(stdout);
   if (breakdown) {

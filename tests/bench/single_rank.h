@@ -1,5 +1,6 @@
 // A plan run as one rank in one process, as the training benchmarks run it: the config, its plan,
-// the rank's groups, each the rank alone (every collective the identity), its layout, and synthetic tokens.
+// the rank's groups, each the rank alone (every collective the identity), its layout, and synthetic
+// tokens; and, for their --record DB, the rank's steps kept as a run of the history.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,11 @@
 #include "stagecraft/comm/process_groups.h"
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/config/run_config.h"
+#include "stagecraft/launch/measured_run.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/token_data.h"
+#include "stagecraft/runtime/trainer.h"
+#include "stagecraft/store/run_store.h"
 
 namespace stagecraft::bench {
 
@@ -60,6 +64,40 @@ inline runtime::TokenData synthetic_tokens(size_t n, int vocab) {
   std::vector<uint16_t> tokens(n);
   for (size_t i = 0; i < n; ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u >> 7) % uint32_t(vocab));
   return runtime::TokenData::from_tokens(tokens);
+}
+
+// --record DB: the value after argv[i], or nullopt with the usage printed (the caller exits 2).
+inline std::optional<std::string> record_argument(const char* program, int argc, char** argv, int& i) {
+  if (i + 1 >= argc || argv[i + 1][0] == '\0' || argv[i + 1][0] == '-') {
+    std::fprintf(stderr, "%s: --record takes the run history's file (e.g. --record bench.sqlite)\n", program);
+    return std::nullopt;
+  }
+  return std::string(argv[++i]);
+}
+
+// Whether the history at `db` opens (created when missing), checked before any step is taken so
+// that a bad path fails at once; the reason printed where it does not.
+inline bool history_opens(const char* program, const std::string& db) {
+  auto store = store::RunStore::open(db);
+  if (!store.ok()) std::fprintf(stderr, "%s: --record: %s\n", program, store.status().message().c_str());
+  return store.ok();
+}
+
+// `steps`, every step the rank took, as a run named `name` in the history at `db`
+// (launch/measured_run.h: runs compare and calibrate read it as a worker's); prints "recorded as
+// run N in DB", or the reason it was not (then false).
+inline bool record_steps(const char* program, const std::string& db, const SingleRank& rank, const std::string& name,
+                         const std::vector<runtime::StepStats>& steps, const std::string& reason) {
+  config::RunConfig config = rank.config;
+  config.name = name;
+  auto id = launch::record_measured_run(db, config, rank.plan, steps, reason);
+  if (!id.ok()) {
+    std::fprintf(stderr, "%s: --record: %s\n", program, id.status().message().c_str());
+    return false;
+  }
+  std::printf("recorded as run %lld in %s\n", static_cast<long long>(id.value()), db.c_str());
+  std::fflush(stdout);
+  return true;
 }
 
 }  // namespace stagecraft::bench

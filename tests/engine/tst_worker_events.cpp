@@ -1,7 +1,8 @@
 // Worker events (launch/worker_events.h): every kind survives encode -> decode, the wire format
 // stays what histories already hold, and malformed, partial or wrong-typed lines are errors that
-// name the problem.
+// name the problem; a step's events from the trainer's StepStats (launch/step_events.h).
 #include "stagecraft/launch/worker_events.h"
+#include "stagecraft/launch/step_events.h"
 
 #include <QtTest>
 
@@ -192,6 +193,52 @@ class TestWorkerEvents : public QObject {
       if (has_timeline(s, 25)) kept.push_back(s);
     }
     QCOMPARE(kept, (std::vector<int64_t>{1, 2, 3, 10, 20, 25}));
+  }
+
+  // step_events.h: every figure of the trainer's step reaches its events; the loss scale only when
+  // there is one, the experts' load only where asked, the ops only on timeline steps.
+  void eventsOfAStep() {
+    runtime::StepStats st;
+    st.step = 4;
+    st.loss = 2.75;
+    st.lr = 1e-3;
+    st.grad_norm = 0.5;
+    st.step_ms = 81.25;
+    st.tokens_per_s = 1000.5;
+    st.mem_bytes = size_t(3) << 32;
+    st.timing = {.start_unix_s = 1764000000.25, .forward_ms = 10.25, .backward_ms = 20.5, .recompute_ms = 1, .tp_ms = 2, .pp_wait_ms = 3,
+                 .pp_send_ms = 0.5, .dp_ms = 4, .cp_ms = 6.5, .ep_ms = 0.25, .optimizer_ms = 0.75, .sync_ms = 0.125,
+                 .ops = {{.backward = false, .chunk = 0, .micro_batch = 1, .start_ms = 1.5, .end_ms = 4.5},
+                         {.backward = true, .chunk = 1, .micro_batch = 0, .start_ms = 5, .end_ms = 9}}};
+    const StepEvent dense = step_event(st, true);
+    QVERIFY(same_event(dense, StepEvent{.step = 4, .loss = 2.75, .lr = 1e-3, .grad_norm = 0.5, .tokens_per_s = 1000.5, .step_ms = 81.25,
+                                        .mem_bytes = int64_t(3) << 32}));
+    QVERIFY(std::isnan(dense.loss_scale) && std::isnan(dense.lm_loss) && dense.moe_layers.empty() && dense.moe_dropped == -1);
+
+    st.loss_scale = 65536;
+    st.skipped = true;
+    st.lm_loss = 2.5;
+    st.aux_loss = 0.25;
+    st.moe_layers = {1, 3};
+    st.moe_load = {{3, 0, 5, 8}, {4, 4, 4, 4}};
+    st.moe_dropped = 2;
+    const StepEvent reporting = step_event(st, true), other = step_event(st, false);
+    QCOMPARE(reporting.loss_scale, 65536.0);
+    QVERIFY(reporting.skipped);
+    QCOMPARE(reporting.lm_loss, 2.5);
+    QCOMPARE(reporting.aux_loss, 0.25);
+    QCOMPARE(reporting.moe_layers, (std::vector<int>{1, 3}));
+    QCOMPARE(reporting.moe_load, st.moe_load);
+    QCOMPARE(reporting.moe_dropped, int64_t(2));
+    QCOMPARE(other.lm_loss, 2.5);  // both losses on every rank, the load on one
+    QVERIFY(other.moe_layers.empty() && other.moe_load.empty() && other.moe_dropped == -1);
+
+    const TimingEvent off_timeline = timing_event(st, 100);  // step 4 of 100: no timeline
+    QVERIFY(same_event(off_timeline, TimingEvent{.step = 4, .start = 1764000000.25, .step_ms = 81.25, .forward_ms = 10.25, .backward_ms = 20.5,
+                                                .recompute_ms = 1, .tp_ms = 2, .pp_wait_ms = 3, .pp_send_ms = 0.5, .dp_ms = 4,
+                                                .optimizer_ms = 0.75, .sync_ms = 0.125, .cp_ms = 6.5, .ep_ms = 0.25, .ops = {}}));
+    const TimingEvent last = timing_event(st, 4);  // the run's last step: its timeline
+    QCOMPARE(last.ops, (std::vector<TimingEvent::Op>{{false, 0, 1, 1.5, 4.5}, {true, 1, 0, 5, 9}}));
   }
 };
 

@@ -38,6 +38,13 @@
 #   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
 #   GPU_NCU=1: also Nsight Compute on the tensor-core attention kernels (ncu.log)
 #   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300)
+#   bench_gpu_train predicts for the catalog's device of this GPU (GPU_BENCH_DEVICE, else the one
+#   nvidia-smi's name maps to: H200, H100-SXM, ...), and its first two runs (every shape at its
+#   own micro-batch x 8, and micro-batches of 16 x 2) record each shape's steps into
+#   LOG_DIR/bench_runs.sqlite (--record); stagecraft-cli calibrate then fits the device's profile
+#   for the engine to those runs, LOG_DIR/DEVICE-engine.yaml (calibrate.log), and runs compare
+#   sets each run beside its prediction (runs_compare.log); both are printed at the end. A GPU
+#   the catalog does not know is benchmarked against H100-SXM's prediction, and nothing is recorded.
 # It exits non-zero when a suite failed or a library was not found, naming which.
 set -uo pipefail
 
@@ -187,8 +194,35 @@ hopper() {
   [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ')" = 9.0 ]
 }
 
+# The catalog's name (stagecraft-cli devices) of this host's first GPU; fails for a GPU it does not list.
+catalog_device() {
+  local name
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  case "$name" in
+    *H200*) echo H200 ;;
+    *H100*PCIe*) echo H100-PCIe ;;
+    *H100*SXM*|*"H100 80GB HBM3"*) echo H100-SXM ;;
+    *A100*80GB*) echo A100-80GB ;;
+    *A100*40GB*) echo A100-40GB ;;
+    *L40S*) echo L40S ;;
+    *"RTX 4090"*) echo RTX-4090 ;;
+    *V100*) echo V100 ;;
+    *) return 1 ;;
+  esac
+}
+
 run_benchmarks() {
   local bench=$build_here/bin/bench_gpu_train limit=${GPU_BENCH_TIMEOUT:-300} model=${GPU_BENCH_MODEL:-}
+  # Predictions for this GPU's catalog device, and the runs that calibrate it recorded on it.
+  local device=${GPU_BENCH_DEVICE:-} on=() record=() db=$logs/bench_runs.sqlite
+  [ -n "$device" ] || device=$(catalog_device) || device=
+  if [ -n "$device" ]; then
+    on=("$device")
+    record=(--record "$db")
+  else
+    echo "no catalog device for $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1): predictions for H100-SXM, no runs recorded" \
+      "(set GPU_BENCH_DEVICE to a name from stagecraft-cli devices)"
+  fi
   # Each run is cut off at GPU_BENCH_TIMEOUT seconds. Eight micro-batches a step throughout, as
   # real runs take many. The MFU figure of every shape comes first, then one shape's (774M, or
   # GPU_BENCH_MODEL's) runs: in micro-batches of 16, the kernel-time breakdown, PyTorch's steps.
@@ -199,7 +233,7 @@ run_benchmarks() {
     echo "$log: $((SECONDS - t0)) s"
   }
   local one=(--model "${model:-774M}")
-  run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 --accumulate 8
+  run_bench bench_flash_bf16_accumulate8 "$bench" flash bf16 "${on[@]}" --accumulate 8 "${record[@]}"
   # 32 sequences a step, as 774M's default four micro-batches of 4 x 8 make, in micro-batches of
   # 16 (GEMMs of 16,384 rows), with the GPU's SM clock and power sampled every 200 ms meanwhile:
   # such a step took some 80 ms longer than its kernels timed alone, and a clock held down under
@@ -210,7 +244,7 @@ run_benchmarks() {
   nvidia-smi --query-gpu="$fields" --format=csv,noheader >/dev/null 2>&1 || fields=clocks.sm,power.draw
   nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits -lms 200 >"$logs/clocks_micro16.log" 2>&1 &
   sampler=$!
-  run_bench bench_flash_bf16_micro16 "$bench" flash bf16 --micro-batch 16 --accumulate 2 "${one[@]}"
+  run_bench bench_flash_bf16_micro16 "$bench" flash bf16 "${on[@]}" --micro-batch 16 --accumulate 2 "${one[@]}" "${record[@]}"
   kill "$sampler" 2>/dev/null
   wait "$sampler" 2>/dev/null
   # Under load: the samples drawing at least half the most power seen (the rest are the
@@ -220,14 +254,15 @@ run_benchmarks() {
            if (r[i] != "") {reasons++; if (r[i] !~ /^0x0+$/) held++}}
          if (k) printf "micro-batches of 16, under load (%d of %d samples): SM clock %d to %d MHz (mean %.0f), mean power %.0f W (most %.0f)%s\n",
            k, n, lo, hi, cs/k, ps/k, top, reasons ? sprintf("; clock held down in %d", held) : ""}' "$logs/clocks_micro16.log"
-  run_bench bench_flash_bf16 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
+  run_bench bench_flash_bf16 "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}"
   # Layernorm's backward in blocks of 8 warps (cuda_kernels.cu), against the run above's 4.
-  STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 run_bench bench_flash_bf16_layernorm8 "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
+  STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 run_bench bench_flash_bf16_layernorm8 "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown \
+    "${one[@]}"
   local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16 bench_flash_bf16_layernorm8)
   # Hopper's warpgroup attention (runtime/flash_wgmma.h) in place of mma.sync, where it runs.
   if hopper; then
-    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma_accumulate8 "$bench" flash bf16 --accumulate 8
-    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma "$bench" flash bf16 --accumulate 8 --breakdown "${one[@]}"
+    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma_accumulate8 "$bench" flash bf16 "${on[@]}" --accumulate 8
+    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}"
     logs_list+=(bench_flash_bf16_wgmma_accumulate8 bench_flash_bf16_wgmma)
   fi
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
@@ -250,8 +285,8 @@ run_benchmarks() {
   fi
   # GPU_BENCH_EXTRA=1: standard attention and the fp32-core fused attention too.
   if [ "${GPU_BENCH_EXTRA:-0}" = 1 ]; then
-    run_bench bench_standard_bf16 "$bench" standard bf16 --accumulate 8 --breakdown "${one[@]}"
-    STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 --accumulate 8 "${one[@]}"
+    run_bench bench_standard_bf16 "$bench" standard bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}"
+    STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 "${on[@]}" --accumulate 8 "${one[@]}"
     logs_list+=(bench_standard_bf16 bench_flash_bf16_no_tensor_cores)
   fi
   # GPU_NCU=1: Nsight Compute's view of the tensor-core attention (one forward and one gradient
@@ -273,6 +308,34 @@ run_benchmarks() {
     echo "== $f"
     grep -v '^  ' "$logs/$f.log" | tail -n 20
   done
+  [ ${#record[@]} -eq 0 ] || calibrate_device
+}
+
+# The device's profile for the engine from the runs the first two benchmarks recorded (their
+# "recorded as run N in DB" lines), and each run against its prediction; shares run_benchmarks'
+# variables (device, db) and check's (build_here, logs, failed).
+calibrate_device() {
+  local cli=$build_here/bin/stagecraft-cli profile=$logs/$device-engine.yaml ids id
+  ids=$(sed -n 's/^ *recorded as run \([0-9][0-9]*\) in .*/\1/p' "$logs/bench_flash_bf16_accumulate8.log" "$logs/bench_flash_bf16_micro16.log")
+  ids=${ids//$'\n'/ }
+  if [ -z "$ids" ]; then
+    failed+=("no bench_gpu_train run was recorded in $db (bench_flash_bf16_accumulate8.log, bench_flash_bf16_micro16.log)")
+    return
+  fi
+  # shellcheck disable=SC2086  # the ids, one a word
+  "$cli" calibrate $ids --db "$db" -o "$profile" --name "$device-engine" >"$logs/calibrate.log" 2>&1 ||
+    failed+=("stagecraft-cli calibrate $ids (calibrate.log)")
+  for id in $ids; do
+    echo "== runs compare $id"
+    "$cli" runs compare "$id" --db "$db" 2>&1 || failed+=("stagecraft-cli runs compare $id (runs_compare.log)")
+  done >"$logs/runs_compare.log"
+  echo "== calibrate $ids --db $db"
+  cat "$logs/calibrate.log"
+  if [ -f "$profile" ]; then
+    echo "== $profile"
+    cat "$profile"
+  fi
+  cat "$logs/runs_compare.log"
 }
 
 case "${1:-}" in

@@ -87,6 +87,8 @@ void RunHistory::job(const SlurmJobState& job) {
   (void)store_->set_job(id_, job.job_id, job.state, job.reason, job.nodes);  // a busy history: the next change writes it
 }
 
+Status RunHistory::flush() { return recorder_->flush(); }
+
 Status RunHistory::finish(const Result<RunOutcome>& outcome) {
   {
     std::lock_guard lock(watch_mu_);

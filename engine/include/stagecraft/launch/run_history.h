@@ -57,6 +57,9 @@ class RunHistory {
   // queued until running() is called (when the job's tasks are supervised), and finish() does not
   // mark it running for a job that never left the queue.
   void job(const SlurmJobState& job);
+  // Writes every event and log line recorded so far; the first write error, if any (the run
+  // itself goes on: finish() records its end either way).
+  Status flush();
   // The final state from the launcher's result; flushes every recorded row first.
   Status finish(const Result<RunOutcome>& outcome);
 
