@@ -10,7 +10,9 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <thread>
+#include <variant>
 
 #include "args.h"
 #include "commands.h"
@@ -20,6 +22,7 @@
 #include "stagecraft/plan/calibrate.h"
 #include "stagecraft/launch/slurm.h"
 #include "stagecraft/launch/worker_env.h"
+#include "stagecraft/launch/worker_events.h"
 #include "stagecraft/store/run_store.h"
 
 namespace stagecraft::cli {
@@ -70,6 +73,53 @@ std::string rank_nodes_text(const std::vector<std::string>& per_rank) {
     s += (s.empty() ? "ranks " : ", ") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "") + " on " + per_rank[r];
     r = end + 1;
   }
+  return s;
+}
+
+// "rank 2", "ranks 0-3", "ranks 0-1, 4".
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t end = i;
+    while (end + 1 < ranks.size() && ranks[end + 1] == ranks[end] + 1) ++end;
+    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]) + (end > i ? "-" + std::to_string(ranks[end]) : "");
+    i = end + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+// One set of kernel paths (a start event's "kernels") and the ranks that took it.
+struct KernelSet {
+  std::vector<std::pair<std::string, std::string>> paths;
+  std::vector<int> ranks;
+};
+
+// The distinct kernel paths the run's ranks recorded in their start events (each rank's latest),
+// in the order of their lowest rank; empty for runs whose workers recorded none (older workers,
+// other programs).
+Result<std::vector<KernelSet>> kernel_sets(store::RunStore& st, int64_t id) {
+  auto rows = st.events(id, 0, "start");
+  if (!rows.ok()) return rows.status();
+  std::map<int, std::vector<std::pair<std::string, std::string>>> by_rank;
+  for (const auto& row : rows.value()) {
+    auto e = launch::decode_event(row.json);
+    if (!e.ok()) continue;  // a row a newer worker wrote: skipped, as the Runs view does
+    const auto* start = std::get_if<launch::StartEvent>(&e.value());
+    if (!start || start->kernels.empty() || row.rank < 0) continue;
+    by_rank[row.rank] = start->kernels;
+  }
+  std::vector<KernelSet> sets;
+  for (auto& [rank, paths] : by_rank) {
+    auto same = std::find_if(sets.begin(), sets.end(), [&](const KernelSet& k) { return k.paths == paths; });
+    if (same == sets.end()) same = sets.insert(sets.end(), KernelSet{std::move(paths), {}});
+    same->ranks.push_back(rank);
+  }
+  return sets;
+}
+
+std::string kernel_paths_text(const std::vector<std::pair<std::string, std::string>>& paths) {
+  std::string s;
+  for (const auto& [work, path] : paths) s += (s.empty() ? "" : "; ") + work + ": " + path;
   return s;
 }
 
@@ -183,8 +233,17 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
   if (!r.ok()) return report(r.status());
   auto tr = st.transitions(id);
   if (!tr.ok()) return report(tr.status());
+  auto kernels = kernel_sets(st, id);
+  if (!kernels.ok()) return report(kernels.status());
   if (args.has("--json")) {
     Json j = run_json(r.value());
+    Json ks = Json::array();
+    for (const auto& k : kernels.value()) {
+      Json paths = Json::object();
+      for (const auto& [work, path] : k.paths) paths.set(work, path);
+      ks.push_back(Json::object({{"ranks", Json::array_of(k.ranks)}, {"paths", paths}}));
+    }
+    j.set("kernels", ks);
     Json sup = Json::object();
     sup.set("pid", static_cast<long long>(r->supervisor.pid));
     sup.set("host", r->supervisor.host);
@@ -217,6 +276,13 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
     const auto per_rank = rank_nodes(r.value());
     std::printf("  slurm nodes  %s%s\n", r->job_nodes.empty() ? "(not placed yet)" : r->job_nodes.c_str(),
                 per_rank.empty() ? "" : (": " + rank_nodes_text(per_rank)).c_str());
+  }
+  // One line for the whole run when every rank took the same paths, else one per set of ranks.
+  const auto& sets = kernels.value();
+  const bool every_rank = sets.size() == 1 && static_cast<int>(sets[0].ranks.size()) == r->world_size;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    std::printf("  %-12s %s%s\n", i == 0 ? "kernels" : "", every_rank ? "" : (ranks_text(sets[i].ranks) + ": ").c_str(),
+                kernel_paths_text(sets[i].paths).c_str());
   }
   std::printf("  steps        %lld/%lld\n", static_cast<long long>(r->last_step), static_cast<long long>(r->total_steps));
   if (!std::isnan(r->last_loss)) std::printf("  last loss    %.4f\n", r->last_loss);

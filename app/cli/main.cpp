@@ -36,7 +36,7 @@ const std::vector<Command>& commands() {
       {"eval", "eval CONFIG --checkpoint DIR --data FILE [--windows N] [--json]",
        "Mean next-token cross-entropy of a checkpoint on a token file.", cmd_eval},
       {"runs", "runs list [--state S] [--name SUBSTR] | show ID | logs ID [--rank R] | metrics ID [--csv] | compare ID | cancel ID [--json] [--db FILE]",
-       "The run history: list runs, show one with its transitions, its logs and metrics, its predicted against its measured step part by part, or cancel one that is running.", cmd_runs},
+       "The run history: list runs, show one with the kernels its ranks took and its transitions, its logs and metrics, its predicted against its measured step part by part, or cancel one that is running.", cmd_runs},
       {"calibrate", "calibrate RUN_ID ... [-o PROFILE.yaml] [--name NAME] [--json] [--db FILE]",
        "Fit the cost model's device constants to recorded runs and write a device profile (default: the user catalog), so plans predict this machine.",
        cmd_calibrate},

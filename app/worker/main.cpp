@@ -139,13 +139,18 @@ int run() {
   auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value(), dev);
   if (!trainer.ok()) return fail(with_memory_estimate(trainer.status(), plan.value(), layout->pp_rank, r));
   if (Status s = trainer.value()->start(); !s) return fail(s);
+  // Which kernel each kind of work takes here, from the predicates the kernels ask (some read
+  // environment switches), so the history says what this rank ran (docs/runs.md).
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (auto& k : dev->kernel_paths(runtime::KernelShape::of(cfg.value()))) kernels.emplace_back(std::move(k.work), std::move(k.path));
   emit(launch::StartEvent{.world_size = topo.world_size(),
                           .dp = plan->dp,
                           .tp = plan->tp,
                           .pp = plan->pp,
                           .cp = plan->cp,
                           .step = static_cast<int64_t>(trainer.value()->step()),
-                          .steps = cfg->train.steps});
+                          .steps = cfg->train.steps,
+                          .kernels = std::move(kernels)});
   double last_loss = 0;
   const int every = cfg->train.checkpoint_every;
   while (trainer.value()->step() < cfg->train.steps) {

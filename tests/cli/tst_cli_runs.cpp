@@ -1,9 +1,12 @@
 // stagecraft-cli run and runs with a real history file: a finished run with its metrics and logs,
-// --detach then cancel (no worker left), a detached supervisor killed with SIGKILL (rows intact,
-// the run lost), the --json shapes, and bad input.
+// the kernel paths its workers took, --detach then cancel (no worker left), a detached supervisor
+// killed with SIGKILL (rows intact, the run lost), the --json shapes, and bad input.
 #include <QtTest>
 
 #include "cli_process.h"
+#include "stagecraft/launch/worker_events.h"
+#include "stagecraft/store/run_recorder.h"
+#include "stagecraft/store/run_store.h"
 
 #include <cmath>
 
@@ -189,6 +192,86 @@ class TestCliRuns : public QObject {
     const Run text = cli({"runs", "show", QString::number(id), "--db", db_});
     QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("succeeded"));
+  }
+
+  // Every worker records the kernel path each kind of work took in its start event, and runs show
+  // prints them: on the CPU OpenBLAS's GEMMs, and for train.attention: flash the standard
+  // attention (the CPU has no fused kernel), one line for the run since both ranks agree.
+  void kernelPathsAreRecorded() {
+    const Run r = cli({"run", config("kernels", 2), "train.attention=flash", "--json", "--db", db_});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const qint64 id = QJsonDocument::fromJson(r.out.split('\n').value(0).toUtf8()).object()["run_id"].toInteger();
+    QVERIFY(id > 0);
+    const QString attention = "standard (no fused attention on the CPU)";
+
+    auto st = stagecraft::store::RunStore::open(db_.toStdString());
+    QVERIFY2(st.ok(), st.status().message().c_str());
+    auto starts = st.value()->events(id, 0, "start");
+    QVERIFY(starts.ok());
+    QCOMPARE(starts->size(), size_t(2));
+    for (const auto& row : starts.value()) {
+      const QJsonObject start = QJsonDocument::fromJson(QByteArray::fromStdString(row.json)).object();
+      QVERIFY2(start.contains("kernels"), row.json.c_str());
+      QVERIFY2(start["kernels"].toObject()["gemm"].toString().startsWith("OpenBLAS sgemm ("), row.json.c_str());
+      QCOMPARE(start["kernels"].toObject()["attention"].toString(), attention);
+    }
+
+    const Run text = cli({"runs", "show", QString::number(id), "--db", db_});
+    QVERIFY2(text.code == 0, qPrintable(text.err));
+    const QStringList kernels = text.out.split('\n').filter(QRegularExpression("^  kernels "));
+    QCOMPARE(kernels.size(), 1);
+    QVERIFY2(kernels[0].contains("gemm: OpenBLAS sgemm (") && kernels[0].contains("attention: " + attention), qPrintable(text.out));
+    QVERIFY2(!kernels[0].contains("rank"), qPrintable(text.out));  // both ranks took the same paths
+
+    const QJsonArray sets = show(id)["kernels"].toArray();
+    QCOMPARE(sets.size(), 1);
+    QCOMPARE(sets[0].toObject()["ranks"].toArray(), QJsonArray({0, 1}));
+    QCOMPARE(sets[0].toObject()["paths"].toObject()["attention"].toString(), attention);
+  }
+
+  // Ranks that took different paths (say, GPUs of two kinds) get a line each, naming them; a
+  // run whose workers recorded none (an older worker, another program) prints no kernels line.
+  void kernelPathsByRank() {
+    namespace store = stagecraft::store;
+    namespace launch = stagecraft::launch;
+    const QString db = dir_.filePath("mixed.sqlite");
+    auto st = store::RunStore::open(db.toStdString());
+    QVERIFY2(st.ok(), st.status().message().c_str());
+    store::NewRun run{.name = "mixed", .config_yaml = "name: mixed\n", .plan_json = "{}", .hosts = {"localhost"}, .world_size = 3,
+                      .total_steps = 1, .supervisor = store::this_process_identity()};
+    auto mixed = st.value()->create_run(run);
+    auto older = st.value()->create_run(run);
+    QVERIFY(mixed.ok() && older.ok());
+    {
+      store::RunRecorder rec(*st.value(), mixed.value());
+      const std::vector<std::pair<std::string, std::string>> hopper = {{"gemm", "cuBLAS, bf16 tensor cores"},
+                                                                       {"attention", "flash, tensor cores (wgmma)"}};
+      const std::vector<std::pair<std::string, std::string>> ampere = {{"gemm", "cuBLAS, bf16 tensor cores"},
+                                                                       {"attention", "flash, tensor cores (mma.sync)"}};
+      rec.on_event(2, launch::StartEvent{.rank = 2, .world_size = 3, .kernels = ampere});
+      rec.on_event(0, launch::StartEvent{.rank = 0, .world_size = 3, .kernels = hopper});
+      rec.on_event(1, launch::StartEvent{.rank = 1, .world_size = 3, .kernels = hopper});
+      QVERIFY(rec.finish().ok());
+      store::RunRecorder old_rec(*st.value(), older.value());
+      old_rec.on_event(0, launch::StartEvent{.rank = 0, .world_size = 3});
+      QVERIFY(old_rec.finish().ok());
+    }
+    const Run text = cli({"runs", "show", QString::number(mixed.value()), "--db", db});
+    QVERIFY2(text.code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains("\n  kernels      ranks 0-1: gemm: cuBLAS, bf16 tensor cores; attention: flash, tensor cores (wgmma)\n"
+                               "               rank 2: gemm: cuBLAS, bf16 tensor cores; attention: flash, tensor cores (mma.sync)\n"),
+             qPrintable(text.out));
+    const Run json = cli({"runs", "show", QString::number(mixed.value()), "--json", "--db", db});
+    const QJsonArray sets = QJsonDocument::fromJson(json.out.toUtf8()).object()["kernels"].toArray();
+    QCOMPARE(sets.size(), 2);
+    QCOMPARE(sets[1].toObject()["ranks"].toArray(), QJsonArray({2}));
+    QCOMPARE(sets[1].toObject()["paths"].toObject()["attention"].toString(), QString("flash, tensor cores (mma.sync)"));
+
+    const Run none = cli({"runs", "show", QString::number(older.value()), "--db", db});
+    QVERIFY2(none.code == 0, qPrintable(none.err));
+    QVERIFY2(!none.out.contains("kernels"), qPrintable(none.out));
+    const Run none_json = cli({"runs", "show", QString::number(older.value()), "--json", "--db", db});
+    QCOMPARE(QJsonDocument::fromJson(none_json.out.toUtf8()).object()["kernels"].toArray(), QJsonArray());
   }
 
   // --detach returns at once with the id; cancel stops the supervisor and every worker, and the

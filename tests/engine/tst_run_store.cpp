@@ -426,6 +426,32 @@ class TestRunStore : public QObject {
     QCOMPARE(m->size(), size_t(2));
   }
 
+  // A start event keeps its kernel paths in the history, and events() of one kind reads only
+  // that kind (runs show reads the start events of a long run without its timing rows).
+  void keepsStartKernelPaths() {
+    auto st = RunStore::open(fresh().toStdString());
+    QVERIFY(st.ok());
+    auto id = st.value()->create_run(sample_run(this_process_identity()));
+    QVERIFY(id.ok());
+    RunRecorder rec(*st.value(), id.value());
+    const launch::StartEvent start{.rank = 1, .world_size = 2, .dp = 2, .tp = 1, .pp = 1, .steps = 1,
+                                   .kernels = {{"gemm", "cuBLAS, fp32 cores"}, {"attention", "flash, fp32 cores"}}};
+    rec.on_event(1, start);
+    rec.on_event(1, launch::StepEvent{.rank = 1, .step = 1, .loss = 4.0});
+    rec.on_event(1, launch::DoneEvent{.rank = 1, .step = 1, .loss = 4.0});
+    QVERIFY(rec.finish().ok());
+    auto starts = st.value()->events(id.value(), 0, "start");
+    QVERIFY(starts.ok());
+    QCOMPARE(starts->size(), size_t(1));
+    QCOMPARE((*starts)[0].rank, 1);
+    auto back = launch::decode_event((*starts)[0].json);
+    QVERIFY2(back.ok(), back.status().message().c_str());
+    QCOMPARE(std::get<launch::StartEvent>(back.value()), start);
+    auto all = st.value()->events(id.value());
+    QVERIFY(all.ok());
+    QCOMPARE(all->size(), size_t(3));
+  }
+
   // Queued/running runs whose supervisor is gone become lost when the history is opened or
   // listed; live ones and ones on other hosts stay.
   void detectsLostRuns_data() {

@@ -1,6 +1,7 @@
-// Worker events (launch/worker_events.h): every kind survives encode -> decode, the wire format
-// stays what histories already hold, and malformed, partial or wrong-typed lines are errors that
-// name the problem; a step's events from the trainer's StepStats (launch/step_events.h).
+// Worker events (launch/worker_events.h): every kind survives encode -> decode (a start with its
+// kernel paths), the wire format stays what histories already hold, and malformed, partial or
+// wrong-typed lines are errors that name the problem; a step's events from the trainer's
+// StepStats (launch/step_events.h).
 #include "stagecraft/launch/worker_events.h"
 #include "stagecraft/launch/step_events.h"
 
@@ -22,6 +23,9 @@ class TestWorkerEvents : public QObject {
     QTest::addColumn<WorkerEvent>("event");
     QTest::newRow("start") << WorkerEvent{StartEvent{.rank = 3, .world_size = 8, .dp = 2, .tp = 2, .pp = 2, .step = 10, .steps = 100}};
     QTest::newRow("start with cp") << WorkerEvent{StartEvent{.rank = 3, .world_size = 16, .dp = 2, .tp = 2, .pp = 2, .cp = 2, .step = 0, .steps = 100}};
+    QTest::newRow("start with kernels") << WorkerEvent{StartEvent{
+        .rank = 1, .world_size = 2, .dp = 2, .tp = 1, .pp = 1, .step = 0, .steps = 10,
+        .kernels = {{"gemm", "cuBLAS, bf16 tensor cores"}, {"attention", "flash, tensor cores (mma.sync)"}, {"layernorm backward", "4 warps a block"}}}};
     QTest::newRow("step") << WorkerEvent{StepEvent{.rank = 1, .step = 7, .loss = 2.5, .lr = 1e-4, .grad_norm = 0.75,
                                                    .tokens_per_s = 12345.5, .step_ms = 81.25, .mem_bytes = int64_t(3) << 32}};
     QTest::newRow("fp16 step skipped") << WorkerEvent{StepEvent{.rank = 0, .step = 12, .loss = 3.25, .lr = 1e-4, .grad_norm = 0,
@@ -81,6 +85,14 @@ class TestWorkerEvents : public QObject {
                                     << "{\"event\":\"timing\",\"rank\":0,\"step\":1,\"start\":0.0,\"step_ms\":2.0,\"forward_ms\":0.0,"
                                        "\"backward_ms\":0.0,\"recompute_ms\":0.0,\"tp_ms\":0.0,\"ep_ms\":0.75,\"pp_wait_ms\":0.0,\"pp_send_ms\":0.0,"
                                        "\"dp_ms\":0.0,\"optimizer_ms\":0.0,\"sync_ms\":0.0}";
+    // The kernel paths in the device's order; a start without them is written as before.
+    QTest::newRow("start with kernels")
+        << WorkerEvent{StartEvent{.rank = 0, .world_size = 1, .dp = 1, .tp = 1, .pp = 1, .step = 0, .steps = 5,
+                                  .kernels = {{"gemm", "OpenBLAS sgemm (2 threads)"}, {"attention", "standard, causal blocks of OpenBLAS"}}}}
+        << "{\"event\":\"start\",\"rank\":0,\"world_size\":1,\"dp\":1,\"tp\":1,\"pp\":1,\"step\":0,\"steps\":5,"
+           "\"kernels\":{\"gemm\":\"OpenBLAS sgemm (2 threads)\",\"attention\":\"standard, causal blocks of OpenBLAS\"}}";
+    QTest::newRow("start without kernels") << WorkerEvent{StartEvent{.rank = 0, .world_size = 1, .dp = 1, .tp = 1, .pp = 1, .step = 0, .steps = 5}}
+                                           << "{\"event\":\"start\",\"rank\":0,\"world_size\":1,\"dp\":1,\"tp\":1,\"pp\":1,\"step\":0,\"steps\":5}";
     QTest::newRow("diverged loss is null") << WorkerEvent{DoneEvent{.rank = 1, .step = 4, .loss = NAN}}
                                            << "{\"event\":\"done\",\"rank\":1,\"step\":4,\"loss\":null}";
     QTest::newRow("error without rank") << WorkerEvent{ErrorEvent{.message = "no RANK"}}
@@ -119,6 +131,15 @@ class TestWorkerEvents : public QObject {
     auto start = decode_event("{\"event\":\"start\"}");
     QVERIFY(start.ok());
     QCOMPARE(std::get<StartEvent>(start.value()), StartEvent{});
+    // A start from before the kernel paths were recorded: none, and none written back.
+    const char* before = "{\"event\":\"start\",\"rank\":1,\"world_size\":2,\"dp\":2,\"tp\":1,\"pp\":1,\"step\":0,\"steps\":3}";
+    auto old_start = decode_event(before);
+    QVERIFY2(old_start.ok(), old_start.status().message().c_str());
+    QVERIFY(std::get<StartEvent>(old_start.value()).kernels.empty());
+    QCOMPARE(encode_event(old_start.value()), std::string(before) + "\n");
+    auto null_kernels = decode_event("{\"event\":\"start\",\"kernels\":null}");
+    QVERIFY2(null_kernels.ok(), null_kernels.status().message().c_str());
+    QVERIFY(std::get<StartEvent>(null_kernels.value()).kernels.empty());
   }
 
   void unknownFieldsAreIgnored() {
@@ -150,6 +171,10 @@ class TestWorkerEvents : public QObject {
     QTest::newRow("error message null") << "{\"event\":\"error\",\"message\":null}" << "no \"message\" field";
     QTest::newRow("skipped as a number") << "{\"event\":\"step\",\"step\":1,\"skipped\":1}" << "\"skipped\" must be true or false, got 1";
     QTest::newRow("start dp as bool") << "{\"event\":\"start\",\"dp\":true}" << "\"dp\" must be an integer, got true";
+    QTest::newRow("kernels as an array") << "{\"event\":\"start\",\"kernels\":[\"gemm\"]}"
+                                         << "worker event \"start\": \"kernels\" must be an object of strings (work: path), got an array";
+    QTest::newRow("kernel path not a string") << "{\"event\":\"start\",\"kernels\":{\"gemm\":\"cuBLAS\",\"attention\":3}}"
+                                              << "\"kernels\" must be an object of strings (work: path), got \"attention\": 3";
     QTest::newRow("moe_load without moe_layers") << "{\"event\":\"step\",\"step\":1,\"moe_load\":[[1]]}"
                                                  << "\"moe_layers\" and \"moe_load\" must be arrays of the same length";
     QTest::newRow("moe_load with a fraction") << "{\"event\":\"step\",\"step\":1,\"moe_layers\":[1],\"moe_load\":[[1.5]]}"

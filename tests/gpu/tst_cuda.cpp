@@ -1128,6 +1128,89 @@ class TestCuda : public QObject {
 #endif
   }
 
+  // The kernel paths a run records (Device::kernel_paths, in its workers' start events) are the
+  // ones the kernels take: for GPT-2's head size 64 and width 768 in bf16 with the fused
+  // attention, every entry against the predicates the kernels ask and against the switches this
+  // process was started with (the suite's entries with STAGECRAFT_CUBLASLT=0,
+  // STAGECRAFT_FLASH_TENSOR_CORES=0, STAGECRAFT_FLASH_WGMMA=1 and
+  // STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 run this too); and what a worker of a real run recorded.
+  void kernelPathsAgreeWithTheKernels() {
+#if defined(STAGECRAFT_WITH_CUDA)
+    const auto env_is = [](const char* name, const char* value) {
+      const char* v = std::getenv(name);
+      return v && std::string(v) == value;
+    };
+    auto cfg = config::parse_config(kBase, "test.yaml", {"model.hidden=768", "model.heads=12", "train.precision=bf16", "train.attention=flash"});
+    QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+    const KernelShape shape = KernelShape::of(cfg.value());
+    QCOMPARE(shape.head_size, 64);
+    QCOMPARE(shape.hidden, 768);
+    QVERIFY(shape.precision == config::Precision::kBf16 && shape.attention == config::Attention::kFlash && !shape.rmsnorm);
+    const auto paths = gpu_->kernel_paths(shape);
+    const auto path_of = [&](const char* work) {
+      for (const auto& k : paths) {
+        if (k.work == work) return QString::fromStdString(k.path);
+      }
+      return QString("(none)");
+    };
+    QCOMPARE(int(paths.size()), 4);
+    QCOMPARE(path_of("gemm"), QString("cuBLAS, bf16 tensor cores"));
+    QCOMPARE(path_of("gemm bias"), QString(cuda::lt_enabled() ? "cuBLASLt epilogue (bias, GELU)" : "cuBLAS, then a bias kernel"));
+    QCOMPARE(cuda::lt_enabled(), !env_is("STAGECRAFT_CUBLASLT", "0"));
+    const bool tensor_cores = cuda::flash_tensor_cores(true, 64), warpgroups = cuda::flash_warpgroup(64);
+    QCOMPARE(path_of("attention"), QString(!tensor_cores ? "flash, fp32 cores"
+                                           : warpgroups  ? "flash, tensor cores (wgmma)"
+                                                         : "flash, tensor cores (mma.sync)"));
+    if (env_is("STAGECRAFT_FLASH_TENSOR_CORES", "0")) QVERIFY(!tensor_cores);
+    if (warpgroups_asked()) QVERIFY(warpgroups);  // main() skipped the entry where they cannot run
+    int major = 0;
+    QVERIFY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu_->ordinal()) == cudaSuccess);
+    if (major >= 8 && !env_is("STAGECRAFT_FLASH_TENSOR_CORES", "0")) QVERIFY2(tensor_cores, "head size 64 in bf16 runs on tensor cores from sm_80");
+    QCOMPARE(path_of("layernorm backward"), QString(cuda::layernorm_backward_eight_warps() ? "8 warps a block" : "4 warps a block"));
+    QCOMPARE(cuda::layernorm_backward_eight_warps(), env_is("STAGECRAFT_LAYERNORM_BACKWARD_WARPS", "8"));
+    QCOMPARE(cuda::layernorm_backward_warps(2052), 0);  // not a width the row kernels take: a warp a row
+    QCOMPARE(cuda::layernorm_backward_warps(2048), 4);  // wider than 8 warps' registers allow
+
+    // fp32 GEMMs: TF32 tensor cores where train.tf32 asks, the bias a kernel after the GEMM.
+    KernelShape fp32 = shape;
+    fp32.precision = config::Precision::kFp32;
+    fp32.tf32 = true;
+    const auto fp32_paths = gpu_->kernel_paths(fp32);
+    QCOMPARE(QString::fromStdString(fp32_paths[0].path), QString("cuBLAS, TF32 tensor cores"));
+    QCOMPARE(QString::fromStdString(fp32_paths[1].path), QString("cuBLAS, then a bias kernel"));
+    QCOMPARE(QString::fromStdString(fp32_paths[2].path), QString("flash, fp32 cores"));  // q, k, v stay fp32
+
+    // A worker of a real run: its start event carries the same paths.
+    QTemporaryDir dir;
+    QFile data(dir.filePath("tokens.bin"));
+    QVERIFY(data.open(QIODevice::WriteOnly));
+    for (int i = 0; i < 6000; ++i) {
+      const uint16_t t = static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96);
+      data.write(reinterpret_cast<const char*>(&t), sizeof t);
+    }
+    data.close();
+    QFile f(dir.filePath("run.yaml"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QString(kBase).replace("backend: cpu", "backend: cuda").toUtf8());
+    f.write(QString("name: kernels\n").toUtf8());
+    f.close();
+    const auto r = testing::run_cli({"run", f.fileName(), "--json", "--db", dir.filePath("runs.sqlite"), "train.data=" + dir.filePath("tokens.bin"),
+                                     "train.checkpoint_dir=" + dir.filePath("ck"), "train.steps=2", "model.hidden=768", "model.heads=12",
+                                     "train.precision=bf16", "train.attention=flash"},
+                                    QProcessEnvironment::systemEnvironment(), 300000);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QJsonObject recorded;
+    for (const QString& line : r.out.split('\n', Qt::SkipEmptyParts)) {
+      const auto o = QJsonDocument::fromJson(line.toUtf8()).object();
+      if (o["event"].toString() == "start") recorded = o["kernels"].toObject();
+    }
+    QCOMPARE(recorded.size(), int(paths.size()));
+    for (const auto& k : paths) QCOMPARE(recorded[QString::fromStdString(k.work)].toString(), QString::fromStdString(k.path));
+#else
+    QSKIP("a build without the CUDA backend");
+#endif
+  }
+
   // AdamW and the sum of squares over a segment list, one launch each, against the CPU's segment
   // calls: moments indexed from a shard's begin as the trainer's, every other segment decayed.
   // Lists in quads (every begin, moment and count a multiple of 4) take the 16-byte AdamW kernel,

@@ -178,6 +178,21 @@ Status read_moe_load(const Json& j, StepEvent& e) {
   return Status::OK();
 }
 
+// "kernels": {"work": "path", ...}, in the order written.
+Status read_kernels(const Json& j, std::vector<std::pair<std::string, std::string>>& out) {
+  const Json* kernels = j.find("kernels");
+  if (!kernels || kernels->is_null()) return Status::OK();
+  const auto bad = [](const std::string& got) {
+    return Status::invalid_input("worker event \"start\": \"kernels\" must be an object of strings (work: path), got " + got);
+  };
+  if (!kernels->is_object()) return bad(type_of(*kernels));
+  for (const auto& [work, path] : kernels->as_object()) {
+    if (!path.is_string()) return bad(json_quote(work) + ": " + type_of(path));
+    out.emplace_back(work, path.as_string());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool has_timeline(int64_t step, int64_t steps) { return step <= 3 || step % 10 == 0 || step == steps; }
@@ -195,6 +210,11 @@ std::string encode_event(const WorkerEvent& event) {
                    if (e.cp > 1) o.emplace_back("cp", e.cp);
                    o.emplace_back("step", static_cast<long long>(e.step));
                    o.emplace_back("steps", static_cast<long long>(e.steps));
+                   if (!e.kernels.empty()) {
+                     Json::Object kernels;
+                     for (const auto& [work, path] : e.kernels) kernels.emplace_back(work, path);
+                     o.emplace_back("kernels", Json::object(std::move(kernels)));
+                   }
                  },
                  [&](const StepEvent& e) {
                    set_rank(o, e.rank);
@@ -284,7 +304,9 @@ Result<WorkerEvent> decode_event(std::string_view line) {
     r.integer("cp", e.cp, false);
     r.integer("step", e.step, false);
     r.integer("steps", e.steps, false);
-    return finish(r, e);
+    if (!r.status().ok()) return r.status();
+    if (Status s = read_kernels(j, e.kernels); !s) return s;
+    return WorkerEvent{std::move(e)};
   }
   if (k == "step") {
     StepEvent e;

@@ -324,14 +324,15 @@ Result<std::vector<MetricRow>> RunStore::metrics(int64_t id, std::optional<int> 
       id, rank, after_row);
 }
 
-Result<std::vector<EventRow>> RunStore::events(int64_t id, int64_t after_row) {
+Result<std::vector<EventRow>> RunStore::events(int64_t id, int64_t after_row, std::optional<std::string> kind) {
   std::lock_guard lock(impl_->mu);
   return impl_->db.rows(
-      "SELECT rank, time, kind, json, rowid FROM events WHERE run_id = ?1 AND rowid > ?2 ORDER BY rowid", SC_SQL_SITE,
+      "SELECT rank, time, kind, json, rowid FROM events WHERE run_id = ?1 AND rowid > ?2 AND (?3 IS NULL OR kind = ?3) ORDER BY rowid",
+      SC_SQL_SITE,
       [](const SqliteStmt& st) {
         return EventRow{static_cast<int>(st.column_int(0)), st.column_double(1), st.column_text(2), st.column_text(3), st.column_int(4)};
       },
-      id, after_row);
+      id, after_row, kind);
 }
 
 Result<std::vector<LogRow>> RunStore::logs(int64_t id, std::optional<int> rank, int64_t after_row) {

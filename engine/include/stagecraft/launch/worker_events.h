@@ -3,7 +3,8 @@
 // history, the CLI and the desktop application all go through them.
 //
 // The wire format (keys in this order; "rank" is left out when it is not known yet):
-//   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S,"steps":N}
+//   {"event":"start","rank":R,"world_size":W,"dp":..,"tp":..,"pp":..,"step":S,"steps":N
+//    [,"kernels":{"gemm":"..","attention":"..",...}]}   (the kernel path each kind of work takes)
 //   {"event":"step","rank":R,"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"step_ms":..,"mem_bytes":..
 //    [,"lm_loss":..,"aux_loss":..,"moe_layers":[L,...],"moe_load":[[C,...],...],"moe_dropped":D]}   (a mixture of experts)
 //   {"event":"checkpoint","rank":R,"step":N,"path":"..."}
@@ -33,6 +34,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -49,6 +51,10 @@ struct StartEvent {
   int cp = 1;         // context parallel size; written only when above 1
   int64_t step = 0;   // the step training starts from (> 0 when resumed from a checkpoint)
   int64_t steps = 0;  // the run's total (train.steps); 0 when not given
+  // The kernel path each kind of work takes on this rank (runtime::Device::kernel_paths), as
+  // (work, path) in the device's order; on the wire an object of strings, absent when empty (a
+  // line of an older worker, another program's rank).
+  std::vector<std::pair<std::string, std::string>> kernels = {};
   bool operator==(const StartEvent&) const = default;
 };
 

@@ -48,6 +48,29 @@ class DeviceClock {
   virtual std::vector<double> read() = 0;
 };
 
+// What decides which kernels a run takes for each kind of work (Device::kernel_paths): the run
+// configuration's keys as the trainer applies them. KernelShape::of reads them from a config.
+struct KernelShape {
+  config::Precision precision = config::Precision::kFp32;  // train.precision
+  bool tf32 = false;           // train.tf32, which the trainer sets for fp32 GEMMs only
+  config::Attention attention = config::Attention::kStandard;  // train.attention
+  int head_size = 0;           // the model's head size (model.head_dim, or hidden / heads)
+  int hidden = 0;              // the width of the rows the norms work on
+  bool rmsnorm = false;        // Llama's RMSNorm rather than GPT-2's LayerNorm
+  bool cp_ring = false;        // parallel.cp > 1 with cp_comm ring: attention by the ring's blocks
+
+  static KernelShape of(const config::RunConfig& config);
+};
+
+// One kind of work ("gemm", "attention", ...) and the kernel path it takes, in plain words
+// ("cuBLAS, bf16 tensor cores", "flash, fp32 cores"): what a run records in its workers' start
+// events (docs/runs.md).
+struct KernelPath {
+  std::string work;
+  std::string path;
+  bool operator==(const KernelPath&) const = default;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -102,6 +125,11 @@ class Device {
   // backend has none: the CPU's kernels run in the caller's threads, so the host's clock times
   // them.
   virtual std::unique_ptr<DeviceClock> make_clock() { return nullptr; }
+  // The kernel path each kind of work takes on this device for a run of `shape`, in a fixed order
+  // of works, from the same predicates the kernels ask (environment switches read once per
+  // process, the GPU's capability), so that the record cannot disagree with what runs. Empty
+  // where a device cannot say. A GPU's answer needs its context: ask once the device is made.
+  virtual std::vector<KernelPath> kernel_paths(const KernelShape& /*shape*/) const { return {}; }
 };
 
 // The process's CPU device: host memory, runtime::cpu's kernels.

@@ -73,6 +73,7 @@ class ProfiledDevice final : public Device {
   size_t peak_bytes() const override { return inner_.peak_bytes(); }
   void reset_peak() override { inner_.reset_peak(); }
   std::unique_ptr<DeviceClock> make_clock() override { return inner_.make_clock(); }
+  std::vector<KernelPath> kernel_paths(const KernelShape& shape) const override { return inner_.kernel_paths(shape); }
 
   // Whether the calls so far were timed on the device's clock (the inner device has one).
   bool device_clock() const;

@@ -178,8 +178,8 @@ class RunStore {
   // Ordered by step, then rank. `rank` restricts to one rank; `after_row` to rows written after
   // that row (0: all).
   Result<std::vector<MetricRow>> metrics(int64_t id, std::optional<int> rank = std::nullopt, int64_t after_row = 0);
-  // In the order they were written, after `after_row`.
-  Result<std::vector<EventRow>> events(int64_t id, int64_t after_row = 0);
+  // In the order they were written, after `after_row`; `kind` restricts to one kind ("start").
+  Result<std::vector<EventRow>> events(int64_t id, int64_t after_row = 0, std::optional<std::string> kind = std::nullopt);
   // In the order they were written. `rank` restricts to one rank; `after_row` as above.
   Result<std::vector<LogRow>> logs(int64_t id, std::optional<int> rank = std::nullopt, int64_t after_row = 0);
 

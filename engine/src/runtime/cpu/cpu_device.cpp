@@ -43,9 +43,35 @@ class CpuDevice final : public Device {
   Status synchronize() override { return Status::OK(); }
   const Ops& ops() const override { return cpu_ops(); }
   bool host_accessible() const override { return true; }
+
+  // Every precision computes in fp32 here (the trainer sets no other), every GEMM is cut into
+  // single-threaded OpenBLAS calls over the engine's threads (matmul.cpp), and attention is
+  // attention.cpp's whichever train.attention asks: the CPU's ops have no fused kernel, so the
+  // trainer runs the same math unfused. Context parallelism's ring computes by blocks.
+  std::vector<KernelPath> kernel_paths(const KernelShape& shape) const override {
+    const int threads = cpu::num_threads();
+    std::vector<KernelPath> paths;
+    paths.push_back({"gemm", "OpenBLAS sgemm (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)")});
+    paths.push_back({"attention", shape.cp_ring                                   ? "context-parallel ring, OpenBLAS blocks"
+                                  : shape.attention == config::Attention::kFlash ? "standard (no fused attention on the CPU)"
+                                                                                 : "standard, causal blocks of OpenBLAS"});
+    return paths;
+  }
 };
 
 }  // namespace
+
+KernelShape KernelShape::of(const config::RunConfig& config) {
+  KernelShape s;
+  s.precision = config.train.precision;
+  s.tf32 = config.train.tf32 && config.train.precision == config::Precision::kFp32;
+  s.attention = config.train.attention;
+  s.head_size = config.model.head_size();
+  s.hidden = config.model.hidden;
+  s.rmsnorm = config.model.llama();
+  s.cp_ring = config.parallel.cp > 1 && config.parallel.cp_comm == config::CpComm::kRing;
+  return s;
+}
 
 Device& host_device() {
   static CpuDevice device;

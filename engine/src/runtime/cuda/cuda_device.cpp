@@ -13,6 +13,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/lt_gemm.h"
 #include "stagecraft/runtime/device.h"
 
 namespace stagecraft::runtime::cuda {
@@ -133,6 +134,40 @@ class CudaDevice final : public Device {
   size_t peak_bytes() const override { return context()->peak_bytes.load(); }
   void reset_peak() override { context()->peak_bytes.store(context()->held_bytes.load()); }
   std::unique_ptr<DeviceClock> make_clock() override { return std::make_unique<CudaClock>(ordinal_); }
+
+  // The predicates the kernels ask, for the shape: cuda_ops(precision) picks the GEMMs (16-bit
+  // inputs through cublasGemmEx, else cublasSgemm in the math mode set_tf32 sets), lt_gemm.h's
+  // switch the bias epilogues (where cuBLASLt has an algorithm for a GEMM's shape; else the bias
+  // is a kernel of its own), flash_attention.cu the fused attention's cores (q, k, v in bf16 with
+  // bf16 activations, the trainer's rule on a GPU), and cuda_kernels.cu layernorm's backward.
+  std::vector<KernelPath> kernel_paths(const KernelShape& shape) const override {
+    using config::Precision;
+    const bool low = shape.precision != Precision::kFp32;
+    const bool tf32 = shape.tf32 && !low;
+    std::vector<KernelPath> paths;
+    paths.push_back({"gemm", shape.precision == Precision::kBf16   ? "cuBLAS, bf16 tensor cores"
+                             : shape.precision == Precision::kFp16 ? "cuBLAS, fp16 tensor cores"
+                             : tf32                                ? "cuBLAS, TF32 tensor cores"
+                                                                   : "cuBLAS, fp32 cores"});
+    paths.push_back({"gemm bias", !low || !lt_enabled()                ? "cuBLAS, then a bias kernel"
+                                  : shape.precision == Precision::kBf16 ? "cuBLASLt epilogue (bias, GELU)"
+                                                                        : "cuBLASLt epilogue (bias)"});
+    std::string attention = "standard";
+    if (shape.cp_ring) {
+      attention = "context-parallel ring, fp32 block kernels";
+    } else if (shape.attention == config::Attention::kFlash) {
+      const bool bf16 = shape.precision == Precision::kBf16;
+      attention = !flash_tensor_cores(bf16, shape.head_size) ? "flash, fp32 cores"
+                  : flash_warpgroup(shape.head_size)          ? "flash, tensor cores (wgmma)"
+                                                              : "flash, tensor cores (mma.sync)";
+    }
+    paths.push_back({"attention", attention});
+    if (!shape.rmsnorm) {
+      const int warps = layernorm_backward_warps(shape.hidden);
+      paths.push_back({"layernorm backward", warps == 0 ? "a warp a row" : std::to_string(warps) + " warps a block"});
+    }
+    return paths;
+  }
 
  private:
   Status copy_kind(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, bool wait) {

@@ -1279,6 +1279,16 @@ bool layernorm_backward_eight_warps() {
   return asked;
 }
 
+// The widest rows, in float4s a lane, whose backward may take blocks of 8 warps (C 1536; wider
+// ones keep 4, above). One constant for the launch below and for what a run records.
+constexpr int kEightWarpsMaxVec = 12;
+
+int layernorm_backward_warps(int C) {
+  bool eight = false;
+  if (!with_row_vecs(C, [&]<int V>() { eight = V <= kEightWarpsMaxVec && layernorm_backward_eight_warps(); })) return 0;
+  return eight ? 8 : 4;
+}
+
 namespace {
 
 // Layernorm's backward through layernorm_backward_vec_kernel, its parameter sums in the same
@@ -1309,7 +1319,7 @@ bool layernorm_backward_vec(float* dinp, float* dweight, float* dbias, const flo
     launched("layernorm_backward");
   };
   return with_row_vecs(C, [&]<int V>() {
-    if constexpr (V <= 12) {
+    if constexpr (V <= kEightWarpsMaxVec) {
       if (layernorm_backward_eight_warps()) return launch.template operator()<V, 8>();
     }
     launch.template operator()<V, 4>();

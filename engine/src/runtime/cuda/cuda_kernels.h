@@ -43,6 +43,10 @@ bool flash_warpgroup(int HS);
 // only where STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 asks for it, while it waits for a GPU run
 // (cuda_kernels.cu says why it might be faster).
 bool layernorm_backward_eight_warps();
+// The warps of a block of layernorm's backward over rows of C floats: 8 or 4 in the row kernels
+// (8 where layernorm_backward_eight_warps asks and rows are at most 1536 wide), 0 where rows of C
+// take the scalar kernels, a warp a row (as do rows not 16-byte aligned, which the stage's are).
+int layernorm_backward_warps(int C);
 
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, (NH + 2*NKV)*HS), causal, query head h
 // reading K/V head h / (NH / NKV); see Ops.
