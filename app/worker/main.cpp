@@ -141,8 +141,7 @@ int run() {
   if (Status s = trainer.value()->start(); !s) return fail(s);
   // Which kernel each kind of work takes here, from the predicates the kernels ask (some read
   // environment switches), so the history says what this rank ran (docs/runs.md).
-  std::vector<std::pair<std::string, std::string>> kernels;
-  for (auto& k : dev->kernel_paths(runtime::KernelShape::of(cfg.value()))) kernels.emplace_back(std::move(k.work), std::move(k.path));
+  auto kernels = launch::kernel_paths_of(*dev, cfg.value());
   emit(launch::StartEvent{.world_size = topo.world_size(),
                           .dp = plan->dp,
                           .tp = plan->tp,

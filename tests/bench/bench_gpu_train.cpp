@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     if (!record.empty()) {
       const std::string name = std::string("bench_gpu_train ") + s.name + " " + precision + " " + attention + " mb" +
                                std::to_string(s.micro_batch) + " x" + std::to_string(accumulate);
-      if (!bench::record_steps("bench_gpu_train", record, *rank, name, steps, "bench_gpu_train: one rank in this process on " + dev.name())) {
+      if (!bench::record_steps("bench_gpu_train", record, *rank, name, steps, "bench_gpu_train: one rank in this process on " + dev.name(), dev)) {
         return 1;
       }
     }

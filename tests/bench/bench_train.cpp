@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
     if (!record.empty()) {
       const std::string how = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
       if (!bench::record_steps("bench_train", record, *rank, std::string("bench_train ") + (llama ? "llama " : "gpt2 ") + how, steps,
-                               "bench_train: one rank in this process, " + how)) {
+                               "bench_train: one rank in this process, " + how, runtime::host_device())) {
         return 1;
       }
     }

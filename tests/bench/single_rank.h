@@ -83,14 +83,14 @@ inline bool history_opens(const char* program, const std::string& db) {
   return store.ok();
 }
 
-// `steps`, every step the rank took, as a run named `name` in the history at `db`
-// (launch/measured_run.h: runs compare and calibrate read it as a worker's); prints "recorded as
-// run N in DB", or the reason it was not (then false).
+// `steps`, every step the rank took on `device`, as a run named `name` in the history at `db`
+// (launch/measured_run.h: runs compare and calibrate read it as a worker's, runs show names the
+// kernels it took); prints "recorded as run N in DB", or the reason it was not (then false).
 inline bool record_steps(const char* program, const std::string& db, const SingleRank& rank, const std::string& name,
-                         const std::vector<runtime::StepStats>& steps, const std::string& reason) {
+                         const std::vector<runtime::StepStats>& steps, const std::string& reason, const runtime::Device& device) {
   config::RunConfig config = rank.config;
   config.name = name;
-  auto id = launch::record_measured_run(db, config, rank.plan, steps, reason);
+  auto id = launch::record_measured_run(db, config, rank.plan, steps, reason, &device);
   if (!id.ok()) {
     std::fprintf(stderr, "%s: --record: %s\n", program, id.status().message().c_str());
     return false;

@@ -93,7 +93,9 @@ class TestMeasuredRun : public QObject {
       std::optional<bench::SingleRank> rank;
       std::vector<runtime::StepStats> steps;
       QVERIFY(train(config.value(), rank, steps));
-      auto id = launch::record_measured_run(db_, rank->config, rank->plan, steps, "tst_measured_run: one rank in-process");
+      // The small run names the device it ran on, as the benchmarks do; the large one none.
+      auto id = launch::record_measured_run(db_, rank->config, rank->plan, steps, "tst_measured_run: one rank in-process",
+                                            mb == 2 ? &runtime::host_device() : nullptr);
       QVERIFY2(id.ok(), id.status().message().c_str());
       (mb == 2 ? small_ : large_) = id.value();
       if (mb == 2) {
@@ -143,6 +145,17 @@ class TestMeasuredRun : public QObject {
     QCOMPARE(kinds, (std::map<std::string, int>{{"done", 1}, {"start", 1}, {"step", kSteps}, {"timing", kSteps}}));
     QCOMPARE(events->front().kind, std::string("start"));
     QCOMPARE(events->back().kind, std::string("done"));
+    // The start event names the kernels the host device took, as a worker's does.
+    auto start = launch::decode_event(events->front().json);
+    QVERIFY(start.ok());
+    const auto& kernels = std::get<launch::StartEvent>(start.value()).kernels;
+    QVERIFY(!kernels.empty());
+    QCOMPARE(kernels.front().first, std::string("gemm"));
+    QVERIFY2(kernels.front().second.find("OpenBLAS") != std::string::npos, kernels.front().second.c_str());
+    auto large_events = st->events(large_);
+    QVERIFY(large_events.ok() && !large_events->empty());
+    auto large_start = launch::decode_event(large_events->front().json);
+    QVERIFY(large_start.ok() && std::get<launch::StartEvent>(large_start.value()).kernels.empty());
     QCOMPARE(timelines, (std::vector<int64_t>{1, 2, 3, kSteps}));  // as a worker keeps them, the last step's too
 
     auto metrics = st->metrics(small_);

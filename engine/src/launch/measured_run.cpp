@@ -19,7 +19,8 @@ Status naming(const Status& s, const std::string& db) {
 }  // namespace
 
 Result<int64_t> record_measured_run(const std::string& db, const config::RunConfig& config, const plan::Plan& plan,
-                                    const std::vector<runtime::StepStats>& steps, const std::string& reason) {
+                                    const std::vector<runtime::StepStats>& steps, const std::string& reason,
+                                    const runtime::Device* device) {
   if (steps.empty()) return Status::invalid_input(db + ": no steps to record for " + config.name);
   if (const int world = plan.topology.world_size(); world != 1) {
     return Status::invalid_input(db + ": " + config.name + " has " + std::to_string(world) +
@@ -41,7 +42,8 @@ Result<int64_t> record_measured_run(const std::string& db, const config::RunConf
                        .pp = plan.pp,
                        .cp = plan.cp,
                        .step = steps.front().step - 1,
-                       .steps = config.train.steps});
+                       .steps = config.train.steps,
+                       .kernels = device ? kernel_paths_of(*device, config) : std::vector<std::pair<std::string, std::string>>{}});
   for (const auto& st : steps) {
     record(0, step_event(st, true));
     record(0, timing_event(st, last.step));

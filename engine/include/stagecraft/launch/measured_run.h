@@ -14,6 +14,7 @@
 #include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
 #include "stagecraft/plan/plan.h"
+#include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/trainer.h"
 
 namespace stagecraft::launch {
@@ -23,10 +24,13 @@ namespace stagecraft::launch {
 // name is config.name): queued, running with `reason` ("bench_train: one rank in-process"), a
 // start event, each step's step and timing events for rank 0 (step_events.h; the timeline on the
 // steps has_timeline picks of a run as long as the last step), a done event, and succeeded.
+// The start event names the kernel paths `device` took for the config (step_events.h
+// kernel_paths_of), none where it is null.
 // Returns the run's id. Fails (invalid input) without writing anything for no steps or a plan of
 // more than one rank; with the history's error, naming the file, when it cannot be opened or a
 // write fails (a run left part-written then ends failed, with that reason, where it still can).
 Result<int64_t> record_measured_run(const std::string& db, const config::RunConfig& config, const plan::Plan& plan,
-                                    const std::vector<runtime::StepStats>& steps, const std::string& reason);
+                                    const std::vector<runtime::StepStats>& steps, const std::string& reason,
+                                    const runtime::Device* device = nullptr);
 
 }  // namespace stagecraft::launch

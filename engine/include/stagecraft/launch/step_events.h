@@ -8,8 +8,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
+#include <utility>
+#include <string>
 
 #include "stagecraft/launch/worker_events.h"
+#include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/trainer.h"
 
 namespace stagecraft::launch {
@@ -64,6 +68,14 @@ inline TimingEvent timing_event(const runtime::StepStats& st, int64_t steps) {
     for (const auto& op : t.ops) e.ops.push_back({op.backward, op.chunk, op.micro_batch, op.start_ms, op.end_ms});
   }
   return e;
+}
+
+// Which kernel each kind of work of `config` takes on `device` (runtime::Device::kernel_paths,
+// from the predicates the kernels ask), as a start event carries them.
+inline std::vector<std::pair<std::string, std::string>> kernel_paths_of(const runtime::Device& device, const config::RunConfig& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& k : device.kernel_paths(runtime::KernelShape::of(config))) out.emplace_back(std::move(k.work), std::move(k.path));
+  return out;
 }
 
 }  // namespace stagecraft::launch
