@@ -331,6 +331,22 @@ QString compare(const RunOut& a, const RunOut& b, double rel) {
   return {};
 }
 
+// A run of kBase on the GPU in `dir`: its tokens (tokens.bin, 6000 below 96) and its config
+// (run.yaml) named `name`; false where a file could not be written.
+bool write_gpu_run(const QTemporaryDir& dir, const char* name) {
+  QFile data(dir.filePath("tokens.bin"));
+  if (!data.open(QIODevice::WriteOnly)) return false;
+  for (int i = 0; i < 6000; ++i) {
+    const uint16_t t = static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96);
+    data.write(reinterpret_cast<const char*>(&t), sizeof t);
+  }
+  QFile f(dir.filePath("run.yaml"));
+  if (!f.open(QIODevice::WriteOnly)) return false;
+  f.write(QString(kBase).replace("backend: cpu", "backend: cuda").toUtf8());
+  f.write(QString("name: %1\n").arg(name).toUtf8());
+  return data.flush() && f.flush();
+}
+
 }  // namespace
 
 class TestCuda : public QObject {
@@ -1182,19 +1198,9 @@ class TestCuda : public QObject {
 
     // A worker of a real run: its start event carries the same paths.
     QTemporaryDir dir;
-    QFile data(dir.filePath("tokens.bin"));
-    QVERIFY(data.open(QIODevice::WriteOnly));
-    for (int i = 0; i < 6000; ++i) {
-      const uint16_t t = static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96);
-      data.write(reinterpret_cast<const char*>(&t), sizeof t);
-    }
-    data.close();
-    QFile f(dir.filePath("run.yaml"));
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(QString(kBase).replace("backend: cpu", "backend: cuda").toUtf8());
-    f.write(QString("name: kernels\n").toUtf8());
-    f.close();
-    const auto r = testing::run_cli({"run", f.fileName(), "--json", "--db", dir.filePath("runs.sqlite"), "train.data=" + dir.filePath("tokens.bin"),
+    QVERIFY(write_gpu_run(dir, "kernels"));
+    const QString run_yaml = dir.filePath("run.yaml");
+    const auto r = testing::run_cli({"run", run_yaml, "--json", "--db", dir.filePath("runs.sqlite"), "train.data=" + dir.filePath("tokens.bin"),
                                      "train.checkpoint_dir=" + dir.filePath("ck"), "train.steps=2", "model.hidden=768", "model.heads=12",
                                      "train.precision=bf16", "train.attention=flash"},
                                     QProcessEnvironment::systemEnvironment(), 300000);
@@ -1733,33 +1739,23 @@ class TestCuda : public QObject {
     QFETCH(int, gpus);
     QFETCH(QStringList, layout);
     QTemporaryDir dir;
-    QFile data(dir.filePath("tokens.bin"));
-    QVERIFY(data.open(QIODevice::WriteOnly));
-    for (int i = 0; i < 6000; ++i) {
-      const uint16_t t = static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96);
-      data.write(reinterpret_cast<const char*>(&t), sizeof t);
-    }
-    data.close();
-    QFile f(dir.filePath("run.yaml"));
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(QString(kBase).replace("backend: cpu", "backend: cuda").toUtf8());
-    f.write(QString("name: nccl\n").toUtf8());
-    f.close();
+    QVERIFY(write_gpu_run(dir, "nccl"));
+    const QString run_yaml = dir.filePath("run.yaml");
     const QStringList common = {"train.data=" + dir.filePath("tokens.bin"), "train.checkpoint_dir=" + dir.filePath("ck"),
                                 "train.steps=6", "train.hang_timeout_s=120"};
     {
       // Two ranks, one visible GPU: NCCL cannot put both on it.
       QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
       env.insert("CUDA_VISIBLE_DEVICES", "0");
-      const RunOut shared = run_cli(f.fileName(), common + QStringList{"cluster.gpus_per_node=2", "parallel.dp=2", "comm=nccl"}, env);
+      const RunOut shared = run_cli(run_yaml, common + QStringList{"cluster.gpus_per_node=2", "parallel.dp=2", "comm=nccl"}, env);
       QVERIFY2(QString::fromStdString(shared.error).contains("comm=nccl: 2 ranks on this machine share 1 GPU(s)"), shared.error.c_str());
     }
     if (cuda_device_count() < gpus) {
       QSKIP(qPrintable(QString("needs %1 GPUs, this machine shows %2").arg(gpus).arg(cuda_device_count())));
     }
-    const RunOut one = run_cli(f.fileName(), common);
-    const RunOut gloo = run_cli(f.fileName(), common + layout + QStringList{"comm=gloo"});
-    const RunOut nccl = run_cli(f.fileName(), common + layout + QStringList{"comm=nccl"});
+    const RunOut one = run_cli(run_yaml, common);
+    const RunOut gloo = run_cli(run_yaml, common + layout + QStringList{"comm=gloo"});
+    const RunOut nccl = run_cli(run_yaml, common + layout + QStringList{"comm=nccl"});
     QString diff = compare(nccl, gloo, 1e-5);
     QVERIFY2(diff.isEmpty(), qPrintable("nccl vs gloo: " + diff));
     diff = compare(nccl, one, 1e-5);
