@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "history_file.h"
 #include "stagecraft/core/json.h"
+#include "stagecraft/launch/run_kernels.h"
 #include "stagecraft/launch/run_measurement.h"
 #include "stagecraft/plan/calibrate.h"
 #include "stagecraft/launch/slurm.h"
@@ -73,53 +74,6 @@ std::string rank_nodes_text(const std::vector<std::string>& per_rank) {
     s += (s.empty() ? "ranks " : ", ") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "") + " on " + per_rank[r];
     r = end + 1;
   }
-  return s;
-}
-
-// "rank 2", "ranks 0-3", "ranks 0-1, 4".
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t end = i;
-    while (end + 1 < ranks.size() && ranks[end + 1] == ranks[end] + 1) ++end;
-    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]) + (end > i ? "-" + std::to_string(ranks[end]) : "");
-    i = end + 1;
-  }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
-
-// One set of kernel paths (a start event's "kernels") and the ranks that took it.
-struct KernelSet {
-  std::vector<std::pair<std::string, std::string>> paths;
-  std::vector<int> ranks;
-};
-
-// The distinct kernel paths the run's ranks recorded in their start events (each rank's latest),
-// in the order of their lowest rank; empty for runs whose workers recorded none (older workers,
-// other programs).
-Result<std::vector<KernelSet>> kernel_sets(store::RunStore& st, int64_t id) {
-  auto rows = st.events(id, 0, "start");
-  if (!rows.ok()) return rows.status();
-  std::map<int, std::vector<std::pair<std::string, std::string>>> by_rank;
-  for (const auto& row : rows.value()) {
-    auto e = launch::decode_event(row.json);
-    if (!e.ok()) continue;  // a row a newer worker wrote: skipped, as the Runs view does
-    const auto* start = std::get_if<launch::StartEvent>(&e.value());
-    if (!start || start->kernels.empty() || row.rank < 0) continue;
-    by_rank[row.rank] = start->kernels;
-  }
-  std::vector<KernelSet> sets;
-  for (auto& [rank, paths] : by_rank) {
-    auto same = std::find_if(sets.begin(), sets.end(), [&](const KernelSet& k) { return k.paths == paths; });
-    if (same == sets.end()) same = sets.insert(sets.end(), KernelSet{std::move(paths), {}});
-    same->ranks.push_back(rank);
-  }
-  return sets;
-}
-
-std::string kernel_paths_text(const std::vector<std::pair<std::string, std::string>>& paths) {
-  std::string s;
-  for (const auto& [work, path] : paths) s += (s.empty() ? "" : "; ") + work + ": " + path;
   return s;
 }
 
@@ -233,7 +187,7 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
   if (!r.ok()) return report(r.status());
   auto tr = st.transitions(id);
   if (!tr.ok()) return report(tr.status());
-  auto kernels = kernel_sets(st, id);
+  auto kernels = launch::run_kernel_sets(st, id);
   if (!kernels.ok()) return report(kernels.status());
   if (args.has("--json")) {
     Json j = run_json(r.value());
@@ -278,12 +232,8 @@ int runs_show(const Args& args, store::RunStore& st, int64_t id) {
                 per_rank.empty() ? "" : (": " + rank_nodes_text(per_rank)).c_str());
   }
   // One line for the whole run when every rank took the same paths, else one per set of ranks.
-  const auto& sets = kernels.value();
-  const bool every_rank = sets.size() == 1 && static_cast<int>(sets[0].ranks.size()) == r->world_size;
-  for (size_t i = 0; i < sets.size(); ++i) {
-    std::printf("  %-12s %s%s\n", i == 0 ? "kernels" : "", every_rank ? "" : (ranks_text(sets[i].ranks) + ": ").c_str(),
-                kernel_paths_text(sets[i].paths).c_str());
-  }
+  const auto lines = launch::kernel_sets_lines(kernels.value(), r->world_size);
+  for (size_t i = 0; i < lines.size(); ++i) std::printf("  %-12s %s\n", i == 0 ? "kernels" : "", lines[i].c_str());
   std::printf("  steps        %lld/%lld\n", static_cast<long long>(r->last_step), static_cast<long long>(r->total_steps));
   if (!std::isnan(r->last_loss)) std::printf("  last loss    %.4f\n", r->last_loss);
   std::printf("  supervisor   pid %lld on %s\n", static_cast<long long>(r->supervisor.pid),

@@ -21,6 +21,7 @@
 #include <QPushButton>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QLabel>
 #include <QtTest>
 
 #include <sqlite3.h>
@@ -539,6 +540,31 @@ class TestRunsView : public QObject {
       }
       QVERIFY2(found, qPrintable(QStringLiteral("rank %1 has no tile").arg(r)));
     }
+  }
+
+  // The header names the kernels the ranks took (their start events' "kernels"), a line per set
+  // of ranks until every rank took the same, and follows ranks that start later.
+  void kernelPathsShowInTheHeader() {
+    const char* a = R"j("kernels":{"gemm":"OpenBLAS sgemm (2 threads)","attention":"standard"})j";
+    const char* b2 = R"j("kernels":{"gemm":"OpenBLAS sgemm (1 thread)","attention":"standard"})j";
+    store::Batch b;
+    b.events.push_back({0, 0.0, "start", std::string(R"({"event":"start","rank":0,)") + a + "}"});
+    b.events.push_back({1, 0.0, "start", std::string(R"({"event":"start","rank":1,)") + b2 + "}"});
+    QVERIFY(m_store->append(2, b));  // run 2: 4 ranks
+    auto v = makeView();
+    QVERIFY(v->selectRun(2));
+    auto* header = v->findChild<QLabel*>(QStringLiteral("runHeader"));
+    QVERIFY(header);
+    QVERIFY2(header->text().contains(QStringLiteral("kernels: rank 0: gemm: OpenBLAS sgemm (2 threads); attention: standard")), qPrintable(header->text()));
+    QVERIFY2(header->text().contains(QStringLiteral("kernels: rank 1: gemm: OpenBLAS sgemm (1 thread)")), qPrintable(header->text()));
+    store::Batch more;
+    for (int r = 1; r < 4; ++r) more.events.push_back({r, 0.0, "start", std::string(R"({"event":"start","rank":)") + std::to_string(r) + "," + a + "}"});
+    QVERIFY(m_store->append(2, more));
+    QTRY_VERIFY_WITH_TIMEOUT(header->text().contains(QStringLiteral("kernels: gemm: OpenBLAS sgemm (2 threads); attention: standard")), 5000);
+    QVERIFY2(!header->text().contains(QStringLiteral("rank 1:")), qPrintable(header->text()));
+    // A run whose workers recorded none shows no kernels line.
+    QVERIFY(v->selectRun(1));
+    QVERIFY2(!header->text().contains(QStringLiteral("kernels")), qPrintable(header->text()));
   }
 
   // The Experts tab reads the step events' expert counts from the history, whole on selection

@@ -29,6 +29,7 @@
 #include "runs/RunTimelineView.h"
 #include "runs/RunsModel.h"
 #include "stagecraft/store/process_identity.h"
+#include "stagecraft/launch/run_kernels.h"
 #include "stagecraft/launch/slurm.h"
 #include "stagecraft/store/run_store.h"
 
@@ -258,6 +259,7 @@ void RunsView::loadRun(bool full) {
     m_expertLoad->clear();
     m_timeline->clear();
     m_logs->setLogs(m_selected, r ? r->world_size : 0, {});
+    m_kernels.clear();
   }
   if (!st || !r) return;
   if (full) {
@@ -293,6 +295,14 @@ void RunsView::loadRun(bool full) {
   if (!events->empty()) {
     m_lastEventRow = events->back().row;
     if (!full) m_timeline->runUpdated();
+  }
+  // The kernels its ranks took, from their start events: read again when a rank (re)starts.
+  if (full || std::any_of(events->begin(), events->end(), [](const store::EventRow& e) { return e.kind == "start"; })) {
+    auto sets = stagecraft::launch::run_kernel_sets(*st, m_selected);
+    m_kernels.clear();
+    if (sets.ok()) {
+      for (const auto& line : stagecraft::launch::kernel_sets_lines(sets.value(), r->world_size)) m_kernels << qs(line);
+    }
   }
   m_rankGrid->applyEvents(events.value());
   m_expertLoad->applyEvents(events.value());
@@ -394,6 +404,7 @@ void RunsView::updateHeader() {
               .arg(r->supervisor.pid)
               .arg(r->supervisor.host.empty() ? QStringLiteral("?") : qs(r->supervisor.host).toHtmlEscaped());
   if (!r->job_id.empty()) text += tr("<br>Slurm job %1").arg(RunsModel::jobText(*r).toHtmlEscaped());
+  for (const QString& k : std::as_const(m_kernels)) text += tr("<br>kernels: %1").arg(k.toHtmlEscaped());
   m_header->setText(text);
 }
 

@@ -25,6 +25,7 @@
 #include <QList>
 #include <QPair>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 
 #include <cstdint>
@@ -144,6 +145,7 @@ class RunsView : public QWidget {
   int64_t m_lastMetricRow = 0, m_lastEventRow = 0, m_lastLogRow = 0;
   stagecraft::store::RunState m_gridState = stagecraft::store::RunState::kQueued;  // as the rank grid shows it
   bool m_fullLoadPending = false;  // the last full read of the selected run failed part-way
+  QStringList m_kernels;           // the selected run's kernel paths, a line per set of ranks (launch/run_kernels.h)
   QList<QPair<qint64, QString>> m_compareChoices;  // the compare combo's runs, as last built
   bool m_shownNewest = false;  // the newest run was selected once the history had runs
   QString m_lastError;
