@@ -165,7 +165,18 @@ int runs_list(const Args& args, store::RunStore* st) {
     std::printf("no runs recorded\n");
     return 0;
   }
-  std::printf("%-6s %-20s %-10s %-19s %-16s %11s %10s\n", "ID", "NAME", "STATE", "CREATED", "HOSTS", "STEPS", "LAST LOSS");
+  // NAME and HOSTS as wide as their longest entry (from 20 and 16 up to 48): the columns stay in line.
+  auto hosts_of = [](const store::RunRecord& r) {
+    return r.job_id.empty() ? hosts_text(r.hosts) : r.job_nodes.empty() ? "slurm job " + r.job_id : r.job_nodes;
+  };
+  auto fit = [](std::string s, size_t w) { return s.size() <= w ? s : s.substr(0, w - 3) + "..."; };
+  size_t name_w = 20, hosts_w = 16;
+  for (const auto& r : runs) {
+    name_w = std::max(name_w, std::min<size_t>(r.name.size(), 48));
+    hosts_w = std::max(hosts_w, std::min<size_t>(hosts_of(r).size(), 48));
+  }
+  const int nw = static_cast<int>(name_w), hw = static_cast<int>(hosts_w);
+  std::printf("%-6s %-*s %-10s %-19s %-*s %11s %10s\n", "ID", nw, "NAME", "STATE", "CREATED", hw, "HOSTS", "STEPS", "LAST LOSS");
   for (const auto& r : runs) {
     char steps[40], loss[24];
     std::snprintf(steps, sizeof steps, "%lld/%lld", static_cast<long long>(r.last_step), static_cast<long long>(r.total_steps));
@@ -174,9 +185,8 @@ int runs_list(const Args& args, store::RunStore* st) {
     } else {
       std::snprintf(loss, sizeof loss, "%.4f", r.last_loss);
     }
-    std::printf("%-6lld %-20s %-10s %-19s %-16s %11s %10s\n", static_cast<long long>(r.id), r.name.c_str(),
-                std::string(store::to_string(r.state)).c_str(), local_time(r.created).c_str(),
-                (r.job_id.empty() ? hosts_text(r.hosts) : r.job_nodes.empty() ? "slurm job " + r.job_id : r.job_nodes).c_str(), steps,
+    std::printf("%-6lld %-*s %-10s %-19s %-*s %11s %10s\n", static_cast<long long>(r.id), nw, fit(r.name, name_w).c_str(),
+                std::string(store::to_string(r.state)).c_str(), local_time(r.created).c_str(), hw, fit(hosts_of(r), hosts_w).c_str(), steps,
                 loss);
   }
   return 0;

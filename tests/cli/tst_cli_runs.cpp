@@ -229,6 +229,30 @@ class TestCliRuns : public QObject {
     QCOMPARE(sets[0].toObject()["paths"].toObject()["attention"].toString(), attention);
   }
 
+  // runs list keeps its columns in line whatever the names: NAME widens to the longest (a
+  // benchmark's "bench_gpu_train 774M bf16 flash mb4 x8"), and a name past 48 characters is cut.
+  void listColumnsStayInLineWithLongNames() {
+    namespace store = stagecraft::store;
+    const QString db = dir_.filePath("names.sqlite");
+    auto st = store::RunStore::open(db.toStdString());
+    QVERIFY2(st.ok(), st.status().message().c_str());
+    const std::string very_long(60, 'x');
+    for (const std::string name : {std::string("a"), std::string("bench_gpu_train 774M bf16 flash mb4 x8"), very_long}) {
+      store::NewRun run{.name = name, .config_yaml = "name: n\n", .plan_json = "{}", .hosts = {"localhost"}, .world_size = 1,
+                        .total_steps = 1, .supervisor = store::this_process_identity()};
+      QVERIFY(st.value()->create_run(run).ok());
+    }
+    const Run text = cli({"runs", "list", "--db", db});
+    QCOMPARE(text.code, 0);
+    const QStringList lines = text.out.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 4);
+    const int state = lines[0].indexOf("STATE");
+    QVERIFY(state > 0);
+    for (const QString& line : lines.mid(1)) QCOMPARE(line.indexOf("queued"), state);
+    QVERIFY(text.out.contains("bench_gpu_train 774M bf16 flash mb4 x8"));
+    QVERIFY(text.out.contains(QString(45, 'x') + "...") && !text.out.contains(QString(46, 'x')));
+  }
+
   // Ranks that took different paths (say, GPUs of two kinds) get a line each, naming them; a
   // run whose workers recorded none (an older worker, another program) prints no kernels line.
   void kernelPathsByRank() {
