@@ -39,11 +39,22 @@ const char* kBase =
     "train: {global_batch: 8, micro_batch: 1, steps: 5, lr: 1.0e-2, warmup_steps: 2, weight_decay: 0.1, grad_clip: 1.0, seed: 42}\n"
     "backend: cpu\n";
 
-TokenData make_data() {
-  // A sequence with structure to learn: repeating phrases with a slowly moving offset.
+// A sequence with structure to learn: repeating phrases with a slowly moving offset.
+std::vector<uint16_t> data_tokens() {
   std::vector<uint16_t> t;
   for (int i = 0; i < 4000; ++i) t.push_back(static_cast<uint16_t>(((i % 23) * 5 + (i / 97)) % 64));
-  return TokenData::from_tokens(std::move(t));
+  return t;
+}
+
+TokenData make_data() { return TokenData::from_tokens(data_tokens()); }
+
+// make_data's tokens as a token file at `path` (what eval reads); false where it cannot be written.
+bool write_data(const QString& path) {
+  const std::vector<uint16_t> tokens = data_tokens();
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return false;
+  const qint64 bytes = static_cast<qint64>(tokens.size() * sizeof(uint16_t));
+  return f.write(reinterpret_cast<const char*>(tokens.data()), bytes) == bytes;
 }
 
 struct RunOut {
@@ -445,12 +456,7 @@ class TestTrainer : public QObject {
       const std::string one_dir = dir.filePath("one").toStdString();
       const RunOut one = train(with({"cluster.gpus_per_node=1", "cluster.device=cpu", "train.checkpoint_dir=" + one_dir}), 3, true);
       QVERIFY2(one.error.empty(), one.error.c_str());
-      std::vector<uint16_t> tokens;
-      for (int i = 0; i < 4000; ++i) tokens.push_back(static_cast<uint16_t>(((i % 23) * 5 + (i / 97)) % 64));  // make_data's
-      QFile f(dir.filePath("tokens.bin"));
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<qint64>(tokens.size() * sizeof(uint16_t)));
-      f.close();
+      QVERIFY(write_data(dir.filePath("tokens.bin")));
       std::vector<std::string> o = model;
       o.push_back("cluster.device=cpu");
       auto cfg = config::parse_config(kBase, "test.yaml", o);
@@ -714,12 +720,7 @@ class TestTrainer : public QObject {
     }
     // eval reads the zero 3 checkpoint as the single rank's: the same loss on the training tokens.
     {
-      std::vector<uint16_t> tokens;
-      for (int i = 0; i < 4000; ++i) tokens.push_back(static_cast<uint16_t>(((i % 23) * 5 + (i / 97)) % 64));  // make_data's
-      QFile f(dir.filePath("tokens.bin"));
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<qint64>(tokens.size() * sizeof(uint16_t)));
-      f.close();
+      QVERIFY(write_data(dir.filePath("tokens.bin")));
       auto cfg = config::parse_config(kBase, "test.yaml", {});
       QVERIFY(cfg.ok());
       auto ea = evaluate_checkpoint(cfg->model, dir.filePath("one/step-3").toStdString(), dir.filePath("tokens.bin").toStdString(), 8, nullptr,
