@@ -1,14 +1,31 @@
 // Trainer's checkpoints: starting from the seed, a model's weights or a checkpoint (any layout
 // wrote it), and saving one, the model and the AdamW state gathered to world rank 0 (the experts
 // from the ranks of expert-dp replica 0). See trainer.h and checkpoint.h.
+#include <algorithm>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "stagecraft/config/config_io.h"
 #include "stagecraft/runtime/checkpoint.h"
 #include "stagecraft/runtime/trainer.h"
 
 namespace stagecraft::runtime {
+
+namespace {
+
+// ZeRO's optimizer state to the host: each rank of `group` holds its shard of it on `dev`, at most
+// `per` floats (a short last one is padded with zeros here), gathered on every rank into `out`'s
+// first n floats.
+Status gather_shards_to_host(CommGroup& group, Device& dev, const Buffer<float>& shard, size_t per, float* out, size_t n) {
+  std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(group.size()));
+  if (Status s = dev.copy_to_host(mine.data(), shard.data(), shard.bytes()); !s) return s;
+  if (Status s = all_gather_host(group, dev, mine.data(), all.data(), per); !s) return s;
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), out);
+  return Status::OK();
+}
+
+}  // namespace
 
 Status Trainer::start() {
   if (config_.train.resume.empty()) {
@@ -75,14 +92,8 @@ Result<std::string> Trainer::save_checkpoint() {
     if (Status s = shards_->gather_full(exp_avg_.data(), m_full.data()); !s) return s;
     if (Status s = shards_->gather_full(exp_avg_sq_.data(), v_full.data()); !s) return s;
   } else if (config_.parallel.zero >= 1 && grad_size_ > 1) {
-    const size_t per = shard_per_;
-    std::vector<float> mine(per, 0.0f), all(per * static_cast<size_t>(grad_size_));
-    for (int which = 0; which < 2; ++which) {
-      const auto& src = which == 0 ? exp_avg_ : exp_avg_sq_;
-      std::fill(mine.begin(), mine.end(), 0.0f);
-      if (Status s = dev_->copy_to_host(mine.data(), src.data(), src.bytes()); !s) return s;
-      if (Status s = all_gather_host(*groups_.grad, *dev_, mine.data(), all.data(), per); !s) return s;
-      std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), (which == 0 ? m_full : v_full).begin());
+    for (auto [dst, src] : {std::pair{&m_full, &exp_avg_}, std::pair{&v_full, &exp_avg_sq_}}) {
+      if (Status s = gather_shards_to_host(*groups_.grad, *dev_, *src, shard_per_, dst->data(), n); !s) return s;
     }
   } else {
     if (Status s = dev_->copy_to_host(m_full.data(), exp_avg_.data(), exp_avg_.bytes()); !s) return s;
@@ -141,11 +152,7 @@ Result<std::string> Trainer::save_checkpoint() {
         continue;
       }
       // ZeRO: the moments' shards gathered over expert-dp (every rank takes part).
-      const size_t per = expert_shard_.per;
-      std::vector<float> mine(per), all(per * static_cast<size_t>(expert_dp_->size()));
-      if (Status s = dev_->copy_to_host(mine.data(), src->data(), per * sizeof(float)); !s) return s;
-      if (Status s = all_gather_host(*expert_dp_, *dev_, mine.data(), all.data(), per); !s) return s;
-      std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(ne), dst->begin());
+      if (Status s = gather_shards_to_host(*expert_dp_, *dev_, *src, expert_shard_.per, dst->data(), ne); !s) return s;
     }
     if (rank_ == 0) {
       add_expert_shards(*stage_, ex.data(), "", model_full);
