@@ -87,6 +87,13 @@ std::string why_uninformed(std::string_view key, const std::vector<CalibrationSa
   return std::string(key) + " kept: the runs spend too little of their steps on it to tell";
 }
 
+// |predicted - measured| / measured step time of `s` with the constants `cal`.
+double step_error(const CalibrationSample& s, const config::CostCalibration& cal) {
+  EstimateInput in = s.input;
+  in.device.calibration = cal;
+  return std::fabs(rel_error(estimate(in).step_time_s, s.measured.step_s));
+}
+
 // Sum of squared errors of every part and (twice weighted) of the step, each relative to the
 // measured step time, so a part's error counts by the share of the step it misjudges.
 double misfit(const std::vector<CalibrationSample>& samples, const config::CostCalibration& cal, std::vector<double>* step_errors,
@@ -344,16 +351,12 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
     // pulls of 1, 4, 16, ... times the prior. A part the model gets wrong in one layout moves the
     // constants it shares with others; fitted without that run, the others' constants then
     // predict it worse than the start did. The weakest pull at which no run left out is predicted
-    // worse than from the start by more than kHeldOutSlack of its step wins (the strongest tried,
-    // where none is that good).
+    // worse than from the start by more than kHeldOutSlack of its step wins; where none is,
+    // kMaxPullScale (the loop's end, not tried).
     double strength = 1;
     if (samples.size() >= 2) {
-      std::vector<double> start_error;
-      for (const auto& s : samples) {
-        EstimateInput in = s.input;
-        in.device.calibration = from;
-        start_error.push_back(std::fabs(estimate(in).step_time_s - s.measured.step_s) / s.measured.step_s);
-      }
+      std::vector<double> start_error;  // at the constants the fit starts from
+      for (const auto& s : samples) start_error.push_back(step_error(s, from));
       for (strength = 1; strength < kMaxPullScale; strength *= 4) {
         double worst = -1;
         for (size_t out = 0; out < samples.size(); ++out) {
@@ -361,15 +364,11 @@ Result<CalibrationFit> calibrate(const std::vector<CalibrationSample>& samples, 
           for (size_t i = 0; i < samples.size(); ++i) {
             if (i != out) rest.push_back(samples[i]);
           }
-          EstimateInput in = samples[out].input;
-          in.device.calibration = fit_over(rest, strength, 3);
-          const double err = std::fabs(estimate(in).step_time_s - samples[out].measured.step_s) / samples[out].measured.step_s;
-          worst = std::max(worst, err - start_error[out]);
+          worst = std::max(worst, step_error(samples[out], fit_over(rest, strength, 3)) - start_error[out]);
         }
         fit.held_out.push_back({strength, worst});
         if (worst <= kHeldOutSlack) break;
       }
-      strength = std::min(strength, kMaxPullScale);
       if (strength > 1) {
         char line[200];
         std::snprintf(line, sizeof line,
