@@ -126,7 +126,6 @@ struct RecordedRun {
   plan::CalibrationSample sample;
   std::vector<plan::MeasuredStep> each;  // every repeat as measured
   double noise = 0;
-  int repeats = 0;
 };
 
 bool recorded_cpu_runs(std::vector<RecordedRun>* fit_on, std::vector<RecordedRun>* predict) {
@@ -147,42 +146,31 @@ bool recorded_cpu_runs(std::vector<RecordedRun>* fit_on, std::vector<RecordedRun
     auto& dev = r.sample.input.device;
     dev.fp32_tflops = dev.tf32_tflops = dev.fp32_tflops / dev.cores * cores;
     dev.cores = cores;
-    std::map<QString, std::vector<double>> parts;
+    // `runs compare --json`'s parts, by name, into a MeasuredStep.
+    constexpr std::pair<const char*, double plan::MeasuredStep::*> kParts[] = {
+        {"step", &plan::MeasuredStep::step_s},       {"compute", &plan::MeasuredStep::compute_s},
+        {"recompute", &plan::MeasuredStep::recompute_s}, {"TP", &plan::MeasuredStep::tp_s},
+        {"PP + bubble", &plan::MeasuredStep::pp_bubble_s}, {"DP", &plan::MeasuredStep::dp_s},
+        {"optimizer", &plan::MeasuredStep::optimizer_s}, {"overhead", &plan::MeasuredStep::overhead_s}};
     for (const auto& run : layout["runs"].toArray()) {
-      std::map<QString, double> one;
-      for (const auto& part : run.toObject()["parts"].toArray()) {
-        parts[part.toObject()["part"].toString()].push_back(part.toObject()["measured"].toDouble());
-        one[part.toObject()["part"].toString()] = part.toObject()["measured"].toDouble();
-      }
       plan::MeasuredStep m;
-      m.step_s = one["step"];
-      m.compute_s = one["compute"];
-      m.recompute_s = one["recompute"];
-      m.tp_s = one["TP"];
-      m.pp_bubble_s = one["PP + bubble"];
-      m.dp_s = one["DP"];
-      m.optimizer_s = one["optimizer"];
-      m.overhead_s = one["overhead"];
+      for (const auto& part : run.toObject()["parts"].toArray()) {
+        for (const auto& [name, field] : kParts) {
+          if (part.toObject()["part"].toString() == QLatin1String(name)) m.*field = part.toObject()["measured"].toDouble();
+        }
+      }
       r.each.push_back(m);
     }
-    auto median = [&](const char* name) {
-      std::vector<double> x = parts[name];
-      if (x.empty()) return 0.0;
+    if (r.each.size() < 3) return false;
+    for (const auto& [name, field] : kParts) {
+      std::vector<double> x;
+      for (const auto& m : r.each) x.push_back(m.*field);
       std::sort(x.begin(), x.end());
-      return x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
-    };
-    auto& m = r.sample.measured;
-    m.step_s = median("step");
-    m.compute_s = median("compute");
-    m.recompute_s = median("recompute");
-    m.tp_s = median("TP");
-    m.pp_bubble_s = median("PP + bubble");
-    m.dp_s = median("DP");
-    m.optimizer_s = median("optimizer");
-    m.overhead_s = median("overhead");
-    r.repeats = static_cast<int>(parts["step"].size());
-    if (!(m.step_s > 0) || r.repeats < 3) return false;
-    for (double s : parts["step"]) r.noise = std::max(r.noise, std::fabs(s - m.step_s) / m.step_s);
+      r.sample.measured.*field = x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+    }
+    const double median_step = r.sample.measured.step_s;
+    if (!(median_step > 0)) return false;
+    for (const auto& m : r.each) r.noise = std::max(r.noise, std::fabs(m.step_s - median_step) / median_step);
     (layout["role"].toString() == "fit" ? fit_on : predict)->push_back(std::move(r));
   }
   return layouts.size() == 5;
@@ -322,7 +310,7 @@ class TestCalibrate : public QObject {
         const double e0 = plan::estimate(before).step_time_s, e1 = plan::estimate(after).step_time_s;
         const double err0 = (e0 - s.measured.step_s) / s.measured.step_s, err1 = (e1 - s.measured.step_s) / s.measured.step_s;
         qInfo("%-8s %-30s step %7.1f ms (%d runs, within %4.1f%%), default constants %+6.1f%%, cpu catalog %+6.1f%% (%.1f ms)",
-              set == &fit_on ? "fit" : "predict", s.label.c_str(), s.measured.step_s * 1e3, r.repeats, r.noise * 100, err0 * 100, err1 * 100,
+              set == &fit_on ? "fit" : "predict", s.label.c_str(), s.measured.step_s * 1e3, static_cast<int>(r.each.size()), r.noise * 100, err0 * 100, err1 * 100,
               e1 * 1e3);
         for (const auto& row : plan::compare(plan::estimate(after), s.measured)) {
           if (row.seconds) qInfo("              %-12s predicted %8.2f ms, measured %8.2f ms", row.part.c_str(), row.predicted * 1e3, row.measured * 1e3);
