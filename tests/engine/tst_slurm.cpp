@@ -188,6 +188,8 @@ class TestSlurm : public QObject {
     QTest::newRow("running, two fields") << "squeue" << "RUNNING|None\n" << "RUNNING" << true << false << "";
     // Slurm drops each node from a completing job's list once its epilog ends: not the job's nodes.
     QTest::newRow("completing") << "squeue" << "COMPLETING|None|gpu01\n" << "COMPLETING" << true << false << "";
+    // An ended job slurmctld still lists shows what is left of its list; the accounting has its nodes.
+    QTest::newRow("ended, still listed") << "squeue" << "COMPLETED|None|sc7n0\n" << "COMPLETED" << false << false << "";
     QTest::newRow("forgotten") << "squeue" << "" << "unknown to Slurm" << false << false << "";
     QTest::newRow("timeout, steps below") << "sacct" << "12|TIMEOUT|0:0|TimeLimit|n[1-4]\n12.batch|CANCELLED|0:15||n1\n" << "TIMEOUT (TimeLimit)"
                                           << false << false << "n[1-4]";

@@ -69,12 +69,9 @@ class Job {
     if (!st->known && !seen_) return;
     if (st->known) seen_ = true;
     SlurmJobState next = st.value();
-    // The job's nodes are the ones it ran on. squeue lists none for a pending job, and once the
-    // job has left its nodes (COMPLETING, and an ended job still in slurmctld's memory) only
-    // those still finishing, or none; the accounting may lag behind under load. So a list seen
-    // while the job held its nodes is kept after.
-    const bool holds_nodes = next.state == "RUNNING" || next.state == "CONFIGURING" || next.state == "SUSPENDED";
-    if (next.nodes.empty() || (!holds_nodes && !last_.nodes.empty())) next.nodes = last_.nodes;
+    // None listed (a pending job, one leaving its nodes, an ended one squeue still shows while the
+    // accounting lags): the nodes it ran on stay.
+    if (next.nodes.empty()) next.nodes = last_.nodes;
     const bool changed = !reported_ || next.state != last_.state || next.reason != last_.reason || next.nodes != last_.nodes;
     last_ = std::move(next);
     if (changed && on_job_) {

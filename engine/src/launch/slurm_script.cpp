@@ -293,10 +293,11 @@ SlurmJobState parse_squeue_state(const std::string& job_id, const std::string& o
     st.state = trimmed(f[0]);
     st.reason = f.size() > 1 ? trimmed(f[1]) : "";
     st.nodes = f.size() > 2 ? node_list(f[2]) : "";
-    // A completing job's list shrinks as each node finishes its epilog: it is not where the job
-    // ran (the running state's list and the accounting's are), so it is not reported.
-    if (st.state == "COMPLETING") st.nodes.clear();
     st.known = !st.state.empty();
+    // A completing job's list shrinks as each node finishes its epilog, and an ended job slurmctld
+    // still lists keeps only what is left of it: not where the job ran (the running state's list
+    // and the accounting's are), so neither is reported.
+    if (st.state == "COMPLETING" || !st.active()) st.nodes.clear();
     break;
   }
   return st;

@@ -99,7 +99,8 @@ struct SlurmJobState {
   std::string state;      // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
   std::string reason;     // Slurm's reason ("Priority", "Resources", "TimeLimit", "None"), may be empty
   std::string exit_code;  // "CODE:SIGNAL" once the job ended (sacct), else empty
-  std::string nodes;      // the nodes Slurm gave the job, as a Slurm host list ("sc7n[0-1]"); empty before it is placed and while it completes (the list shrinks then)
+  std::string nodes;      // the nodes Slurm gave the job, as a Slurm host list ("sc7n[0-1]"); empty before it is placed, and
+                          // from squeue while it completes or once it ended (what is left of the list then)
   bool known = false;     // false: Slurm does not (yet or any more) know the job
   bool active() const;    // PENDING, CONFIGURING, RUNNING, COMPLETING, SUSPENDED, ... (not ended)
   bool pending() const;   // PENDING (or REQUEUED, RESIZING): not started yet
