@@ -7,13 +7,16 @@
 // precision, and the peak memory (the allocator's high-water mark) beside the prediction.
 //
 //   bench_gpu_train [standard|flash] [fp32|bf16] [DEVICE] [--breakdown] [--micro-batch B] [--accumulate N]
-//                   [--model 124M|350M|774M|llama-1b] [--record DB]
+//                   [--model 124M|350M|774M|llama-1b] [--record DB] [--set KEY=VALUE]...
 //   (default: flash fp32 H100-SXM, every shape, each shape's own micro-batch, one micro-batch a step)
 //
 // --micro-batch B: B sequences a micro-batch for every shape (default 8, 8, 4 and 4).
 // --accumulate N: N micro-batches a step, their gradients summed before one update, as real
 // runs do (llm.c's GPT-2 runs take half a million tokens a step): the update, the gradient norm
 // and the weights' bf16 copy are then paid once per N micro-batches.
+// --set KEY=VALUE: a config key of every shape's run, as `stagecraft-cli run` takes them; the
+// kernel paths (train.kernels.flash=wgmma, train.kernels.layernorm_backward_warps=8, ...) are the
+// ones to compare. Each row is followed by the kernel path each kind of work took.
 // --breakdown: after each shape's row, the kernel time of its step, kernel by kernel
 // (kernel_breakdown.h; each kernel timed alone, so the step there is slower than the row's).
 // --record DB: every step of each shape's row, the warm-ups too, kept as a run of the run history
@@ -30,10 +33,9 @@
 #include <vector>
 
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/launch/run_kernels.h"
+#include "stagecraft/launch/step_events.h"
 #include "stagecraft/runtime/device.h"
-#if defined(STAGECRAFT_WITH_CUDA)
-#include "runtime/cuda/cuda_kernels.h"
-#endif
 #include "stagecraft/runtime/kernels.h"
 #include "stagecraft/runtime/trainer.h"
 #include "kernel_breakdown.h"
@@ -63,10 +65,17 @@ int main(int argc, char** argv) {
   bool breakdown = false;
   int micro_batch = 0, accumulate = 1;
   std::string only, record;
+  std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--breakdown") {
       breakdown = true;
+    } else if (a == "--set") {
+      if (i + 1 >= argc || std::string(argv[i + 1]).find('=') == std::string::npos) {
+        std::fprintf(stderr, "bench_gpu_train: --set takes KEY=VALUE, a config key (train.kernels.flash=wgmma)\n");
+        return 2;
+      }
+      overrides.push_back(argv[++i]);
     } else if (a == "--model") {
       only = i + 1 < argc ? argv[++i] : "";
       if (std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& s) { return only == s.name; })) {
@@ -106,14 +115,7 @@ int main(int argc, char** argv) {
   if (!record.empty() && !bench::history_opens("bench_gpu_train", record)) return 1;
   std::printf("%s, %s, attention %s, seq_len 1024, %d micro-batch%s a step; predictions for %s\n", dev.name().c_str(),
               precision.c_str(), attention.c_str(), accumulate, accumulate == 1 ? "" : "es", device_name.c_str());
-#if defined(STAGECRAFT_WITH_CUDA)
-  // GPT-2's head size is 64: which kernels its bf16 fused attention runs here.
-  if (attention == "flash" && precision == "bf16") {
-    std::printf("flash attention on %s\n", runtime::cuda::flash_warpgroup(64)         ? "tensor cores: Hopper's warpgroup products (wgmma)"
-                                            : runtime::cuda::flash_tensor_cores(true, 64) ? "tensor cores: mma.sync"
-                                                                                          : "fp32 cores");
-  }
-#endif
+  for (const std::string& o : overrides) std::printf("with %s\n", o.c_str());
   std::printf("%-8s %3s %9s %9s %9s %7s %9s | %9s %9s %9s\n", "model", "B", "ms/step", "tokens/s", "TFLOP/s", "MFU", "peak GiB",
               "pred ms", "pred tok/s", "pred GiB");
   const auto data = bench::synthetic_tokens(1 << 20, 50257);
@@ -130,7 +132,7 @@ int main(int argc, char** argv) {
                              "train: {global_batch: " + std::to_string(global_batch) + ", micro_batch: " + std::to_string(s.micro_batch) +
                              ", steps: " + std::to_string(kWarmups + kTimed) + ", lr: 3.0e-4, weight_decay: 0.1, grad_clip: 1.0, precision: " + precision + ", attention: " + attention +
                              "}\nbackend: cuda\n";
-    auto rank = bench::single_rank(yaml);
+    auto rank = bench::single_rank(yaml, overrides);
     if (!rank) return 1;
     double best = 1e9, ready_s = 0;
     size_t peak = 0;
@@ -170,10 +172,12 @@ int main(int argc, char** argv) {
                 tokens_per_step / best, tflops, 100.0 * tflops / e.peak_tflops, peak / double(1ull << 30), e.step_time_s * 1e3,
                 e.tokens_per_s, e.peak_memory_bytes / double(1ull << 30));
     std::printf("       trainer created and its weights drawn in %.1f s (%d host threads)\n", ready_s, runtime::cpu::num_threads());
+    std::printf("       kernels: %s\n", launch::kernel_paths_text(launch::kernel_paths_of(dev, rank->config)).c_str());
     std::fflush(stdout);
     if (!record.empty()) {
-      const std::string name = std::string("bench_gpu_train ") + s.name + " " + precision + " " + attention + " mb" +
+      std::string name = std::string("bench_gpu_train ") + s.name + " " + precision + " " + attention + " mb" +
                                std::to_string(s.micro_batch) + " x" + std::to_string(accumulate);
+      for (const std::string& o : overrides) name += " " + o;
       if (!bench::record_steps("bench_gpu_train", record, *rank, name, steps, "bench_gpu_train: one rank in this process on " + dev.name(), dev)) {
         return 1;
       }

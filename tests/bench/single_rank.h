@@ -49,9 +49,10 @@ inline std::optional<SingleRank> single_rank(const config::RunConfig& config) {
   return SingleRank{config, std::move(plan).value(), std::move(groups).value(), std::move(layout).value()};
 }
 
-// The same from a benchmark's YAML config; nullopt, with the reason printed, where it does not parse.
-inline std::optional<SingleRank> single_rank(const std::string& yaml) {
-  auto config = config::parse_config(yaml, "bench", {});
+// The same from a benchmark's YAML config and KEY=VALUE overrides of it; nullopt, with the reason
+// printed, where they do not parse.
+inline std::optional<SingleRank> single_rank(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  auto config = config::parse_config(yaml, "bench", overrides);
   if (!config.ok()) {
     std::fprintf(stderr, "%s\n", config.status().message().c_str());
     return std::nullopt;

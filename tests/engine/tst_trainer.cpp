@@ -1461,6 +1461,31 @@ class TestTrainer : public QObject {
     QCOMPARE(copies, 3LL + 3 * 8);
   }
 
+  // train.kernels reaches the device (Device::set_kernels, with KernelShape::of's copy of the
+  // choices): a device with one kernel for each kind of work refuses any choice but auto, naming
+  // the key, before a step is taken; auto everywhere trains.
+  void kernelChoicesReachTheDevice() {
+    auto cfg = config::parse_config(kBase, "test.yaml", {"backend=cuda", "train.kernels.gemm_bias=separate", "train.kernels.layernorm_backward_warps=8"});
+    QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+    const KernelShape shape = KernelShape::of(cfg.value());
+    QVERIFY(shape.kernels.gemm_bias == config::GemmBias::kSeparate && shape.kernels.layernorm_backward_warps == config::NormWarps::kEight);
+    QVERIFY(shape.kernels.flash == config::FlashKernels::kAuto && !shape.kernels.all_auto());
+    testing::MemoryMap map;
+    testing::OffHostDevice off(map);
+    ProfiledDevice prof(off);
+    const std::vector<std::string> one = {"cluster.nodes=1", "cluster.gpus_per_node=1", "backend=cuda"};
+    std::vector<std::string> asked = one;
+    asked.push_back("train.kernels.gemm_bias=separate");
+    const RunOut refused = train(asked, 1, false, Memory::kHost, &prof);
+    QVERIFY2(refused.losses.empty(), "trained with a kernel choice the device does not have");
+    QVERIFY2(QString::fromStdString(refused.error).contains("train.kernels: ") &&
+                 QString::fromStdString(refused.error).contains("has one kernel for each kind of work; remove train.kernels"),
+             refused.error.c_str());
+    const RunOut trained = train(one, 1, false, Memory::kHost, &prof);
+    QVERIFY2(trained.error.empty(), trained.error.c_str());
+    QCOMPARE(int(trained.losses.size()), 1);
+  }
+
   // Where the device has a clock of its own (Device::make_clock: CUDA events), a kernel's time is
   // the clock's: timed alone, the time between a mark before the call and one after it, read at
   // once, with the host's time of the call kept beside it and the table saying how much the

@@ -205,6 +205,25 @@ class TestValidate : public QObject {
                                     << "command line: cluster.device=A100-80G: unknown device; did you mean A100-80GB? (stagecraft-cli devices lists them; a mapping with name and figures defines a new one)";
     QTest::newRow("device without the precision") << QStringList{"cluster.device=V100", "train.precision=bf16"}
                                                    << "command line: train.precision=bf16: V100 has no bf16 math; use fp16";
+    // train.kernels: CUDA paths of work the run has
+    QTest::newRow("kernels need backend cuda") << QStringList{"train.attention=flash", "train.precision=bf16", "train.kernels.flash=wgmma"}
+                                               << "command line: train.kernels.flash=wgmma: chooses among the CUDA backend's kernels and backend is cpu; set backend: cuda or remove the key";
+    QTest::newRow("flash kernels need the fused attention") << QStringList{"backend=cuda", "train.precision=bf16", "train.kernels.flash=mma_sync"}
+                                                            << "command line: train.kernels.flash=mma_sync: chooses the fused attention's kernels; set train.attention: flash";
+    QTest::newRow("tensor-core attention needs bf16") << QStringList{"backend=cuda", "train.attention=flash", "train.kernels.flash=wgmma"}
+                                                      << "command line: train.kernels.flash=wgmma: the tensor-core attention takes q, k and v in bf16; set train.precision: bf16 or flash: cuda_cores";
+    QTest::newRow("the ring has its own attention kernels") << QStringList{"backend=cuda", "train.attention=flash", "train.precision=bf16", "parallel.dp=1", "parallel.cp=2", "train.kernels.flash=cuda_cores"}
+                                                            << "command line: train.kernels.flash=cuda_cores: parallel.cp 2 with cp_comm ring attends by the ring's own block kernels; remove the key or set cp_comm: all_to_all";
+    QTest::newRow("cuBLASLt epilogues serve 16-bit GEMMs") << QStringList{"backend=cuda", "train.kernels.gemm_bias=cublaslt"}
+                                                           << "command line: train.kernels.gemm_bias=cublaslt: cuBLASLt's bias epilogues serve the 16-bit GEMMs; set train.precision: bf16 or fp16, or gemm_bias: auto";
+    QTest::newRow("a separate bias needs backend cuda") << QStringList{"train.kernels.gemm_bias=separate"}
+                                                        << "command line: train.kernels.gemm_bias=separate: chooses among the CUDA backend's kernels and backend is cpu; set backend: cuda or remove the key";
+    QTest::newRow("RMSNorm has one backward") << QStringList{"backend=cuda", "model.arch=llama", "train.kernels.layernorm_backward_warps=8"}
+                                              << "command line: train.kernels.layernorm_backward_warps=8: model.arch llama normalises with RMSNorm, which has one backward kernel; remove the key";
+    QTest::newRow("layernorm warps: 4 or 8") << QStringList{"backend=cuda", "train.kernels.layernorm_backward_warps=16"}
+                                             << "command line: train.kernels.layernorm_backward_warps=16: expected auto, 4 or 8";
+    QTest::newRow("unknown flash kernels") << QStringList{"backend=cuda", "train.kernels.flash=tensor_cores"}
+                                           << "command line: train.kernels.flash=tensor_cores: expected auto, mma_sync, wgmma or cuda_cores";
     // comm
     QTest::newRow("nccl needs the GPU backend") << QStringList{"comm=nccl"}
                                                 << "command line: comm=nccl: NCCL exchanges GPU memory and backend=cpu keeps tensors in host memory; set comm: gloo (or auto)";

@@ -25,17 +25,17 @@
 #   GPU_TEST_TIMEOUT seconds (default 600); tst_cuda_flash_wgmma skips on GPUs other than compute
 #   capability 9.0
 #   bench_gpu_train flash bf16 --accumulate 8, every shape (GPT-2's three and llama-1b); the same
-#   with Hopper's warpgroup attention (STAGECRAFT_FLASH_WGMMA=1) on compute capability 9.0; then
+#   with Hopper's warpgroup attention (--set train.kernels.flash=wgmma) on compute capability 9.0; then
 #   one shape (774M, or GPU_BENCH_MODEL: 124M, 350M, 774M or llama-1b): 32 sequences a step in
 #   micro-batches of 16
 #   (--micro-batch 16 --accumulate 2; the SM clock and power sampled meanwhile into
 #   clocks_micro16.log), --accumulate 8 with --breakdown (again with layernorm's backward in
-#   8-warp blocks, STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8, and with the warpgroup attention on
-#   9.0), and
+#   8-warp blocks, train.kernels.layernorm_backward_warps=8, where the shape is GPT-2's, and with
+#   the warpgroup attention on 9.0), and
 #   bench_gpu_train_torch.py compile bf16 at both, and for llama-1b, where the host's python3 has
 #   PyTorch with CUDA
 #   GPU_BENCH_EXTRA=1: also PyTorch without torch.compile, bench_gpu_train standard bf16
-#   --breakdown, and flash bf16 with STAGECRAFT_FLASH_TENSOR_CORES=0
+#   --breakdown, and flash bf16 with train.kernels.flash=cuda_cores
 #   GPU_NCU=1: also Nsight Compute on the tensor-core attention kernels (ncu.log)
 #   each benchmark cut off after GPU_BENCH_TIMEOUT seconds (default 300)
 #   bench_gpu_train predicts for the catalog's device of this GPU (GPU_BENCH_DEVICE, else the one
@@ -255,14 +255,19 @@ run_benchmarks() {
          if (k) printf "micro-batches of 16, under load (%d of %d samples): SM clock %d to %d MHz (mean %.0f), mean power %.0f W (most %.0f)%s\n",
            k, n, lo, hi, cs/k, ps/k, top, reasons ? sprintf("; clock held down in %d", held) : ""}' "$logs/clocks_micro16.log"
   run_bench bench_flash_bf16 "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}"
-  # Layernorm's backward in blocks of 8 warps (cuda_kernels.cu), against the run above's 4.
-  STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 run_bench bench_flash_bf16_layernorm8 "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown \
-    "${one[@]}"
-  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16 bench_flash_bf16_layernorm8)
+  local logs_list=(bench_flash_bf16_accumulate8 bench_flash_bf16_micro16 bench_flash_bf16)
+  # Layernorm's backward in blocks of 8 warps (cuda_kernels.cu), against the run above's 4; GPT-2's
+  # shapes only (Llama's RMSNorm has one backward kernel).
+  if [ "${model:-774M}" != llama-1b ]; then
+    run_bench bench_flash_bf16_layernorm8 "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}" \
+      --set train.kernels.layernorm_backward_warps=8
+    logs_list+=(bench_flash_bf16_layernorm8)
+  fi
   # Hopper's warpgroup attention (runtime/flash_wgmma.h) in place of mma.sync, where it runs.
   if hopper; then
-    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma_accumulate8 "$bench" flash bf16 "${on[@]}" --accumulate 8
-    STAGECRAFT_FLASH_WGMMA=1 run_bench bench_flash_bf16_wgmma "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}"
+    local wgmma=(--set train.kernels.flash=wgmma)
+    run_bench bench_flash_bf16_wgmma_accumulate8 "$bench" flash bf16 "${on[@]}" --accumulate 8 "${wgmma[@]}"
+    run_bench bench_flash_bf16_wgmma "$bench" flash bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}" "${wgmma[@]}"
     logs_list+=(bench_flash_bf16_wgmma_accumulate8 bench_flash_bf16_wgmma)
   fi
   # PyTorch's steps on the same GPU, for the ratio, where this host's python3 has torch.
@@ -286,7 +291,7 @@ run_benchmarks() {
   # GPU_BENCH_EXTRA=1: standard attention and the fp32-core fused attention too.
   if [ "${GPU_BENCH_EXTRA:-0}" = 1 ]; then
     run_bench bench_standard_bf16 "$bench" standard bf16 "${on[@]}" --accumulate 8 --breakdown "${one[@]}"
-    STAGECRAFT_FLASH_TENSOR_CORES=0 run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 "${on[@]}" --accumulate 8 "${one[@]}"
+    run_bench bench_flash_bf16_no_tensor_cores "$bench" flash bf16 "${on[@]}" --accumulate 8 "${one[@]}" --set train.kernels.flash=cuda_cores
     logs_list+=(bench_standard_bf16 bench_flash_bf16_no_tensor_cores)
   fi
   # GPU_NCU=1: Nsight Compute's view of the tensor-core attention (one forward and one gradient

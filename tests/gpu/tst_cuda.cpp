@@ -152,8 +152,64 @@ TokenData make_data() {
   return TokenData::from_tokens(std::move(t));
 }
 
+// The kernel paths this run of the suite takes: its ctest entry's `--kernels KEY=VALUE,...`
+// (train.kernels' keys; every auto without it). They are the kernels' choices before each test
+// (TestCuda::init) and are written into the configs of the runs on the GPU wherever they apply
+// (with_entry_kernels), as a user's config would be.
+config::KernelConfig g_kernels;
+
+// Takes `--kernels flash=wgmma,...` out of argv; false, with the line printed, for a key or value
+// train.kernels does not have.
+bool take_kernels_argument(int& argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--kernels") continue;
+    if (i + 1 >= argc) return std::fprintf(stderr, "tst_cuda: --kernels takes KEY=VALUE,... (flash=wgmma)\n"), false;
+    std::string list = argv[i + 1];
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::string item = list.substr(at, end - at), key = item.substr(0, item.find('=')),
+                        value = item.find('=') == std::string::npos ? "" : item.substr(item.find('=') + 1);
+      bool known = false;
+      if (key == "flash") {
+        if (auto v = enum_parse(config::kFlashKernelsNames, value)) g_kernels.flash = *v, known = true;
+      } else if (key == "gemm_bias") {
+        if (auto v = enum_parse(config::kGemmBiasNames, value)) g_kernels.gemm_bias = *v, known = true;
+      } else if (key == "layernorm_backward_warps") {
+        if (auto v = enum_parse(config::kNormWarpsNames, value)) g_kernels.layernorm_backward_warps = *v, known = true;
+      }
+      if (!known) return std::fprintf(stderr, "tst_cuda: --kernels %s: not a train.kernels key and value\n", item.c_str()), false;
+      at = end + 1;
+    }
+    for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
+    argc -= 2;
+    return true;
+  }
+  return true;
+}
+
+// config with the entry's kernel paths where its run has that work, as config's rules take them
+// (validate.cpp), and backend cuda, which they need.
+void with_entry_kernels(config::RunConfig& c) {
+  using config::FlashKernels;
+  c.backend = config::Backend::kCuda;
+  const bool flash = c.train.attention == config::Attention::kFlash && !(c.parallel.cp > 1 && c.parallel.cp_comm == config::CpComm::kRing);
+  if (flash && (g_kernels.flash == FlashKernels::kCudaCores || c.train.precision == config::Precision::kBf16)) c.train.kernels.flash = g_kernels.flash;
+  if (g_kernels.gemm_bias != config::GemmBias::kCublasLt || c.train.precision != config::Precision::kFp32) {
+    c.train.kernels.gemm_bias = g_kernels.gemm_bias;
+  }
+  if (!c.model.llama()) c.train.kernels.layernorm_backward_warps = g_kernels.layernorm_backward_warps;
+}
+
+// The same as `train.kernels.KEY=VALUE` overrides, for a run through the CLI of a GPT-2 model in
+// bf16 with the fused attention (where every key applies).
+[[maybe_unused]] QStringList entry_kernel_overrides() {
+  return {QString("train.kernels.flash=%1").arg(config::to_string(g_kernels.flash).data()),
+          QString("train.kernels.gemm_bias=%1").arg(config::to_string(g_kernels.gemm_bias).data()),
+          QString("train.kernels.layernorm_backward_warps=%1").arg(config::to_string(g_kernels.layernorm_backward_warps).data())};
+}
+
 // Whether the fused attention of q, k, v in bf16 (or fp32) runs on tensor cores (false without
-// the backend), and whether STAGECRAFT_FLASH_TENSOR_CORES=0 turned them off.
+// the backend), and whether the entry's flash=cuda_cores turned them off.
 bool on_tensor_cores(bool bf16_qkv, int HS) {
 #if defined(STAGECRAFT_WITH_CUDA)
   return cuda::flash_tensor_cores(bf16_qkv, HS);
@@ -163,8 +219,8 @@ bool on_tensor_cores(bool bf16_qkv, int HS) {
   return false;
 #endif
 }
-// Whether they are Hopper's warpgroup products (flash_wgmma.cu), and whether
-// STAGECRAFT_FLASH_WGMMA=1 asked for them.
+// Whether they are Hopper's warpgroup products (flash_wgmma.cu), and whether the entry's
+// flash=wgmma asked for them.
 bool on_warpgroups(int HS) {
 #if defined(STAGECRAFT_WITH_CUDA)
   return cuda::flash_warpgroup(HS);
@@ -173,10 +229,7 @@ bool on_warpgroups(int HS) {
   return false;
 #endif
 }
-bool warpgroups_asked() {
-  const char* v = std::getenv("STAGECRAFT_FLASH_WGMMA");
-  return v && std::string(v) == "1";
-}
+bool warpgroups_asked() { return g_kernels.flash == config::FlashKernels::kWgmma; }
 // Why the warpgroup products cannot run in this process (empty where they can): a build without
 // them, or a GPU other than compute capability 9.0 (their sm_90a code loads there only).
 constexpr const char* kNoWarpgroupKernels =
@@ -192,10 +245,7 @@ std::string warpgroups_unable() {
   return kNoWarpgroupKernels;
 #endif
 }
-bool tensor_cores_turned_off() {
-  const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
-  return v && std::string(v) == "0";
-}
+bool tensor_cores_turned_off() { return g_kernels.flash == config::FlashKernels::kCudaCores; }
 
 struct RunOut {
   std::vector<double> losses, norms;
@@ -210,6 +260,7 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool gpu, boo
   RunOut out;
   auto cfg = config::parse_config(kBase, "test.yaml", overrides);
   if (!cfg.ok()) return {{}, {}, cfg.status().message()};
+  if (gpu) with_entry_kernels(cfg.value());
   auto plan = plan::make_plan(cfg.value());
   if (!plan.ok()) return {{}, {}, plan.status().message()};
   const int world = plan->topology.world_size();
@@ -269,6 +320,7 @@ RunOut train(const std::vector<std::string>& overrides, int steps, bool gpu, boo
 RunOut train_over_nccl(const std::vector<std::string>& overrides, int steps) {
   auto cfg = config::parse_config(kBase, "test.yaml", overrides);
   if (!cfg.ok()) return {{}, {}, cfg.status().message()};
+  with_entry_kernels(cfg.value());
   auto plan = plan::make_plan(cfg.value());
   if (!plan.ok()) return {{}, {}, plan.status().message()};
   if (plan->topology.world_size() != 1) return {{}, {}, "train_over_nccl runs one rank"};
@@ -362,6 +414,12 @@ class TestCuda : public QObject {
     QVERIFY2(d.ok(), qPrintable(QString::fromStdString(d.status().message())));
     gpu_ = std::move(d).value();
     std::printf("device: %s\n", gpu_->name().c_str());
+  }
+  // Each test starts from the entry's kernel paths (a run before it set its own config's).
+  void init() {
+#if defined(STAGECRAFT_WITH_CUDA)
+    cuda::use_kernels(g_kernels);
+#endif
   }
 
   // What a step event's mem_bytes reads (Device::peak_bytes) counts the GPU memory the engine
@@ -1051,21 +1109,37 @@ class TestCuda : public QObject {
                             .arg(to).arg(tg).arg(tg16).arg(lse_err).arg(ro).arg(rg)));
   }
 
-  // Hopper's warpgroup products run the tensor-core attention where STAGECRAFT_FLASH_WGMMA=1 asks
-  // for them, on a GPU of compute capability 9.0 (the ctest entry tst_cuda_flash_wgmma, whose other
-  // tests then check them against the tile program and in training), at head sizes padded to 64
-  // and 128; never where it does not ask.
+  // Hopper's warpgroup products run the tensor-core attention where train.kernels.flash: wgmma
+  // asks for them, on a GPU of compute capability 9.0 (the ctest entry tst_cuda_flash_wgmma, whose
+  // other tests then check them against the tile program and in training), at head sizes padded
+  // to 64 and 128; never where it does not ask. The device refuses the choice where they cannot
+  // run, naming the key.
   void warpgroupProductsRunWhereAsked() {
 #if defined(STAGECRAFT_WITH_CUDA)
-    if (!warpgroups_asked()) {
-      QVERIFY(!on_warpgroups(64) && !on_warpgroups(128));
+    using config::FlashKernels;
+    for (FlashKernels other : {FlashKernels::kAuto, FlashKernels::kMmaSync, FlashKernels::kCudaCores}) {
+      QVERIFY(cuda::flash_path(true, 64, other) != cuda::FlashPath::kWgmma && cuda::flash_path(true, 128, other) != cuda::FlashPath::kWgmma);
+    }
+    KernelShape shape;
+    shape.precision = config::Precision::kBf16;
+    shape.attention = config::Attention::kFlash;
+    shape.head_size = 64;
+    shape.hidden = 768;
+    shape.kernels.flash = FlashKernels::kWgmma;
+    if (const std::string unable = warpgroups_unable(); !unable.empty()) {
+      const Status s = gpu_->set_kernels(shape);
+      QVERIFY(!s.ok());
+      QVERIFY2(s.message().rfind("train.kernels.flash=wgmma: ", 0) == 0, s.message().c_str());
+      std::printf("refused here: %s\n", s.message().c_str());
       return;
     }
-    // Asked, main() has checked that they can run here.
+    QVERIFY2(gpu_->set_kernels(shape).ok(), "head size 64 takes the warpgroup products on compute capability 9.0");
+    shape.head_size = 32;
+    QVERIFY(!gpu_->set_kernels(shape).ok());  // mma.sync's
     QVERIFY(on_warpgroups(64));
     QVERIFY(on_warpgroups(48));   // padded to 64
     QVERIFY(on_warpgroups(128));
-    QVERIFY(!on_warpgroups(32));  // mma.sync's
+    QVERIFY(!on_warpgroups(32));
 #else
     QSKIP("a build without the CUDA backend");
 #endif
@@ -1099,8 +1173,9 @@ class TestCuda : public QObject {
 
   // A 16-bit GEMM with a bias takes cuBLASLt's bias epilogue at GPT-2's c_attn shape (operands
   // from the allocator, aligned), in the stage's three forms: bf16 operands with an fp32 output
-  // and bias, all bf16 (the weights' copy, an activation), and all bf16 with GELU after the bias. STAGECRAFT_CUBLASLT=0 turns it off
-  // (the ctest entry tst_cuda_without_cublaslt); either way the results are the CPU's within
+  // and bias, all bf16 (the weights' copy, an activation), and all bf16 with GELU after the bias.
+  // train.kernels.gemm_bias: separate turns it off (the ctest entry tst_cuda_without_cublaslt);
+  // either way the results are the CPU's within
   // bf16's rounding.
   void gemmBiasEpilogueIsUsed() {
     Device& d = *gpu_;
@@ -1133,8 +1208,7 @@ class TestCuda : public QObject {
     QVERIFY2(eres <= 1e-2, qPrintable(QString("bf16 GEMM with an fp32 bias and a residual: relative error %1").arg(eres)));
     QVERIFY2(e16 <= 1e-2, qPrintable(QString("all-bf16 GEMM with a bias: relative error %1").arg(e16)));
 #if defined(STAGECRAFT_WITH_CUDA)
-    const char* env = std::getenv("STAGECRAFT_CUBLASLT");
-    if (env && std::string(env) == "0") {
+    if (g_kernels.gemm_bias == config::GemmBias::kSeparate) {
       QCOMPARE(cuda::lt_shapes(true) + cuda::lt_shapes(false), 0);
     } else {
       QVERIFY2(cuda::lt_shapes(true) == usable + 3 && cuda::lt_shapes(false) == unusable,
@@ -1146,63 +1220,100 @@ class TestCuda : public QObject {
 
   // The kernel paths a run records (Device::kernel_paths, in its workers' start events) are the
   // ones the kernels take: for GPT-2's head size 64 and width 768 in bf16 with the fused
-  // attention, every entry against the predicates the kernels ask and against the switches this
-  // process was started with (the suite's entries with STAGECRAFT_CUBLASLT=0,
-  // STAGECRAFT_FLASH_TENSOR_CORES=0, STAGECRAFT_FLASH_WGMMA=1 and
-  // STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 run this too); and what a worker of a real run recorded.
+  // attention, every entry against the predicates the kernels ask under the entry's kernel paths
+  // (the suite's entries with --kernels gemm_bias=separate, flash=cuda_cores, flash=wgmma and
+  // layernorm_backward_warps=8 run this too); each train.kernels choice's record; the device's
+  // refusals, each naming its key; and what a worker of a real run with the entry's choices in its
+  // config recorded.
   void kernelPathsAgreeWithTheKernels() {
 #if defined(STAGECRAFT_WITH_CUDA)
-    const auto env_is = [](const char* name, const char* value) {
-      const char* v = std::getenv(name);
-      return v && std::string(v) == value;
-    };
+    using config::FlashKernels;
+    using config::NormWarps;
     auto cfg = config::parse_config(kBase, "test.yaml", {"model.hidden=768", "model.heads=12", "train.precision=bf16", "train.attention=flash"});
     QVERIFY2(cfg.ok(), cfg.status().message().c_str());
+    with_entry_kernels(cfg.value());
     const KernelShape shape = KernelShape::of(cfg.value());
     QCOMPARE(shape.head_size, 64);
     QCOMPARE(shape.hidden, 768);
     QVERIFY(shape.precision == config::Precision::kBf16 && shape.attention == config::Attention::kFlash && !shape.rmsnorm);
+    QVERIFY(shape.kernels == g_kernels);
+    QVERIFY2(gpu_->set_kernels(shape).ok(), "main() skips an entry whose choices this GPU cannot take");
     const auto paths = gpu_->kernel_paths(shape);
-    const auto path_of = [&](const char* work) {
-      for (const auto& k : paths) {
+    const auto path_of = [](const std::vector<KernelPath>& ps, const char* work) {
+      for (const auto& k : ps) {
         if (k.work == work) return QString::fromStdString(k.path);
       }
       return QString("(none)");
     };
     QCOMPARE(int(paths.size()), 4);
-    QCOMPARE(path_of("gemm"), QString("cuBLAS, bf16 tensor cores"));
-    QCOMPARE(path_of("gemm bias"), QString(cuda::lt_enabled() ? "cuBLASLt epilogue (bias, GELU)" : "cuBLAS, then a bias kernel"));
-    QCOMPARE(cuda::lt_enabled(), !env_is("STAGECRAFT_CUBLASLT", "0"));
+    QCOMPARE(path_of(paths, "gemm"), QString("cuBLAS, bf16 tensor cores"));
+    QCOMPARE(path_of(paths, "gemm bias"), QString(cuda::lt_enabled() ? "cuBLASLt epilogue (bias, GELU)" : "cuBLAS, then a bias kernel"));
+    QCOMPARE(cuda::lt_enabled(), g_kernels.gemm_bias != config::GemmBias::kSeparate);
     const bool tensor_cores = cuda::flash_tensor_cores(true, 64), warpgroups = cuda::flash_warpgroup(64);
-    QCOMPARE(path_of("attention"), QString(!tensor_cores ? "flash, fp32 cores"
-                                           : warpgroups  ? "flash, tensor cores (wgmma)"
-                                                         : "flash, tensor cores (mma.sync)"));
-    if (env_is("STAGECRAFT_FLASH_TENSOR_CORES", "0")) QVERIFY(!tensor_cores);
-    if (warpgroups_asked()) QVERIFY(warpgroups);  // main() skipped the entry where they cannot run
+    QCOMPARE(path_of(paths, "attention"), QString(!tensor_cores ? "flash, fp32 cores"
+                                                  : warpgroups  ? "flash, tensor cores (wgmma)"
+                                                                : "flash, tensor cores (mma.sync)"));
+    if (tensor_cores_turned_off()) QVERIFY(!tensor_cores);
+    QCOMPARE(warpgroups, warpgroups_asked());  // main() skipped the entry where they cannot run
     int major = 0;
     QVERIFY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu_->ordinal()) == cudaSuccess);
-    if (major >= 8 && !env_is("STAGECRAFT_FLASH_TENSOR_CORES", "0")) QVERIFY2(tensor_cores, "head size 64 in bf16 runs on tensor cores from sm_80");
-    QCOMPARE(path_of("layernorm backward"), QString(cuda::layernorm_backward_eight_warps() ? "8 warps a block" : "4 warps a block"));
-    QCOMPARE(cuda::layernorm_backward_eight_warps(), env_is("STAGECRAFT_LAYERNORM_BACKWARD_WARPS", "8"));
+    if (major >= 8 && !tensor_cores_turned_off()) QVERIFY2(tensor_cores, "head size 64 in bf16 runs on tensor cores from sm_80");
+    const bool eight = g_kernels.layernorm_backward_warps == NormWarps::kEight;
+    QCOMPARE(path_of(paths, "layernorm backward"), QString(eight ? "8 warps a block" : "4 warps a block"));
+    QCOMPARE(cuda::layernorm_backward_warps(768), eight ? 8 : 4);
     QCOMPARE(cuda::layernorm_backward_warps(2052), 0);  // not a width the row kernels take: a warp a row
     QCOMPARE(cuda::layernorm_backward_warps(2048), 4);  // wider than 8 warps' registers allow
+
+    // Each choice as the record names it, whatever the entry's, where this GPU takes it; the
+    // context keeps the entry's until a set_kernels.
+    KernelShape asked = shape;
+    asked.kernels = {};
+    asked.kernels.flash = FlashKernels::kCudaCores;
+    asked.kernels.gemm_bias = config::GemmBias::kSeparate;
+    asked.kernels.layernorm_backward_warps = NormWarps::kEight;
+    const auto asked_paths = gpu_->kernel_paths(asked);
+    QCOMPARE(path_of(asked_paths, "attention"), QString("flash, fp32 cores"));
+    QCOMPARE(path_of(asked_paths, "gemm bias"), QString("cuBLAS, then a bias kernel"));
+    QCOMPARE(path_of(asked_paths, "layernorm backward"), QString("8 warps a block"));
+    QCOMPARE(cuda::flash_warpgroup(64), warpgroups);
+    // Refusals: 8 warps over rows wider than 1536, rows the block kernels do not take, wgmma where
+    // it cannot run (head size 32 everywhere).
+    const auto refused = [&](KernelShape s, const char* prefix) {
+      const Status st = gpu_->set_kernels(s);
+      std::printf("%s\n", st.ok() ? "(accepted)" : st.message().c_str());
+      return !st.ok() && st.message().rfind(prefix, 0) == 0;
+    };
+    KernelShape wide = asked;
+    wide.hidden = 2048;
+    QVERIFY(refused(wide, "train.kernels.layernorm_backward_warps=8: "));
+    wide.hidden = 2052;
+    wide.kernels.layernorm_backward_warps = NormWarps::kFour;
+    QVERIFY(refused(wide, "train.kernels.layernorm_backward_warps=4: "));
+    KernelShape small_head = shape;
+    small_head.head_size = 32;
+    small_head.kernels.flash = FlashKernels::kWgmma;
+    QVERIFY(refused(small_head, "train.kernels.flash=wgmma: "));
+    QVERIFY(gpu_->set_kernels(shape).ok());
 
     // fp32 GEMMs: TF32 tensor cores where train.tf32 asks, the bias a kernel after the GEMM.
     KernelShape fp32 = shape;
     fp32.precision = config::Precision::kFp32;
     fp32.tf32 = true;
+    fp32.kernels = {};
     const auto fp32_paths = gpu_->kernel_paths(fp32);
     QCOMPARE(QString::fromStdString(fp32_paths[0].path), QString("cuBLAS, TF32 tensor cores"));
     QCOMPARE(QString::fromStdString(fp32_paths[1].path), QString("cuBLAS, then a bias kernel"));
     QCOMPARE(QString::fromStdString(fp32_paths[2].path), QString("flash, fp32 cores"));  // q, k, v stay fp32
 
-    // A worker of a real run: its start event carries the same paths.
+    // A worker of a real run with the entry's choices in its config: its start event carries the
+    // same paths.
     QTemporaryDir dir;
     QVERIFY(write_gpu_run(dir, "kernels"));
     const QString run_yaml = dir.filePath("run.yaml");
-    const auto r = testing::run_cli({"run", run_yaml, "--json", "--db", dir.filePath("runs.sqlite"), "train.data=" + dir.filePath("tokens.bin"),
-                                     "train.checkpoint_dir=" + dir.filePath("ck"), "train.steps=2", "model.hidden=768", "model.heads=12",
-                                     "train.precision=bf16", "train.attention=flash"},
+    const auto r = testing::run_cli(QStringList{"run", run_yaml, "--json", "--db", dir.filePath("runs.sqlite"), "train.data=" + dir.filePath("tokens.bin"),
+                                                "train.checkpoint_dir=" + dir.filePath("ck"), "train.steps=2", "model.hidden=768", "model.heads=12",
+                                                "train.precision=bf16", "train.attention=flash"} +
+                                        entry_kernel_overrides(),
                                     QProcessEnvironment::systemEnvironment(), 300000);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QJsonObject recorded;
@@ -1302,11 +1413,10 @@ class TestCuda : public QObject {
   void columnSumsMatchTheCpuOverManyChunks() {
     QFETCH(int, rows);
     QFETCH(int, cols);
-    // tst_cuda_layernorm_eight_warps runs these in layernorm's 8-warp blocks: the switch must be
-    // the one read.
+    // tst_cuda_layernorm_eight_warps runs these in layernorm's 8-warp blocks: the choice must be
+    // the one the kernels take.
 #if defined(STAGECRAFT_WITH_CUDA)
-    const char* warps = std::getenv("STAGECRAFT_LAYERNORM_BACKWARD_WARPS");
-    QCOMPARE(cuda::layernorm_backward_eight_warps(), warps && std::string(warps) == "8");
+    QCOMPARE(cuda::layernorm_backward_warps(1280) == 8, g_kernels.layernorm_backward_warps == config::NormWarps::kEight);
 #endif
     Device& d = *gpu_;
     const Ops& cpu = cpu_ops();
@@ -1583,8 +1693,8 @@ class TestCuda : public QObject {
     QVERIFY2(worst <= 0.02, qPrintable(QString("the GPU's bf16 differs by %1% from the CPU's").arg(100 * worst)));
   }
 
-  // bf16 with the fused attention (on tensor cores: the model's head size is 16, unless
-  // STAGECRAFT_FLASH_TENSOR_CORES=0): 200 steps within 2% of fp32 at every step, as bf16 with
+  // bf16 with the fused attention (on tensor cores: the model's head size is 16, unless the
+  // entry's flash=cuda_cores): 200 steps within 2% of fp32 at every step, as bf16 with
   // standard attention; and a longer sequence (three tiles of 64 positions) for 50 steps.
   void bf16FlashStaysWithinTwoPercentOfFp32_data() {
     QTest::addColumn<int>("seq_len");
@@ -1806,6 +1916,7 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: no GPU is visible to this process (nvidia-smi, CUDA_VISIBLE_DEVICES)\n");
     return 77;
   }
+  if (!take_kernels_argument(argc, argv)) return 2;
   // Asked for the warpgroup products (tst_cuda_flash_wgmma) where they cannot run: the whole
   // entry is skipped, not passed on mma.sync.
   if (warpgroups_asked()) {

@@ -21,6 +21,9 @@ constexpr std::span<const EnumName<MetricsFormat>> names_of(MetricsFormat) { ret
 constexpr std::span<const EnumName<LaunchFramework>> names_of(LaunchFramework) { return kLaunchFrameworkNames; }
 constexpr std::span<const EnumName<DataDtype>> names_of(DataDtype) { return kDataDtypeNames; }
 constexpr std::span<const EnumName<MoeRouter>> names_of(MoeRouter) { return kMoeRouterNames; }
+constexpr std::span<const EnumName<FlashKernels>> names_of(FlashKernels) { return kFlashKernelsNames; }
+constexpr std::span<const EnumName<GemmBias>> names_of(GemmBias) { return kGemmBiasNames; }
+constexpr std::span<const EnumName<NormWarps>> names_of(NormWarps) { return kNormWarpsNames; }
 
 template <typename E>
 std::vector<std::string_view> choices_of() {
@@ -351,6 +354,18 @@ std::vector<KeySpec> make_schema() {
       {.path = "train.hang_timeout_s", .type = T::kDouble, .default_text = "300.0",
        .help = "no step event (another program: no output and no metric) for this long fails the run as hung", .min = 1, .max = 1e7,
        .access = field([](auto& c) -> auto& { return c.train.hang_timeout_s; })},
+      {.path = "train.kernels.flash", .type = T::kEnum, .default_text = "auto",
+       .help = "backend cuda, train.attention flash: the fused attention on mma_sync or wgmma (Hopper) tensor cores, or cuda_cores; auto by GPU and head size",
+       .choices = choices_of<FlashKernels>(), .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.train.kernels.flash; })},
+      {.path = "train.kernels.gemm_bias", .type = T::kEnum, .default_text = "auto",
+       .help = "backend cuda, 16-bit precision: a GEMM's bias (and GELU) in cuBLASLt's epilogue (cublaslt) or a kernel after it (separate)",
+       .choices = choices_of<GemmBias>(), .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.train.kernels.gemm_bias; })},
+      {.path = "train.kernels.layernorm_backward_warps", .type = T::kEnum, .default_text = "auto",
+       .help = "backend cuda, model.arch gpt2: layernorm's backward in blocks of 4 or 8 warps (8: rows up to 1536 wide)",
+       .choices = choices_of<NormWarps>(), .omit_default = true,
+       .access = field([](auto& c) -> auto& { return c.train.kernels.layernorm_backward_warps; })},
 
       {.path = "backend", .type = T::kEnum, .default_text = "cpu", .help = "where ranks run",
        .choices = choices_of<Backend>(), .access = field([](auto& c) -> auto& { return c.backend; })},

@@ -20,6 +20,9 @@ std::string_view to_string(CpComm v) { return enum_to_string(kCpCommNames, v); }
 std::string_view to_string(MetricsFormat v) { return enum_to_string(kMetricsFormatNames, v); }
 std::string_view to_string(LaunchFramework v) { return enum_to_string(kLaunchFrameworkNames, v); }
 std::string_view to_string(DataDtype v) { return enum_to_string(kDataDtypeNames, v); }
+std::string_view to_string(FlashKernels v) { return enum_to_string(kFlashKernelsNames, v); }
+std::string_view to_string(GemmBias v) { return enum_to_string(kGemmBiasNames, v); }
+std::string_view to_string(NormWarps v) { return enum_to_string(kNormWarpsNames, v); }
 
 std::optional<TpMode> parse_tp_mode(std::string_view s) { return enum_parse(kTpModeNames, s); }
 std::optional<Schedule> parse_schedule(std::string_view s) { return enum_parse(kScheduleNames, s); }

@@ -41,6 +41,7 @@ class Checker {
       check_cluster_size();
     }
     check_train();
+    check_kernels();
     check_device();
     check_comm();
     return std::move(issues_);
@@ -361,6 +362,39 @@ class Checker {
     if (t.warmup_steps > t.steps) fail("train.warmup_steps", str(t.warmup_steps), "must not exceed train.steps=" + str(t.steps));
     if (!t.init.empty() && !t.resume.empty()) {
       fail("train.init", t.init, "a run starts from a model's weights (init) or continues a checkpoint (resume), not both; remove one");
+    }
+  }
+
+  // train.kernels: each choice other than auto names a CUDA kernel path of work the run has. What
+  // the GPU itself can run (compute capability, shared memory, the row widths) the CUDA device
+  // checks when the run starts (runtime::Device::set_kernels).
+  void check_kernels() {
+    const auto& k = c_.train.kernels;
+    const auto& t = c_.train;
+    const auto cuda_only = [&](const std::string& key, std::string_view value) {
+      if (c_.backend == Backend::kCuda) return true;
+      fail(key, std::string(value), "chooses among the CUDA backend's kernels and backend is cpu; set backend: cuda or remove the key");
+      return false;
+    };
+    if (k.flash != FlashKernels::kAuto && cuda_only("train.kernels.flash", to_string(k.flash))) {
+      const std::string value(to_string(k.flash));
+      if (t.attention != Attention::kFlash) {
+        fail("train.kernels.flash", value, "chooses the fused attention's kernels; set train.attention: flash");
+      } else if (c_.parallel.cp > 1 && c_.parallel.cp_comm == CpComm::kRing) {
+        fail("train.kernels.flash", value, "parallel.cp " + str(c_.parallel.cp) +
+                                               " with cp_comm ring attends by the ring's own block kernels; remove the key or set cp_comm: all_to_all");
+      } else if (k.flash != FlashKernels::kCudaCores && t.precision != Precision::kBf16) {
+        fail("train.kernels.flash", value, "the tensor-core attention takes q, k and v in bf16; set train.precision: bf16 or flash: cuda_cores");
+      }
+    }
+    if (k.gemm_bias == GemmBias::kCublasLt && cuda_only("train.kernels.gemm_bias", to_string(k.gemm_bias)) && t.precision == Precision::kFp32) {
+      fail("train.kernels.gemm_bias", "cublaslt", "cuBLASLt's bias epilogues serve the 16-bit GEMMs; set train.precision: bf16 or fp16, or gemm_bias: auto");
+    }
+    if (k.gemm_bias == GemmBias::kSeparate) cuda_only("train.kernels.gemm_bias", to_string(k.gemm_bias));
+    if (k.layernorm_backward_warps != NormWarps::kAuto &&
+        cuda_only("train.kernels.layernorm_backward_warps", to_string(k.layernorm_backward_warps)) && c_.model.llama()) {
+      fail("train.kernels.layernorm_backward_warps", std::string(to_string(k.layernorm_backward_warps)),
+           "model.arch llama normalises with RMSNorm, which has one backward kernel; remove the key");
     }
   }
 

@@ -278,6 +278,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   if (!t->dev_->host_accessible()) {
     if (Status s = t->dev_->set_precision(config.train.precision); !s) return s;
     if (Status s = t->dev_->set_tf32(config.train.tf32 && config.train.precision == config::Precision::kFp32); !s) return s;
+    if (Status s = t->dev_->set_kernels(KernelShape::of(config)); !s) return s;
   }
   const StageSpec spec = t->stage_spec(t->tp_rank_, t->pp_rank_);
   auto stage = GptStage::create(spec, t->groups_.tp, t->dev_, t->groups_.cp, t->groups_.ep);

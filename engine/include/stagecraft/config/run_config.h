@@ -35,6 +35,11 @@ enum class MetricsFormat { kAuto, kMegatron, kDeepspeed, kNanogpt, kJsonl, kTorc
 enum class LaunchFramework { kNone, kMegatron, kDeepspeed, kTorchtitan };
 enum class DataDtype { kAuto, kUint16, kUint32 };  // train.data_dtype: a .bin file's token width                       // launch.framework
 enum class MoeRouter { kSoftmaxTopk };  // model.moe.router: softmax over every expert, then the top k
+// train.kernels: which of the CUDA backend's kernels a run takes where it has more than one for a
+// kind of work (docs/gpus.md). auto: the backend chooses by the GPU and the shape.
+enum class FlashKernels { kAuto, kMmaSync, kWgmma, kCudaCores };  // the fused attention's cores
+enum class GemmBias { kAuto, kCublasLt, kSeparate };              // 16-bit GEMMs' bias (and GELU)
+enum class NormWarps { kAuto, kFour, kEight };                    // layernorm's backward, warps a block
 
 // Every enum's YAML spelling, in the order choices are listed ("gpipe, 1f1b or interleaved").
 inline constexpr EnumName<TpMode> kTpModeNames[] = {
@@ -61,6 +66,10 @@ inline constexpr EnumName<MetricsFormat> kMetricsFormatNames[] = {
 inline constexpr EnumName<DataDtype> kDataDtypeNames[] = {
     {DataDtype::kAuto, "auto"}, {DataDtype::kUint16, "uint16"}, {DataDtype::kUint32, "uint32"}};
 inline constexpr EnumName<MoeRouter> kMoeRouterNames[] = {{MoeRouter::kSoftmaxTopk, "softmax_topk"}};
+inline constexpr EnumName<FlashKernels> kFlashKernelsNames[] = {
+    {FlashKernels::kAuto, "auto"}, {FlashKernels::kMmaSync, "mma_sync"}, {FlashKernels::kWgmma, "wgmma"}, {FlashKernels::kCudaCores, "cuda_cores"}};
+inline constexpr EnumName<GemmBias> kGemmBiasNames[] = {{GemmBias::kAuto, "auto"}, {GemmBias::kCublasLt, "cublaslt"}, {GemmBias::kSeparate, "separate"}};
+inline constexpr EnumName<NormWarps> kNormWarpsNames[] = {{NormWarps::kAuto, "auto"}, {NormWarps::kFour, "4"}, {NormWarps::kEight, "8"}};
 inline constexpr EnumName<LaunchFramework> kLaunchFrameworkNames[] = {
     {LaunchFramework::kNone, "none"}, {LaunchFramework::kMegatron, "megatron"}, {LaunchFramework::kDeepspeed, "deepspeed"},
     {LaunchFramework::kTorchtitan, "torchtitan"}};
@@ -79,6 +88,9 @@ std::string_view to_string(CpComm v);
 std::string_view to_string(MetricsFormat v);
 std::string_view to_string(LaunchFramework v);
 std::string_view to_string(DataDtype v);
+std::string_view to_string(FlashKernels v);
+std::string_view to_string(GemmBias v);
+std::string_view to_string(NormWarps v);
 // The value of a name, or nullopt for a name the table does not list.
 std::optional<TpMode> parse_tp_mode(std::string_view s);
 std::optional<Schedule> parse_schedule(std::string_view s);
@@ -231,6 +243,17 @@ inline int64_t pipeline_costs_run(const PipelineConfig& p) {
   return id;
 }
 
+// train.kernels: the CUDA backend's kernel paths (docs/gpus.md). Each auto lets the backend choose
+// by the GPU and the shape; another value asks for that path, and a run that cannot take it fails
+// at its start with a line naming the key. The paths a run took are in its start events.
+struct KernelConfig {
+  FlashKernels flash = FlashKernels::kAuto;  // mma_sync, wgmma (Hopper's warpgroups) or cuda_cores (fp32)
+  GemmBias gemm_bias = GemmBias::kAuto;      // cublaslt (its epilogue) or separate (a bias kernel after)
+  NormWarps layernorm_backward_warps = NormWarps::kAuto;  // 4 or 8 warps a block
+  bool all_auto() const { return *this == KernelConfig{}; }
+  bool operator==(const KernelConfig&) const = default;
+};
+
 struct TrainConfig {
   int global_batch = 8;           // samples per optimizer step, over all DP replicas
   int micro_batch = 1;            // samples per micro-batch per DP replica
@@ -258,6 +281,7 @@ struct TrainConfig {
   std::string init;               // model directory (a checkpoint's or a Hugging Face model's) whose
                                   // weights a fresh run starts from; empty = the seed's initialisation
   double hang_timeout_s = 300.0;  // no step event for this long fails the run as hung
+  KernelConfig kernels;           // the CUDA backend's kernel paths; auto everywhere by default
   bool operator==(const TrainConfig&) const = default;
 };
 

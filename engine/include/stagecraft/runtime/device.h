@@ -58,6 +58,7 @@ struct KernelShape {
   int hidden = 0;              // the width of the rows the norms work on
   bool rmsnorm = false;        // Llama's RMSNorm rather than GPT-2's LayerNorm
   bool cp_ring = false;        // parallel.cp > 1 with cp_comm ring: attention by the ring's blocks
+  config::KernelConfig kernels;  // train.kernels: the paths asked for (auto: the device chooses)
 
   static KernelShape of(const config::RunConfig& config);
 };
@@ -107,6 +108,14 @@ class Device {
   // train.tf32: fp32 GEMMs on TF32 tensor cores. A device without them (the CPU) computes fp32,
   // more precisely than asked, as it does for the 16-bit precisions.
   virtual Status set_tf32(bool /*on*/) { return Status::OK(); }
+  // train.kernels for a run of `shape`: the kernel paths its kernels take from now on (every auto
+  // the device's own choice by its hardware and the shape). A path the device cannot take for the
+  // shape is refused with a line naming the key; so is any choice on a device with one kernel for
+  // each kind of work (the CPU).
+  virtual Status set_kernels(const KernelShape& shape) {
+    if (shape.kernels.all_auto()) return Status::OK();
+    return Status::invalid_input("train.kernels: " + name() + " has one kernel for each kind of work; remove train.kernels");
+  }
   // Whether the host may read and write this device's memory directly (the CPU), so that host-
   // side code such as a Gloo collective can work on a buffer in place instead of a staged copy.
   virtual bool host_accessible() const = 0;
@@ -125,10 +134,11 @@ class Device {
   // backend has none: the CPU's kernels run in the caller's threads, so the host's clock times
   // them.
   virtual std::unique_ptr<DeviceClock> make_clock() { return nullptr; }
-  // The kernel path each kind of work takes on this device for a run of `shape`, in a fixed order
-  // of works, from the same predicates the kernels ask (environment switches read once per
-  // process, the GPU's capability), so that the record cannot disagree with what runs. Empty
-  // where a device cannot say. A GPU's answer needs its context: ask once the device is made.
+  // The kernel path each kind of work takes on this device for a run of `shape` (its train.kernels
+  // as set_kernels takes them), in a fixed order of works, from the same predicates the kernels
+  // ask (the choices, the GPU's capability, the shape), so that the record cannot disagree with
+  // what runs. Empty where a device cannot say. A GPU's answer needs its context: ask once the
+  // device is made.
   virtual std::vector<KernelPath> kernel_paths(const KernelShape& /*shape*/) const { return {}; }
 };
 

@@ -67,6 +67,7 @@ class ProfiledDevice final : public Device {
   const Ops& ops() const override { return ops_; }
   Status set_precision(config::Precision precision) override { return inner_.set_precision(precision); }
   Status set_tf32(bool on) override { return inner_.set_tf32(on); }
+  Status set_kernels(const KernelShape& shape) override { return inner_.set_kernels(shape); }
   bool host_accessible() const override { return inner_.host_accessible(); }
   int ordinal() const override { return inner_.ordinal(); }
   void* native_stream() const override { return inner_.native_stream(); }

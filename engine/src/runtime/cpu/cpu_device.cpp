@@ -70,6 +70,7 @@ KernelShape KernelShape::of(const config::RunConfig& config) {
   s.hidden = config.model.hidden;
   s.rmsnorm = config.model.llama();
   s.cp_ring = config.parallel.cp > 1 && config.parallel.cp_comm == config::CpComm::kRing;
+  s.kernels = config.train.kernels;
   return s;
 }
 

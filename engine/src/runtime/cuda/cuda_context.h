@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 
+#include "stagecraft/config/run_config.h"
 #include "stagecraft/core/status.h"
 
 namespace stagecraft::runtime::cuda {
@@ -40,6 +41,10 @@ struct Context {
   double* host_result = nullptr;   // pinned host: where a reduction's result lands
   unsigned* blocks_done = nullptr;  // device: blocks of a one-launch reduction done so far (0 between launches)
   static constexpr int kMaxPartials = 1024;
+
+  // train.kernels as the last Device::set_kernels took them: which path each kernel with more than
+  // one takes (cuda_kernels.h). Every auto until a run sets them.
+  config::KernelConfig kernels;
 
   std::mutex error_mutex;
   std::string first_error;  // empty while all is well

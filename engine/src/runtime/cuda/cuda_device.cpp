@@ -135,11 +135,52 @@ class CudaDevice final : public Device {
   void reset_peak() override { context()->peak_bytes.store(context()->held_bytes.load()); }
   std::unique_ptr<DeviceClock> make_clock() override { return std::make_unique<CudaClock>(ordinal_); }
 
-  // The predicates the kernels ask, for the shape: cuda_ops(precision) picks the GEMMs (16-bit
-  // inputs through cublasGemmEx, else cublasSgemm in the math mode set_tf32 sets), lt_gemm.h's
-  // switch the bias epilogues (where cuBLASLt has an algorithm for a GEMM's shape; else the bias
-  // is a kernel of its own), flash_attention.cu the fused attention's cores (q, k, v in bf16 with
-  // bf16 activations, the trainer's rule on a GPU), and cuda_kernels.cu layernorm's backward.
+  // Checks each path train.kernels asks for against this GPU and the shape (what the config's
+  // own rules cannot know), then hands the choices to the kernels (the context's).
+  Status set_kernels(const KernelShape& shape) override {
+    const config::KernelConfig& k = shape.kernels;
+    const auto refuse = [&](const char* key, std::string_view value, const std::string& why) {
+      return Status::invalid_input(std::string("train.kernels.") + key + "=" + std::string(value) + ": " + why);
+    };
+    if (k.flash != config::FlashKernels::kAuto && shape.attention == config::Attention::kFlash && !shape.cp_ring) {
+      const FlashPath want = k.flash == config::FlashKernels::kWgmma     ? FlashPath::kWgmma
+                             : k.flash == config::FlashKernels::kMmaSync ? FlashPath::kMmaSync
+                                                                         : FlashPath::kCudaCores;
+      if (flash_path(shape.precision == config::Precision::kBf16, shape.head_size, k.flash) != want) {
+        const std::string head = "head size " + std::to_string(shape.head_size);
+        if (want == FlashPath::kWgmma) {
+          return refuse("flash", "wgmma",
+                        "Hopper's warpgroup attention runs on compute capability 9.0 in builds with it (CMAKE_CUDA_ARCHITECTURES with 90a), "
+                        "at head sizes 48 to 128 in multiples of 16; " + name() + " is " + capability() + " with " + head + "; set auto or mma_sync");
+        }
+        return refuse("flash", config::to_string(k.flash),
+                      "the tensor-core attention needs compute capability 8.0, kernels built for it and its tiles in shared memory at "
+                      "head sizes that are multiples of 16 up to 128; " + name() + " is " + capability() + " with " + head + "; set auto or cuda_cores");
+      }
+    }
+    if (k.layernorm_backward_warps != config::NormWarps::kAuto && !shape.rmsnorm) {
+      const int want = k.layernorm_backward_warps == config::NormWarps::kEight ? 8 : 4;
+      const int warps = layernorm_backward_warps(shape.hidden, k.layernorm_backward_warps);
+      if (warps != want) {
+        return refuse("layernorm_backward_warps", config::to_string(k.layernorm_backward_warps),
+                      warps == 0 ? "rows of model.hidden " + std::to_string(shape.hidden) +
+                                       " floats take the scalar kernels, a warp a row (the block kernels take multiples of 4 up to 2048); remove the key"
+                                 : "blocks of 8 warps take rows of at most 1536 floats and model.hidden is " + std::to_string(shape.hidden) +
+                                       "; set auto or 4");
+      }
+    }
+    if (k.gemm_bias == config::GemmBias::kCublasLt && !context()->cublaslt) {
+      return refuse("gemm_bias", "cublaslt", "cuBLASLt did not open on " + name() + "; set auto or separate");
+    }
+    use_kernels(k);
+    return Status::OK();
+  }
+
+  // The predicates the kernels ask, for the shape and its choices: cuda_ops(precision) picks the
+  // GEMMs (16-bit inputs through cublasGemmEx, else cublasSgemm in the math mode set_tf32 sets),
+  // lt_gemm.h the bias epilogues (where cuBLASLt has an algorithm for a GEMM's shape; else the
+  // bias is a kernel of its own), flash_attention.cu the fused attention's cores (q, k, v in bf16
+  // with bf16 activations, the trainer's rule on a GPU), and cuda_kernels.cu layernorm's backward.
   std::vector<KernelPath> kernel_paths(const KernelShape& shape) const override {
     using config::Precision;
     const bool low = shape.precision != Precision::kFp32;
@@ -149,27 +190,35 @@ class CudaDevice final : public Device {
                              : shape.precision == Precision::kFp16 ? "cuBLAS, fp16 tensor cores"
                              : tf32                                ? "cuBLAS, TF32 tensor cores"
                                                                    : "cuBLAS, fp32 cores"});
-    paths.push_back({"gemm bias", !low || !lt_enabled()                ? "cuBLAS, then a bias kernel"
-                                  : shape.precision == Precision::kBf16 ? "cuBLASLt epilogue (bias, GELU)"
-                                                                        : "cuBLASLt epilogue (bias)"});
+    paths.push_back({"gemm bias", !low || !lt_enabled(shape.kernels.gemm_bias) ? "cuBLAS, then a bias kernel"
+                                  : shape.precision == Precision::kBf16        ? "cuBLASLt epilogue (bias, GELU)"
+                                                                               : "cuBLASLt epilogue (bias)"});
     std::string attention = "standard";
     if (shape.cp_ring) {
       attention = "context-parallel ring, fp32 block kernels";
     } else if (shape.attention == config::Attention::kFlash) {
-      const bool bf16 = shape.precision == Precision::kBf16;
-      attention = !flash_tensor_cores(bf16, shape.head_size) ? "flash, fp32 cores"
-                  : flash_warpgroup(shape.head_size)          ? "flash, tensor cores (wgmma)"
-                                                              : "flash, tensor cores (mma.sync)";
+      switch (flash_path(shape.precision == Precision::kBf16, shape.head_size, shape.kernels.flash)) {
+        case FlashPath::kCudaCores: attention = "flash, fp32 cores"; break;
+        case FlashPath::kMmaSync: attention = "flash, tensor cores (mma.sync)"; break;
+        case FlashPath::kWgmma: attention = "flash, tensor cores (wgmma)"; break;
+      }
     }
     paths.push_back({"attention", attention});
     if (!shape.rmsnorm) {
-      const int warps = layernorm_backward_warps(shape.hidden);
+      const int warps = layernorm_backward_warps(shape.hidden, shape.kernels.layernorm_backward_warps);
       paths.push_back({"layernorm backward", warps == 0 ? "a warp a row" : std::to_string(warps) + " warps a block"});
     }
     return paths;
   }
 
  private:
+  // "compute capability 9.0"
+  std::string capability() const {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal_);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal_);
+    return "compute capability " + std::to_string(major) + "." + std::to_string(minor);
+  }
   Status copy_kind(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, bool wait) {
     if (bytes == 0) return Status::OK();
     // Host memory is pageable here: cudaMemcpyAsync from it returns once the source is staged,
@@ -201,6 +250,14 @@ class CudaDevice final : public Device {
 }  // namespace
 
 Context* context() { return g_context; }
+
+// Written only when it changes: ranks that share the GPU (threads of one process) each set their
+// run's choices, which are the same, while the others' kernels read them.
+void use_kernels(const config::KernelConfig& kernels) {
+  if (!g_context) return;
+  std::lock_guard<std::mutex> lock(g_context->error_mutex);
+  if (!(g_context->kernels == kernels)) g_context->kernels = kernels;
+}
 
 cudaError_t pool_malloc(void** p, size_t bytes) {
   Context& c = *context();

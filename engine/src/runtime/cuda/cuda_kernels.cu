@@ -1265,28 +1265,25 @@ unsigned row_blocks(int N) { return static_cast<unsigned>((N + kRowWarps - 1) / 
 
 }  // namespace
 
-// Read once. With the parameter sums, layernorm's backward runs at most 256 blocks (chunks), so
+// With the parameter sums, layernorm's backward runs at most 256 blocks (chunks), so
 // blocks of 4 warps keep some 8 warps an SM busy, each over 4 rows in turn at 774M (N 4096),
 // with two waits on memory a row. Blocks of 8 warps hold twice the rows in flight for the same
 // partials: 2 blocks an SM fit by registers (ptxas -v at sm_90: 128 a thread up to C 1536, no
 // spill) and by shared memory (96 KB a block at C 1536). Rows wider than 1536 (167 registers)
-// keep 4 warps.
-bool layernorm_backward_eight_warps() {
-  static const bool asked = [] {
-    const char* v = std::getenv("STAGECRAFT_LAYERNORM_BACKWARD_WARPS");
-    return v && std::string(v) == "8";
-  }();
-  return asked;
-}
-
+// keep 4 warps. train.kernels.layernorm_backward_warps: 8 asks for them; auto keeps 4 until a
+// GPU run has timed both.
 // The widest rows, in float4s a lane, whose backward may take blocks of 8 warps (C 1536; wider
 // ones keep 4, above). One constant for the launch below and for what a run records.
 constexpr int kEightWarpsMaxVec = 12;
 
-int layernorm_backward_warps(int C) {
+int layernorm_backward_warps(int C, config::NormWarps choice) {
   bool eight = false;
-  if (!with_row_vecs(C, [&]<int V>() { eight = V <= kEightWarpsMaxVec && layernorm_backward_eight_warps(); })) return 0;
+  if (!with_row_vecs(C, [&]<int V>() { eight = V <= kEightWarpsMaxVec && choice == config::NormWarps::kEight; })) return 0;
   return eight ? 8 : 4;
+}
+
+int layernorm_backward_warps(int C) {
+  return layernorm_backward_warps(C, context() ? context()->kernels.layernorm_backward_warps : config::NormWarps::kAuto);
 }
 
 namespace {
@@ -1318,9 +1315,10 @@ bool layernorm_backward_vec(float* dinp, float* dweight, float* dbias, const flo
     if (sums) add_column_partials(SumTargets{{dweight, dbias}}, 2, partials, chunks, C, stream());
     launched("layernorm_backward");
   };
+  const bool eight = layernorm_backward_warps(C) == 8;
   return with_row_vecs(C, [&]<int V>() {
     if constexpr (V <= kEightWarpsMaxVec) {
-      if (layernorm_backward_eight_warps()) return launch.template operator()<V, 8>();
+      if (eight) return launch.template operator()<V, 8>();
     }
     launch.template operator()<V, 4>();
   });

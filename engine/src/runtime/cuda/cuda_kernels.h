@@ -29,23 +29,42 @@ void with_typed(Act x, F&& f) {
 // The largest head size the fused attention takes.
 inline constexpr int kMaxHead = 128;
 
-// Whether the fused attention of q, k, v in bf16 (or fp32), with head size HS, runs on tensor
-// cores (flash_attention.cu says when).
-bool flash_tensor_cores(bool bf16_qkv, int HS);
+// train.kernels: the choices the kernels below take from now on, unchecked (Device::set_kernels
+// checks them against the GPU and a run's shape first; the GPU suites set an entry's choices).
+// Nothing before the context opens.
+void use_kernels(const config::KernelConfig& kernels);
 
-// Whether those tensor cores are Hopper's warpgroup products (flash_wgmma.cu) for head size HS:
-// in a build with them (STAGECRAFT_FLASH_WGMMA), on a GPU of compute capability 9.0, at head
-// sizes padded to 64 or 128, and while they wait for a GPU run that checks them against the tile
-// program, only where STAGECRAFT_FLASH_WGMMA=1 asks for them. mma.sync runs everywhere else.
-bool flash_warpgroup(int HS);
+// The fused attention's kernel paths: fp32 CUDA cores, or tensor cores through mma.sync or
+// Hopper's warpgroup products (flash_wgmma.cu).
+enum class FlashPath { kCudaCores, kMmaSync, kWgmma };
 
-// Whether layernorm's backward runs in blocks of 8 warps (rows up to 1536 wide) instead of 4:
-// only where STAGECRAFT_LAYERNORM_BACKWARD_WARPS=8 asks for it, while it waits for a GPU run
-// (cuda_kernels.cu says why it might be faster).
-bool layernorm_backward_eight_warps();
-// The warps of a block of layernorm's backward over rows of C floats: 8 or 4 in the row kernels
-// (8 where layernorm_backward_eight_warps asks and rows are at most 1536 wide), 0 where rows of C
-// take the scalar kernels, a warp a row (as do rows not 16-byte aligned, which the stage's are).
+// Whether the tensor-core kernels can take q, k, v in bf16 with head size HS on this GPU: compute
+// capability 8.0 or later, kernels built for it, each pass's tiles within its shared memory
+// (flash_attention.cu). False before the context opens.
+bool flash_tensor_cores_fit(int HS);
+// Whether Hopper's warpgroup kernels can: a build with them (STAGECRAFT_FLASH_WGMMA), a GPU of
+// compute capability 9.0, head sizes padded to 64 or 128 (flash_wgmma.cu).
+bool flash_warpgroup_fit(int HS);
+
+// The path the fused attention of q, k, v in bf16 (or fp32) with head size HS takes under
+// train.kernels.flash = `choice`: fp32 q, k, v and cuda_cores take the CUDA cores; auto and
+// mma_sync take mma.sync where it fits (auto keeps mma.sync until the warpgroup kernels have been
+// checked and timed on a GPU; docs/gpus.md), wgmma the warpgroup products where they fit; each
+// falls back in that order where its kernels do not fit (Device::set_kernels refuses a choice
+// that would).
+FlashPath flash_path(bool bf16_qkv, int HS, config::FlashKernels choice);
+// The same under the choice the context holds (the last set_kernels'): the kernels' path now.
+FlashPath flash_path(bool bf16_qkv, int HS);
+inline bool flash_tensor_cores(bool bf16_qkv, int HS) { return flash_path(bf16_qkv, HS) != FlashPath::kCudaCores; }
+inline bool flash_warpgroup(int HS) { return flash_path(true, HS) == FlashPath::kWgmma; }
+
+// The warps of a block of layernorm's backward over rows of C floats under
+// train.kernels.layernorm_backward_warps = `choice`: 8 where it asks for 8 and rows are at most
+// 1536 wide, else 4 in the row kernels (auto keeps 4 until the 8-warp blocks have been timed on a
+// GPU; cuda_kernels.cu says why they might be faster); 0 where rows of C take the scalar
+// kernels, a warp a row (as do rows not 16-byte aligned, which the stage's are).
+int layernorm_backward_warps(int C, config::NormWarps choice);
+// The same under the context's choice: what the kernel launches now.
 int layernorm_backward_warps(int C);
 
 // out (B, T, NH*HS) and lse (B, NH, T) from qkv (B, T, (NH + 2*NKV)*HS), causal, query head h

@@ -8,11 +8,11 @@
 // the walked tiles double-buffered through cp.async. Its arithmetic is the tile program's
 // (runtime/flash_tiles.h, which the CPU runs: cpu/flash_tiles.cpp); the suites run flash_mma.h
 // itself on the CPU under a warp emulator (tests/engine/tst_flash_mma.cpp) and on a GPU against
-// the tile program (tests/gpu/tst_cuda.cpp). STAGECRAFT_FLASH_TENSOR_CORES=0 turns it off.
+// the tile program (tests/gpu/tst_cuda.cpp). train.kernels.flash: cuda_cores turns it off.
 // On compute capability 9.0 the same program can take its products as Hopper's warpgroup products
 // instead (runtime/flash_wgmma.h, compiled apart for sm_90a: flash_wgmma.cu), where
-// STAGECRAFT_FLASH_WGMMA=1 asks for them (cuda_kernels.h's flash_warpgroup says when). The
-// kernels and launches of both are flash_kernels.cuh.
+// train.kernels.flash: wgmma asks for them (cuda_kernels.h's flash_path says when). The kernels
+// and launches of both are flash_kernels.cuh.
 //
 // fp32 cores, otherwise:
 //   forward   each thread owns one query row; key/value tiles of kTile rows are staged in shared
@@ -288,12 +288,8 @@ bool with_head_size(int hs, F&& f) {
 
 }  // namespace
 
-bool flash_tensor_cores(bool bf16_qkv, int HS) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("STAGECRAFT_FLASH_TENSOR_CORES");
-    return !(v && std::string(v) == "0");
-  }();
-  if (!enabled || !bf16_qkv || !flash::takes_head(HS) || !context()) return false;
+bool flash_tensor_cores_fit(int HS) {
+  if (!flash::takes_head(HS) || !context()) return false;
   struct Gpu {
     int major = 0, optin = 0, kernel_arch = 0;
   };
@@ -317,8 +313,18 @@ bool flash_tensor_cores(bool bf16_qkv, int HS) {
 
 #if !defined(STAGECRAFT_FLASH_WGMMA)
 // A build without the Hopper kernels: mma.sync everywhere (flash_wgmma.cu defines it otherwise).
-bool flash_warpgroup(int) { return false; }
+bool flash_warpgroup_fit(int) { return false; }
 #endif
+
+FlashPath flash_path(bool bf16_qkv, int HS, config::FlashKernels choice) {
+  if (!bf16_qkv || choice == config::FlashKernels::kCudaCores || !flash_tensor_cores_fit(HS)) return FlashPath::kCudaCores;
+  if (choice == config::FlashKernels::kWgmma && flash_warpgroup_fit(HS)) return FlashPath::kWgmma;
+  return FlashPath::kMmaSync;
+}
+
+FlashPath flash_path(bool bf16_qkv, int HS) {
+  return flash_path(bf16_qkv, HS, context() ? context()->kernels.flash : config::FlashKernels::kAuto);
+}
 
 // The tensor-core kernels move bf16 in 16-byte units (flash_mma.h's cp.async copies, flash_tiles.h's
 // load8 for fp32 dO): their bf16 buffers must be 16-byte aligned, as every allocation is. Null
@@ -345,12 +351,13 @@ static bool fits_grid(int T, bool tensor_cores) {
 
 void flash_attention_forward(ActOut out, float* lse, ActIn qkv, int B, int T, int NH, int HS, int NKV) {
   if (B <= 0 || T <= 0) return;
-  const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
+  const FlashPath path = flash_path(qkv.low() != nullptr, HS);
+  const bool tensor_cores = path != FlashPath::kCudaCores;
   if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores) {
     if (!units_aligned(qkv, out.low() ? ActIn(out) : ActIn(nullptr))) return;
 #if defined(STAGECRAFT_FLASH_WGMMA)
-    if (flash_warpgroup(HS)) {
+    if (path == FlashPath::kWgmma) {
       warpgroup_forward(out, lse, qkv.low(), B, T, NH, HS, NKV);
       launched("flash_attention_forward (warpgroup tensor cores)");
       return;
@@ -385,7 +392,8 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
     return;
   }
   const size_t rows = size_t(B) * NH * T;
-  const bool tensor_cores = flash_tensor_cores(qkv.low() != nullptr, HS);
+  const FlashPath path = flash_path(qkv.low() != nullptr, HS);
+  const bool tensor_cores = path != FlashPath::kCudaCores;
   if (!fits_grid(T, tensor_cores)) return;
   if (tensor_cores && !units_aligned(qkv, dout.low() ? dout : ActIn(nullptr), dqkv.low() ? ActIn(dqkv) : ActIn(nullptr))) return;
   with_typed(out, [&](const auto* o) {
@@ -400,7 +408,7 @@ void flash_attention_backward(ActOut dqkv, float* delta, ActIn dout, ActIn qkv, 
   });
   if (tensor_cores) {
 #if defined(STAGECRAFT_FLASH_WGMMA)
-    if (flash_warpgroup(HS)) {
+    if (path == FlashPath::kWgmma) {
       warpgroup_grads(dqkv, dout.data, qkv.low(), lse, delta, B, T, NH, HS, NKV);
       launched("flash_attention_backward (warpgroup tensor cores)");
       return;

@@ -1,24 +1,21 @@
 // Hopper's warpgroup products for the fused attention: runtime/flash_wgmma.h's Wgmma core of
 // runtime/flash_mma.h's program, in flash_kernels.cuh's kernels. Compiled for sm_90a alone (wgmma
 // is an sm_90a instruction; CMake builds this file apart, STAGECRAFT_FLASH_WGMMA), so its kernels
-// load on GPUs of compute capability 9.0 only; flash_attention.cu asks flash_warpgroup first and
-// runs MmaSync everywhere else.
+// load on GPUs of compute capability 9.0 only; flash_attention.cu runs them where flash_path says
+// and MmaSync everywhere else.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "runtime/cuda/wgmma_exec.cuh"
 
 namespace stagecraft::runtime::cuda {
 
-namespace {
-
 // Whether these kernels take head size HS on this GPU: compute capability 9.0, the head size
 // padded to 64 or 128, and every pass's shared memory within the GPU's.
-bool warpgroup_ready(int HS) {
+bool flash_warpgroup_fit(int HS) {
+  if (!context()) return false;
   const int D = flash_mma::padded_head(HS);
   if (D != 64 && D != 128) return false;
   struct Gpu {
@@ -41,16 +38,6 @@ bool warpgroup_ready(int HS) {
     if (flash_mma::bytes_for_head<flash_mma::Wgmma>(pass, HS) > size_t(gpu.optin)) return false;
   }
   return true;
-}
-
-}  // namespace
-
-bool flash_warpgroup(int HS) {
-  static const bool asked = [] {
-    const char* v = std::getenv("STAGECRAFT_FLASH_WGMMA");
-    return v && std::string(v) == "1";
-  }();
-  return asked && flash_tensor_cores(true, HS) && warpgroup_ready(HS);
 }
 
 void warpgroup_forward(ActOut out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, int NKV) {

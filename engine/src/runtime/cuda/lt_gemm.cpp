@@ -124,13 +124,7 @@ Plan make_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
 
 }  // namespace
 
-bool lt_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("STAGECRAFT_CUBLASLT");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
+bool lt_enabled() { return lt_enabled(context() ? context()->kernels.gemm_bias : config::GemmBias::kAuto); }
 
 int lt_shapes(bool usable) {
   std::lock_guard<std::mutex> lock(g_mutex);

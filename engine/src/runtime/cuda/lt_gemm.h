@@ -21,6 +21,8 @@
 #include <cublas_v2.h>
 #include <library_types.h>
 
+#include "stagecraft/config/run_config.h"
+
 namespace stagecraft::runtime::cuda {
 
 // With residual (fp32 D only; D's layout, 16-byte aligned, may be D itself): D = op(A) op(B) +
@@ -37,7 +39,10 @@ bool lt_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int 
 bool lt_gemm_bias_gelu(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                        cudaDataType_t ab_type, void* D, cudaDataType_t d_type, int ldd, const void* bias, void* aux);
 
-// Whether STAGECRAFT_CUBLASLT allows cuBLASLt (read once; anything but "0" does).
+// Whether train.kernels.gemm_bias = `choice` lets the 16-bit GEMMs' bias epilogues take cuBLASLt
+// (auto and cublaslt do: where it has an algorithm for a shape; separate does not), and the same
+// under the context's choice (the last Device::set_kernels').
+inline bool lt_enabled(config::GemmBias choice) { return choice != config::GemmBias::kSeparate; }
 bool lt_enabled();
 
 // The shapes looked up so far for which cuBLASLt has an algorithm (usable) or has none.
