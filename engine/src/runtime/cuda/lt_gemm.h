@@ -10,7 +10,7 @@
 //
 // Where it does not apply it says so instead of computing: lt_gemm_bias returns false when the
 // bias is not 16-byte aligned, when cuBLASLt's heuristic offers no algorithm for the shape and
-// alignments, or when STAGECRAFT_CUBLASLT=0 is set (to compare with the plain path); the caller
+// alignments, or where train.kernels.gemm_bias: separate asks for the plain path; the caller
 // then runs cublasGemmEx and adds the bias itself. A shape's heuristic answer, yes or no, is
 // looked up once and cached with its descriptors. A failure of cublasLtMatmul itself is recorded
 // in the context like any other (cuda_context.h).
