@@ -77,19 +77,24 @@ class TestEstimate : public QObject {
   //   TP t:      s b h (10 + 24/t + 5 a s / (h t))
   //   TP + SP:   s b h (34/t + 5 a s / (h t))
   //   selective: the 5 a s / h term gone;  full: 2 s b h (2 s b h / t with SP)
+  // That is train.fp32_residual: false. With the residual stream in fp32 (the default, as
+  // Stagecraft's engine keeps it; Megatron's --fp32-residual-connection) the two norm inputs take
+  // 4 bytes each instead of 2: 4 s b h more where they are replicated (4/t with SP), and full
+  // recompute keeps the layer's input at 4 s b h.
   void activationsMatchKorthikantiTable2_data() {
     QTest::addColumn<int>("tp");
     QTest::addColumn<bool>("sp");
     QTest::addColumn<QString>("recompute");
     QTest::addColumn<double>("per_sbh");   // coefficient of s b h
     QTest::addColumn<double>("per_as2b");  // coefficient of a s^2 b
-    QTest::newRow("no parallelism") << 1 << false << "none" << 34.0 << 5.0;
-    QTest::newRow("tensor parallel 8") << 8 << false << "none" << 10.0 + 24.0 / 8 << 5.0 / 8;
-    QTest::newRow("tensor + sequence parallel 8") << 8 << true << "none" << 34.0 / 8 << 5.0 / 8;
-    QTest::newRow("selective, tp 8 + sp") << 8 << true << "selective" << 34.0 / 8 << 0.0;
-    QTest::newRow("selective, tp 4") << 4 << false << "selective" << 10.0 + 24.0 / 4 << 0.0;
-    QTest::newRow("full recompute") << 1 << false << "full" << 2.0 << 0.0;
-    QTest::newRow("full recompute, tp 8 + sp") << 8 << true << "full" << 2.0 / 8 << 0.0;
+    QTest::addColumn<double>("fp32_residual");  // what an fp32 residual stream adds, per s b h
+    QTest::newRow("no parallelism") << 1 << false << "none" << 34.0 << 5.0 << 4.0;
+    QTest::newRow("tensor parallel 8") << 8 << false << "none" << 10.0 + 24.0 / 8 << 5.0 / 8 << 4.0;
+    QTest::newRow("tensor + sequence parallel 8") << 8 << true << "none" << 34.0 / 8 << 5.0 / 8 << 4.0 / 8;
+    QTest::newRow("selective, tp 8 + sp") << 8 << true << "selective" << 34.0 / 8 << 0.0 << 4.0 / 8;
+    QTest::newRow("selective, tp 4") << 4 << false << "selective" << 10.0 + 24.0 / 4 << 0.0 << 4.0;
+    QTest::newRow("full recompute") << 1 << false << "full" << 2.0 << 0.0 << 2.0;
+    QTest::newRow("full recompute, tp 8 + sp") << 8 << true << "full" << 2.0 / 8 << 0.0 << 2.0 / 8;
   }
   void activationsMatchKorthikantiTable2() {
     QFETCH(int, tp);
@@ -97,13 +102,17 @@ class TestEstimate : public QObject {
     QFETCH(QString, recompute);
     QFETCH(double, per_sbh);
     QFETCH(double, per_as2b);
-    auto c = parse(std::string(kGpt175) + "train: {micro_batch: 1, precision: bf16, recompute: " + recompute.toStdString() + "}\n" +
+    QFETCH(double, fp32_residual);
+    auto c = parse(std::string(kGpt175) + "train: {micro_batch: 1, precision: bf16, fp32_residual: false, recompute: " + recompute.toStdString() + "}\n" +
                    "parallel: {tp: " + std::to_string(tp) + ", sequence_parallel: " + (sp ? "true" : "false") + "}\n" +
                    "cluster: {nodes: 1, gpus_per_node: 8}\n");
     const double s = 2048, b = 1, h = 12288, a = 96;
     const double expected = per_sbh * s * b * h + per_as2b * a * s * s * b;
     c.model.dropout = 0.1;  // Megatron's, which the paper's counts include
     QCOMPARE(plan::layer_activation_bytes(c, tp), expected);
+    c.train.fp32_residual = true;
+    QCOMPARE(plan::layer_activation_bytes(c, tp), expected + fp32_residual * s * b * h);
+    c.train.fp32_residual = false;
     // Without dropout (Stagecraft's GPT) it is smaller, never larger.
     c.model.dropout = 0.0;
     QVERIFY(plan::layer_activation_bytes(c, tp) <= expected);
@@ -112,10 +121,13 @@ class TestEstimate : public QObject {
     QVERIFY(plan::layer_activation_bytes(c, tp) <= expected - per_as2b * a * s * s * b + 4 * a * s * b);
   }
 
-  void fp32DoublesEveryStoredElement() {
+  // fp32 doubles every stored element but the residual stream's two (the norms' inputs, 2 s b h
+  // elements), which are fp32 at every precision.
+  void fp32DoublesEveryStoredElementButTheResidualStream() {
     auto half = parse(std::string(kGpt175) + "train: {precision: bf16}\n");
     auto full = parse(std::string(kGpt175) + "train: {precision: fp32}\n");
-    QCOMPARE(plan::layer_activation_bytes(full, 1), 2 * plan::layer_activation_bytes(half, 1));
+    const double s = 2048, b = 1, h = 12288, residual = 2 * s * b * h * 4;
+    QCOMPARE(plan::layer_activation_bytes(full, 1), 2 * plan::layer_activation_bytes(half, 1) - residual);
   }
 
   // Micro-batches held per schedule (Narayanan et al. 2021; Megatron's interleaved warm-up).
@@ -336,7 +348,8 @@ class TestEstimate : public QObject {
                .arg(ffn ? QString(", ffn_hidden: %1").arg(ffn) : QString());
       y += QString("parallel: {tp: %1, pp: %2, sequence_parallel: %3, zero: %4}\n").arg(tp).arg(pp).arg(sp ? "true" : "false").arg(zero);
       y += QString("pipeline: {schedule: %1, virtual_stages: %2}\n").arg(v > 1 ? "interleaved" : "1f1b").arg(v);
-      y += QString("train: {global_batch: %1, micro_batch: %2, precision: %3, recompute: %4, attention: %5}\n")
+      // Megatron's and Meta's runs: the residual stream in 16 bits (Megatron's default).
+      y += QString("train: {global_batch: %1, micro_batch: %2, precision: %3, recompute: %4, attention: %5, fp32_residual: false}\n")
                .arg(gbs).arg(mbs).arg(precision).arg(recompute).arg(attention);
       QTest::newRow(name) << y << QString(metric) << published << tol;
     };

@@ -618,7 +618,7 @@ class TestFrameworks : public QObject {
         "--normalization", "--norm-epsilon", "--swiglu", "--position-embedding-type", "--rotary-base", "--group-query-attention",
         "--num-query-groups", "--disable-bias-linear", "--add-qkv-bias", "--untie-embeddings-and-output-weights",
         "--micro-batch-size", "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
-        "--bf16", "--fp16", "--train-iters", "--lr", "--min-lr", "--lr-decay-style", "--lr-warmup-iters", "--weight-decay",
+        "--bf16", "--fp16", "--fp32-residual-connection", "--train-iters", "--lr", "--min-lr", "--lr-decay-style", "--lr-warmup-iters", "--weight-decay",
         "--adam-beta1", "--adam-beta2", "--clip-grad", "--seed", "--overlap-grad-reduce", "--ddp-bucket-size",
         "--data-path", "--vocab-file", "--merge-file", "--tokenizer-type", "--tokenizer-model",
         "--qk-layernorm", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -1074,6 +1074,7 @@ class TestFrameworks : public QObject {
     --global-batch-size 256
     --recompute-granularity selective
     --bf16
+    --fp32-residual-connection
     --train-iters 10000
     --lr 1e-04
     --min-lr 1e-05
@@ -1122,6 +1123,7 @@ class TestFrameworks : public QObject {
     --global-batch-size 256
     --recompute-granularity selective
     --bf16
+    --fp32-residual-connection
     --train-iters 10000
     --lr 3e-04
     --min-lr 3e-05

@@ -1486,6 +1486,23 @@ class TestTrainer : public QObject {
     QCOMPARE(int(trained.losses.size()), 1);
   }
 
+  // train.fp32_residual: false plans another framework's run (a 16-bit residual stream); the
+  // engine, whose residual stream is fp32, refuses to train it, naming the key, and trains the
+  // same config with the key at its default.
+  void sixteenBitResidualStreamIsRefused() {
+    const std::vector<std::string> one = {"cluster.nodes=1", "cluster.gpus_per_node=1", "train.precision=bf16"};
+    std::vector<std::string> sixteen = one;
+    sixteen.push_back("train.fp32_residual=false");
+    const RunOut refused = train(sixteen, 1);
+    QVERIFY(refused.losses.empty());
+    QVERIFY2(QString::fromStdString(refused.error).contains("train.fp32_residual=false: Stagecraft's engine keeps the residual stream in fp32"), refused.error.c_str());
+    const RunOut trained = train(one, 1);
+    QVERIFY2(trained.error.empty(), trained.error.c_str());
+    // fp32 training has no 16-bit residual to refuse.
+    const RunOut fp32 = train({"cluster.nodes=1", "cluster.gpus_per_node=1", "train.fp32_residual=false"}, 1);
+    QVERIFY2(fp32.error.empty(), fp32.error.c_str());
+  }
+
   // Where the device has a clock of its own (Device::make_clock: CUDA events), a kernel's time is
   // the clock's: timed alone, the time between a mark before the call and one after it, read at
   // once, with the host's time of the call kept beside it and the table saying how much the

@@ -540,6 +540,8 @@ Result<Exported> export_megatron(Ctx& x) {
   }
   if (c.train.precision == Precision::kBf16) a.push_back("--bf16");
   if (c.train.precision == Precision::kFp16) a.push_back("--fp16");
+  // The residual stream in fp32, as Stagecraft's engine keeps it and the plan's memory counts it.
+  if (c.train.precision != Precision::kFp32 && c.train.fp32_residual) a.push_back("--fp32-residual-connection");
   a.push_back("--train-iters " + std::to_string(c.train.steps));
   a.push_back("--lr " + py_float(c.train.lr));
   a.push_back("--min-lr " + py_float(c.train.min_lr));

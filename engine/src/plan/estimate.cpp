@@ -617,7 +617,10 @@ double cpu_engine_buffers(const config::RunConfig& c, int r, int p, int v, int m
 // (Llama: K and V by its key/value heads, gate | up and SwiGLU's output 3 x f/h.)
 // Stagecraft's GPT has no dropout; Megatron's adds three masks of one byte (two T h, one
 // a s^2 b) and the dropout output a s^2 b, which gives the paper's s b h (34 + 5 a s / h) at
-// 16 bits with f = 4h.
+// 16 bits with f = 4h. The norms' two inputs are the residual stream, which Stagecraft's engine
+// keeps in fp32 at every precision (train.fp32_residual, true by default; Megatron's
+// --fp32-residual-connection, which its export then sets): 4 bytes each, so 38 + 5 a s / h at 16
+// bits. The paper's count is train.fp32_residual: false.
 double layer_activation_bytes(const config::RunConfig& c, int tp) {
   return layer_activation_bytes(c, tp, model::ModelDesc::from(c.model).typical_layer(), 1.0);
 }
@@ -645,14 +648,17 @@ ActivationBytes layer_activations_of(const config::RunConfig& c, int tp, int lay
   const model::LayerActivations kept = g.layer_activations(layer);
   const double et = std::max(1, c.parallel.expert_tp);
   const double moe = (T / t) * (u * (et * kept.routed_input + kept.routed) + kept.router) * e;
-  const double rest = (kept.replicated * rep + kept.sharded / t) * T * e + (dropout ? 2 * T * h * rep : 0.0) + moe;
+  const double residual = 2 * h;  // of kept.replicated: the norms' inputs (above)
+  const double re = c.train.fp32_residual ? 4.0 : e;
+  const double rest = ((kept.replicated - residual) * rep + kept.sharded / t) * T * e + residual * rep * T * re +
+                      (dropout ? 2 * T * h * rep : 0.0) + moe;
   // FlashAttention stores no scores: only the softmax statistics, one fp32 per (head, token).
   const double core = c.train.attention == config::Attention::kFlash ? 4.0 * a * s / cp * b / t
                                                                       : a * s / cp * s * b / t * (dropout ? 2 * e + 1 : e);
   switch (c.train.recompute) {
     case Recompute::kNone: return {rest + core, moe};
     case Recompute::kSelective: return {rest + (c.train.attention == config::Attention::kFlash ? core : 0.0), moe};
-    case Recompute::kFull: return {T * h * e * rep, 0.0};   // the layer input only (2 s b h at 16 bits)
+    case Recompute::kFull: return {T * h * re * rep, 0.0};  // the layer input only, the residual stream (2 s b h at 16 bits)
   }
   return {rest + core, moe};
 }

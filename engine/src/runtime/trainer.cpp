@@ -275,6 +275,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const config::RunConfig& config
   if (config.train.precision == config::Precision::kFp16) t->scaler_.emplace();
   // The CPU engine computes in fp32 whatever the plan's precision (the planner's key); a GPU
   // computes what train.precision asks, or says it cannot.
+  if (!config.train.fp32_residual && config.train.precision != config::Precision::kFp32) {
+    return Status::invalid_input("train.fp32_residual=false: Stagecraft's engine keeps the residual stream in fp32 (the key plans other "
+                                 "frameworks' runs); remove it to train here");
+  }
   if (!t->dev_->host_accessible()) {
     if (Status s = t->dev_->set_precision(config.train.precision); !s) return s;
     if (Status s = t->dev_->set_tf32(config.train.tf32 && config.train.precision == config::Precision::kFp32); !s) return s;

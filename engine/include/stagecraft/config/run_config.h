@@ -269,6 +269,10 @@ struct TrainConfig {
   bool tf32 = false;              // fp32 GEMMs on a GPU's TF32 tensor cores (inputs rounded to a
                                   // 10-bit mantissa, fp32 accumulation); the CPU computes fp32
   Recompute recompute = Recompute::kNone;
+  bool fp32_residual = true;      // 16-bit precisions: the residual stream (the norms' inputs) kept in
+                                  // fp32, as Stagecraft's engine always does (Megatron's
+                                  // --fp32-residual-connection); false plans a framework that keeps it
+                                  // in train.precision, which Stagecraft's engine refuses to train
   Attention attention = Attention::kStandard;  // standard: scores materialised (s x s per head);
                                                // flash: fused, tiled (FlashAttention)
   uint64_t seed = 1234;           // parameters and batches are functions of the seed
