@@ -499,7 +499,7 @@ class TestTrainer : public QObject {
   // the single rank's, and the gradient norm too.
   // The cost model's memory for a CPU run against what the engine holds: weights, gradients,
   // AdamW state, the activations at their peak and the schedule's or ZeRO's buffers, per rank,
-  // within 10% (the bar).
+  // within 10% (the bar; 5% for bf16 as a GPU trains it).
   void estimateMatchesMeasuredMemory_data() {
     QTest::addColumn<QStringList>("overrides");
     QTest::newRow("dp=2 pp=2 1f1b") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2"};
@@ -522,12 +522,22 @@ class TestTrainer : public QObject {
     const QStringList moe = {"model.arch=llama", "model.kv_heads=2", "model.tied_embeddings=false", "model.moe.experts=4", "model.moe.top_k=2"};
     QTest::newRow("moe dp=4") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4"} + moe;
     QTest::newRow("moe dp=4 zero 1") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=4", "parallel.zero=1"} + moe;
+    // bf16 as a GPU trains it (the CPU kernels behind an off-host device; the cpu device given a
+    // bf16 peak so that the plan takes the precision): 16-bit activations beside the fp32
+    // residual stream, which the plan counts so (train.fp32_residual).
+    const QStringList bf16 = {"cluster.device={base: cpu, bf16_tflops: 1}", "train.precision=bf16", "off-host"};
+    QTest::newRow("bf16 off-host dp=2 pp=2") << QStringList{"cluster.gpus_per_node=4", "parallel.dp=2", "parallel.pp=2"} + bf16;
+    QTest::newRow("bf16 off-host llama tp=2") << QStringList{"cluster.gpus_per_node=2", "parallel.tp=2", "model.arch=llama", "model.kv_heads=2"} + bf16;
   }
   void estimateMatchesMeasuredMemory() {
     QFETCH(QStringList, overrides);
     std::vector<std::string> o = {"cluster.device=cpu", "model.hidden=64", "model.seq_len=64", "train.micro_batch=2", "train.global_batch=16"};
+    const bool off_host = overrides.removeAll("off-host") > 0;
+    // The bf16 rows within 5%, the GPU benchmarks' bar: counting the residual stream in 16 bits
+    // would put them at -5.6% and -7.1%.
+    const double tolerance = off_host ? 0.05 : 0.10;
     for (const auto& x : overrides) o.push_back(x.toStdString());
-    const RunOut r = train(o, 2);  // the second step: zero 3 prefetches from then on
+    const RunOut r = train(o, 2, false, off_host ? Memory::kDirect : Memory::kHost);  // the second step: zero 3 prefetches from then on
     QVERIFY2(r.error.empty(), r.error.c_str());
     auto cfg = config::parse_config(kBase, "test.yaml", o);
     QVERIFY(cfg.ok());
@@ -538,7 +548,7 @@ class TestTrainer : public QObject {
       const double predicted = m.total();  // on the cpu device the workspace is the engine's buffers
       const double measured = static_cast<double>(r.mem_bytes[static_cast<size_t>(rank)]);
       qInfo("rank %d: predicted %.0f, measured %.0f bytes (%+.1f%%)", rank, predicted, measured, (predicted / measured - 1) * 100);
-      QVERIFY2(std::abs(predicted / measured - 1) <= 0.10, qPrintable(QString("rank %1").arg(rank)));
+      QVERIFY2(std::abs(predicted / measured - 1) <= tolerance, qPrintable(QString("rank %1").arg(rank)));
     }
   }
 
