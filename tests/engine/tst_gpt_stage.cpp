@@ -108,16 +108,6 @@ double run_pipeline(std::vector<GptStage*> stages, int B, int mbs) {
   return total;
 }
 
-StageSpec whole(const config::ModelConfig& m, int B) {
-  StageSpec s;
-  s.model = m;
-  s.micro_batch = B;
-  s.chunks = {0};
-  s.chunk_first_layer = {0};
-  s.chunk_layers = {m.layers};
-  return s;
-}
-
 // Full (unsharded) gradient of every tensor, from stages that may each hold part of it.
 std::map<std::string, std::vector<float>> full_grads(const std::vector<GptStage*>& stages) {
   std::map<std::string, std::vector<float>> out;
@@ -164,7 +154,7 @@ class TestGptStage : public QObject {
 
  private Q_SLOTS:
   void initialisesLikeGpt2() {
-    auto s = GptStage::create(whole(tiny_model(), 2), nullptr);
+    auto s = GptStage::create(StageSpec::whole_model(tiny_model(), 2), nullptr);
     QVERIFY(s.ok());
     QVERIFY(s.value()->init_parameters(1234).ok());
     double sum2 = 0;
@@ -182,7 +172,7 @@ class TestGptStage : public QObject {
   }
 
   void lossStartsNearLogVocab() {
-    auto s = GptStage::create(whole(tiny_model(), 2), nullptr);
+    auto s = GptStage::create(StageSpec::whole_model(tiny_model(), 2), nullptr);
     QVERIFY(s.value()->init_parameters(1).ok());
     const double loss = run_pipeline({s.value().get()}, 2, 1);
     QVERIFY2(std::abs(loss - std::log(64.0)) < 0.1, qPrintable(QString::number(loss)));
@@ -196,7 +186,7 @@ class TestGptStage : public QObject {
   void tensorParallelMatchesOneRank() {
     QFETCH(int, tp);
     const auto m = tiny_model();
-    auto ref = GptStage::create(whole(m, 2), nullptr);
+    auto ref = GptStage::create(StageSpec::whole_model(m, 2), nullptr);
     QVERIFY(ref.value()->init_parameters(7).ok());
     const double ref_loss = run_pipeline({ref.value().get()}, 2, 2);
 
@@ -205,7 +195,7 @@ class TestGptStage : public QObject {
     std::vector<std::unique_ptr<GptStage>> ranks;
     for (int r = 0; r < tp; ++r) {
       reducers[static_cast<size_t>(r)].group = &group;
-      StageSpec spec = whole(m, 2);
+      StageSpec spec = StageSpec::whole_model(m, 2);
       spec.tp = tp;
       spec.tp_rank = r;
       auto s = GptStage::create(spec, &reducers[static_cast<size_t>(r)]);
@@ -227,7 +217,7 @@ class TestGptStage : public QObject {
 
   void pipelineChunksMatchOneStage() {
     const auto m = tiny_model();
-    auto ref = GptStage::create(whole(m, 2), nullptr);
+    auto ref = GptStage::create(StageSpec::whole_model(m, 2), nullptr);
     QVERIFY(ref.value()->init_parameters(3).ok());
     const double ref_loss = run_pipeline({ref.value().get()}, 2, 3);
     // Three stages of [1, 2, 1] layers: embedding on the first, a wte copy for the head on the last.
@@ -257,10 +247,10 @@ class TestGptStage : public QObject {
 
   void fullRecomputeMatchesAndHoldsLess() {
     const auto m = tiny_model();
-    auto ref = GptStage::create(whole(m, 2), nullptr);
+    auto ref = GptStage::create(StageSpec::whole_model(m, 2), nullptr);
     QVERIFY(ref.value()->init_parameters(5).ok());
     const double ref_loss = run_pipeline({ref.value().get()}, 2, 2);
-    StageSpec spec = whole(m, 2);
+    StageSpec spec = StageSpec::whole_model(m, 2);
     spec.full_recompute = true;
     auto rc = GptStage::create(spec, nullptr);
     QVERIFY(rc.value()->init_parameters(5).ok());
@@ -274,7 +264,7 @@ class TestGptStage : public QObject {
   // the assembly: which buffers feed which kernel).
   void gradientMatchesFiniteDifference() {
     const auto m = tiny_model();
-    auto s = GptStage::create(whole(m, 1), nullptr);
+    auto s = GptStage::create(StageSpec::whole_model(m, 1), nullptr);
     GptStage& st = *s.value();
     QVERIFY(st.init_parameters(11).ok());
     QVERIFY(st.zero_grads().ok());
@@ -293,7 +283,7 @@ class TestGptStage : public QObject {
         // the loss (~1e-7 / h); agreement to 2% or 2e-5 absolute is a real check.
         const float h = 1e-2f;
         st.params()[at] = saved + h;
-        auto up = GptStage::create(whole(m, 1), nullptr);
+        auto up = GptStage::create(StageSpec::whole_model(m, 1), nullptr);
         std::memcpy(up.value()->params(), st.params(), st.num_params() * sizeof(float));
         const double lp = run_pipeline({up.value().get()}, 1, 1);
         st.params()[at] = saved - h;

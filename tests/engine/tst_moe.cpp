@@ -45,16 +45,6 @@ config::ModelConfig moe_model() {
   return m;
 }
 
-StageSpec whole(const config::ModelConfig& m, int B) {
-  StageSpec s;
-  s.model = m;
-  s.micro_batch = B;
-  s.chunks = {0};
-  s.chunk_first_layer = {0};
-  s.chunk_layers = {m.layers};
-  return s;
-}
-
 struct Objective {
   double loss = 0;              // LM loss + aux
   std::vector<int64_t> load;    // layer 1's tokens per expert
@@ -274,7 +264,7 @@ class TestMoe : public QObject {
     m.moe.top_k = top_k;
     m.moe.shared_experts = shared;
     m.moe.capacity_factor = capacity;
-    auto made = GptStage::create(whole(m, 2), nullptr);
+    auto made = GptStage::create(StageSpec::whole_model(m, 2), nullptr);
     QVERIFY2(made.ok(), made.status().message().c_str());
     GptStage& st = *made.value();
     QVERIFY(st.init_parameters(21).ok());

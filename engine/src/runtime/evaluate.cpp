@@ -26,13 +26,7 @@ Result<EvalResult> evaluate_checkpoint(const config::ModelConfig& model, const s
   }
   auto weights = read_model_dir(checkpoint_dir, model);  // a checkpoint, or a Hugging Face model directory
   if (!weights.ok()) return weights.status();
-  StageSpec spec;
-  spec.model = model;
-  spec.micro_batch = 1;
-  spec.chunks = {0};
-  spec.chunk_first_layer = {0};
-  spec.chunk_layers = {model.layers};
-  auto stage = GptStage::create(spec, nullptr, device);
+  auto stage = GptStage::create(StageSpec::whole_model(model), nullptr, device);
   if (!stage.ok()) return stage.status();
   GptStage& st = *stage.value();
   std::vector<float> host(st.num_params());

@@ -101,6 +101,18 @@ struct StageSpec {
   std::vector<int> chunks;           // global chunk ids this rank runs, ascending
   std::vector<int> chunk_first_layer;  // per entry of `chunks`
   std::vector<int> chunk_layers;       // per entry of `chunks`
+
+  // The whole model as one stage on one rank (no parallelism): what eval and the single-rank
+  // references run.
+  static StageSpec whole_model(const config::ModelConfig& model, int micro_batch = 1) {
+    StageSpec s;
+    s.model = model;
+    s.micro_batch = micro_batch;
+    s.chunks = {0};
+    s.chunk_first_layer = {0};
+    s.chunk_layers = {model.layers};
+    return s;
+  }
 };
 
 // Where a parameter tensor sits in the flat buffers.
