@@ -5,6 +5,7 @@
 // the segment calls (one call over many ranges) against one call per range, bf16 rounding
 // (bf16.h) against an independent rule and bf16 activations in the Ops table against rounded
 // fp32 outputs, and sharded RNG draws against unsharded ones.
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/element_math.h"
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/kernels.h"
@@ -16,6 +17,8 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -614,6 +617,43 @@ class TestKernels : public QObject {
       QVERIFY(rel_err(b.g, std::vector<double>(b_g.begin(), b_g.end())) < 1e-6);
     }
     cpu::set_num_threads(2);
+  }
+
+  // The pool's end stops every worker, including one whose thread first runs after the end began:
+  // a process whose last job's worker was that late (a loaded machine) never exited, and a run's
+  // launcher took its rank for hung once it had trained every step. Here each worker waits 50 ms
+  // before it starts, the caller runs every piece of the one job itself meanwhile, and the pool
+  // ends at once; its end must return, in rounds of 1 and 3 workers.
+  void poolEndsWorkersThatStartAfterIt_data() {
+    QTest::addColumn<int>("threads");
+    QTest::newRow("1 worker") << 2;
+    QTest::newRow("3 workers") << 4;
+  }
+  void poolEndsWorkersThatStartAfterIt() {
+    QFETCH(int, threads);
+    for (int round = 0; round < 3; ++round) {
+      std::atomic<bool> ended{false};
+      std::atomic<int> ran{0}, workers{0};
+      std::thread owner([&] {
+        {
+          cpu::detail::ThreadPool pool([] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+          pool.run(8, threads, [](void* c, int) { static_cast<std::atomic<int>*>(c)->fetch_add(1); }, &ran);
+          workers.store(pool.threads());
+        }
+        ended.store(true);
+      });
+      const auto start = std::chrono::steady_clock::now();
+      while (!ended.load() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (!ended.load()) {
+        owner.detach();  // its pool's end is waiting for a worker that never ends
+        QFAIL(qPrintable(QString("round %1: the pool's end still waits for a worker after 10 s").arg(round)));
+      }
+      owner.join();
+      QCOMPARE(ran.load(), 8);
+      QCOMPARE(workers.load(), threads - 1);
+    }
   }
 
   // ---- a tiny GPT against PyTorch ------------------------------------------------------------------

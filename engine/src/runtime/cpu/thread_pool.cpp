@@ -1,11 +1,5 @@
-// The CPU backend's thread pool (thread_pool.h) and its thread count (kernels.h).
-//
-// Protocol. The caller (one at a time: busy_) publishes a job: fn, ctx, pieces, then claim_ =
-// (generation << 32 | 0), then generation_ (release). Workers spin ~50 us on generation_, then
-// sleep on it (futex via std::atomic::wait). Everyone claims pieces by compare-and-swap on claim_,
-// which succeeds only while its generation is the job's, so a worker that wakes after its job has
-// ended can never run a piece of the next job with the old fn. The caller returns when done_
-// reaches the number of pieces; it never waits for a worker that has not claimed a piece.
+// The CPU backend's thread pool (thread_pool.h, which gives its protocol) and its thread count
+// (kernels.h).
 #include "runtime/cpu/thread_pool.h"
 
 #include <sched.h>
@@ -35,97 +29,97 @@ inline void cpu_relax() {
 constexpr int kSpin = 2000;  // pause instructions (~50 us) before a worker sleeps
 constexpr uint32_t kClosed = 0xffffffffu;  // claim_'s index while a job is being published
 
-class ThreadPool {
- public:
-  ~ThreadPool() {
-    stop_.store(true);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+}  // namespace
 
-  void run(int pieces, int threads, detail::PieceFn fn, void* ctx) {
-    if (busy_.exchange(true, std::memory_order_acquire)) {
-      for (int i = 0; i < pieces; ++i) fn(ctx, i);
-      return;
-    }
-    grow(threads - 1);
-    // Sequentially consistent throughout: a worker that read this job's fields and then claims a
-    // piece of it cannot have read a later job's fields (the later job closes claim_ first).
-    const uint32_t g = generation_.load() + 1;
-    claim_.store(uint64_t(g) << 32 | kClosed);  // job g, nothing to claim while it is written
-    fn_.store(fn);
-    ctx_.store(ctx);
-    pieces_.store(pieces);
-    helpers_.store(threads - 1);
-    done_.store(0);
-    claim_.store(uint64_t(g) << 32);
-    generation_.store(g);
-    if (sleepers_.load() > 0) generation_.notify_all();
-    work(g, fn, ctx, pieces);
-    for (int spins = 0; done_.load(std::memory_order_acquire) != pieces; ++spins) {
-      if (spins < kSpin) {
-        cpu_relax();
-      } else {
-        std::this_thread::yield();  // a preempted worker holds a piece: let it run
-      }
-    }
-    busy_.store(false, std::memory_order_release);
-  }
+namespace detail {
 
- private:
-  // Claims and runs pieces of job g until none is left.
-  void work(uint32_t g, detail::PieceFn fn, void* ctx, int pieces) {
-    uint64_t c = claim_.load();
-    while (uint32_t(c >> 32) == g && uint32_t(c) < uint32_t(pieces)) {
-      if (claim_.compare_exchange_weak(c, c + 1)) {
-        fn(ctx, int(uint32_t(c)));
-        done_.fetch_add(1);
-        c = claim_.load();
-      }
+ThreadPool::ThreadPool(void (*on_start)()) : on_start_(on_start) {}
+
+ThreadPool::~ThreadPool() {
+  // stop_ before generation_ moves (release): a worker that reads the moved generation sees stop_.
+  stop_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run(int pieces, int threads, PieceFn fn, void* ctx) {
+  if (busy_.exchange(true, std::memory_order_acquire)) {
+    for (int i = 0; i < pieces; ++i) fn(ctx, i);
+    return;
+  }
+  grow(threads - 1);
+  // Sequentially consistent throughout: a worker that read this job's fields and then claims a
+  // piece of it cannot have read a later job's fields (the later job closes claim_ first).
+  const uint32_t g = generation_.load() + 1;
+  claim_.store(uint64_t(g) << 32 | kClosed);  // job g, nothing to claim while it is written
+  fn_.store(fn);
+  ctx_.store(ctx);
+  pieces_.store(pieces);
+  helpers_.store(threads - 1);
+  done_.store(0);
+  claim_.store(uint64_t(g) << 32);
+  generation_.store(g);
+  if (sleepers_.load() > 0) generation_.notify_all();
+  work(g, fn, ctx, pieces);
+  for (int spins = 0; done_.load(std::memory_order_acquire) != pieces; ++spins) {
+    if (spins < kSpin) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();  // a preempted worker holds a piece: let it run
     }
   }
+  busy_.store(false, std::memory_order_release);
+}
 
-  void worker(int id) {
-    uint32_t seen = generation_.load(std::memory_order_acquire);
-    for (;;) {
-      uint32_t g = seen;
-      for (int i = 0; i < kSpin && (g = generation_.load(std::memory_order_acquire)) == seen; ++i) cpu_relax();
-      if (g == seen) {
-        sleepers_.fetch_add(1);  // seq_cst with run()'s store of generation_ then load of sleepers_
-        while ((g = generation_.load()) == seen) generation_.wait(seen);
-        sleepers_.fetch_sub(1);
-      }
-      if (stop_.load()) return;
-      seen = g;
-      if (id >= helpers_.load()) continue;  // this job wants fewer threads
-      work(g, fn_.load(), ctx_.load(), pieces_.load());
+void ThreadPool::work(uint32_t g, PieceFn fn, void* ctx, int pieces) {
+  uint64_t c = claim_.load();
+  while (uint32_t(c >> 32) == g && uint32_t(c) < uint32_t(pieces)) {
+    if (claim_.compare_exchange_weak(c, c + 1)) {
+      fn(ctx, int(uint32_t(c)));
+      done_.fetch_add(1);
+      c = claim_.load();
     }
   }
+}
 
-  // Called by the one running caller only.
-  void grow(int n) {
-    while (int(workers_.size()) < n) {
-      const int id = int(workers_.size());
-      workers_.emplace_back([this, id] { worker(id); });
+void ThreadPool::worker(int id) {
+  if (on_start_) on_start_();
+  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // A thread that first runs after the destructor moved generation_ on would otherwise wait for a
+  // generation that never comes, and the process would never exit; having read the moved
+  // generation, it sees stop_.
+  if (stop_.load()) return;
+  for (;;) {
+    uint32_t g = seen;
+    for (int i = 0; i < kSpin && (g = generation_.load(std::memory_order_acquire)) == seen; ++i) cpu_relax();
+    if (g == seen) {
+      sleepers_.fetch_add(1);  // seq_cst with run()'s store of generation_ then load of sleepers_
+      while ((g = generation_.load()) == seen) generation_.wait(seen);
+      sleepers_.fetch_sub(1);
     }
+    if (stop_.load()) return;
+    seen = g;
+    if (id >= helpers_.load()) continue;  // this job wants fewer threads
+    work(g, fn_.load(), ctx_.load(), pieces_.load());
   }
+}
 
-  std::atomic<bool> busy_{false};
-  std::atomic<bool> stop_{false};
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<uint64_t> claim_{0};
-  std::atomic<int> done_{0};
-  std::atomic<int> sleepers_{0};
-  std::atomic<int> helpers_{0};
-  std::atomic<detail::PieceFn> fn_{nullptr};
-  std::atomic<void*> ctx_{nullptr};
-  std::atomic<int> pieces_{0};
-  std::vector<std::thread> workers_;
-};
+void ThreadPool::grow(int n) {
+  while (int(workers_.size()) < n) {
+    const int id = int(workers_.size());
+    workers_.emplace_back([this, id] { worker(id); });
+  }
+}
 
-ThreadPool& pool() {
-  static ThreadPool p;
+int ThreadPool::threads() const { return int(workers_.size()); }
+
+}  // namespace detail
+
+namespace {
+
+detail::ThreadPool& pool() {
+  static detail::ThreadPool p;
   return p;
 }
 

@@ -13,12 +13,57 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 namespace stagecraft::runtime::cpu::detail {
 
 using PieceFn = void (*)(void* ctx, int piece);
+
+// The pool behind run_pieces (one per process; the suites make their own).
+//
+// Protocol. The caller (one at a time: busy_) publishes a job: fn, ctx, pieces, then claim_ =
+// (generation << 32 | 0), then generation_ (release). Workers spin ~50 us on generation_, then
+// sleep on it (futex via std::atomic::wait). Everyone claims pieces by compare-and-swap on claim_,
+// which succeeds only while its generation is the job's, so a worker that wakes after its job has
+// ended can never run a piece of the next job with the old fn. The caller returns when done_
+// reaches the number of pieces; it never waits for a worker that has not claimed a piece. The
+// destructor stops every worker, including one whose thread first runs after it began.
+class ThreadPool {
+ public:
+  // on_start, where given, runs first on each worker thread (the suites delay workers with it).
+  explicit ThreadPool(void (*on_start)() = nullptr);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // fn(ctx, i) for every i in [0, pieces) on up to `threads` threads, the caller included; a call
+  // made while another runs runs its pieces inline.
+  void run(int pieces, int threads, PieceFn fn, void* ctx);
+  int threads() const;  // worker threads made so far
+
+ private:
+  void work(uint32_t g, PieceFn fn, void* ctx, int pieces);  // claims and runs pieces of job g
+  void worker(int id);
+  void grow(int n);  // called by the one running caller only
+
+  void (*on_start_)() = nullptr;
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int> done_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<int> helpers_{0};
+  std::atomic<PieceFn> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int> pieces_{0};
+  std::vector<std::thread> workers_;
+};
 
 // Runs fn(ctx, i) for every i in [0, pieces) on up to `threads` threads, the caller included;
 // returns when all are done. A call made while another is running (from a second thread, or
