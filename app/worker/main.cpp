@@ -139,8 +139,8 @@ int run() {
   auto trainer = runtime::Trainer::create(cfg.value(), layout.value(), groups->trainer_groups(), &data.value(), dev);
   if (!trainer.ok()) return fail(with_memory_estimate(trainer.status(), plan.value(), layout->pp_rank, r));
   if (Status s = trainer.value()->start(); !s) return fail(s);
-  // Which kernel each kind of work takes here, from the predicates the kernels ask (some read
-  // environment switches), so the history says what this rank ran (docs/runs.md).
+  // Which kernel each kind of work takes here, from the predicates the kernels ask (the GPU, the
+  // shape, train.kernels), so the history says what this rank ran (docs/runs.md).
   auto kernels = launch::kernel_paths_of(*dev, cfg.value());
   emit(launch::StartEvent{.world_size = topo.world_size(),
                           .dp = plan->dp,

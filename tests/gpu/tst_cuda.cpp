@@ -29,6 +29,8 @@
 #include "stagecraft/comm/process_groups.h"
 #include "stagecraft/comm/rendezvous.h"
 #include "stagecraft/config/config_io.h"
+#include "stagecraft/config/config_schema.h"
+#include "stagecraft/config/validate.h"
 #include "stagecraft/plan/plan.h"
 #include "stagecraft/runtime/device.h"
 #include "stagecraft/runtime/evaluate.h"
@@ -146,11 +148,14 @@ const char* kBase =
     "train: {global_batch: 8, micro_batch: 1, steps: 20, lr: 3.0e-3, warmup_steps: 3, weight_decay: 0.1, grad_clip: 1.0, seed: 9}\n"
     "backend: cpu\n";
 
-TokenData make_data() {
+// 6000 tokens below kBase's vocabulary of 96, with structure to learn.
+std::vector<uint16_t> data_tokens() {
   std::vector<uint16_t> t;
   for (int i = 0; i < 6000; ++i) t.push_back(static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96));
-  return TokenData::from_tokens(std::move(t));
+  return t;
 }
+
+TokenData make_data() { return TokenData::from_tokens(data_tokens()); }
 
 // The kernel paths this run of the suite takes: its ctest entry's `--kernels KEY=VALUE,...`
 // (train.kernels' keys; every auto without it). They are the kernels' choices before each test
@@ -158,28 +163,27 @@ TokenData make_data() {
 // (with_entry_kernels), as a user's config would be.
 config::KernelConfig g_kernels;
 
-// Takes `--kernels flash=wgmma,...` out of argv; false, with the line printed, for a key or value
-// train.kernels does not have.
+constexpr std::string_view kKernelKeys = "train.kernels.";
+
+// Takes `--kernels flash=wgmma,...` out of argv, each item read by the config schema's train.kernels
+// key of that name; false, with the line printed, for a key or value train.kernels does not have.
 bool take_kernels_argument(int& argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--kernels") continue;
     if (i + 1 >= argc) return std::fprintf(stderr, "tst_cuda: --kernels takes KEY=VALUE,... (flash=wgmma)\n"), false;
-    std::string list = argv[i + 1];
+    const std::string list = argv[i + 1];
+    config::RunConfig c;
     for (size_t at = 0; at <= list.size();) {
       const size_t end = std::min(list.find(',', at), list.size());
-      const std::string item = list.substr(at, end - at), key = item.substr(0, item.find('=')),
-                        value = item.find('=') == std::string::npos ? "" : item.substr(item.find('=') + 1);
-      bool known = false;
-      if (key == "flash") {
-        if (auto v = enum_parse(config::kFlashKernelsNames, value)) g_kernels.flash = *v, known = true;
-      } else if (key == "gemm_bias") {
-        if (auto v = enum_parse(config::kGemmBiasNames, value)) g_kernels.gemm_bias = *v, known = true;
-      } else if (key == "layernorm_backward_warps") {
-        if (auto v = enum_parse(config::kNormWarpsNames, value)) g_kernels.layernorm_backward_warps = *v, known = true;
+      const std::string item = list.substr(at, end - at);
+      const size_t eq = item.find('=');
+      const config::KeySpec* key = eq == std::string::npos ? nullptr : config::find_key(std::string(kKernelKeys) + item.substr(0, eq));
+      if (!key || !key->access.set(c, config::KeyValue{item.substr(eq + 1)})) {
+        return std::fprintf(stderr, "tst_cuda: --kernels %s: not a train.kernels key and value\n", item.c_str()), false;
       }
-      if (!known) return std::fprintf(stderr, "tst_cuda: --kernels %s: not a train.kernels key and value\n", item.c_str()), false;
       at = end + 1;
     }
+    g_kernels = c.train.kernels;
     for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
     argc -= 2;
     return true;
@@ -187,25 +191,29 @@ bool take_kernels_argument(int& argc, char** argv) {
   return true;
 }
 
-// config with the entry's kernel paths where its run has that work, as config's rules take them
-// (validate.cpp), and backend cuda, which they need.
+// config with the entry's kernel paths where its run has that work, and backend cuda, which they
+// need: each choice the config's rules refuse for this run (validate.cpp) goes back to auto.
 void with_entry_kernels(config::RunConfig& c) {
-  using config::FlashKernels;
   c.backend = config::Backend::kCuda;
-  const bool flash = c.train.attention == config::Attention::kFlash && !(c.parallel.cp > 1 && c.parallel.cp_comm == config::CpComm::kRing);
-  if (flash && (g_kernels.flash == FlashKernels::kCudaCores || c.train.precision == config::Precision::kBf16)) c.train.kernels.flash = g_kernels.flash;
-  if (g_kernels.gemm_bias != config::GemmBias::kCublasLt || c.train.precision != config::Precision::kFp32) {
-    c.train.kernels.gemm_bias = g_kernels.gemm_bias;
+  c.train.kernels = g_kernels;
+  config::RunConfig defaults;
+  for (const auto& issue : config::validate(c)) {
+    if (issue.key.rfind(kKernelKeys, 0) != 0) continue;
+    if (const config::KeySpec* key = config::find_key(issue.key)) key->access.set(c, key->access.get(defaults));
   }
-  if (!c.model.llama()) c.train.kernels.layernorm_backward_warps = g_kernels.layernorm_backward_warps;
 }
 
-// The same as `train.kernels.KEY=VALUE` overrides, for a run through the CLI of a GPT-2 model in
-// bf16 with the fused attention (where every key applies).
+// The same as `train.kernels.KEY=VALUE` overrides (every key of the schema's), for a run through
+// the CLI of a GPT-2 model in bf16 with the fused attention (where every key applies).
 [[maybe_unused]] QStringList entry_kernel_overrides() {
-  return {QString("train.kernels.flash=%1").arg(config::to_string(g_kernels.flash).data()),
-          QString("train.kernels.gemm_bias=%1").arg(config::to_string(g_kernels.gemm_bias).data()),
-          QString("train.kernels.layernorm_backward_warps=%1").arg(config::to_string(g_kernels.layernorm_backward_warps).data())};
+  config::RunConfig c;
+  c.train.kernels = g_kernels;
+  QStringList out;
+  for (const config::KeySpec& key : config::config_schema()) {
+    if (key.path.rfind(kKernelKeys, 0) != 0) continue;
+    out << QString::fromStdString(std::string(key.path) + "=" + std::get<std::string>(key.access.get(c)));
+  }
+  return out;
 }
 
 // Whether the fused attention of q, k, v in bf16 (or fp32) runs on tensor cores (false without
@@ -387,11 +395,9 @@ QString compare(const RunOut& a, const RunOut& b, double rel) {
 // (run.yaml) named `name`; false where a file could not be written.
 bool write_gpu_run(const QTemporaryDir& dir, const char* name) {
   QFile data(dir.filePath("tokens.bin"));
-  if (!data.open(QIODevice::WriteOnly)) return false;
-  for (int i = 0; i < 6000; ++i) {
-    const uint16_t t = static_cast<uint16_t>(((i % 29) * 7 + (i / 113)) % 96);
-    data.write(reinterpret_cast<const char*>(&t), sizeof t);
-  }
+  const std::vector<uint16_t> tokens = data_tokens();
+  const qint64 bytes = static_cast<qint64>(tokens.size() * sizeof(uint16_t));
+  if (!data.open(QIODevice::WriteOnly) || data.write(reinterpret_cast<const char*>(tokens.data()), bytes) != bytes) return false;
   QFile f(dir.filePath("run.yaml"));
   if (!f.open(QIODevice::WriteOnly)) return false;
   f.write(QString(kBase).replace("backend: cpu", "backend: cuda").toUtf8());

@@ -387,10 +387,10 @@ class Checker {
         fail("train.kernels.flash", value, "the tensor-core attention takes q, k and v in bf16; set train.precision: bf16 or flash: cuda_cores");
       }
     }
-    if (k.gemm_bias == GemmBias::kCublasLt && cuda_only("train.kernels.gemm_bias", to_string(k.gemm_bias)) && t.precision == Precision::kFp32) {
+    if (k.gemm_bias != GemmBias::kAuto && cuda_only("train.kernels.gemm_bias", to_string(k.gemm_bias)) &&
+        k.gemm_bias == GemmBias::kCublasLt && t.precision == Precision::kFp32) {
       fail("train.kernels.gemm_bias", "cublaslt", "cuBLASLt's bias epilogues serve the 16-bit GEMMs; set train.precision: bf16 or fp16, or gemm_bias: auto");
     }
-    if (k.gemm_bias == GemmBias::kSeparate) cuda_only("train.kernels.gemm_bias", to_string(k.gemm_bias));
     if (k.layernorm_backward_warps != NormWarps::kAuto &&
         cuda_only("train.kernels.layernorm_backward_warps", to_string(k.layernorm_backward_warps)) && c_.model.llama()) {
       fail("train.kernels.layernorm_backward_warps", std::string(to_string(k.layernorm_backward_warps)),
